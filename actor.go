@@ -1,0 +1,36 @@
+package agentmarket
+
+// Role is what a user or API key may do within its org. Permissions per
+// role live in casbin policies; the role itself is stored on the key or user.
+type Role string
+
+const (
+	RoleAdmin   Role = "admin"
+	RoleSeller  Role = "seller"
+	RoleBuyer   Role = "buyer"
+	RoleFinance Role = "finance"
+)
+
+// Roles lists every role, in the order they are documented.
+var Roles = []Role{RoleAdmin, RoleSeller, RoleBuyer, RoleFinance}
+
+// Valid reports whether r is a known role.
+func (r Role) Valid() bool {
+	for _, k := range Roles {
+		if r == k {
+			return true
+		}
+	}
+	return false
+}
+
+// Actor is who makes a call: an API key or a signed-in user of an org.
+type Actor struct {
+	OrgID  string
+	UserID string // empty for API keys
+	KeyID  string // empty for browser sessions
+	Role   Role
+	// Operator is true for the platform's own org: it approves and
+	// suspends listings and sees every listing whatever its state.
+	Operator bool
+}

@@ -1,0 +1,132 @@
+// Package gormdb opens the relational database through GORM, PostgreSQL
+// for a DSN or pure-Go SQLite (no cgo) for a file, applies the versioned
+// migrations, and translates driver errors into the application's error
+// kinds for every GORM-backed store.
+package gormdb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/glebarez/sqlite"
+	"gorm.io/driver/postgres"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/migrations"
+)
+
+// DB is an open, migrated database.
+type DB struct {
+	*gorm.DB
+	Dialect migrations.Dialect
+}
+
+// OpenPostgres opens PostgreSQL at dsn and applies the migrations.
+func OpenPostgres(ctx context.Context, dsn string) (*DB, error) {
+	g, err := gorm.Open(postgres.Open(dsn), config())
+	if err != nil {
+		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	sqlDB, err := g.DB()
+	if err != nil {
+		return nil, err
+	}
+	sqlDB.SetMaxOpenConns(20)
+	sqlDB.SetMaxIdleConns(10)
+	sqlDB.SetConnMaxIdleTime(5 * time.Minute)
+	return migrate(ctx, g, migrations.Postgres)
+}
+
+// OpenSQLite opens (creating) the SQLite file at path and applies the
+// migrations. WAL mode and a busy timeout let the marketplace and its
+// in-process meter share the file.
+func OpenSQLite(ctx context.Context, path string) (*DB, error) {
+	if path != ":memory:" {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, err
+		}
+	}
+	dsn := path + "?_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)"
+	g, err := gorm.Open(sqlite.Open(dsn), config())
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	sqlDB, err := g.DB()
+	if err != nil {
+		return nil, err
+	}
+	// One writer at a time is SQLite's rule; a single connection also keeps
+	// ":memory:" databases alive and shared.
+	sqlDB.SetMaxOpenConns(1)
+	return migrate(ctx, g, migrations.SQLite)
+}
+
+func config() *gorm.Config {
+	return &gorm.Config{
+		Logger:                 logger.Discard,
+		TranslateError:         true,
+		SkipDefaultTransaction: true,
+		NowFunc:                func() time.Time { return time.Now().UTC() },
+	}
+}
+
+func migrate(ctx context.Context, g *gorm.DB, d migrations.Dialect) (*DB, error) {
+	sqlDB, err := g.DB()
+	if err != nil {
+		return nil, err
+	}
+	if err := sqlDB.PingContext(ctx); err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", d, err)
+	}
+	if _, err := migrations.Apply(ctx, sqlDB, d); err != nil {
+		return nil, err
+	}
+	return &DB{DB: g, Dialect: d}, nil
+}
+
+// Close closes the database.
+func (db *DB) Close() error {
+	sqlDB, err := db.DB.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.Close()
+}
+
+// Ping checks that the database answers (for /readyz).
+func (db *DB) Ping(ctx context.Context) error {
+	sqlDB, err := db.DB.DB()
+	if err != nil {
+		return err
+	}
+	return sqlDB.PingContext(ctx)
+}
+
+// Translate maps a GORM or driver error to the application's error kinds;
+// what names the thing concerned ("listing", "api key").
+func Translate(err error, what string) error {
+	if err == nil {
+		return nil
+	}
+	var ae *agentmarket.Error
+	if errors.As(err, &ae) {
+		return err
+	}
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return agentmarket.Errorf(agentmarket.NotFound, strings.ReplaceAll(what, " ", "_")+"_not_found", "%s not found", what)
+	}
+	if errors.Is(err, gorm.ErrDuplicatedKey) {
+		return agentmarket.Wrap(agentmarket.Conflict, "conflict", err, "%s already exists", what)
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return agentmarket.Wrap(agentmarket.Unavailable, "database_timeout", err, "the database did not answer in time")
+	}
+	return agentmarket.Wrap(agentmarket.Internal, "database_error", err, "the database failed")
+}
