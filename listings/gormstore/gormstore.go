@@ -1,0 +1,520 @@
+// Package gormstore keeps listings in SQL through GORM: PostgreSQL in
+// production, SQLite in the embedded default. The schema is created by the
+// versioned files in migrations/, never by GORM. Rows map to domain types
+// explicitly in this file.
+package gormstore
+
+import (
+	"context"
+	"encoding/base64"
+	"sort"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/agentmarket/agentmarket/listings"
+	"github.com/agentmarket/agentmarket/listings/agentcard"
+	"github.com/agentmarket/agentmarket/migrations/gormdb"
+)
+
+// Store implements listings.Store.
+type Store struct {
+	db *gorm.DB
+}
+
+var _ listings.Store = (*Store)(nil)
+
+// New returns a store over db, whose schema the migrations have created.
+func New(db *gorm.DB) *Store { return &Store{db: db} }
+
+type listingRow struct {
+	ID                string `gorm:"primaryKey"`
+	SellerOrgID       string
+	Status            string
+	Health            string
+	HealthDetail      string
+	Name              string
+	Description       string
+	CardURL           string `gorm:"column:card_url"`
+	CardJSON          string `gorm:"column:card_json"`
+	CardHash          string
+	CardEtag          string
+	CardFetchedAt     time.Time
+	ProtocolVersions  string
+	Streaming         bool
+	PushNotifications bool
+	SearchText        string
+	PlanVersion       int
+	Currency          string
+	MonthlyFeeMicros  int64
+	UpstreamAuth      string
+	RefreshSeconds    int
+	NextRefreshAt     *time.Time
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+}
+
+func (listingRow) TableName() string { return "listings" }
+
+type cardVersionRow struct {
+	ID        int64 `gorm:"primaryKey;autoIncrement"`
+	ListingID string
+	CardHash  string
+	CardJSON  string `gorm:"column:card_json"`
+	SourceURL string `gorm:"column:source_url"`
+	FetchedAt time.Time
+}
+
+func (cardVersionRow) TableName() string { return "listing_card_versions" }
+
+type planRow struct {
+	ListingID                    string `gorm:"primaryKey"`
+	Version                      int    `gorm:"primaryKey"`
+	Currency                     string
+	MonthlyFeeMicros             int64
+	InputTokensPerMillionMicros  int64
+	OutputTokensPerMillionMicros int64
+	ComputePerHourMicros         int64
+	PerTaskMicros                int64
+	IncludedInputTokens          int64
+	IncludedOutputTokens         int64
+	IncludedComputeMs            int64
+	IncludedTasks                int64
+	CreatedAt                    time.Time
+}
+
+func (planRow) TableName() string { return "listing_plans" }
+
+type skillRow struct {
+	ListingID string `gorm:"primaryKey"`
+	Position  int    `gorm:"primaryKey"`
+	SkillID   string
+	Name      string
+}
+
+func (skillRow) TableName() string { return "listing_skills" }
+
+type tagRow struct {
+	ListingID string `gorm:"primaryKey"`
+	Tag       string `gorm:"primaryKey"`
+}
+
+func (tagRow) TableName() string { return "listing_tags" }
+
+type modeRow struct {
+	ListingID string `gorm:"primaryKey"`
+	Direction string `gorm:"primaryKey"`
+	MediaType string `gorm:"primaryKey"`
+}
+
+func (modeRow) TableName() string { return "listing_modes" }
+
+func toRow(l *listings.Listing) *listingRow {
+	r := &listingRow{
+		ID:               l.ID,
+		SellerOrgID:      l.SellerOrgID,
+		Status:           string(l.Status),
+		Health:           string(l.Health),
+		HealthDetail:     l.HealthDetail,
+		CardURL:          l.CardURL,
+		CardJSON:         string(l.CardJSON),
+		CardHash:         l.CardHash,
+		CardEtag:         l.CardETag,
+		CardFetchedAt:    l.CardFetchedAt.UTC(),
+		SearchText:       l.SearchText(),
+		PlanVersion:      l.Plan.Version,
+		Currency:         l.Plan.Currency,
+		MonthlyFeeMicros: l.Plan.MonthlyFeeMicros,
+		UpstreamAuth:     encodeSealed(l.UpstreamAuth),
+		RefreshSeconds:   int(l.RefreshInterval / time.Second),
+		CreatedAt:        l.CreatedAt.UTC(),
+		UpdatedAt:        l.UpdatedAt.UTC(),
+	}
+	if l.Card != nil {
+		r.Name = l.Card.Name
+		r.Description = l.Card.Description
+		r.ProtocolVersions = strings.Join(l.Card.ProtocolVersions, ",")
+		r.Streaming = l.Card.Capabilities.Streaming
+		r.PushNotifications = l.Card.Capabilities.PushNotifications
+	}
+	if !l.NextRefreshAt.IsZero() {
+		t := l.NextRefreshAt.UTC()
+		r.NextRefreshAt = &t
+	}
+	return r
+}
+
+func fromRow(r *listingRow, p *planRow) *listings.Listing {
+	l := &listings.Listing{
+		ID:              r.ID,
+		SellerOrgID:     r.SellerOrgID,
+		Status:          listings.Status(r.Status),
+		Health:          listings.Health(r.Health),
+		HealthDetail:    r.HealthDetail,
+		CardURL:         r.CardURL,
+		CardJSON:        []byte(r.CardJSON),
+		CardHash:        r.CardHash,
+		CardETag:        r.CardEtag,
+		CardFetchedAt:   r.CardFetchedAt.UTC(),
+		UpstreamAuth:    decodeSealed(r.UpstreamAuth),
+		RefreshInterval: time.Duration(r.RefreshSeconds) * time.Second,
+		CreatedAt:       r.CreatedAt.UTC(),
+		UpdatedAt:       r.UpdatedAt.UTC(),
+	}
+	if r.NextRefreshAt != nil {
+		l.NextRefreshAt = r.NextRefreshAt.UTC()
+	}
+	// The card was valid when stored; parse errors here would mean a
+	// corrupted row, which the API then shows as a listing without a card.
+	if c, err := agentcard.Parse(l.CardJSON); err == nil {
+		l.Card = c
+	}
+	if p != nil {
+		l.Plan = planFromRow(p)
+	}
+	return l
+}
+
+func planToRow(listingID string, p listings.Plan) *planRow {
+	return &planRow{
+		ListingID:                    listingID,
+		Version:                      p.Version,
+		Currency:                     p.Currency,
+		MonthlyFeeMicros:             p.MonthlyFeeMicros,
+		InputTokensPerMillionMicros:  p.InputTokensPerMillionMicros,
+		OutputTokensPerMillionMicros: p.OutputTokensPerMillionMicros,
+		ComputePerHourMicros:         p.ComputePerHourMicros,
+		PerTaskMicros:                p.PerTaskMicros,
+		IncludedInputTokens:          p.IncludedInputTokens,
+		IncludedOutputTokens:         p.IncludedOutputTokens,
+		IncludedComputeMs:            p.IncludedComputeMs,
+		IncludedTasks:                p.IncludedTasks,
+		CreatedAt:                    p.CreatedAt.UTC(),
+	}
+}
+
+func planFromRow(r *planRow) listings.Plan {
+	return listings.Plan{
+		Version:                      r.Version,
+		Currency:                     r.Currency,
+		MonthlyFeeMicros:             r.MonthlyFeeMicros,
+		InputTokensPerMillionMicros:  r.InputTokensPerMillionMicros,
+		OutputTokensPerMillionMicros: r.OutputTokensPerMillionMicros,
+		ComputePerHourMicros:         r.ComputePerHourMicros,
+		PerTaskMicros:                r.PerTaskMicros,
+		IncludedInputTokens:          r.IncludedInputTokens,
+		IncludedOutputTokens:         r.IncludedOutputTokens,
+		IncludedComputeMs:            r.IncludedComputeMs,
+		IncludedTasks:                r.IncludedTasks,
+		CreatedAt:                    r.CreatedAt.UTC(),
+	}
+}
+
+// CreateListing implements listings.Store.
+func (s *Store) CreateListing(ctx context.Context, l *listings.Listing, v *listings.CardVersion) error {
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Create(toRow(l)).Error; err != nil {
+			return err
+		}
+		if err := tx.Create(planToRow(l.ID, l.Plan)).Error; err != nil {
+			return err
+		}
+		if err := addVersion(tx, v); err != nil {
+			return err
+		}
+		return reindex(tx, l)
+	})
+	return gormdb.Translate(err, "listing")
+}
+
+// UpdateListing implements listings.Store.
+func (s *Store) UpdateListing(ctx context.Context, l *listings.Listing, v *listings.CardVersion) error {
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Model(&listingRow{ID: l.ID}).Select("*").Omit("id", "created_at", "seller_org_id").Updates(toRow(l))
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return gorm.ErrRecordNotFound
+		}
+		// Plan versions are immutable: an existing (listing, version) is left
+		// exactly as it was first written.
+		if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(planToRow(l.ID, l.Plan)).Error; err != nil {
+			return err
+		}
+		if v == nil {
+			return nil
+		}
+		if err := addVersion(tx, v); err != nil {
+			return err
+		}
+		return reindex(tx, l)
+	})
+	return gormdb.Translate(err, "listing")
+}
+
+func addVersion(tx *gorm.DB, v *listings.CardVersion) error {
+	if v == nil {
+		return nil
+	}
+	row := &cardVersionRow{ListingID: v.ListingID, CardHash: v.CardHash, CardJSON: string(v.CardJSON), SourceURL: v.SourceURL, FetchedAt: v.FetchedAt.UTC()}
+	if err := tx.Create(row).Error; err != nil {
+		return err
+	}
+	v.ID = row.ID
+	return nil
+}
+
+// reindex rewrites the search rows of a listing from its card.
+func reindex(tx *gorm.DB, l *listings.Listing) error {
+	for _, m := range []any{&skillRow{}, &tagRow{}, &modeRow{}} {
+		if err := tx.Where("listing_id = ?", l.ID).Delete(m).Error; err != nil {
+			return err
+		}
+	}
+	if l.Card == nil {
+		return nil
+	}
+	var skills []skillRow
+	for i, sk := range l.Card.Skills {
+		skills = append(skills, skillRow{ListingID: l.ID, Position: i, SkillID: sk.ID, Name: sk.Name})
+	}
+	var tags []tagRow
+	for _, t := range distinctLower(l.Card.Tags()) {
+		tags = append(tags, tagRow{ListingID: l.ID, Tag: t})
+	}
+	var modes []modeRow
+	for _, m := range distinctLower(l.Card.InputModes()) {
+		modes = append(modes, modeRow{ListingID: l.ID, Direction: "in", MediaType: m})
+	}
+	for _, m := range distinctLower(l.Card.OutputModes()) {
+		modes = append(modes, modeRow{ListingID: l.ID, Direction: "out", MediaType: m})
+	}
+	if len(skills) > 0 {
+		if err := tx.Create(&skills).Error; err != nil {
+			return err
+		}
+	}
+	if len(tags) > 0 {
+		if err := tx.Create(&tags).Error; err != nil {
+			return err
+		}
+	}
+	if len(modes) > 0 {
+		if err := tx.Create(&modes).Error; err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func distinctLower(in []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range in {
+		s = strings.ToLower(strings.TrimSpace(s))
+		if s == "" || seen[s] {
+			continue
+		}
+		seen[s] = true
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// GetListing implements listings.Store.
+func (s *Store) GetListing(ctx context.Context, id string) (*listings.Listing, error) {
+	var r listingRow
+	if err := s.db.WithContext(ctx).Where("id = ?", id).Take(&r).Error; err != nil {
+		return nil, gormdb.Translate(err, "listing")
+	}
+	var p planRow
+	if err := s.db.WithContext(ctx).Where("listing_id = ? AND version = ?", r.ID, r.PlanVersion).Take(&p).Error; err != nil {
+		return nil, gormdb.Translate(err, "plan")
+	}
+	return fromRow(&r, &p), nil
+}
+
+// CardVersions implements listings.Store.
+func (s *Store) CardVersions(ctx context.Context, listingID string) ([]listings.CardVersion, error) {
+	var rows []cardVersionRow
+	if err := s.db.WithContext(ctx).Where("listing_id = ?", listingID).Order("id DESC").Find(&rows).Error; err != nil {
+		return nil, gormdb.Translate(err, "card version")
+	}
+	out := make([]listings.CardVersion, len(rows))
+	for i, r := range rows {
+		out[i] = listings.CardVersion{ID: r.ID, ListingID: r.ListingID, CardHash: r.CardHash, CardJSON: []byte(r.CardJSON), SourceURL: r.SourceURL, FetchedAt: r.FetchedAt.UTC()}
+	}
+	return out, nil
+}
+
+// Plan implements listings.Store.
+func (s *Store) Plan(ctx context.Context, listingID string, version int) (*listings.Plan, error) {
+	var p planRow
+	if err := s.db.WithContext(ctx).Where("listing_id = ? AND version = ?", listingID, version).Take(&p).Error; err != nil {
+		return nil, gormdb.Translate(err, "plan")
+	}
+	pl := planFromRow(&p)
+	return &pl, nil
+}
+
+// Search implements listings.Store.
+func (s *Store) Search(ctx context.Context, q listings.Query) ([]*listings.Listing, int, error) {
+	where, args := searchWhere(q)
+	db := s.db.WithContext(ctx).Model(&listingRow{})
+	if where != "" {
+		db = db.Where(where, args...)
+	}
+	var total int64
+	if err := db.Count(&total).Error; err != nil {
+		return nil, 0, gormdb.Translate(err, "listing")
+	}
+	var rows []listingRow
+	err := db.Order(searchOrder(q.Sort)).Limit(q.PageSize).Offset((q.Page - 1) * q.PageSize).Find(&rows).Error
+	if err != nil {
+		return nil, 0, gormdb.Translate(err, "listing")
+	}
+	out, err := s.withPlans(ctx, rows)
+	if err != nil {
+		return nil, 0, err
+	}
+	return out, int(total), nil
+}
+
+func (s *Store) withPlans(ctx context.Context, rows []listingRow) ([]*listings.Listing, error) {
+	if len(rows) == 0 {
+		return []*listings.Listing{}, nil
+	}
+	var conds []string
+	var args []any
+	for _, r := range rows {
+		conds = append(conds, "(listing_id = ? AND version = ?)")
+		args = append(args, r.ID, r.PlanVersion)
+	}
+	var plans []planRow
+	if err := s.db.WithContext(ctx).Where(strings.Join(conds, " OR "), args...).Find(&plans).Error; err != nil {
+		return nil, gormdb.Translate(err, "plan")
+	}
+	byID := map[string]*planRow{}
+	for i := range plans {
+		byID[plans[i].ListingID] = &plans[i]
+	}
+	out := make([]*listings.Listing, len(rows))
+	for i := range rows {
+		out[i] = fromRow(&rows[i], byID[rows[i].ID])
+	}
+	return out, nil
+}
+
+// searchWhere builds the WHERE clause of a catalog query. It uses only SQL
+// that PostgreSQL and SQLite evaluate alike: lower-cased stored text, LIKE
+// with an explicit escape character, and EXISTS over the index tables.
+func searchWhere(q listings.Query) (string, []any) {
+	var conds []string
+	var args []any
+	for _, w := range q.Words() {
+		conds = append(conds, `listings.search_text LIKE ? ESCAPE '\'`)
+		args = append(args, "%"+escapeLike(w)+"%")
+	}
+	if q.Skill != "" {
+		conds = append(conds, "EXISTS (SELECT 1 FROM listing_skills s WHERE s.listing_id = listings.id AND (LOWER(s.skill_id) = ? OR LOWER(s.name) = ?))")
+		args = append(args, q.Skill, q.Skill)
+	}
+	if q.Tag != "" {
+		conds = append(conds, "EXISTS (SELECT 1 FROM listing_tags t WHERE t.listing_id = listings.id AND t.tag = ?)")
+		args = append(args, q.Tag)
+	}
+	if q.InputMode != "" {
+		conds = append(conds, "EXISTS (SELECT 1 FROM listing_modes m WHERE m.listing_id = listings.id AND m.direction = 'in' AND m.media_type = ?)")
+		args = append(args, q.InputMode)
+	}
+	if q.OutputMode != "" {
+		conds = append(conds, "EXISTS (SELECT 1 FROM listing_modes m WHERE m.listing_id = listings.id AND m.direction = 'out' AND m.media_type = ?)")
+		args = append(args, q.OutputMode)
+	}
+	if q.Streaming != nil {
+		conds = append(conds, "listings.streaming = ?")
+		args = append(args, *q.Streaming)
+	}
+	if q.Push != nil {
+		conds = append(conds, "listings.push_notifications = ?")
+		args = append(args, *q.Push)
+	}
+	if q.MaxMonthlyFeeMicros != nil {
+		conds = append(conds, "listings.monthly_fee_micros <= ?")
+		args = append(args, *q.MaxMonthlyFeeMicros)
+	}
+	if q.Currency != "" {
+		conds = append(conds, "listings.currency = ?")
+		args = append(args, strings.ToLower(q.Currency))
+	}
+	if q.SellerOrgID != "" {
+		conds = append(conds, "listings.seller_org_id = ?")
+		args = append(args, q.SellerOrgID)
+	}
+	if len(q.Statuses) > 0 {
+		ph := make([]string, len(q.Statuses))
+		for i, st := range q.Statuses {
+			ph[i] = "?"
+			args = append(args, string(st))
+		}
+		conds = append(conds, "listings.status IN ("+strings.Join(ph, ", ")+")")
+	}
+	return strings.Join(conds, " AND "), args
+}
+
+func searchOrder(sort string) string {
+	switch sort {
+	case "-name":
+		return "LOWER(listings.name) DESC, listings.id DESC"
+	case "created":
+		return "listings.created_at ASC, listings.id ASC"
+	case "-created":
+		return "listings.created_at DESC, listings.id DESC"
+	case "price":
+		return "listings.monthly_fee_micros ASC, LOWER(listings.name) ASC, listings.id ASC"
+	case "-price":
+		return "listings.monthly_fee_micros DESC, LOWER(listings.name) ASC, listings.id ASC"
+	default:
+		return "LOWER(listings.name) ASC, listings.id ASC"
+	}
+}
+
+func escapeLike(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+	return r.Replace(s)
+}
+
+// DueForRefresh implements listings.Store.
+func (s *Store) DueForRefresh(ctx context.Context, now time.Time, limit int) ([]*listings.Listing, error) {
+	var rows []listingRow
+	err := s.db.WithContext(ctx).
+		Where("next_refresh_at IS NOT NULL AND next_refresh_at <= ? AND status <> ?", now.UTC(), string(listings.StatusRetired)).
+		Order("next_refresh_at ASC, id ASC").Limit(limit).Find(&rows).Error
+	if err != nil {
+		return nil, gormdb.Translate(err, "listing")
+	}
+	return s.withPlans(ctx, rows)
+}
+
+// Sealed credentials are binary; the column is text on every database.
+func encodeSealed(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+func decodeSealed(s string) []byte {
+	if s == "" {
+		return nil
+	}
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return nil
+	}
+	return b
+}

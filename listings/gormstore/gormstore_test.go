@@ -1,0 +1,29 @@
+package gormstore_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/agentmarket/agentmarket/contracts"
+	contractsgorm "github.com/agentmarket/agentmarket/contracts/gormstore"
+	"github.com/agentmarket/agentmarket/listings"
+	"github.com/agentmarket/agentmarket/listings/gormstore"
+	"github.com/agentmarket/agentmarket/listings/storetest"
+	"github.com/agentmarket/agentmarket/migrations/gormdb/gormdbtest"
+)
+
+func TestStore(t *testing.T) {
+	for _, o := range gormdbtest.Openers {
+		t.Run(o.Name, func(t *testing.T) {
+			storetest.Run(t, func(t *testing.T) (listings.Store, func(string)) {
+				db := o.Open(t)
+				orgs := contractsgorm.New(db.DB)
+				return gormstore.New(db.DB), func(id string) {
+					if err := orgs.CreateOrg(t.Context(), &contracts.Org{ID: id, Name: id, CreatedAt: time.Now()}, nil, nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+			})
+		})
+	}
+}

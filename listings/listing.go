@@ -1,0 +1,121 @@
+// Package listings is the catalog: sellers list their A2A agents by card,
+// with a price plan and the credentials the meter presents upstream; buyers
+// search it. It owns the listing types, the rules, and the interfaces of what
+// it needs (a store, a card fetcher, a sealer for secrets); adapters live in
+// subpackages and only cmd/ wires them.
+package listings
+
+import (
+	"context"
+	"time"
+
+	"github.com/agentmarket/agentmarket/listings/agentcard"
+)
+
+// Status is where a listing is in its life.
+type Status string
+
+const (
+	StatusDraft         Status = "draft"
+	StatusPendingReview Status = "pending_review"
+	StatusPublished     Status = "published"
+	StatusSuspended     Status = "suspended"
+	StatusRetired       Status = "retired"
+)
+
+// Valid reports whether s is a known status.
+func (s Status) Valid() bool {
+	switch s {
+	case StatusDraft, StatusPendingReview, StatusPublished, StatusSuspended, StatusRetired:
+		return true
+	}
+	return false
+}
+
+// Health says whether the card could be read last time it was fetched.
+type Health string
+
+const (
+	HealthHealthy   Health = "healthy"
+	HealthUnhealthy Health = "unhealthy"
+)
+
+// Listing is one agent for sale.
+type Listing struct {
+	ID           string
+	SellerOrgID  string
+	Status       Status
+	Health       Health
+	HealthDetail string
+
+	// CardURL is where the card is fetched from; empty for a pasted card,
+	// which is then never refreshed.
+	CardURL       string
+	Card          *agentcard.Card
+	CardJSON      []byte // the card in force, exactly as received
+	CardHash      string // hex SHA-256 of CardJSON
+	CardETag      string
+	CardFetchedAt time.Time
+
+	Plan Plan // the plan version in force
+
+	// UpstreamAuth is the sealed (encrypted) header the meter sends to the
+	// agent; never returned by the API once stored.
+	UpstreamAuth []byte
+
+	RefreshInterval time.Duration // 0 disables periodic refresh
+	NextRefreshAt   time.Time     // zero when refresh is disabled
+
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// HasUpstreamAuth reports whether credentials for the agent are stored.
+func (l *Listing) HasUpstreamAuth() bool { return len(l.UpstreamAuth) > 0 }
+
+// CardVersion is one card as fetched (or pasted) at one time.
+type CardVersion struct {
+	ID        int64
+	ListingID string
+	CardHash  string
+	CardJSON  []byte
+	SourceURL string
+	FetchedAt time.Time
+}
+
+// UpstreamAuth is the header the meter presents to the seller's agent.
+type UpstreamAuth struct {
+	Header string `json:"header"`
+	Value  string `json:"value"`
+}
+
+// Store persists listings. Implementations: listings/gormstore (SQLite and
+// PostgreSQL); every implementation passes listings/storetest.
+type Store interface {
+	// CreateListing stores a new listing with its plan and first card
+	// version, and indexes the card for search, in one transaction.
+	CreateListing(ctx context.Context, l *Listing, v *CardVersion) error
+	// UpdateListing stores l. When v is not nil the card in force changed:
+	// v is appended to the history and the search index rebuilt. A plan
+	// version not yet stored is added (plan versions are never rewritten).
+	UpdateListing(ctx context.Context, l *Listing, v *CardVersion) error
+	// GetListing returns the listing, or a NotFound error.
+	GetListing(ctx context.Context, id string) (*Listing, error)
+	// CardVersions returns the card history, newest first.
+	CardVersions(ctx context.Context, listingID string) ([]CardVersion, error)
+	// Plan returns one stored plan version of a listing.
+	Plan(ctx context.Context, listingID string, version int) (*Plan, error)
+	// Search returns one page of listings matching q and the total count.
+	Search(ctx context.Context, q Query) ([]*Listing, int, error)
+	// DueForRefresh returns up to limit listings whose NextRefreshAt is not
+	// after now, oldest first.
+	DueForRefresh(ctx context.Context, now time.Time, limit int) ([]*Listing, error)
+}
+
+// Sealer encrypts secrets at rest (listings/aesgcm). The context (a
+// listing id) is bound to the sealed value: a value copied onto another
+// listing's row does not open.
+type Sealer interface {
+	Seal(plaintext, context []byte) ([]byte, error)
+	Open(sealed, context []byte) ([]byte, error)
+}

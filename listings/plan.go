@@ -1,0 +1,143 @@
+package listings
+
+import (
+	"bytes"
+	"encoding/json"
+	"regexp"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/agentmarket/agentmarket"
+)
+
+// Plan is one version of a listing's price plan: a flat monthly fee plus
+// usage rates, all in integer micro-units of Currency (1 USD = 1,000,000
+// micros), with an optional monthly allowance before usage is charged.
+// A plan version never changes once stored: contracts freeze one.
+type Plan struct {
+	Version                      int
+	Currency                     string
+	MonthlyFeeMicros             int64
+	InputTokensPerMillionMicros  int64
+	OutputTokensPerMillionMicros int64
+	ComputePerHourMicros         int64
+	PerTaskMicros                int64
+	IncludedInputTokens          int64
+	IncludedOutputTokens         int64
+	IncludedComputeMs            int64
+	IncludedTasks                int64
+	CreatedAt                    time.Time
+}
+
+// SamePrices reports whether two plans charge the same (ignoring version
+// and time), so an unchanged PATCH makes no new plan version.
+func (p Plan) SamePrices(q Plan) bool {
+	p.Version, q.Version = 0, 0
+	p.CreatedAt, q.CreatedAt = time.Time{}, time.Time{}
+	return p == q
+}
+
+// pricingFields maps the API's pricing field names to the plan's fields.
+func (p *Plan) pricingFields() map[string]*int64 {
+	return map[string]*int64{
+		"monthly_fee_micros":               &p.MonthlyFeeMicros,
+		"input_tokens_per_million_micros":  &p.InputTokensPerMillionMicros,
+		"output_tokens_per_million_micros": &p.OutputTokensPerMillionMicros,
+		"compute_per_hour_micros":          &p.ComputePerHourMicros,
+		"per_task_micros":                  &p.PerTaskMicros,
+		"included_input_tokens":            &p.IncludedInputTokens,
+		"included_output_tokens":           &p.IncludedOutputTokens,
+		"included_compute_ms":              &p.IncludedComputeMs,
+		"included_tasks":                   &p.IncludedTasks,
+	}
+}
+
+// PricingJSON is the plan as the API shows it.
+func (p Plan) PricingJSON() map[string]any {
+	out := map[string]any{"currency": p.Currency, "version": p.Version}
+	for k, v := range p.pricingFields() {
+		out[k] = *v
+	}
+	return out
+}
+
+var currencyRE = regexp.MustCompile(`^[a-z]{3}$`)
+
+// ParsePricing reads the API's pricing object. Every field is checked and
+// every problem reported: unknown fields, a missing or malformed currency,
+// and amounts that are not non-negative integers (1.5, -1, "10", 1e3 and
+// values past int64 are all refused). Omitted amounts are zero.
+func ParsePricing(raw json.RawMessage) (Plan, error) {
+	var p Plan
+	var fe agentmarket.Fields
+	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		fe.Add("pricing", "required", "pricing is required: at least {\"currency\": \"usd\"}")
+		return p, fe.Err("invalid_pricing", "the price plan is not valid")
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		fe.Add("pricing", "type", "pricing must be a JSON object")
+		return p, fe.Err("invalid_pricing", "the price plan is not valid")
+	}
+	fields := p.pricingFields()
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := obj[k]
+		if k == "currency" {
+			var c string
+			if json.Unmarshal(v, &c) != nil || !currencyRE.MatchString(c) {
+				fe.Add("pricing.currency", "format", "currency must be an ISO 4217 code in lower case, like \"usd\"")
+				continue
+			}
+			p.Currency = c
+			continue
+		}
+		if k == "version" { // echoed back by clients that PATCH what they read
+			continue
+		}
+		dst, ok := fields[k]
+		if !ok {
+			fe.Add("pricing."+k, "unknown", "unknown pricing field %q", k)
+			continue
+		}
+		n, rule, msg := parseAmount(v)
+		if rule != "" {
+			fe.Add("pricing."+k, rule, "%s %s", k, msg)
+			continue
+		}
+		*dst = n
+	}
+	if _, ok := obj["currency"]; !ok {
+		fe.Add("pricing.currency", "required", "currency is required, like \"usd\"")
+	}
+	if err := fe.Err("invalid_pricing", "the price plan is not valid"); err != nil {
+		return Plan{}, err
+	}
+	return p, nil
+}
+
+// parseAmount accepts a JSON integer literal in [0, MaxInt64].
+func parseAmount(v json.RawMessage) (int64, string, string) {
+	s := string(bytes.TrimSpace(v))
+	if s == "" || (s[0] != '-' && (s[0] < '0' || s[0] > '9')) {
+		return 0, "type", "must be an integer number of micro-units (or units for allowances)"
+	}
+	if s[0] == '-' {
+		return 0, "non_negative", "must not be negative"
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0, "integer", "must be a whole number (money is integer micro-units)"
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, "range", "is too large"
+	}
+	return n, "", ""
+}

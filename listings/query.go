@@ -1,0 +1,113 @@
+package listings
+
+import (
+	"strings"
+
+	"github.com/agentmarket/agentmarket"
+)
+
+// Query is a catalog search. Empty fields do not filter.
+type Query struct {
+	Text       string // every word must appear in name, description, skills or tags
+	Skill      string // a skill id or name, case-insensitive
+	Tag        string // a skill tag, case-insensitive
+	InputMode  string // a media type the agent accepts, e.g. "application/pdf"
+	OutputMode string // a media type the agent produces
+	Streaming  *bool
+	Push       *bool
+	// MaxMonthlyFeeMicros is the price ceiling on the flat monthly fee.
+	MaxMonthlyFeeMicros *int64
+	Currency            string
+	SellerOrgID         string
+	Statuses            []Status
+	Sort                string // one of Sorts
+	Page                int    // from 1
+	PageSize            int    // 1..MaxPageSize
+}
+
+// Sorts are the accepted sort orders; a leading "-" means descending.
+var Sorts = []string{"name", "-name", "created", "-created", "price", "-price"}
+
+const (
+	DefaultPageSize = 20
+	MaxPageSize     = 100
+)
+
+// Page is one page of search results.
+type Page struct {
+	Items    []*Listing
+	Total    int
+	Page     int
+	PageSize int
+}
+
+// Normalize fills defaults and checks every field, reporting all problems.
+func (q *Query) Normalize() error {
+	var fe agentmarket.Fields
+	q.Text = strings.TrimSpace(q.Text)
+	q.Skill = strings.ToLower(strings.TrimSpace(q.Skill))
+	q.Tag = strings.ToLower(strings.TrimSpace(q.Tag))
+	q.InputMode = strings.ToLower(strings.TrimSpace(q.InputMode))
+	q.OutputMode = strings.ToLower(strings.TrimSpace(q.OutputMode))
+	if q.Sort == "" {
+		q.Sort = "name"
+	}
+	ok := false
+	for _, s := range Sorts {
+		ok = ok || s == q.Sort
+	}
+	if !ok {
+		fe.Add("sort", "enum", "sort must be one of %s", strings.Join(Sorts, ", "))
+	}
+	if q.Page == 0 {
+		q.Page = 1
+	}
+	if q.Page < 1 {
+		fe.Add("page", "range", "page starts at 1")
+	}
+	if q.PageSize == 0 {
+		q.PageSize = DefaultPageSize
+	}
+	if q.PageSize < 1 || q.PageSize > MaxPageSize {
+		fe.Add("page_size", "range", "page_size must be between 1 and %d", MaxPageSize)
+	}
+	if q.MaxMonthlyFeeMicros != nil && *q.MaxMonthlyFeeMicros < 0 {
+		fe.Add("max_monthly_fee_micros", "non_negative", "max_monthly_fee_micros must not be negative")
+	}
+	for _, s := range q.Statuses {
+		if !s.Valid() {
+			fe.Add("status", "enum", "unknown status %q", s)
+		}
+	}
+	return fe.Err("invalid_query", "the search is not valid")
+}
+
+// Words splits the free text into the lower-case words that must all match.
+func (q *Query) Words() []string {
+	return strings.Fields(strings.ToLower(q.Text))
+}
+
+// SearchText is the lower-case text a listing is found by: name,
+// description, skill ids, names, descriptions and tags. Stores keep it in
+// one column so free-text search behaves the same on every database.
+func (l *Listing) SearchText() string {
+	var b strings.Builder
+	add := func(s string) {
+		b.WriteString(strings.ToLower(s))
+		b.WriteByte('\n')
+	}
+	if l.Card == nil {
+		return ""
+	}
+	add(l.Card.Name)
+	add(l.Card.Description)
+	for _, s := range l.Card.Skills {
+		add(s.ID)
+		add(s.Name)
+		add(s.Description)
+		for _, t := range s.Tags {
+			add(t)
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,494 @@
+package listings
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/textproto"
+	"strings"
+	"time"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/listings/agentcard"
+)
+
+// Limits and defaults of the catalog.
+const (
+	MaxCardBytes           = 64 << 10
+	DefaultRefreshInterval = time.Hour
+	MinRefreshInterval     = time.Minute
+)
+
+// Service holds the catalog's rules. Authorization of the role (may this
+// role create listings at all?) happens at the transport through casbin;
+// the service checks ownership (is this the seller's own listing?).
+type Service struct {
+	Store   Store
+	Fetcher CardFetcher
+	Sealer  Sealer
+	Clock   agentmarket.Clock
+	// AutoApprove publishes new listings at once instead of waiting for an
+	// operator (on in the embedded default).
+	AutoApprove bool
+	// DefaultRefresh is the refresh interval of listings that set none
+	// (DefaultRefreshInterval in the shipped configuration); 0 disables it.
+	DefaultRefresh time.Duration
+}
+
+// CreateInput is what a seller sends to list an agent: a card URL or a
+// pasted card, a price plan, and optionally the upstream credentials.
+type CreateInput struct {
+	CardURL        string          `json:"card_url"`
+	Card           json.RawMessage `json:"card"`
+	Pricing        json.RawMessage `json:"pricing"`
+	UpstreamAuth   *UpstreamAuth   `json:"upstream_auth"`
+	RefreshSeconds *int            `json:"refresh_seconds"`
+	Draft          bool            `json:"draft"`
+}
+
+// UpdateInput changes a listing; nil fields stay as they are.
+type UpdateInput struct {
+	Pricing        json.RawMessage `json:"pricing"`
+	UpstreamAuth   *UpstreamAuth   `json:"upstream_auth"`
+	RefreshSeconds *int            `json:"refresh_seconds"`
+	Status         *Status         `json:"status"`
+}
+
+func (s *Service) now() time.Time { return s.Clock.Now() }
+
+// validateRefresh checks a refresh interval in seconds: 0 disables it,
+// otherwise at least MinRefreshInterval.
+func validateRefresh(fe *agentmarket.Fields, secs *int) {
+	if secs == nil {
+		return
+	}
+	if *secs < 0 || (*secs > 0 && time.Duration(*secs)*time.Second < MinRefreshInterval) {
+		fe.Add("refresh_seconds", "range", "refresh_seconds must be 0 (never) or at least %d", int(MinRefreshInterval/time.Second))
+	}
+}
+
+func validateUpstreamAuth(fe *agentmarket.Fields, a *UpstreamAuth) {
+	if a == nil {
+		return
+	}
+	if a.Header == "" || textproto.CanonicalMIMEHeaderKey(a.Header) == "" || strings.ContainsAny(a.Header, " \t\r\n:") {
+		fe.Add("upstream_auth.header", "format", "upstream_auth.header must be an HTTP header name, like \"Authorization\"")
+	}
+	if a.Value == "" || strings.ContainsAny(a.Value, "\r\n") {
+		fe.Add("upstream_auth.value", "format", "upstream_auth.value must be a non-empty single-line header value")
+	}
+}
+
+// Create lists an agent for the actor's org.
+func (s *Service) Create(ctx context.Context, actor agentmarket.Actor, in CreateInput) (*Listing, error) {
+	var fe agentmarket.Fields
+	hasCard := len(bytes.TrimSpace(in.Card)) > 0 && !bytes.Equal(bytes.TrimSpace(in.Card), []byte("null"))
+	switch {
+	case in.CardURL == "" && !hasCard:
+		fe.Add("card_url", "required", "give either card_url (the card's URL or the agent's base URL) or card (the card itself)")
+	case in.CardURL != "" && hasCard:
+		fe.Add("card", "exclusive", "give card_url or card, not both")
+	}
+	plan, err := ParsePricing(in.Pricing)
+	if err != nil {
+		var ae *agentmarket.Error
+		errors.As(err, &ae)
+		fe = append(fe, ae.Fields...)
+	}
+	validateUpstreamAuth(&fe, in.UpstreamAuth)
+	validateRefresh(&fe, in.RefreshSeconds)
+	if err := fe.Err("invalid_listing", "the listing is not valid"); err != nil {
+		return nil, err
+	}
+
+	now := s.now()
+	raw, card, fetched, err := s.readCard(ctx, in.CardURL, in.Card, "")
+	if err != nil {
+		return nil, err
+	}
+	l := &Listing{
+		ID:            agentmarket.NewID("lst"),
+		SellerOrgID:   actor.OrgID,
+		Status:        StatusPendingReview,
+		Health:        HealthHealthy,
+		CardURL:       in.CardURL,
+		Card:          card,
+		CardJSON:      raw,
+		CardHash:      Hash(raw),
+		CardFetchedAt: now,
+		CreatedAt:     now,
+		UpdatedAt:     now,
+	}
+	if fetched != nil {
+		l.CardURL = fetched.URL
+		l.CardETag = fetched.ETag
+	}
+	switch {
+	case in.Draft:
+		l.Status = StatusDraft
+	case s.AutoApprove:
+		l.Status = StatusPublished
+	}
+	plan.Version = 1
+	plan.CreatedAt = now
+	l.Plan = plan
+	if err := s.setUpstreamAuth(l, in.UpstreamAuth); err != nil {
+		return nil, err
+	}
+	s.setRefresh(l, in.RefreshSeconds, now)
+	v := &CardVersion{ListingID: l.ID, CardHash: l.CardHash, CardJSON: raw, SourceURL: l.CardURL, FetchedAt: now}
+	if err := s.Store.CreateListing(ctx, l, v); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func (s *Service) setUpstreamAuth(l *Listing, a *UpstreamAuth) error {
+	if a == nil {
+		return nil
+	}
+	b, _ := json.Marshal(a)
+	sealed, err := s.Sealer.Seal(b, []byte(l.ID))
+	if err != nil {
+		return agentmarket.Wrap(agentmarket.Internal, "seal_failed", err, "could not store the upstream credentials")
+	}
+	l.UpstreamAuth = sealed
+	return nil
+}
+
+// OpenUpstreamAuth decrypts a listing's stored upstream credentials; the
+// meter calls it, nothing that answers users does.
+func (s *Service) OpenUpstreamAuth(l *Listing) (*UpstreamAuth, error) {
+	if !l.HasUpstreamAuth() {
+		return nil, nil
+	}
+	b, err := s.Sealer.Open(l.UpstreamAuth, []byte(l.ID))
+	if err != nil {
+		return nil, agentmarket.Wrap(agentmarket.Internal, "unseal_failed", err, "could not read the upstream credentials")
+	}
+	var a UpstreamAuth
+	if err := json.Unmarshal(b, &a); err != nil {
+		return nil, agentmarket.Wrap(agentmarket.Internal, "unseal_failed", err, "could not read the upstream credentials")
+	}
+	return &a, nil
+}
+
+func (s *Service) setRefresh(l *Listing, secs *int, now time.Time) {
+	switch {
+	case l.CardURL == "":
+		l.RefreshInterval = 0 // a pasted card has nowhere to be refreshed from
+	case secs != nil:
+		l.RefreshInterval = time.Duration(*secs) * time.Second
+	case l.RefreshInterval == 0 && l.CreatedAt.Equal(now):
+		l.RefreshInterval = s.DefaultRefresh
+	}
+	l.NextRefreshAt = time.Time{}
+	if l.RefreshInterval > 0 {
+		l.NextRefreshAt = now.Add(l.RefreshInterval)
+	}
+}
+
+// readCard fetches (or takes the pasted) card and parses it. Errors about
+// the card name the field they concern, prefixed with "card.".
+func (s *Service) readCard(ctx context.Context, cardURL string, pasted json.RawMessage, etag string) ([]byte, *agentcard.Card, *FetchedCard, error) {
+	var raw []byte
+	var fetched *FetchedCard
+	if cardURL != "" {
+		f, err := s.Fetcher.FetchCard(ctx, cardURL, etag)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		if f.NotModified {
+			return nil, nil, f, nil
+		}
+		raw, fetched = f.Body, f
+	} else {
+		raw = []byte(pasted)
+		if len(raw) > MaxCardBytes {
+			return nil, nil, nil, &agentmarket.Error{Kind: agentmarket.Invalid, Code: "card_too_large",
+				Message: fmt.Sprintf("the card is %d bytes; the limit is %d (64 KiB)", len(raw), MaxCardBytes),
+				Fields:  []agentmarket.FieldError{{Field: "card", Rule: "max_size", Message: "the card must be at most 64 KiB"}}}
+		}
+	}
+	card, err := agentcard.Parse(raw)
+	if err != nil {
+		var ae *agentmarket.Error
+		if errors.As(err, &ae) {
+			prefixed := *ae
+			prefixed.Fields = make([]agentmarket.FieldError, len(ae.Fields))
+			for i, f := range ae.Fields {
+				f.Field = "card." + f.Field
+				prefixed.Fields[i] = f
+			}
+			if len(prefixed.Fields) == 0 {
+				prefixed.Fields = []agentmarket.FieldError{{Field: "card", Rule: "json", Message: ae.Message}}
+			}
+			return nil, nil, nil, &prefixed
+		}
+		return nil, nil, nil, err
+	}
+	return raw, card, fetched, nil
+}
+
+// publicDetail is what users may see of a refresh failure: the code and
+// message, never the internal cause (addresses, driver text).
+func publicDetail(err error) string {
+	var ae *agentmarket.Error
+	if errors.As(err, &ae) {
+		return ae.Code + ": " + ae.Message
+	}
+	return "card_fetch_failed: the card could not be fetched"
+}
+
+// Hash is the hex SHA-256 that identifies a card version.
+func Hash(raw []byte) string {
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:])
+}
+
+// visible reports whether actor may see l at all. Others' listings that are
+// not published do not exist for them.
+func visible(actor agentmarket.Actor, l *Listing) bool {
+	return l.Status == StatusPublished || actor.Operator || actor.OrgID == l.SellerOrgID
+}
+
+func notFound(id string) error {
+	return agentmarket.Errorf(agentmarket.NotFound, "listing_not_found", "no listing %q", id)
+}
+
+// Get returns a listing the actor may see.
+func (s *Service) Get(ctx context.Context, actor agentmarket.Actor, id string) (*Listing, error) {
+	l, err := s.Store.GetListing(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !visible(actor, l) {
+		return nil, notFound(id)
+	}
+	return l, nil
+}
+
+// own loads a listing the actor's org sells (operators may act on any).
+func (s *Service) own(ctx context.Context, actor agentmarket.Actor, id string) (*Listing, error) {
+	l, err := s.Get(ctx, actor, id)
+	if err != nil {
+		return nil, err
+	}
+	if l.SellerOrgID != actor.OrgID && !actor.Operator {
+		return nil, agentmarket.Errorf(agentmarket.Forbidden, "not_listing_owner", "listing %q belongs to another organisation", id)
+	}
+	return l, nil
+}
+
+// Update changes the price plan, credentials, refresh interval or status.
+func (s *Service) Update(ctx context.Context, actor agentmarket.Actor, id string, in UpdateInput) (*Listing, error) {
+	l, err := s.own(ctx, actor, id)
+	if err != nil {
+		return nil, err
+	}
+	owner := l.SellerOrgID == actor.OrgID
+	var fe agentmarket.Fields
+	var plan Plan
+	if in.Pricing != nil {
+		p, err := ParsePricing(in.Pricing)
+		if err != nil {
+			var ae *agentmarket.Error
+			errors.As(err, &ae)
+			fe = append(fe, ae.Fields...)
+		}
+		plan = p
+	}
+	validateUpstreamAuth(&fe, in.UpstreamAuth)
+	validateRefresh(&fe, in.RefreshSeconds)
+	if !owner && (in.Pricing != nil || in.UpstreamAuth != nil || in.RefreshSeconds != nil) {
+		return nil, agentmarket.Errorf(agentmarket.Forbidden, "not_listing_owner", "only the seller may change pricing, credentials or refresh of listing %q", id)
+	}
+	if in.Status != nil {
+		if err := checkTransition(actor, owner, l.Status, *in.Status, s.AutoApprove); err != nil {
+			var ae *agentmarket.Error
+			if errors.As(err, &ae) && ae.Kind == agentmarket.Invalid {
+				fe = append(fe, ae.Fields...)
+			} else {
+				return nil, err
+			}
+		}
+	}
+	if err := fe.Err("invalid_listing", "the change is not valid"); err != nil {
+		return nil, err
+	}
+	now := s.now()
+	if in.Pricing != nil && !plan.SamePrices(l.Plan) {
+		plan.Version = l.Plan.Version + 1
+		plan.CreatedAt = now
+		l.Plan = plan
+	}
+	if in.UpstreamAuth != nil {
+		if err := s.setUpstreamAuth(l, in.UpstreamAuth); err != nil {
+			return nil, err
+		}
+	}
+	if in.RefreshSeconds != nil {
+		s.setRefresh(l, in.RefreshSeconds, now)
+	}
+	if in.Status != nil {
+		l.Status = *in.Status
+		if l.Status == StatusPendingReview && s.AutoApprove {
+			l.Status = StatusPublished
+		}
+	}
+	l.UpdatedAt = now
+	if err := s.Store.UpdateListing(ctx, l, nil); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// checkTransition applies the listing life cycle: a seller submits a draft
+// for review and may retire its listing; an operator approves, rejects
+// (back to draft), suspends, reinstates and retires. Retired is final.
+func checkTransition(actor agentmarket.Actor, owner bool, from, to Status, autoApprove bool) error {
+	var fe agentmarket.Fields
+	if !to.Valid() {
+		fe.Add("status", "enum", "status must be one of draft, pending_review, published, suspended, retired")
+		return fe.Err("invalid_listing", "the change is not valid")
+	}
+	if from == to {
+		return nil
+	}
+	type move struct{ from, to Status }
+	sellerMoves := map[move]bool{
+		{StatusDraft, StatusPendingReview}:     true,
+		{StatusDraft, StatusRetired}:           true,
+		{StatusPendingReview, StatusDraft}:     true,
+		{StatusPendingReview, StatusRetired}:   true,
+		{StatusPublished, StatusRetired}:       true,
+		{StatusSuspended, StatusRetired}:       true,
+		{StatusDraft, StatusPublished}:         autoApprove,
+		{StatusPendingReview, StatusPublished}: false,
+	}
+	operatorMoves := map[move]bool{
+		{StatusPendingReview, StatusPublished}: true,
+		{StatusPendingReview, StatusDraft}:     true,
+		{StatusPublished, StatusSuspended}:     true,
+		{StatusSuspended, StatusPublished}:     true,
+		{StatusDraft, StatusRetired}:           true,
+		{StatusPendingReview, StatusRetired}:   true,
+		{StatusPublished, StatusRetired}:       true,
+		{StatusSuspended, StatusRetired}:       true,
+	}
+	m := move{from, to}
+	if actor.Operator && operatorMoves[m] {
+		return nil
+	}
+	if owner && sellerMoves[m] {
+		return nil
+	}
+	if operatorMoves[m] {
+		return agentmarket.Errorf(agentmarket.Forbidden, "operator_only", "only a platform operator may move a listing from %s to %s", from, to)
+	}
+	fe.Add("status", "transition", "a listing cannot move from %s to %s", from, to)
+	return fe.Err("invalid_listing", "the change is not valid")
+}
+
+// Refresh fetches the card again now. A card that changed becomes a new
+// version; a card that can no longer be read marks the listing unhealthy
+// (never deletes it) and the error is returned with the updated listing.
+func (s *Service) Refresh(ctx context.Context, actor agentmarket.Actor, id string) (*Listing, error) {
+	l, err := s.own(ctx, actor, id)
+	if err != nil {
+		return nil, err
+	}
+	if l.CardURL == "" {
+		var fe agentmarket.Fields
+		fe.Add("card_url", "required", "this listing's card was pasted; there is no URL to refresh it from")
+		return l, fe.Err("not_refreshable", "the listing has no card URL")
+	}
+	return s.refresh(ctx, l)
+}
+
+func (s *Service) refresh(ctx context.Context, l *Listing) (*Listing, error) {
+	now := s.now()
+	raw, card, fetched, ferr := s.readCard(ctx, l.CardURL, nil, l.CardETag)
+	var v *CardVersion
+	switch {
+	case ferr != nil:
+		l.Health = HealthUnhealthy
+		l.HealthDetail = publicDetail(ferr)
+	case fetched != nil && fetched.NotModified:
+		l.Health, l.HealthDetail = HealthHealthy, ""
+		l.CardFetchedAt = now
+	default:
+		l.Health, l.HealthDetail = HealthHealthy, ""
+		l.CardFetchedAt = now
+		l.CardETag = fetched.ETag
+		if h := Hash(raw); h != l.CardHash {
+			l.Card, l.CardJSON, l.CardHash = card, raw, h
+			v = &CardVersion{ListingID: l.ID, CardHash: h, CardJSON: raw, SourceURL: fetched.URL, FetchedAt: now}
+		}
+	}
+	if l.RefreshInterval > 0 {
+		l.NextRefreshAt = now.Add(l.RefreshInterval)
+	}
+	l.UpdatedAt = now
+	if err := s.Store.UpdateListing(ctx, l, v); err != nil {
+		return nil, err
+	}
+	return l, ferr
+}
+
+// RefreshDue refreshes every listing whose refresh time has come and
+// returns how many it refreshed. A listing's failure marks it unhealthy and
+// does not stop the others.
+func (s *Service) RefreshDue(ctx context.Context) (int, error) {
+	n := 0
+	for {
+		due, err := s.Store.DueForRefresh(ctx, s.now(), 50)
+		if err != nil {
+			return n, err
+		}
+		if len(due) == 0 {
+			return n, nil
+		}
+		for _, l := range due {
+			if _, err := s.refresh(ctx, l); err != nil && agentmarket.KindOf(err) == agentmarket.Internal {
+				return n, err
+			}
+			n++
+		}
+	}
+}
+
+// Versions returns the card history of a listing the actor may see.
+func (s *Service) Versions(ctx context.Context, actor agentmarket.Actor, id string) ([]CardVersion, error) {
+	if _, err := s.Get(ctx, actor, id); err != nil {
+		return nil, err
+	}
+	return s.Store.CardVersions(ctx, id)
+}
+
+// Search runs a catalog query. Others' listings are found only when
+// published; a seller sees its own in every state, an operator all.
+func (s *Service) Search(ctx context.Context, actor agentmarket.Actor, q Query) (*Page, error) {
+	if err := q.Normalize(); err != nil {
+		return nil, err
+	}
+	mayFilterStatus := actor.Operator || (q.SellerOrgID != "" && q.SellerOrgID == actor.OrgID)
+	if len(q.Statuses) == 0 {
+		if !mayFilterStatus || q.SellerOrgID == "" {
+			q.Statuses = []Status{StatusPublished}
+		}
+	} else if !mayFilterStatus {
+		var fe agentmarket.Fields
+		fe.Add("status", "forbidden", "status can be filtered only on your own listings (seller=<your org id>)")
+		return nil, fe.Err("invalid_query", "the search is not valid")
+	}
+	items, total, err := s.Store.Search(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return &Page{Items: items, Total: total, Page: q.Page, PageSize: q.PageSize}, nil
+}

@@ -1,0 +1,259 @@
+// Package storetest is the contract every listings.Store must meet. Each
+// implementation's tests call Run; the same assertions then hold on SQLite
+// and on PostgreSQL alike.
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/listings"
+	"github.com/agentmarket/agentmarket/listings/agentcard"
+)
+
+// Factory returns a fresh, empty store and a function that creates an org
+// (listings reference their seller org).
+type Factory func(t *testing.T) (listings.Store, func(orgID string))
+
+var t0 = time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+
+// Card reads a fixture card of this package's testdata by file name.
+func Card(tb testing.TB, name string) []byte {
+	tb.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(file), "testdata", name))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+func newListing(t *testing.T, id, org, cardFile string, fee int64, status listings.Status, created time.Time) (*listings.Listing, *listings.CardVersion) {
+	t.Helper()
+	raw := Card(t, cardFile)
+	c, err := agentcard.Parse(raw)
+	if err != nil {
+		t.Fatalf("fixture %s: %v", cardFile, err)
+	}
+	l := &listings.Listing{
+		ID: id, SellerOrgID: org, Status: status, Health: listings.HealthHealthy,
+		CardURL: "http://127.0.0.1:1/" + cardFile, Card: c, CardJSON: raw, CardHash: listings.Hash(raw), CardFetchedAt: created,
+		Plan:            listings.Plan{Version: 1, Currency: "usd", MonthlyFeeMicros: fee, InputTokensPerMillionMicros: 3_000_000, CreatedAt: created},
+		UpstreamAuth:    []byte{1, 2, 3, 0, 255},
+		RefreshInterval: time.Hour, NextRefreshAt: created.Add(time.Hour),
+		CreatedAt: created, UpdatedAt: created,
+	}
+	return l, &listings.CardVersion{ListingID: id, CardHash: l.CardHash, CardJSON: raw, SourceURL: l.CardURL, FetchedAt: created}
+}
+
+// Run runs the contract suite.
+func Run(t *testing.T, newStore Factory) {
+	ctx := context.Background()
+
+	t.Run("create and get round trip", func(t *testing.T) {
+		s, org := newStore(t)
+		org("org_a")
+		l, v := newListing(t, "lst_1", "org_a", "translator-v1.0.json", 5_000_000, listings.StatusPublished, t0)
+		if err := s.CreateListing(ctx, l, v); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.GetListing(ctx, "lst_1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Card == nil || got.Card.Name != l.Card.Name || got.CardHash != l.CardHash || string(got.CardJSON) != string(l.CardJSON) {
+			t.Fatalf("card not kept: %+v", got)
+		}
+		if !got.Plan.SamePrices(l.Plan) || got.Plan.Version != 1 {
+			t.Fatalf("plan = %+v, want %+v", got.Plan, l.Plan)
+		}
+		if string(got.UpstreamAuth) != string(l.UpstreamAuth) {
+			t.Fatalf("sealed auth = %v, want %v", got.UpstreamAuth, l.UpstreamAuth)
+		}
+		if !got.CreatedAt.Equal(t0) || !got.NextRefreshAt.Equal(t0.Add(time.Hour)) || got.RefreshInterval != time.Hour {
+			t.Fatalf("times = %v %v %v", got.CreatedAt, got.NextRefreshAt, got.RefreshInterval)
+		}
+		vs, err := s.CardVersions(ctx, "lst_1")
+		if err != nil || len(vs) != 1 || vs[0].CardHash != l.CardHash {
+			t.Fatalf("versions = %+v, %v", vs, err)
+		}
+	})
+
+	t.Run("unknown listing is not found", func(t *testing.T) {
+		s, _ := newStore(t)
+		_, err := s.GetListing(ctx, "lst_nope")
+		if agentmarket.KindOf(err) != agentmarket.NotFound {
+			t.Fatalf("err = %v, want not found", err)
+		}
+	})
+
+	t.Run("update keeps plan versions and card history", func(t *testing.T) {
+		s, org := newStore(t)
+		org("org_a")
+		l, v := newListing(t, "lst_1", "org_a", "translator-v1.0.json", 5_000_000, listings.StatusPublished, t0)
+		if err := s.CreateListing(ctx, l, v); err != nil {
+			t.Fatal(err)
+		}
+		l.Plan = listings.Plan{Version: 2, Currency: "usd", MonthlyFeeMicros: 9_000_000, CreatedAt: t0.Add(time.Minute)}
+		raw := Card(t, "summarizer-v0.3.json")
+		c, _ := agentcard.Parse(raw)
+		l.Card, l.CardJSON, l.CardHash = c, raw, listings.Hash(raw)
+		l.Health, l.HealthDetail = listings.HealthUnhealthy, "boom"
+		nv := &listings.CardVersion{ListingID: "lst_1", CardHash: l.CardHash, CardJSON: raw, FetchedAt: t0.Add(time.Minute)}
+		if err := s.UpdateListing(ctx, l, nv); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.GetListing(ctx, "lst_1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Plan.Version != 2 || got.Plan.MonthlyFeeMicros != 9_000_000 || got.Health != listings.HealthUnhealthy || got.Card.Name != c.Name {
+			t.Fatalf("after update: %+v", got)
+		}
+		p1, err := s.Plan(ctx, "lst_1", 1)
+		if err != nil || p1.MonthlyFeeMicros != 5_000_000 {
+			t.Fatalf("plan v1 = %+v, %v (plan versions must be kept)", p1, err)
+		}
+		// Writing version 2 again with other prices must not rewrite it.
+		l.Plan.MonthlyFeeMicros = 1
+		if err := s.UpdateListing(ctx, l, nil); err != nil {
+			t.Fatal(err)
+		}
+		p2, _ := s.Plan(ctx, "lst_1", 2)
+		if p2.MonthlyFeeMicros != 9_000_000 {
+			t.Fatalf("plan v2 rewritten to %d", p2.MonthlyFeeMicros)
+		}
+		vs, _ := s.CardVersions(ctx, "lst_1")
+		if len(vs) != 2 || vs[0].CardHash != l.CardHash {
+			t.Fatalf("versions newest first = %+v", vs)
+		}
+		// The search index follows the card in force.
+		items, total, err := s.Search(ctx, query(listings.Query{Skill: "summarize"}))
+		if err != nil || total != 1 || items[0].ID != "lst_1" {
+			t.Fatalf("search after card change = %d, %v", total, err)
+		}
+		_, total, _ = s.Search(ctx, query(listings.Query{Skill: "translate"}))
+		if total != 0 {
+			t.Fatalf("old skill still indexed")
+		}
+	})
+
+	t.Run("update of an unknown listing is not found", func(t *testing.T) {
+		s, org := newStore(t)
+		org("org_a")
+		l, _ := newListing(t, "lst_x", "org_a", "translator-v1.0.json", 0, listings.StatusPublished, t0)
+		if err := s.UpdateListing(ctx, l, nil); agentmarket.KindOf(err) != agentmarket.NotFound {
+			t.Fatalf("err = %v", err)
+		}
+	})
+
+	t.Run("search", func(t *testing.T) {
+		s, org := newStore(t)
+		org("org_a")
+		org("org_b")
+		seed := []struct {
+			id, org, card string
+			fee           int64
+			status        listings.Status
+		}{
+			{"lst_tr", "org_a", "translator-v1.0.json", 5_000_000, listings.StatusPublished},
+			{"lst_su", "org_b", "summarizer-v0.3.json", 20_000_000, listings.StatusPublished},
+			{"lst_ex", "org_a", "extractor-v1.0.json", 0, listings.StatusPublished},
+			{"lst_dr", "org_b", "translator-v1.0.json", 1_000_000, listings.StatusDraft},
+		}
+		for i, sd := range seed {
+			l, v := newListing(t, sd.id, sd.org, sd.card, sd.fee, sd.status, t0.Add(time.Duration(i)*time.Minute))
+			if err := s.CreateListing(ctx, l, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		pub := []listings.Status{listings.StatusPublished}
+		tr, fa := true, false
+		fee := int64(5_000_000)
+		cases := []struct {
+			name string
+			q    listings.Query
+			want []string
+		}{
+			{"all published by name", listings.Query{Statuses: pub}, []string{"lst_ex", "lst_su", "lst_tr"}},
+			{"free text in description", listings.Query{Text: "LEGAL contracts", Statuses: pub}, []string{"lst_ex"}},
+			{"free text in skill name", listings.Query{Text: "summar", Statuses: pub}, []string{"lst_su"}},
+			{"free text wildcard characters are literal", listings.Query{Text: "%", Statuses: pub}, nil},
+			{"skill by id", listings.Query{Skill: "translate", Statuses: pub}, []string{"lst_tr"}},
+			{"skill by name, any case", listings.Query{Skill: "Summarize Document", Statuses: pub}, []string{"lst_su"}},
+			{"tag", listings.Query{Tag: "legal", Statuses: pub}, []string{"lst_ex"}},
+			{"input mode", listings.Query{InputMode: "application/pdf", Statuses: pub}, []string{"lst_ex", "lst_su"}},
+			{"output mode", listings.Query{OutputMode: "application/json", Statuses: pub}, []string{"lst_ex"}},
+			{"streaming", listings.Query{Streaming: &tr, Statuses: pub}, []string{"lst_su", "lst_tr"}},
+			{"no push", listings.Query{Push: &fa, Statuses: pub}, []string{"lst_ex", "lst_su"}},
+			{"price ceiling", listings.Query{MaxMonthlyFeeMicros: &fee, Statuses: pub}, []string{"lst_ex", "lst_tr"}},
+			{"seller, any status", listings.Query{SellerOrgID: "org_b"}, []string{"lst_su", "lst_dr"}},
+			{"price descending", listings.Query{Sort: "-price", Statuses: pub}, []string{"lst_su", "lst_tr", "lst_ex"}},
+			{"newest first", listings.Query{Sort: "-created", Statuses: pub}, []string{"lst_ex", "lst_su", "lst_tr"}},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				items, total, err := s.Search(ctx, query(tc.q))
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, want := ids(items), tc.want
+				if want == nil {
+					want = []string{}
+				}
+				if fmt.Sprint(got) != fmt.Sprint(want) || total != len(want) {
+					t.Fatalf("got %v (total %d), want %v", got, total, want)
+				}
+			})
+		}
+		t.Run("paging", func(t *testing.T) {
+			q := query(listings.Query{Statuses: pub, PageSize: 2, Page: 2})
+			items, total, err := s.Search(ctx, q)
+			if err != nil || total != 3 || fmt.Sprint(ids(items)) != "[lst_tr]" {
+				t.Fatalf("page 2 = %v total %d err %v", ids(items), total, err)
+			}
+		})
+	})
+
+	t.Run("due for refresh", func(t *testing.T) {
+		s, org := newStore(t)
+		org("org_a")
+		a, va := newListing(t, "lst_a", "org_a", "translator-v1.0.json", 0, listings.StatusPublished, t0)
+		b, vb := newListing(t, "lst_b", "org_a", "summarizer-v0.3.json", 0, listings.StatusPublished, t0.Add(2*time.Hour))
+		c, vc := newListing(t, "lst_c", "org_a", "extractor-v1.0.json", 0, listings.StatusPublished, t0)
+		c.RefreshInterval, c.NextRefreshAt = 0, time.Time{}
+		for _, p := range []struct {
+			l *listings.Listing
+			v *listings.CardVersion
+		}{{a, va}, {b, vb}, {c, vc}} {
+			if err := s.CreateListing(ctx, p.l, p.v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		due, err := s.DueForRefresh(ctx, t0.Add(90*time.Minute), 10)
+		if err != nil || fmt.Sprint(ids(due)) != "[lst_a]" {
+			t.Fatalf("due = %v, %v", ids(due), err)
+		}
+	})
+}
+
+func query(q listings.Query) listings.Query {
+	if err := q.Normalize(); err != nil {
+		panic(err)
+	}
+	return q
+}
+
+func ids(ls []*listings.Listing) []string {
+	out := []string{}
+	for _, l := range ls {
+		out = append(out, l.ID)
+	}
+	return out
+}
