@@ -1,0 +1,280 @@
+// Package contracts holds the parties and their agreements: organisations,
+// their users and API keys, the roles they act in, and (with the meter) the
+// contracts that let a buyer org invoke a listing. It owns the types, the
+// rules and the interfaces it needs; adapters live in subpackages.
+package contracts
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"net/mail"
+	"strings"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/agentmarket/agentmarket"
+)
+
+// Org is an organisation: a seller, a buyer, or both. The platform's own
+// org is the operator.
+type Org struct {
+	ID        string
+	Name      string
+	Platform  bool
+	CreatedAt time.Time
+}
+
+// User is a person who signs in to an org.
+type User struct {
+	ID           string
+	OrgID        string
+	Email        string
+	PasswordHash string
+	Role         agentmarket.Role
+	CreatedAt    time.Time
+}
+
+// APIKey is a bearer key for an org's software. Only its hash is stored;
+// the key itself is shown once, when created.
+type APIKey struct {
+	ID     string
+	OrgID  string
+	Name   string
+	Prefix string // the first characters of the key, to recognise it
+	Hash   string // hex SHA-256 of the whole key
+	Role   agentmarket.Role
+	// MonthlyBudgetMicros caps what calls made with this key may cost per
+	// month; nil means no cap.
+	MonthlyBudgetMicros *int64
+	CreatedAt           time.Time
+	RevokedAt           *time.Time
+}
+
+// KeyPrefix starts every AgentMarket API key, so leaked keys are easy to
+// recognise by secret scanners.
+const KeyPrefix = "amk_"
+
+// Store persists accounts. Implementations: contracts/gormstore; every
+// implementation passes contracts/storetest.
+type Store interface {
+	// CreateOrg stores a new org with its first user and key, atomically;
+	// a taken e-mail is a Conflict.
+	CreateOrg(ctx context.Context, o *Org, u *User, k *APIKey) error
+	GetOrg(ctx context.Context, id string) (*Org, error)
+	PlatformOrg(ctx context.Context) (*Org, error)
+	GetUserByEmail(ctx context.Context, email string) (*User, error)
+	CreateAPIKey(ctx context.Context, k *APIKey) error
+	// APIKeyByHash finds a key by its hash, revoked or not.
+	APIKeyByHash(ctx context.Context, hash string) (*APIKey, error)
+	ListAPIKeys(ctx context.Context, orgID string) ([]APIKey, error)
+	// RevokeAPIKey marks the org's key revoked at t; NotFound for a key of
+	// another org.
+	RevokeAPIKey(ctx context.Context, orgID, id string, t time.Time) (*APIKey, error)
+}
+
+// Accounts is the account service.
+type Accounts struct {
+	Store Store
+	Clock agentmarket.Clock
+	// BcryptCost is the password hashing cost; 0 means bcrypt.DefaultCost.
+	BcryptCost int
+}
+
+// SignupInput is what a new organisation sends.
+type SignupInput struct {
+	OrgName  string `json:"org_name"`
+	Email    string `json:"email"`
+	Password string `json:"password"`
+}
+
+// Validate reports every broken rule.
+func (in *SignupInput) Validate() error {
+	var fe agentmarket.Fields
+	in.OrgName = strings.TrimSpace(in.OrgName)
+	in.Email = strings.ToLower(strings.TrimSpace(in.Email))
+	if in.OrgName == "" {
+		fe.Add("org_name", "required", "org_name is required")
+	} else if len(in.OrgName) > 200 {
+		fe.Add("org_name", "max_length", "org_name must be at most 200 characters")
+	}
+	if in.Email == "" {
+		fe.Add("email", "required", "email is required")
+	} else if a, err := mail.ParseAddress(in.Email); err != nil || a.Address != in.Email {
+		fe.Add("email", "format", "email must be an e-mail address like name@example.com")
+	}
+	if len(in.Password) < 10 {
+		fe.Add("password", "min_length", "password must be at least 10 characters")
+	} else if len(in.Password) > 72 {
+		fe.Add("password", "max_length", "password must be at most 72 bytes")
+	}
+	return fe.Err("invalid_signup", "the sign-up is not valid")
+}
+
+// SignupResult is what a sign-up creates; Key is the only time the
+// plaintext key is ever shown.
+type SignupResult struct {
+	Org  *Org
+	User *User
+	Key  *APIKey
+	// Secret is the plaintext API key.
+	Secret string
+}
+
+// Signup creates an org, its admin user and a first admin API key.
+func (a *Accounts) Signup(ctx context.Context, in SignupInput) (*SignupResult, error) {
+	if err := in.Validate(); err != nil {
+		return nil, err
+	}
+	cost := a.BcryptCost
+	if cost == 0 {
+		cost = bcrypt.DefaultCost
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(in.Password), cost)
+	if err != nil {
+		return nil, agentmarket.Wrap(agentmarket.Internal, "password_hash_failed", err, "could not store the password")
+	}
+	now := a.Clock.Now()
+	o := &Org{ID: agentmarket.NewID("org"), Name: in.OrgName, CreatedAt: now}
+	u := &User{ID: agentmarket.NewID("usr"), OrgID: o.ID, Email: in.Email, PasswordHash: string(hash), Role: agentmarket.RoleAdmin, CreatedAt: now}
+	secret, k := newKey(o.ID, "first admin key", agentmarket.RoleAdmin, nil, now)
+	if err := a.Store.CreateOrg(ctx, o, u, k); err != nil {
+		if agentmarket.KindOf(err) == agentmarket.Conflict {
+			return nil, &agentmarket.Error{Kind: agentmarket.Conflict, Code: "email_taken", Message: "an account with this e-mail already exists",
+				Fields: []agentmarket.FieldError{{Field: "email", Rule: "unique", Message: "this e-mail is already registered"}}}
+		}
+		return nil, err
+	}
+	return &SignupResult{Org: o, User: u, Key: k, Secret: secret}, nil
+}
+
+// EnsurePlatform creates the platform (operator) org on first start and
+// returns its org; when it creates it, secret is the operator's first admin
+// key, or the given key when not empty (so operators can supply their own).
+func (a *Accounts) EnsurePlatform(ctx context.Context, givenKey string) (org *Org, secret string, err error) {
+	o, err := a.Store.PlatformOrg(ctx)
+	if err == nil {
+		return o, "", nil
+	}
+	if agentmarket.KindOf(err) != agentmarket.NotFound {
+		return nil, "", err
+	}
+	now := a.Clock.Now()
+	o = &Org{ID: agentmarket.NewID("org"), Name: "AgentMarket platform", Platform: true, CreatedAt: now}
+	secret, k := newKey(o.ID, "operator key", agentmarket.RoleAdmin, nil, now)
+	if givenKey != "" {
+		secret = givenKey
+		k.Prefix, k.Hash = keyPrefix(givenKey), HashKey(givenKey)
+	}
+	if err := a.Store.CreateOrg(ctx, o, nil, k); err != nil {
+		if agentmarket.KindOf(err) == agentmarket.Conflict {
+			// Another replica created it first (the database allows one).
+			o, err := a.Store.PlatformOrg(ctx)
+			return o, "", err
+		}
+		return nil, "", err
+	}
+	return o, secret, nil
+}
+
+func keyPrefix(secret string) string {
+	if len(secret) > 12 {
+		return secret[:12]
+	}
+	return secret
+}
+
+// HashKey is the stored form of an API key. Keys carry 160 random bits, so
+// a fast hash is safe here and keeps authentication off the CPU.
+func HashKey(secret string) string {
+	sum := sha256.Sum256([]byte(secret))
+	return hex.EncodeToString(sum[:])
+}
+
+func newKey(orgID, name string, role agentmarket.Role, budget *int64, now time.Time) (string, *APIKey) {
+	secret := KeyPrefix + agentmarket.RandomToken(20)
+	return secret, &APIKey{
+		ID:                  agentmarket.NewID("key"),
+		OrgID:               orgID,
+		Name:                name,
+		Prefix:              keyPrefix(secret),
+		Hash:                HashKey(secret),
+		Role:                role,
+		MonthlyBudgetMicros: budget,
+		CreatedAt:           now,
+	}
+}
+
+// KeyInput is a request for a new API key.
+type KeyInput struct {
+	Name                string           `json:"name"`
+	Role                agentmarket.Role `json:"role"`
+	MonthlyBudgetMicros *int64           `json:"monthly_budget_micros"`
+}
+
+// CreateKey makes a new API key for the actor's org. Nobody can mint a key
+// with more rights than their own role, except admins.
+func (a *Accounts) CreateKey(ctx context.Context, actor agentmarket.Actor, in KeyInput) (*APIKey, string, error) {
+	var fe agentmarket.Fields
+	in.Name = strings.TrimSpace(in.Name)
+	if in.Name == "" {
+		fe.Add("name", "required", "name is required, e.g. \"orchestrator prod\"")
+	}
+	if in.Role == "" {
+		in.Role = actor.Role
+	}
+	if !in.Role.Valid() {
+		fe.Add("role", "enum", "role must be one of admin, seller, buyer, finance")
+	}
+	if in.MonthlyBudgetMicros != nil && *in.MonthlyBudgetMicros < 0 {
+		fe.Add("monthly_budget_micros", "non_negative", "monthly_budget_micros must not be negative")
+	}
+	if err := fe.Err("invalid_api_key_request", "the API key request is not valid"); err != nil {
+		return nil, "", err
+	}
+	if actor.Role != agentmarket.RoleAdmin && in.Role != actor.Role {
+		return nil, "", agentmarket.Errorf(agentmarket.Forbidden, "role_escalation", "a %s key can only create %s keys", actor.Role, actor.Role)
+	}
+	secret, k := newKey(actor.OrgID, in.Name, in.Role, in.MonthlyBudgetMicros, a.Clock.Now())
+	if err := a.Store.CreateAPIKey(ctx, k); err != nil {
+		return nil, "", err
+	}
+	return k, secret, nil
+}
+
+// ListKeys lists the actor's org's keys (hashes are never shown).
+func (a *Accounts) ListKeys(ctx context.Context, actor agentmarket.Actor) ([]APIKey, error) {
+	return a.Store.ListAPIKeys(ctx, actor.OrgID)
+}
+
+// RevokeKey revokes one of the actor's org's keys.
+func (a *Accounts) RevokeKey(ctx context.Context, actor agentmarket.Actor, id string) (*APIKey, error) {
+	return a.Store.RevokeAPIKey(ctx, actor.OrgID, id, a.Clock.Now())
+}
+
+var errBadKey = agentmarket.Errorf(agentmarket.Unauthorized, "invalid_api_key", "the API key is unknown or revoked")
+
+// Authenticate turns a bearer key into the actor it stands for.
+func (a *Accounts) Authenticate(ctx context.Context, secret string) (agentmarket.Actor, error) {
+	if !strings.HasPrefix(secret, KeyPrefix) || len(secret) > 200 {
+		return agentmarket.Actor{}, errBadKey
+	}
+	h := HashKey(secret)
+	k, err := a.Store.APIKeyByHash(ctx, h)
+	if err != nil {
+		if agentmarket.KindOf(err) == agentmarket.NotFound {
+			return agentmarket.Actor{}, errBadKey
+		}
+		return agentmarket.Actor{}, err
+	}
+	if k.RevokedAt != nil || subtle.ConstantTimeCompare([]byte(k.Hash), []byte(h)) != 1 {
+		return agentmarket.Actor{}, errBadKey
+	}
+	o, err := a.Store.GetOrg(ctx, k.OrgID)
+	if err != nil {
+		return agentmarket.Actor{}, err
+	}
+	return agentmarket.Actor{OrgID: k.OrgID, KeyID: k.ID, Role: k.Role, Operator: o.Platform}, nil
+}
