@@ -1,0 +1,255 @@
+// Package config reads AgentMarket's settings: every setting is a flag and
+// an environment variable AGENTMARKET_<NAME>, the flag winning, checked at
+// start with an error that names the setting.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentmarket/agentmarket/listings/aesgcm"
+	"github.com/agentmarket/agentmarket/listings/httpfetch"
+)
+
+// Config is every setting of both binaries.
+type Config struct {
+	Addr                string
+	MeterAddr           string
+	PublicMeterURL      string
+	DataDir             string
+	DatabaseURL         string
+	ClickHouseURL       string
+	StripeSecretKey     string
+	StripeWebhookSecret string
+	StripeAPIBase       string
+	FetchAllowCIDRs     string
+	SecretKey           string
+	OperatorKey         string
+	AutoApprove         string // "auto" (on when embedded), "true" or "false"
+	EmbeddedMeter       bool
+	CardRefreshSeconds  int
+	CardFetchTimeout    time.Duration
+	PolicyReload        time.Duration
+	LogLevel            string
+	Demo                bool
+}
+
+// Setting describes one setting, for flags, environment and docs.
+type Setting struct {
+	Name    string // flag name; the variable is AGENTMARKET_ + upper(name with - as _)
+	Usage   string
+	Default string
+	set     func(c *Config, v string) error
+}
+
+// Env is the environment variable of a setting.
+func (s Setting) Env() string {
+	return "AGENTMARKET_" + strings.ToUpper(strings.ReplaceAll(s.Name, "-", "_"))
+}
+
+func str(f func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error { *f(c) = v; return nil }
+}
+
+// Settings lists every setting of the binary named bin ("marketplace" or
+// "meter").
+func Settings(bin string) []Setting {
+	common := []Setting{
+		{"data-dir", "directory for the embedded default's data (SQLite file, usage store, spool, generated keys)", "./agentmarket-data", str(func(c *Config) *string { return &c.DataDir })},
+		{"database-url", "PostgreSQL DSN; empty = embedded SQLite in the data dir", "", str(func(c *Config) *string { return &c.DatabaseURL })},
+		{"clickhouse-url", "ClickHouse native DSN (clickhouse://host:9000/db); empty = embedded usage store", "", str(func(c *Config) *string { return &c.ClickHouseURL })},
+		{"secret-key", "32-byte key (base64) that encrypts stored seller credentials; generated into the data dir when embedded, required with a database URL", "", str(func(c *Config) *string { return &c.SecretKey })},
+		{"fetch-allow-cidrs", "address ranges that card fetches and webhooks may reach despite the SSRF rules, e.g. 127.0.0.0/8", "", str(func(c *Config) *string { return &c.FetchAllowCIDRs })},
+		{"policy-reload", "how often policies are re-read from the database", "2s", func(c *Config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 100*time.Millisecond {
+				return errors.New("must be a duration of at least 100ms, like 2s")
+			}
+			c.PolicyReload = d
+			return nil
+		}},
+		{"log-level", "debug, info, warn or error", "info", func(c *Config, v string) error {
+			switch v {
+			case "debug", "info", "warn", "error":
+				c.LogLevel = v
+				return nil
+			}
+			return errors.New("must be debug, info, warn or error")
+		}},
+	}
+	meterAddr := Setting{"meter-addr", "meter listen address (cmd/meter)", "127.0.0.1:8081", addr(func(c *Config) *string { return &c.MeterAddr })}
+	if bin == "meter" {
+		return append([]Setting{meterAddr}, common...)
+	}
+	return append([]Setting{
+		{"addr", "marketplace listen address (API, web UI; the meter too when embedded)", "127.0.0.1:8080", addr(func(c *Config) *string { return &c.Addr })},
+		{"public-meter-url", "base URL buyers use to reach the meter (written into proxied cards); derived from the address when empty", "", func(c *Config, v string) error {
+			if v == "" {
+				return nil
+			}
+			u, err := url.Parse(v)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				return errors.New("must be an absolute http(s) URL")
+			}
+			c.PublicMeterURL = strings.TrimRight(v, "/")
+			return nil
+		}},
+		{"embedded-meter", "serve the meter from the marketplace process", "true", boolean(func(c *Config) *bool { return &c.EmbeddedMeter })},
+		{"stripe-secret-key", "Stripe secret key; empty = the platform's own ledger", "", str(func(c *Config) *string { return &c.StripeSecretKey })},
+		{"stripe-webhook-secret", "Stripe webhook signing secret", "", str(func(c *Config) *string { return &c.StripeWebhookSecret })},
+		{"stripe-api-base", "Stripe API base URL (stripe-mock in tests)", "", str(func(c *Config) *string { return &c.StripeAPIBase })},
+		{"operator-key", "the platform operator's API key (amk_…) to create on first start; generated into the data dir when empty", "", func(c *Config, v string) error {
+			if v != "" && (!strings.HasPrefix(v, "amk_") || len(v) < 24) {
+				return errors.New("must start with amk_ and be at least 24 characters")
+			}
+			c.OperatorKey = v
+			return nil
+		}},
+		{"auto-approve", "publish new listings without operator review: auto (on when embedded), true or false", "auto", func(c *Config, v string) error {
+			switch v {
+			case "auto", "true", "false":
+				c.AutoApprove = v
+				return nil
+			}
+			return errors.New("must be auto, true or false")
+		}},
+		{"card-refresh-seconds", "default card refresh interval in seconds (0 disables, minimum 60)", "3600", func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || (n > 0 && n < 60) {
+				return errors.New("must be 0 or a whole number of seconds of at least 60")
+			}
+			c.CardRefreshSeconds = n
+			return nil
+		}},
+		{"card-fetch-timeout", "time allowed for one card fetch", "10s", func(c *Config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return errors.New("must be a positive duration, like 10s")
+			}
+			c.CardFetchTimeout = d
+			return nil
+		}},
+		meterAddr,
+	}, common...)
+}
+
+func addr(f func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		if _, _, err := net.SplitHostPort(v); err != nil {
+			return errors.New("must be host:port, like 127.0.0.1:8080")
+		}
+		*f(c) = v
+		return nil
+	}
+}
+
+func boolean(f func(*Config) *bool) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return errors.New("must be true or false")
+		}
+		*f(c) = b
+		return nil
+	}
+}
+
+// Load reads the settings of bin from args and getenv; flags win over the
+// environment, which wins over defaults. Every bad setting is reported,
+// each by its flag and variable name.
+func Load(bin string, args []string, getenv func(string) string, out io.Writer) (*Config, error) {
+	settings := Settings(bin)
+	fs := flag.NewFlagSet(bin, flag.ContinueOnError)
+	fs.SetOutput(out)
+	values := map[string]*string{}
+	for _, s := range settings {
+		v := s.Default
+		if e := getenv(s.Env()); e != "" {
+			v = e
+		}
+		values[s.Name] = fs.String(s.Name, v, s.Usage+" ($"+s.Env()+")")
+	}
+	c := &Config{}
+	if bin == "marketplace" {
+		fs.BoolVar(&c.Demo, "demo", false, "also start built-in demo agents and a demo buyer, and print what to try")
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q (settings are flags like --addr, or AGENTMARKET_* variables)", fs.Arg(0))
+	}
+	var errs []string
+	for _, s := range settings {
+		if err := s.set(c, *values[s.Name]); err != nil {
+			errs = append(errs, fmt.Sprintf("--%s / %s: %v (got %q)", s.Name, s.Env(), err, *values[s.Name]))
+		}
+	}
+	if len(errs) == 0 {
+		errs = c.validate(bin)
+	}
+	if len(errs) > 0 {
+		sort.Strings(errs)
+		return nil, fmt.Errorf("invalid configuration:\n  %s", strings.Join(errs, "\n  "))
+	}
+	return c, nil
+}
+
+// Embedded reports whether the relational store is the embedded SQLite.
+func (c *Config) Embedded() bool { return c.DatabaseURL == "" }
+
+// AutoApproveOn resolves the auto-approve setting.
+func (c *Config) AutoApproveOn() bool {
+	return c.AutoApprove == "true" || (c.AutoApprove == "auto" && c.Embedded())
+}
+
+// AllowCIDRs parses the SSRF allowlist (already validated).
+func (c *Config) AllowCIDRs() []netip.Prefix {
+	p, _ := httpfetch.ParseCIDRs(c.FetchAllowCIDRs)
+	return p
+}
+
+func (c *Config) validate(bin string) []string {
+	var errs []string
+	if _, err := httpfetch.ParseCIDRs(c.FetchAllowCIDRs); err != nil {
+		errs = append(errs, fmt.Sprintf("--fetch-allow-cidrs / AGENTMARKET_FETCH_ALLOW_CIDRS: %v", err))
+	}
+	if c.SecretKey != "" {
+		if _, err := aesgcm.ParseKey(c.SecretKey); err != nil {
+			errs = append(errs, fmt.Sprintf("--secret-key / AGENTMARKET_SECRET_KEY: %v", err))
+		}
+	} else if !c.Embedded() {
+		errs = append(errs, "--secret-key / AGENTMARKET_SECRET_KEY: required when AGENTMARKET_DATABASE_URL is set (32 random bytes in base64)")
+	}
+	if c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
+		errs = append(errs, "--database-url / AGENTMARKET_DATABASE_URL: must be a postgres:// URL (leave empty for embedded SQLite)")
+	}
+	if c.ClickHouseURL != "" && !strings.HasPrefix(c.ClickHouseURL, "clickhouse://") {
+		errs = append(errs, "--clickhouse-url / AGENTMARKET_CLICKHOUSE_URL: must be a clickhouse:// native DSN")
+	}
+	if bin == "meter" && c.Embedded() {
+		errs = append(errs, "--database-url / AGENTMARKET_DATABASE_URL: the standalone meter needs the shared PostgreSQL (the embedded default runs the meter inside cmd/marketplace)")
+	}
+	if c.StripeSecretKey != "" && c.StripeWebhookSecret == "" {
+		errs = append(errs, "--stripe-webhook-secret / AGENTMARKET_STRIPE_WEBHOOK_SECRET: required with a Stripe secret key")
+	}
+	return errs
+}
+
+// SealerKey returns the credential-encryption key: the configured one, or
+// (embedded only) the one generated into the data dir.
+func (c *Config) SealerKey() ([]byte, error) {
+	if c.SecretKey != "" {
+		return aesgcm.ParseKey(c.SecretKey)
+	}
+	return aesgcm.LoadOrCreateKeyFile(c.DataDir + "/secret.key")
+}

@@ -1,0 +1,71 @@
+package config_test
+
+import (
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/agentmarket/agentmarket/cmd/internal/config"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestDefaults(t *testing.T) {
+	c, err := config.Load("marketplace", nil, env(nil), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Addr != "127.0.0.1:8080" || c.MeterAddr != "127.0.0.1:8081" || c.DataDir != "./agentmarket-data" || !c.Embedded() ||
+		!c.AutoApproveOn() || c.CardRefreshSeconds != 3600 || !c.EmbeddedMeter {
+		t.Fatalf("defaults = %+v", c)
+	}
+}
+
+func TestFlagWinsOverEnv(t *testing.T) {
+	c, err := config.Load("marketplace", []string{"--addr", "127.0.0.1:9999"}, env(map[string]string{"AGENTMARKET_ADDR": "127.0.0.1:7777", "AGENTMARKET_DATA_DIR": "/tmp/x"}), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Addr != "127.0.0.1:9999" || c.DataDir != "/tmp/x" {
+		t.Fatalf("addr %s data %s", c.Addr, c.DataDir)
+	}
+}
+
+// TestErrorsNameTheSetting: every bad setting is reported by flag and
+// variable, all at once.
+func TestErrorsNameTheSetting(t *testing.T) {
+	cases := []struct {
+		bin  string
+		env  map[string]string
+		want []string
+	}{
+		{"marketplace", map[string]string{"AGENTMARKET_ADDR": "nope", "AGENTMARKET_CARD_REFRESH_SECONDS": "30"},
+			[]string{"AGENTMARKET_ADDR", "AGENTMARKET_CARD_REFRESH_SECONDS"}},
+		{"marketplace", map[string]string{"AGENTMARKET_DATABASE_URL": "postgres://x/y"}, []string{"AGENTMARKET_SECRET_KEY: required"}},
+		{"marketplace", map[string]string{"AGENTMARKET_SECRET_KEY": "short"}, []string{"AGENTMARKET_SECRET_KEY"}},
+		{"marketplace", map[string]string{"AGENTMARKET_FETCH_ALLOW_CIDRS": "10.0.0.0/33"}, []string{"AGENTMARKET_FETCH_ALLOW_CIDRS"}},
+		{"marketplace", map[string]string{"AGENTMARKET_DATABASE_URL": "mysql://x", "AGENTMARKET_SECRET_KEY": "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="}, []string{"AGENTMARKET_DATABASE_URL"}},
+		{"marketplace", map[string]string{"AGENTMARKET_PUBLIC_METER_URL": "ftp://x"}, []string{"AGENTMARKET_PUBLIC_METER_URL"}},
+		{"marketplace", map[string]string{"AGENTMARKET_STRIPE_SECRET_KEY": "sk_test_1"}, []string{"AGENTMARKET_STRIPE_WEBHOOK_SECRET"}},
+		{"meter", map[string]string{}, []string{"AGENTMARKET_DATABASE_URL"}},
+		{"meter", map[string]string{"AGENTMARKET_METER_ADDR": "x"}, []string{"AGENTMARKET_METER_ADDR"}},
+	}
+	for _, tc := range cases {
+		_, err := config.Load(tc.bin, nil, env(tc.env), io.Discard)
+		if err == nil {
+			t.Errorf("%s %v: no error", tc.bin, tc.env)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s %v: error %q does not name %s", tc.bin, tc.env, err, w)
+			}
+		}
+	}
+}
+
+func TestUnknownArgument(t *testing.T) {
+	if _, err := config.Load("marketplace", []string{"serve"}, env(nil), io.Discard); err == nil || !strings.Contains(err.Error(), "serve") {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/cmd/internal/config"
+	"github.com/agentmarket/agentmarket/cmd/internal/serve"
+	"github.com/agentmarket/agentmarket/contracts"
+	"github.com/agentmarket/agentmarket/contracts/casbin"
+	contractsgorm "github.com/agentmarket/agentmarket/contracts/gormstore"
+	"github.com/agentmarket/agentmarket/listings"
+	"github.com/agentmarket/agentmarket/listings/aesgcm"
+	listingsgorm "github.com/agentmarket/agentmarket/listings/gormstore"
+	"github.com/agentmarket/agentmarket/listings/httpfetch"
+	"github.com/agentmarket/agentmarket/web/api"
+)
+
+// run is the whole program: it returns when ctx ends or on a fatal error.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+	cfg, err := config.Load("marketplace", args, getenv, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	log := serve.Logger(cfg, stdout)
+	clock := agentmarket.SystemClock{}
+
+	db, err := serve.OpenDB(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	key, err := cfg.SealerKey()
+	if err != nil {
+		return fmt.Errorf("secret key: %w", err)
+	}
+	sealer, err := aesgcm.New(key)
+	if err != nil {
+		return err
+	}
+
+	accountStore := contractsgorm.New(db.DB)
+	accounts := &contracts.Accounts{Store: accountStore, Clock: clock}
+	authz, err := casbin.New(ctx, accountStore)
+	if err != nil {
+		return err
+	}
+	go authz.Run(ctx, cfg.PolicyReload, func(err error) { log.Warn("policy reload failed", "err", err) })
+
+	operatorKeyFile, err := ensureOperator(ctx, cfg, accounts)
+	if err != nil {
+		return err
+	}
+
+	catalog := &listings.Service{
+		Store: listingsgorm.New(db.DB),
+		Fetcher: &httpfetch.Fetcher{
+			Guard:   httpfetch.Guard{Allow: cfg.AllowCIDRs()},
+			Timeout: cfg.CardFetchTimeout,
+		},
+		Sealer:         sealer,
+		Clock:          clock,
+		AutoApprove:    cfg.AutoApproveOn(),
+		DefaultRefresh: time.Duration(cfg.CardRefreshSeconds) * time.Second,
+	}
+	go refreshLoop(ctx, catalog, log)
+
+	ln, baseURL, err := serve.Listen(cfg.Addr)
+	if err != nil {
+		return err
+	}
+	publicMeter := cfg.PublicMeterURL
+	if publicMeter == "" {
+		publicMeter = baseURL // the embedded meter shares the marketplace's address
+		if !cfg.EmbeddedMeter {
+			publicMeter = "http://" + cfg.MeterAddr
+		}
+	}
+
+	srv := &api.Server{Accounts: accounts, Listings: catalog, Authorizer: authz, Logger: log, PublicMeterURL: publicMeter}
+	ops := api.NewOps("marketplace")
+	ops.Checks = append(ops.Checks, api.Check{Name: "database", Check: db.Ping})
+	app := serve.App("marketplace", srv.ErrorHandler, 1<<20)
+	app.Use(ops.Middleware)
+	ops.Mount(app)
+	srv.Mount(app)
+
+	fmt.Fprintf(stdout, "AgentMarket marketplace listening on %s\n", baseURL)
+	if cfg.Embedded() {
+		fmt.Fprintf(stdout, "  embedded mode: data in %s (SQLite), listings auto-approved=%v\n", cfg.DataDir, cfg.AutoApproveOn())
+	}
+	if operatorKeyFile != "" {
+		fmt.Fprintf(stdout, "  platform operator key written to %s\n", operatorKeyFile)
+	}
+	fmt.Fprintf(stdout, "  try: curl %s/healthz\n", baseURL)
+	log.Info("listening", "addr", baseURL, "embedded", cfg.Embedded())
+	return serve.Run(ctx, app, ln)
+}
+
+// ensureOperator creates the platform org on first start. Its first key is
+// the configured one, or a generated one written (0600) into the data dir.
+func ensureOperator(ctx context.Context, cfg *config.Config, accounts *contracts.Accounts) (string, error) {
+	_, secret, err := accounts.EnsurePlatform(ctx, cfg.OperatorKey)
+	if err != nil {
+		return "", fmt.Errorf("platform org: %w", err)
+	}
+	if secret == "" || cfg.OperatorKey != "" {
+		return "", nil
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return "", err
+	}
+	path := filepath.Join(cfg.DataDir, "operator.key")
+	if err := os.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write operator key: %w", err)
+	}
+	return path, nil
+}
+
+// refreshLoop re-fetches cards whose refresh time has come.
+func refreshLoop(ctx context.Context, catalog *listings.Service, log interface {
+	Warn(msg string, args ...any)
+}) {
+	t := time.NewTicker(15 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := catalog.RefreshDue(ctx); err != nil && ctx.Err() == nil {
+				log.Warn("card refresh failed", "err", err)
+			}
+		}
+	}
+}

@@ -1,0 +1,73 @@
+package api
+
+import (
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/agentmarket/agentmarket/contracts"
+)
+
+type keyJSON struct {
+	ID                  string     `json:"id"`
+	Name                string     `json:"name"`
+	Role                string     `json:"role"`
+	Prefix              string     `json:"prefix"`
+	Key                 string     `json:"key,omitempty"` // only in the answer that creates it
+	MonthlyBudgetMicros *int64     `json:"monthly_budget_micros"`
+	CreatedAt           time.Time  `json:"created_at"`
+	RevokedAt           *time.Time `json:"revoked_at"`
+}
+
+func keyView(k *contracts.APIKey, secret string) keyJSON {
+	return keyJSON{ID: k.ID, Name: k.Name, Role: string(k.Role), Prefix: k.Prefix, Key: secret,
+		MonthlyBudgetMicros: k.MonthlyBudgetMicros, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
+}
+
+func (s *Server) signup(c *fiber.Ctx) error {
+	var in contracts.SignupInput
+	if err := decode(c, &in); err != nil {
+		return err
+	}
+	res, err := s.Accounts.Signup(c.UserContext(), in)
+	if err != nil {
+		return err
+	}
+	return c.Status(fiber.StatusCreated).JSON(fiber.Map{
+		"org":     fiber.Map{"id": res.Org.ID, "name": res.Org.Name, "created_at": res.Org.CreatedAt},
+		"user":    fiber.Map{"id": res.User.ID, "email": res.User.Email, "role": res.User.Role},
+		"api_key": keyView(res.Key, res.Secret),
+	})
+}
+
+func (s *Server) createKey(c *fiber.Ctx) error {
+	var in contracts.KeyInput
+	if err := decode(c, &in); err != nil {
+		return err
+	}
+	k, secret, err := s.Accounts.CreateKey(c.UserContext(), actorOf(c), in)
+	if err != nil {
+		return err
+	}
+	return c.Status(fiber.StatusCreated).JSON(keyView(k, secret))
+}
+
+func (s *Server) listKeys(c *fiber.Ctx) error {
+	keys, err := s.Accounts.ListKeys(c.UserContext(), actorOf(c))
+	if err != nil {
+		return err
+	}
+	out := make([]keyJSON, len(keys))
+	for i := range keys {
+		out[i] = keyView(&keys[i], "")
+	}
+	return c.JSON(fiber.Map{"items": out})
+}
+
+func (s *Server) revokeKey(c *fiber.Ctx) error {
+	k, err := s.Accounts.RevokeKey(c.UserContext(), actorOf(c), c.Params("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(keyView(k, ""))
+}

@@ -1,0 +1,237 @@
+// Package api is the marketplace's public REST API over Fiber: JSON in and
+// out, bearer API keys, casbin-guarded routes, one error shape everywhere.
+// Handlers are thin: decode, call a domain service with the request's
+// context, encode.
+package api
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/contracts"
+	"github.com/agentmarket/agentmarket/listings"
+)
+
+// Authorizer decides whether an actor's role may act on a control-plane
+// object (contracts/casbin implements it).
+type Authorizer interface {
+	Authorize(ctx context.Context, actor agentmarket.Actor, obj, act string) error
+}
+
+// Server holds what the handlers call.
+type Server struct {
+	Accounts   *contracts.Accounts
+	Listings   *listings.Service
+	Authorizer Authorizer
+	Logger     *slog.Logger
+	// PublicMeterURL is where buyers reach the meter (for proxied URLs).
+	PublicMeterURL string
+}
+
+//go:embed openapi.json
+var openAPI []byte
+
+// Mount adds the /api/v1 routes to app.
+func (s *Server) Mount(app *fiber.App) {
+	v1 := app.Group("/api/v1")
+	v1.Get("/openapi.json", func(c *fiber.Ctx) error {
+		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+		return c.Send(openAPI)
+	})
+	v1.Post("/signup", s.signup)
+
+	auth := v1.Group("", s.authenticate)
+	auth.Post("/api-keys", s.allow(contracts.ObjAPIKeys, contracts.ActWrite), s.createKey)
+	auth.Get("/api-keys", s.allow(contracts.ObjAPIKeys, contracts.ActRead), s.listKeys)
+	auth.Delete("/api-keys/:id", s.allow(contracts.ObjAPIKeys, contracts.ActWrite), s.revokeKey)
+
+	auth.Post("/listings", s.allow(contracts.ObjListings, contracts.ActWrite), s.createListing)
+	auth.Get("/listings", s.allow(contracts.ObjListings, contracts.ActRead), s.searchListings)
+	auth.Get("/listings/:id", s.allow(contracts.ObjListings, contracts.ActRead), s.getListing)
+	auth.Patch("/listings/:id", s.allowListingPatch, s.updateListing)
+	auth.Post("/listings/:id/refresh", s.allow(contracts.ObjListings, contracts.ActWrite), s.refreshListing)
+	auth.Get("/listings/:id/versions", s.allow(contracts.ObjListings, contracts.ActRead), s.listingVersions)
+
+	v1.Use(func(c *fiber.Ctx) error {
+		return agentmarket.Errorf(agentmarket.NotFound, "route_not_found", "no route %s %s", c.Method(), c.Path())
+	})
+}
+
+// ErrorHandler is the app's one error mapping: every error leaves as the
+// same JSON shape with a stable code, and internal details are logged once
+// and never shown.
+func (s *Server) ErrorHandler(c *fiber.Ctx, err error) error {
+	return WriteError(c, s.Logger, err)
+}
+
+// ErrorBody is the one error shape of the REST API.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail is the inside of an ErrorBody.
+type ErrorDetail struct {
+	Code    string                   `json:"code"`
+	Message string                   `json:"message"`
+	Fields  []agentmarket.FieldError `json:"fields,omitempty"`
+}
+
+// WriteError writes err in the API's error shape.
+func WriteError(c *fiber.Ctx, log *slog.Logger, err error) error {
+	var fe *fiber.Error
+	if errors.As(err, &fe) {
+		err = fromFiber(fe)
+	}
+	var ae *agentmarket.Error
+	if !errors.As(err, &ae) {
+		ae = agentmarket.Wrap(agentmarket.Internal, "internal", err, "internal error")
+	}
+	status := Status(ae.Kind)
+	if status >= 500 && log != nil {
+		log.ErrorContext(c.UserContext(), "request failed", "method", c.Method(), "path", c.Path(), "code", ae.Code, "err", err)
+	}
+	msg := ae.Message
+	if ae.Kind == agentmarket.Internal && msg == "" {
+		msg = "internal error"
+	}
+	return c.Status(status).JSON(ErrorBody{Error: ErrorDetail{Code: ae.Code, Message: msg, Fields: ae.Fields}})
+}
+
+// Status maps an error kind to its HTTP status: the one place it is done.
+func Status(k agentmarket.Kind) int {
+	switch k {
+	case agentmarket.Invalid:
+		return fiber.StatusUnprocessableEntity
+	case agentmarket.NotFound:
+		return fiber.StatusNotFound
+	case agentmarket.Conflict:
+		return fiber.StatusConflict
+	case agentmarket.Unauthorized:
+		return fiber.StatusUnauthorized
+	case agentmarket.Forbidden:
+		return fiber.StatusForbidden
+	case agentmarket.PaymentRequired:
+		return fiber.StatusPaymentRequired
+	case agentmarket.TooLarge:
+		return fiber.StatusRequestEntityTooLarge
+	case agentmarket.Unavailable:
+		return fiber.StatusServiceUnavailable
+	default:
+		return fiber.StatusInternalServerError
+	}
+}
+
+func fromFiber(fe *fiber.Error) error {
+	switch fe.Code {
+	case fiber.StatusRequestEntityTooLarge:
+		return agentmarket.Errorf(agentmarket.TooLarge, "body_too_large", "the request body is too large")
+	case fiber.StatusNotFound:
+		return agentmarket.Errorf(agentmarket.NotFound, "route_not_found", "%s", fe.Message)
+	case fiber.StatusMethodNotAllowed:
+		return agentmarket.Errorf(agentmarket.NotFound, "method_not_allowed", "%s", fe.Message)
+	case fiber.StatusBadRequest:
+		return agentmarket.Errorf(agentmarket.Invalid, "bad_request", "%s", fe.Message)
+	}
+	return agentmarket.Errorf(agentmarket.Internal, "internal", "%s", fe.Message)
+}
+
+type actorKey struct{}
+
+// authenticate resolves the bearer key into the actor.
+func (s *Server) authenticate(c *fiber.Ctx) error {
+	h := c.Get(fiber.HeaderAuthorization)
+	scheme, secret, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(secret) == "" {
+		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="agentmarket"`)
+		return agentmarket.Errorf(agentmarket.Unauthorized, "missing_api_key", "send your API key as: Authorization: Bearer amk_…")
+	}
+	actor, err := s.Accounts.Authenticate(c.UserContext(), strings.TrimSpace(secret))
+	if err != nil {
+		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="agentmarket", error="invalid_token"`)
+		return err
+	}
+	c.Locals(actorKey{}, actor)
+	return c.Next()
+}
+
+func actorOf(c *fiber.Ctx) agentmarket.Actor {
+	a, _ := c.Locals(actorKey{}).(agentmarket.Actor)
+	return a
+}
+
+// allow guards a route with a casbin check of the actor's role.
+func (s *Server) allow(obj, act string) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		if err := s.Authorizer.Authorize(c.UserContext(), actorOf(c), obj, act); err != nil {
+			return err
+		}
+		return c.Next()
+	}
+}
+
+// allowListingPatch lets sellers edit listings and operators review them:
+// an operator's admin key may PATCH any listing's status.
+func (s *Server) allowListingPatch(c *fiber.Ctx) error {
+	if a := actorOf(c); a.Operator {
+		return c.Next()
+	}
+	return s.allow(contracts.ObjListings, contracts.ActWrite)(c)
+}
+
+// decode reads a JSON object body strictly: malformed JSON and unknown
+// fields are refused with an error naming the problem.
+func decode(c *fiber.Ctx, dst any) error {
+	body := c.Body()
+	if len(bytes.TrimSpace(body)) == 0 {
+		return agentmarket.Errorf(agentmarket.Invalid, "malformed_json", "the request body must be a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		var ute *json.UnmarshalTypeError
+		var fe agentmarket.Fields
+		switch {
+		case errors.As(err, &ute):
+			field := ute.Field
+			if field == "" {
+				field = "body"
+			}
+			fe.Add(field, "type", "%s must be %s", field, jsonType(ute.Type.Kind().String()))
+			return fe.Err("invalid_field_type", "a field has the wrong type")
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+			fe.Add(name, "unknown", "unknown field %q", name)
+			return fe.Err("unknown_field", "the request has a field this endpoint does not take")
+		}
+		return agentmarket.Errorf(agentmarket.Invalid, "malformed_json", "the request body is not valid JSON: %v", err)
+	}
+	if dec.More() {
+		return agentmarket.Errorf(agentmarket.Invalid, "malformed_json", "the request body must hold one JSON object")
+	}
+	return nil
+}
+
+func jsonType(kind string) string {
+	switch kind {
+	case "string":
+		return "a string"
+	case "bool":
+		return "true or false"
+	case "struct", "map":
+		return "an object"
+	case "slice", "array":
+		return "an array"
+	}
+	if strings.HasPrefix(kind, "int") || strings.HasPrefix(kind, "uint") {
+		return "an integer"
+	}
+	return "a " + kind
+}
