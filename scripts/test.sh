@@ -1,0 +1,227 @@
+#!/usr/bin/env bash
+# AgentMarket's one test command (README; .ci/run calls it).
+#
+#   scripts/test.sh                          gofmt, go vet, race tests, every test
+#   scripts/test.sh -run TestX ./listings/... just `go test -count=1 <args>` (paths from the repo root)
+#
+# It installs what is missing (Debian packages, `go install`), starts throwaway services
+# under one temp dir, exports their addresses as AGENTMARKET_TEST_* variables, runs the
+# checks, and stops every service and removes the temp dir on exit, whatever happens.
+#
+# Environment:
+#   AGENTMARKET_TEST_SERVICES  comma list of services to start: postgres, clickhouse,
+#                              stripe (stripe-mock), chromium, or all / none.
+#                              Default: postgres.
+#   AGENTMARKET_TEST_TIMEOUT   go test -timeout (default 20m).
+#   AGENTMARKET_TEST_DATABASE_URL, AGENTMARKET_TEST_CLICKHOUSE_DSN,
+#   AGENTMARKET_TEST_STRIPE_API_BASE
+#                              when already set, that service is used as given, not started.
+#
+# Exported to the tests:
+#   AGENTMARKET_TEST_DATABASE_URL      postgres://postgres@127.0.0.1:PORT/postgres?sslmode=disable
+#   AGENTMARKET_TEST_CLICKHOUSE_DSN    clickhouse://127.0.0.1:PORT/default   (clickhouse)
+#   AGENTMARKET_TEST_STRIPE_API_BASE   http://127.0.0.1:PORT                (stripe)
+#   AGENTMARKET_TEST_STRIPE_SECRET_KEY sk_test_123                          (stripe)
+#   AGENTMARKET_TEST_CHROME_PATH       path of the chromium binary          (chromium)
+#   AGENTMARKET_TEST_SERVICES          the services started, normalised
+#   AGENTMARKET_TEST_REQUIRE_SERVICES  1: a test whose service variable is missing fails
+#                                      instead of skipping
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+cd "$ROOT"
+# shellcheck source=scripts/lib/services.sh
+. "$ROOT/scripts/lib/services.sh"
+
+GO_TEST_TIMEOUT=${AGENTMARKET_TEST_TIMEOUT:-20m}
+# Packages whose tests also run with the race detector (the concurrent hot paths).
+RACE_PATTERNS=(./a2aproxy/... ./metering/...)
+
+T0=$(am_now)
+FAILED=()
+
+GO_PID=""
+
+# run_go runs the go command in the background and waits for it, so that a SIGTERM or
+# SIGINT sent to this script is handled at once (stopping go, its test binaries and then
+# the services) rather than after go has finished.
+run_go() {
+	local rc=0
+	go "$@" &
+	GO_PID=$!
+	wait "$GO_PID" || rc=$?
+	GO_PID=""
+	return "$rc"
+}
+
+on_signal() {
+	if [ -n "$GO_PID" ]; then
+		am_kill_tree "$GO_PID" TERM
+		wait "$GO_PID" 2>/dev/null || true
+		GO_PID=""
+	fi
+	exit "$1"
+}
+
+step() { printf '\n==> [+%ss] %s\n' "$(am_since "$T0")" "$*"; }
+
+# parse_services turns AGENTMARKET_TEST_SERVICES into the canonical, ordered list
+# "postgres clickhouse stripe chromium" (a subset of it).
+parse_services() {
+	local raw=$1 s want=" "
+	raw=$(printf '%s' "$raw" | tr 'A-Z,' 'a-z ')
+	for s in $raw; do
+		case $s in
+		all) want+="postgres clickhouse stripe chromium " ;;
+		none) ;;
+		postgres | postgresql | pg) want+="postgres " ;;
+		clickhouse | ch) want+="clickhouse " ;;
+		stripe | stripe-mock) want+="stripe " ;;
+		chromium | chrome) want+="chromium " ;;
+		*) am_die "AGENTMARKET_TEST_SERVICES: unknown service '$s' (postgres, clickhouse, stripe, chromium, all, none)" ;;
+		esac
+	done
+	local out=""
+	for s in postgres clickhouse stripe chromium; do
+		[[ $want == *" $s "* ]] && out+="$s "
+	done
+	printf '%s' "${out% }"
+}
+
+start_services() {
+	local s
+	for s in $SERVICES; do
+		case $s in
+		postgres)
+			if [ -n "${AGENTMARKET_TEST_DATABASE_URL:-}" ]; then
+				am_log "PostgreSQL: using AGENTMARKET_TEST_DATABASE_URL from the environment"
+			else
+				am_start_postgres
+			fi
+			;;
+		clickhouse)
+			if [ -n "${AGENTMARKET_TEST_CLICKHOUSE_DSN:-}" ]; then
+				am_log "ClickHouse: using AGENTMARKET_TEST_CLICKHOUSE_DSN from the environment"
+			else
+				am_start_clickhouse
+			fi
+			;;
+		stripe)
+			if [ -n "${AGENTMARKET_TEST_STRIPE_API_BASE:-}" ]; then
+				am_log "stripe-mock: using AGENTMARKET_TEST_STRIPE_API_BASE from the environment"
+			else
+				am_start_stripe_mock
+			fi
+			;;
+		chromium) am_ensure_chromium ;;
+		esac
+	done
+}
+
+# ensure_cgo makes sure -race can build (it needs cgo and a C compiler).
+ensure_cgo() {
+	command -v gcc >/dev/null 2>&1 || am_apt_install gcc libc6-dev
+}
+
+run_gofmt() {
+	local out rc=0
+	out=$(gofmt -l . 2>&1) || rc=$?
+	# Golden inputs under testdata/ may be unformatted (or not Go) on purpose.
+	out=$(printf '%s\n' "$out" | grep -Ev '(^|/)testdata/' | sed '/^$/d' || true)
+	if [ -n "$out" ]; then
+		echo "gofmt -l lists files that are not gofmt-formatted (run gofmt -w on them):"
+		printf '%s\n' "$out"
+		return 1
+	fi
+	[ "$rc" -eq 0 ] || am_warn "gofmt exited $rc on files under testdata/ only (ignored)"
+	echo "ok: every Go file is gofmt-formatted"
+}
+
+# summarize_go_test filters `go test -v` output down to what a reader needs and
+# closes with a plain "N passed, N failed, N skipped" line over top-level tests.
+summarize_go_test() {
+	awk '
+		/^=== (RUN|PAUSE|CONT|NAME)/ { next }
+		/^--- PASS/ { passed++; print; next }
+		/^--- FAIL/ { failed++; print; show = 1; next }
+		/^--- SKIP/ { skipped++; print; show = 1; next }
+		/^ +--- PASS: [^ ]+\/(postgres|clickhouse|stripe|chromium) / { print; next }
+		/^ +--- (FAIL|SKIP)/ { print; show = 1; next }
+		/^ +--- PASS/ { show = 0; next }
+		/^(ok|FAIL|\?|PASS$|panic:)/ { print; show = 0; next }
+		show || /^ +[^ ].*_test\.go:[0-9]+:/ { print }
+		END { printf "%d passed, %d failed, %d skipped\n", passed, failed, skipped }
+	'
+}
+
+main() {
+	command -v go >/dev/null 2>&1 || am_die "go is not on PATH"
+	SERVICES=$(parse_services "${AGENTMARKET_TEST_SERVICES-postgres}")
+
+	trap am_cleanup EXIT
+	trap 'on_signal 130' INT
+	trap 'on_signal 143' TERM
+
+	step "services: ${SERVICES:-none}  ($(go version | awk '{print $3, $4}'))"
+	am_make_workdir
+	am_log "work dir $AM_WORKDIR"
+	start_services
+	export AGENTMARKET_TEST_SERVICES="${SERVICES// /,}"
+	export AGENTMARKET_TEST_REQUIRE_SERVICES=1
+	env | grep '^AGENTMARKET_TEST_' | sort | sed 's/^/    /'
+
+	if [ "$#" -gt 0 ]; then
+		step "go test -count=1 -timeout $GO_TEST_TIMEOUT $*"
+		local rc=0
+		run_go test -count=1 -timeout "$GO_TEST_TIMEOUT" "$@" || rc=$?
+		exit "$rc"
+	fi
+
+	step "gofmt -l ."
+	run_gofmt || FAILED+=("gofmt")
+
+	step "go vet ./..."
+	run_go vet ./... || FAILED+=("go vet")
+
+	# Only packages that have tests; the dirs may still be empty.
+	local race_pkgs all_pkgs rest_pkgs p
+	race_pkgs=$(go list -e -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' \
+		"${RACE_PATTERNS[@]}" 2>/dev/null || true)
+	step "go test -count=1 -race ${RACE_PATTERNS[*]}"
+	if [ -z "$race_pkgs" ]; then
+		am_log "no test files under ${RACE_PATTERNS[*]} yet: skipped"
+	else
+		ensure_cgo
+		# shellcheck disable=SC2086 # one import path per word
+		CGO_ENABLED=1 run_go test -count=1 -race -timeout "$GO_TEST_TIMEOUT" $race_pkgs || FAILED+=("go test -race")
+	fi
+
+	# Everything else, without the race detector; the packages above already ran (with it).
+	if all_pkgs=$(go list -e ./... 2>/dev/null) && [ -n "$all_pkgs" ]; then
+		rest_pkgs=""
+		for p in $all_pkgs; do
+			[[ $'\n'$race_pkgs$'\n' == *$'\n'$p$'\n'* ]] || rest_pkgs+="$p "
+		done
+		step "go test -count=1 ./... (all packages but the race-tested ones above)"
+		if [ -n "$rest_pkgs" ]; then
+			# -v, filtered: package results, every failure and skip, and each
+			# test's run against a real service (".../postgres") stay visible.
+			# shellcheck disable=SC2086
+			run_go test -v -count=1 -timeout "$GO_TEST_TIMEOUT" $rest_pkgs | summarize_go_test || FAILED+=("go test")
+		fi
+	else
+		# go list could not even load the module: let go test say why.
+		step "go test -count=1 ./..."
+		run_go test -count=1 -timeout "$GO_TEST_TIMEOUT" ./... || FAILED+=("go test")
+	fi
+
+	if [ "${#FAILED[@]}" -gt 0 ]; then
+		printf 'test.sh: FAILED: %s\n' "$(
+			IFS=,
+			echo "${FAILED[*]}"
+		)" >&2
+		exit 1
+	fi
+}
+
+main "$@"
