@@ -17,7 +17,7 @@ import (
 	"time"
 )
 
-//go:embed postgres/*.sql sqlite/*.sql
+//go:embed postgres/*.sql sqlite/*.sql clickhouse/*.sql
 var files embed.FS
 
 // Dialect names a directory of migrations.
@@ -26,6 +26,10 @@ type Dialect string
 const (
 	Postgres Dialect = "postgres"
 	SQLite   Dialect = "sqlite"
+	// ClickHouse files are listed here but applied by metering/clickhouse,
+	// not by Apply: ClickHouse has no transactions, so each file must be
+	// idempotent (CREATE ... IF NOT EXISTS).
+	ClickHouse Dialect = "clickhouse"
 )
 
 // Migration is one versioned SQL file.

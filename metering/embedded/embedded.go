@@ -1,0 +1,293 @@
+// Package embedded is the embedded default's usage store: a SQLite file
+// (pure-Go driver, no cgo) with the same query semantics as the ClickHouse
+// store. A row's ID is its primary key and inserts are INSERT OR IGNORE, so
+// a row inserted again has no effect.
+package embedded
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	_ "github.com/glebarez/go-sqlite" // registers the "sqlite" driver
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/metering"
+)
+
+// schemaVersion is kept in PRAGMA user_version; schema lists the
+// statements that bring an empty file to it.
+const schemaVersion = 1
+
+var schema = []string{
+	`CREATE TABLE IF NOT EXISTS usage (
+		id               TEXT PRIMARY KEY,
+		time_ms          INTEGER NOT NULL,
+		trace_id         TEXT NOT NULL,
+		task_id          TEXT NOT NULL,
+		context_id       TEXT NOT NULL,
+		parent_task_id   TEXT NOT NULL,
+		listing_id       TEXT NOT NULL,
+		seller_org_id    TEXT NOT NULL,
+		buyer_org_id     TEXT NOT NULL,
+		api_key_id       TEXT NOT NULL,
+		contract_id      TEXT NOT NULL,
+		method           TEXT NOT NULL,
+		protocol_version TEXT NOT NULL,
+		state            TEXT NOT NULL,
+		error_code       INTEGER NOT NULL,
+		bytes_in         INTEGER NOT NULL,
+		bytes_out        INTEGER NOT NULL,
+		latency_ms       INTEGER NOT NULL,
+		input_tokens     INTEGER NOT NULL,
+		output_tokens    INTEGER NOT NULL,
+		compute_ms       INTEGER NOT NULL,
+		tasks            INTEGER NOT NULL,
+		cost_micros      INTEGER NOT NULL,
+		currency         TEXT NOT NULL,
+		estimated        INTEGER NOT NULL,
+		card_hash        TEXT NOT NULL,
+		model            TEXT NOT NULL
+	) WITHOUT ROWID`,
+	`CREATE INDEX IF NOT EXISTS usage_time ON usage (time_ms)`,
+	`CREATE INDEX IF NOT EXISTS usage_buyer_time ON usage (buyer_org_id, time_ms)`,
+	`CREATE INDEX IF NOT EXISTS usage_seller_time ON usage (seller_org_id, time_ms)`,
+	`CREATE INDEX IF NOT EXISTS usage_listing_time ON usage (listing_id, time_ms)`,
+}
+
+const columns = `id, time_ms, trace_id, task_id, context_id, parent_task_id,
+	listing_id, seller_org_id, buyer_org_id, api_key_id, contract_id,
+	method, protocol_version, state, error_code, bytes_in, bytes_out, latency_ms,
+	input_tokens, output_tokens, compute_ms, tasks, cost_micros, currency, estimated,
+	card_hash, model`
+
+// Store implements metering.Store over a SQLite file.
+type Store struct {
+	db *sql.DB
+	// mu serializes writers in this process, so they queue here instead of
+	// failing on SQLite's single-writer lock.
+	mu sync.Mutex
+}
+
+var _ metering.Store = (*Store)(nil)
+
+// Open opens (creating it if needed) the usage store in the SQLite file at
+// path. Writes are durable when Insert returns (synchronous=FULL): the
+// shipper deletes spooled rows right after.
+func Open(path string) (*Store, error) {
+	q := url.Values{}
+	for _, p := range []string{"journal_mode(WAL)", "synchronous(FULL)", "busy_timeout(10000)"} {
+		q.Add("_pragma", p)
+	}
+	q.Set("_txlock", "immediate")
+	if strings.ContainsRune(path, '?') {
+		return nil, fmt.Errorf("embedded usage store: path %q must not contain '?'", path)
+	}
+	db, err := sql.Open("sqlite", path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("embedded usage store: %w", err)
+	}
+	s := &Store{db: db}
+	if err := s.migrate(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) migrate() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("embedded usage store: %w", err)
+	}
+	defer tx.Rollback()
+	var v int
+	if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return fmt.Errorf("embedded usage store: %w", err)
+	}
+	if v > schemaVersion {
+		return fmt.Errorf("embedded usage store: schema version %d is newer than this binary's %d", v, schemaVersion)
+	}
+	if v == schemaVersion {
+		return nil
+	}
+	for _, stmt := range schema {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("embedded usage store: migrate: %w", err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)); err != nil {
+		return fmt.Errorf("embedded usage store: %w", err)
+	}
+	return tx.Commit()
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Insert stores rows in one transaction; rows whose ID is stored already
+// are ignored.
+func (s *Store) Insert(ctx context.Context, rows []metering.Usage) error {
+	for i := range rows {
+		if err := rows[i].Validate(); err != nil {
+			return err
+		}
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return unavailable(err)
+	}
+	defer tx.Rollback()
+	stmt, err := tx.PrepareContext(ctx, "INSERT OR IGNORE INTO usage ("+columns+") VALUES (?"+strings.Repeat(", ?", 26)+")")
+	if err != nil {
+		return unavailable(err)
+	}
+	defer stmt.Close()
+	for i := range rows {
+		u := &rows[i]
+		est := 0
+		if u.Estimated {
+			est = 1
+		}
+		if _, err := stmt.ExecContext(ctx, u.ID, u.Time.UnixMilli(), u.TraceID, u.TaskID, u.ContextID, u.ParentTaskID,
+			u.ListingID, u.SellerOrgID, u.BuyerOrgID, u.APIKeyID, u.ContractID,
+			u.Method, u.ProtocolVersion, u.State, u.ErrorCode, u.BytesIn, u.BytesOut, u.LatencyMs,
+			u.InputTokens, u.OutputTokens, u.ComputeMs, u.Tasks, u.CostMicros, u.Currency, est,
+			u.CardHash, u.Model); err != nil {
+			return unavailable(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return unavailable(err)
+	}
+	return nil
+}
+
+// keyExpr is the grouping expression of each dimension. Days are UTC day
+// numbers, formatted by metering.DayKey.
+var keyExpr = map[metering.GroupBy]string{
+	metering.ByListing: "listing_id",
+	metering.BySeller:  "seller_org_id",
+	metering.ByBuyer:   "buyer_org_id",
+	metering.ByAPIKey:  "api_key_id",
+	metering.ByTask:    "listing_id || '/' || task_id",
+	// Floor division: time_ms is never negative (see Usage.Validate).
+	metering.ByDay: "time_ms / 86400000",
+}
+
+// where renders q's filters.
+func where(q metering.Query) (string, []any) {
+	var conds []string
+	var args []any
+	add := func(cond string, arg any) {
+		conds = append(conds, cond)
+		args = append(args, arg)
+	}
+	if !q.From.IsZero() {
+		add("time_ms >= ?", q.From.UnixMilli())
+	}
+	if !q.To.IsZero() {
+		add("time_ms < ?", q.To.UnixMilli())
+	}
+	for _, f := range []struct{ col, val string }{
+		{"buyer_org_id", q.BuyerOrgID},
+		{"seller_org_id", q.SellerOrgID},
+		{"listing_id", q.ListingID},
+		{"api_key_id", q.APIKeyID},
+		{"contract_id", q.ContractID},
+	} {
+		if f.val != "" {
+			add(f.col+" = ?", f.val)
+		}
+	}
+	if len(conds) == 0 {
+		return "", nil
+	}
+	return " WHERE " + strings.Join(conds, " AND "), args
+}
+
+// Totals sums usage per key of q.GroupBy, ordered by key.
+func (s *Store) Totals(ctx context.Context, q metering.Query) ([]metering.Total, error) {
+	if err := q.ValidateTotals(); err != nil {
+		return nil, err
+	}
+	w, args := where(q)
+	rows, err := s.db.QueryContext(ctx, `SELECT `+keyExpr[q.GroupBy]+` AS k, COUNT(*), SUM(tasks),
+		SUM(input_tokens), SUM(output_tokens), SUM(compute_ms), SUM(cost_micros), SUM(estimated)
+		FROM usage`+w+` GROUP BY k ORDER BY k`, args...)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	defer rows.Close()
+	out := []metering.Total{}
+	for rows.Next() {
+		var t metering.Total
+		var day int64
+		key := any(&t.Key)
+		if q.GroupBy == metering.ByDay {
+			key = &day
+		}
+		if err := rows.Scan(key, &t.Calls, &t.Tasks, &t.InputTokens, &t.OutputTokens, &t.ComputeMs, &t.CostMicros, &t.Estimated); err != nil {
+			return nil, unavailable(err)
+		}
+		if q.GroupBy == metering.ByDay {
+			t.Key = metering.DayKey(day)
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, unavailable(err)
+	}
+	return out, nil
+}
+
+// Rows returns the stored rows matching q, ordered by time then id.
+func (s *Store) Rows(ctx context.Context, q metering.Query) ([]metering.Usage, error) {
+	if err := q.Validate(); err != nil {
+		return nil, err
+	}
+	w, args := where(q)
+	rows, err := s.db.QueryContext(ctx, "SELECT "+columns+" FROM usage"+w+" ORDER BY time_ms, id", args...)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	defer rows.Close()
+	out := []metering.Usage{}
+	for rows.Next() {
+		var u metering.Usage
+		var ms, est int64
+		if err := rows.Scan(&u.ID, &ms, &u.TraceID, &u.TaskID, &u.ContextID, &u.ParentTaskID,
+			&u.ListingID, &u.SellerOrgID, &u.BuyerOrgID, &u.APIKeyID, &u.ContractID,
+			&u.Method, &u.ProtocolVersion, &u.State, &u.ErrorCode, &u.BytesIn, &u.BytesOut, &u.LatencyMs,
+			&u.InputTokens, &u.OutputTokens, &u.ComputeMs, &u.Tasks, &u.CostMicros, &u.Currency, &est,
+			&u.CardHash, &u.Model); err != nil {
+			return nil, unavailable(err)
+		}
+		u.Time = time.UnixMilli(ms).UTC()
+		u.Estimated = est != 0
+		out = append(out, u)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, unavailable(err)
+	}
+	return out, nil
+}
+
+func unavailable(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return agentmarket.Wrap(agentmarket.Unavailable, "usage_store", err, "the usage store failed")
+}

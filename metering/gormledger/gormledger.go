@@ -1,0 +1,90 @@
+// Package gormledger keeps the per-task billing ledger (what has been
+// billed per task so far) in the relational database through GORM, shared
+// by every meter instance.
+package gormledger
+
+import (
+	"context"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/metering"
+	"github.com/agentmarket/agentmarket/migrations/gormdb"
+)
+
+// Ledger implements metering.Ledger.
+type Ledger struct {
+	db    *gorm.DB
+	clock agentmarket.Clock
+}
+
+var _ metering.Ledger = (*Ledger)(nil)
+
+// New returns a ledger over db (migrated).
+func New(db *gorm.DB, clock agentmarket.Clock) *Ledger { return &Ledger{db: db, clock: clock} }
+
+type row struct {
+	ListingID    string `gorm:"primaryKey"`
+	TaskID       string `gorm:"primaryKey"`
+	InputTokens  int64
+	OutputTokens int64
+	ComputeMs    int64
+	UpdatedAt    time.Time
+}
+
+func (row) TableName() string { return "task_usage" }
+
+func raise(old, cum, add metering.Counters) metering.Counters {
+	return metering.Counters{
+		InputTokens:  max(old.InputTokens, cum.InputTokens) + add.InputTokens,
+		OutputTokens: max(old.OutputTokens, cum.OutputTokens) + add.OutputTokens,
+		ComputeMs:    max(old.ComputeMs, cum.ComputeMs) + add.ComputeMs,
+	}
+}
+
+// Bill implements metering.Ledger. It is a compare-and-swap on the task's
+// row, retried on conflict, so concurrent meters never bill an increase
+// twice and the SQL is the same on PostgreSQL and SQLite.
+func (l *Ledger) Bill(ctx context.Context, listingID, taskID string, cum, add metering.Counters) (metering.Counters, bool, error) {
+	db := l.db.WithContext(ctx)
+	for attempt := 0; attempt < 50; attempt++ {
+		var r row
+		err := db.Where("listing_id = ? AND task_id = ?", listingID, taskID).Take(&r).Error
+		switch {
+		case err == gorm.ErrRecordNotFound:
+			next := raise(metering.Counters{}, cum, add)
+			res := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&row{ListingID: listingID, TaskID: taskID,
+				InputTokens: next.InputTokens, OutputTokens: next.OutputTokens, ComputeMs: next.ComputeMs, UpdatedAt: l.clock.Now()})
+			if res.Error != nil {
+				return metering.Counters{}, false, gormdb.Translate(res.Error, "task usage")
+			}
+			if res.RowsAffected == 1 {
+				return next, true, nil
+			}
+		case err != nil:
+			return metering.Counters{}, false, gormdb.Translate(err, "task usage")
+		default:
+			old := metering.Counters{InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, ComputeMs: r.ComputeMs}
+			next := raise(old, cum, add)
+			if next == old {
+				return metering.Counters{}, false, nil
+			}
+			res := db.Model(&row{}).
+				Where("listing_id = ? AND task_id = ? AND input_tokens = ? AND output_tokens = ? AND compute_ms = ?",
+					listingID, taskID, old.InputTokens, old.OutputTokens, old.ComputeMs).
+				Updates(map[string]any{"input_tokens": next.InputTokens, "output_tokens": next.OutputTokens,
+					"compute_ms": next.ComputeMs, "updated_at": l.clock.Now()})
+			if res.Error != nil {
+				return metering.Counters{}, false, gormdb.Translate(res.Error, "task usage")
+			}
+			if res.RowsAffected == 1 {
+				return next.Sub(old), false, nil
+			}
+		}
+		// Another meter moved the row first: read it again.
+	}
+	return metering.Counters{}, false, agentmarket.Errorf(agentmarket.Unavailable, "ledger_contention", "the task usage ledger is too busy")
+}

@@ -1,0 +1,28 @@
+package metering
+
+import "context"
+
+// Counters are the billable quantities of a task.
+type Counters struct {
+	InputTokens  int64
+	OutputTokens int64
+	ComputeMs    int64
+}
+
+// Sub returns c - d.
+func (c Counters) Sub(d Counters) Counters {
+	return Counters{c.InputTokens - d.InputTokens, c.OutputTokens - d.OutputTokens, c.ComputeMs - d.ComputeMs}
+}
+
+// Zero reports whether nothing is counted.
+func (c Counters) Zero() bool { return c == Counters{} }
+
+// Ledger remembers what has been billed per task, so that cumulative
+// reports, replays, resubscribes and polls bill only the increase.
+// Implementations must be safe across processes (several meters).
+type Ledger interface {
+	// Bill raises the task's billed counters: each counter becomes
+	// max(billed, cum) + add. It returns the increase (never negative) and
+	// whether this call is the first to bill the task.
+	Bill(ctx context.Context, listingID, taskID string, cum, add Counters) (delta Counters, first bool, err error)
+}

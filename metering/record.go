@@ -1,0 +1,212 @@
+package metering
+
+import (
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"time"
+)
+
+// A spool record is
+//
+//	length  uint32 little endian: the payload's length in bytes
+//	crc     uint32 little endian: CRC-32C of the length bytes and the payload
+//	payload version byte (recordV1), then the Usage fields in declaration
+//	        order: strings as uvarint length + bytes, integers as zigzag
+//	        varints, Time as varint Unix milliseconds, Estimated as one byte
+//
+// The CRC covers the length too, so a zero-filled tail (what some file
+// systems show after a power loss) is never taken for a record. A new field
+// means a new version byte; decoders keep reading the old versions.
+const (
+	recordHeader = 8
+	recordV1     = 1
+	// maxPayload bounds one record. It is far above any real row and lets
+	// a garbage length in a torn tail be rejected without reading it.
+	maxPayload = 1 << 24
+)
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+var (
+	errTorn    = errors.New("torn or corrupt record")
+	errTooBig  = errors.New("usage row encodes to more than 16 MiB")
+	errVersion = errors.New("unknown record version")
+)
+
+// appendRecord appends the record of u to b.
+func appendRecord(b []byte, u *Usage) ([]byte, error) {
+	start := len(b)
+	b = append(b, 0, 0, 0, 0, 0, 0, 0, 0, recordV1)
+	b = appendString(b, u.ID)
+	b = binary.AppendVarint(b, u.Time.UnixMilli())
+	b = appendString(b, u.TraceID)
+	b = appendString(b, u.TaskID)
+	b = appendString(b, u.ContextID)
+	b = appendString(b, u.ParentTaskID)
+	b = appendString(b, u.ListingID)
+	b = appendString(b, u.SellerOrgID)
+	b = appendString(b, u.BuyerOrgID)
+	b = appendString(b, u.APIKeyID)
+	b = appendString(b, u.ContractID)
+	b = appendString(b, u.Method)
+	b = appendString(b, u.ProtocolVersion)
+	b = appendString(b, u.State)
+	b = binary.AppendVarint(b, int64(u.ErrorCode))
+	b = binary.AppendVarint(b, u.BytesIn)
+	b = binary.AppendVarint(b, u.BytesOut)
+	b = binary.AppendVarint(b, u.LatencyMs)
+	b = binary.AppendVarint(b, u.InputTokens)
+	b = binary.AppendVarint(b, u.OutputTokens)
+	b = binary.AppendVarint(b, u.ComputeMs)
+	b = binary.AppendVarint(b, u.Tasks)
+	b = binary.AppendVarint(b, u.CostMicros)
+	b = appendString(b, u.Currency)
+	if u.Estimated {
+		b = append(b, 1)
+	} else {
+		b = append(b, 0)
+	}
+	b = appendString(b, u.CardHash)
+	b = appendString(b, u.Model)
+
+	n := len(b) - start - recordHeader
+	if n > maxPayload {
+		return b[:start], errTooBig
+	}
+	binary.LittleEndian.PutUint32(b[start:], uint32(n))
+	crc := crc32.Update(0, crcTable, b[start:start+4])
+	crc = crc32.Update(crc, crcTable, b[start+recordHeader:])
+	binary.LittleEndian.PutUint32(b[start+4:], crc)
+	return b, nil
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+// nextRecord checks the record at the start of b. It returns the payload
+// and the record's whole length; n == 0 means b holds only the start of a
+// record (read more, or it is a torn tail), errTorn a record that can never
+// be valid (bad length or CRC).
+func nextRecord(b []byte) (payload []byte, n int, err error) {
+	if len(b) < recordHeader {
+		return nil, 0, nil
+	}
+	length := binary.LittleEndian.Uint32(b)
+	if length == 0 || length > maxPayload {
+		return nil, 0, errTorn
+	}
+	if len(b) < recordHeader+int(length) {
+		return nil, 0, nil
+	}
+	payload = b[recordHeader : recordHeader+int(length)]
+	crc := crc32.Update(0, crcTable, b[:4])
+	crc = crc32.Update(crc, crcTable, payload)
+	if crc != binary.LittleEndian.Uint32(b[4:]) {
+		return nil, 0, errTorn
+	}
+	return payload, recordHeader + int(length), nil
+}
+
+// decodePayload fills u from a record payload whose CRC checked out. All
+// strings of a row share one allocation.
+func decodePayload(p []byte, u *Usage) error {
+	if len(p) == 0 || p[0] != recordV1 {
+		return errVersion
+	}
+	d := decoder{s: string(p[1:])}
+	u.ID = d.str()
+	u.Time = time.UnixMilli(d.varint()).UTC()
+	u.TraceID = d.str()
+	u.TaskID = d.str()
+	u.ContextID = d.str()
+	u.ParentTaskID = d.str()
+	u.ListingID = d.str()
+	u.SellerOrgID = d.str()
+	u.BuyerOrgID = d.str()
+	u.APIKeyID = d.str()
+	u.ContractID = d.str()
+	u.Method = d.str()
+	u.ProtocolVersion = d.str()
+	u.State = d.str()
+	u.ErrorCode = int(d.varint())
+	u.BytesIn = d.varint()
+	u.BytesOut = d.varint()
+	u.LatencyMs = d.varint()
+	u.InputTokens = d.varint()
+	u.OutputTokens = d.varint()
+	u.ComputeMs = d.varint()
+	u.Tasks = d.varint()
+	u.CostMicros = d.varint()
+	u.Currency = d.str()
+	u.Estimated = d.byte() == 1
+	u.CardHash = d.str()
+	u.Model = d.str()
+	if d.bad || d.i != len(d.s) {
+		return errTorn
+	}
+	return nil
+}
+
+// decoder reads fields from a payload held as one string, so that the
+// strings it returns are substrings of it rather than copies.
+type decoder struct {
+	s   string
+	i   int
+	bad bool
+}
+
+func (d *decoder) uvarint() uint64 {
+	var x uint64
+	var shift uint
+	for d.i < len(d.s) {
+		c := d.s[d.i]
+		d.i++
+		if c < 0x80 {
+			if shift == 63 && c > 1 {
+				d.bad = true
+				return 0
+			}
+			return x | uint64(c)<<shift
+		}
+		x |= uint64(c&0x7f) << shift
+		shift += 7
+		if shift > 63 {
+			break
+		}
+	}
+	d.bad = true
+	return 0
+}
+
+func (d *decoder) varint() int64 {
+	ux := d.uvarint()
+	x := int64(ux >> 1)
+	if ux&1 != 0 {
+		x = ^x
+	}
+	return x
+}
+
+func (d *decoder) str() string {
+	n := d.uvarint()
+	if d.bad || n > uint64(len(d.s)-d.i) {
+		d.bad = true
+		return ""
+	}
+	s := d.s[d.i : d.i+int(n)]
+	d.i += int(n)
+	return s
+}
+
+func (d *decoder) byte() byte {
+	if d.i >= len(d.s) {
+		d.bad = true
+		return 0
+	}
+	c := d.s[d.i]
+	d.i++
+	return c
+}

@@ -1,0 +1,305 @@
+package metering
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ShipperOptions tune a Shipper; zero values take the defaults.
+type ShipperOptions struct {
+	// BatchRows is the most rows one Store.Insert gets. Default 5000.
+	BatchRows int
+	// BatchWait is how long the first row of a partial batch waits for
+	// more before the batch is shipped anyway. Default 200 ms.
+	BatchWait time.Duration
+	// MinBackoff and MaxBackoff bound the wait between failed inserts: it
+	// starts at MinBackoff and doubles up to MaxBackoff. Defaults 100 ms
+	// and 30 s.
+	MinBackoff, MaxBackoff time.Duration
+	// InsertTimeout bounds one Store.Insert attempt. Default 30 s.
+	InsertTimeout time.Duration
+	// OnError, when set, hears of every failed attempt (to log it); the
+	// shipper retries regardless.
+	OnError func(err error, consecutive int)
+}
+
+// Shipper defaults.
+const (
+	DefaultBatchRows     = 5000
+	DefaultBatchWait     = 200 * time.Millisecond
+	DefaultMinBackoff    = 100 * time.Millisecond
+	DefaultMaxBackoff    = 30 * time.Second
+	DefaultInsertTimeout = 30 * time.Second
+)
+
+// ShipperStats is a snapshot of a Shipper's counters, for metrics.
+type ShipperStats struct {
+	SpoolRows  int64 // rows waiting in the spool (appended, not acknowledged)
+	SpoolBytes int64 // their size on disk
+
+	ShippedRows    uint64 // rows acknowledged after a successful insert (a row re-sent after a crash counts again)
+	ShippedBatches uint64
+	Failures       uint64 // failed insert or acknowledge attempts
+	// Consecutive is the current run of failures, 0 once a batch went through.
+	Consecutive int
+	LastError   error
+}
+
+// Shipper moves rows from a Spool to a Store in batches, and acknowledges
+// them in the spool only after the store took them. When the store fails
+// it keeps the batch and retries, with capped exponential backoff, forever:
+// rows wait in the spool, nothing is dropped, and appending goes on.
+//
+// Exactly once: a crash between a successful Insert and the Ack makes the
+// next run send those rows again, possibly cut into other batches. That is
+// harmless because Store.Insert is idempotent by row ID.
+//
+// A store that refuses a batch for good (a bug, a schema mismatch) stalls
+// shipping; Failures and Consecutive grow, which is what to alert on.
+type Shipper struct {
+	spool *Spool
+	store Store
+	opts  ShipperOptions
+
+	// turn is held by whoever reads and ships (Run or Flush): one at a
+	// time, and each can give up waiting for it when its context ends.
+	turn       chan struct{}
+	pos        Cursor // read position, at or after the spool's Acked
+	started    bool
+	batch      []Usage
+	batchStart time.Time
+
+	shippedRows    atomic.Uint64
+	shippedBatches atomic.Uint64
+	failures       atomic.Uint64
+
+	mu          sync.Mutex
+	consecutive int
+	lastErr     error
+}
+
+// NewShipper returns a Shipper from spool to store.
+func NewShipper(spool *Spool, store Store, opts ShipperOptions) *Shipper {
+	if opts.BatchRows <= 0 {
+		opts.BatchRows = DefaultBatchRows
+	}
+	if opts.BatchWait <= 0 {
+		opts.BatchWait = DefaultBatchWait
+	}
+	if opts.MinBackoff <= 0 {
+		opts.MinBackoff = DefaultMinBackoff
+	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = DefaultMaxBackoff
+	}
+	opts.MaxBackoff = max(opts.MaxBackoff, opts.MinBackoff)
+	if opts.InsertTimeout <= 0 {
+		opts.InsertTimeout = DefaultInsertTimeout
+	}
+	return &Shipper{spool: spool, store: store, opts: opts, turn: make(chan struct{}, 1)}
+}
+
+// Run ships rows as they are appended until ctx ends, and returns ctx's
+// error (or ErrSpoolClosed if the spool is closed under it). Rows read but
+// not yet shipped then stay in the spool. For a clean stop: end Run, Flush
+// with a deadline, then close the spool.
+func (s *Shipper) Run(ctx context.Context) error {
+	wait := time.NewTimer(time.Hour)
+	defer wait.Stop()
+	for {
+		if err := s.acquire(ctx); err != nil {
+			return err
+		}
+		d, err := s.step(ctx)
+		s.release()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if errors.Is(err, ErrSpoolClosed) {
+				return err
+			}
+			// A spool read error: count it and retry after a while.
+			s.fail(err)
+			d = s.backoff()
+		}
+		if d == 0 {
+			continue
+		}
+		wait.Reset(d)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.spool.Appended():
+		case <-wait.C:
+		}
+		wait.Stop()
+	}
+}
+
+// step reads what the spool holds and ships the batch when it is full or
+// old enough. It returns how long Run may sleep (0: go again at once; an
+// hour: nothing buffered, so only an append ends the sleep).
+func (s *Shipper) step(ctx context.Context) (time.Duration, error) {
+	s.start()
+	if err := s.fill(); err != nil {
+		return 0, err
+	}
+	if len(s.batch) == 0 {
+		return time.Hour, nil
+	}
+	if s.batchStart.IsZero() {
+		s.batchStart = time.Now()
+	}
+	age := time.Since(s.batchStart)
+	if len(s.batch) < s.opts.BatchRows && age < s.opts.BatchWait {
+		return s.opts.BatchWait - age, nil
+	}
+	if err := s.ship(ctx); err != nil {
+		return 0, err
+	}
+	return 0, nil
+}
+
+// Flush ships every row appended before the call, in full batches,
+// retrying failures until ctx ends: for shutdown and tests. It may run
+// while Run does.
+func (s *Shipper) Flush(ctx context.Context) error {
+	target := s.spool.Stats().Appended
+	if err := s.acquire(ctx); err != nil {
+		return err
+	}
+	defer s.release()
+	s.start()
+	for {
+		if err := s.fill(); err != nil {
+			return err
+		}
+		if len(s.batch) == 0 {
+			return nil
+		}
+		if err := s.ship(ctx); err != nil {
+			return err
+		}
+		if s.pos.Seq >= target {
+			return nil
+		}
+	}
+}
+
+func (s *Shipper) acquire(ctx context.Context) error {
+	select {
+	case s.turn <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Shipper) release() { <-s.turn }
+
+// start positions the reader at the spool's acknowledged cursor, once.
+func (s *Shipper) start() {
+	if !s.started {
+		s.pos = s.spool.Acked()
+		s.started = true
+	}
+}
+
+// fill tops the batch up from the spool.
+func (s *Shipper) fill() error {
+	room := s.opts.BatchRows - len(s.batch)
+	if room <= 0 {
+		return nil
+	}
+	batch, pos, err := s.spool.Read(s.pos, room, s.batch)
+	s.batch, s.pos = batch, pos
+	return err
+}
+
+// ship inserts the batch, retrying until it succeeds or ctx ends, then
+// acknowledges it. On return with an error the batch is kept for the next
+// attempt.
+func (s *Shipper) ship(ctx context.Context) error {
+	for {
+		err := s.insert(ctx)
+		if err == nil {
+			err = s.spool.Ack(s.pos)
+		}
+		if err == nil {
+			s.shippedRows.Add(uint64(len(s.batch)))
+			s.shippedBatches.Add(1)
+			clear(s.batch) // drop references to the rows' strings
+			s.batch = s.batch[:0]
+			s.batchStart = time.Time{}
+			s.mu.Lock()
+			s.consecutive = 0
+			s.mu.Unlock()
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errors.Is(err, ErrSpoolClosed) {
+			return err
+		}
+		s.fail(err)
+		t := time.NewTimer(s.backoff())
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Shipper) insert(ctx context.Context) error {
+	ictx, cancel := context.WithTimeout(ctx, s.opts.InsertTimeout)
+	defer cancel()
+	return s.store.Insert(ictx, s.batch)
+}
+
+func (s *Shipper) fail(err error) {
+	s.failures.Add(1)
+	s.mu.Lock()
+	s.consecutive++
+	n := s.consecutive
+	s.lastErr = err
+	s.mu.Unlock()
+	if s.opts.OnError != nil {
+		s.opts.OnError(err, n)
+	}
+}
+
+// backoff is the wait after the current run of failures: MinBackoff
+// doubled per earlier failure, capped at MaxBackoff.
+func (s *Shipper) backoff() time.Duration {
+	s.mu.Lock()
+	n := s.consecutive
+	s.mu.Unlock()
+	d := s.opts.MinBackoff
+	for i := 1; i < n && d < s.opts.MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, s.opts.MaxBackoff)
+}
+
+// Stats returns the shipper's counters and the spool's depth.
+func (s *Shipper) Stats() ShipperStats {
+	sp := s.spool.Stats()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return ShipperStats{
+		SpoolRows:      sp.Rows,
+		SpoolBytes:     sp.Bytes,
+		ShippedRows:    s.shippedRows.Load(),
+		ShippedBatches: s.shippedBatches.Load(),
+		Failures:       s.failures.Load(),
+		Consecutive:    s.consecutive,
+		LastError:      s.lastErr,
+	}
+}

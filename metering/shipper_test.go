@@ -1,0 +1,314 @@
+package metering_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentmarket/agentmarket/metering"
+	"github.com/agentmarket/agentmarket/metering/embedded"
+)
+
+func mustOpenStore(tb testing.TB) *embedded.Store {
+	tb.Helper()
+	s, err := embedded.Open(filepath.Join(tb.TempDir(), "usage.db"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s
+}
+
+// recordingStore passes inserts to a real store after failing the first
+// fail calls (before or after the real insert), and records every batch
+// it was given.
+type recordingStore struct {
+	metering.Store
+	fail        atomic.Int64
+	failAfter   bool // fail after inserting: the reply was lost, the rows were stored
+	mu          sync.Mutex
+	batches     [][]string
+	insertedIDs []string
+}
+
+var errDown = errors.New("usage store down")
+
+func (r *recordingStore) Insert(ctx context.Context, rows []metering.Usage) error {
+	r.mu.Lock()
+	r.batches = append(r.batches, idsOf(rows))
+	r.mu.Unlock()
+	fail := r.fail.Add(-1) >= 0
+	if fail && !r.failAfter {
+		return errDown
+	}
+	if err := r.Store.Insert(ctx, rows); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.insertedIDs = append(r.insertedIDs, idsOf(rows)...)
+	r.mu.Unlock()
+	if fail {
+		return errDown
+	}
+	return nil
+}
+
+// checkStored fails unless the store holds exactly the rows named, once
+// each.
+func checkStored(t *testing.T, s metering.Store, want []string) {
+	t.Helper()
+	got, err := s.Rows(context.Background(), metering.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := idsOf(got)
+	slices.Sort(ids)
+	want = slices.Clone(want)
+	slices.Sort(want)
+	if !slices.Equal(ids, want) {
+		t.Fatalf("store holds %d rows, want %d (first got %v, first want %v)", len(ids), len(want), ids[:min(5, len(ids))], want[:min(5, len(want))])
+	}
+	tot, err := s.Totals(context.Background(), metering.Query{GroupBy: metering.ByListing})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls int64
+	for _, x := range tot {
+		calls += x.Calls
+	}
+	if calls != int64(len(want)) {
+		t.Fatalf("totals count %d calls, want %d", calls, len(want))
+	}
+}
+
+func fastShipper(sp *metering.Spool, st metering.Store) *metering.Shipper {
+	return metering.NewShipper(sp, st, metering.ShipperOptions{
+		BatchRows: 500, BatchWait: 20 * time.Millisecond,
+		MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond,
+	})
+}
+
+func TestShipperManyAppendersExactlyOnce(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sp := MustOpenSpool(t, t.TempDir(), metering.SpoolOptions{SegmentSize: 32 << 10})
+	store := &recordingStore{Store: mustOpenStore(t)}
+	sh := fastShipper(sp, store)
+	done := make(chan error, 1)
+	go func() { done <- sh.Run(ctx) }()
+
+	const writers, each = 8, 400
+	var want []string
+	var wg sync.WaitGroup
+	for w := range writers {
+		for i := range each {
+			want = append(want, row(w*each+i).ID)
+		}
+		wg.Go(func() {
+			for i := range each {
+				if err := sp.Append(row(w*each + i)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := sh.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Run returned %v, want context.Canceled", err)
+	}
+	checkStored(t, store, want)
+	if n := len(store.insertedIDs); n != len(want) {
+		t.Errorf("%d rows sent to the store, want each of %d once", n, len(want))
+	}
+	for _, b := range store.batches {
+		if len(b) > 500 {
+			t.Errorf("a batch of %d rows, above BatchRows", len(b))
+		}
+	}
+	st := sh.Stats()
+	if st.ShippedRows != uint64(len(want)) || st.SpoolRows != 0 || st.SpoolBytes != 0 || st.Failures != 0 {
+		t.Errorf("stats = %+v", st)
+	}
+}
+
+func TestShipperRetriesAFailingStore(t *testing.T) {
+	for _, after := range []bool{false, true} {
+		name := "store refuses"
+		if after {
+			name = "store stores but the reply is lost"
+		}
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			sp := MustOpenSpool(t, t.TempDir(), metering.SpoolOptions{})
+			store := &recordingStore{Store: mustOpenStore(t), failAfter: after}
+			store.fail.Store(3)
+			var heard atomic.Int64
+			sh := metering.NewShipper(sp, store, metering.ShipperOptions{
+				BatchRows: 40, MinBackoff: time.Millisecond, MaxBackoff: 4 * time.Millisecond,
+				OnError: func(err error, n int) { heard.Add(1) },
+			})
+			var want []string
+			for i := range 100 {
+				if err := sp.Append(row(i)); err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, row(i).ID)
+			}
+			if err := sh.Flush(ctx); err != nil {
+				t.Fatal(err)
+			}
+			checkStored(t, store, want)
+			st := sh.Stats()
+			if st.Failures != 3 || heard.Load() != 3 || st.Consecutive != 0 || st.SpoolRows != 0 {
+				t.Errorf("stats = %+v, OnError heard %d; want 3 failures, all shipped", st, heard.Load())
+			}
+			if !errors.Is(st.LastError, errDown) {
+				t.Errorf("LastError = %v", st.LastError)
+			}
+			// The same first batch was offered four times.
+			if len(store.batches) < 4 || !slices.Equal(store.batches[0], store.batches[3]) {
+				t.Errorf("batches = %v", store.batches)
+			}
+		})
+	}
+}
+
+func TestShipperStoreDownKeepsAppending(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sp := MustOpenSpool(t, t.TempDir(), metering.SpoolOptions{})
+	store := &recordingStore{Store: mustOpenStore(t)}
+	store.fail.Store(1 << 40) // down until told otherwise
+	sh := fastShipper(sp, store)
+	go sh.Run(ctx)
+	var want []string
+	for i := range 300 {
+		if err := sp.Append(row(i)); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, row(i).ID)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for sh.Stats().Failures < 5 {
+		if time.Now().After(deadline) {
+			t.Fatal("the shipper did not try the store")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if st := sh.Stats(); st.SpoolRows != 300 || st.ShippedRows != 0 || st.Consecutive < 5 {
+		t.Errorf("while the store is down: %+v", st)
+	}
+	// Flush gives up when its context does, and loses nothing.
+	fctx, fcancel := context.WithTimeout(ctx, 30*time.Millisecond)
+	if err := sh.Flush(fctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Flush with the store down: %v", err)
+	}
+	fcancel()
+	store.fail.Store(0)
+	for sh.Stats().SpoolRows != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("not shipped after the store came back: %+v", sh.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	checkStored(t, store, want)
+}
+
+func TestShipperShipsAPartialBatchAfterBatchWait(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sp := MustOpenSpool(t, t.TempDir(), metering.SpoolOptions{})
+	store := &recordingStore{Store: mustOpenStore(t)}
+	sh := metering.NewShipper(sp, store, metering.ShipperOptions{BatchWait: 30 * time.Millisecond})
+	go sh.Run(ctx)
+	start := time.Now()
+	if err := sp.Append(row(1), row(2)); err != nil {
+		t.Fatal(err)
+	}
+	for sh.Stats().ShippedRows != 2 {
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("a partial batch was never shipped")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if d := time.Since(start); d < 30*time.Millisecond {
+		t.Errorf("shipped after %v, before BatchWait", d)
+	}
+	checkStored(t, store, []string{"r_1", "r_2"})
+}
+
+// A crash between a successful Insert and the Ack: the next run sends the
+// rows again, cut into other batches, and the store counts each once.
+func TestShipperCrashBetweenInsertAndAck(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	store := &recordingStore{Store: mustOpenStore(t)}
+
+	sp, err := metering.OpenSpool(dir, metering.SpoolOptions{SegmentSize: 8 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := range 250 {
+		if err := sp.Append(row(i)); err != nil {
+			t.Fatal(err)
+		}
+		want = append(want, row(i).ID)
+	}
+	// A first run ships one batch properly, then inserts a second and dies.
+	rows, c, err := sp.Read(sp.Acked(), 70, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Insert(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := sp.Ack(c); err != nil {
+		t.Fatal(err)
+	}
+	rows, _, err = sp.Read(c, 100, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Insert(ctx, rows); err != nil { // ... no Ack: the process dies here
+		t.Fatal(err)
+	}
+	if err := sp.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The next run, from what is on disk, with another batch size.
+	sp = MustOpenSpool(t, dir, metering.SpoolOptions{SegmentSize: 8 << 10})
+	if st := sp.Stats(); st.Rows != 180 {
+		t.Errorf("after the crash %d rows pending, want 180", st.Rows)
+	}
+	sh := metering.NewShipper(sp, store, metering.ShipperOptions{BatchRows: 33})
+	if err := sh.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkStored(t, store, want)
+	if n := len(store.insertedIDs); n != 350 {
+		t.Errorf("%d rows went to the store, want 350 (100 of them twice)", n)
+	}
+	if st := sh.Stats(); st.ShippedRows != 180 || st.SpoolRows != 0 {
+		t.Errorf("stats = %+v", st)
+	}
+	// And a third run has nothing to send.
+	before := len(store.batches)
+	if err := metering.NewShipper(sp, store, metering.ShipperOptions{}).Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(store.batches) != before {
+		t.Errorf("a run after everything was acknowledged sent %d batches", len(store.batches)-before)
+	}
+}

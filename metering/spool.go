@@ -1,0 +1,781 @@
+package metering
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentmarket/agentmarket"
+)
+
+// Durability of the spool.
+//
+// Append writes the rows with one write(2) into the current segment before
+// it returns. From then on the rows survive a crash of the process
+// (SIGKILL, panic, OOM kill): they are in the kernel's page cache, which
+// the kernel writes out whatever happens to the process.
+//
+// A power loss or kernel crash is different: it can cost the rows appended
+// since the last fsync. fsync is group-committed: the first Append after a
+// sync wakes a background loop that waits SyncInterval (default 5 ms),
+// then fsyncs once for every row appended meanwhile. So the power-loss
+// window is SyncInterval plus the duration of one fsync (a few ms on an
+// SSD): at the default, rows appended in roughly the last 5-10 ms before
+// the power went. Sync closes the window on demand (shutdown, tests).
+//
+// A write cut short by a crash leaves a torn record at the end of a
+// segment; its length or CRC gives it away and OpenSpool truncates it.
+// If fsync fails, the kernel may have dropped the dirty pages, so the
+// spool can no longer promise anything: it keeps the error and refuses
+// every later Append (see SpoolStats.Err).
+
+// SpoolOptions tune a Spool; zero values take the defaults.
+type SpoolOptions struct {
+	// SyncInterval is the group-commit period, the power-loss window
+	// (see above). Default 5 ms.
+	SyncInterval time.Duration
+	// SegmentSize is the size at which the current segment is closed and
+	// the next one started. Default 8 MiB.
+	SegmentSize int64
+}
+
+const (
+	DefaultSyncInterval = 5 * time.Millisecond
+	DefaultSegmentSize  = 8 << 20
+)
+
+// Cursor is a position in the spool: the byte offset of a record in a
+// segment. Seq counts the rows before it since the spool was created; it
+// only feeds the depth counters.
+type Cursor struct {
+	Segment uint64 `json:"segment"`
+	Offset  int64  `json:"offset"`
+	Seq     uint64 `json:"seq"`
+}
+
+// Before reports whether c is an earlier position than d.
+func (c Cursor) Before(d Cursor) bool {
+	return c.Segment < d.Segment || (c.Segment == d.Segment && c.Offset < d.Offset)
+}
+
+// SpoolStats is a snapshot of the spool's counters, for metrics.
+type SpoolStats struct {
+	Rows     int64  // appended and not yet acknowledged: the shipping backlog
+	Bytes    int64  // the size of that backlog on disk
+	Segments int    // segment files on disk
+	Appended uint64 // rows appended over the spool's life (the end's Cursor.Seq)
+	// TruncatedBytes is what OpenSpool cut from torn segment tails, and
+	// CorruptBytes what Read skipped in a segment damaged after opening.
+	TruncatedBytes int64
+	CorruptBytes   int64
+	// Err is the failure that stopped the spool (an fsync error), if any.
+	Err error
+}
+
+// ErrSpoolClosed is returned by calls on a closed Spool.
+var ErrSpoolClosed = agentmarket.Errorf(agentmarket.Unavailable, "spool_closed", "the usage spool is closed")
+
+const (
+	segmentExt = ".seg"
+	cursorFile = "cursor.json"
+	lockFile   = "LOCK"
+	// readChunk is how much Read and OpenSpool read from a segment at once.
+	readChunk = 1 << 20
+	// maxPooledBuf keeps a rare huge batch's buffer out of the pool.
+	maxPooledBuf = 1 << 20
+)
+
+type segment struct {
+	num  uint64
+	size int64 // bytes of complete records
+}
+
+// Spool is a local, append-only directory of segment files holding usage
+// rows until they are shipped to a Store. Many goroutines may Append at
+// once; one consumer (the Shipper) reads with Read and acknowledges with
+// Ack. One process at a time may open a directory.
+type Spool struct {
+	dir  string
+	opts SpoolOptions
+	lock *os.File
+
+	bufs sync.Pool // *[]byte for encoding outside the lock
+
+	mu          sync.Mutex
+	closed      bool
+	err         error    // sticky: an fsync failed
+	active      *os.File // the last segment, open for writing
+	segs        []segment
+	seq         uint64     // rows appended over the spool's life
+	gen         uint64     // bumped by every Append, read by Sync
+	unsynced    []*os.File // closed segments awaiting their final fsync
+	dirDirty    bool       // a segment file was created since the last Sync
+	syncPending bool       // the sync loop has been kicked
+	acked       Cursor
+	truncated   int64
+	corrupt     int64
+
+	syncMu    sync.Mutex // serializes Sync; guards syncedGen
+	syncedGen uint64
+
+	kick     chan struct{}
+	appended chan struct{}
+	done     chan struct{}
+	loopDone chan struct{}
+
+	readMu   sync.Mutex // guards the reader's open file and buffer
+	readNum  uint64
+	readFile *os.File
+	readBuf  []byte
+
+	ackMu sync.Mutex
+}
+
+// OpenSpool opens (creating it if needed) the spool in dir. It truncates
+// torn records at the end of segments, removes segments that an earlier
+// run acknowledged, and starts a new segment for this run's appends.
+func OpenSpool(dir string, opts SpoolOptions) (*Spool, error) {
+	if opts.SyncInterval == 0 {
+		opts.SyncInterval = DefaultSyncInterval
+	}
+	if opts.SegmentSize == 0 {
+		opts.SegmentSize = DefaultSegmentSize
+	}
+	var f agentmarket.Fields
+	if opts.SyncInterval < 0 {
+		f.Add("sync_interval", "positive", "the spool sync interval must be positive, not %s", opts.SyncInterval)
+	}
+	if opts.SegmentSize < 0 {
+		f.Add("segment_size", "positive", "the spool segment size must be positive, not %d", opts.SegmentSize)
+	}
+	if err := f.Err("invalid_spool_options", "invalid spool options"); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("spool: %w", err)
+	}
+	lock, err := lockDir(filepath.Join(dir, lockFile))
+	if err != nil {
+		return nil, fmt.Errorf("spool %s: %w", dir, err)
+	}
+	s := &Spool{
+		dir:      dir,
+		opts:     opts,
+		lock:     lock,
+		kick:     make(chan struct{}, 1),
+		appended: make(chan struct{}, 1),
+		done:     make(chan struct{}),
+		loopDone: make(chan struct{}),
+	}
+	s.bufs.New = func() any { b := make([]byte, 0, 4096); return &b }
+	if err := s.recover(); err != nil {
+		unlockDir(lock)
+		return nil, err
+	}
+	go s.loop()
+	return s, nil
+}
+
+// recover loads the cursor, checks the segments and opens a new one.
+func (s *Spool) recover() error {
+	os.Remove(filepath.Join(s.dir, cursorFile+".tmp"))
+	b, err := os.ReadFile(filepath.Join(s.dir, cursorFile))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("spool: read cursor: %w", err)
+	default:
+		if err := json.Unmarshal(b, &s.acked); err != nil {
+			return fmt.Errorf("spool: cursor %s is unreadable: %w", filepath.Join(s.dir, cursorFile), err)
+		}
+	}
+	nums, err := listSegments(s.dir)
+	if err != nil {
+		return err
+	}
+	var unshipped uint64
+	last := s.acked.Segment
+	for _, num := range nums {
+		last = max(last, num)
+		path := s.segPath(num)
+		if num < s.acked.Segment {
+			// Acknowledged, but the run that did it stopped before removing it.
+			if err := os.Remove(path); err != nil {
+				return fmt.Errorf("spool: %w", err)
+			}
+			continue
+		}
+		from := int64(0)
+		if num == s.acked.Segment {
+			from = s.acked.Offset
+		}
+		rows, size, cut, err := scanSegment(path, from)
+		if err != nil {
+			return err
+		}
+		s.truncated += cut
+		if size == 0 {
+			// Nothing in it ever (a run that appended nothing): Read skips
+			// missing segments, so drop it rather than ship around it.
+			if err := os.Remove(path); err != nil {
+				return fmt.Errorf("spool: %w", err)
+			}
+			continue
+		}
+		unshipped += rows
+		s.segs = append(s.segs, segment{num: num, size: size})
+	}
+	s.seq = s.acked.Seq + unshipped
+	f, err := createSegment(s.segPath(last + 1))
+	if err != nil {
+		return err
+	}
+	s.active = f
+	s.segs = append(s.segs, segment{num: last + 1})
+	if err := syncDir(s.dir); err != nil {
+		f.Close()
+		return fmt.Errorf("spool: %w", err)
+	}
+	return nil
+}
+
+// scanSegment validates the records of a segment from offset from on,
+// truncates a torn tail, and returns the number of records after from, the
+// segment's size and how many bytes it cut.
+func scanSegment(path string, from int64) (rows uint64, size int64, cut int64, err error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("spool: %w", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("spool: %w", err)
+	}
+	fileSize := fi.Size()
+	if from >= fileSize {
+		// Everything here was shipped (a power loss may even have taken
+		// shipped bytes back): nothing to check.
+		return 0, fileSize, 0, nil
+	}
+	buf := make([]byte, readChunk)
+	off := from
+	for off < fileSize {
+		want := min(int64(len(buf)), fileSize-off)
+		n, err := f.ReadAt(buf[:want], off)
+		if int64(n) < want {
+			return 0, 0, 0, fmt.Errorf("spool: read %s: %w", path, err)
+		}
+		chunk := buf[:n]
+		used, bad := 0, false
+		for {
+			_, rn, err := nextRecord(chunk[used:])
+			if err != nil {
+				bad = true
+				break
+			}
+			if rn == 0 {
+				break
+			}
+			used += rn
+			rows++
+		}
+		off += int64(used)
+		if bad {
+			break
+		}
+		if used == 0 {
+			if want == fileSize-off {
+				break // the file ends inside this record: a torn write
+			}
+			buf = make([]byte, 2*len(buf)) // a record bigger than the buffer
+		}
+	}
+	if off < fileSize {
+		if err := f.Truncate(off); err != nil {
+			return 0, 0, 0, fmt.Errorf("spool: truncate torn tail of %s: %w", path, err)
+		}
+		if err := f.Sync(); err != nil {
+			return 0, 0, 0, fmt.Errorf("spool: %w", err)
+		}
+	}
+	return rows, off, fileSize - off, nil
+}
+
+func listSegments(dir string) ([]uint64, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("spool: %w", err)
+	}
+	var nums []uint64
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || !strings.HasSuffix(name, segmentExt) {
+			continue
+		}
+		n, err := strconv.ParseUint(strings.TrimSuffix(name, segmentExt), 10, 64)
+		if err != nil {
+			continue
+		}
+		nums = append(nums, n)
+	}
+	slices.Sort(nums)
+	return nums, nil
+}
+
+func (s *Spool) segPath(num uint64) string {
+	return filepath.Join(s.dir, fmt.Sprintf("%020d%s", num, segmentExt))
+}
+
+func createSegment(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
+	if err != nil {
+		return nil, fmt.Errorf("spool: %w", err)
+	}
+	return f, nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Append stores rows in the spool. When it returns nil the rows are in the
+// operating system's hands: a crash of this process no longer loses them;
+// a power loss may, within the sync interval (see the package comment on
+// durability). Rows must pass Usage.Validate. Append is safe for
+// concurrent use and never waits for an fsync.
+func (s *Spool) Append(rows ...Usage) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	bp := s.bufs.Get().(*[]byte)
+	b := (*bp)[:0]
+	var err error
+	for i := range rows {
+		u := &rows[i]
+		if u.ID == "" || u.Time.Before(minTime) || u.Time.After(maxTime) {
+			err = u.Validate()
+			break
+		}
+		if b, err = appendRecord(b, u); err != nil {
+			err = agentmarket.Wrap(agentmarket.Invalid, "usage_row_too_large", err, "usage row %s is too large to spool", u.ID)
+			break
+		}
+	}
+	if err == nil {
+		err = s.write(b, len(rows))
+	}
+	if cap(b) <= maxPooledBuf {
+		*bp = b
+		s.bufs.Put(bp)
+	}
+	return err
+}
+
+func (s *Spool) write(b []byte, rows int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrSpoolClosed
+	}
+	if s.err != nil {
+		return s.err
+	}
+	seg := &s.segs[len(s.segs)-1]
+	// WriteAt at the end of what is known good: bytes of a failed, partial
+	// write are overwritten by the next write, never read, and cut on open.
+	if _, err := s.active.WriteAt(b, seg.size); err != nil {
+		return agentmarket.Wrap(agentmarket.Unavailable, "spool_write", err, "usage spool write failed")
+	}
+	seg.size += int64(len(b))
+	s.seq += uint64(rows)
+	s.gen++
+	if !s.syncPending {
+		s.syncPending = true
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}
+	select {
+	case s.appended <- struct{}{}:
+	default:
+	}
+	if seg.size >= s.opts.SegmentSize {
+		// A failed roll only delays it: the rows are written, and the next
+		// Append tries again.
+		s.roll()
+	}
+	return nil
+}
+
+// roll starts the next segment; s.mu is held.
+func (s *Spool) roll() {
+	num := s.segs[len(s.segs)-1].num + 1
+	f, err := createSegment(s.segPath(num))
+	if err != nil {
+		return
+	}
+	s.unsynced = append(s.unsynced, s.active)
+	s.active = f
+	s.segs = append(s.segs, segment{num: num})
+	s.dirDirty = true
+}
+
+// loop is the group commit: it sleeps until rows are appended, lets more
+// gather for one sync interval, and fsyncs them all at once.
+func (s *Spool) loop() {
+	defer close(s.loopDone)
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-s.kick:
+		}
+		t.Reset(s.opts.SyncInterval)
+		select {
+		case <-s.done:
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		s.sync() // a failure is kept in s.err and reported by Append and Stats
+	}
+}
+
+// Sync makes every row appended before the call durable (fsync), without
+// waiting for the group commit.
+func (s *Spool) Sync() error {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return ErrSpoolClosed
+	}
+	return s.sync()
+}
+
+func (s *Spool) sync() error {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	s.mu.Lock()
+	if s.err != nil || s.active == nil {
+		err := s.err
+		s.mu.Unlock()
+		return err
+	}
+	f, files, dir, gen := s.active, s.unsynced, s.dirDirty, s.gen
+	s.unsynced, s.dirDirty, s.syncPending = nil, false, false
+	s.mu.Unlock()
+
+	var errs []error
+	for _, g := range files {
+		errs = append(errs, g.Sync(), g.Close())
+	}
+	if dir {
+		errs = append(errs, syncDir(s.dir))
+	}
+	if gen != s.syncedGen || len(files) > 0 {
+		errs = append(errs, f.Sync())
+	}
+	if err := errors.Join(errs...); err != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.err == nil {
+			s.err = agentmarket.Wrap(agentmarket.Unavailable, "spool_fsync", err,
+				"usage spool fsync failed: rows written since the last fsync may not survive a power loss; the spool refuses appends")
+		}
+		return s.err
+	}
+	s.syncedGen = gen
+	return nil
+}
+
+// Appended returns a channel that receives after rows are appended (at
+// most one pending signal: a wake-up for the one consumer).
+func (s *Spool) Appended() <-chan struct{} { return s.appended }
+
+// Acked returns the acknowledged position: where shipping resumes after a
+// restart.
+func (s *Spool) Acked() Cursor {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.acked
+}
+
+// Read appends to dst up to limit rows stored at c and after, and returns
+// dst and the position after the rows it read. Rows are readable as soon
+// as Append has returned. With nothing more to read it returns no rows and
+// a cursor that a later Read continues from.
+func (s *Spool) Read(c Cursor, limit int, dst []Usage) ([]Usage, Cursor, error) {
+	s.readMu.Lock()
+	defer s.readMu.Unlock()
+	for n := 0; n < limit; {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return dst, c, ErrSpoolClosed
+		}
+		i, _ := slices.BinarySearchFunc(s.segs, c.Segment, func(g segment, num uint64) int {
+			switch {
+			case g.num < num:
+				return -1
+			case g.num > num:
+				return 1
+			}
+			return 0
+		})
+		if i == len(s.segs) {
+			s.mu.Unlock()
+			return dst, c, nil
+		}
+		seg, last := s.segs[i], i == len(s.segs)-1
+		s.mu.Unlock()
+
+		if seg.num != c.Segment {
+			// c's segment is gone (shipped, or empty and removed).
+			c = Cursor{Segment: seg.num, Seq: c.Seq}
+		}
+		if c.Offset >= seg.size {
+			if last {
+				return dst, c, nil
+			}
+			c = Cursor{Segment: seg.num + 1, Seq: c.Seq}
+			continue
+		}
+		var got int
+		var err error
+		dst, got, c, err = s.readSegment(seg, c, limit-n, dst)
+		n += got
+		if errors.Is(err, errTorn) && !last {
+			// Damaged after it was checked at open: skip the rest of this
+			// closed segment rather than stall shipping forever.
+			s.mu.Lock()
+			s.corrupt += seg.size - c.Offset
+			s.mu.Unlock()
+			c = Cursor{Segment: seg.num + 1, Seq: c.Seq}
+			continue
+		}
+		if err != nil {
+			return dst, c, fmt.Errorf("spool: read segment %d at %d: %w", c.Segment, c.Offset, err)
+		}
+	}
+	return dst, c, nil
+}
+
+// readSegment reads up to limit records of seg from c.
+func (s *Spool) readSegment(seg segment, c Cursor, limit int, dst []Usage) ([]Usage, int, Cursor, error) {
+	if s.readFile == nil || s.readNum != seg.num {
+		if s.readFile != nil {
+			s.readFile.Close()
+			s.readFile = nil
+		}
+		f, err := os.Open(s.segPath(seg.num))
+		if err != nil {
+			return dst, 0, c, err
+		}
+		s.readFile, s.readNum = f, seg.num
+	}
+	if s.readBuf == nil {
+		s.readBuf = make([]byte, readChunk)
+	}
+	got := 0
+	for got < limit && c.Offset < seg.size {
+		want := min(int64(len(s.readBuf)), seg.size-c.Offset)
+		k, err := s.readFile.ReadAt(s.readBuf[:want], c.Offset)
+		if int64(k) < want {
+			if err == nil {
+				err = io.ErrUnexpectedEOF
+			}
+			return dst, got, c, err
+		}
+		chunk := s.readBuf[:k]
+		used := 0
+		for got < limit {
+			p, rn, err := nextRecord(chunk[used:])
+			if err != nil {
+				return dst, got, c, err
+			}
+			if rn == 0 {
+				break
+			}
+			dst = append(dst, Usage{})
+			if err := decodePayload(p, &dst[len(dst)-1]); err != nil {
+				dst = dst[:len(dst)-1]
+				return dst, got, c, err
+			}
+			used += rn
+			got++
+			c.Offset += int64(rn)
+			c.Seq++
+		}
+		if used == 0 && got < limit {
+			if int64(k) == seg.size-(c.Offset) {
+				// seg.size always ends on a record boundary.
+				return dst, got, c, errTorn
+			}
+			// A record bigger than the buffer.
+			s.readBuf = make([]byte, 2*len(s.readBuf))
+		}
+	}
+	return dst, got, c, nil
+}
+
+// Ack records that every row before c is shipped: the cursor is saved
+// (write, fsync, rename) and segments wholly before it are removed. An
+// older cursor than the current one is ignored.
+func (s *Spool) Ack(c Cursor) error {
+	s.ackMu.Lock()
+	defer s.ackMu.Unlock()
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrSpoolClosed
+	}
+	if !s.acked.Before(c) {
+		s.mu.Unlock()
+		return nil
+	}
+	if c.Seq > s.seq {
+		s.mu.Unlock()
+		return fmt.Errorf("spool: ack of row %d beyond the %d appended", c.Seq, s.seq)
+	}
+	s.mu.Unlock()
+
+	if err := s.saveCursor(c); err != nil {
+		return err
+	}
+
+	s.mu.Lock()
+	s.acked = c
+	var drop []uint64
+	k := 0
+	for k < len(s.segs)-1 { // never the active segment
+		g := s.segs[k]
+		if g.num > c.Segment || (g.num == c.Segment && c.Offset < g.size) {
+			break
+		}
+		drop = append(drop, g.num)
+		k++
+	}
+	s.segs = s.segs[k:]
+	s.mu.Unlock()
+
+	var errs []error
+	for _, num := range drop {
+		if err := os.Remove(s.segPath(num)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		// The cursor is saved; OpenSpool removes what is left.
+		return fmt.Errorf("spool: remove shipped segments: %w", err)
+	}
+	return nil
+}
+
+func (s *Spool) saveCursor(c Cursor) error {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(s.dir, cursorFile+".tmp")
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
+	if err != nil {
+		return fmt.Errorf("spool: save cursor: %w", err)
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(s.dir, cursorFile))
+	}
+	if err == nil {
+		err = syncDir(s.dir)
+	}
+	if err != nil {
+		return fmt.Errorf("spool: save cursor: %w", err)
+	}
+	return nil
+}
+
+// Stats returns the spool's counters.
+func (s *Spool) Stats() SpoolStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := SpoolStats{
+		Rows:           int64(s.seq - s.acked.Seq),
+		Segments:       len(s.segs),
+		Appended:       s.seq,
+		TruncatedBytes: s.truncated,
+		CorruptBytes:   s.corrupt,
+		Err:            s.err,
+	}
+	for _, g := range s.segs {
+		switch {
+		case g.num > s.acked.Segment:
+			st.Bytes += g.size
+		case g.num == s.acked.Segment:
+			st.Bytes += max(0, g.size-s.acked.Offset)
+		}
+	}
+	return st
+}
+
+// Close fsyncs what is pending, stops the sync loop and releases the
+// directory. Rows not yet shipped stay in the spool for the next run.
+func (s *Spool) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.mu.Unlock()
+	close(s.done)
+	<-s.loopDone
+	err := s.sync()
+
+	s.syncMu.Lock()
+	s.mu.Lock()
+	for _, g := range s.unsynced {
+		g.Close()
+	}
+	s.unsynced = nil
+	if s.active != nil {
+		if cerr := s.active.Close(); err == nil {
+			err = cerr
+		}
+		s.active = nil
+	}
+	s.mu.Unlock()
+	s.syncMu.Unlock()
+
+	s.readMu.Lock()
+	if s.readFile != nil {
+		s.readFile.Close()
+		s.readFile = nil
+	}
+	s.readMu.Unlock()
+	unlockDir(s.lock)
+	return err
+}

@@ -1,0 +1,563 @@
+package metering_test
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/metering"
+	"github.com/agentmarket/agentmarket/metering/storetest"
+)
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+// row returns a realistic row (field sizes like the meter's) with id "r_<n>".
+func row(n int) metering.Usage {
+	u := storetest.Row(n, t0.Add(time.Duration(n)*time.Millisecond))
+	u.ID = "r_" + strconv.Itoa(n)
+	return u
+}
+
+// MustOpenSpool opens a spool in dir, closed after the test.
+func MustOpenSpool(tb testing.TB, dir string, opts metering.SpoolOptions) *metering.Spool {
+	tb.Helper()
+	s, err := metering.OpenSpool(dir, opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s
+}
+
+// readAll reads every row from the acknowledged cursor on.
+func readAll(tb testing.TB, s *metering.Spool) ([]metering.Usage, metering.Cursor) {
+	tb.Helper()
+	var all []metering.Usage
+	c := s.Acked()
+	for {
+		n := len(all)
+		var err error
+		all, c, err = s.Read(c, 97, all)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if len(all) == n {
+			return all, c
+		}
+	}
+}
+
+func idsOf(rows []metering.Usage) []string {
+	var out []string
+	for _, u := range rows {
+		out = append(out, u.ID)
+	}
+	return out
+}
+
+func segments(tb testing.TB, dir string) []string {
+	tb.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, "*.seg"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return m
+}
+
+func TestSpoolRoundTrip(t *testing.T) {
+	s := MustOpenSpool(t, t.TempDir(), metering.SpoolOptions{})
+	want := []metering.Usage{row(1), row(2), row(3)}
+	want[1].Time = time.Date(2026, 12, 1, 1, 2, 3, 456_789_000, time.FixedZone("X", 3600))
+	want[2].ErrorCode, want[2].Model, want[2].Estimated = -32001, "modèle ✓", true
+	if err := s.Append(want[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(want[1:]...); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := readAll(t, s)
+	if len(got) != len(want) {
+		t.Fatalf("read %d rows, want %d", len(got), len(want))
+	}
+	for i := range want {
+		w := storetest.Stored(want[i])
+		if got[i] != w {
+			t.Errorf("row %d\n got  %+v\n want %+v", i, got[i], w)
+		}
+	}
+	if err := s.Sync(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSpoolRefusesInvalidRows(t *testing.T) {
+	dir := t.TempDir()
+	s := MustOpenSpool(t, dir, metering.SpoolOptions{})
+	for _, bad := range []metering.Usage{
+		{Time: t0},
+		{ID: "x"},
+		{ID: "x", Time: time.Date(1969, 12, 31, 0, 0, 0, 0, time.UTC)},
+	} {
+		if err := s.Append(row(1), bad); agentmarket.KindOf(err) != agentmarket.Invalid {
+			t.Errorf("Append(%+v) err = %v, want invalid", bad, err)
+		}
+	}
+	if got, _ := readAll(t, s); len(got) != 0 {
+		t.Errorf("a refused Append wrote %v", idsOf(got))
+	}
+}
+
+func TestSpoolConcurrentAppend(t *testing.T) {
+	s := MustOpenSpool(t, t.TempDir(), metering.SpoolOptions{SegmentSize: 64 << 10, SyncInterval: time.Millisecond})
+	const writers, each = 8, 500
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				if err := s.Append(row(w*each + i)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	got, _ := readAll(t, s)
+	ids := idsOf(got)
+	slices.Sort(ids)
+	if len(ids) != writers*each || len(slices.Compact(slices.Clone(ids))) != len(ids) {
+		t.Fatalf("read %d rows (%d distinct), want %d", len(ids), len(slices.Compact(ids)), writers*each)
+	}
+	if st := s.Stats(); st.Rows != writers*each || st.Segments < 2 {
+		t.Errorf("stats = %+v, want %d rows over several segments", st, writers*each)
+	}
+}
+
+func TestSpoolAckRemovesShippedSegments(t *testing.T) {
+	dir := t.TempDir()
+	s := MustOpenSpool(t, dir, metering.SpoolOptions{SegmentSize: 4 << 10})
+	for i := range 100 {
+		if err := s.Append(row(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := len(segments(t, dir))
+	if before < 5 {
+		t.Fatalf("%d segments for 100 rows of 4 KiB segments", before)
+	}
+	rows, c, err := s.Read(s.Acked(), 60, nil)
+	if err != nil || len(rows) != 60 {
+		t.Fatalf("Read = %d rows, %v", len(rows), err)
+	}
+	if err := s.Ack(c); err != nil {
+		t.Fatal(err)
+	}
+	mid := len(segments(t, dir))
+	if mid >= before {
+		t.Errorf("Ack of 60 rows left %d of %d segments", mid, before)
+	}
+	if st := s.Stats(); st.Rows != 40 || st.Bytes <= 0 || st.Appended != 100 {
+		t.Errorf("stats after ack = %+v, want 40 rows pending", st)
+	}
+	rest, c, err := s.Read(c, 1000, nil)
+	if err != nil || len(rest) != 40 || rest[0].ID != "r_60" {
+		t.Fatalf("Read after ack = %v, %v", idsOf(rest), err)
+	}
+	if err := s.Ack(c); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(segments(t, dir)); n != 1 {
+		t.Errorf("%d segments after everything was acknowledged, want the active one", n)
+	}
+	if st := s.Stats(); st.Rows != 0 || st.Bytes != 0 {
+		t.Errorf("stats after full ack = %+v", st)
+	}
+	// An older cursor is ignored.
+	if err := s.Ack(metering.Cursor{}); err != nil || s.Acked() != c {
+		t.Errorf("Ack of an old cursor: %v, acked %+v", err, s.Acked())
+	}
+}
+
+func TestSpoolCursorSurvivesReopen(t *testing.T) {
+	dir := t.TempDir()
+	s, err := metering.OpenSpool(dir, metering.SpoolOptions{SegmentSize: 2 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		if err := s.Append(row(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, c, err := s.Read(s.Acked(), 12, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ack(c); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = MustOpenSpool(t, dir, metering.SpoolOptions{SegmentSize: 2 << 10})
+	if s.Acked() != c {
+		t.Errorf("acked after reopen = %+v, want %+v", s.Acked(), c)
+	}
+	if st := s.Stats(); st.Rows != 18 {
+		t.Errorf("pending after reopen = %d, want 18", st.Rows)
+	}
+	if err := s.Append(row(30)); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := readAll(t, s)
+	var want []string
+	for i := 12; i <= 30; i++ {
+		want = append(want, "r_"+strconv.Itoa(i))
+	}
+	if ids := idsOf(got); !slices.Equal(ids, want) {
+		t.Errorf("after reopen read %v, want %v", ids, want)
+	}
+}
+
+func TestSpoolOneProcessPerDirectory(t *testing.T) {
+	dir := t.TempDir()
+	MustOpenSpool(t, dir, metering.SpoolOptions{})
+	if s, err := metering.OpenSpool(dir, metering.SpoolOptions{}); err == nil {
+		s.Close()
+		t.Fatal("a second OpenSpool of the same directory succeeded")
+	}
+}
+
+func TestSpoolClosed(t *testing.T) {
+	s, err := metering.OpenSpool(t.TempDir(), metering.SpoolOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Append(row(1)); err != metering.ErrSpoolClosed {
+		t.Errorf("Append after Close: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+}
+
+// lastSegmentWithData returns the newest segment file that holds records.
+func lastSegmentWithData(tb testing.TB, dir string) string {
+	tb.Helper()
+	segs := segments(tb, dir)
+	for i := len(segs) - 1; i >= 0; i-- {
+		if fi, err := os.Stat(segs[i]); err == nil && fi.Size() > 0 {
+			return segs[i]
+		}
+	}
+	tb.Fatal("no segment with data")
+	return ""
+}
+
+func TestSpoolTornTailIsCut(t *testing.T) {
+	rec := metering.EncodeRecord(row(99))
+	badCRC := slices.Clone(rec)
+	badCRC[len(badCRC)-1] ^= 0xff
+	hugeLen := slices.Clone(rec[:8])
+	hugeLen[3] = 0x7f
+	for name, tail := range map[string][]byte{
+		"half a record":         rec[:len(rec)/2],
+		"only a header":         rec[:8],
+		"three bytes":           rec[:3],
+		"whole record bad crc":  badCRC,
+		"absurd length":         append(hugeLen, rec[8:]...),
+		"zero filled":           make([]byte, 4096),
+		"good record then torn": append(slices.Clone(metering.EncodeRecord(row(5))), rec[:len(rec)-1]...),
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			s, err := metering.OpenSpool(dir, metering.SpoolOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 5 {
+				if err := s.Append(row(i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s.Close()
+			// What a crash in the middle of a write leaves behind.
+			seg := lastSegmentWithData(t, dir)
+			f, err := os.OpenFile(seg, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Write(tail)
+			f.Close()
+			good, _ := os.Stat(seg)
+
+			s = MustOpenSpool(t, dir, metering.SpoolOptions{})
+			got, _ := readAll(t, s)
+			want := []string{"r_0", "r_1", "r_2", "r_3", "r_4"}
+			if bytes.HasPrefix(tail, metering.EncodeRecord(row(5))) {
+				want = append(want, "r_5")
+			}
+			if ids := idsOf(got); !slices.Equal(ids, want) {
+				t.Fatalf("after the torn write read %v, want %v", ids, want)
+			}
+			st := s.Stats()
+			if st.Rows != int64(len(want)) || st.TruncatedBytes <= 0 {
+				t.Errorf("stats = %+v, want %d rows and truncated bytes", st, len(want))
+			}
+			if fi, _ := os.Stat(seg); fi.Size() >= good.Size() {
+				t.Errorf("torn tail not cut: %d bytes, was %d", fi.Size(), good.Size())
+			}
+			// Appending and reading go on past the cut.
+			if err := s.Append(row(6)); err != nil {
+				t.Fatal(err)
+			}
+			got, _ = readAll(t, s)
+			if ids := idsOf(got); !slices.Equal(ids, append(want, "r_6")) {
+				t.Errorf("after a new append read %v", ids)
+			}
+		})
+	}
+}
+
+// The SIGKILL tests run a child: this test binary, re-executed with
+// killEnv naming the spool directory. TestMain sends it to killChild.
+const (
+	killEnv  = "AGENTMARKET_TEST_SPOOL_KILL_DIR"
+	killMode = "AGENTMARKET_TEST_SPOOL_KILL_MODE"
+	killRows = 2000
+)
+
+func TestMain(m *testing.M) {
+	if dir := os.Getenv(killEnv); dir != "" {
+		killChild(dir, os.Getenv(killMode))
+		return
+	}
+	os.Exit(m.Run())
+}
+
+// killChild appends rows with no fsync at all (the sync interval is an
+// hour) and dies by SIGKILL. In mode "self" it appends killRows rows from
+// four goroutines and kills itself right after the last Append returns; in
+// mode "stream" it appends until its parent kills it, printing each id
+// after its Append returned.
+func killChild(dir, mode string) {
+	s, err := metering.OpenSpool(dir, metering.SpoolOptions{SyncInterval: time.Hour})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	var out sync.Mutex
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := 0; mode == "stream" || i < killRows/4; i++ {
+				n := w*1_000_000 + i
+				if err := s.Append(row(n)); err != nil {
+					fmt.Fprintln(os.Stderr, err)
+					os.Exit(2)
+				}
+				if mode == "stream" {
+					out.Lock()
+					fmt.Fprintf(os.Stdout, "r_%d\n", n)
+					out.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	select {}
+}
+
+func startChild(t *testing.T, dir, mode string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), killEnv+"="+dir, killMode+"="+mode)
+	cmd.Stderr = os.Stderr
+	return cmd
+}
+
+func wasKilled(t *testing.T, err error) {
+	t.Helper()
+	ee, ok := err.(*exec.ExitError)
+	if !ok {
+		t.Fatalf("child: %v, want death by SIGKILL", err)
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); !ok || !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("child ended with %v, want SIGKILL", err)
+	}
+}
+
+func TestSpoolSurvivesSIGKILL(t *testing.T) {
+	t.Run("killed by itself after the last append", func(t *testing.T) {
+		dir := t.TempDir()
+		wasKilled(t, startChild(t, dir, "self").Run())
+		s := MustOpenSpool(t, dir, metering.SpoolOptions{})
+		got, _ := readAll(t, s)
+		seen := map[string]bool{}
+		for _, u := range got {
+			if seen[u.ID] {
+				t.Fatalf("row %s read twice", u.ID)
+			}
+			seen[u.ID] = true
+		}
+		for w := range 4 {
+			for i := range killRows / 4 {
+				if id := "r_" + strconv.Itoa(w*1_000_000+i); !seen[id] {
+					t.Fatalf("row %s was appended before the SIGKILL and is gone (%d of %d rows survived)", id, len(seen), killRows)
+				}
+			}
+		}
+		if len(got) != killRows {
+			t.Errorf("read %d rows, want %d", len(got), killRows)
+		}
+	})
+
+	t.Run("killed by its parent mid-stream", func(t *testing.T) {
+		dir := t.TempDir()
+		cmd := startChild(t, dir, "stream")
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		// Every id the child printed had its Append return before.
+		var acked []string
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			acked = append(acked, sc.Text())
+			if len(acked) == killRows {
+				cmd.Process.Kill() // SIGKILL, while four goroutines keep appending
+			}
+		}
+		wasKilled(t, cmd.Wait())
+		// A line cut by the kill names a row whose Append returned too,
+		// but its id may be truncated: drop it.
+		if n := len(acked); n > 0 && !strings.HasPrefix(acked[n-1], "r_") {
+			acked = acked[:n-1]
+		}
+		s := MustOpenSpool(t, dir, metering.SpoolOptions{})
+		got, _ := readAll(t, s)
+		seen := map[string]bool{}
+		for _, u := range got {
+			if seen[u.ID] {
+				t.Fatalf("row %s read twice", u.ID)
+			}
+			seen[u.ID] = true
+		}
+		for _, id := range acked {
+			if !seen[id] {
+				t.Fatalf("row %s was acknowledged to the caller and is gone", id)
+			}
+		}
+		if len(got) < len(acked) {
+			t.Fatalf("read %d rows, fewer than the %d acknowledged", len(got), len(acked))
+		}
+		t.Logf("%d rows acknowledged before the kill, %d in the spool after it (torn tail cut: %d bytes)", len(acked), len(got), s.Stats().TruncatedBytes)
+	})
+}
+
+// benchRow is a row of the size the meter writes (~330 bytes encoded).
+var benchRow = row(12345)
+
+// BenchmarkSpoolAppend measures one Append of one row, the meter's hot path.
+// Run: go test -run '^$' -bench SpoolAppend -benchmem ./metering/
+func BenchmarkSpoolAppend(b *testing.B) {
+	s := MustOpenSpool(b, b.TempDir(), metering.SpoolOptions{})
+	b.SetBytes(int64(len(metering.EncodeRecord(benchRow))))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if err := s.Append(benchRow); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkSpoolAppendParallel is the same from GOMAXPROCS*4 goroutines,
+// as concurrent request handlers append.
+func BenchmarkSpoolAppendParallel(b *testing.B) {
+	s := MustOpenSpool(b, b.TempDir(), metering.SpoolOptions{})
+	b.SetBytes(int64(len(metering.EncodeRecord(benchRow))))
+	b.SetParallelism(4)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := s.Append(benchRow); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkSpoolAppendLatency reports the latency percentiles of single
+// appends while the group commit fsyncs behind them (the tail the meter's
+// p99 sees).
+func BenchmarkSpoolAppendLatency(b *testing.B) {
+	s := MustOpenSpool(b, b.TempDir(), metering.SpoolOptions{})
+	lat := make([]time.Duration, 0, b.N)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		if err := s.Append(benchRow); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	for _, p := range []struct {
+		name string
+		q    float64
+	}{{"p50-ns", 0.50}, {"p99-ns", 0.99}, {"p99.9-ns", 0.999}} {
+		b.ReportMetric(float64(lat[int(p.q*float64(len(lat)-1))].Nanoseconds()), p.name)
+	}
+}
+
+// A segment damaged after OpenSpool checked it (a disk error) costs the
+// rest of that segment, counted in CorruptBytes, and shipping goes on.
+func TestSpoolSkipsASegmentDamagedLater(t *testing.T) {
+	dir := t.TempDir()
+	s := MustOpenSpool(t, dir, metering.SpoolOptions{SegmentSize: 2 << 10})
+	for i := range 40 {
+		if err := s.Append(row(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	segs := segments(t, dir)
+	if len(segs) < 3 {
+		t.Fatalf("%d segments", len(segs))
+	}
+	rec := len(metering.EncodeRecord(row(0)))
+	f, err := os.OpenFile(segs[0], os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteAt([]byte{0xff, 0xff}, int64(rec+rec/2)) // inside the second record
+	f.Close()
+	got, _ := readAll(t, s)
+	ids := idsOf(got)
+	if len(ids) == 0 || ids[0] != "r_0" || slices.Contains(ids, "r_1") || !slices.Contains(ids, "r_39") {
+		t.Fatalf("read %v: want r_0, then the rows after the damaged segment", ids)
+	}
+	if st := s.Stats(); st.CorruptBytes <= 0 {
+		t.Errorf("stats = %+v, want corrupt bytes counted", st)
+	}
+}

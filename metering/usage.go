@@ -1,0 +1,108 @@
+// Package metering is the usage pipeline: every call through the meter
+// becomes one Usage row, appended to a local spool before the buyer's
+// response completes, then shipped in batches to a usage store (ClickHouse
+// in production, an embedded store by default) where finance queries it.
+// It owns the row, the store and query interfaces, the spool and the
+// shipper; adapters live in subpackages.
+package metering
+
+import (
+	"context"
+	"time"
+)
+
+// Usage is one metered call (or one settled stream, or one push
+// notification). Token and compute counts are the increase this row bills
+// over what earlier rows already billed for the same task, so summing rows
+// never double counts. ID is unique per row and makes every write
+// idempotent: a row stored twice counts once.
+type Usage struct {
+	ID   string
+	Time time.Time // when the call completed, millisecond precision
+
+	TraceID      string // W3C trace id (32 hex)
+	TaskID       string
+	ContextID    string
+	ParentTaskID string
+
+	ListingID   string
+	SellerOrgID string
+	BuyerOrgID  string
+	APIKeyID    string
+	ContractID  string
+
+	Method          string // the A2A method as the buyer called it, e.g. "message/send", "SendMessage"
+	ProtocolVersion string // the buyer's version, "0.3" or "1.0"
+	State           string // the task state after the call, in 0.3 spelling ("completed"), empty if none
+	ErrorCode       int    // JSON-RPC error code answered to the buyer, 0 for success
+
+	BytesIn   int64
+	BytesOut  int64
+	LatencyMs int64
+
+	InputTokens  int64
+	OutputTokens int64
+	ComputeMs    int64
+	Tasks        int64 // 1 on the row that first bills a task, else 0
+	CostMicros   int64
+	Currency     string
+	Estimated    bool // tokens estimated from text, not reported by the agent
+
+	CardHash string // the card version in force
+	Model    string // the model the agent reported, if any
+}
+
+// GroupBy is a dimension usage is summed over.
+type GroupBy string
+
+const (
+	ByListing GroupBy = "listing"
+	BySeller  GroupBy = "seller"
+	ByBuyer   GroupBy = "buyer"
+	ByAPIKey  GroupBy = "api_key"
+	ByTask    GroupBy = "task"
+	ByDay     GroupBy = "day"
+)
+
+// GroupBys lists the dimensions in documentation order.
+var GroupBys = []GroupBy{ByListing, BySeller, ByBuyer, ByAPIKey, ByTask, ByDay}
+
+// Query selects usage rows to sum. Empty filters match everything; From is
+// inclusive, To exclusive.
+type Query struct {
+	GroupBy     GroupBy
+	From, To    time.Time
+	BuyerOrgID  string
+	SellerOrgID string
+	ListingID   string
+	APIKeyID    string
+	ContractID  string
+}
+
+// Total is the sum of usage for one key of the grouping. For ByDay the key
+// is the UTC date ("2026-11-30"); for ByTask it is "<listing id>/<task id>",
+// since task ids are the agents' own and only unique per listing.
+type Total struct {
+	Key          string
+	Calls        int64
+	Tasks        int64
+	InputTokens  int64
+	OutputTokens int64
+	ComputeMs    int64
+	CostMicros   int64
+	Estimated    int64 // how many of the calls carry estimated tokens
+}
+
+// Store keeps usage rows and answers aggregate queries. Implementations:
+// metering/clickhouse (production) and metering/embedded (the embedded
+// default); every implementation passes metering/storetest.
+type Store interface {
+	// Insert stores rows. Rows whose ID is already stored have no further
+	// effect, however often they are inserted.
+	Insert(ctx context.Context, rows []Usage) error
+	// Totals sums usage per key of q.GroupBy, ordered by key.
+	Totals(ctx context.Context, q Query) ([]Total, error)
+	// Rows returns the stored rows matching q (GroupBy ignored), ordered by
+	// time then id, each row once: for tests, audits and exports.
+	Rows(ctx context.Context, q Query) ([]Usage, error)
+}
