@@ -221,26 +221,35 @@ func (s *Store) AddRules(ctx context.Context, rules []contracts.Rule) error {
 	if len(rules) == 0 {
 		return nil
 	}
+	return gormdb.Translate(addRules(s.db.WithContext(ctx), rules), "policy")
+}
+
+func addRules(tx *gorm.DB, rules []contracts.Rule) error {
+	if len(rules) == 0 {
+		return nil
+	}
 	rows := make([]ruleRow, len(rules))
 	for i, r := range rules {
 		rows[i] = ruleToRow(r)
 	}
-	return gormdb.Translate(s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&rows).Error, "policy")
+	return tx.Clauses(clause.OnConflict{DoNothing: true}).Create(&rows).Error
 }
 
 // RemoveRules implements contracts.PolicyStore.
 func (s *Store) RemoveRules(ctx context.Context, rules []contracts.Rule) error {
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		for _, r := range rules {
-			row := ruleToRow(r)
-			if err := tx.Where("ptype = ? AND v0 = ? AND v1 = ? AND v2 = ? AND v3 = ? AND v4 = ? AND v5 = ?",
-				row.Ptype, row.V0, row.V1, row.V2, row.V3, row.V4, row.V5).Delete(&ruleRow{}).Error; err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return removeRules(tx, rules) })
 	return gormdb.Translate(err, "policy")
+}
+
+func removeRules(tx *gorm.DB, rules []contracts.Rule) error {
+	for _, r := range rules {
+		row := ruleToRow(r)
+		if err := tx.Where("ptype = ? AND v0 = ? AND v1 = ? AND v2 = ? AND v3 = ? AND v4 = ? AND v5 = ?",
+			row.Ptype, row.V0, row.V1, row.V2, row.V3, row.V4, row.V5).Delete(&ruleRow{}).Error; err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // RemoveFilteredRules implements contracts.PolicyStore.

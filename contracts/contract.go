@@ -1,0 +1,207 @@
+package contracts
+
+import (
+	"context"
+	"time"
+
+	"github.com/agentmarket/agentmarket"
+)
+
+// ContractStatus is where a contract is in its life. Billing drives it
+// (paid → active; payment failed → past due, then suspended; subscription
+// deleted → canceled); without Stripe a contract is active from the start.
+type ContractStatus string
+
+const (
+	ContractActive    ContractStatus = "active"
+	ContractPastDue   ContractStatus = "past_due"
+	ContractSuspended ContractStatus = "suspended"
+	ContractCanceled  ContractStatus = "canceled"
+)
+
+// Invocable reports whether calls may go through under this status: a past
+// due contract is in its grace period and still works.
+func (s ContractStatus) Invocable() bool {
+	return s == ContractActive || s == ContractPastDue
+}
+
+// Contract is a buyer org's subscription to a listing, at the plan version
+// in force when it subscribed (frozen: later price changes do not touch it).
+type Contract struct {
+	ID          string
+	BuyerOrgID  string
+	ListingID   string
+	SellerOrgID string
+	PlanVersion int
+	Status      ContractStatus
+	// MonthlyBudgetMicros caps what the contract may cost per month; nil
+	// means no cap.
+	MonthlyBudgetMicros *int64
+	CreatedAt           time.Time
+	UpdatedAt           time.Time
+	CanceledAt          *time.Time
+}
+
+// ListingTerms is what a subscription needs to know of a listing.
+type ListingTerms struct {
+	ID          string
+	SellerOrgID string
+	Published   bool
+	PlanVersion int
+}
+
+// ListingSource looks listings up for subscriptions (the catalog, wired
+// in cmd/).
+type ListingSource interface {
+	ListingTerms(ctx context.Context, actor agentmarket.Actor, listingID string) (*ListingTerms, error)
+}
+
+// ContractStore persists contracts; grants and revocations of invoke
+// rights are written in the same transaction as the contract change.
+type ContractStore interface {
+	CreateContract(ctx context.Context, c *Contract, grant []Rule) error
+	GetContract(ctx context.Context, id string) (*Contract, error)
+	// OpenContract returns the buyer's contract for a listing that is not
+	// canceled, or NotFound.
+	OpenContract(ctx context.Context, buyerOrgID, listingID string) (*Contract, error)
+	ListContracts(ctx context.Context, buyerOrgID string) ([]Contract, error)
+	// SetContractStatus changes the status, revoking rules in the same
+	// transaction (none to revoke: pass nil).
+	SetContractStatus(ctx context.Context, id string, status ContractStatus, at time.Time, revoke []Rule) (*Contract, error)
+}
+
+// PolicyReloader makes a policy change visible at once in this process
+// (other processes see it within their reload interval).
+type PolicyReloader interface {
+	Reload(ctx context.Context) error
+}
+
+// InvokeRule is the casbin rule that lets an org invoke a listing.
+func InvokeRule(orgID, listingID string) Rule {
+	return Rule{PType: "p", V: [6]string{OrgSubject(orgID), "*", ListingObject(listingID), ActInvoke}}
+}
+
+// OrgSubject is the casbin subject of an org's invoke rights.
+func OrgSubject(orgID string) string { return "org:" + orgID }
+
+// ListingObject is the casbin object of a listing.
+func ListingObject(listingID string) string { return "listing:" + listingID }
+
+// ActInvoke is the action of calling a listing's agent through the meter.
+const ActInvoke = "invoke"
+
+// Subscriptions is the subscription service.
+type Subscriptions struct {
+	Store    ContractStore
+	Listings ListingSource
+	Policies PolicyReloader
+	Clock    agentmarket.Clock
+}
+
+// SubscribeInput is a buyer's request to subscribe.
+type SubscribeInput struct {
+	ListingID           string `json:"listing_id"`
+	MonthlyBudgetMicros *int64 `json:"monthly_budget_micros"`
+}
+
+// Subscribe creates an active contract for the actor's org at the
+// listing's current plan version and grants the org the right to invoke
+// the listing.
+func (s *Subscriptions) Subscribe(ctx context.Context, actor agentmarket.Actor, in SubscribeInput) (*Contract, error) {
+	var fe agentmarket.Fields
+	if in.ListingID == "" {
+		fe.Add("listing_id", "required", "listing_id is required")
+	}
+	if in.MonthlyBudgetMicros != nil && *in.MonthlyBudgetMicros < 0 {
+		fe.Add("monthly_budget_micros", "non_negative", "monthly_budget_micros must not be negative")
+	}
+	if err := fe.Err("invalid_subscription", "the subscription request is not valid"); err != nil {
+		return nil, err
+	}
+	terms, err := s.Listings.ListingTerms(ctx, actor, in.ListingID)
+	if err != nil {
+		return nil, err
+	}
+	if !terms.Published {
+		return nil, agentmarket.Errorf(agentmarket.Conflict, "listing_not_published", "listing %q is not published", in.ListingID)
+	}
+	if _, err := s.Store.OpenContract(ctx, actor.OrgID, in.ListingID); err == nil {
+		return nil, agentmarket.Errorf(agentmarket.Conflict, "already_subscribed", "your organisation already subscribes to listing %q", in.ListingID)
+	} else if agentmarket.KindOf(err) != agentmarket.NotFound {
+		return nil, err
+	}
+	now := s.Clock.Now()
+	c := &Contract{
+		ID: agentmarket.NewID("ctr"), BuyerOrgID: actor.OrgID, ListingID: terms.ID, SellerOrgID: terms.SellerOrgID,
+		PlanVersion: terms.PlanVersion, Status: ContractActive, MonthlyBudgetMicros: in.MonthlyBudgetMicros,
+		CreatedAt: now, UpdatedAt: now,
+	}
+	if err := s.Store.CreateContract(ctx, c, []Rule{InvokeRule(c.BuyerOrgID, c.ListingID)}); err != nil {
+		if agentmarket.KindOf(err) == agentmarket.Conflict {
+			return nil, agentmarket.Errorf(agentmarket.Conflict, "already_subscribed", "your organisation already subscribes to listing %q", in.ListingID)
+		}
+		return nil, err
+	}
+	if err := s.Policies.Reload(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// List returns the actor's org's contracts.
+func (s *Subscriptions) List(ctx context.Context, actor agentmarket.Actor) ([]Contract, error) {
+	return s.Store.ListContracts(ctx, actor.OrgID)
+}
+
+// Get returns one of the actor's org's contracts; others' do not exist.
+func (s *Subscriptions) Get(ctx context.Context, actor agentmarket.Actor, id string) (*Contract, error) {
+	c, err := s.Store.GetContract(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if c.BuyerOrgID != actor.OrgID {
+		return nil, agentmarket.Errorf(agentmarket.NotFound, "subscription_not_found", "no subscription %q", id)
+	}
+	return c, nil
+}
+
+// Cancel ends a contract at once and revokes the invoke right; calls stop
+// on every meter within the policy reload interval.
+func (s *Subscriptions) Cancel(ctx context.Context, actor agentmarket.Actor, id string) (*Contract, error) {
+	c, err := s.Get(ctx, actor, id)
+	if err != nil {
+		return nil, err
+	}
+	if c.Status == ContractCanceled {
+		return c, nil
+	}
+	c, err = s.Store.SetContractStatus(ctx, id, ContractCanceled, s.Clock.Now(), []Rule{InvokeRule(c.BuyerOrgID, c.ListingID)})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Policies.Reload(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// TaskOwners binds each task id the meter sees to the buyer org that
+// created it, so no other org can reach it. Persisted, so the binding holds
+// after restarts and across meter instances.
+type TaskOwners interface {
+	// BindTask records org as the owner of the listing's task unless the
+	// task is already bound, and returns the owner now recorded.
+	BindTask(ctx context.Context, t TaskBinding) (ownerOrgID string, err error)
+	// TaskOwner returns the owner, or a NotFound error for an unseen task.
+	TaskOwner(ctx context.Context, listingID, taskID string) (*TaskBinding, error)
+}
+
+// TaskBinding is one task's owner.
+type TaskBinding struct {
+	ListingID  string
+	TaskID     string
+	OrgID      string
+	ContractID string
+	ContextID  string
+	CreatedAt  time.Time
+}

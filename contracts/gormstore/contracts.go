@@ -1,0 +1,160 @@
+package gormstore
+
+import (
+	"context"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/contracts"
+	"github.com/agentmarket/agentmarket/migrations/gormdb"
+)
+
+var (
+	_ contracts.ContractStore = (*Store)(nil)
+	_ contracts.TaskOwners    = (*Store)(nil)
+)
+
+type contractRow struct {
+	ID                  string `gorm:"primaryKey"`
+	BuyerOrgID          string
+	ListingID           string
+	SellerOrgID         string
+	PlanVersion         int
+	Status              string
+	MonthlyBudgetMicros *int64
+	CreatedAt           time.Time
+	UpdatedAt           time.Time
+	CanceledAt          *time.Time
+}
+
+func (contractRow) TableName() string { return "contracts" }
+
+func contractFromRow(r *contractRow) *contracts.Contract {
+	c := &contracts.Contract{ID: r.ID, BuyerOrgID: r.BuyerOrgID, ListingID: r.ListingID, SellerOrgID: r.SellerOrgID,
+		PlanVersion: r.PlanVersion, Status: contracts.ContractStatus(r.Status), MonthlyBudgetMicros: r.MonthlyBudgetMicros,
+		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
+	if r.CanceledAt != nil {
+		t := r.CanceledAt.UTC()
+		c.CanceledAt = &t
+	}
+	return c
+}
+
+// CreateContract implements contracts.ContractStore.
+func (s *Store) CreateContract(ctx context.Context, c *contracts.Contract, grant []contracts.Rule) error {
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		row := &contractRow{ID: c.ID, BuyerOrgID: c.BuyerOrgID, ListingID: c.ListingID, SellerOrgID: c.SellerOrgID,
+			PlanVersion: c.PlanVersion, Status: string(c.Status), MonthlyBudgetMicros: c.MonthlyBudgetMicros,
+			CreatedAt: c.CreatedAt.UTC(), UpdatedAt: c.UpdatedAt.UTC()}
+		if err := tx.Create(row).Error; err != nil {
+			return err
+		}
+		return addRules(tx, grant)
+	})
+	return gormdb.Translate(err, "contract")
+}
+
+// GetContract implements contracts.ContractStore.
+func (s *Store) GetContract(ctx context.Context, id string) (*contracts.Contract, error) {
+	var r contractRow
+	if err := s.db.WithContext(ctx).Where("id = ?", id).Take(&r).Error; err != nil {
+		return nil, notFoundAs(gormdb.Translate(err, "subscription"), "subscription_not_found", "no subscription %q", id)
+	}
+	return contractFromRow(&r), nil
+}
+
+// OpenContract implements contracts.ContractStore.
+func (s *Store) OpenContract(ctx context.Context, buyerOrgID, listingID string) (*contracts.Contract, error) {
+	var r contractRow
+	err := s.db.WithContext(ctx).Where("buyer_org_id = ? AND listing_id = ? AND status <> ?", buyerOrgID, listingID, string(contracts.ContractCanceled)).
+		Take(&r).Error
+	if err != nil {
+		return nil, notFoundAs(gormdb.Translate(err, "contract"), "not_subscribed", "no subscription to listing %q", listingID)
+	}
+	return contractFromRow(&r), nil
+}
+
+// ListContracts implements contracts.ContractStore.
+func (s *Store) ListContracts(ctx context.Context, buyerOrgID string) ([]contracts.Contract, error) {
+	var rows []contractRow
+	if err := s.db.WithContext(ctx).Where("buyer_org_id = ?", buyerOrgID).Order("created_at ASC, id ASC").Find(&rows).Error; err != nil {
+		return nil, gormdb.Translate(err, "contract")
+	}
+	out := make([]contracts.Contract, len(rows))
+	for i := range rows {
+		out[i] = *contractFromRow(&rows[i])
+	}
+	return out, nil
+}
+
+// SetContractStatus implements contracts.ContractStore.
+func (s *Store) SetContractStatus(ctx context.Context, id string, status contracts.ContractStatus, at time.Time, revoke []contracts.Rule) (*contracts.Contract, error) {
+	var out *contracts.Contract
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		updates := map[string]any{"status": string(status), "updated_at": at.UTC()}
+		if status == contracts.ContractCanceled {
+			updates["canceled_at"] = at.UTC()
+		}
+		res := tx.Model(&contractRow{}).Where("id = ?", id).Updates(updates)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return gorm.ErrRecordNotFound
+		}
+		if err := removeRules(tx, revoke); err != nil {
+			return err
+		}
+		var r contractRow
+		if err := tx.Where("id = ?", id).Take(&r).Error; err != nil {
+			return err
+		}
+		out = contractFromRow(&r)
+		return nil
+	})
+	return out, gormdb.Translate(err, "contract")
+}
+
+type taskOwnerRow struct {
+	ListingID  string `gorm:"primaryKey"`
+	TaskID     string `gorm:"primaryKey"`
+	OrgID      string
+	ContractID string
+	ContextID  string
+	CreatedAt  time.Time
+}
+
+func (taskOwnerRow) TableName() string { return "task_owners" }
+
+// BindTask implements contracts.TaskOwners.
+func (s *Store) BindTask(ctx context.Context, t contracts.TaskBinding) (string, error) {
+	db := s.db.WithContext(ctx)
+	row := &taskOwnerRow{ListingID: t.ListingID, TaskID: t.TaskID, OrgID: t.OrgID, ContractID: t.ContractID, ContextID: t.ContextID, CreatedAt: t.CreatedAt.UTC()}
+	if err := db.Clauses(clause.OnConflict{DoNothing: true}).Create(row).Error; err != nil {
+		return "", gormdb.Translate(err, "task")
+	}
+	var got taskOwnerRow
+	if err := db.Where("listing_id = ? AND task_id = ?", t.ListingID, t.TaskID).Take(&got).Error; err != nil {
+		return "", gormdb.Translate(err, "task")
+	}
+	return got.OrgID, nil
+}
+
+// TaskOwner implements contracts.TaskOwners.
+func (s *Store) TaskOwner(ctx context.Context, listingID, taskID string) (*contracts.TaskBinding, error) {
+	var r taskOwnerRow
+	if err := s.db.WithContext(ctx).Where("listing_id = ? AND task_id = ?", listingID, taskID).Take(&r).Error; err != nil {
+		return nil, gormdb.Translate(err, "task")
+	}
+	return &contracts.TaskBinding{ListingID: r.ListingID, TaskID: r.TaskID, OrgID: r.OrgID, ContractID: r.ContractID, ContextID: r.ContextID, CreatedAt: r.CreatedAt.UTC()}, nil
+}
+
+func notFoundAs(err error, code, format string, args ...any) error {
+	if agentmarket.KindOf(err) == agentmarket.NotFound {
+		return agentmarket.Errorf(agentmarket.NotFound, code, format, args...)
+	}
+	return err
+}
