@@ -50,8 +50,11 @@ type CreateInput struct {
 	Draft          bool            `json:"draft"`
 }
 
-// UpdateInput changes a listing; nil fields stay as they are.
+// UpdateInput changes a listing; nil fields stay as they are. A new
+// card_url or pasted card replaces the card in force (a new version).
 type UpdateInput struct {
+	CardURL        *string         `json:"card_url"`
+	Card           json.RawMessage `json:"card"`
 	Pricing        json.RawMessage `json:"pricing"`
 	UpstreamAuth   *UpstreamAuth   `json:"upstream_auth"`
 	RefreshSeconds *int            `json:"refresh_seconds"`
@@ -304,8 +307,12 @@ func (s *Service) Update(ctx context.Context, actor agentmarket.Actor, id string
 	}
 	validateUpstreamAuth(&fe, in.UpstreamAuth)
 	validateRefresh(&fe, in.RefreshSeconds)
-	if !owner && (in.Pricing != nil || in.UpstreamAuth != nil || in.RefreshSeconds != nil) {
-		return nil, agentmarket.Errorf(agentmarket.Forbidden, "not_listing_owner", "only the seller may change pricing, credentials or refresh of listing %q", id)
+	newCard := in.CardURL != nil || len(bytes.TrimSpace(in.Card)) > 0
+	if in.CardURL != nil && len(bytes.TrimSpace(in.Card)) > 0 {
+		fe.Add("card", "exclusive", "give card_url or card, not both")
+	}
+	if !owner && (in.Pricing != nil || in.UpstreamAuth != nil || in.RefreshSeconds != nil || newCard) {
+		return nil, agentmarket.Errorf(agentmarket.Forbidden, "not_listing_owner", "only the seller may change the card, pricing, credentials or refresh of listing %q", id)
 	}
 	if in.Status != nil {
 		if err := checkTransition(actor, owner, l.Status, *in.Status, s.AutoApprove); err != nil {
@@ -321,6 +328,34 @@ func (s *Service) Update(ctx context.Context, actor agentmarket.Actor, id string
 		return nil, err
 	}
 	now := s.now()
+	var version *CardVersion
+	if newCard {
+		cardURL := ""
+		if in.CardURL != nil {
+			cardURL = *in.CardURL
+		}
+		raw, card, fetched, err := s.readCard(ctx, cardURL, in.Card, "")
+		if err != nil {
+			return nil, err
+		}
+		l.CardURL, l.CardETag = cardURL, ""
+		if fetched != nil {
+			l.CardURL, l.CardETag = fetched.URL, fetched.ETag
+		}
+		l.Health, l.HealthDetail, l.CardFetchedAt = HealthHealthy, "", now
+		if h := Hash(raw); h != l.CardHash {
+			l.Card, l.CardJSON, l.CardHash = card, raw, h
+			version = &CardVersion{ListingID: l.ID, CardHash: h, CardJSON: raw, SourceURL: l.CardURL, FetchedAt: now}
+		}
+		if l.CardURL == "" {
+			l.RefreshInterval, l.NextRefreshAt = 0, time.Time{}
+		} else if l.RefreshInterval == 0 && in.RefreshSeconds == nil {
+			l.RefreshInterval = s.DefaultRefresh
+			if l.RefreshInterval > 0 {
+				l.NextRefreshAt = now.Add(l.RefreshInterval)
+			}
+		}
+	}
 	if in.Pricing != nil && !plan.SamePrices(l.Plan) {
 		plan.Version = l.Plan.Version + 1
 		plan.CreatedAt = now
@@ -341,7 +376,7 @@ func (s *Service) Update(ctx context.Context, actor agentmarket.Actor, id string
 		}
 	}
 	l.UpdatedAt = now
-	if err := s.Store.UpdateListing(ctx, l, nil); err != nil {
+	if err := s.Store.UpdateListing(ctx, l, version); err != nil {
 		return nil, err
 	}
 	return l, nil

@@ -20,6 +20,7 @@ import (
 	"github.com/agentmarket/agentmarket/listings/aesgcm"
 	listingsgorm "github.com/agentmarket/agentmarket/listings/gormstore"
 	"github.com/agentmarket/agentmarket/listings/httpfetch"
+	"github.com/agentmarket/agentmarket/metering"
 	"github.com/agentmarket/agentmarket/web/api"
 )
 
@@ -63,8 +64,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 
+	listingStore := listingsgorm.New(db.DB)
 	catalog := &listings.Service{
-		Store: listingsgorm.New(db.DB),
+		Store: listingStore,
 		Fetcher: &httpfetch.Fetcher{
 			Guard:   httpfetch.Guard{Allow: cfg.AllowCIDRs()},
 			Timeout: cfg.CardFetchTimeout,
@@ -88,13 +90,44 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		}
 	}
 
-	srv := &api.Server{Accounts: accounts, Listings: catalog, Authorizer: authz, Logger: log, PublicMeterURL: publicMeter}
+	usageStore, closeUsage, err := serve.UsageStore(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer closeUsage()
+	subs := &contracts.Subscriptions{Store: accountStore, Listings: serve.CatalogTerms{Catalog: catalog}, Policies: authz, Clock: clock}
+	srv := &api.Server{Accounts: accounts, Listings: catalog, Subscriptions: subs, Usage: &metering.Reports{Store: usageStore, Clock: clock},
+		Authorizer: authz, Logger: log, PublicMeterURL: publicMeter}
 	ops := api.NewOps("marketplace")
 	ops.Checks = append(ops.Checks, api.Check{Name: "database", Check: db.Ping})
-	app := serve.App("marketplace", srv.ErrorHandler, 1<<20)
+	app := serve.App("marketplace", srv.ErrorHandler, 4<<20)
 	app.Use(ops.Middleware)
 	ops.Mount(app)
+
+	if cfg.EmbeddedMeter {
+		meterCtx, stopMeter := context.WithCancel(context.WithoutCancel(ctx))
+		meter, err := serve.StartMeter(meterCtx, serve.MeterDeps{Config: cfg, DB: db, Store: usageStore, Accounts: accounts, Authz: authz,
+			Catalog: catalog, Listings: listingStore, Registry: ops.Registry, Logger: log, Clock: clock, PublicURL: publicMeter})
+		if err != nil {
+			stopMeter()
+			return err
+		}
+		defer func() {
+			flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			meter.Close(flushCtx)
+			stopMeter()
+		}()
+		meter.Proxy.Mount(app)
+	}
 	srv.Mount(app)
+
+	if cfg.Demo {
+		d := &demo{accounts: accounts, catalog: catalog, subs: subs, dataDir: cfg.DataDir, meterURL: publicMeter, apiURL: baseURL + "/api/v1"}
+		if err := d.start(ctx, stdout); err != nil {
+			return fmt.Errorf("demo: %w", err)
+		}
+	}
 
 	fmt.Fprintf(stdout, "AgentMarket marketplace listening on %s\n", baseURL)
 	if cfg.Embedded() {

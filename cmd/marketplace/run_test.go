@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,7 +27,46 @@ import (
 type started struct {
 	URL     string
 	DataDir string
+	Output  *syncBuffer // everything run() printed
 	done    chan error
+	cancel  context.CancelFunc
+	stopped bool
+}
+
+// stop shuts the marketplace down and waits for run() to return.
+func (s *started) stop(t *testing.T) {
+	t.Helper()
+	if s.stopped {
+		return
+	}
+	s.stopped = true
+	s.cancel()
+	select {
+	case err := <-s.done:
+		if err != nil {
+			t.Errorf("run: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Errorf("marketplace did not stop within 15s")
+	}
+}
+
+// syncBuffer collects output written from another goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
 
 // startMarketplace runs the real binary's run() on a free port with the
@@ -43,25 +83,16 @@ func startMarketplace(t *testing.T, env map[string]string, args ...string) *star
 	for k, v := range env {
 		vars[k] = v
 	}
+	s := &started{DataDir: vars["AGENTMARKET_DATA_DIR"], Output: &syncBuffer{}, done: make(chan error, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
 	pr, pw := io.Pipe()
-	s := &started{DataDir: dataDir, done: make(chan error, 1)}
 	go func() {
-		err := run(ctx, args, func(k string) string { return vars[k] }, pw)
+		err := run(ctx, args, func(k string) string { return vars[k] }, io.MultiWriter(pw, s.Output))
 		pw.CloseWithError(fmt.Errorf("run returned: %v", err))
 		s.done <- err
 	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-s.done:
-			if err != nil {
-				t.Errorf("run: %v", err)
-			}
-		case <-time.After(15 * time.Second):
-			t.Errorf("marketplace did not stop within 15s")
-		}
-	})
+	t.Cleanup(func() { s.stop(t) })
 	urlc := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(pr)

@@ -18,6 +18,7 @@ import (
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/contracts"
 	"github.com/agentmarket/agentmarket/listings"
+	"github.com/agentmarket/agentmarket/metering"
 )
 
 // Authorizer decides whether an actor's role may act on a control-plane
@@ -28,10 +29,13 @@ type Authorizer interface {
 
 // Server holds what the handlers call.
 type Server struct {
-	Accounts   *contracts.Accounts
-	Listings   *listings.Service
-	Authorizer Authorizer
-	Logger     *slog.Logger
+	Accounts *contracts.Accounts
+	Listings *listings.Service
+	// Subscriptions and Usage are nil in a marketplace without a meter.
+	Subscriptions *contracts.Subscriptions
+	Usage         *metering.Reports
+	Authorizer    Authorizer
+	Logger        *slog.Logger
 	// PublicMeterURL is where buyers reach the meter (for proxied URLs).
 	PublicMeterURL string
 }
@@ -59,6 +63,12 @@ func (s *Server) Mount(app *fiber.App) {
 	auth.Patch("/listings/:id", s.allowListingPatch, s.updateListing)
 	auth.Post("/listings/:id/refresh", s.allow(contracts.ObjListings, contracts.ActWrite), s.refreshListing)
 	auth.Get("/listings/:id/versions", s.allow(contracts.ObjListings, contracts.ActRead), s.listingVersions)
+
+	auth.Post("/subscriptions", s.allow(contracts.ObjSubscriptions, contracts.ActWrite), s.subscribe)
+	auth.Get("/subscriptions", s.allow(contracts.ObjSubscriptions, contracts.ActRead), s.listSubscriptions)
+	auth.Get("/subscriptions/:id", s.allow(contracts.ObjSubscriptions, contracts.ActRead), s.getSubscription)
+	auth.Delete("/subscriptions/:id", s.allow(contracts.ObjSubscriptions, contracts.ActWrite), s.cancelSubscription)
+	auth.Get("/usage", s.allow(contracts.ObjUsage, contracts.ActRead), s.usage)
 
 	v1.Use(func(c *fiber.Ctx) error {
 		return agentmarket.Errorf(agentmarket.NotFound, "route_not_found", "no route %s %s", c.Method(), c.Path())

@@ -87,22 +87,23 @@ func Settings(bin string) []Setting {
 		}},
 	}
 	meterAddr := Setting{"meter-addr", "meter listen address (cmd/meter)", "127.0.0.1:8081", addr(func(c *Config) *string { return &c.MeterAddr })}
+	publicMeter := Setting{"public-meter-url", "base URL buyers use to reach the meter (written into proxied cards); derived from the address when empty", "", func(c *Config, v string) error {
+		if v == "" {
+			return nil
+		}
+		u, err := url.Parse(v)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return errors.New("must be an absolute http(s) URL")
+		}
+		c.PublicMeterURL = strings.TrimRight(v, "/")
+		return nil
+	}}
 	if bin == "meter" {
-		return append([]Setting{meterAddr}, common...)
+		return append([]Setting{meterAddr, publicMeter}, common...)
 	}
 	return append([]Setting{
 		{"addr", "marketplace listen address (API, web UI; the meter too when embedded)", "127.0.0.1:8080", addr(func(c *Config) *string { return &c.Addr })},
-		{"public-meter-url", "base URL buyers use to reach the meter (written into proxied cards); derived from the address when empty", "", func(c *Config, v string) error {
-			if v == "" {
-				return nil
-			}
-			u, err := url.Parse(v)
-			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				return errors.New("must be an absolute http(s) URL")
-			}
-			c.PublicMeterURL = strings.TrimRight(v, "/")
-			return nil
-		}},
+		publicMeter,
 		{"embedded-meter", "serve the meter from the marketplace process", "true", boolean(func(c *Config) *bool { return &c.EmbeddedMeter })},
 		{"stripe-secret-key", "Stripe secret key; empty = the platform's own ledger", "", str(func(c *Config) *string { return &c.StripeSecretKey })},
 		{"stripe-webhook-secret", "Stripe webhook signing secret", "", str(func(c *Config) *string { return &c.StripeWebhookSecret })},

@@ -1,0 +1,62 @@
+// Package a2aproxy is the metering A2A proxy: buyers' orchestrators call
+// the agents they hired through it. For every request it authenticates the
+// bearer key, resolves the listing and the buyer's contract, enforces the
+// entitlement, forwards to the seller's preferred interface with the
+// seller's credentials in the version the seller speaks, relays the answer
+// (SSE event by event, never buffered) and records usage.
+//
+// It declares the interfaces it needs; cmd/ wires the implementations.
+package a2aproxy
+
+import (
+	"context"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/contracts"
+	"github.com/agentmarket/agentmarket/listings"
+	"github.com/agentmarket/agentmarket/listings/agentcard"
+	"github.com/agentmarket/agentmarket/metering"
+)
+
+// Authenticator turns a bearer key into the actor it stands for
+// (contracts.Accounts).
+type Authenticator interface {
+	Authenticate(ctx context.Context, secret string) (agentmarket.Actor, error)
+}
+
+// Target is what the meter needs of a listing to forward to its agent.
+type Target struct {
+	ListingID    string
+	SellerOrgID  string
+	Published    bool
+	Card         *agentcard.Card
+	CardJSON     []byte
+	CardHash     string
+	UpstreamAuth *listings.UpstreamAuth
+}
+
+// Resolver finds a listing's target.
+type Resolver interface {
+	Resolve(ctx context.Context, listingID string) (*Target, error)
+}
+
+// Plans returns a plan version (contracts freeze one).
+type Plans interface {
+	Plan(ctx context.Context, listingID string, version int) (*listings.Plan, error)
+}
+
+// Contracts finds the buyer's open contract for a listing.
+type Contracts interface {
+	OpenContract(ctx context.Context, buyerOrgID, listingID string) (*contracts.Contract, error)
+}
+
+// Entitlements is the casbin check of an org's right to invoke a listing.
+type Entitlements interface {
+	Allowed(subject, domain, obj, act string) (bool, error)
+}
+
+// Recorder takes one usage row; it must have made the row durable (the
+// local spool) when it returns.
+type Recorder interface {
+	Record(ctx context.Context, u metering.Usage) error
+}

@@ -1,0 +1,172 @@
+package a2aproxy
+
+import (
+	"context"
+	"time"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/a2aproxy/wire"
+	"github.com/agentmarket/agentmarket/listings"
+	"github.com/agentmarket/agentmarket/metering"
+)
+
+// observed accumulates what a call's answers said about the task: ids,
+// state, the agent's own usage report, and the text the estimate falls
+// back to.
+type observed struct {
+	taskID    string
+	contextID string
+	state     string
+	terminal  bool
+	bound     bool
+	reported  *wire.Reported
+	artifacts map[string]string // artifact id → text so far (honouring append)
+	agentText map[string]bool   // agent message texts, each counted once
+	order     []string
+}
+
+func (o *observed) add(ob wire.Observation) {
+	if ob.TaskID != "" {
+		o.taskID = ob.TaskID
+	}
+	if ob.ContextID != "" {
+		o.contextID = ob.ContextID
+	}
+	if ob.State != "" {
+		o.state = ob.State
+		o.terminal = ob.Terminal
+	}
+	if r := ob.Usage; r != nil {
+		if o.reported == nil {
+			o.reported = &wire.Reported{}
+		}
+		o.reported.InputTokens = max(o.reported.InputTokens, r.InputTokens)
+		o.reported.OutputTokens = max(o.reported.OutputTokens, r.OutputTokens)
+		o.reported.ComputeMs = max(o.reported.ComputeMs, r.ComputeMs)
+		if r.Model != "" {
+			o.reported.Model = r.Model
+		}
+	}
+	if o.artifacts == nil {
+		o.artifacts = map[string]string{}
+		o.agentText = map[string]bool{}
+	}
+	for _, a := range ob.Artifacts {
+		if _, ok := o.artifacts[a.ArtifactID]; !ok {
+			o.order = append(o.order, a.ArtifactID)
+		}
+		if a.Append {
+			o.artifacts[a.ArtifactID] += a.Text
+		} else {
+			o.artifacts[a.ArtifactID] = a.Text
+		}
+	}
+	for _, t := range ob.AgentTexts {
+		o.agentText[t] = true
+	}
+}
+
+// outputEstimate is the estimated output tokens of the task so far: its
+// artifacts (with appended chunks joined) and the agent's messages.
+func (o *observed) outputEstimate() int64 {
+	var n int64
+	for _, id := range o.order {
+		n += wire.EstimateTokens(o.artifacts[id])
+	}
+	for t := range o.agentText {
+		n += wire.EstimateTokens(t)
+	}
+	return n
+}
+
+// finish meters a call: it bills the task's increase through the ledger,
+// rates it with the contract's frozen plan and records the usage row
+// (durably, before the buyer's response completes).
+func (p *Proxy) finish(ctx context.Context, cl *call, latency time.Duration) {
+	u := metering.Usage{
+		ID:              agentmarket.NewID("use"),
+		Time:            p.Clock.Now().Truncate(time.Millisecond),
+		TraceID:         cl.trace.traceID,
+		TaskID:          cl.obs.taskID,
+		ContextID:       cl.obs.contextID,
+		ListingID:       cl.target.ListingID,
+		SellerOrgID:     cl.target.SellerOrgID,
+		BuyerOrgID:      cl.actor.OrgID,
+		APIKeyID:        cl.actor.KeyID,
+		ContractID:      cl.contract.ID,
+		ProtocolVersion: string(wire.V03),
+		State:           cl.obs.state,
+		ErrorCode:       cl.errCode,
+		BytesIn:         int64(cl.bytesIn),
+		BytesOut:        int64(cl.bytesOut),
+		LatencyMs:       latency.Milliseconds(),
+		CardHash:        cl.target.CardHash,
+	}
+	if cl.plan != nil {
+		u.Currency = cl.plan.Currency
+	}
+	if cl.req != nil {
+		u.Method = cl.req.Name
+		u.ProtocolVersion = string(cl.req.Version)
+		u.ParentTaskID = cl.req.ParentTaskID()
+		if u.TaskID == "" {
+			u.TaskID = cl.req.TaskID()
+		}
+	}
+	if cl.errCode == 0 && cl.req != nil {
+		var cum, add metering.Counters
+		if r := cl.obs.reported; r != nil {
+			cum = metering.Counters{InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, ComputeMs: r.ComputeMs}
+			u.Model = r.Model
+		} else {
+			u.Estimated = true
+			cum.OutputTokens = cl.obs.outputEstimate()
+			if m := cl.req.Method; m == wire.MethodSend || m == wire.MethodStream {
+				for _, t := range cl.req.MessageTexts() {
+					add.InputTokens += wire.EstimateTokens(t)
+				}
+				// No report: compute is the time the meter saw the agent work.
+				add.ComputeMs = latency.Milliseconds()
+			}
+		}
+		key := u.TaskID
+		if key == "" {
+			key = "call:" + u.ID // a bare message answer: billed on its own
+		}
+		delta, first, err := p.Ledger.Bill(ctx, cl.target.ListingID, key, cum, add)
+		if err != nil {
+			p.Logger.ErrorContext(ctx, "task ledger failed", "trace_id", u.TraceID, "task_id", u.TaskID, "err", err)
+		}
+		u.InputTokens, u.OutputTokens, u.ComputeMs = delta.InputTokens, delta.OutputTokens, delta.ComputeMs
+		if first && u.TaskID != "" {
+			u.Tasks = 1
+		}
+		if cl.plan != nil {
+			u.CostMicros = Rate(*cl.plan, delta, u.Tasks)
+		}
+	}
+	if err := p.Recorder.Record(ctx, u); err != nil {
+		p.Logger.ErrorContext(ctx, "usage not recorded", "trace_id", u.TraceID, "task_id", u.TaskID, "err", err)
+	}
+	if p.Metrics != nil {
+		p.Metrics.observe(cl, latency)
+		p.Metrics.tokens(u)
+	}
+	p.Logger.InfoContext(ctx, "a2a call", "trace_id", u.TraceID, "task_id", u.TaskID, "listing", u.ListingID,
+		"org", u.BuyerOrgID, "method", u.Method, "state", u.State, "error_code", u.ErrorCode, "latency_ms", u.LatencyMs,
+		"input_tokens", u.InputTokens, "output_tokens", u.OutputTokens, "cost_micros", u.CostMicros, "estimated", u.Estimated)
+}
+
+// Rate is the list price of some usage under a plan, in micro-units,
+// rounded half up once. Monthly allowances apply on the invoice, not here.
+//
+// Token prices are per million tokens and compute per hour (billed per
+// millisecond), so the parts are summed exactly over the common
+// denominator 18,000,000 (lcm of 10^6 and 3.6·10^6) and divided once.
+func Rate(p listings.Plan, d metering.Counters, tasks int64) int64 {
+	const den = 18_000_000
+	n := (d.InputTokens*p.InputTokensPerMillionMicros+d.OutputTokens*p.OutputTokensPerMillionMicros)*18 +
+		d.ComputeMs*p.ComputePerHourMicros*5 +
+		tasks*p.PerTaskMicros*den
+	return (n + den/2) / den
+}

@@ -1,0 +1,61 @@
+package a2aproxy
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentmarket/agentmarket/metering"
+)
+
+// Metrics are the meter's Prometheus series, per listing.
+type Metrics struct {
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	tokensC  *prometheus.CounterVec
+	cost     *prometheus.CounterVec
+	inflight prometheus.Gauge
+}
+
+// NewMetrics registers the meter's series on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "a2a_requests_total",
+			Help: "A2A calls through the meter, by listing, method and JSON-RPC error code (0 = success)."}, []string{"listing", "method", "code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "a2a_request_duration_seconds",
+			Help: "Latency of A2A calls through the meter, by listing.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18)}, []string{"listing"}),
+		tokensC: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "tokens_total",
+			Help: "Tokens billed, by listing, direction (input, output) and source (reported, estimated)."}, []string{"listing", "direction", "source"}),
+		cost: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "cost_micros_total",
+			Help: "List price of the usage billed, in micro-units, by listing."}, []string{"listing"}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "a2a_inflight_requests",
+			Help: "A2A calls in progress (streams included)."}),
+	}
+	reg.MustRegister(m.requests, m.latency, m.tokensC, m.cost, m.inflight)
+	return m
+}
+
+func (m *Metrics) observe(cl *call, latency time.Duration) {
+	listing, method := "", ""
+	if cl.target != nil {
+		listing = cl.target.ListingID
+	}
+	if cl.req != nil {
+		method = cl.req.Name
+	}
+	m.requests.WithLabelValues(listing, method, strconv.Itoa(cl.errCode)).Inc()
+	if listing != "" {
+		m.latency.WithLabelValues(listing).Observe(latency.Seconds())
+	}
+}
+
+func (m *Metrics) tokens(u metering.Usage) {
+	src := "reported"
+	if u.Estimated {
+		src = "estimated"
+	}
+	m.tokensC.WithLabelValues(u.ListingID, "input", src).Add(float64(u.InputTokens))
+	m.tokensC.WithLabelValues(u.ListingID, "output", src).Add(float64(u.OutputTokens))
+	m.cost.WithLabelValues(u.ListingID).Add(float64(u.CostMicros))
+}

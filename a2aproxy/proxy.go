@@ -1,0 +1,512 @@
+package a2aproxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/a2aproxy/wire"
+	"github.com/agentmarket/agentmarket/contracts"
+	"github.com/agentmarket/agentmarket/listings"
+	"github.com/agentmarket/agentmarket/listings/agentcard"
+	"github.com/agentmarket/agentmarket/metering"
+)
+
+// Limits of the meter; zero fields take the defaults.
+type Limits struct {
+	RequestTimeout    time.Duration // non-streaming calls; default 30s
+	StreamIdleTimeout time.Duration // longest silence of a stream; default 120s
+	Heartbeat         time.Duration // SSE comment sent to the buyer when idle; default 15s
+	MaxRequestBytes   int           // default 1 MiB
+	MaxResultBytes    int           // default 256 KiB
+	SettleTimeout     time.Duration // how long a task is polled after its buyer left; default 10m
+	SettleInterval    time.Duration // poll interval while settling; default 1s
+	CacheTTL          time.Duration // how long keys, listings and contracts are cached; default 2s
+}
+
+func (l *Limits) defaults() {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&l.RequestTimeout, 30*time.Second)
+	def(&l.StreamIdleTimeout, 120*time.Second)
+	def(&l.Heartbeat, 15*time.Second)
+	def(&l.SettleTimeout, 10*time.Minute)
+	def(&l.SettleInterval, time.Second)
+	def(&l.CacheTTL, 2*time.Second)
+	if l.MaxRequestBytes == 0 {
+		l.MaxRequestBytes = 1 << 20
+	}
+	if l.MaxResultBytes == 0 {
+		l.MaxResultBytes = 256 << 10
+	}
+}
+
+// Proxy is the meter. Build it with New.
+type Proxy struct {
+	PublicURL    string // the meter's base URL as buyers reach it
+	Limits       Limits
+	Auth         Authenticator
+	Resolver     Resolver
+	Plans        Plans
+	Contracts    Contracts
+	Entitlements Entitlements
+	Owners       contracts.TaskOwners
+	Ledger       metering.Ledger
+	Recorder     Recorder
+	Clock        agentmarket.Clock
+	Logger       *slog.Logger
+	Client       *http.Client
+	Metrics      *Metrics
+	// Base is the context background work (streams whose buyer left,
+	// settling) runs under; it ends at shutdown.
+	Base context.Context
+
+	actors    *ttlCache[agentmarket.Actor]
+	targets   *ttlCache[*Target]
+	contracts *ttlCache[*contracts.Contract]
+}
+
+// Init fills defaults; call it once before Mount.
+func (p *Proxy) Init() {
+	p.Limits.defaults()
+	now := p.Clock.Now
+	p.actors = newTTLCache[agentmarket.Actor](p.Limits.CacheTTL, now)
+	p.targets = newTTLCache[*Target](p.Limits.CacheTTL, now)
+	p.contracts = newTTLCache[*contracts.Contract](p.Limits.CacheTTL, now)
+	if p.Client == nil {
+		p.Client = &http.Client{Transport: &http.Transport{
+			MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second, ForceAttemptHTTP2: false,
+		}}
+	}
+	if p.Base == nil {
+		p.Base = context.Background()
+	}
+	if p.Logger == nil {
+		p.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Mount adds the meter's routes under /a2a.
+func (p *Proxy) Mount(r fiber.Router) {
+	r.Get("/a2a/:listing/.well-known/agent-card.json", p.card)
+	r.Get("/a2a/:listing/.well-known/agent.json", p.card)
+	r.Post("/a2a/:listing", p.rpc)
+}
+
+// Endpoint is the meter URL buyers call for a listing.
+func (p *Proxy) Endpoint(listingID string) string {
+	return strings.TrimRight(p.PublicURL, "/") + "/a2a/" + listingID
+}
+
+func isNotFound(err error) bool { return agentmarket.KindOf(err) == agentmarket.NotFound }
+
+func (p *Proxy) target(ctx context.Context, listingID string) (*Target, error) {
+	t, err := p.targets.get(listingID, func() (*Target, error) { return p.Resolver.Resolve(ctx, listingID) }, isNotFound)
+	if err != nil {
+		if isNotFound(err) {
+			return nil, rpcErr(CodeListingUnavailable, http.StatusNotFound, fmt.Sprintf("no listing %q", listingID))
+		}
+		return nil, err
+	}
+	if !t.Published {
+		return nil, rpcErr(CodeListingUnavailable, http.StatusOK, fmt.Sprintf("listing %q is not available (not published)", listingID))
+	}
+	return t, nil
+}
+
+// card serves the proxied agent card.
+func (p *Proxy) card(c *fiber.Ctx) error {
+	t, err := p.target(c.UserContext(), c.Params("listing"))
+	if err != nil {
+		re := toRPC(err)
+		status := re.Status
+		if status == http.StatusOK {
+			status = http.StatusNotFound
+		}
+		return c.Status(status).JSON(fiber.Map{"error": fiber.Map{"code": "listing_unavailable", "message": re.Message}})
+	}
+	b, err := ProxiedCard(t.CardJSON, t.Card, p.Endpoint(t.ListingID))
+	if err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	c.Set(fiber.HeaderCacheControl, "public, max-age=60")
+	return c.Send(b)
+}
+
+// call is everything known about one buyer request as it goes through.
+type call struct {
+	start     time.Time
+	trace     traceContext
+	actor     agentmarket.Actor
+	target    *Target
+	contract  *contracts.Contract
+	plan      *listings.Plan
+	req       *wire.Request
+	id        json.RawMessage // the request's JSON-RPC id, once read
+	upVersion wire.Version    // the version spoken to the agent
+	iface     agentcard.Interface
+	bytesIn   int
+	bytesOut  int
+	errCode   int
+	obs       observed
+}
+
+func (p *Proxy) rpc(c *fiber.Ctx) error {
+	cl := &call{start: p.Clock.Now(), trace: parseTraceparent(c.Get("traceparent"))}
+	body := append([]byte(nil), c.Body()...) // fasthttp reuses the request buffer
+	cl.bytesIn = len(body)
+	ctx := c.UserContext()
+	if p.Metrics != nil {
+		p.Metrics.inflight.Inc()
+		defer p.Metrics.inflight.Dec()
+	}
+
+	if err := p.admit(ctx, c, cl, body); err != nil {
+		return p.fail(c, cl, err)
+	}
+	if cl.req.Method.Streaming() {
+		return p.stream(c, cl)
+	}
+	return p.unary(c, cl)
+}
+
+// admit runs every check before a request may go upstream: key, envelope,
+// listing, contract, entitlement, task ownership.
+func (p *Proxy) admit(ctx context.Context, c *fiber.Ctx, cl *call, body []byte) error {
+	secret, ok := bearer(c.Get(fiber.HeaderAuthorization))
+	if !ok {
+		return rpcErr(CodeUnauthorized, http.StatusUnauthorized, "send your AgentMarket API key as: Authorization: Bearer amk_…")
+	}
+	actor, err := p.actors.get(contracts.HashKey(secret), func() (agentmarket.Actor, error) { return p.Auth.Authenticate(ctx, secret) },
+		func(err error) bool { return agentmarket.KindOf(err) == agentmarket.Unauthorized })
+	if err != nil {
+		return err
+	}
+	cl.actor = actor
+	if len(body) > p.Limits.MaxRequestBytes {
+		return rpcErr(CodeRequestTooLarge, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request is %d bytes; the limit is %d", len(body), p.Limits.MaxRequestBytes))
+	}
+	version := c.Get("A2A-Version")
+	if version == "" {
+		version = c.Query("A2A-Version")
+	}
+	req, werr := wire.ParseRequest(body, version)
+	if werr != nil {
+		if req != nil {
+			cl.id = req.ID // a JSON-RPC error answer echoes the id when it could be read
+		}
+		return werr
+	}
+	cl.id = req.ID
+	cl.req = req
+	t, err := p.target(ctx, c.Params("listing"))
+	if err != nil {
+		return err
+	}
+	cl.target = t
+	ct, err := p.contracts.get(actor.OrgID+"|"+t.ListingID, func() (*contracts.Contract, error) {
+		return p.Contracts.OpenContract(ctx, actor.OrgID, t.ListingID)
+	}, func(error) bool { return false }) // a buyer who just subscribed must not wait out a cached refusal
+	if err != nil {
+		if isNotFound(err) {
+			return rpcErr(CodeNotEntitled, http.StatusForbidden, fmt.Sprintf("your organisation has no active subscription to listing %q", t.ListingID))
+		}
+		return err
+	}
+	if !ct.Status.Invocable() {
+		return rpcErr(CodeNotEntitled, http.StatusForbidden, fmt.Sprintf("your subscription to listing %q is %s", t.ListingID, ct.Status))
+	}
+	allowed, err := p.Entitlements.Allowed(contracts.OrgSubject(actor.OrgID), "*", contracts.ListingObject(t.ListingID), contracts.ActInvoke)
+	if err != nil {
+		return err
+	}
+	if !allowed {
+		return rpcErr(CodeNotEntitled, http.StatusForbidden, fmt.Sprintf("your organisation may not invoke listing %q", t.ListingID))
+	}
+	cl.contract = ct
+	plan, err := p.Plans.Plan(ctx, t.ListingID, ct.PlanVersion)
+	if err != nil {
+		return err
+	}
+	cl.plan = plan
+	if err := p.chooseInterface(cl); err != nil {
+		return err
+	}
+	return p.checkOwner(ctx, cl)
+}
+
+// chooseInterface picks the agent's JSON-RPC interface in the buyer's
+// version, else its preferred JSON-RPC interface of another version (the
+// request and its answers are then translated).
+func (p *Proxy) chooseInterface(cl *call) error {
+	var other *agentcard.Interface
+	for _, i := range cl.target.Card.Interfaces {
+		if i.Binding != agentcard.BindingJSONRPC {
+			continue
+		}
+		if wire.Version(i.ProtocolVersion) == cl.req.Version {
+			cl.iface, cl.upVersion = i, cl.req.Version
+			return nil
+		}
+		if other == nil && (i.ProtocolVersion == string(wire.V03) || i.ProtocolVersion == string(wire.V10)) {
+			i := i
+			other = &i
+		}
+	}
+	if other == nil {
+		return &wire.Error{Code: -32004, Message: "this agent offers no JSON-RPC interface the meter can reach yet (HTTP+JSON bridging is not available)"}
+	}
+	cl.iface, cl.upVersion = *other, wire.Version(other.ProtocolVersion)
+	return nil
+}
+
+// checkOwner answers TaskNotFound for any task operation on a task the
+// buyer's org did not create through the meter, exactly as for a task
+// that does not exist.
+func (p *Proxy) checkOwner(ctx context.Context, cl *call) error {
+	id := cl.req.TaskID()
+	if id == "" {
+		return nil
+	}
+	b, err := p.Owners.TaskOwner(ctx, cl.target.ListingID, id)
+	if err != nil {
+		if isNotFound(err) {
+			if cl.req.Method.TaskScoped() || cl.req.Method == wire.MethodSend || cl.req.Method == wire.MethodStream {
+				return wire.TaskNotFound(id)
+			}
+			return nil
+		}
+		return err
+	}
+	if b.OrgID != cl.actor.OrgID {
+		return wire.TaskNotFound(id)
+	}
+	return nil
+}
+
+func bearer(h string) (string, bool) {
+	scheme, secret, ok := strings.Cut(h, " ")
+	secret = strings.TrimSpace(secret)
+	return secret, ok && strings.EqualFold(scheme, "Bearer") && secret != ""
+}
+
+// upstreamRequest builds the request to the agent: the buyer's body (in
+// the agent's version), the seller's credentials, the usage extension
+// activated, the trace carried on. The buyer's own credentials and
+// hop-by-hop headers are never forwarded.
+func (p *Proxy) upstreamRequest(ctx context.Context, cl *call, body []byte, accept string) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cl.iface.URL, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", accept)
+	req.Header.Set("User-Agent", "AgentMarket-Meter/1")
+	if cl.upVersion == wire.V10 {
+		req.Header.Set("A2A-Version", "1.0")
+	}
+	if cl.target.Card.HasExtension(wire.UsageExtensionURI) {
+		h := "X-A2A-Extensions"
+		if cl.upVersion == wire.V10 {
+			h = "A2A-Extensions"
+		}
+		req.Header.Set(h, wire.UsageExtensionURI)
+	}
+	req.Header.Set("traceparent", cl.trace.child())
+	if a := cl.target.UpstreamAuth; a != nil {
+		req.Header.Set(a.Header, a.Value)
+	}
+	return req, nil
+}
+
+// outbound returns the request body for the agent, translated when the
+// agent speaks the other version.
+func outbound(cl *call) ([]byte, error) {
+	if cl.upVersion == cl.req.Version {
+		return cl.req.Raw, nil
+	}
+	return wire.TranslateRequest(cl.req, cl.upVersion)
+}
+
+// unary forwards a non-streaming call and relays the answer.
+func (p *Proxy) unary(c *fiber.Ctx, cl *call) error {
+	ctx, cancel := context.WithTimeout(p.Base, p.Limits.RequestTimeout)
+	defer cancel()
+	body, err := outbound(cl)
+	if err != nil {
+		return p.fail(c, cl, err)
+	}
+	req, err := p.upstreamRequest(ctx, cl, body, "application/json")
+	if err != nil {
+		return p.fail(c, cl, err)
+	}
+	res, err := p.Client.Do(req)
+	if err != nil {
+		return p.fail(c, cl, upstreamErr(ctx, err, p.Limits.RequestTimeout))
+	}
+	defer res.Body.Close()
+	return p.unaryFrom(c, cl, res)
+}
+
+// readLimited reads an answer of at most limit bytes.
+func readLimited(res *http.Response, limit int) ([]byte, error) {
+	defer res.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(res.Body, int64(limit)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(raw) > limit {
+		return nil, rpcErr(CodeResultTooLarge, http.StatusOK, fmt.Sprintf("the agent's answer exceeds the %d-byte result limit", limit))
+	}
+	return raw, nil
+}
+
+// unaryFrom relays the agent's JSON-RPC answer and meters the call.
+func (p *Proxy) unaryFrom(c *fiber.Ctx, cl *call, res *http.Response) error {
+	ctx := res.Request.Context()
+	raw, err := readLimited(res, p.Limits.MaxResultBytes)
+	if err != nil {
+		if _, ok := err.(*rpcError); ok {
+			return p.fail(c, cl, err)
+		}
+		return p.fail(c, cl, upstreamErr(ctx, err, p.Limits.RequestTimeout))
+	}
+	resp, err := wire.ParseResponse(raw)
+	if err != nil {
+		return p.fail(c, cl, rpcErr(CodeUpstreamInvalid, http.StatusOK, fmt.Sprintf("the agent answered HTTP %d without a JSON-RPC response", res.StatusCode)))
+	}
+	out := raw
+	if resp.Error != nil {
+		cl.errCode = resp.Error.Code
+		if cl.upVersion != cl.req.Version {
+			out = wire.ErrorResponse(cl.req.ID, wire.TranslateError(cl.upVersion, cl.req.Version, resp.Error))
+		}
+	} else {
+		if cl.req.Method == wire.MethodListTasks {
+			// The agent sees only the marketplace's credentials, so it lists
+			// every buyer's tasks: keep the caller's own.
+			filtered, err := p.ownTasks(ctx, cl, resp.Result)
+			if err != nil {
+				return p.fail(c, cl, err)
+			}
+			resp.Result = filtered
+			out = resultResponse(cl.req.ID, filtered)
+		}
+		cl.obs.add(wire.Observe(cl.upVersion, cl.req.Method, resp.Result))
+		if cl.upVersion != cl.req.Version {
+			tr, err := wire.TranslateResult(cl.upVersion, cl.req.Version, cl.req.Method, resp.Result)
+			if err != nil {
+				return p.fail(c, cl, rpcErr(CodeUpstreamInvalid, http.StatusOK, "the agent's answer could not be translated: "+err.Error()))
+			}
+			out = resultResponse(cl.req.ID, tr)
+		}
+	}
+	p.bindTask(ctx, cl)
+	cl.bytesOut = len(out)
+	p.finish(ctx, cl, p.Clock.Now().Sub(cl.start))
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	c.Set("traceparent", cl.trace.header())
+	return c.Send(out)
+}
+
+func resultResponse(id json.RawMessage, result json.RawMessage) []byte {
+	return wire.ResultResponse(id, result)
+}
+
+// ownTasks filters a ListTasks result down to the caller's org's tasks.
+// Paging fields are dropped with the others' tasks: their sizes and tokens
+// would tell how many tasks other buyers have.
+func (p *Proxy) ownTasks(ctx context.Context, cl *call, result json.RawMessage) (json.RawMessage, error) {
+	var in struct {
+		Tasks []json.RawMessage `json:"tasks"`
+	}
+	if err := json.Unmarshal(result, &in); err != nil {
+		return nil, rpcErr(CodeUpstreamInvalid, http.StatusOK, "the agent's task list is not valid JSON")
+	}
+	kept := []json.RawMessage{}
+	for _, t := range in.Tasks {
+		var head struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(t, &head) != nil || head.ID == "" {
+			continue
+		}
+		b, err := p.Owners.TaskOwner(ctx, cl.target.ListingID, head.ID)
+		if err != nil && !isNotFound(err) {
+			return nil, err
+		}
+		if err == nil && b.OrgID == cl.actor.OrgID {
+			kept = append(kept, t)
+		}
+	}
+	out, _ := json.Marshal(map[string]any{"tasks": kept, "pageSize": len(kept), "totalSize": len(kept), "nextPageToken": ""})
+	return out, nil
+}
+
+func upstreamErr(ctx context.Context, err error, limit time.Duration) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
+		return rpcErr(CodeUpstreamTimeout, http.StatusOK, fmt.Sprintf("the agent did not answer within %s", limit))
+	}
+	return rpcErr(CodeUpstreamUnreachable, http.StatusOK, "the agent could not be reached")
+}
+
+// fail answers err as a JSON-RPC error and meters the failed call when it
+// got far enough to know whose call it was.
+func (p *Proxy) fail(c *fiber.Ctx, cl *call, err error) error {
+	id := cl.id
+	var we *wire.Error
+	status := http.StatusOK
+	if !errors.As(err, &we) {
+		re := toRPC(err)
+		if re.Code == CodeInternal {
+			p.Logger.ErrorContext(c.UserContext(), "meter request failed", "trace_id", cl.trace.traceID, "err", err)
+		}
+		we = &wire.Error{Code: re.Code, Message: re.Message}
+		status = re.Status
+	}
+	if cl.req != nil && cl.req.Version == wire.V03 {
+		we = wire.TranslateError(wire.V10, wire.V03, we)
+	}
+	out := wire.ErrorResponse(id, we)
+	cl.errCode = we.Code
+	cl.bytesOut = len(out)
+	if cl.target != nil && cl.contract != nil {
+		p.finish(c.UserContext(), cl, p.Clock.Now().Sub(cl.start))
+	} else if p.Metrics != nil {
+		p.Metrics.observe(cl, 0)
+	}
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	return c.Status(status).Send(out)
+}
+
+// bindTask records the buyer's org as the owner of the task the agent
+// created, the first time the meter sees it.
+func (p *Proxy) bindTask(ctx context.Context, cl *call) {
+	if cl.obs.taskID == "" || cl.obs.bound {
+		return
+	}
+	cl.obs.bound = true
+	owner, err := p.Owners.BindTask(ctx, contracts.TaskBinding{ListingID: cl.target.ListingID, TaskID: cl.obs.taskID,
+		OrgID: cl.actor.OrgID, ContractID: cl.contract.ID, ContextID: cl.obs.contextID, CreatedAt: p.Clock.Now()})
+	if err != nil {
+		p.Logger.ErrorContext(ctx, "task binding failed", "trace_id", cl.trace.traceID, "task_id", cl.obs.taskID, "err", err)
+		return
+	}
+	if owner != cl.actor.OrgID {
+		p.Logger.WarnContext(ctx, "agent reused another org's task id", "listing", cl.target.ListingID, "task_id", cl.obs.taskID)
+	}
+}

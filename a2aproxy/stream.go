@@ -1,0 +1,233 @@
+package a2aproxy
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/agentmarket/agentmarket/a2aproxy/wire"
+)
+
+// stream forwards a streaming call and relays the agent's SSE events to
+// the buyer one by one, as they arrive, never buffering. A buyer who
+// leaves stops the relay; the task is then settled by polling the agent so
+// its usage is still recorded.
+func (p *Proxy) stream(c *fiber.Ctx, cl *call) error {
+	ctx, cancel := context.WithCancel(p.Base)
+	body, err := outbound(cl)
+	if err != nil {
+		cancel()
+		return p.fail(c, cl, err)
+	}
+	req, err := p.upstreamRequest(ctx, cl, body, "text/event-stream")
+	if err != nil {
+		cancel()
+		return p.fail(c, cl, err)
+	}
+	// The connection itself must come up within the request timeout;
+	// afterwards only the idle timeout applies.
+	connectTimer := time.AfterFunc(p.Limits.RequestTimeout, cancel)
+	res, err := p.Client.Do(req)
+	connectTimer.Stop()
+	if err != nil {
+		cancel()
+		return p.fail(c, cl, upstreamErr(ctx, err, p.Limits.RequestTimeout))
+	}
+	if !strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
+		// The agent answered with a plain JSON-RPC response (an error, most
+		// often): relay it like a unary answer.
+		defer cancel()
+		defer res.Body.Close()
+		return p.relayPlain(c, cl, res)
+	}
+
+	c.Set(fiber.HeaderContentType, "text/event-stream")
+	c.Set(fiber.HeaderCacheControl, "no-cache")
+	c.Set("X-Accel-Buffering", "no")
+	c.Set("traceparent", cl.trace.header())
+	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+		defer cancel()
+		defer res.Body.Close()
+		p.relay(ctx, cl, res, w)
+	})
+	return nil
+}
+
+type sseItem struct {
+	ev  wire.Event
+	err error
+}
+
+// relay copies events until the agent ends the stream, the buyer leaves,
+// or the agent stays silent past the idle timeout.
+func (p *Proxy) relay(ctx context.Context, cl *call, res *http.Response, w *bufio.Writer) {
+	events := make(chan sseItem)
+	go func() {
+		r := wire.NewSSEReader(res.Body)
+		for {
+			ev, err := r.Next()
+			select {
+			case events <- sseItem{ev, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	heartbeat := time.NewTicker(p.Limits.Heartbeat)
+	defer heartbeat.Stop()
+	idle := time.NewTimer(p.Limits.StreamIdleTimeout)
+	defer idle.Stop()
+	buyerGone := false
+	for {
+		select {
+		case it := <-events:
+			if it.err != nil {
+				p.finish(ctx, cl, p.Clock.Now().Sub(cl.start))
+				return
+			}
+			if !idle.Stop() {
+				select {
+				case <-idle.C:
+				default:
+				}
+			}
+			idle.Reset(p.Limits.StreamIdleTimeout)
+			out, err := p.onEvent(ctx, cl, it.ev)
+			if err != nil {
+				cl.errCode = CodeUpstreamInvalid
+				p.writeStreamError(w, cl, &wire.Error{Code: CodeUpstreamInvalid, Message: err.Error()})
+				p.finish(ctx, cl, p.Clock.Now().Sub(cl.start))
+				return
+			}
+			if out == nil {
+				continue
+			}
+			cl.bytesOut += len(out)
+			if _, err := w.Write(out); err == nil {
+				err = w.Flush()
+				buyerGone = err != nil
+			} else {
+				buyerGone = true
+			}
+			if buyerGone {
+				p.settle(cl)
+				return
+			}
+		case <-heartbeat.C:
+			if _, err := w.WriteString(": keep-alive\n\n"); err != nil || w.Flush() != nil {
+				p.settle(cl)
+				return
+			}
+		case <-idle.C:
+			cl.errCode = CodeStreamIdle
+			p.writeStreamError(w, cl, &wire.Error{Code: CodeStreamIdle, Message: fmt.Sprintf("the agent sent nothing for %s", p.Limits.StreamIdleTimeout)})
+			p.finish(ctx, cl, p.Clock.Now().Sub(cl.start))
+			return
+		}
+	}
+}
+
+// onEvent observes one upstream event and returns the bytes to relay
+// (translated when the buyer speaks the other version).
+func (p *Proxy) onEvent(ctx context.Context, cl *call, ev wire.Event) ([]byte, error) {
+	if ev.Comment || len(ev.Data) == 0 {
+		return nil, nil
+	}
+	resp, err := wire.ParseResponse(ev.Data)
+	if err != nil {
+		return nil, fmt.Errorf("the agent sent a stream event that is not a JSON-RPC response")
+	}
+	if resp.Error != nil {
+		cl.errCode = resp.Error.Code
+		if cl.upVersion == cl.req.Version {
+			return ev.Raw, nil
+		}
+		return sseData(wire.ErrorResponse(cl.req.ID, wire.TranslateError(cl.upVersion, cl.req.Version, resp.Error))), nil
+	}
+	cl.obs.add(wire.Observe(cl.upVersion, cl.req.Method, resp.Result))
+	p.bindTask(ctx, cl)
+	if cl.upVersion == cl.req.Version {
+		return ev.Raw, nil
+	}
+	tr, err := wire.TranslateResult(cl.upVersion, cl.req.Version, cl.req.Method, resp.Result)
+	if err != nil {
+		return nil, err
+	}
+	return sseData(resultResponse(cl.req.ID, tr)), nil
+}
+
+func sseData(b []byte) []byte {
+	var sb strings.Builder
+	_ = wire.WriteEvent(&sb, b)
+	return []byte(sb.String())
+}
+
+func (p *Proxy) writeStreamError(w *bufio.Writer, cl *call, e *wire.Error) {
+	out := sseData(wire.ErrorResponse(cl.req.ID, e))
+	cl.bytesOut += len(out)
+	w.Write(out)
+	w.Flush()
+}
+
+// relayPlain answers a streaming request the agent answered with JSON.
+func (p *Proxy) relayPlain(c *fiber.Ctx, cl *call, res *http.Response) error {
+	return p.unaryFrom(c, cl, res)
+}
+
+// settle follows a task whose buyer left mid-stream: it polls the agent
+// (bounded by SettleTimeout) until the task ends, then meters the call
+// with everything the agent did.
+func (p *Proxy) settle(cl *call) {
+	go func() {
+		ctx, cancel := context.WithTimeout(p.Base, p.Limits.SettleTimeout)
+		defer cancel()
+		if cl.obs.taskID != "" && !cl.obs.terminal {
+			p.poll(ctx, cl)
+		}
+		p.finish(ctx, cl, p.Clock.Now().Sub(cl.start))
+	}()
+}
+
+func (p *Proxy) poll(ctx context.Context, cl *call) {
+	get, err := wire.GetTaskRequest(cl.upVersion, cl.obs.taskID)
+	if err != nil {
+		return
+	}
+	t := time.NewTicker(p.Limits.SettleInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		req, err := p.upstreamRequest(ctx, cl, get, "application/json")
+		if err != nil {
+			return
+		}
+		res, err := p.Client.Do(req)
+		if err != nil {
+			continue
+		}
+		raw, err := readLimited(res, p.Limits.MaxResultBytes)
+		if err != nil {
+			continue
+		}
+		resp, err := wire.ParseResponse(raw)
+		if err != nil || resp.Error != nil {
+			continue
+		}
+		cl.obs.add(wire.Observe(cl.upVersion, wire.MethodGetTask, resp.Result))
+		if cl.obs.terminal {
+			return
+		}
+	}
+}

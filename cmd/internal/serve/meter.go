@@ -1,0 +1,130 @@
+package serve
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/a2aproxy"
+	"github.com/agentmarket/agentmarket/cmd/internal/config"
+	"github.com/agentmarket/agentmarket/contracts"
+	"github.com/agentmarket/agentmarket/contracts/casbin"
+	contractsgorm "github.com/agentmarket/agentmarket/contracts/gormstore"
+	"github.com/agentmarket/agentmarket/listings"
+	"github.com/agentmarket/agentmarket/metering"
+	"github.com/agentmarket/agentmarket/metering/clickhouse"
+	"github.com/agentmarket/agentmarket/metering/embedded"
+	"github.com/agentmarket/agentmarket/metering/gormledger"
+	"github.com/agentmarket/agentmarket/migrations/gormdb"
+)
+
+// UsageStore opens the usage store: ClickHouse when configured, else the
+// embedded store in the data dir.
+func UsageStore(ctx context.Context, cfg *config.Config) (metering.Store, func() error, error) {
+	if cfg.ClickHouseURL != "" {
+		s, err := clickhouse.Open(ctx, cfg.ClickHouseURL)
+		if err != nil {
+			return nil, nil, fmt.Errorf("clickhouse: %w", err)
+		}
+		return s, s.Close, nil
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, nil, err
+	}
+	s, err := embedded.Open(filepath.Join(cfg.DataDir, "usage.db"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("embedded usage store: %w", err)
+	}
+	return s, s.Close, nil
+}
+
+// spoolRecorder makes each usage row durable in the local spool.
+type spoolRecorder struct{ spool *metering.Spool }
+
+func (r spoolRecorder) Record(_ context.Context, u metering.Usage) error { return r.spool.Append(u) }
+
+// MeterDeps is what a meter is built from.
+type MeterDeps struct {
+	Config   *config.Config
+	DB       *gormdb.DB
+	Store    metering.Store
+	Accounts *contracts.Accounts
+	Authz    *casbin.Authorizer
+	Catalog  *listings.Service
+	Listings listings.Store
+	Registry prometheus.Registerer
+	Logger   *slog.Logger
+	Clock    agentmarket.Clock
+	// PublicURL is the meter's base URL as buyers reach it.
+	PublicURL string
+}
+
+// Meter is a running meter: the proxy and its usage pipeline.
+type Meter struct {
+	Proxy   *a2aproxy.Proxy
+	Spool   *metering.Spool
+	Shipper *metering.Shipper
+}
+
+// StartMeter opens the spool, starts shipping it to the usage store and
+// builds the proxy. The pipeline stops when ctx ends; Close then flushes
+// what it can and closes the spool.
+func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
+	spool, err := metering.OpenSpool(filepath.Join(d.Config.DataDir, "spool"), metering.SpoolOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("usage spool: %w", err)
+	}
+	ship := metering.NewShipper(spool, d.Store, metering.ShipperOptions{OnError: func(err error, n int) {
+		if n == 1 || n%20 == 0 {
+			d.Logger.Warn("usage shipping failed; rows stay in the spool and are retried", "err", err, "consecutive", n)
+		}
+	}})
+	go ship.Run(ctx)
+	registerPipelineMetrics(d.Registry, spool, ship)
+
+	store := contractsgorm.New(d.DB.DB)
+	p := &a2aproxy.Proxy{
+		PublicURL:    d.PublicURL,
+		Auth:         d.Accounts,
+		Resolver:     MeterTargets{Store: d.Listings, Catalog: d.Catalog},
+		Plans:        d.Listings,
+		Contracts:    store,
+		Entitlements: d.Authz,
+		Owners:       store,
+		Ledger:       gormledger.New(d.DB.DB, d.Clock),
+		Recorder:     spoolRecorder{spool},
+		Clock:        d.Clock,
+		Logger:       d.Logger,
+		Metrics:      a2aproxy.NewMetrics(d.Registry),
+		Base:         ctx,
+	}
+	p.Init()
+	return &Meter{Proxy: p, Spool: spool, Shipper: ship}, nil
+}
+
+// Close flushes the spool to the store (bounded by ctx) and closes it.
+// Whatever is not shipped stays in the spool for the next start.
+func (m *Meter) Close(ctx context.Context) error {
+	_ = m.Shipper.Flush(ctx)
+	return m.Spool.Close()
+}
+
+func registerPipelineMetrics(reg prometheus.Registerer, spool *metering.Spool, ship *metering.Shipper) {
+	gauge := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "agentmarket", Subsystem: "meter", Name: name, Help: help}, f)
+	}
+	counter := func(name, help string, f func() float64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: name, Help: help}, f)
+	}
+	reg.MustRegister(
+		gauge("spool_rows", "Usage rows in the local spool not yet shipped to the usage store.", func() float64 { return float64(spool.Stats().Rows) }),
+		gauge("spool_bytes", "Bytes of usage rows in the spool not yet shipped.", func() float64 { return float64(spool.Stats().Bytes) }),
+		counter("usage_rows_shipped_total", "Usage rows shipped to the usage store.", func() float64 { return float64(ship.Stats().ShippedRows) }),
+		counter("usage_ship_failures_total", "Failed attempts to ship a batch of usage rows.", func() float64 { return float64(ship.Stats().Failures) }),
+	)
+}

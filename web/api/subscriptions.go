@@ -1,0 +1,140 @@
+package api
+
+import (
+	"encoding/csv"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/contracts"
+	"github.com/agentmarket/agentmarket/metering"
+)
+
+type subscriptionJSON struct {
+	ID                  string     `json:"id"`
+	ListingID           string     `json:"listing_id"`
+	BuyerOrgID          string     `json:"buyer_org_id"`
+	SellerOrgID         string     `json:"seller_org_id"`
+	PlanVersion         int        `json:"plan_version"`
+	Status              string     `json:"status"`
+	MonthlyBudgetMicros *int64     `json:"monthly_budget_micros"`
+	ProxiedCardURL      string     `json:"proxied_card_url"`
+	Endpoint            string     `json:"endpoint"`
+	CreatedAt           time.Time  `json:"created_at"`
+	CanceledAt          *time.Time `json:"canceled_at"`
+}
+
+func (s *Server) subscriptionView(c *contracts.Contract) subscriptionJSON {
+	endpoint := strings.TrimRight(s.PublicMeterURL, "/") + "/a2a/" + c.ListingID
+	return subscriptionJSON{ID: c.ID, ListingID: c.ListingID, BuyerOrgID: c.BuyerOrgID, SellerOrgID: c.SellerOrgID,
+		PlanVersion: c.PlanVersion, Status: string(c.Status), MonthlyBudgetMicros: c.MonthlyBudgetMicros,
+		ProxiedCardURL: endpoint + "/.well-known/agent-card.json", Endpoint: endpoint, CreatedAt: c.CreatedAt, CanceledAt: c.CanceledAt}
+}
+
+func (s *Server) subscribe(c *fiber.Ctx) error {
+	var in contracts.SubscribeInput
+	if err := decode(c, &in); err != nil {
+		return err
+	}
+	ct, err := s.Subscriptions.Subscribe(c.UserContext(), actorOf(c), in)
+	if err != nil {
+		return err
+	}
+	c.Location("/api/v1/subscriptions/" + ct.ID)
+	return c.Status(fiber.StatusCreated).JSON(s.subscriptionView(ct))
+}
+
+func (s *Server) listSubscriptions(c *fiber.Ctx) error {
+	cs, err := s.Subscriptions.List(c.UserContext(), actorOf(c))
+	if err != nil {
+		return err
+	}
+	out := make([]subscriptionJSON, len(cs))
+	for i := range cs {
+		out[i] = s.subscriptionView(&cs[i])
+	}
+	return c.JSON(fiber.Map{"items": out})
+}
+
+func (s *Server) getSubscription(c *fiber.Ctx) error {
+	ct, err := s.Subscriptions.Get(c.UserContext(), actorOf(c), c.Params("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(s.subscriptionView(ct))
+}
+
+func (s *Server) cancelSubscription(c *fiber.Ctx) error {
+	ct, err := s.Subscriptions.Cancel(c.UserContext(), actorOf(c), c.Params("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(s.subscriptionView(ct))
+}
+
+type totalJSON struct {
+	Key            string `json:"key"`
+	Calls          int64  `json:"calls"`
+	Tasks          int64  `json:"tasks"`
+	InputTokens    int64  `json:"input_tokens"`
+	OutputTokens   int64  `json:"output_tokens"`
+	ComputeMs      int64  `json:"compute_ms"`
+	CostMicros     int64  `json:"cost_micros"`
+	EstimatedCalls int64  `json:"estimated_calls"`
+}
+
+// parseTime accepts RFC 3339 times and plain dates (UTC midnight).
+func parseTime(fe *agentmarket.Fields, name, v string) time.Time {
+	if v == "" {
+		return time.Time{}
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t.UTC()
+	}
+	if t, err := time.Parse("2006-01-02", v); err == nil {
+		return t
+	}
+	fe.Add(name, "format", "%s must be an RFC 3339 time (2026-11-30T00:00:00Z) or a date (2026-11-30)", name)
+	return time.Time{}
+}
+
+func (s *Server) usage(c *fiber.Ctx) error {
+	var fe agentmarket.Fields
+	in := metering.ReportInput{
+		Scope:     metering.Scope(c.Query("scope")),
+		GroupBy:   metering.GroupBy(c.Query("group_by", string(metering.ByListing))),
+		From:      parseTime(&fe, "from", c.Query("from")),
+		To:        parseTime(&fe, "to", c.Query("to")),
+		ListingID: c.Query("listing_id"),
+		APIKeyID:  c.Query("api_key_id"),
+	}
+	if err := fe.Err("invalid_usage_query", "the usage query is not valid"); err != nil {
+		return err
+	}
+	q, totals, err := s.Usage.Totals(c.UserContext(), actorOf(c), in)
+	if err != nil {
+		return err
+	}
+	items := make([]totalJSON, len(totals))
+	for i, t := range totals {
+		items[i] = totalJSON{Key: t.Key, Calls: t.Calls, Tasks: t.Tasks, InputTokens: t.InputTokens, OutputTokens: t.OutputTokens,
+			ComputeMs: t.ComputeMs, CostMicros: t.CostMicros, EstimatedCalls: t.Estimated}
+	}
+	if strings.Contains(c.Get(fiber.HeaderAccept), "text/csv") {
+		c.Set(fiber.HeaderContentType, "text/csv; charset=utf-8")
+		c.Set(fiber.HeaderContentDisposition, `attachment; filename="usage-`+string(q.GroupBy)+`.csv"`)
+		w := csv.NewWriter(c.Response().BodyWriter())
+		w.Write([]string{string(q.GroupBy), "calls", "tasks", "input_tokens", "output_tokens", "compute_ms", "cost_micros", "estimated_calls"})
+		for _, t := range items {
+			w.Write([]string{t.Key, itoa(t.Calls), itoa(t.Tasks), itoa(t.InputTokens), itoa(t.OutputTokens), itoa(t.ComputeMs), itoa(t.CostMicros), itoa(t.EstimatedCalls)})
+		}
+		w.Flush()
+		return w.Error()
+	}
+	return c.JSON(fiber.Map{"group_by": q.GroupBy, "from": q.From, "to": q.To, "items": items})
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
