@@ -33,4 +33,6 @@ type Actor struct {
 	// Operator is true for the platform's own org: it approves and
 	// suspends listings and sees every listing whatever its state.
 	Operator bool
+	// KeyBudgetMicros is the API key's monthly spending cap, nil for none.
+	KeyBudgetMicros *int64
 }

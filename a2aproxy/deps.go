@@ -10,6 +10,7 @@ package a2aproxy
 
 import (
 	"context"
+	"time"
 
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/contracts"
@@ -59,4 +60,10 @@ type Entitlements interface {
 // local spool) when it returns.
 type Recorder interface {
 	Record(ctx context.Context, u metering.Usage) error
+}
+
+// Spend tells what has been spent this month, for budgets: the list price
+// of the usage of one API key or one contract since from.
+type Spend interface {
+	Spent(ctx context.Context, apiKeyID, contractID string, from time.Time) (int64, error)
 }

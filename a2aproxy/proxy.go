@@ -66,6 +66,7 @@ type Proxy struct {
 	Owners       contracts.TaskOwners
 	Ledger       metering.Ledger
 	Recorder     Recorder
+	Spend        Spend // nil: budgets are not enforced
 	Clock        agentmarket.Clock
 	Logger       *slog.Logger
 	Client       *http.Client
@@ -77,6 +78,8 @@ type Proxy struct {
 	actors    *ttlCache[agentmarket.Actor]
 	targets   *ttlCache[*Target]
 	contracts *ttlCache[*contracts.Contract]
+	spent     *ttlCache[int64]
+	plans     *ttlCache[*listings.Plan] // plan versions never change
 }
 
 // Init fills defaults; call it once before Mount.
@@ -86,6 +89,8 @@ func (p *Proxy) Init() {
 	p.actors = newTTLCache[agentmarket.Actor](p.Limits.CacheTTL, now)
 	p.targets = newTTLCache[*Target](p.Limits.CacheTTL, now)
 	p.contracts = newTTLCache[*contracts.Contract](p.Limits.CacheTTL, now)
+	p.spent = newTTLCache[int64](p.Limits.CacheTTL, now)
+	p.plans = newTTLCache[*listings.Plan](time.Hour, now)
 	if p.Client == nil {
 		p.Client = &http.Client{Transport: &http.Transport{
 			MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second, ForceAttemptHTTP2: false,
@@ -197,22 +202,6 @@ func (p *Proxy) admit(ctx context.Context, c *fiber.Ctx, cl *call, body []byte) 
 		return err
 	}
 	cl.actor = actor
-	if len(body) > p.Limits.MaxRequestBytes {
-		return rpcErr(CodeRequestTooLarge, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request is %d bytes; the limit is %d", len(body), p.Limits.MaxRequestBytes))
-	}
-	version := c.Get("A2A-Version")
-	if version == "" {
-		version = c.Query("A2A-Version")
-	}
-	req, werr := wire.ParseRequest(body, version)
-	if werr != nil {
-		if req != nil {
-			cl.id = req.ID // a JSON-RPC error answer echoes the id when it could be read
-		}
-		return werr
-	}
-	cl.id = req.ID
-	cl.req = req
 	t, err := p.target(ctx, c.Params("listing"))
 	if err != nil {
 		return err
@@ -238,7 +227,29 @@ func (p *Proxy) admit(ctx context.Context, c *fiber.Ctx, cl *call, body []byte) 
 		return rpcErr(CodeNotEntitled, http.StatusForbidden, fmt.Sprintf("your organisation may not invoke listing %q", t.ListingID))
 	}
 	cl.contract = ct
-	plan, err := p.Plans.Plan(ctx, t.ListingID, ct.PlanVersion)
+	// From here the call is attributable: every refusal below is metered.
+	if len(body) > p.Limits.MaxRequestBytes {
+		return rpcErr(CodeRequestTooLarge, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request is %d bytes; the limit is %d", len(body), p.Limits.MaxRequestBytes))
+	}
+	version := c.Get("A2A-Version")
+	if version == "" {
+		version = c.Query("A2A-Version")
+	}
+	req, werr := wire.ParseRequest(body, version)
+	if werr != nil {
+		if req != nil {
+			cl.id = req.ID // a JSON-RPC error answer echoes the id when it could be read
+		}
+		return werr
+	}
+	cl.id = req.ID
+	cl.req = req
+	if err := p.checkBudgets(ctx, cl); err != nil {
+		return err
+	}
+	plan, err := p.plans.get(fmt.Sprintf("%s|%d", t.ListingID, ct.PlanVersion), func() (*listings.Plan, error) {
+		return p.Plans.Plan(ctx, t.ListingID, ct.PlanVersion)
+	}, func(error) bool { return false })
 	if err != nil {
 		return err
 	}
@@ -247,6 +258,35 @@ func (p *Proxy) admit(ctx context.Context, c *fiber.Ctx, cl *call, body []byte) 
 		return err
 	}
 	return p.checkOwner(ctx, cl)
+}
+
+// checkBudgets refuses calls once the key's or the contract's monthly
+// budget is spent. Spend is read from the usage store (cached briefly), so
+// a burst of concurrent calls can overshoot a budget by what they cost.
+func (p *Proxy) checkBudgets(ctx context.Context, cl *call) error {
+	if p.Spend == nil {
+		return nil
+	}
+	now := p.Clock.Now()
+	month := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	check := func(budget *int64, keyID, contractID, what string) error {
+		if budget == nil {
+			return nil
+		}
+		spent, err := p.spent.get(keyID+"|"+contractID, func() (int64, error) { return p.Spend.Spent(ctx, keyID, contractID, month) },
+			func(error) bool { return false })
+		if err != nil {
+			return err
+		}
+		if spent >= *budget {
+			return rpcErr(CodeBudgetExhausted, http.StatusOK, fmt.Sprintf("the %s's monthly budget of %d micros is spent (%d micros this month)", what, *budget, spent))
+		}
+		return nil
+	}
+	if err := check(cl.actor.KeyBudgetMicros, cl.actor.KeyID, "", "API key"); err != nil {
+		return err
+	}
+	return check(cl.contract.MonthlyBudgetMicros, "", cl.contract.ID, "subscription")
 }
 
 // chooseInterface picks the agent's JSON-RPC interface in the buyer's

@@ -276,5 +276,5 @@ func (a *Accounts) Authenticate(ctx context.Context, secret string) (agentmarket
 	if err != nil {
 		return agentmarket.Actor{}, err
 	}
-	return agentmarket.Actor{OrgID: k.OrgID, KeyID: k.ID, Role: k.Role, Operator: o.Platform}, nil
+	return agentmarket.Actor{OrgID: k.OrgID, KeyID: k.ID, Role: k.Role, Operator: o.Platform, KeyBudgetMicros: k.MonthlyBudgetMicros}, nil
 }

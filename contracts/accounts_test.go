@@ -263,6 +263,10 @@ func TestCreateKey(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Authenticate(new key): %v", err)
 			}
+			if fmt.Sprint(deref(got.KeyBudgetMicros)) != fmt.Sprint(deref(tc.in.MonthlyBudgetMicros)) {
+				t.Errorf("Authenticate(new key) budget = %v, want %v", deref(got.KeyBudgetMicros), deref(tc.in.MonthlyBudgetMicros))
+			}
+			got.KeyBudgetMicros = nil
 			if want := (agentmarket.Actor{OrgID: res.Org.ID, KeyID: k.ID, Role: tc.role}); got != want {
 				t.Errorf("Authenticate(new key) = %+v, want %+v", got, want)
 			}

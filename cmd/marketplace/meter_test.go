@@ -213,10 +213,19 @@ func agentServer(t *testing.T, a *demoagent.Agent) *httptest.Server {
 }
 
 func newMarket(t *testing.T, env map[string]string) *market {
+	return newMarketWith(t, env, func(*demoagent.Config) {})
+}
+
+// newMarketWith lets a test adjust the two agents' configurations.
+func newMarketWith(t *testing.T, env map[string]string, adjust func(c *demoagent.Config)) *market {
 	t.Helper()
 	mk := &market{subs: map[string]string{}}
-	mk.a03 = demoagent.New(demoagent.Config{Version: "0.3", ReportUsage: true, StepDelay: 60 * time.Millisecond, RequireAuth: "seller-token-03", Name: "Summarizer 03"})
-	mk.a10 = demoagent.New(demoagent.Config{Version: "1.0", ReportUsage: false, StepDelay: 60 * time.Millisecond, RequireAuth: "seller-token-10", Name: "Translator 10", Behavior: demoagent.Translate})
+	c03 := demoagent.Config{Version: "0.3", ReportUsage: true, StepDelay: 60 * time.Millisecond, RequireAuth: "seller-token-03", Name: "Summarizer 03"}
+	c10 := demoagent.Config{Version: "1.0", ReportUsage: false, StepDelay: 60 * time.Millisecond, RequireAuth: "seller-token-10", Name: "Translator 10", Behavior: demoagent.Translate}
+	adjust(&c03)
+	adjust(&c10)
+	mk.a03 = demoagent.New(c03)
+	mk.a10 = demoagent.New(c10)
 	s03, s10 := agentServer(t, mk.a03), agentServer(t, mk.a10)
 	mk.m = startMarketplace(t, env)
 	mk.api = client{t: t, base: mk.m.URL}

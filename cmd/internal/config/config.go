@@ -39,8 +39,40 @@ type Config struct {
 	CardRefreshSeconds  int
 	CardFetchTimeout    time.Duration
 	PolicyReload        time.Duration
+	MeterLimits         MeterLimits
 	LogLevel            string
 	Demo                bool
+}
+
+// MeterLimits are the meter's timeouts and size limits.
+type MeterLimits struct {
+	RequestTimeout    time.Duration
+	StreamIdleTimeout time.Duration
+	SettleTimeout     time.Duration
+	MaxRequestBytes   int
+	MaxResultBytes    int
+}
+
+func duration(min time.Duration, f func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < min {
+			return fmt.Errorf("must be a duration of at least %s, like 30s", min)
+		}
+		*f(c) = d
+		return nil
+	}
+}
+
+func size(min int, f func(*Config) *int) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < min {
+			return fmt.Errorf("must be a whole number of bytes, at least %d", min)
+		}
+		*f(c) = n
+		return nil
+	}
 }
 
 // Setting describes one setting, for flags, environment and docs.
@@ -77,6 +109,11 @@ func Settings(bin string) []Setting {
 			c.PolicyReload = d
 			return nil
 		}},
+		{"meter-request-timeout", "longest wait for an agent's answer to a non-streaming call", "30s", duration(100*time.Millisecond, func(c *Config) *time.Duration { return &c.MeterLimits.RequestTimeout })},
+		{"meter-stream-idle-timeout", "longest silence of an agent's stream before the meter ends it", "120s", duration(100*time.Millisecond, func(c *Config) *time.Duration { return &c.MeterLimits.StreamIdleTimeout })},
+		{"meter-settle-timeout", "how long a task is followed after its buyer left a stream", "10m", duration(time.Second, func(c *Config) *time.Duration { return &c.MeterLimits.SettleTimeout })},
+		{"meter-max-request-bytes", "largest request body the meter forwards", "1048576", size(1024, func(c *Config) *int { return &c.MeterLimits.MaxRequestBytes })},
+		{"meter-max-result-bytes", "largest non-streaming answer the meter relays", "262144", size(1024, func(c *Config) *int { return &c.MeterLimits.MaxResultBytes })},
 		{"log-level", "debug, info, warn or error", "info", func(c *Config, v string) error {
 			switch v {
 			case "debug", "info", "warn", "error":

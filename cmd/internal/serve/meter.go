@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -41,6 +42,22 @@ func UsageStore(ctx context.Context, cfg *config.Config) (metering.Store, func()
 		return nil, nil, fmt.Errorf("embedded usage store: %w", err)
 	}
 	return s, s.Close, nil
+}
+
+// storeSpend reads budgets' spend from the usage store.
+type storeSpend struct{ store metering.Store }
+
+func (s storeSpend) Spent(ctx context.Context, apiKeyID, contractID string, from time.Time) (int64, error) {
+	totals, err := s.store.Totals(ctx, metering.Query{GroupBy: metering.ByBuyer, From: from, To: time.Now().UTC().Add(time.Hour),
+		APIKeyID: apiKeyID, ContractID: contractID})
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, t := range totals {
+		n += t.CostMicros
+	}
+	return n, nil
 }
 
 // spoolRecorder makes each usage row durable in the local spool.
@@ -89,7 +106,14 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 
 	store := contractsgorm.New(d.DB.DB)
 	p := &a2aproxy.Proxy{
-		PublicURL:    d.PublicURL,
+		PublicURL: d.PublicURL,
+		Limits: a2aproxy.Limits{
+			RequestTimeout:    d.Config.MeterLimits.RequestTimeout,
+			StreamIdleTimeout: d.Config.MeterLimits.StreamIdleTimeout,
+			SettleTimeout:     d.Config.MeterLimits.SettleTimeout,
+			MaxRequestBytes:   d.Config.MeterLimits.MaxRequestBytes,
+			MaxResultBytes:    d.Config.MeterLimits.MaxResultBytes,
+		},
 		Auth:         d.Accounts,
 		Resolver:     MeterTargets{Store: d.Listings, Catalog: d.Catalog},
 		Plans:        d.Listings,
@@ -98,6 +122,7 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 		Owners:       store,
 		Ledger:       gormledger.New(d.DB.DB, d.Clock),
 		Recorder:     spoolRecorder{spool},
+		Spend:        storeSpend{d.Store},
 		Clock:        d.Clock,
 		Logger:       d.Logger,
 		Metrics:      a2aproxy.NewMetrics(d.Registry),

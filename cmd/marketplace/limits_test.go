@@ -1,0 +1,130 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentmarket/agentmarket/a2aproxy"
+	"github.com/agentmarket/agentmarket/a2aproxy/demoagent"
+	"github.com/agentmarket/agentmarket/metering"
+)
+
+// TestMeterLimits: every limit breach is answered with its documented
+// JSON-RPC code and metered.
+func TestMeterLimits(t *testing.T) {
+	env := map[string]string{
+		"AGENTMARKET_METER_MAX_REQUEST_BYTES":   "2048",
+		"AGENTMARKET_METER_MAX_RESULT_BYTES":    "1500",
+		"AGENTMARKET_METER_REQUEST_TIMEOUT":     "400ms",
+		"AGENTMARKET_METER_STREAM_IDLE_TIMEOUT": "250ms",
+	}
+	mk := newMarketWith(t, env, func(c *demoagent.Config) {
+		if c.Version == "1.0" {
+			c.StepDelay = 500 * time.Millisecond // slower than the stream idle timeout
+		}
+		c.SlowDelay = 2 * time.Second
+	})
+	b03 := rpc{t: t, url: mk.ep03, key: mk.buyer}
+	b10 := rpc{t: t, url: mk.ep10, key: mk.buyer, version: "1.0"}
+	code := func(e map[string]any) any { return e["code"] }
+
+	if _, e := b03.call("message/send", msg03(strings.Repeat("word ", 600), nil)); code(e) != float64(a2aproxy.CodeRequestTooLarge) {
+		t.Errorf("oversize request: %v", e)
+	}
+	// The summary echoes the input, so a long input makes a long result.
+	if _, e := b03.call("message/send", msg03(strings.Repeat("long ", 300), nil)); code(e) != float64(a2aproxy.CodeResultTooLarge) {
+		t.Errorf("oversize result: %v", e)
+	}
+	if _, e := b03.call("message/send", msg03("slow job", nil)); code(e) != float64(a2aproxy.CodeUpstreamTimeout) {
+		t.Errorf("timeout: %v", e)
+	}
+	evs := b10.stream("SendStreamingMessage", msg10("idle stream please", nil))
+	if len(evs) == 0 || get(evs[len(evs)-1].data, "error", "code") != float64(a2aproxy.CodeStreamIdle) {
+		t.Errorf("idle stream: last event %v", evs)
+	}
+
+	rows := usageRows(t, mk.m, meterEnv{}, 4)
+	var codes []int
+	for _, u := range rows {
+		codes = append(codes, u.ErrorCode)
+	}
+	for _, want := range []int{a2aproxy.CodeRequestTooLarge, a2aproxy.CodeResultTooLarge, a2aproxy.CodeUpstreamTimeout, a2aproxy.CodeStreamIdle} {
+		found := false
+		for _, c := range codes {
+			found = found || c == want
+		}
+		if !found {
+			t.Errorf("breach %d not metered (rows carry %v)", want, codes)
+		}
+	}
+}
+
+// TestBudgets: a key with a spent monthly budget is refused.
+func TestBudgets(t *testing.T) {
+	mk := newMarket(t, map[string]string{})
+	r := mk.api.with(mk.buyer).do("POST", "/api/v1/api-keys", map[string]any{"name": "capped", "role": "buyer", "monthly_budget_micros": 1})
+	if r.Status != 201 {
+		t.Fatalf("key: %d %s", r.Status, r.Body)
+	}
+	capped := rpc{t: t, url: mk.ep03, key: r.str("key")}
+	if _, e := capped.call("message/send", msg03("first call is within budget", nil)); e != nil {
+		t.Fatalf("first call: %v", e)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, e := capped.call("message/send", msg03("more", nil))
+		if e != nil && e["code"] == float64(a2aproxy.CodeBudgetExhausted) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("budget never enforced: %v", e)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// Other keys of the org are not capped.
+	if _, e := (rpc{t: t, url: mk.ep03, key: mk.buyer}).call("message/send", msg03("uncapped", nil)); e != nil {
+		t.Fatalf("uncapped key refused: %v", e)
+	}
+}
+
+// TestBuyerLeavesMidStream: the buyer disconnects after the first event;
+// the meter stops relaying, settles the task by polling the agent, and
+// the task's usage is still recorded in full, once.
+func TestBuyerLeavesMidStream(t *testing.T) {
+	mk := newMarketWith(t, map[string]string{}, func(c *demoagent.Config) { c.StepDelay = 150 * time.Millisecond })
+	b03 := rpc{t: t, url: mk.ep03, key: mk.buyer}
+	res, err := b03.post("message/stream", msg03("leave after the first event of this stream", nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(res.Body).ReadString('\n')
+	res.Body.Close()
+	if err != nil || !strings.HasPrefix(line, "data: ") {
+		t.Fatalf("first event: %q %v", line, err)
+	}
+	var taskID string
+	deadline := time.Now().Add(15 * time.Second)
+	var rows []metering.Usage
+	for time.Now().Before(deadline) {
+		rows = usageRows(t, mk.m, meterEnv{}, 1)
+		if len(rows) == 1 && rows[0].State == "completed" {
+			taskID = rows[0].TaskID
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if taskID == "" {
+		t.Fatalf("no settled usage row: %+v", rows)
+	}
+	snap, _ := mk.a03.Task(taskID)
+	u := rows[0]
+	if u.InputTokens != snap.Usage.InputTokens || u.OutputTokens != snap.Usage.OutputTokens || u.Tasks != 1 || u.Estimated {
+		t.Errorf("settled row %+v, the agent reported %+v", u, snap.Usage)
+	}
+	if fmt.Sprint(snap.State) != "completed" {
+		t.Errorf("agent task state %s", snap.State)
+	}
+}
