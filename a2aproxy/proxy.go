@@ -244,6 +244,12 @@ func (p *Proxy) admit(ctx context.Context, c *fiber.Ctx, cl *call, body []byte) 
 	}
 	cl.id = req.ID
 	cl.req = req
+	switch req.Method {
+	case wire.MethodPushSet, wire.MethodPushGet, wire.MethodPushList, wire.MethodPushDelete:
+		// The meter does not relay push notifications yet, and its cards
+		// say pushNotifications: false.
+		return wire.PushNotificationNotSupported("push notifications are not available through the AgentMarket meter yet")
+	}
 	if err := p.checkBudgets(ctx, cl); err != nil {
 		return err
 	}
@@ -445,6 +451,23 @@ func (p *Proxy) unaryFrom(c *fiber.Ctx, cl *call, res *http.Response) error {
 			}
 			resp.Result = filtered
 			out = resultResponse(cl.req.ID, filtered)
+		}
+		if cl.req.Method == wire.MethodExtendedCard {
+			// The extended card names the agent's own endpoints and security:
+			// the buyer must see the meter's, as in the public card.
+			card, err := agentcard.Parse(resp.Result)
+			if err != nil {
+				return p.fail(c, cl, rpcErr(CodeUpstreamInvalid, http.StatusOK, "the agent's extended card is not a valid agent card"))
+			}
+			proxied, err := ProxiedCard(resp.Result, card, p.Endpoint(cl.target.ListingID))
+			if err != nil {
+				return p.fail(c, cl, err)
+			}
+			c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+			out := resultResponse(cl.req.ID, proxied)
+			cl.bytesOut = len(out)
+			p.finish(ctx, cl, p.Clock.Now().Sub(cl.start))
+			return c.Send(out)
 		}
 		cl.obs.add(wire.Observe(cl.upVersion, cl.req.Method, resp.Result))
 		if cl.upVersion != cl.req.Version {

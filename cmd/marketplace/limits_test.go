@@ -128,3 +128,20 @@ func TestBuyerLeavesMidStream(t *testing.T) {
 		t.Errorf("agent task state %s", snap.State)
 	}
 }
+
+// TestPushNotSupportedYet: push-config methods are refused by the meter
+// until it relays push notifications.
+func TestPushNotSupportedYet(t *testing.T) {
+	mk := newMarket(t, map[string]string{})
+	b10 := rpc{t: t, url: mk.ep10, key: mk.buyer, version: "1.0"}
+	res, _ := b10.call("SendMessage", msg10("a task to watch", nil))
+	id := get(res, "task", "id")
+	_, e := b10.call("CreateTaskPushNotificationConfig", map[string]any{"taskId": id, "url": "https://hooks.example.com/a2a"})
+	if e == nil || e["code"] != float64(-32003) {
+		t.Fatalf("push config: %v, want PushNotificationNotSupported", e)
+	}
+	card := mk.api.do("GET", "/a2a/"+mk.id10+"/.well-known/agent-card.json", nil)
+	if get(card.JSON, "capabilities", "pushNotifications") != false {
+		t.Errorf("proxied card advertises push: %s", card.Body)
+	}
+}
