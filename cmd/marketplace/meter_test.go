@@ -328,8 +328,39 @@ func TestMeterEndToEnd(t *testing.T) {
 			t.Fatalf("cancel: %v %v", res, rerr)
 		}
 
-		// Usage: 1 stream + 1 send + 2 sends + send + cancel = 6 calls.
-		rows := usageRows(t, mk.m, e, 6)
+		// 1.0 stream from the agent that reports nothing: relayed one by one.
+		evs = b10.stream("SendStreamingMessage", msg10("stream me through the meter please", nil))
+		kinds = nil
+		for _, ev := range evs {
+			r, _ := ev.data["result"].(map[string]any)
+			for k := range r {
+				kinds = append(kinds, k)
+			}
+		}
+		if want := "task statusUpdate artifactUpdate artifactUpdate artifactUpdate statusUpdate"; strings.Join(kinds, " ") != want {
+			t.Fatalf("1.0 stream = %v, want %s", kinds, want)
+		}
+		spread = 0
+		for i := 1; i < len(evs); i++ {
+			if evs[i].at.Sub(evs[i-1].at) >= 30*time.Millisecond {
+				spread++
+			}
+		}
+		if spread < 4 {
+			t.Errorf("1.0 events arrived together (only %d gaps ≥ 30ms)", spread)
+		}
+		task10s := mk.id10 + "/" + fmt.Sprint(get(evs[0].data, "result", "task", "id"))
+
+		// A 1.0 buyer calling the 0.3 agent: the meter translates both ways.
+		x := rpc{t: t, url: mk.ep03, key: mk.buyer, version: "1.0"}
+		res, rerr = x.call("SendMessage", msg10("a cross version call", nil))
+		if rerr != nil || get(res, "task", "status", "state") != "TASK_STATE_COMPLETED" || get(res, "task", "kind") != nil {
+			t.Fatalf("1.0 buyer to 0.3 agent: %v %v", res, rerr)
+		}
+		taskX := mk.id03 + "/" + fmt.Sprint(get(res, "task", "id"))
+
+		// Usage: stream + send + 2 sends + send + cancel + stream + send = 8 calls.
+		rows := usageRows(t, mk.m, e, 8)
 		// Task ids are the agents' own: key them by listing too.
 		byTask := map[string][]metering.Usage{}
 		for _, u := range rows {
@@ -350,7 +381,7 @@ func TestMeterEndToEnd(t *testing.T) {
 			return
 		}
 		plan := listings.Plan{InputTokensPerMillionMicros: 3_000_000, OutputTokensPerMillionMicros: 15_000_000, ComputePerHourMicros: 360_000, PerTaskMicros: 1_000}
-		for _, task := range []string{task03, taskIR} {
+		for _, task := range []string{task03, taskIR, taskX} {
 			snap, _ := mk.a03.Task(strings.TrimPrefix(task, mk.id03+"/"))
 			in, out, comp, tasks, cost, est := sum(task)
 			if est || in != snap.Usage.InputTokens || out != snap.Usage.OutputTokens || comp != snap.Usage.ComputeMs || tasks != 1 {
@@ -371,6 +402,12 @@ func TestMeterEndToEnd(t *testing.T) {
 		if !est || in == 0 || out == 0 || comp < 0 || tasks != 1 {
 			t.Errorf("1.0 task %s (no report): in=%d out=%d compute=%d tasks=%d estimated=%v, want estimated tokens", task10, in, out, comp, tasks, est)
 		}
+		if in, out, _, tasks, _, est := sum(task10s); !est || in == 0 || out == 0 || tasks != 1 {
+			t.Errorf("1.0 streamed task: in=%d out=%d tasks=%d estimated=%v", in, out, tasks, est)
+		}
+		if rows := byTask[taskX]; len(rows) != 1 || rows[0].ProtocolVersion != "1.0" || rows[0].Method != "SendMessage" {
+			t.Errorf("cross-version row: %+v", rows)
+		}
 		if _, _, _, tasks, _, _ := sum(taskSlow); tasks != 1 || len(byTask[taskSlow]) != 2 {
 			t.Errorf("canceled task: %d rows, %d tasks", len(byTask[taskSlow]), tasks)
 		}
@@ -387,6 +424,13 @@ func TestMeterEndToEnd(t *testing.T) {
 		r = mk.api.with(mk.buyer).do("GET", "/api/v1/usage?group_by=listing", nil)
 		if r.Status != 200 || len(r.JSON["items"].([]any)) != 2 {
 			t.Fatalf("usage API: %d %s", r.Status, r.Body)
+		}
+		var calls float64
+		for _, it := range r.JSON["items"].([]any) {
+			calls += it.(map[string]any)["calls"].(float64)
+		}
+		if calls != 8 {
+			t.Errorf("usage API counts %v calls, want 8", calls)
 		}
 		req, _ := http.NewRequest("GET", mk.m.URL+"/api/v1/usage?group_by=task", nil)
 		req.Header.Set("Authorization", "Bearer "+mk.buyer)
