@@ -27,6 +27,9 @@ type observed struct {
 
 func (o *observed) add(ob wire.Observation) {
 	if ob.TaskID != "" {
+		if ob.TaskID != o.taskID {
+			o.bound = false
+		}
 		o.taskID = ob.TaskID
 	}
 	if ob.ContextID != "" {

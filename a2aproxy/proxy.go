@@ -341,6 +341,7 @@ func (p *Proxy) checkOwner(ctx context.Context, cl *call) error {
 	if b.OrgID != cl.actor.OrgID {
 		return wire.TaskNotFound(id)
 	}
+	cl.obs.taskID, cl.obs.bound = id, true // already bound: no need to bind it again
 	return nil
 }
 
