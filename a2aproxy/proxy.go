@@ -282,7 +282,10 @@ func (p *Proxy) checkBudgets(ctx context.Context, cl *call) error {
 		spent, err := p.spent.get(keyID+"|"+contractID, func() (int64, error) { return p.Spend.Spent(ctx, keyID, contractID, month) },
 			func(error) bool { return false })
 		if err != nil {
-			return err
+			// The usage store is down: calls must go on (they are spooled), so
+			// budgets fail open until it is back.
+			p.Logger.WarnContext(ctx, "budget not checked: usage store unavailable", "err", err)
+			return nil
 		}
 		if spent >= *budget {
 			return rpcErr(CodeBudgetExhausted, http.StatusOK, fmt.Sprintf("the %s's monthly budget of %d micros is spent (%d micros this month)", what, *budget, spent))

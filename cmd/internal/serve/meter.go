@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,6 +30,10 @@ import (
 func UsageStore(ctx context.Context, cfg *config.Config) (metering.Store, func() error, error) {
 	if cfg.ClickHouseURL != "" {
 		s, err := clickhouse.Open(ctx, cfg.ClickHouseURL)
+		if agentmarket.KindOf(err) == agentmarket.Unavailable {
+			l := &lazyStore{dsn: cfg.ClickHouseURL}
+			return l, l.Close, nil
+		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("clickhouse: %w", err)
 		}
@@ -58,6 +63,61 @@ func (s storeSpend) Spent(ctx context.Context, apiKeyID, contractID string, from
 		n += t.CostMicros
 	}
 	return n, nil
+}
+
+// lazyStore opens ClickHouse on first use: the meter must start (and spool)
+// while ClickHouse is down.
+type lazyStore struct {
+	dsn string
+	mu  sync.Mutex
+	s   *clickhouse.Store
+}
+
+func (l *lazyStore) get(ctx context.Context) (*clickhouse.Store, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.s != nil {
+		return l.s, nil
+	}
+	s, err := clickhouse.Open(ctx, l.dsn)
+	if err != nil {
+		return nil, err
+	}
+	l.s = s
+	return s, nil
+}
+
+func (l *lazyStore) Insert(ctx context.Context, rows []metering.Usage) error {
+	s, err := l.get(ctx)
+	if err != nil {
+		return err
+	}
+	return s.Insert(ctx, rows)
+}
+
+func (l *lazyStore) Totals(ctx context.Context, q metering.Query) ([]metering.Total, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.Totals(ctx, q)
+}
+
+func (l *lazyStore) Rows(ctx context.Context, q metering.Query) ([]metering.Usage, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s.Rows(ctx, q)
+}
+
+func (l *lazyStore) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.s != nil {
+		return l.s.Close()
+	}
+	return nil
 }
 
 // spoolRecorder makes each usage row durable in the local spool.
