@@ -41,6 +41,18 @@ func TestRate(t *testing.T) {
 			t.Errorf("%s: Rate = %d, want %d", tc.name, got, tc.want)
 		}
 	}
+	// Huge prices and counts take the exact path, and saturate rather than wrap.
+	huge := listings.Plan{InputTokensPerMillionMicros: 1_000_000_000_000_000}
+	if got := a2aproxy.Rate(huge, c(1000, 0, 0), 0); got != 1_000_000_000_000 {
+		t.Errorf("huge price: %d", got)
+	}
+	if got := a2aproxy.Rate(huge, c(math.MaxInt64/2, 0, 0), 0); got != math.MaxInt64 {
+		t.Errorf("beyond int64: %d, want saturation", got)
+	}
+	// Both paths agree at the boundary.
+	if a, b := a2aproxy.Rate(plan, c(1<<26-1, 1<<26-1, 1<<26-1), 1), a2aproxy.Rate(plan, c(1<<26, 1<<26-1, 1<<26-1), 1); b-a != 3 {
+		t.Errorf("fast and exact paths disagree: %d then %d", a, b)
+	}
 	// More usage never costs less.
 	prev := int64(math.MinInt64)
 	for n := int64(0); n < 2000; n += 7 {

@@ -1,0 +1,123 @@
+// Package billing rates a contract's usage into an invoice. Its Rate is the
+// source of truth for every amount AgentMarket charges: Stripe (or the own
+// ledger) only carries what this package computes, and reconciliation
+// compares against it. The rules below are the ones finance can rely on.
+//
+// # Units
+//
+// Prices and amounts are integers of micro-units of the plan's currency
+// (1 USD = 1,000,000 micros). No floating point is used anywhere. The one
+// conversion to the currency's minor unit (cents, yen, fils) happens once,
+// on the invoice total; see Rounding.
+//
+// # Billing period
+//
+// A Period is [Start, End) in UTC; by default the calendar month (MonthOf).
+// Proration counts whole seconds: both ends of a period are truncated to
+// the second before anything is measured. A billed period is at most 366
+// days long.
+//
+// # Flat fee
+//
+// The plan's monthly fee is charged per billed period. When the contract is
+// active for only part of the period (it starts or ends inside it), the fee
+// is prorated by time:
+//
+//	fee × active_seconds / period_seconds
+//
+// where active_seconds is the length of the overlap of the contract's
+// active span with the billed period. The product is computed with
+// arbitrary-precision integers (math/big: fee × seconds exceeds int64 for
+// large fees) and is kept as an exact fraction, not rounded. January has
+// 2,678,400 seconds, April 2,592,000, February 2,419,200 (2,505,600 in a
+// leap year), so a contract active for the last 10 days of April pays
+// exactly 10/30 of the fee, and of January exactly 10/31.
+//
+// # Allowance
+//
+// The included units of a plan (included_input_tokens,
+// included_output_tokens, included_compute_ms, included_tasks) are free in
+// every billed period, in full, and are NOT prorated when the contract is
+// active for only part of the period. Why:
+//
+//   - A shorter stay never makes the same usage dearer: a buyer who cancels
+//     on the 10th pays less, never more, than one who stays to the end for
+//     the same usage. (Prorated allowances break this: fewer free units
+//     can cost more than the fee saved.)
+//   - Prorating a count of units needs a second rounding (of units), and
+//     the house rule is one rounding, in one place.
+//   - It is what a Stripe metered price with a free first tier does, so
+//     the amounts Stripe invoices match these without per-contract
+//     adjustments.
+//
+// The cost is that a contract that starts late in a month still gets the
+// whole month's allowance; stopping buyers from cancelling and
+// resubscribing to collect extra allowances is a rule for contracts, not
+// for rating.
+//
+// # Usage lines
+//
+// For each counter, billable = max(0, used − included), and:
+//
+//	input, output tokens: billable × price_per_million / 1,000,000
+//	compute:              billable_ms × price_per_hour / 3,600,000
+//	tasks:                billable × price_per_task
+//
+// Every line's amount is exact: Line.AmountMicros holds its whole micros
+// and Line.AmountFraction the rest below one micro (a compute millisecond
+// at 0.36 USD an hour is 1/10 of a micro). Lines are summed exactly into
+// the subtotal, which is likewise SubtotalMicros + SubtotalFraction. Nothing
+// is lost before the total is rounded.
+//
+// The meter's per-call cost (a2aproxy.Rate) is a list price rounded per
+// call and ignores the allowance; invoices never sum those costs, they
+// re-rate the period's summed usage here.
+//
+// # Rounding
+//
+// The exact subtotal is converted to the currency's minor unit exactly
+// once, rounding half up (a half minor unit or more goes up: 0.5 cent → 1
+// cent, 2.5 cents → 3 cents; amounts are never negative). Half up rather
+// than banker's rounding (half to even) because only one amount per invoice
+// is rounded, so there is no accumulated bias for half-to-even to cancel,
+// and half up is the rule buyers, sellers and accountants expect (and the
+// one the meter's per-call list price uses). The exact subtotal is rounded
+// directly: never first to whole micros and then to minor units, which
+// could round twice (4,999.6 micros is 0 cents, not 1).
+//
+// Minor units follow the ISO 4217 exponent of the currency (MinorUnitDigits):
+// 2 digits for usd, eur, gbp and most others, 0 for jpy, krw and the other
+// zero-decimal currencies, 3 for bhd, iqd, jod, kwd, lyd, omr and tnd. A
+// currency not in the table is refused rather than guessed.
+//
+// # Lines versus total
+//
+// The invoice total (TotalMinor) is the rounded exact subtotal. Each line
+// also carries AmountMinor, its share of that total in minor units, so that
+// the lines printed on an invoice add up to its total exactly. The shares
+// are allocated by largest remainder: every line gets its exact amount
+// rounded down to the minor unit, and the minor units still missing from
+// the total (never more than there are lines with a fractional part) go
+// one each to the lines with the largest fractional parts, ties to the
+// earlier line (the order of LineKinds). So every AmountMinor is its exact
+// line amount rounded either down or up, and the AmountMinor of all lines
+// sum to TotalMinor.
+//
+// # Limits
+//
+// Every amount must fit an int64 of micros (up to 9,223,372,036,854,775,807
+// micros: 9.2 trillion of the major unit). A line or subtotal above that is
+// refused with an Invalid error (code amount_out_of_range) rather than
+// wrapped. Realistic volumes are far inside: 10^12 tokens at 1,000 USD per
+// million is 10^15 micros.
+//
+// # Preview
+//
+// Preview rates an open period: the usage so far, and the flat fee for the
+// whole part of the period the contract covers (to the period's end, or
+// the contract's end if it is set), since that fee will be due whatever
+// happens between now and then.
+//
+// Nothing in this package reads the wall clock: the caller passes the
+// periods and the preview's "now".
+package billing

@@ -1,0 +1,357 @@
+package billing
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"sort"
+	"time"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/listings"
+)
+
+// Usage is what a contract used in a period: the sums of its usage rows
+// (metering.Total carries the same counters).
+type Usage struct{ InputTokens, OutputTokens, ComputeMs, Tasks int64 }
+
+// Validate reports every negative counter.
+func (u Usage) Validate() error {
+	var fe agentmarket.Fields
+	u.check(&fe, "")
+	return fe.Err("invalid_usage", "the usage is not valid")
+}
+
+func (u Usage) check(fe *agentmarket.Fields, prefix string) {
+	for _, c := range []struct {
+		name string
+		v    int64
+	}{
+		{"input_tokens", u.InputTokens},
+		{"output_tokens", u.OutputTokens},
+		{"compute_ms", u.ComputeMs},
+		{"tasks", u.Tasks},
+	} {
+		if c.v < 0 {
+			fe.Add(field(prefix, c.name), "non_negative", "%s must not be negative", c.name)
+		}
+	}
+}
+
+// LineKind names what an invoice line charges for.
+type LineKind string
+
+const (
+	LineFlatFee      LineKind = "flat_fee"
+	LineInputTokens  LineKind = "input_tokens"
+	LineOutputTokens LineKind = "output_tokens"
+	LineCompute      LineKind = "compute"
+	LineTasks        LineKind = "tasks"
+)
+
+// LineKinds is the order of an invoice's lines. Every invoice has one line
+// of each kind, zero or not, so invoices always have the same shape.
+var LineKinds = []LineKind{LineFlatFee, LineInputTokens, LineOutputTokens, LineCompute, LineTasks}
+
+// Fraction is a part of one micro-unit: Num/Den with 0 <= Num < Den, in
+// lowest terms ({0, 1} when there is none).
+type Fraction struct{ Num, Den int64 }
+
+// Line is one invoice line. Its exact amount is
+// Quantity × UnitPriceMicros / PerUnits micros, held as the whole micros
+// AmountMicros plus the fraction of a micro AmountFraction.
+type Line struct {
+	Kind        LineKind
+	Description string
+	// Used is the units used in the period; for the flat fee, the seconds
+	// the contract was active in it.
+	Used int64
+	// Included is the allowance (0 for the flat fee).
+	Included int64
+	// Quantity is the billable units: max(0, Used − Included).
+	Quantity int64
+	// UnitPriceMicros is the price of PerUnits units: per 1,000,000 tokens,
+	// per 3,600,000 ms (an hour), per 1 task; for the flat fee, the monthly
+	// fee per PerUnits = the seconds of the billed period.
+	UnitPriceMicros int64
+	PerUnits        int64
+	// AmountMicros is the exact amount rounded down to whole micros, and
+	// AmountFraction the rest: together they are exact.
+	AmountMicros   int64
+	AmountFraction Fraction
+	// AmountMinor is the line's share of the invoice's TotalMinor, in minor
+	// units (largest remainder): the lines' AmountMinor sum to TotalMinor.
+	AmountMinor int64
+}
+
+// ExactMicros is the line's exact amount in micros.
+func (l Line) ExactMicros() *big.Rat {
+	return exact(l.AmountMicros, l.AmountFraction)
+}
+
+// Invoice is a rated period of one contract.
+type Invoice struct {
+	Currency    string
+	PlanVersion int
+	// Period is the billed period; Active the part of it, in whole seconds,
+	// in which the contract was active.
+	Period Period
+	Active Period
+	// Lines has one line per LineKinds, in that order.
+	Lines []Line
+	// SubtotalMicros is the exact sum of the lines rounded down to whole
+	// micros, and SubtotalFraction the rest: together they are exact.
+	SubtotalMicros   int64
+	SubtotalFraction Fraction
+	// MinorUnitDigits is the currency's ISO 4217 exponent; TotalMinor the
+	// exact subtotal in minor units, rounded half up, once.
+	MinorUnitDigits int
+	TotalMinor      int64
+	// Preview is set on an invoice of an open period, rated as of AsOf.
+	Preview bool
+	AsOf    time.Time
+}
+
+// ExactMicros is the invoice's exact subtotal in micros.
+func (inv *Invoice) ExactMicros() *big.Rat {
+	return exact(inv.SubtotalMicros, inv.SubtotalFraction)
+}
+
+func exact(whole int64, f Fraction) *big.Rat {
+	r := new(big.Rat).SetInt64(whole)
+	if f.Den != 0 {
+		r.Add(r, big.NewRat(f.Num, f.Den))
+	}
+	return r
+}
+
+// Rate rates a contract's usage in a billed period. active is the span in
+// which the contract was active; only its overlap with billed counts, so an
+// open-ended contract may pass any End at or after billed.End. The rules
+// are in the package documentation. Bad input, and amounts past the int64
+// range of micros, are *agentmarket.Error of kind Invalid listing every
+// problem.
+func Rate(plan listings.Plan, usage Usage, billed Period, active Period) (*Invoice, error) {
+	var fe agentmarket.Fields
+	checkTerms(&fe, plan, usage)
+	if billed.check(&fe, "billed") {
+		checkLength(&fe, billed, "billed")
+		if active.check(&fe, "active") {
+			if _, ok := overlap(billed, active); !ok {
+				fe.Add("active", "outside_period", "the contract was not active in the billed period")
+			}
+		}
+	} else {
+		active.check(&fe, "active")
+	}
+	if err := fe.Err("invalid_rating_input", "the invoice cannot be rated"); err != nil {
+		return nil, err
+	}
+	on, _ := overlap(billed, active)
+	return rate(plan, usage, billed, on)
+}
+
+// Preview rates an open period as of now: the usage so far, and the flat
+// fee for all of the period the contract covers, from contractStart (nil:
+// before the period) to contractEnd (nil: open-ended) within the period.
+// now must fall inside the period, and the contract must have started by
+// then.
+func Preview(plan listings.Plan, usage Usage, period Period, contractStart, contractEnd *time.Time, now time.Time) (*Invoice, error) {
+	var fe agentmarket.Fields
+	checkTerms(&fe, plan, usage)
+	active := period
+	if period.check(&fe, "period") {
+		checkLength(&fe, period, "period")
+		if !period.Contains(now) {
+			fe.Add("now", "outside_period", "now must fall inside the period: a preview is of an open period")
+		}
+		if contractStart != nil && contractStart.After(active.Start) {
+			active.Start = *contractStart
+		}
+		if contractEnd != nil && contractEnd.Before(active.End) {
+			active.End = *contractEnd
+		}
+	}
+	if contractStart != nil && contractStart.After(now) {
+		fe.Add("contract_start", "not_started", "the contract starts after now: there is nothing to preview")
+	}
+	switch {
+	case contractStart != nil && contractEnd != nil && contractEnd.Unix() <= contractStart.Unix():
+		fe.Add("contract_end", "after_start", "contract_end must be at least one whole second after contract_start")
+	case len(fe) == 0 && active.End.Unix() <= active.Start.Unix():
+		fe.Add("contract_end", "outside_period", "the contract is not active in the period")
+	}
+	if err := fe.Err("invalid_preview_input", "the invoice preview cannot be rated"); err != nil {
+		return nil, err
+	}
+	on, _ := overlap(period, active)
+	inv, err := rate(plan, usage, period, on)
+	if err != nil {
+		return nil, err
+	}
+	inv.Preview, inv.AsOf = true, now
+	return inv, nil
+}
+
+func checkTerms(fe *agentmarket.Fields, plan listings.Plan, usage Usage) {
+	if _, err := MinorUnitDigits(plan.Currency); err != nil {
+		fe.Add("plan.currency", "unknown_currency", "currency %q is not one AgentMarket can bill in", plan.Currency)
+	}
+	for _, a := range []struct {
+		name string
+		v    int64
+	}{
+		{"monthly_fee_micros", plan.MonthlyFeeMicros},
+		{"input_tokens_per_million_micros", plan.InputTokensPerMillionMicros},
+		{"output_tokens_per_million_micros", plan.OutputTokensPerMillionMicros},
+		{"compute_per_hour_micros", plan.ComputePerHourMicros},
+		{"per_task_micros", plan.PerTaskMicros},
+		{"included_input_tokens", plan.IncludedInputTokens},
+		{"included_output_tokens", plan.IncludedOutputTokens},
+		{"included_compute_ms", plan.IncludedComputeMs},
+		{"included_tasks", plan.IncludedTasks},
+	} {
+		if a.v < 0 {
+			fe.Add("plan."+a.name, "non_negative", "%s must not be negative", a.name)
+		}
+	}
+	usage.check(fe, "usage")
+}
+
+func checkLength(fe *agentmarket.Fields, p Period, prefix string) {
+	if s, e := p.seconds(); e-s > int64(MaxPeriod/time.Second) {
+		fe.Add(prefix+".end", "max_length", "a billed period is at most 366 days")
+	}
+}
+
+// overlap is the intersection of two periods in whole seconds, and whether
+// it is at least one second long.
+func overlap(a, b Period) (Period, bool) {
+	as, ae := a.seconds()
+	bs, be := b.seconds()
+	s, e := max(as, bs), min(ae, be)
+	if e <= s {
+		return Period{}, false
+	}
+	return Period{Start: time.Unix(s, 0).UTC(), End: time.Unix(e, 0).UTC()}, true
+}
+
+// rate computes the invoice of valid input; on is the active overlap.
+func rate(plan listings.Plan, usage Usage, billed, on Period) (*Invoice, error) {
+	digits, err := MinorUnitDigits(plan.Currency)
+	if err != nil {
+		return nil, err
+	}
+	bs, be := billed.seconds()
+	as, ae := on.seconds()
+	periodSec, activeSec := be-bs, ae-as
+	inv := &Invoice{
+		Currency:        plan.Currency,
+		PlanVersion:     plan.Version,
+		Period:          Period{Start: time.Unix(bs, 0).UTC(), End: time.Unix(be, 0).UTC()},
+		Active:          on,
+		MinorUnitDigits: digits,
+	}
+	inv.Lines = []Line{
+		{Kind: LineFlatFee, Description: flatDescription(activeSec, periodSec),
+			Used: activeSec, UnitPriceMicros: plan.MonthlyFeeMicros, PerUnits: periodSec},
+		{Kind: LineInputTokens, Description: "Input tokens, per million",
+			Used: usage.InputTokens, Included: plan.IncludedInputTokens, UnitPriceMicros: plan.InputTokensPerMillionMicros, PerUnits: 1_000_000},
+		{Kind: LineOutputTokens, Description: "Output tokens, per million",
+			Used: usage.OutputTokens, Included: plan.IncludedOutputTokens, UnitPriceMicros: plan.OutputTokensPerMillionMicros, PerUnits: 1_000_000},
+		{Kind: LineCompute, Description: "Compute, per hour, billed per millisecond",
+			Used: usage.ComputeMs, Included: plan.IncludedComputeMs, UnitPriceMicros: plan.ComputePerHourMicros, PerUnits: 3_600_000},
+		{Kind: LineTasks, Description: "Tasks, per task",
+			Used: usage.Tasks, Included: plan.IncludedTasks, UnitPriceMicros: plan.PerTaskMicros, PerUnits: 1},
+	}
+
+	var fe agentmarket.Fields
+	amounts := make([]*big.Rat, len(inv.Lines))
+	subtotal := new(big.Rat)
+	for i := range inv.Lines {
+		l := &inv.Lines[i]
+		l.Quantity = max(0, l.Used-l.Included) // both non-negative: cannot overflow
+		amounts[i] = new(big.Rat).SetFrac(
+			new(big.Int).Mul(big.NewInt(l.Quantity), big.NewInt(l.UnitPriceMicros)),
+			big.NewInt(l.PerUnits))
+		var ok bool
+		if l.AmountMicros, l.AmountFraction, ok = split(amounts[i]); !ok {
+			fe.Add("lines."+string(l.Kind), "range", "%s comes to more than %d micros", l.Kind, int64(math.MaxInt64))
+		}
+		subtotal.Add(subtotal, amounts[i])
+	}
+	if err := fe.Err("amount_out_of_range", "the invoice amount is too large to bill"); err != nil {
+		return nil, err
+	}
+	var ok bool
+	if inv.SubtotalMicros, inv.SubtotalFraction, ok = split(subtotal); !ok {
+		fe.Add("subtotal", "range", "the subtotal comes to more than %d micros", int64(math.MaxInt64))
+		return nil, fe.Err("amount_out_of_range", "the invoice amount is too large to bill")
+	}
+
+	// The one rounding: micros to minor units, half up, on the total.
+	perMinor := new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(6-digits)), nil))
+	total := roundHalfUp(new(big.Rat).Quo(subtotal, perMinor))
+	inv.TotalMinor = total.Int64() // fits: at most the subtotal in micros
+
+	allocate(inv.Lines, amounts, perMinor, inv.TotalMinor)
+	return inv, nil
+}
+
+// split divides a non-negative amount into whole micros and the fraction
+// of a micro, and reports whether the whole micros fit an int64 (and the
+// fraction's denominator too: it divides the product of the lines' units,
+// far below the int64 range for periods up to MaxPeriod).
+func split(r *big.Rat) (int64, Fraction, bool) {
+	whole, rem := new(big.Int).QuoRem(r.Num(), r.Denom(), new(big.Int))
+	if !whole.IsInt64() || !r.Denom().IsInt64() {
+		return 0, Fraction{}, false
+	}
+	f := new(big.Rat).SetFrac(rem, r.Denom()) // reduced to lowest terms
+	return whole.Int64(), Fraction{Num: f.Num().Int64(), Den: f.Denom().Int64()}, true
+}
+
+// roundHalfUp rounds a non-negative amount to the nearest integer, halves
+// up: floor(r + 1/2) = floor((2·num + den) / (2·den)). It is the package's
+// only rounding.
+func roundHalfUp(r *big.Rat) *big.Int {
+	num := new(big.Int).Lsh(r.Num(), 1)
+	num.Add(num, r.Denom())
+	return num.Quo(num, new(big.Int).Lsh(r.Denom(), 1))
+}
+
+// allocate sets each line's AmountMinor by largest remainder so that they
+// sum to total: each line gets its exact amount in minor units rounded
+// down, and the units still missing go one each to the lines with the
+// largest fractional parts, ties to the earlier line. Since total is the
+// rounded sum of the exact amounts, the units missing number at most the
+// lines with a fractional part, so no line moves by more than one unit.
+func allocate(lines []Line, amounts []*big.Rat, perMinor *big.Rat, total int64) {
+	rems := make([]*big.Rat, len(lines))
+	order := make([]int, len(lines))
+	missing := total
+	for i := range lines {
+		minor := new(big.Rat).Quo(amounts[i], perMinor)
+		floor := new(big.Int).Quo(minor.Num(), minor.Denom())
+		lines[i].AmountMinor = floor.Int64()
+		missing -= lines[i].AmountMinor
+		rems[i] = minor.Sub(minor, new(big.Rat).SetInt(floor))
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return rems[order[a]].Cmp(rems[order[b]]) > 0 })
+	for _, i := range order[:missing] {
+		lines[i].AmountMinor++
+	}
+}
+
+func flatDescription(active, period int64) string {
+	const day = 24 * 60 * 60
+	switch {
+	case active == period:
+		return "Monthly fee"
+	case active%day == 0 && period%day == 0:
+		return fmt.Sprintf("Monthly fee, prorated for %d of %d days", active/day, period/day)
+	default:
+		return fmt.Sprintf("Monthly fee, prorated for %d of %d seconds", active, period)
+	}
+}
