@@ -60,6 +60,7 @@ func DefaultRules() []Rule {
 		p(agentmarket.RoleBuyer, ObjAPIKeys, ActRead),
 		p(agentmarket.RoleBuyer, ObjAPIKeys, ActWrite),
 		p(agentmarket.RoleBuyer, ObjUsage, ActRead),
+		p(agentmarket.RoleBuyer, ObjBilling, ActRead),
 		p(agentmarket.RoleFinance, ObjListings, ActRead),
 		p(agentmarket.RoleFinance, ObjSubscriptions, ActRead),
 		p(agentmarket.RoleFinance, ObjUsage, ActRead),

@@ -596,15 +596,46 @@ func TestDemo(t *testing.T) {
 		t.Fatalf("demo call: %v %v", res, rerr)
 	}
 	deadline := time.Now().Add(10 * time.Second)
+	buyer := client{t: t, base: m.URL, key: key}
+	var usage map[string]any
 	for {
-		r := client{t: t, base: m.URL, key: key}.do("GET", "/api/v1/usage?group_by=listing", nil)
+		r := buyer.do("GET", "/api/v1/usage?group_by=listing", nil)
 		if items, _ := r.JSON["items"].([]any); len(items) == 1 && get(items[0].(map[string]any), "calls") == float64(1) {
+			usage = items[0].(map[string]any)
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("demo call's usage never showed: %s", r.Body)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+
+	// The invoice preview of that subscription carries the same cost.
+	listing := usage["key"].(string)
+	subs := buyer.do("GET", "/api/v1/subscriptions", nil)
+	var subID string
+	for _, it := range subs.JSON["items"].([]any) {
+		if it.(map[string]any)["listing_id"] == listing {
+			subID = it.(map[string]any)["id"].(string)
+		}
+	}
+	inv := buyer.do("GET", "/api/v1/invoices/preview?subscription_id="+subID, nil)
+	if inv.Status != 200 {
+		t.Fatalf("invoice preview: %d %s", inv.Status, inv.Body)
+	}
+	var usageMicros, minor float64
+	for _, l := range inv.JSON["lines"].([]any) {
+		line := l.(map[string]any)
+		minor += line["amount_minor"].(float64)
+		if line["kind"] != "flat_fee" {
+			usageMicros += line["amount_micros"].(float64)
+		}
+	}
+	if usageMicros != usage["cost_micros"] || usageMicros == 0 {
+		t.Errorf("invoice usage lines %v micros, usage API says %v", usageMicros, usage["cost_micros"])
+	}
+	if minor != inv.JSON["total_minor"] {
+		t.Errorf("lines sum to %v minor units, total %v", minor, inv.JSON["total_minor"])
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/billing"
 	"github.com/agentmarket/agentmarket/cmd/internal/config"
 	"github.com/agentmarket/agentmarket/cmd/internal/serve"
 	"github.com/agentmarket/agentmarket/contracts"
@@ -97,6 +98,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	defer closeUsage()
 	subs := &contracts.Subscriptions{Store: accountStore, Listings: serve.CatalogTerms{Catalog: catalog}, Policies: authz, Clock: clock}
 	srv := &api.Server{Accounts: accounts, Listings: catalog, Subscriptions: subs, Usage: &metering.Reports{Store: usageStore, Clock: clock},
+		Invoices:   &billing.Previews{Contracts: subs, Plans: listingStore, Usage: usageStore, Clock: clock},
 		Authorizer: authz, Logger: log, PublicMeterURL: publicMeter}
 	ops := api.NewOps("marketplace")
 	ops.Checks = append(ops.Checks, api.Check{Name: "database", Check: db.Ping})

@@ -72,7 +72,7 @@ func testDefaultRules(t *testing.T, db *gormdb.DB) {
 		{agentmarket.RoleBuyer, contracts.ObjListings, contracts.ActWrite, false},
 		{agentmarket.RoleBuyer, contracts.ObjListings, contracts.ActRead, true},
 		{agentmarket.RoleBuyer, contracts.ObjSubscriptions, contracts.ActWrite, true},
-		{agentmarket.RoleBuyer, contracts.ObjBilling, contracts.ActRead, false},
+		{agentmarket.RoleBuyer, contracts.ObjBilling, contracts.ActRead, true},
 		{agentmarket.RoleFinance, contracts.ObjBilling, contracts.ActRead, true},
 		{agentmarket.RoleFinance, contracts.ObjBilling, contracts.ActWrite, false},
 		{agentmarket.RoleFinance, contracts.ObjUsage, contracts.ActRead, true},

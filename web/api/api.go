@@ -16,6 +16,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/billing"
 	"github.com/agentmarket/agentmarket/contracts"
 	"github.com/agentmarket/agentmarket/listings"
 	"github.com/agentmarket/agentmarket/metering"
@@ -34,6 +35,7 @@ type Server struct {
 	// Subscriptions and Usage are nil in a marketplace without a meter.
 	Subscriptions *contracts.Subscriptions
 	Usage         *metering.Reports
+	Invoices      *billing.Previews
 	Authorizer    Authorizer
 	Logger        *slog.Logger
 	// PublicMeterURL is where buyers reach the meter (for proxied URLs).
@@ -69,6 +71,7 @@ func (s *Server) Mount(app *fiber.App) {
 	auth.Get("/subscriptions/:id", s.allow(contracts.ObjSubscriptions, contracts.ActRead), s.getSubscription)
 	auth.Delete("/subscriptions/:id", s.allow(contracts.ObjSubscriptions, contracts.ActWrite), s.cancelSubscription)
 	auth.Get("/usage", s.allow(contracts.ObjUsage, contracts.ActRead), s.usage)
+	auth.Get("/invoices/preview", s.allow(contracts.ObjBilling, contracts.ActRead), s.invoicePreview)
 
 	v1.Use(func(c *fiber.Ctx) error {
 		return agentmarket.Errorf(agentmarket.NotFound, "route_not_found", "no route %s %s", c.Method(), c.Path())

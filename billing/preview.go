@@ -1,0 +1,63 @@
+package billing
+
+import (
+	"context"
+	"time"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/contracts"
+	"github.com/agentmarket/agentmarket/listings"
+	"github.com/agentmarket/agentmarket/metering"
+)
+
+// ContractSource finds a contract the actor may see.
+type ContractSource interface {
+	Get(ctx context.Context, actor agentmarket.Actor, id string) (*contracts.Contract, error)
+}
+
+// PlanSource returns a stored plan version.
+type PlanSource interface {
+	Plan(ctx context.Context, listingID string, version int) (*listings.Plan, error)
+}
+
+// Previews rates a contract's open period: the invoice it would get if
+// the period closed with the usage metered so far.
+type Previews struct {
+	Contracts ContractSource
+	Plans     PlanSource
+	Usage     metering.Store
+	Clock     agentmarket.Clock
+}
+
+// Preview returns the invoice preview of the actor's contract for the
+// current calendar month (UTC).
+func (p *Previews) Preview(ctx context.Context, actor agentmarket.Actor, contractID string) (*Invoice, error) {
+	if contractID == "" {
+		var fe agentmarket.Fields
+		fe.Add("subscription_id", "required", "subscription_id is required")
+		return nil, fe.Err("invalid_preview_request", "the invoice preview request is not valid")
+	}
+	c, err := p.Contracts.Get(ctx, actor, contractID)
+	if err != nil {
+		return nil, err
+	}
+	plan, err := p.Plans.Plan(ctx, c.ListingID, c.PlanVersion)
+	if err != nil {
+		return nil, err
+	}
+	now := p.Clock.Now()
+	period := MonthOf(now)
+	totals, err := p.Usage.Totals(ctx, metering.Query{GroupBy: metering.ByListing, From: period.Start, To: now.Add(time.Millisecond), ContractID: c.ID})
+	if err != nil {
+		return nil, err
+	}
+	var u Usage
+	for _, t := range totals {
+		u.InputTokens += t.InputTokens
+		u.OutputTokens += t.OutputTokens
+		u.ComputeMs += t.ComputeMs
+		u.Tasks += t.Tasks
+	}
+	start := c.CreatedAt
+	return Preview(*plan, u, period, &start, c.CanceledAt, now)
+}

@@ -1,0 +1,52 @@
+package api
+
+import (
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/agentmarket/agentmarket/billing"
+)
+
+type invoiceLineJSON struct {
+	Kind            billing.LineKind `json:"kind"`
+	Description     string           `json:"description"`
+	Used            int64            `json:"used"`
+	Included        int64            `json:"included"`
+	Quantity        int64            `json:"quantity"`
+	UnitPriceMicros int64            `json:"unit_price_micros"`
+	PerUnits        int64            `json:"per_units"`
+	AmountMicros    int64            `json:"amount_micros"`
+	AmountMinor     int64            `json:"amount_minor"`
+}
+
+type periodJSON struct {
+	Start time.Time `json:"start"`
+	End   time.Time `json:"end"`
+}
+
+func (s *Server) invoicePreview(c *fiber.Ctx) error {
+	id := c.Query("subscription_id")
+	inv, err := s.Invoices.Preview(c.UserContext(), actorOf(c), id)
+	if err != nil {
+		return err
+	}
+	lines := make([]invoiceLineJSON, len(inv.Lines))
+	for i, l := range inv.Lines {
+		lines[i] = invoiceLineJSON{Kind: l.Kind, Description: l.Description, Used: l.Used, Included: l.Included, Quantity: l.Quantity,
+			UnitPriceMicros: l.UnitPriceMicros, PerUnits: l.PerUnits, AmountMicros: l.AmountMicros, AmountMinor: l.AmountMinor}
+	}
+	return c.JSON(fiber.Map{
+		"subscription_id":   id,
+		"currency":          inv.Currency,
+		"plan_version":      inv.PlanVersion,
+		"period":            periodJSON{inv.Period.Start, inv.Period.End},
+		"active":            periodJSON{inv.Active.Start, inv.Active.End},
+		"lines":             lines,
+		"subtotal_micros":   inv.SubtotalMicros,
+		"minor_unit_digits": inv.MinorUnitDigits,
+		"total_minor":       inv.TotalMinor,
+		"preview":           inv.Preview,
+		"as_of":             inv.AsOf,
+	})
+}
