@@ -34,6 +34,7 @@ type Target struct {
 	CardJSON     []byte
 	CardHash     string
 	UpstreamAuth *listings.UpstreamAuth
+	Limits       listings.Limits // the listing's own limits; zero fields take the meter's
 }
 
 // Resolver finds a listing's target.

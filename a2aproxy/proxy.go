@@ -54,6 +54,23 @@ func (l *Limits) defaults() {
 	}
 }
 
+// with returns l with a listing's own limits applied.
+func (l Limits) with(o listings.Limits) Limits {
+	if o.RequestTimeout > 0 {
+		l.RequestTimeout = o.RequestTimeout
+	}
+	if o.StreamIdleTimeout > 0 {
+		l.StreamIdleTimeout = o.StreamIdleTimeout
+	}
+	if o.MaxRequestBytes > 0 {
+		l.MaxRequestBytes = o.MaxRequestBytes
+	}
+	if o.MaxResultBytes > 0 {
+		l.MaxResultBytes = o.MaxResultBytes
+	}
+	return l
+}
+
 // Proxy is the meter. Build it with New.
 type Proxy struct {
 	PublicURL    string // the meter's base URL as buyers reach it
@@ -164,6 +181,7 @@ type call struct {
 	id        json.RawMessage // the request's JSON-RPC id, once read
 	upVersion wire.Version    // the version spoken to the agent
 	iface     agentcard.Interface
+	lim       Limits // the meter's limits with the listing's overrides
 	bytesIn   int
 	bytesOut  int
 	errCode   int
@@ -207,6 +225,7 @@ func (p *Proxy) admit(ctx context.Context, c *fiber.Ctx, cl *call, body []byte) 
 		return err
 	}
 	cl.target = t
+	cl.lim = p.Limits.with(t.Limits)
 	ct, err := p.contracts.get(actor.OrgID+"|"+t.ListingID, func() (*contracts.Contract, error) {
 		return p.Contracts.OpenContract(ctx, actor.OrgID, t.ListingID)
 	}, func(error) bool { return false }) // a buyer who just subscribed must not wait out a cached refusal
@@ -228,8 +247,8 @@ func (p *Proxy) admit(ctx context.Context, c *fiber.Ctx, cl *call, body []byte) 
 	}
 	cl.contract = ct
 	// From here the call is attributable: every refusal below is metered.
-	if len(body) > p.Limits.MaxRequestBytes {
-		return rpcErr(CodeRequestTooLarge, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request is %d bytes; the limit is %d", len(body), p.Limits.MaxRequestBytes))
+	if len(body) > cl.lim.MaxRequestBytes {
+		return rpcErr(CodeRequestTooLarge, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request is %d bytes; the limit is %d", len(body), cl.lim.MaxRequestBytes))
 	}
 	version := c.Get("A2A-Version")
 	if version == "" {
@@ -394,7 +413,7 @@ func outbound(cl *call) ([]byte, error) {
 
 // unary forwards a non-streaming call and relays the answer.
 func (p *Proxy) unary(c *fiber.Ctx, cl *call) error {
-	ctx, cancel := context.WithTimeout(p.Base, p.Limits.RequestTimeout)
+	ctx, cancel := context.WithTimeout(p.Base, cl.lim.RequestTimeout)
 	defer cancel()
 	body, err := outbound(cl)
 	if err != nil {
@@ -406,7 +425,7 @@ func (p *Proxy) unary(c *fiber.Ctx, cl *call) error {
 	}
 	res, err := p.Client.Do(req)
 	if err != nil {
-		return p.fail(c, cl, upstreamErr(ctx, err, p.Limits.RequestTimeout))
+		return p.fail(c, cl, upstreamErr(ctx, err, cl.lim.RequestTimeout))
 	}
 	defer res.Body.Close()
 	return p.unaryFrom(c, cl, res)
@@ -428,12 +447,12 @@ func readLimited(res *http.Response, limit int) ([]byte, error) {
 // unaryFrom relays the agent's JSON-RPC answer and meters the call.
 func (p *Proxy) unaryFrom(c *fiber.Ctx, cl *call, res *http.Response) error {
 	ctx := res.Request.Context()
-	raw, err := readLimited(res, p.Limits.MaxResultBytes)
+	raw, err := readLimited(res, cl.lim.MaxResultBytes)
 	if err != nil {
 		if _, ok := err.(*rpcError); ok {
 			return p.fail(c, cl, err)
 		}
-		return p.fail(c, cl, upstreamErr(ctx, err, p.Limits.RequestTimeout))
+		return p.fail(c, cl, upstreamErr(ctx, err, cl.lim.RequestTimeout))
 	}
 	resp, err := wire.ParseResponse(raw)
 	if err != nil {

@@ -31,12 +31,12 @@ func (p *Proxy) stream(c *fiber.Ctx, cl *call) error {
 	}
 	// The connection itself must come up within the request timeout;
 	// afterwards only the idle timeout applies.
-	connectTimer := time.AfterFunc(p.Limits.RequestTimeout, cancel)
+	connectTimer := time.AfterFunc(cl.lim.RequestTimeout, cancel)
 	res, err := p.Client.Do(req)
 	connectTimer.Stop()
 	if err != nil {
 		cancel()
-		return p.fail(c, cl, upstreamErr(ctx, err, p.Limits.RequestTimeout))
+		return p.fail(c, cl, upstreamErr(ctx, err, cl.lim.RequestTimeout))
 	}
 	if !strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
 		// The agent answered with a plain JSON-RPC response (an error, most
@@ -83,7 +83,7 @@ func (p *Proxy) relay(ctx context.Context, cl *call, res *http.Response, w *bufi
 	}()
 	heartbeat := time.NewTicker(p.Limits.Heartbeat)
 	defer heartbeat.Stop()
-	idle := time.NewTimer(p.Limits.StreamIdleTimeout)
+	idle := time.NewTimer(cl.lim.StreamIdleTimeout)
 	defer idle.Stop()
 	buyerGone := false
 	for {
@@ -99,7 +99,7 @@ func (p *Proxy) relay(ctx context.Context, cl *call, res *http.Response, w *bufi
 				default:
 				}
 			}
-			idle.Reset(p.Limits.StreamIdleTimeout)
+			idle.Reset(cl.lim.StreamIdleTimeout)
 			out, err := p.onEvent(ctx, cl, it.ev)
 			if err != nil {
 				cl.errCode = CodeUpstreamInvalid
@@ -128,7 +128,7 @@ func (p *Proxy) relay(ctx context.Context, cl *call, res *http.Response, w *bufi
 			}
 		case <-idle.C:
 			cl.errCode = CodeStreamIdle
-			p.writeStreamError(w, cl, &wire.Error{Code: CodeStreamIdle, Message: fmt.Sprintf("the agent sent nothing for %s", p.Limits.StreamIdleTimeout)})
+			p.writeStreamError(w, cl, &wire.Error{Code: CodeStreamIdle, Message: fmt.Sprintf("the agent sent nothing for %s", cl.lim.StreamIdleTimeout)})
 			p.finish(ctx, cl, p.Clock.Now().Sub(cl.start))
 			return
 		}
@@ -217,7 +217,7 @@ func (p *Proxy) poll(ctx context.Context, cl *call) {
 		if err != nil {
 			continue
 		}
-		raw, err := readLimited(res, p.Limits.MaxResultBytes)
+		raw, err := readLimited(res, cl.lim.MaxResultBytes)
 		if err != nil {
 			continue
 		}

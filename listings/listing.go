@@ -63,6 +63,9 @@ type Listing struct {
 	// agent; never returned by the API once stored.
 	UpstreamAuth []byte
 
+	// Limits override the meter's defaults for this listing.
+	Limits Limits
+
 	RefreshInterval time.Duration // 0 disables periodic refresh
 	NextRefreshAt   time.Time     // zero when refresh is disabled
 

@@ -47,6 +47,7 @@ type CreateInput struct {
 	Pricing        json.RawMessage `json:"pricing"`
 	UpstreamAuth   *UpstreamAuth   `json:"upstream_auth"`
 	RefreshSeconds *int            `json:"refresh_seconds"`
+	Limits         *LimitsInput    `json:"limits"`
 	Draft          bool            `json:"draft"`
 }
 
@@ -58,6 +59,7 @@ type UpdateInput struct {
 	Pricing        json.RawMessage `json:"pricing"`
 	UpstreamAuth   *UpstreamAuth   `json:"upstream_auth"`
 	RefreshSeconds *int            `json:"refresh_seconds"`
+	Limits         *LimitsInput    `json:"limits"`
 	Status         *Status         `json:"status"`
 }
 
@@ -104,6 +106,8 @@ func (s *Service) Create(ctx context.Context, actor agentmarket.Actor, in Create
 	}
 	validateUpstreamAuth(&fe, in.UpstreamAuth)
 	validateRefresh(&fe, in.RefreshSeconds)
+	limits, err := ParseLimits(in.Limits)
+	fe = appendFields(fe, err)
 	if err := fe.Err("invalid_listing", "the listing is not valid"); err != nil {
 		return nil, err
 	}
@@ -123,6 +127,7 @@ func (s *Service) Create(ctx context.Context, actor agentmarket.Actor, in Create
 		CardJSON:      raw,
 		CardHash:      Hash(raw),
 		CardFetchedAt: now,
+		Limits:        limits,
 		CreatedAt:     now,
 		UpdatedAt:     now,
 	}
@@ -237,6 +242,16 @@ func (s *Service) readCard(ctx context.Context, cardURL string, pasted json.RawM
 	return raw, card, fetched, nil
 }
 
+// appendFields adds the field errors of err (an Invalid *agentmarket.Error)
+// to fe.
+func appendFields(fe agentmarket.Fields, err error) agentmarket.Fields {
+	var ae *agentmarket.Error
+	if errors.As(err, &ae) {
+		fe = append(fe, ae.Fields...)
+	}
+	return fe
+}
+
 // publicDetail is what users may see of a refresh failure: the code and
 // message, never the internal cause (addresses, driver text).
 func publicDetail(err error) string {
@@ -307,11 +322,13 @@ func (s *Service) Update(ctx context.Context, actor agentmarket.Actor, id string
 	}
 	validateUpstreamAuth(&fe, in.UpstreamAuth)
 	validateRefresh(&fe, in.RefreshSeconds)
+	limits, err := ParseLimits(in.Limits)
+	fe = appendFields(fe, err)
 	newCard := in.CardURL != nil || len(bytes.TrimSpace(in.Card)) > 0
 	if in.CardURL != nil && len(bytes.TrimSpace(in.Card)) > 0 {
 		fe.Add("card", "exclusive", "give card_url or card, not both")
 	}
-	if !owner && (in.Pricing != nil || in.UpstreamAuth != nil || in.RefreshSeconds != nil || newCard) {
+	if !owner && (in.Pricing != nil || in.UpstreamAuth != nil || in.RefreshSeconds != nil || in.Limits != nil || newCard) {
 		return nil, agentmarket.Errorf(agentmarket.Forbidden, "not_listing_owner", "only the seller may change the card, pricing, credentials or refresh of listing %q", id)
 	}
 	if in.Status != nil {
@@ -368,6 +385,9 @@ func (s *Service) Update(ctx context.Context, actor agentmarket.Actor, id string
 	}
 	if in.RefreshSeconds != nil {
 		s.setRefresh(l, in.RefreshSeconds, now)
+	}
+	if in.Limits != nil {
+		l.Limits = limits
 	}
 	if in.Status != nil {
 		l.Status = *in.Status

@@ -46,7 +46,28 @@ func TestMeterLimits(t *testing.T) {
 		t.Errorf("idle stream: last event %v", evs)
 	}
 
-	rows := usageRows(t, mk.m, meterEnv{}, 4)
+	// A listing's own limit overrides the platform's: the long answer the
+	// platform limit refused goes through once the seller raises it.
+	if r := mk.api.with(mk.seller).do("PATCH", "/api/v1/listings/"+mk.id03, map[string]any{"limits": map[string]any{"max_result_bytes": 1 << 20}}); r.Status != 200 ||
+		get(r.JSON, "limits", "max_result_bytes") != float64(1<<20) {
+		t.Fatalf("set listing limits: %d %s", r.Status, r.Body)
+	}
+	deadline := time.Now().Add(5 * time.Second) // the meter's listing cache
+	for {
+		_, e := b03.call("message/send", msg03(strings.Repeat("long ", 300), nil))
+		if e == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("listing limit not applied: %v", e)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if r := mk.api.with(mk.seller).do("PATCH", "/api/v1/listings/"+mk.id03, map[string]any{"limits": map[string]any{"max_result_bytes": -1}}); r.Status != 422 {
+		t.Errorf("negative limit: %d %s", r.Status, r.Body)
+	}
+
+	rows := usageRows(t, mk.m, meterEnv{}, 5)
 	var codes []int
 	for _, u := range rows {
 		codes = append(codes, u.ErrorCode)

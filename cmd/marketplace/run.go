@@ -102,7 +102,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		Authorizer: authz, Logger: log, PublicMeterURL: publicMeter}
 	ops := api.NewOps("marketplace")
 	ops.Checks = append(ops.Checks, api.Check{Name: "database", Check: db.Ping})
-	app := serve.App("marketplace", srv.ErrorHandler, max(4<<20, cfg.MeterLimits.MaxRequestBytes+1))
+	app := serve.App("marketplace", srv.ErrorHandler, max(4<<20, cfg.MeterLimits.MaxRequestBytes+1, listings.MaxBodyBytes+1))
 	app.Use(ops.Middleware)
 	ops.Mount(app)
 

@@ -87,7 +87,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		meter.Close(flushCtx)
 	}()
 
-	app := serve.App("meter", func(c *fiber.Ctx, err error) error { return api.WriteError(c, log, err) }, max(4<<20, cfg.MeterLimits.MaxRequestBytes+1))
+	app := serve.App("meter", func(c *fiber.Ctx, err error) error { return api.WriteError(c, log, err) }, max(4<<20, cfg.MeterLimits.MaxRequestBytes+1, listings.MaxBodyBytes+1))
 	app.Use(ops.Middleware)
 	ops.Mount(app)
 	meter.Proxy.Mount(app)

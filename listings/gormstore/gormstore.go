@@ -7,6 +7,7 @@ package gormstore
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"sort"
 	"strings"
 	"time"
@@ -51,6 +52,7 @@ type listingRow struct {
 	MonthlyFeeMicros  int64
 	UpstreamAuth      string
 	RefreshSeconds    int
+	Limits            string
 	NextRefreshAt     *time.Time
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
@@ -129,6 +131,7 @@ func toRow(l *listings.Listing) *listingRow {
 		MonthlyFeeMicros: l.Plan.MonthlyFeeMicros,
 		UpstreamAuth:     encodeSealed(l.UpstreamAuth),
 		RefreshSeconds:   int(l.RefreshInterval / time.Second),
+		Limits:           encodeLimits(l.Limits),
 		CreatedAt:        l.CreatedAt.UTC(),
 		UpdatedAt:        l.UpdatedAt.UTC(),
 	}
@@ -160,6 +163,7 @@ func fromRow(r *listingRow, p *planRow) *listings.Listing {
 		CardFetchedAt:   r.CardFetchedAt.UTC(),
 		UpstreamAuth:    decodeSealed(r.UpstreamAuth),
 		RefreshInterval: time.Duration(r.RefreshSeconds) * time.Second,
+		Limits:          decodeLimits(r.Limits),
 		CreatedAt:       r.CreatedAt.UTC(),
 		UpdatedAt:       r.UpdatedAt.UTC(),
 	}
@@ -517,4 +521,28 @@ func decodeSealed(s string) []byte {
 		return nil
 	}
 	return b
+}
+
+type limitsRow struct {
+	RequestTimeoutMs    int64 `json:"request_timeout_ms,omitempty"`
+	StreamIdleTimeoutMs int64 `json:"stream_idle_timeout_ms,omitempty"`
+	MaxRequestBytes     int   `json:"max_request_bytes,omitempty"`
+	MaxResultBytes      int   `json:"max_result_bytes,omitempty"`
+}
+
+func encodeLimits(l listings.Limits) string {
+	if l == (listings.Limits{}) {
+		return ""
+	}
+	b, _ := json.Marshal(limitsRow{l.RequestTimeout.Milliseconds(), l.StreamIdleTimeout.Milliseconds(), l.MaxRequestBytes, l.MaxResultBytes})
+	return string(b)
+}
+
+func decodeLimits(s string) listings.Limits {
+	var r limitsRow
+	if s == "" || json.Unmarshal([]byte(s), &r) != nil {
+		return listings.Limits{}
+	}
+	return listings.Limits{RequestTimeout: time.Duration(r.RequestTimeoutMs) * time.Millisecond,
+		StreamIdleTimeout: time.Duration(r.StreamIdleTimeoutMs) * time.Millisecond, MaxRequestBytes: r.MaxRequestBytes, MaxResultBytes: r.MaxResultBytes}
 }

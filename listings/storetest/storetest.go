@@ -47,6 +47,7 @@ func newListing(t *testing.T, id, org, cardFile string, fee int64, status listin
 		Plan:            listings.Plan{Version: 1, Currency: "usd", MonthlyFeeMicros: fee, InputTokensPerMillionMicros: 3_000_000, CreatedAt: created},
 		UpstreamAuth:    []byte{1, 2, 3, 0, 255},
 		RefreshInterval: time.Hour, NextRefreshAt: created.Add(time.Hour),
+		Limits:          listings.Limits{RequestTimeout: 5 * time.Second, MaxResultBytes: 4096},
 		CreatedAt: created, UpdatedAt: created,
 	}
 	return l, &listings.CardVersion{ListingID: id, CardHash: l.CardHash, CardJSON: raw, SourceURL: l.CardURL, FetchedAt: created}
@@ -75,6 +76,9 @@ func Run(t *testing.T, newStore Factory) {
 		}
 		if string(got.UpstreamAuth) != string(l.UpstreamAuth) {
 			t.Fatalf("sealed auth = %v, want %v", got.UpstreamAuth, l.UpstreamAuth)
+		}
+		if got.Limits != l.Limits {
+			t.Fatalf("limits = %+v, want %+v", got.Limits, l.Limits)
 		}
 		if !got.CreatedAt.Equal(t0) || !got.NextRefreshAt.Equal(t0.Add(time.Hour)) || got.RefreshInterval != time.Hour {
 			t.Fatalf("times = %v %v %v", got.CreatedAt, got.NextRefreshAt, got.RefreshInterval)

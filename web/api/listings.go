@@ -13,31 +13,32 @@ import (
 )
 
 type listingJSON struct {
-	ID                 string           `json:"id"`
-	SellerOrgID        string           `json:"seller_org_id"`
-	Status             listings.Status  `json:"status"`
-	Health             listings.Health  `json:"health"`
-	HealthDetail       string           `json:"health_detail,omitempty"`
-	Name               string           `json:"name"`
-	Description        string           `json:"description"`
-	Version            string           `json:"version"`
-	ProtocolVersions   []string         `json:"protocol_versions"`
-	Interfaces         []interfaceJSON  `json:"interfaces"`
-	Capabilities       capabilitiesJSON `json:"capabilities"`
-	DefaultInputModes  []string         `json:"default_input_modes"`
-	DefaultOutputModes []string         `json:"default_output_modes"`
-	Skills             []skillJSON      `json:"skills"`
-	Pricing            map[string]any   `json:"pricing"`
-	CardURL            string           `json:"card_url"`
-	CardHash           string           `json:"card_hash"`
-	CardFetchedAt      time.Time        `json:"card_fetched_at"`
-	HasUpstreamAuth    bool             `json:"has_upstream_auth"`
-	RefreshSeconds     int              `json:"refresh_seconds"`
-	NextRefreshAt      *time.Time       `json:"next_refresh_at"`
-	ProxiedCardURL     string           `json:"proxied_card_url,omitempty"`
-	CreatedAt          time.Time        `json:"created_at"`
-	UpdatedAt          time.Time        `json:"updated_at"`
-	Card               json.RawMessage  `json:"card,omitempty"`
+	ID                 string               `json:"id"`
+	SellerOrgID        string               `json:"seller_org_id"`
+	Status             listings.Status      `json:"status"`
+	Health             listings.Health      `json:"health"`
+	HealthDetail       string               `json:"health_detail,omitempty"`
+	Name               string               `json:"name"`
+	Description        string               `json:"description"`
+	Version            string               `json:"version"`
+	ProtocolVersions   []string             `json:"protocol_versions"`
+	Interfaces         []interfaceJSON      `json:"interfaces"`
+	Capabilities       capabilitiesJSON     `json:"capabilities"`
+	DefaultInputModes  []string             `json:"default_input_modes"`
+	DefaultOutputModes []string             `json:"default_output_modes"`
+	Skills             []skillJSON          `json:"skills"`
+	Pricing            map[string]any       `json:"pricing"`
+	CardURL            string               `json:"card_url"`
+	CardHash           string               `json:"card_hash"`
+	CardFetchedAt      time.Time            `json:"card_fetched_at"`
+	HasUpstreamAuth    bool                 `json:"has_upstream_auth"`
+	RefreshSeconds     int                  `json:"refresh_seconds"`
+	Limits             listings.LimitsInput `json:"limits"`
+	NextRefreshAt      *time.Time           `json:"next_refresh_at"`
+	ProxiedCardURL     string               `json:"proxied_card_url,omitempty"`
+	CreatedAt          time.Time            `json:"created_at"`
+	UpdatedAt          time.Time            `json:"updated_at"`
+	Card               json.RawMessage      `json:"card,omitempty"`
 }
 
 type interfaceJSON struct {
@@ -90,6 +91,7 @@ func (s *Server) listingView(l *listings.Listing, withCard bool) listingJSON {
 		CardFetchedAt:   l.CardFetchedAt,
 		HasUpstreamAuth: l.HasUpstreamAuth(),
 		RefreshSeconds:  int(l.RefreshInterval / time.Second),
+		Limits:          l.Limits.Input(),
 		CreatedAt:       l.CreatedAt,
 		UpdatedAt:       l.UpdatedAt,
 		Interfaces:      []interfaceJSON{},

@@ -1,0 +1,79 @@
+package listings
+
+import (
+	"time"
+
+	"github.com/agentmarket/agentmarket"
+)
+
+// Limits are a listing's own meter limits; a zero field means the
+// platform's default (AGENTMARKET_METER_*).
+type Limits struct {
+	RequestTimeout    time.Duration
+	StreamIdleTimeout time.Duration
+	MaxRequestBytes   int
+	MaxResultBytes    int
+}
+
+// LimitsInput is how the API carries limits.
+type LimitsInput struct {
+	RequestTimeoutMs    *int64 `json:"request_timeout_ms"`
+	StreamIdleTimeoutMs *int64 `json:"stream_idle_timeout_ms"`
+	MaxRequestBytes     *int64 `json:"max_request_bytes"`
+	MaxResultBytes      *int64 `json:"max_result_bytes"`
+}
+
+// Bounds of per-listing limits: a seller may tighten or loosen the
+// defaults, within what one meter can afford per call.
+const (
+	MaxRequestTimeout    = 10 * time.Minute
+	MaxStreamIdleTimeout = time.Hour
+	MaxBodyBytes         = 16 << 20
+)
+
+// ParseLimits checks limits, reporting every problem; nil fields (and 0)
+// keep the default.
+func ParseLimits(in *LimitsInput) (Limits, error) {
+	var l Limits
+	if in == nil {
+		return l, nil
+	}
+	var fe agentmarket.Fields
+	ms := func(field string, v *int64, min, max time.Duration, dst *time.Duration) {
+		if v == nil || *v == 0 {
+			return
+		}
+		d := time.Duration(*v) * time.Millisecond
+		if *v < 0 || d < min || d > max {
+			fe.Add("limits."+field, "range", "limits.%s must be 0 (the default) or between %d and %d", field, min.Milliseconds(), max.Milliseconds())
+			return
+		}
+		*dst = d
+	}
+	bytes := func(field string, v *int64, min, max int, dst *int) {
+		if v == nil || *v == 0 {
+			return
+		}
+		if *v < int64(min) || *v > int64(max) {
+			fe.Add("limits."+field, "range", "limits.%s must be 0 (the default) or between %d and %d", field, min, max)
+			return
+		}
+		*dst = int(*v)
+	}
+	ms("request_timeout_ms", in.RequestTimeoutMs, 100*time.Millisecond, MaxRequestTimeout, &l.RequestTimeout)
+	ms("stream_idle_timeout_ms", in.StreamIdleTimeoutMs, 100*time.Millisecond, MaxStreamIdleTimeout, &l.StreamIdleTimeout)
+	bytes("max_request_bytes", in.MaxRequestBytes, 1024, MaxBodyBytes, &l.MaxRequestBytes)
+	bytes("max_result_bytes", in.MaxResultBytes, 1024, MaxBodyBytes, &l.MaxResultBytes)
+	return l, fe.Err("invalid_listing", "the listing is not valid")
+}
+
+// Input is the API form of l (zero fields as 0).
+func (l Limits) Input() LimitsInput {
+	i := func(v int64) *int64 { return &v }
+	return LimitsInput{
+		RequestTimeoutMs:    i(l.RequestTimeout.Milliseconds()),
+		StreamIdleTimeoutMs: i(l.StreamIdleTimeout.Milliseconds()),
+		MaxRequestBytes:     i(int64(l.MaxRequestBytes)),
+		MaxResultBytes:      i(int64(l.MaxResultBytes)),
+	}
+}
