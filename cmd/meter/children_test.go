@@ -33,21 +33,24 @@ import (
 // so that it can be SIGKILLed. Both die with the test binary (Pdeathsig), so
 // a test that times out or panics leaves nothing running.
 
-// meterChildEnv, set to 1, makes TestMeterChild run the meter.
+// meterChildEnv, set to 1, makes the test binary run the meter instead of
+// the tests (see TestMain).
 const meterChildEnv = "AGENTMARKET_TEST_METER_CHILD"
 
-// TestMeterChild is not a test: it is the meter process that the fault
-// tests start (the test binary run again with -test.run=^TestMeterChild$).
-// It serves until SIGTERM, or until it is killed.
-func TestMeterChild(t *testing.T) {
+// TestMain runs the meter process that the fault tests start (the test
+// binary run again with meterChildEnv=1), or else the tests. The child
+// serves until SIGTERM, or until it is killed.
+func TestMain(m *testing.M) {
 	if os.Getenv(meterChildEnv) != "1" {
-		t.Skip("runs only as the meter child of a fault test")
+		os.Exit(m.Run())
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, nil, os.Getenv, os.Stdout); err != nil {
-		t.Fatalf("meter: %v", err)
+		fmt.Fprintln(os.Stderr, "meter:", err)
+		os.Exit(1)
 	}
+	os.Exit(0)
 }
 
 // syncBuffer collects a child's output.
@@ -369,12 +372,12 @@ type meterProc struct {
 	proc *child
 }
 
-// startMeter runs the meter (TestMeterChild) in a new process with env on
+// startMeter runs the meter (see TestMain) in a new process with env on
 // top of this one's, and waits until it listens. Its output is logged if
 // the test fails.
 func startMeter(t *testing.T, name string, env map[string]string) *meterProc {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestMeterChild$", "-test.count=1")
+	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.count=1")
 	cmd.Env = append(os.Environ(), meterChildEnv+"=1", "AGENTMARKET_METER_ADDR=127.0.0.1:0")
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v) // the last value of a key wins
