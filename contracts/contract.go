@@ -40,6 +40,9 @@ type Contract struct {
 	CreatedAt           time.Time
 	UpdatedAt           time.Time
 	CanceledAt          *time.Time
+	// PastDueAt is when the contract went past due; the grace period runs
+	// from here. Nil unless past due.
+	PastDueAt *time.Time
 }
 
 // ListingTerms is what a subscription needs to know of a listing.
@@ -65,9 +68,12 @@ type ContractStore interface {
 	// canceled, or NotFound.
 	OpenContract(ctx context.Context, buyerOrgID, listingID string) (*Contract, error)
 	ListContracts(ctx context.Context, buyerOrgID string) ([]Contract, error)
-	// SetContractStatus changes the status, revoking rules in the same
-	// transaction (none to revoke: pass nil).
-	SetContractStatus(ctx context.Context, id string, status ContractStatus, at time.Time, revoke []Rule) (*Contract, error)
+	// SetContractStatus changes the status at time at, granting and
+	// revoking rules in the same transaction (nil: none).
+	SetContractStatus(ctx context.Context, id string, status ContractStatus, at time.Time, grant, revoke []Rule) (*Contract, error)
+	// OverdueContracts returns the past-due contracts that went past due
+	// at or before cutoff.
+	OverdueContracts(ctx context.Context, cutoff time.Time) ([]Contract, error)
 }
 
 // PolicyReloader makes a policy change visible at once in this process
@@ -175,7 +181,7 @@ func (s *Subscriptions) Cancel(ctx context.Context, actor agentmarket.Actor, id 
 	if c.Status == ContractCanceled {
 		return c, nil
 	}
-	c, err = s.Store.SetContractStatus(ctx, id, ContractCanceled, s.Clock.Now(), []Rule{InvokeRule(c.BuyerOrgID, c.ListingID)})
+	c, err = s.Store.SetContractStatus(ctx, id, ContractCanceled, s.Clock.Now(), nil, []Rule{InvokeRule(c.BuyerOrgID, c.ListingID)})
 	if err != nil {
 		return nil, err
 	}
@@ -204,4 +210,67 @@ type TaskBinding struct {
 	ContractID string
 	ContextID  string
 	CreatedAt  time.Time
+}
+
+// transitions are the moves billing may make: payment failed (past due),
+// grace over (suspended), paid (active again), subscription deleted
+// (canceled). Canceled is final.
+var transitions = map[ContractStatus][]ContractStatus{
+	ContractActive:    {ContractPastDue, ContractSuspended, ContractCanceled},
+	ContractPastDue:   {ContractActive, ContractSuspended, ContractCanceled},
+	ContractSuspended: {ContractActive, ContractCanceled},
+}
+
+// Transition moves a contract to status on billing's word (a webhook, the
+// grace sweeper); it is not a user action. The invoke right follows the
+// status on every meter within the policy reload interval. Moving to the
+// status it has is a no-op; a move the life cycle does not allow is a
+// Conflict.
+func (s *Subscriptions) Transition(ctx context.Context, id string, to ContractStatus) (*Contract, error) {
+	c, err := s.Store.GetContract(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if c.Status == to {
+		return c, nil
+	}
+	allowed := false
+	for _, t := range transitions[c.Status] {
+		allowed = allowed || t == to
+	}
+	if !allowed {
+		return nil, agentmarket.Errorf(agentmarket.Conflict, "invalid_transition", "a %s contract cannot become %s", c.Status, to)
+	}
+	rule := []Rule{InvokeRule(c.BuyerOrgID, c.ListingID)}
+	var grant, revoke []Rule
+	if to.Invocable() {
+		grant = rule
+	} else {
+		revoke = rule
+	}
+	c, err = s.Store.SetContractStatus(ctx, id, to, s.Clock.Now(), grant, revoke)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Policies.Reload(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// SuspendOverdue suspends every contract past due for longer than grace,
+// and returns how many it suspended.
+func (s *Subscriptions) SuspendOverdue(ctx context.Context, grace time.Duration) (int, error) {
+	overdue, err := s.Store.OverdueContracts(ctx, s.Clock.Now().Add(-grace))
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, c := range overdue {
+		if _, err := s.Transition(ctx, c.ID, ContractSuspended); err != nil {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }

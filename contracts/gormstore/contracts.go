@@ -28,6 +28,7 @@ type contractRow struct {
 	CreatedAt           time.Time
 	UpdatedAt           time.Time
 	CanceledAt          *time.Time
+	PastDueAt           *time.Time
 }
 
 func (contractRow) TableName() string { return "contracts" }
@@ -39,6 +40,10 @@ func contractFromRow(r *contractRow) *contracts.Contract {
 	if r.CanceledAt != nil {
 		t := r.CanceledAt.UTC()
 		c.CanceledAt = &t
+	}
+	if r.PastDueAt != nil {
+		t := r.PastDueAt.UTC()
+		c.PastDueAt = &t
 	}
 	return c
 }
@@ -91,12 +96,21 @@ func (s *Store) ListContracts(ctx context.Context, buyerOrgID string) ([]contrac
 }
 
 // SetContractStatus implements contracts.ContractStore.
-func (s *Store) SetContractStatus(ctx context.Context, id string, status contracts.ContractStatus, at time.Time, revoke []contracts.Rule) (*contracts.Contract, error) {
+func (s *Store) SetContractStatus(ctx context.Context, id string, status contracts.ContractStatus, at time.Time, grant, revoke []contracts.Rule) (*contracts.Contract, error) {
 	var out *contracts.Contract
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		updates := map[string]any{"status": string(status), "updated_at": at.UTC()}
-		if status == contracts.ContractCanceled {
+		switch status {
+		case contracts.ContractCanceled:
 			updates["canceled_at"] = at.UTC()
+		case contracts.ContractActive:
+			updates["past_due_at"] = nil
+		}
+		if status == contracts.ContractPastDue {
+			// The grace period runs from the first failure, not the last.
+			if err := tx.Model(&contractRow{}).Where("id = ? AND past_due_at IS NULL", id).Update("past_due_at", at.UTC()).Error; err != nil {
+				return err
+			}
 		}
 		res := tx.Model(&contractRow{}).Where("id = ?", id).Updates(updates)
 		if res.Error != nil {
@@ -108,6 +122,9 @@ func (s *Store) SetContractStatus(ctx context.Context, id string, status contrac
 		if err := removeRules(tx, revoke); err != nil {
 			return err
 		}
+		if err := addRules(tx, grant); err != nil {
+			return err
+		}
 		var r contractRow
 		if err := tx.Where("id = ?", id).Take(&r).Error; err != nil {
 			return err
@@ -116,6 +133,21 @@ func (s *Store) SetContractStatus(ctx context.Context, id string, status contrac
 		return nil
 	})
 	return out, gormdb.Translate(err, "contract")
+}
+
+// OverdueContracts implements contracts.ContractStore.
+func (s *Store) OverdueContracts(ctx context.Context, cutoff time.Time) ([]contracts.Contract, error) {
+	var rows []contractRow
+	err := s.db.WithContext(ctx).Where("status = ? AND past_due_at IS NOT NULL AND past_due_at <= ?", string(contracts.ContractPastDue), cutoff.UTC()).
+		Order("past_due_at ASC, id ASC").Find(&rows).Error
+	if err != nil {
+		return nil, gormdb.Translate(err, "contract")
+	}
+	out := make([]contracts.Contract, len(rows))
+	for i := range rows {
+		out[i] = *contractFromRow(&rows[i])
+	}
+	return out, nil
 }
 
 type taskOwnerRow struct {

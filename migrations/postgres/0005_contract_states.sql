@@ -1,0 +1,3 @@
+-- When a contract went past due (the grace period runs from here).
+ALTER TABLE contracts ADD COLUMN past_due_at TIMESTAMPTZ;
+CREATE INDEX contracts_status ON contracts (status, past_due_at);
