@@ -1,0 +1,259 @@
+package stripe_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentmarket/agentmarket/billing"
+	"github.com/agentmarket/agentmarket/listings"
+)
+
+// testPlan has a price of each form: whole minor units (the fee, tasks),
+// exact decimals (tokens), an inexact decimal (compute at 1 USD an hour is
+// 0.0000277… cent a ms), with and without an allowance.
+func testPlan() listings.Plan {
+	return listings.Plan{
+		Version:                      3,
+		Currency:                     "usd",
+		MonthlyFeeMicros:             49_000_000, // 4,900 cents
+		InputTokensPerMillionMicros:  3_000_000,  // 0.0003 cent a token
+		OutputTokensPerMillionMicros: 15_000_000, // 0.0015 cent a token
+		ComputePerHourMicros:         1_000_000,  // 0.000027777778 cent a ms (rounded)
+		PerTaskMicros:                10_000,     // 1 cent a task
+		IncludedInputTokens:          1_000_000,
+		IncludedComputeMs:            3_600_000,
+		IncludedTasks:                100,
+	}
+}
+
+func priceForm(kind billing.LineKind, extra ...map[string]string) map[string]string {
+	base := map[string]string{
+		"currency":                           "usd",
+		"product":                            "am_lst_test",
+		"metadata[agentmarket_listing_id]":   "lst_test",
+		"metadata[agentmarket_plan_version]": "3",
+		"metadata[agentmarket_line_kind]":    string(kind),
+	}
+	return merge(append([]map[string]string{base}, extra...)...)
+}
+
+var metered = map[string]string{
+	"recurring[interval]":        "month",
+	"recurring[usage_type]":      "metered",
+	"recurring[aggregate_usage]": "sum",
+}
+
+func tiered(included, tier1Key, tier1Value string) map[string]string {
+	return map[string]string{
+		"billing_scheme":             "tiered",
+		"tiers_mode":                 "graduated",
+		"tiers[0][up_to]":            included,
+		"tiers[0][unit_amount]":      "0",
+		"tiers[1][up_to]":            "inf",
+		"tiers[1][" + tier1Key + "]": tier1Value,
+	}
+}
+
+// ensurePlanCalls are the calls EnsurePlan makes for testPlan.
+var ensurePlanCalls = []want{
+	{"POST", "/v1/products", "am1/listing/lst_test/plan/3/product", map[string]string{
+		"id": "am_lst_test", "name": "Echo agent", "metadata[agentmarket_listing_id]": "lst_test"}, 0},
+	{"POST", "/v1/prices", "am1/listing/lst_test/plan/3/price/flat_fee", priceForm(billing.LineFlatFee, map[string]string{
+		"nickname": "Monthly fee, plan v3", "billing_scheme": "per_unit",
+		"recurring[interval]": "month", "recurring[usage_type]": "licensed",
+		"unit_amount": "4900"}), 0},
+	{"POST", "/v1/prices", "am1/listing/lst_test/plan/3/price/input_tokens", priceForm(billing.LineInputTokens, metered,
+		map[string]string{"nickname": "Input tokens, per token, plan v3"},
+		tiered("1000000", "unit_amount_decimal", "0.0003")), 0},
+	{"POST", "/v1/prices", "am1/listing/lst_test/plan/3/price/output_tokens", priceForm(billing.LineOutputTokens, metered,
+		map[string]string{"nickname": "Output tokens, per token, plan v3",
+			"billing_scheme": "per_unit", "unit_amount_decimal": "0.0015"}), 0},
+	{"POST", "/v1/prices", "am1/listing/lst_test/plan/3/price/compute", priceForm(billing.LineCompute, metered,
+		map[string]string{"nickname": "Compute, per millisecond, plan v3"},
+		tiered("3600000", "unit_amount_decimal", "0.000027777778")), 0},
+	{"POST", "/v1/prices", "am1/listing/lst_test/plan/3/price/tasks", priceForm(billing.LineTasks, metered,
+		map[string]string{"nickname": "Tasks, per task, plan v3"},
+		tiered("100", "unit_amount", "1")), 0},
+}
+
+var ensureCustomerCall = want{"POST", "/v1/customers", "am1/org/org_buyer/customer", map[string]string{
+	"name": "Buyer Ltd", "email": "billing@buyer.example", "metadata[agentmarket_org_id]": "org_buyer"}, 0}
+
+// subscribeForm is the subscription of ctr_test to prices, items in
+// LineKinds order.
+func subscribeForm(prices billing.PlanPrices, extra map[string]string) map[string]string {
+	f := map[string]string{
+		"customer":                                  "cus_test",
+		"metadata[agentmarket_contract_id]":         "ctr_test",
+		"items[0][price]":                           prices.FlatPriceID,
+		"items[0][quantity]":                        "1",
+		"items[0][metadata][agentmarket_line_kind]": "flat_fee",
+	}
+	for i, k := range billing.MeteredLineKinds {
+		n := string(rune('1' + i))
+		f["items["+n+"][price]"] = prices.MeteredPriceIDs[k]
+		f["items["+n+"][metadata][agentmarket_line_kind]"] = string(k)
+	}
+	return merge(f, extra)
+}
+
+// TestLifecycleOnStripeMock runs a contract's whole life against
+// stripe-mock and checks every request: stripe-mock accepting each one
+// proves its shape (it refuses unknown parameters), the recorder proves
+// the parameters, the order and the idempotency keys.
+func TestLifecycleOnStripeMock(t *testing.T) {
+	p, rec := mockProvider(t)
+	ctx := context.Background()
+	var all []call
+	take := func() []call {
+		c := rec.take()
+		all = append(all, c...)
+		return c
+	}
+	t.Cleanup(func() {
+		if testing.Verbose() {
+			for i, c := range all {
+				t.Logf("call %d: %s", i+1, c)
+			}
+		}
+	})
+
+	prices, err := p.EnsurePlan(ctx, "lst_test", "Echo agent", testPlan())
+	if err != nil {
+		t.Fatalf("EnsurePlan: %v", err)
+	}
+	checkCalls(t, take(), ensurePlanCalls)
+	if prices.ProductID != "am_lst_test" {
+		t.Errorf("product %q, want am_lst_test", prices.ProductID)
+	}
+	ids := map[string]bool{prices.FlatPriceID: true}
+	for _, k := range billing.MeteredLineKinds {
+		ids[prices.MeteredPriceIDs[k]] = true
+	}
+	if len(ids) != 5 || ids[""] {
+		t.Errorf("want 5 distinct price ids, got %+v", prices)
+	}
+
+	cus, err := p.EnsureCustomer(ctx, "org_buyer", "Buyer Ltd", "billing@buyer.example")
+	if err != nil {
+		t.Fatalf("EnsureCustomer: %v", err)
+	}
+	checkCalls(t, take(), []want{ensureCustomerCall})
+	if !strings.HasPrefix(cus.ID, "cus_") {
+		t.Errorf("customer id %q", cus.ID)
+	}
+
+	anchor := time.Date(2026, time.May, 1, 0, 0, 0, 0, time.UTC)
+	refs, err := p.Subscribe(ctx, billing.SubscribeInput{
+		ContractID: "ctr_test", CustomerID: "cus_test", Prices: prices,
+		BillingCycleAnchor: anchor, ConnectedAccountID: "acct_seller", PlatformFeePercent: 12.5,
+	})
+	if err != nil {
+		t.Fatalf("Subscribe: %v", err)
+	}
+	checkCalls(t, take(), []want{{"POST", "/v1/subscriptions", "am1/contract/ctr_test/subscription",
+		subscribeForm(prices, map[string]string{
+			"billing_cycle_anchor":       "1777593600",
+			"proration_behavior":         "create_prorations",
+			"transfer_data[destination]": "acct_seller",
+			"application_fee_percent":    "12.5000",
+		}), 0}})
+	if !strings.HasPrefix(refs.ID, "sub_") || refs.FlatItemID != "si_echo_0" {
+		t.Errorf("refs %+v", refs)
+	}
+	for i, k := range billing.MeteredLineKinds {
+		if got, want := refs.MeteredItemIDs[k], "si_echo_"+string(rune('1'+i)); got != want {
+			t.Errorf("%s item %q, want %q", k, got, want)
+		}
+	}
+
+	// Usage of two closed windows, the second reported twice (a retry
+	// after a lost answer): same key both times.
+	w1 := billing.Period{Start: time.Date(2026, time.May, 3, 10, 0, 0, 0, time.UTC), End: time.Date(2026, time.May, 3, 10, 5, 0, 0, time.UTC)}
+	w2 := billing.Period{Start: w1.End, End: w1.End.Add(5 * time.Minute)}
+	input := refs.MeteredItemIDs[billing.LineInputTokens]
+	for _, r := range []struct {
+		w billing.Period
+		q int64
+	}{{w1, 1_250_000}, {w2, 40_000}, {w2, 40_000}} {
+		if err := p.ReportUsage(ctx, input, r.q, r.w.End.Add(-time.Second), billing.UsageReportKey("ctr_test", billing.LineInputTokens, r.w)); err != nil {
+			t.Fatalf("ReportUsage: %v", err)
+		}
+	}
+	usage := func(q, ts, key string) want {
+		return want{"POST", "/v1/subscription_items/si_echo_1/usage_records", key,
+			map[string]string{"quantity": q, "timestamp": ts, "action": "increment"}, 0}
+	}
+	checkCalls(t, take(), []want{
+		usage("1250000", "1777802699", "am1/contract/ctr_test/usage/input_tokens/1777802400-1777802700"),
+		usage("40000", "1777802999", "am1/contract/ctr_test/usage/input_tokens/1777802700-1777803000"),
+		usage("40000", "1777802999", "am1/contract/ctr_test/usage/input_tokens/1777802700-1777803000"),
+	})
+
+	if err := p.CancelSubscription(ctx, refs.ID, billing.CancelKey("ctr_test")); err != nil {
+		t.Fatalf("CancelSubscription: %v", err)
+	}
+	checkCalls(t, take(), []want{{"DELETE", "/v1/subscriptions/" + refs.ID, "am1/contract/ctr_test/cancel",
+		map[string]string{"invoice_now": "true", "prorate": "true"}, 0}})
+}
+
+// TestRetriesSendTheSameRequests repeats every create, as a caller does
+// after a timeout: each retry sends the same idempotency key with the same
+// parameters, so Stripe answers it from its record of the first.
+func TestRetriesSendTheSameRequests(t *testing.T) {
+	p, rec := mockProvider(t)
+	ctx := context.Background()
+	var prices billing.PlanPrices
+	for range 2 {
+		var err error
+		if prices, err = p.EnsurePlan(ctx, "lst_test", "Echo agent", testPlan()); err != nil {
+			t.Fatalf("EnsurePlan: %v", err)
+		}
+		checkCalls(t, rec.take(), ensurePlanCalls)
+		if _, err := p.EnsureCustomer(ctx, "org_buyer", "Buyer Ltd", "billing@buyer.example"); err != nil {
+			t.Fatalf("EnsureCustomer: %v", err)
+		}
+		checkCalls(t, rec.take(), []want{ensureCustomerCall})
+	}
+	// stripe-mock makes new ids each time; fix them for the subscription.
+	in := billing.SubscribeInput{ContractID: "ctr_test", CustomerID: "cus_test", Prices: prices}
+	for range 2 {
+		if _, err := p.Subscribe(ctx, in); err != nil {
+			t.Fatalf("Subscribe: %v", err)
+		}
+		checkCalls(t, rec.take(), []want{{"POST", "/v1/subscriptions", "am1/contract/ctr_test/subscription", subscribeForm(prices, nil), 0}})
+	}
+}
+
+// TestStripeMockRefusesBadShapes shows what stripe-mock's acceptance
+// proves: it refuses an unknown top-level parameter and a value outside a
+// nested parameter's type or enumeration. (It does not refuse an unknown
+// key inside a nested object such as items[0][…]: those names come from
+// stripe-go's generated params, and TestDecimalKeysMatchStripeGo checks
+// the two the adapter writes by hand.)
+func TestStripeMockRefusesBadShapes(t *testing.T) {
+	_, rec := mockProvider(t)
+	for _, c := range []struct{ path, body string }{
+		{"/v1/subscriptions", "customer=cus_test&items[0][price]=price_f&unit_amount_micros=1"},
+		{"/v1/subscriptions", "customer=cus_test&items[0][price]=price_f&items[0][quantity]=one"},
+		{"/v1/prices", "currency=usd&product=am_lst_test&recurring[interval]=month&recurring[usage_type]=per_token"},
+	} {
+		req, err := http.NewRequest(http.MethodPost, strings.TrimSuffix(baseURL(t), "/")+c.path, strings.NewReader(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.SetBasicAuth(secretKey(t), "")
+		resp, err := (&http.Client{Transport: rec}).Do(req)
+		if err != nil {
+			t.Fatalf("raw request: %v", err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("stripe-mock answered %d to POST %s %q, want 400", resp.StatusCode, c.path, c.body)
+		}
+	}
+}
