@@ -10,6 +10,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"net/mail"
+	"regexp"
 	"strings"
 	"time"
 
@@ -21,10 +22,13 @@ import (
 // Org is an organisation: a seller, a buyer, or both. The platform's own
 // org is the operator.
 type Org struct {
-	ID        string
-	Name      string
-	Platform  bool
-	CreatedAt time.Time
+	ID       string
+	Name     string
+	Platform bool
+	// ConnectAccountID is the seller's Stripe Connect account ("acct_…"):
+	// subscriptions to its listings transfer its share there.
+	ConnectAccountID string
+	CreatedAt        time.Time
 }
 
 // User is a person who signs in to an org.
@@ -66,6 +70,8 @@ type Store interface {
 	GetOrg(ctx context.Context, id string) (*Org, error)
 	PlatformOrg(ctx context.Context) (*Org, error)
 	GetUserByEmail(ctx context.Context, email string) (*User, error)
+	// SetConnectAccount records an org's payout account ("" removes it).
+	SetConnectAccount(ctx context.Context, orgID, accountID string) (*Org, error)
 	CreateAPIKey(ctx context.Context, k *APIKey) error
 	// APIKeyByHash finds a key by its hash, revoked or not.
 	APIKeyByHash(ctx context.Context, hash string) (*APIKey, error)
@@ -277,4 +283,31 @@ func (a *Accounts) Authenticate(ctx context.Context, secret string) (agentmarket
 		return agentmarket.Actor{}, err
 	}
 	return agentmarket.Actor{OrgID: k.OrgID, KeyID: k.ID, Role: k.Role, Operator: o.Platform, KeyBudgetMicros: k.MonthlyBudgetMicros}, nil
+}
+
+var connectAccountRE = regexp.MustCompile(`^acct_[A-Za-z0-9]{6,64}$`)
+
+// PayoutsInput is a seller's payout settings.
+type PayoutsInput struct {
+	ConnectAccountID *string `json:"connect_account_id"`
+}
+
+// Org returns the actor's org.
+func (a *Accounts) Org(ctx context.Context, actor agentmarket.Actor) (*Org, error) {
+	return a.Store.GetOrg(ctx, actor.OrgID)
+}
+
+// SetPayouts attaches (or, with "", removes) the org's Stripe Connect
+// account; new subscriptions to its listings pay out there.
+func (a *Accounts) SetPayouts(ctx context.Context, actor agentmarket.Actor, in PayoutsInput) (*Org, error) {
+	if in.ConnectAccountID == nil {
+		return a.Store.GetOrg(ctx, actor.OrgID)
+	}
+	id := strings.TrimSpace(*in.ConnectAccountID)
+	if id != "" && !connectAccountRE.MatchString(id) {
+		var fe agentmarket.Fields
+		fe.Add("connect_account_id", "format", "connect_account_id must be a Stripe Connect account id like acct_1A2b3C4d5E6f")
+		return nil, fe.Err("invalid_payouts", "the payout settings are not valid")
+	}
+	return a.Store.SetConnectAccount(ctx, actor.OrgID, id)
 }

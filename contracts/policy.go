@@ -32,6 +32,7 @@ const (
 	ObjSubscriptions = "subscriptions"
 	ObjUsage         = "usage"
 	ObjBilling       = "billing"
+	ObjOrg           = "org"
 
 	ActRead  = "read"
 	ActWrite = "write"
@@ -54,6 +55,8 @@ func DefaultRules() []Rule {
 		p(agentmarket.RoleSeller, ObjAPIKeys, ActRead),
 		p(agentmarket.RoleSeller, ObjAPIKeys, ActWrite),
 		p(agentmarket.RoleSeller, ObjUsage, ActRead),
+		p(agentmarket.RoleSeller, ObjOrg, ActRead),
+		p(agentmarket.RoleSeller, ObjOrg, ActWrite),
 		p(agentmarket.RoleBuyer, ObjListings, ActRead),
 		p(agentmarket.RoleBuyer, ObjSubscriptions, ActRead),
 		p(agentmarket.RoleBuyer, ObjSubscriptions, ActWrite),
@@ -61,10 +64,12 @@ func DefaultRules() []Rule {
 		p(agentmarket.RoleBuyer, ObjAPIKeys, ActWrite),
 		p(agentmarket.RoleBuyer, ObjUsage, ActRead),
 		p(agentmarket.RoleBuyer, ObjBilling, ActRead),
+		p(agentmarket.RoleBuyer, ObjOrg, ActRead),
 		p(agentmarket.RoleFinance, ObjListings, ActRead),
 		p(agentmarket.RoleFinance, ObjSubscriptions, ActRead),
 		p(agentmarket.RoleFinance, ObjUsage, ActRead),
 		p(agentmarket.RoleFinance, ObjBilling, ActRead),
 		p(agentmarket.RoleFinance, ObjAPIKeys, ActRead),
+		p(agentmarket.RoleFinance, ObjOrg, ActRead),
 	}
 }

@@ -275,3 +275,24 @@ func TestOwnership(t *testing.T) {
 		}
 	})
 }
+
+// TestPayoutAccount: a seller attaches its Stripe Connect account.
+func TestPayoutAccount(t *testing.T) {
+	m := startMarketplace(t, nil)
+	api := client{t: t, base: m.URL}
+	_, admin := signup(t, api, "Acme Agents", "owner@acme.example")
+	a := api.with(admin)
+	if r := a.do("PATCH", "/api/v1/org", map[string]any{"connect_account_id": "not-an-account"}); r.Status != 422 || !slices.Contains(r.errorFields(), "connect_account_id:format") {
+		t.Errorf("bad account: %d %s", r.Status, r.Body)
+	}
+	if r := a.do("PATCH", "/api/v1/org", map[string]any{"connect_account_id": "acct_1A2b3C4d5E6f"}); r.Status != 200 || r.str("connect_account_id") != "acct_1A2b3C4d5E6f" {
+		t.Errorf("set account: %d %s", r.Status, r.Body)
+	}
+	if r := a.do("GET", "/api/v1/org", nil); r.str("connect_account_id") != "acct_1A2b3C4d5E6f" {
+		t.Errorf("get org: %s", r.Body)
+	}
+	r := a.do("POST", "/api/v1/api-keys", map[string]any{"name": "bot", "role": "buyer"})
+	if r := api.with(r.str("key")).do("PATCH", "/api/v1/org", map[string]any{"connect_account_id": ""}); r.Status != 403 {
+		t.Errorf("buyer key changed payouts: %d %s", r.Status, r.Body)
+	}
+}

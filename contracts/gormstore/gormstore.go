@@ -30,10 +30,27 @@ var (
 func New(db *gorm.DB) *Store { return &Store{db: db} }
 
 type orgRow struct {
-	ID        string `gorm:"primaryKey"`
-	Name      string
-	Platform  bool
-	CreatedAt time.Time
+	ID               string `gorm:"primaryKey"`
+	Name             string
+	Platform         bool
+	ConnectAccountID string
+	CreatedAt        time.Time
+}
+
+func orgFromRow(r *orgRow) *contracts.Org {
+	return &contracts.Org{ID: r.ID, Name: r.Name, Platform: r.Platform, ConnectAccountID: r.ConnectAccountID, CreatedAt: r.CreatedAt.UTC()}
+}
+
+// SetConnectAccount implements contracts.Store.
+func (s *Store) SetConnectAccount(ctx context.Context, orgID, accountID string) (*contracts.Org, error) {
+	res := s.db.WithContext(ctx).Model(&orgRow{}).Where("id = ?", orgID).Update("connect_account_id", accountID)
+	if res.Error != nil {
+		return nil, gormdb.Translate(res.Error, "org")
+	}
+	if res.RowsAffected == 0 {
+		return nil, gormdb.Translate(gorm.ErrRecordNotFound, "org")
+	}
+	return s.GetOrg(ctx, orgID)
 }
 
 func (orgRow) TableName() string { return "orgs" }
@@ -130,7 +147,7 @@ func (s *Store) GetOrg(ctx context.Context, id string) (*contracts.Org, error) {
 	if err := s.db.WithContext(ctx).Where("id = ?", id).Take(&r).Error; err != nil {
 		return nil, gormdb.Translate(err, "org")
 	}
-	return &contracts.Org{ID: r.ID, Name: r.Name, Platform: r.Platform, CreatedAt: r.CreatedAt.UTC()}, nil
+	return orgFromRow(&r), nil
 }
 
 // PlatformOrg implements contracts.Store.
@@ -139,7 +156,7 @@ func (s *Store) PlatformOrg(ctx context.Context) (*contracts.Org, error) {
 	if err := s.db.WithContext(ctx).Where("platform = ?", true).Order("created_at ASC").Take(&r).Error; err != nil {
 		return nil, gormdb.Translate(err, "org")
 	}
-	return &contracts.Org{ID: r.ID, Name: r.Name, Platform: r.Platform, CreatedAt: r.CreatedAt.UTC()}, nil
+	return orgFromRow(&r), nil
 }
 
 // GetUserByEmail implements contracts.Store.

@@ -71,3 +71,27 @@ func (s *Server) revokeKey(c *fiber.Ctx) error {
 	}
 	return c.JSON(keyView(k, ""))
 }
+
+func orgView(o *contracts.Org) fiber.Map {
+	return fiber.Map{"id": o.ID, "name": o.Name, "platform": o.Platform, "connect_account_id": o.ConnectAccountID, "created_at": o.CreatedAt}
+}
+
+func (s *Server) getOrg(c *fiber.Ctx) error {
+	o, err := s.Accounts.Org(c.UserContext(), actorOf(c))
+	if err != nil {
+		return err
+	}
+	return c.JSON(orgView(o))
+}
+
+func (s *Server) updateOrg(c *fiber.Ctx) error {
+	var in contracts.PayoutsInput
+	if err := decode(c, &in); err != nil {
+		return err
+	}
+	o, err := s.Accounts.SetPayouts(c.UserContext(), actorOf(c), in)
+	if err != nil {
+		return err
+	}
+	return c.JSON(orgView(o))
+}

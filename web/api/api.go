@@ -55,6 +55,8 @@ func (s *Server) Mount(app *fiber.App) {
 	v1.Post("/signup", s.signup)
 
 	auth := v1.Group("", s.authenticate)
+	auth.Get("/org", s.allow(contracts.ObjOrg, contracts.ActRead), s.getOrg)
+	auth.Patch("/org", s.allow(contracts.ObjOrg, contracts.ActWrite), s.updateOrg)
 	auth.Post("/api-keys", s.allow(contracts.ObjAPIKeys, contracts.ActWrite), s.createKey)
 	auth.Get("/api-keys", s.allow(contracts.ObjAPIKeys, contracts.ActRead), s.listKeys)
 	auth.Delete("/api-keys/:id", s.allow(contracts.ObjAPIKeys, contracts.ActWrite), s.revokeKey)
