@@ -2,6 +2,7 @@ package contracts
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/agentmarket/agentmarket"
@@ -96,12 +97,22 @@ func ListingObject(listingID string) string { return "listing:" + listingID }
 // ActInvoke is the action of calling a listing's agent through the meter.
 const ActInvoke = "invoke"
 
+// BillingHooks tell billing (the payment provider) of subscriptions made
+// and canceled.
+type BillingHooks interface {
+	Attach(ctx context.Context, c *Contract) error
+	Detach(ctx context.Context, c *Contract) error
+}
+
 // Subscriptions is the subscription service.
 type Subscriptions struct {
 	Store    ContractStore
 	Listings ListingSource
 	Policies PolicyReloader
 	Clock    agentmarket.Clock
+	// Billing, when set, attaches every new contract to the payment
+	// provider; a contract it cannot attach is canceled at once.
+	Billing BillingHooks
 }
 
 // SubscribeInput is a buyer's request to subscribe.
@@ -148,6 +159,16 @@ func (s *Subscriptions) Subscribe(ctx context.Context, actor agentmarket.Actor, 
 		}
 		return nil, err
 	}
+	if s.Billing != nil {
+		if err := s.Billing.Attach(ctx, c); err != nil {
+			// No subscription at the provider, no contract: undo it.
+			if _, cerr := s.Store.SetContractStatus(context.WithoutCancel(ctx), c.ID, ContractCanceled, s.Clock.Now(), nil,
+				[]Rule{InvokeRule(c.BuyerOrgID, c.ListingID)}); cerr != nil {
+				return nil, errors.Join(err, cerr)
+			}
+			return nil, err
+		}
+	}
 	if err := s.Policies.Reload(ctx); err != nil {
 		return nil, err
 	}
@@ -178,12 +199,19 @@ func (s *Subscriptions) Cancel(ctx context.Context, actor agentmarket.Actor, id 
 	if err != nil {
 		return nil, err
 	}
-	if c.Status == ContractCanceled {
-		return c, nil
+	if c.Status != ContractCanceled {
+		c, err = s.Store.SetContractStatus(ctx, id, ContractCanceled, s.Clock.Now(), nil, []Rule{InvokeRule(c.BuyerOrgID, c.ListingID)})
+		if err != nil {
+			return nil, err
+		}
 	}
-	c, err = s.Store.SetContractStatus(ctx, id, ContractCanceled, s.Clock.Now(), nil, []Rule{InvokeRule(c.BuyerOrgID, c.ListingID)})
-	if err != nil {
-		return nil, err
+	if s.Billing != nil {
+		// The contract is canceled whatever the provider says. If the
+		// provider fails, the caller gets the error and may cancel again:
+		// the cancellation there is idempotent and is retried.
+		if err := s.Billing.Detach(ctx, c); err != nil {
+			return nil, err
+		}
 	}
 	if err := s.Policies.Reload(ctx); err != nil {
 		return nil, err

@@ -97,8 +97,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	defer closeUsage()
 	subs := &contracts.Subscriptions{Store: accountStore, Listings: serve.CatalogTerms{Catalog: catalog}, Policies: authz, Clock: clock}
+	bill, hooks, err := serve.Billing(ctx, cfg, serve.BillingDeps{DB: db, Usage: usageStore, Contracts: accountStore, Listings: listingStore,
+		States: subs, Clock: clock, Logger: log})
+	if err != nil {
+		return err
+	}
+	subs.Billing = hooks
+	go bill.Run(ctx, subs)
 	srv := &api.Server{Accounts: accounts, Listings: catalog, Subscriptions: subs, Usage: &metering.Reports{Store: usageStore, Clock: clock},
-		Invoices:   &billing.Previews{Contracts: subs, Plans: listingStore, Usage: usageStore, Clock: clock},
+		Invoices: &billing.Previews{Contracts: subs, Plans: listingStore, Usage: usageStore, Clock: clock},
+		Billing:  bill.Service, Webhooks: bill.Webhooks,
 		Authorizer: authz, Logger: log, PublicMeterURL: publicMeter}
 	ops := api.NewOps("marketplace")
 	ops.Checks = append(ops.Checks, api.Check{Name: "database", Check: db.Ping})

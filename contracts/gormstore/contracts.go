@@ -190,3 +190,19 @@ func notFoundAs(err error, code, format string, args ...any) error {
 	}
 	return err
 }
+
+// ContractsBetween returns the contracts active for at least part of
+// [from, to): created before to and not canceled before from, by id.
+func (s *Store) ContractsBetween(ctx context.Context, from, to time.Time) ([]contracts.Contract, error) {
+	var rows []contractRow
+	err := s.db.WithContext(ctx).Where("created_at < ? AND (canceled_at IS NULL OR canceled_at >= ?)", to.UTC(), from.UTC()).
+		Order("id ASC").Find(&rows).Error
+	if err != nil {
+		return nil, gormdb.Translate(err, "contract")
+	}
+	out := make([]contracts.Contract, len(rows))
+	for i := range rows {
+		out[i] = *contractFromRow(&rows[i])
+	}
+	return out, nil
+}

@@ -36,6 +36,8 @@ type Server struct {
 	Subscriptions *contracts.Subscriptions
 	Usage         *metering.Reports
 	Invoices      *billing.Previews
+	Billing       *billing.Service
+	Webhooks      *billing.Webhooks // nil without Stripe
 	Authorizer    Authorizer
 	Logger        *slog.Logger
 	// PublicMeterURL is where buyers reach the meter (for proxied URLs).
@@ -53,6 +55,7 @@ func (s *Server) Mount(app *fiber.App) {
 		return c.Send(openAPI)
 	})
 	v1.Post("/signup", s.signup)
+	v1.Post("/webhooks/stripe", s.stripeWebhook)
 
 	auth := v1.Group("", s.authenticate)
 	auth.Get("/org", s.allow(contracts.ObjOrg, contracts.ActRead), s.getOrg)
@@ -74,6 +77,7 @@ func (s *Server) Mount(app *fiber.App) {
 	auth.Delete("/subscriptions/:id", s.allow(contracts.ObjSubscriptions, contracts.ActWrite), s.cancelSubscription)
 	auth.Get("/usage", s.allow(contracts.ObjUsage, contracts.ActRead), s.usage)
 	auth.Get("/invoices/preview", s.allow(contracts.ObjBilling, contracts.ActRead), s.invoicePreview)
+	auth.Get("/reconciliation", s.allow(contracts.ObjBilling, contracts.ActRead), s.reconciliation)
 
 	v1.Use(func(c *fiber.Ctx) error {
 		return agentmarket.Errorf(agentmarket.NotFound, "route_not_found", "no route %s %s", c.Method(), c.Path())

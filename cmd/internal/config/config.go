@@ -40,6 +40,9 @@ type Config struct {
 	CardFetchTimeout    time.Duration
 	PolicyReload        time.Duration
 	MeterLimits         MeterLimits
+	PlatformFeeBasisPts int           // the platform's fee on each sale, in hundredths of a percent
+	BillingGrace        time.Duration // how long a past-due contract keeps working
+	UsageReportWindow   time.Duration // the windows usage is reported to Stripe in
 	LogLevel            string
 	Demo                bool
 }
@@ -159,6 +162,29 @@ func Settings(bin string) []Setting {
 				return nil
 			}
 			return errors.New("must be auto, true or false")
+		}},
+		{"platform-fee-percent", "the platform's fee on each sale, in percent (two decimals at most), taken through Stripe Connect", "10", func(c *Config, v string) error {
+			whole, frac, _ := strings.Cut(v, ".")
+			if len(frac) > 2 {
+				return errors.New("must have at most two decimals")
+			}
+			frac += strings.Repeat("0", 2-len(frac))
+			w, err1 := strconv.Atoi(whole)
+			f, err2 := strconv.Atoi(frac)
+			if err1 != nil || err2 != nil || w < 0 || w*100+f > 10000 {
+				return errors.New("must be a percentage between 0 and 100, like 10 or 12.5")
+			}
+			c.PlatformFeeBasisPts = w*100 + f
+			return nil
+		}},
+		{"billing-grace", "how long a contract whose payment failed keeps working before it is suspended", "72h", duration(0, func(c *Config) *time.Duration { return &c.BillingGrace })},
+		{"usage-report-window", "the windows usage is reported to Stripe in (whole minutes that divide a day)", "1h", func(c *Config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < time.Minute || d%time.Minute != 0 || (24*time.Hour)%d != 0 {
+				return errors.New("must be a whole number of minutes that divides a day, like 1h or 15m")
+			}
+			c.UsageReportWindow = d
+			return nil
 		}},
 		{"card-refresh-seconds", "default card refresh interval in seconds (0 disables, minimum 60)", "3600", func(c *Config, v string) error {
 			n, err := strconv.Atoi(v)

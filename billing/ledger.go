@@ -1,0 +1,86 @@
+package billing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/contracts"
+)
+
+// CloseMonth is the own ledger's month end: it rates every contract
+// active in the period with its frozen plan and the period's usage from
+// the usage store (Rate: the fee prorated to the part of the period the
+// contract was active, the allowance in full) and stores one invoice per
+// contract and period. It returns how many invoices it stored: closing a
+// period again stores none, and a contract whose invoice exists is not
+// rated again (an invoice, once issued, does not change; usage that
+// arrives later is listed by Reconcile).
+//
+// The period must be over, SettleDelay included, so that its usage is
+// complete. A contract that fails (its plan missing, say) does not stop
+// the others: their errors are returned joined, after the others are
+// closed, and running CloseMonth again closes what is left.
+func (s *Service) CloseMonth(ctx context.Context, period Period) (closed int, err error) {
+	if err := period.Validate(); err != nil {
+		return 0, err
+	}
+	now := s.Clock.Now().UTC()
+	if ready := period.End.Add(s.settleDelay()); now.Before(ready) {
+		return 0, agentmarket.Errorf(agentmarket.Conflict, "period_not_closed",
+			"the period ending %s cannot be closed before %s", period.End.UTC().Format(time.RFC3339), ready.Format(time.RFC3339))
+	}
+	list, err := s.Contracts.ContractsActiveIn(ctx, period)
+	if err != nil {
+		return 0, err
+	}
+	var errs []error
+	for i := range list {
+		ok, err := s.closeContract(ctx, &list[i], period, now)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("contract %s: %w", list[i].ID, err))
+			continue
+		}
+		if ok {
+			closed++
+		}
+	}
+	return closed, errors.Join(errs...)
+}
+
+func (s *Service) closeContract(ctx context.Context, c *contracts.Contract, period Period, now time.Time) (bool, error) {
+	if _, err := s.Store.Invoice(ctx, c.ID, period.Start); err == nil {
+		return false, nil
+	} else if agentmarket.KindOf(err) != agentmarket.NotFound {
+		return false, err
+	}
+	active, ok := activeIn(c, period)
+	if !ok {
+		return false, nil
+	}
+	plan, err := s.Plans.Plan(ctx, c.ListingID, c.PlanVersion)
+	if err != nil {
+		return false, err
+	}
+	usage, err := usageIn(ctx, s.Usage, c.ID, period)
+	if err != nil {
+		return false, err
+	}
+	inv, err := Rate(*plan, usage, period, active)
+	if err != nil {
+		return false, err
+	}
+	return s.Store.SaveInvoice(ctx, &LocalInvoice{ContractID: c.ID, Invoice: *inv, CreatedAt: now})
+}
+
+// activeIn is the span of the period in which the contract was active, in
+// whole seconds, and whether it lasts a second at least.
+func activeIn(c *contracts.Contract, p Period) (Period, bool) {
+	end := p.End
+	if c.CanceledAt != nil && c.CanceledAt.Before(end) {
+		end = *c.CanceledAt
+	}
+	return overlap(p, Period{Start: c.CreatedAt, End: end})
+}

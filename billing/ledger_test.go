@@ -1,0 +1,102 @@
+package billing_test
+
+import (
+	"context"
+	"reflect"
+	"testing"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/billing"
+)
+
+func TestCloseMonthIssuesOneInvoicePerContract(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	may := billing.MonthOf(date(2026, 5, 15))
+	e.contract("ctr_full", date(2026, 4, 20))
+	e.contract("ctr_late", date(2026, 5, 21))
+	gone := e.contract("ctr_gone", date(2026, 4, 1))
+	gone.CanceledAt = at(date(2026, 5, 11))
+	e.ctrs.all[2] = *gone
+	april := e.contract("ctr_april", date(2026, 3, 1))
+	april.CanceledAt = at(date(2026, 4, 30))
+	e.ctrs.all[3] = *april
+	e.contract("ctr_june", date(2026, 6, 2))
+
+	e.use(t, "ctr_full", date(2026, 4, 30, 23, 59, 59), billing.Usage{InputTokens: 9_999_999}) // April
+	e.use(t, "ctr_full", date(2026, 5, 1), billing.Usage{InputTokens: 1_200_000, Tasks: 150})
+	e.use(t, "ctr_full", date(2026, 5, 31, 23, 59, 59), billing.Usage{OutputTokens: 300_000, ComputeMs: 3_600_001})
+	e.use(t, "ctr_full", date(2026, 6, 1), billing.Usage{InputTokens: 9_999_999}) // June
+	e.use(t, "ctr_late", date(2026, 5, 22), billing.Usage{Tasks: 101})
+	e.use(t, "ctr_gone", date(2026, 5, 10), billing.Usage{OutputTokens: 1})
+
+	s := e.ledger()
+	e.at(date(2026, 6, 1, 0, 1))
+	if _, err := s.CloseMonth(ctx, may); agentmarket.KindOf(err) != agentmarket.Conflict || agentmarket.CodeOf(err) != "period_not_closed" {
+		t.Fatalf("CloseMonth before the usage settled = %v, want Conflict period_not_closed", err)
+	}
+	e.at(date(2026, 6, 1, 0, 2))
+	n, err := s.CloseMonth(ctx, may)
+	if err != nil || n != 3 {
+		t.Fatalf("CloseMonth = %d, %v; want 3", n, err)
+	}
+
+	plan := e.plans["lst_echo/3"]
+	for _, tc := range []struct {
+		id     string
+		usage  billing.Usage
+		active billing.Period
+	}{
+		{"ctr_full", billing.Usage{InputTokens: 1_200_000, OutputTokens: 300_000, ComputeMs: 3_600_001, Tasks: 150}, period(date(2026, 4, 20), date(2026, 7, 1))},
+		{"ctr_late", billing.Usage{Tasks: 101}, period(date(2026, 5, 21), date(2026, 7, 1))},
+		{"ctr_gone", billing.Usage{OutputTokens: 1}, period(date(2026, 4, 1), date(2026, 5, 11))},
+	} {
+		want, err := billing.Rate(plan, tc.usage, may, tc.active)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := e.store.Invoice(ctx, tc.id, may.Start)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.id, err)
+		}
+		if !reflect.DeepEqual(got.Invoice, *want) || !got.CreatedAt.Equal(date(2026, 6, 1, 0, 2)) {
+			t.Errorf("%s: invoice\n  %s\nwant\n  %s", tc.id, summary(&got.Invoice), summary(want))
+		}
+	}
+	if _, err := e.store.Invoice(ctx, "ctr_april", may.Start); agentmarket.KindOf(err) != agentmarket.NotFound {
+		t.Errorf("a contract canceled before May has a May invoice: %v", err)
+	}
+
+	// Closing again stores nothing, and changes nothing.
+	e.use(t, "ctr_late", date(2026, 5, 30), billing.Usage{Tasks: 1000})
+	before, _ := e.store.Invoices(ctx, may.Start)
+	if n, err := s.CloseMonth(ctx, may); err != nil || n != 0 {
+		t.Fatalf("CloseMonth again = %d, %v; want 0", n, err)
+	}
+	after, _ := e.store.Invoices(ctx, may.Start)
+	if len(after) != 3 || !reflect.DeepEqual(before, after) {
+		t.Errorf("invoices changed on closing again:\n%+v\n%+v", before, after)
+	}
+}
+
+func TestCloseMonthGoesOnPastAFailure(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	may := billing.MonthOf(date(2026, 5, 15))
+	e.contract("ctr_1", date(2026, 4, 1))
+	other := e.contract("ctr_2", date(2026, 4, 1))
+	other.ListingID = "lst_gone"
+	e.ctrs.all[1] = *other
+	e.at(date(2026, 6, 2))
+	n, err := e.ledger().CloseMonth(ctx, may)
+	if n != 1 || agentmarket.KindOf(err) != agentmarket.NotFound {
+		t.Fatalf("CloseMonth = %d, %v; want 1 and the missing plan", n, err)
+	}
+	e.plans["lst_gone/3"] = basePlan(1_000_000)
+	if n, err := e.ledger().CloseMonth(ctx, may); err != nil || n != 1 {
+		t.Fatalf("CloseMonth again = %d, %v; want the one left", n, err)
+	}
+	if _, err := e.ledger().CloseMonth(ctx, billing.Period{}); agentmarket.KindOf(err) != agentmarket.Invalid {
+		t.Fatalf("CloseMonth of no period = %v, want Invalid", err)
+	}
+}

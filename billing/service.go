@@ -1,0 +1,243 @@
+package billing
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/contracts"
+	"github.com/agentmarket/agentmarket/listings"
+	"github.com/agentmarket/agentmarket/metering"
+)
+
+// ContractLister lists the contracts billing rates and reconciles
+// (contracts/gormstore implements it).
+type ContractLister interface {
+	// ContractsActiveIn returns the contracts active for at least part of
+	// p: created before p.End and not canceled before p.Start, ordered by
+	// id.
+	ContractsActiveIn(ctx context.Context, p Period) ([]contracts.Contract, error)
+}
+
+// ContractsBetween adapts a function listing the contracts active for
+// at least part of [from, to) to a ContractLister, so that a contracts
+// store can offer one without importing billing.
+type ContractsBetween func(ctx context.Context, from, to time.Time) ([]contracts.Contract, error)
+
+// ContractsActiveIn implements ContractLister.
+func (f ContractsBetween) ContractsActiveIn(ctx context.Context, p Period) ([]contracts.Contract, error) {
+	return f(ctx, p.Start, p.End)
+}
+
+// OrgInfo is what the provider's customer of a buyer org is made of.
+type OrgInfo struct{ ID, Name, Email string }
+
+// Service ties contracts to the payment provider and keeps the own
+// ledger. With a Provider, Attach and Detach create and end a contract's
+// subscription there (a Reporter then reports its usage and Webhooks apply
+// the provider's verdicts); without one (Stripe off) they do nothing and
+// CloseMonth issues the invoices. Reconcile works either way.
+type Service struct {
+	Store Store
+	// Provider is the payment provider; nil runs the own ledger.
+	Provider Provider
+	Usage    metering.Store
+	Clock    agentmarket.Clock
+	Plans    PlanSource
+	// Contracts lists the contracts of a period, for CloseMonth and
+	// Reconcile.
+	Contracts ContractLister
+	// PlatformFeePercent is the platform's share of a seller's invoices
+	// when the seller has a connected account (see SubscribeInput).
+	PlatformFeePercent float64
+	// SettleDelay is how long after a period ends its usage is taken to
+	// be complete (spooled usage has been shipped): CloseMonth refuses to
+	// close a period earlier. Zero is DefaultSettleDelay.
+	SettleDelay time.Duration
+	// Logger receives what is worth knowing but is no error; nil is
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Attach creates the contract's subscription at the provider: the plan
+// version's prices and the buyer's customer (each created once and
+// stored, then reused), and the subscription with its billing periods
+// anchored on calendar months. The seller is paid through its connected
+// account, less PlatformFeePercent, when connectedAccountID is set.
+// Without a Provider it does nothing.
+//
+// It is safe to call again after a failure or a crash: what is stored is
+// reused, and every creation at the provider carries an idempotency key
+// derived from our ids, so a repeated call creates nothing twice. (The
+// provider keeps those keys for 24 hours; a retry later than that, across
+// a month's end, may be refused as a Conflict and needs a look.)
+func (s *Service) Attach(ctx context.Context, c *contracts.Contract, buyer OrgInfo, listingName string, plan listings.Plan, connectedAccountID string) error {
+	if s.Provider == nil {
+		return nil
+	}
+	var fe agentmarket.Fields
+	if c == nil || c.ID == "" {
+		fe.Add("contract", "required", "the contract is required")
+	} else {
+		if c.ListingID == "" {
+			fe.Add("contract.listing_id", "required", "the contract's listing is required")
+		}
+		if plan.Version != c.PlanVersion {
+			fe.Add("plan.version", "frozen", "the plan is version %d but the contract froze version %d", plan.Version, c.PlanVersion)
+		}
+	}
+	if buyer.ID == "" {
+		fe.Add("buyer.id", "required", "the buyer org is required")
+	}
+	if err := fe.Err("invalid_attach", "the contract cannot be billed"); err != nil {
+		return err
+	}
+	if _, err := s.Store.Subscription(ctx, c.ID); err == nil {
+		return nil
+	} else if agentmarket.KindOf(err) != agentmarket.NotFound {
+		return err
+	}
+	now := s.Clock.Now().UTC()
+
+	prices, err := s.Store.PlanPrices(ctx, c.ListingID, plan.Version)
+	if agentmarket.KindOf(err) == agentmarket.NotFound {
+		if prices, err = s.Provider.EnsurePlan(ctx, c.ListingID, listingName, plan); err == nil {
+			prices, err = s.Store.SavePlanPrices(ctx, c.ListingID, plan.Version, prices, now)
+		}
+	}
+	if err != nil {
+		return err
+	}
+
+	customer, err := s.Store.Customer(ctx, buyer.ID)
+	if agentmarket.KindOf(err) == agentmarket.NotFound {
+		if customer, err = s.Provider.EnsureCustomer(ctx, buyer.ID, buyer.Name, buyer.Email); err == nil {
+			customer, err = s.Store.SaveCustomer(ctx, buyer.ID, customer, now)
+		}
+	}
+	if err != nil {
+		return err
+	}
+
+	in := SubscribeInput{ContractID: c.ID, CustomerID: customer.ID, Prices: prices, BillingCycleAnchor: MonthOf(now).End}
+	if connectedAccountID != "" {
+		in.ConnectedAccountID, in.PlatformFeePercent = connectedAccountID, s.PlatformFeePercent
+	}
+	refs, err := s.Provider.Subscribe(ctx, in)
+	if err != nil {
+		return err
+	}
+	_, err = s.Store.SaveSubscription(ctx, &Subscription{ContractID: c.ID, CustomerID: customer.ID, Refs: refs, CreatedAt: now})
+	return err
+}
+
+// Detach ends the contract's subscription at the provider, once the
+// contract is canceled: it first reports the usage metered since the last
+// closed window (through now, so the provider's final invoice carries it),
+// then cancels with CancelKey (the provider invoices what is not invoiced
+// yet and credits the unused part of the flat fee), then records the
+// subscription as canceled so the Reporter stops. Without a Provider, or
+// without a subscription, it does nothing; calling it again is harmless.
+// Usage that reaches the usage store after Detach is not reported;
+// Reconcile lists it.
+func (s *Service) Detach(ctx context.Context, c *contracts.Contract) error {
+	if s.Provider == nil || c == nil {
+		return nil
+	}
+	sub, err := s.Store.Subscription(ctx, c.ID)
+	if agentmarket.KindOf(err) == agentmarket.NotFound {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if sub.CanceledAt != nil {
+		return nil
+	}
+	now := s.Clock.Now().UTC()
+	r := &Reporter{Store: s.Store, Provider: s.Provider, Usage: s.Usage, Clock: s.Clock, Logger: s.Logger}
+	if _, err := r.flush(ctx, sub, now.Truncate(time.Second), now); err != nil {
+		return err
+	}
+	if err := s.Provider.CancelSubscription(ctx, sub.Refs.ID, CancelKey(c.ID)); err != nil && agentmarket.KindOf(err) != agentmarket.NotFound {
+		return err
+	}
+	return s.Store.SetSubscriptionCanceled(ctx, c.ID, now)
+}
+
+// Hooks attaches and detaches contracts as they are made and canceled
+// (the shape of contracts' billing hooks): it looks up what Attach needs
+// and calls the Service.
+type Hooks struct {
+	Service *Service
+	// Buyer returns the buyer org's name and billing e-mail.
+	Buyer func(ctx context.Context, orgID string) (OrgInfo, error)
+	// Listing returns a listing's name and its seller's connected account
+	// ("" while sellers have none).
+	Listing func(ctx context.Context, listingID string) (name, connectedAccountID string, err error)
+}
+
+// Attach attaches a new contract at its frozen plan version (from
+// Service.Plans). Without a Provider it does nothing.
+func (h *Hooks) Attach(ctx context.Context, c *contracts.Contract) error {
+	if h.Service.Provider == nil {
+		return nil
+	}
+	buyer, err := h.Buyer(ctx, c.BuyerOrgID)
+	if err != nil {
+		return err
+	}
+	name, account, err := h.Listing(ctx, c.ListingID)
+	if err != nil {
+		return err
+	}
+	plan, err := h.Service.Plans.Plan(ctx, c.ListingID, c.PlanVersion)
+	if err != nil {
+		return err
+	}
+	return h.Service.Attach(ctx, c, buyer, name, *plan, account)
+}
+
+// Detach is Service.Detach.
+func (h *Hooks) Detach(ctx context.Context, c *contracts.Contract) error {
+	return h.Service.Detach(ctx, c)
+}
+
+func (s *Service) settleDelay() time.Duration {
+	if s.SettleDelay > 0 {
+		return s.SettleDelay
+	}
+	return DefaultSettleDelay
+}
+
+// usageIn sums a contract's usage in p from the usage store.
+func usageIn(ctx context.Context, store metering.Store, contractID string, p Period) (Usage, error) {
+	totals, err := store.Totals(ctx, metering.Query{GroupBy: metering.ByListing, From: p.Start, To: p.End, ContractID: contractID})
+	if err != nil {
+		return Usage{}, err
+	}
+	var u Usage
+	for _, t := range totals {
+		u.InputTokens += t.InputTokens
+		u.OutputTokens += t.OutputTokens
+		u.ComputeMs += t.ComputeMs
+		u.Tasks += t.Tasks
+	}
+	return u, nil
+}
+
+// Of returns the usage counter of a metered line kind (0 for the flat fee).
+func (u Usage) Of(kind LineKind) int64 {
+	switch kind {
+	case LineInputTokens:
+		return u.InputTokens
+	case LineOutputTokens:
+		return u.OutputTokens
+	case LineCompute:
+		return u.ComputeMs
+	case LineTasks:
+		return u.Tasks
+	}
+	return 0
+}

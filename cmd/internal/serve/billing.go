@@ -1,0 +1,92 @@
+package serve
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/billing"
+	billinggorm "github.com/agentmarket/agentmarket/billing/gormstore"
+	"github.com/agentmarket/agentmarket/billing/stripe"
+	"github.com/agentmarket/agentmarket/cmd/internal/config"
+	"github.com/agentmarket/agentmarket/contracts"
+	contractsgorm "github.com/agentmarket/agentmarket/contracts/gormstore"
+	"github.com/agentmarket/agentmarket/listings"
+	"github.com/agentmarket/agentmarket/metering"
+	"github.com/agentmarket/agentmarket/migrations/gormdb"
+)
+
+// BillingDeps is what billing is built from.
+type BillingDeps struct {
+	DB        *gormdb.DB
+	Usage     metering.Store
+	Contracts *contractsgorm.Store
+	Listings  listings.Store
+	States    billing.ContractStates
+	Clock     agentmarket.Clock
+	Logger    *slog.Logger
+}
+
+// BillingParts are billing's running pieces: the service, and with Stripe
+// the usage reporter and the webhook handler.
+type BillingParts struct {
+	Service  *billing.Service
+	Reporter *billing.Reporter // nil without Stripe
+	Webhooks *billing.Webhooks // nil without Stripe
+	grace    time.Duration
+	logger   *slog.Logger
+}
+
+// Billing builds billing: on Stripe when a secret key is configured, on the
+// platform's own ledger otherwise.
+func Billing(ctx context.Context, cfg *config.Config, d BillingDeps) (*BillingParts, contracts.BillingHooks, error) {
+	store := billinggorm.New(d.DB.DB)
+	svc := &billing.Service{Store: store, Usage: d.Usage, Clock: d.Clock, Plans: d.Listings,
+		Contracts:          billing.ContractsBetween(d.Contracts.ContractsBetween),
+		PlatformFeePercent: float64(cfg.PlatformFeeBasisPts) / 100, Logger: d.Logger}
+	parts := &BillingParts{Service: svc, grace: cfg.BillingGrace, logger: d.Logger}
+	if cfg.StripeSecretKey != "" {
+		provider := stripe.New(stripe.Config{SecretKey: cfg.StripeSecretKey, APIBase: cfg.StripeAPIBase})
+		svc.Provider = provider
+		parts.Reporter = &billing.Reporter{Store: store, Provider: provider, Usage: d.Usage, Clock: d.Clock, Window: cfg.UsageReportWindow, Logger: d.Logger}
+		parts.Webhooks = &billing.Webhooks{Verifier: &stripe.WebhookVerifier{Secret: cfg.StripeWebhookSecret}, Store: store, Contracts: d.States,
+			Clock: d.Clock, Logger: d.Logger}
+	}
+	return parts, BillingBridge{Billing: svc, Orgs: d.Contracts, Listings: d.Listings}, nil
+}
+
+// Run runs billing's background work until ctx ends: the usage reporter
+// (with Stripe), suspending contracts past due beyond the grace period,
+// and closing each month on the own ledger (without Stripe).
+func (b *BillingParts) Run(ctx context.Context, subs *contracts.Subscriptions) {
+	if b.Reporter != nil {
+		go func() {
+			if err := b.Reporter.Run(ctx, time.Minute); err != nil && ctx.Err() == nil {
+				b.logger.Error("usage reporter stopped", "err", err)
+			}
+		}()
+	}
+	// Sweep often enough that a short grace (tests, strict operators) is
+	// honoured within a fraction of itself.
+	t := time.NewTicker(min(time.Minute, max(b.grace/4, 100*time.Millisecond)))
+	defer t.Stop()
+	for {
+		if n, err := subs.SuspendOverdue(ctx, b.grace); err != nil && ctx.Err() == nil {
+			b.logger.Warn("suspending overdue contracts failed", "err", err)
+		} else if n > 0 {
+			b.logger.Info("suspended overdue contracts", "count", n)
+		}
+		if b.Reporter == nil {
+			prev := billing.MonthOf(billing.MonthOf(b.Service.Clock.Now()).Start.Add(-time.Second))
+			if _, err := b.Service.CloseMonth(ctx, prev); err != nil && ctx.Err() == nil && agentmarket.KindOf(err) != agentmarket.Invalid {
+				b.logger.Warn("closing the month failed", "period", prev.Start, "err", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
