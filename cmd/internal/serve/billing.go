@@ -53,7 +53,32 @@ func Billing(ctx context.Context, cfg *config.Config, d BillingDeps) (*BillingPa
 		parts.Webhooks = &billing.Webhooks{Verifier: &stripe.WebhookVerifier{Secret: cfg.StripeWebhookSecret}, Store: store, Contracts: d.States,
 			Clock: d.Clock, Logger: d.Logger}
 	}
-	return parts, BillingBridge{Billing: svc, Orgs: d.Contracts, Listings: d.Listings}, nil
+	hooks := &billing.Hooks{
+		Service: svc,
+		Buyer: func(ctx context.Context, orgID string) (billing.OrgInfo, error) {
+			o, err := d.Contracts.GetOrg(ctx, orgID)
+			if err != nil {
+				return billing.OrgInfo{}, err
+			}
+			return billing.OrgInfo{ID: o.ID, Name: o.Name}, nil
+		},
+		Listing: func(ctx context.Context, listingID string) (string, string, error) {
+			l, err := d.Listings.GetListing(ctx, listingID)
+			if err != nil {
+				return "", "", err
+			}
+			seller, err := d.Contracts.GetOrg(ctx, l.SellerOrgID)
+			if err != nil {
+				return "", "", err
+			}
+			name := l.ID
+			if l.Card != nil {
+				name = l.Card.Name
+			}
+			return name, seller.ConnectAccountID, nil
+		},
+	}
+	return parts, hooks, nil
 }
 
 // Run runs billing's background work until ctx ends: the usage reporter

@@ -5,7 +5,6 @@ import (
 
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/a2aproxy"
-	"github.com/agentmarket/agentmarket/billing"
 	"github.com/agentmarket/agentmarket/contracts"
 	"github.com/agentmarket/agentmarket/listings"
 )
@@ -48,45 +47,4 @@ func (m MeterTargets) Resolve(ctx context.Context, id string) (*a2aproxy.Target,
 	}
 	return &a2aproxy.Target{ListingID: l.ID, SellerOrgID: l.SellerOrgID, Published: l.Status == listings.StatusPublished,
 		Card: l.Card, CardJSON: l.CardJSON, CardHash: l.CardHash, UpstreamAuth: auth, Limits: l.Limits}, nil
-}
-
-// BillingBridge gives billing what it needs to attach a contract to the
-// payment provider: the buyer org, the listing's name and frozen plan, the
-// seller's payout account.
-type BillingBridge struct {
-	Billing  *billing.Service
-	Orgs     contracts.Store
-	Listings listings.Store
-}
-
-var _ contracts.BillingHooks = BillingBridge{}
-
-// Attach implements contracts.BillingHooks.
-func (b BillingBridge) Attach(ctx context.Context, c *contracts.Contract) error {
-	buyer, err := b.Orgs.GetOrg(ctx, c.BuyerOrgID)
-	if err != nil {
-		return err
-	}
-	seller, err := b.Orgs.GetOrg(ctx, c.SellerOrgID)
-	if err != nil {
-		return err
-	}
-	l, err := b.Listings.GetListing(ctx, c.ListingID)
-	if err != nil {
-		return err
-	}
-	plan, err := b.Listings.Plan(ctx, c.ListingID, c.PlanVersion)
-	if err != nil {
-		return err
-	}
-	name := l.ID
-	if l.Card != nil {
-		name = l.Card.Name
-	}
-	return b.Billing.Attach(ctx, c, billing.OrgInfo{ID: buyer.ID, Name: buyer.Name}, name, *plan, seller.ConnectAccountID)
-}
-
-// Detach implements contracts.BillingHooks.
-func (b BillingBridge) Detach(ctx context.Context, c *contracts.Contract) error {
-	return b.Billing.Detach(ctx, c)
 }
