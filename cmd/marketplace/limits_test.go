@@ -166,3 +166,20 @@ func TestPushNotSupportedYet(t *testing.T) {
 		t.Errorf("proxied card advertises push: %s", card.Body)
 	}
 }
+
+// TestReconciliationAPI: the reconciliation of the current month answers
+// with its drifts (none when nothing was reported or invoiced yet), and a
+// malformed period is refused.
+func TestReconciliationAPI(t *testing.T) {
+	mk := newMarket(t, map[string]string{})
+	if _, e := (rpc{t: t, url: mk.ep03, key: mk.buyer}).call("message/send", msg03("reconcile me", nil)); e != nil {
+		t.Fatal(e)
+	}
+	r := mk.api.with(mk.buyer).do("GET", "/api/v1/reconciliation", nil)
+	if r.Status != 200 || r.JSON["drifts"] == nil {
+		t.Fatalf("reconciliation: %d %s", r.Status, r.Body)
+	}
+	if r := mk.api.with(mk.buyer).do("GET", "/api/v1/reconciliation?period=November", nil); r.Status != 422 {
+		t.Errorf("bad period: %d %s", r.Status, r.Body)
+	}
+}
