@@ -138,7 +138,7 @@ func (p *Proxy) finish(ctx context.Context, cl *call, latency time.Duration) {
 		if key == "" {
 			key = "call:" + u.ID // a bare message answer: billed on its own
 		}
-		delta, first, err := p.Ledger.Bill(ctx, cl.target.ListingID, key, cum, add)
+		delta, first, err := p.bill(ctx, cl.target.ListingID, key, cum, add)
 		if err != nil {
 			p.Logger.ErrorContext(ctx, "task ledger failed", "trace_id", u.TraceID, "task_id", u.TaskID, "err", err)
 		}

@@ -97,6 +97,8 @@ type Proxy struct {
 	contracts *ttlCache[*contracts.Contract]
 	spent     *ttlCache[int64]
 	plans     *ttlCache[*listings.Plan] // plan versions never change
+	bills     *batcher[metering.BillRequest, metering.BillResult]
+	binds     *batcher[contracts.TaskBinding, bindResult]
 }
 
 // Init fills defaults; call it once before Mount.
@@ -119,6 +121,7 @@ func (p *Proxy) Init() {
 	if p.Logger == nil {
 		p.Logger = slog.New(slog.DiscardHandler)
 	}
+	p.startBatchers()
 }
 
 // Mount adds the meter's routes under /a2a.
@@ -586,7 +589,7 @@ func (p *Proxy) bindTask(ctx context.Context, cl *call) {
 		return
 	}
 	cl.obs.bound = true
-	owner, err := p.Owners.BindTask(ctx, contracts.TaskBinding{ListingID: cl.target.ListingID, TaskID: cl.obs.taskID,
+	owner, err := p.bindOwner(ctx, contracts.TaskBinding{ListingID: cl.target.ListingID, TaskID: cl.obs.taskID,
 		OrgID: cl.actor.OrgID, ContractID: cl.contract.ID, ContextID: cl.obs.contextID, CreatedAt: p.Clock.Now()})
 	if err != nil {
 		p.Logger.ErrorContext(ctx, "task binding failed", "trace_id", cl.trace.traceID, "task_id", cl.obs.taskID, "err", err)

@@ -230,6 +230,13 @@ type TaskOwners interface {
 	TaskOwner(ctx context.Context, listingID, taskID string) (*TaskBinding, error)
 }
 
+// BatchTaskOwners binds many tasks at once (one commit for the batch);
+// owners[i] or errs[i] answers bindings[i].
+type BatchTaskOwners interface {
+	TaskOwners
+	BindTasks(ctx context.Context, bindings []TaskBinding) (owners []string, errs []error)
+}
+
 // TaskBinding is one task's owner.
 type TaskBinding struct {
 	ListingID  string

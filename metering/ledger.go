@@ -26,3 +26,23 @@ type Ledger interface {
 	// whether this call is the first to bill the task.
 	Bill(ctx context.Context, listingID, taskID string, cum, add Counters) (delta Counters, first bool, err error)
 }
+
+// BillRequest is one Bill call, for batches.
+type BillRequest struct {
+	ListingID, TaskID string
+	Cum, Add          Counters
+}
+
+// BillResult is what Bill answered for one request of a batch.
+type BillResult struct {
+	Delta Counters
+	First bool
+	Err   error
+}
+
+// BatchLedger bills many tasks at once (one commit for the batch), for
+// meters under load.
+type BatchLedger interface {
+	Ledger
+	BillMany(ctx context.Context, reqs []BillRequest) []BillResult
+}

@@ -13,8 +13,8 @@ import (
 )
 
 var (
-	_ contracts.ContractStore = (*Store)(nil)
-	_ contracts.TaskOwners    = (*Store)(nil)
+	_ contracts.ContractStore   = (*Store)(nil)
+	_ contracts.BatchTaskOwners = (*Store)(nil)
 )
 
 type contractRow struct {
@@ -163,10 +163,40 @@ func (taskOwnerRow) TableName() string { return "task_owners" }
 
 // BindTask implements contracts.TaskOwners.
 func (s *Store) BindTask(ctx context.Context, t contracts.TaskBinding) (string, error) {
-	db := s.db.WithContext(ctx)
+	return bindTask(s.db.WithContext(ctx), t)
+}
+
+// BindTasks implements contracts.BatchTaskOwners: one transaction for the
+// batch, or each binding on its own if the transaction fails.
+func (s *Store) BindTasks(ctx context.Context, ts []contracts.TaskBinding) ([]string, []error) {
+	owners, errs := make([]string, len(ts)), make([]error, len(ts))
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		for i, t := range ts {
+			o, err := bindTask(tx, t)
+			if err != nil {
+				return err
+			}
+			owners[i] = o
+		}
+		return nil
+	})
+	if err == nil {
+		return owners, errs
+	}
+	for i, t := range ts {
+		owners[i], errs[i] = s.BindTask(ctx, t)
+	}
+	return owners, errs
+}
+
+func bindTask(db *gorm.DB, t contracts.TaskBinding) (string, error) {
 	row := &taskOwnerRow{ListingID: t.ListingID, TaskID: t.TaskID, OrgID: t.OrgID, ContractID: t.ContractID, ContextID: t.ContextID, CreatedAt: t.CreatedAt.UTC()}
-	if err := db.Clauses(clause.OnConflict{DoNothing: true}).Create(row).Error; err != nil {
-		return "", gormdb.Translate(err, "task")
+	res := db.Clauses(clause.OnConflict{DoNothing: true}).Create(row)
+	if res.Error != nil {
+		return "", gormdb.Translate(res.Error, "task")
+	}
+	if res.RowsAffected == 1 {
+		return t.OrgID, nil // the first sight: no need to read it back
 	}
 	var got taskOwnerRow
 	if err := db.Where("listing_id = ? AND task_id = ?", t.ListingID, t.TaskID).Take(&got).Error; err != nil {

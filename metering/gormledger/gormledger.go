@@ -21,7 +21,7 @@ type Ledger struct {
 	clock agentmarket.Clock
 }
 
-var _ metering.Ledger = (*Ledger)(nil)
+var _ metering.BatchLedger = (*Ledger)(nil)
 
 // New returns a ledger over db (migrated).
 func New(db *gorm.DB, clock agentmarket.Clock) *Ledger { return &Ledger{db: db, clock: clock} }
@@ -49,40 +49,67 @@ func raise(old, cum, add metering.Counters) metering.Counters {
 // row, retried on conflict, so concurrent meters never bill an increase
 // twice and the SQL is the same on PostgreSQL and SQLite.
 func (l *Ledger) Bill(ctx context.Context, listingID, taskID string, cum, add metering.Counters) (metering.Counters, bool, error) {
-	db := l.db.WithContext(ctx)
+	return l.bill(l.db.WithContext(ctx), listingID, taskID, cum, add)
+}
+
+// BillMany implements metering.BatchLedger: the whole batch in one
+// transaction (one commit instead of one per call). If the transaction
+// fails, each request is billed on its own so one bad request cannot fail
+// the others.
+func (l *Ledger) BillMany(ctx context.Context, reqs []metering.BillRequest) []metering.BillResult {
+	out := make([]metering.BillResult, len(reqs))
+	err := l.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		for i, r := range reqs {
+			d, first, err := l.bill(tx, r.ListingID, r.TaskID, r.Cum, r.Add)
+			if err != nil {
+				return err
+			}
+			out[i] = metering.BillResult{Delta: d, First: first}
+		}
+		return nil
+	})
+	if err == nil {
+		return out
+	}
+	for i, r := range reqs {
+		d, first, err := l.Bill(ctx, r.ListingID, r.TaskID, r.Cum, r.Add)
+		out[i] = metering.BillResult{Delta: d, First: first, Err: err}
+	}
+	return out
+}
+
+func (l *Ledger) bill(db *gorm.DB, listingID, taskID string, cum, add metering.Counters) (metering.Counters, bool, error) {
+	// Most calls bill a task for the first time: try the insert first, so
+	// they take one statement instead of two.
+	first := raise(metering.Counters{}, cum, add)
+	res := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&row{ListingID: listingID, TaskID: taskID,
+		InputTokens: first.InputTokens, OutputTokens: first.OutputTokens, ComputeMs: first.ComputeMs, UpdatedAt: l.clock.Now()})
+	if res.Error != nil {
+		return metering.Counters{}, false, gormdb.Translate(res.Error, "task usage")
+	}
+	if res.RowsAffected == 1 {
+		return first, true, nil
+	}
 	for attempt := 0; attempt < 50; attempt++ {
 		var r row
-		err := db.Where("listing_id = ? AND task_id = ?", listingID, taskID).Take(&r).Error
-		switch {
-		case err == gorm.ErrRecordNotFound:
-			next := raise(metering.Counters{}, cum, add)
-			res := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&row{ListingID: listingID, TaskID: taskID,
-				InputTokens: next.InputTokens, OutputTokens: next.OutputTokens, ComputeMs: next.ComputeMs, UpdatedAt: l.clock.Now()})
-			if res.Error != nil {
-				return metering.Counters{}, false, gormdb.Translate(res.Error, "task usage")
-			}
-			if res.RowsAffected == 1 {
-				return next, true, nil
-			}
-		case err != nil:
+		if err := db.Where("listing_id = ? AND task_id = ?", listingID, taskID).Take(&r).Error; err != nil {
 			return metering.Counters{}, false, gormdb.Translate(err, "task usage")
-		default:
-			old := metering.Counters{InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, ComputeMs: r.ComputeMs}
-			next := raise(old, cum, add)
-			if next == old {
-				return metering.Counters{}, false, nil
-			}
-			res := db.Model(&row{}).
-				Where("listing_id = ? AND task_id = ? AND input_tokens = ? AND output_tokens = ? AND compute_ms = ?",
-					listingID, taskID, old.InputTokens, old.OutputTokens, old.ComputeMs).
-				Updates(map[string]any{"input_tokens": next.InputTokens, "output_tokens": next.OutputTokens,
-					"compute_ms": next.ComputeMs, "updated_at": l.clock.Now()})
-			if res.Error != nil {
-				return metering.Counters{}, false, gormdb.Translate(res.Error, "task usage")
-			}
-			if res.RowsAffected == 1 {
-				return next.Sub(old), false, nil
-			}
+		}
+		old := metering.Counters{InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, ComputeMs: r.ComputeMs}
+		next := raise(old, cum, add)
+		if next == old {
+			return metering.Counters{}, false, nil
+		}
+		res := db.Model(&row{}).
+			Where("listing_id = ? AND task_id = ? AND input_tokens = ? AND output_tokens = ? AND compute_ms = ?",
+				listingID, taskID, old.InputTokens, old.OutputTokens, old.ComputeMs).
+			Updates(map[string]any{"input_tokens": next.InputTokens, "output_tokens": next.OutputTokens,
+				"compute_ms": next.ComputeMs, "updated_at": l.clock.Now()})
+		if res.Error != nil {
+			return metering.Counters{}, false, gormdb.Translate(res.Error, "task usage")
+		}
+		if res.RowsAffected == 1 {
+			return next.Sub(old), false, nil
 		}
 		// Another meter moved the row first: read it again.
 	}

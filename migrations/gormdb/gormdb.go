@@ -53,7 +53,7 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 			return nil, err
 		}
 	}
-	dsn := path + "?_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)"
+	dsn := path + "?_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)&_txlock=immediate"
 	g, err := gorm.Open(sqlite.Open(dsn), config())
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
@@ -62,9 +62,15 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	// One writer at a time is SQLite's rule; a single connection also keeps
-	// ":memory:" databases alive and shared.
-	sqlDB.SetMaxOpenConns(1)
+	// One writer at a time is SQLite's rule, and WAL lets readers work
+	// beside it: a few connections, with the busy timeout queueing writers.
+	// ":memory:" needs a single connection to stay one database.
+	if path == ":memory:" {
+		sqlDB.SetMaxOpenConns(1)
+	} else {
+		sqlDB.SetMaxOpenConns(4)
+		sqlDB.SetMaxIdleConns(4)
+	}
 	return migrate(ctx, g, migrations.SQLite)
 }
 
@@ -73,6 +79,9 @@ func config() *gorm.Config {
 		Logger:                 logger.Discard,
 		TranslateError:         true,
 		SkipDefaultTransaction: true,
+		// The meter runs the same few statements on every call: parse each
+		// once per connection.
+		PrepareStmt: true,
 		NowFunc:                func() time.Time { return time.Now().UTC() },
 	}
 }

@@ -1,0 +1,116 @@
+package a2aproxy
+
+import (
+	"context"
+
+	"github.com/agentmarket/agentmarket/contracts"
+	"github.com/agentmarket/agentmarket/metering"
+)
+
+// batcher funnels concurrent requests into one writer goroutine that
+// handles whatever has queued up as one batch (one database commit for
+// many calls). It adds no delay: a request waits only for the batch in
+// flight before its own.
+type batcher[Req, Res any] struct {
+	in  chan batchItem[Req, Res]
+	run func(ctx context.Context, reqs []Req) []Res
+	max int
+}
+
+type batchItem[Req, Res any] struct {
+	req Req
+	out chan Res
+}
+
+func newBatcher[Req, Res any](ctx context.Context, max int, run func(ctx context.Context, reqs []Req) []Res) *batcher[Req, Res] {
+	b := &batcher[Req, Res]{in: make(chan batchItem[Req, Res], max), run: run, max: max}
+	go b.loop(ctx)
+	return b
+}
+
+func (b *batcher[Req, Res]) loop(ctx context.Context) {
+	items := make([]batchItem[Req, Res], 0, b.max)
+	reqs := make([]Req, 0, b.max)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case it := <-b.in:
+			items, reqs = append(items[:0], it), append(reqs[:0], it.req)
+		}
+	drain:
+		for len(items) < b.max {
+			select {
+			case it := <-b.in:
+				items, reqs = append(items, it), append(reqs, it.req)
+			default:
+				break drain
+			}
+		}
+		res := b.run(context.WithoutCancel(ctx), reqs)
+		for i, it := range items {
+			it.out <- res[i]
+		}
+	}
+}
+
+// do queues req and waits for its answer.
+func (b *batcher[Req, Res]) do(ctx context.Context, req Req) (Res, error) {
+	it := batchItem[Req, Res]{req: req, out: make(chan Res, 1)}
+	var zero Res
+	select {
+	case b.in <- it:
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+	select {
+	case r := <-it.out:
+		return r, nil
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+}
+
+type bindResult struct {
+	owner string
+	err   error
+}
+
+// startBatchers batches ledger and task-owner writes when the stores can.
+func (p *Proxy) startBatchers() {
+	if bl, ok := p.Ledger.(metering.BatchLedger); ok {
+		p.bills = newBatcher(p.Base, 256, bl.BillMany)
+	}
+	if bo, ok := p.Owners.(contracts.BatchTaskOwners); ok {
+		p.binds = newBatcher(p.Base, 256, func(ctx context.Context, ts []contracts.TaskBinding) []bindResult {
+			owners, errs := bo.BindTasks(ctx, ts)
+			out := make([]bindResult, len(ts))
+			for i := range ts {
+				out[i] = bindResult{owners[i], errs[i]}
+			}
+			return out
+		})
+	}
+}
+
+func (p *Proxy) bill(ctx context.Context, listingID, taskID string, cum, add metering.Counters) (metering.Counters, bool, error) {
+	if p.bills == nil {
+		return p.Ledger.Bill(ctx, listingID, taskID, cum, add)
+	}
+	r, err := p.bills.do(ctx, metering.BillRequest{ListingID: listingID, TaskID: taskID, Cum: cum, Add: add})
+	if err != nil {
+		return metering.Counters{}, false, err
+	}
+	return r.Delta, r.First, r.Err
+}
+
+func (p *Proxy) bindOwner(ctx context.Context, t contracts.TaskBinding) (string, error) {
+	if p.binds == nil {
+		return p.Owners.BindTask(ctx, t)
+	}
+	r, err := p.binds.do(ctx, t)
+	if err != nil {
+		return "", err
+	}
+	return r.owner, r.err
+}

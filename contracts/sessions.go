@@ -1,0 +1,191 @@
+package contracts
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/agentmarket/agentmarket"
+)
+
+// Session is a signed-in browser. Only the hash of its token is stored: a
+// copy of the database does not sign anyone in.
+type Session struct {
+	// IDHash is the hex SHA-256 of the token in the browser's cookie.
+	IDHash string
+	UserID string // empty for a session opened with an API key
+	// KeyID is the API key the session was opened with (operators sign in
+	// with their key); revoking the key ends the session.
+	KeyID     string
+	OrgID     string
+	Role      agentmarket.Role
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+// SessionStore persists sessions (contracts/gormstore).
+type SessionStore interface {
+	CreateSession(ctx context.Context, s *Session) error
+	// SessionByHash returns the session with that token hash, expired or
+	// not, or NotFound.
+	SessionByHash(ctx context.Context, idHash string) (*Session, error)
+	// DeleteSession removes a session; removing one that is not there is
+	// no error.
+	DeleteSession(ctx context.Context, idHash string) error
+	// DeleteExpiredSessions removes sessions that expired before t.
+	DeleteExpiredSessions(ctx context.Context, t time.Time) (int64, error)
+}
+
+// DefaultSessionTTL is how long a sign-in lasts.
+const DefaultSessionTTL = 12 * time.Hour
+
+// Sessions signs browsers in and out.
+type Sessions struct {
+	Store    SessionStore
+	Accounts *Accounts
+	Clock    agentmarket.Clock
+	// TTL is a session's lifetime from sign-in; 0 means DefaultSessionTTL.
+	TTL time.Duration
+}
+
+var errNoSession = agentmarket.Errorf(agentmarket.Unauthorized, "no_session", "you are not signed in, or your session has expired")
+
+// HashSessionToken is the stored form of a session token. Tokens carry 256
+// random bits, so a fast hash is enough.
+func HashSessionToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// Start opens a session for actor (from Login or Authenticate) and returns
+// the token to put in the browser's cookie: 32 random bytes, shown once.
+func (s *Sessions) Start(ctx context.Context, actor agentmarket.Actor) (string, *Session, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", nil, agentmarket.Wrap(agentmarket.Internal, "session_token", err, "could not start a session")
+	}
+	token := base64.RawURLEncoding.EncodeToString(b[:])
+	now := s.Clock.Now()
+	ttl := s.TTL
+	if ttl <= 0 {
+		ttl = DefaultSessionTTL
+	}
+	sess := &Session{IDHash: HashSessionToken(token), UserID: actor.UserID, KeyID: actor.KeyID, OrgID: actor.OrgID, Role: actor.Role,
+		CreatedAt: now, ExpiresAt: now.Add(ttl)}
+	if err := s.Store.CreateSession(ctx, sess); err != nil {
+		return "", nil, err
+	}
+	// Sweeping here keeps the table small without a background job.
+	if _, err := s.Store.DeleteExpiredSessions(ctx, now); err != nil {
+		return "", nil, err
+	}
+	return token, sess, nil
+}
+
+// Resolve returns the actor a session token stands for. An unknown,
+// expired or malformed token, or one whose key was revoked since, is
+// Unauthorized.
+func (s *Sessions) Resolve(ctx context.Context, token string) (agentmarket.Actor, *Session, error) {
+	if len(token) != 43 || strings.ContainsAny(token, "+/=") {
+		return agentmarket.Actor{}, nil, errNoSession
+	}
+	sess, err := s.Store.SessionByHash(ctx, HashSessionToken(token))
+	if agentmarket.KindOf(err) == agentmarket.NotFound {
+		return agentmarket.Actor{}, nil, errNoSession
+	}
+	if err != nil {
+		return agentmarket.Actor{}, nil, err
+	}
+	if !s.Clock.Now().Before(sess.ExpiresAt) {
+		return agentmarket.Actor{}, nil, errNoSession
+	}
+	org, err := s.Accounts.Store.GetOrg(ctx, sess.OrgID)
+	if err != nil {
+		return agentmarket.Actor{}, nil, err
+	}
+	actor := agentmarket.Actor{OrgID: sess.OrgID, UserID: sess.UserID, Role: sess.Role, Operator: org.Platform}
+	if sess.KeyID != "" {
+		keys, err := s.Accounts.Store.ListAPIKeys(ctx, sess.OrgID)
+		if err != nil {
+			return agentmarket.Actor{}, nil, err
+		}
+		var key *APIKey
+		for i := range keys {
+			if keys[i].ID == sess.KeyID {
+				key = &keys[i]
+			}
+		}
+		if key == nil || key.RevokedAt != nil {
+			return agentmarket.Actor{}, nil, errNoSession
+		}
+		actor.KeyID, actor.Role, actor.KeyBudgetMicros = key.ID, key.Role, key.MonthlyBudgetMicros
+	}
+	return actor, sess, nil
+}
+
+// End signs a session out; an unknown token is no error.
+func (s *Sessions) End(ctx context.Context, token string) error {
+	if token == "" {
+		return nil
+	}
+	return s.Store.DeleteSession(ctx, HashSessionToken(token))
+}
+
+var errBadLogin = agentmarket.Errorf(agentmarket.Unauthorized, "invalid_login", "the e-mail or the password is wrong")
+
+var (
+	decoyMu     sync.Mutex
+	decoyHashes = map[int][]byte{}
+)
+
+// decoy is a bcrypt hash of a random password at cost, compared against
+// when the e-mail is unknown so that the answer takes as long as for a
+// wrong password and does not tell which e-mails exist.
+func decoy(cost int) []byte {
+	decoyMu.Lock()
+	defer decoyMu.Unlock()
+	if h, ok := decoyHashes[cost]; ok {
+		return h
+	}
+	var b [16]byte
+	rand.Read(b[:])
+	h, _ := bcrypt.GenerateFromPassword([]byte(hex.EncodeToString(b[:])), cost)
+	decoyHashes[cost] = h
+	return h
+}
+
+// Login checks an e-mail and password and returns the user's actor. Every
+// failure is the same Unauthorized error after the same bcrypt work.
+func (a *Accounts) Login(ctx context.Context, email, password string) (agentmarket.Actor, error) {
+	cost := a.BcryptCost
+	if cost == 0 {
+		cost = bcrypt.DefaultCost
+	}
+	email = strings.ToLower(strings.TrimSpace(email))
+	if len(password) > 72 {
+		password = password[:72] // bcrypt's limit; Signup refuses longer ones
+	}
+	u, err := a.Store.GetUserByEmail(ctx, email)
+	if err != nil && agentmarket.KindOf(err) != agentmarket.NotFound {
+		return agentmarket.Actor{}, err
+	}
+	if u == nil || email == "" {
+		_ = bcrypt.CompareHashAndPassword(decoy(cost), []byte(password))
+		return agentmarket.Actor{}, errBadLogin
+	}
+	if bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(password)) != nil {
+		return agentmarket.Actor{}, errBadLogin
+	}
+	o, err := a.Store.GetOrg(ctx, u.OrgID)
+	if err != nil {
+		return agentmarket.Actor{}, err
+	}
+	return agentmarket.Actor{OrgID: u.OrgID, UserID: u.ID, Role: u.Role, Operator: o.Platform}, nil
+}
