@@ -82,7 +82,7 @@ func config() *gorm.Config {
 		// The meter runs the same few statements on every call: parse each
 		// once per connection.
 		PrepareStmt: true,
-		NowFunc:                func() time.Time { return time.Now().UTC() },
+		NowFunc:     func() time.Time { return time.Now().UTC() },
 	}
 }
 
