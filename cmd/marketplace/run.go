@@ -10,19 +10,10 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/agentmarket/agentmarket"
-	"github.com/agentmarket/agentmarket/billing"
 	"github.com/agentmarket/agentmarket/cmd/internal/config"
 	"github.com/agentmarket/agentmarket/cmd/internal/serve"
 	"github.com/agentmarket/agentmarket/contracts"
-	"github.com/agentmarket/agentmarket/contracts/casbin"
-	contractsgorm "github.com/agentmarket/agentmarket/contracts/gormstore"
 	"github.com/agentmarket/agentmarket/listings"
-	"github.com/agentmarket/agentmarket/listings/aesgcm"
-	listingsgorm "github.com/agentmarket/agentmarket/listings/gormstore"
-	"github.com/agentmarket/agentmarket/listings/httpfetch"
-	"github.com/agentmarket/agentmarket/metering"
-	"github.com/agentmarket/agentmarket/web/api"
 )
 
 // run is the whole program: it returns when ctx ends or on a fatal error.
@@ -35,106 +26,33 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	log := serve.Logger(cfg, stdout)
-	clock := agentmarket.SystemClock{}
-
-	db, err := serve.OpenDB(ctx, cfg)
+	core, err := serve.OpenCore(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-
-	key, err := cfg.SealerKey()
-	if err != nil {
-		return fmt.Errorf("secret key: %w", err)
-	}
-	sealer, err := aesgcm.New(key)
+	defer core.Close()
+	operatorKeyFile, err := ensureOperator(ctx, cfg, core.Accounts)
 	if err != nil {
 		return err
 	}
-
-	accountStore := contractsgorm.New(db.DB)
-	accounts := &contracts.Accounts{Store: accountStore, Clock: clock}
-	authz, err := casbin.New(ctx, accountStore)
-	if err != nil {
-		return err
-	}
-	go authz.Run(ctx, cfg.PolicyReload, func(err error) { log.Warn("policy reload failed", "err", err) })
-
-	operatorKeyFile, err := ensureOperator(ctx, cfg, accounts)
-	if err != nil {
-		return err
-	}
-
-	listingStore := listingsgorm.New(db.DB)
-	catalog := &listings.Service{
-		Store: listingStore,
-		Fetcher: &httpfetch.Fetcher{
-			Guard:   httpfetch.Guard{Allow: cfg.AllowCIDRs()},
-			Timeout: cfg.CardFetchTimeout,
-		},
-		Sealer:         sealer,
-		Clock:          clock,
-		AutoApprove:    cfg.AutoApproveOn(),
-		DefaultRefresh: time.Duration(cfg.CardRefreshSeconds) * time.Second,
-	}
-	go refreshLoop(ctx, catalog, log)
+	go refreshLoop(ctx, core.Catalog, log)
 
 	ln, baseURL, err := serve.Listen(cfg.Addr)
 	if err != nil {
 		return err
 	}
-	publicMeter := cfg.PublicMeterURL
-	if publicMeter == "" {
-		publicMeter = baseURL // the embedded meter shares the marketplace's address
-		if !cfg.EmbeddedMeter {
-			publicMeter = "http://" + cfg.MeterAddr
-		}
-	}
-
-	usageStore, closeUsage, err := serve.UsageStore(ctx, cfg)
+	market, err := serve.NewMarketplace(ctx, core, baseURL)
 	if err != nil {
+		ln.Close()
 		return err
 	}
-	defer closeUsage()
-	subs := &contracts.Subscriptions{Store: accountStore, Listings: serve.CatalogTerms{Catalog: catalog}, Policies: authz, Clock: clock}
-	bill, hooks, err := serve.Billing(ctx, cfg, serve.BillingDeps{DB: db, Usage: usageStore, Contracts: accountStore, Listings: listingStore,
-		States: subs, Clock: clock, Logger: log})
-	if err != nil {
-		return err
-	}
-	subs.Billing = hooks
-	go bill.Run(ctx, subs)
-	srv := &api.Server{Accounts: accounts, Listings: catalog, Subscriptions: subs, Usage: &metering.Reports{Store: usageStore, Clock: clock},
-		Invoices: &billing.Previews{Contracts: subs, Plans: listingStore, Usage: usageStore, Clock: clock},
-		Billing:  bill.Service, Webhooks: bill.Webhooks,
-		Authorizer: authz, Logger: log, PublicMeterURL: publicMeter}
-	ops := api.NewOps("marketplace")
-	ops.Checks = append(ops.Checks, api.Check{Name: "database", Check: db.Ping})
-	app := serve.App("marketplace", srv.ErrorHandler, max(4<<20, cfg.MeterLimits.MaxRequestBytes+1, listings.MaxBodyBytes+1))
-	app.Use(ops.Middleware)
-	ops.Mount(app)
-
-	if cfg.EmbeddedMeter {
-		meterCtx, stopMeter := context.WithCancel(context.WithoutCancel(ctx))
-		meter, err := serve.StartMeter(meterCtx, serve.MeterDeps{Config: cfg, DB: db, Store: usageStore, Accounts: accounts, Authz: authz,
-			Catalog: catalog, Listings: listingStore, Registry: ops.Registry, Logger: log, Clock: clock, PublicURL: publicMeter})
-		if err != nil {
-			stopMeter()
-			return err
-		}
-		defer func() {
-			flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			meter.Close(flushCtx)
-			stopMeter()
-		}()
-		meter.Proxy.Mount(app)
-	}
-	srv.Mount(app)
+	defer market.Close()
 
 	if cfg.Demo {
-		d := &demo{accounts: accounts, catalog: catalog, subs: subs, dataDir: cfg.DataDir, meterURL: publicMeter, apiURL: baseURL + "/api/v1"}
+		d := &demo{accounts: core.Accounts, catalog: core.Catalog, subs: market.Subscriptions, dataDir: cfg.DataDir,
+			meterURL: market.PublicMeterURL, apiURL: baseURL + "/api/v1"}
 		if err := d.start(ctx, stdout); err != nil {
+			ln.Close()
 			return fmt.Errorf("demo: %w", err)
 		}
 	}
@@ -148,7 +66,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	fmt.Fprintf(stdout, "  try: curl %s/healthz\n", baseURL)
 	log.Info("listening", "addr", baseURL, "embedded", cfg.Embedded())
-	return serve.Run(ctx, app, ln)
+	return serve.Run(ctx, market.App, ln)
 }
 
 // ensureOperator creates the platform org on first start. Its first key is

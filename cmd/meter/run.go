@@ -10,15 +10,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/cmd/internal/config"
 	"github.com/agentmarket/agentmarket/cmd/internal/serve"
-	"github.com/agentmarket/agentmarket/contracts"
-	"github.com/agentmarket/agentmarket/contracts/casbin"
-	contractsgorm "github.com/agentmarket/agentmarket/contracts/gormstore"
-	"github.com/agentmarket/agentmarket/listings"
-	"github.com/agentmarket/agentmarket/listings/aesgcm"
-	listingsgorm "github.com/agentmarket/agentmarket/listings/gormstore"
 	"github.com/agentmarket/agentmarket/web/api"
 )
 
@@ -32,35 +25,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	log := serve.Logger(cfg, stdout)
-	clock := agentmarket.SystemClock{}
-	db, err := serve.OpenDB(ctx, cfg)
+	core, err := serve.OpenCore(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
-	defer db.Close()
-	key, err := cfg.SealerKey()
-	if err != nil {
-		return fmt.Errorf("secret key: %w", err)
-	}
-	sealer, err := aesgcm.New(key)
-	if err != nil {
-		return err
-	}
-
-	accountStore := contractsgorm.New(db.DB)
-	authz, err := casbin.New(ctx, accountStore)
-	if err != nil {
-		return err
-	}
-	go authz.Run(ctx, cfg.PolicyReload, func(err error) { log.Warn("policy reload failed", "err", err) })
-	listingStore := listingsgorm.New(db.DB)
-	catalog := &listings.Service{Store: listingStore, Sealer: sealer, Clock: clock}
-
-	usageStore, closeUsage, err := serve.UsageStore(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer closeUsage()
+	defer core.Close()
 
 	ln, baseURL, err := serve.Listen(cfg.MeterAddr)
 	if err != nil {
@@ -71,13 +40,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		publicURL = baseURL
 	}
 	ops := api.NewOps("meter")
-	ops.Checks = append(ops.Checks, api.Check{Name: "database", Check: db.Ping})
+	ops.Checks = append(ops.Checks, api.Check{Name: "database", Check: core.DB.Ping})
 
 	meterCtx, stopMeter := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopMeter()
-	meter, err := serve.StartMeter(meterCtx, serve.MeterDeps{Config: cfg, DB: db, Store: usageStore,
-		Accounts: &contracts.Accounts{Store: accountStore, Clock: clock}, Authz: authz, Catalog: catalog, Listings: listingStore,
-		Registry: ops.Registry, Logger: log, Clock: clock, PublicURL: publicURL})
+	meter, err := serve.StartMeter(meterCtx, serve.MeterDeps{Config: cfg, DB: core.DB, Store: core.Usage,
+		Accounts: core.Accounts, Authz: core.Authz, Catalog: core.Catalog, Listings: core.ListingStore,
+		Registry: ops.Registry, Logger: log, Clock: core.Clock, PublicURL: publicURL})
 	if err != nil {
 		return err
 	}
@@ -87,7 +56,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		meter.Close(flushCtx)
 	}()
 
-	app := serve.App("meter", func(c *fiber.Ctx, err error) error { return api.WriteError(c, log, err) }, max(4<<20, cfg.MeterLimits.MaxRequestBytes+1, listings.MaxBodyBytes+1))
+	app := serve.App("meter", func(c *fiber.Ctx, err error) error { return api.WriteError(c, log, err) }, core.BodyLimit())
 	app.Use(ops.Middleware)
 	ops.Mount(app)
 	meter.Proxy.Mount(app)

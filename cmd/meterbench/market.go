@@ -9,20 +9,9 @@ import (
 	"net/http"
 	"runtime/pprof"
 	"strings"
-	"time"
 
-	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/cmd/internal/config"
 	"github.com/agentmarket/agentmarket/cmd/internal/serve"
-	"github.com/agentmarket/agentmarket/contracts"
-	"github.com/agentmarket/agentmarket/contracts/casbin"
-	contractsgorm "github.com/agentmarket/agentmarket/contracts/gormstore"
-	"github.com/agentmarket/agentmarket/listings"
-	"github.com/agentmarket/agentmarket/listings/aesgcm"
-	listingsgorm "github.com/agentmarket/agentmarket/listings/gormstore"
-	"github.com/agentmarket/agentmarket/listings/httpfetch"
-	"github.com/agentmarket/agentmarket/metering"
-	"github.com/agentmarket/agentmarket/web/api"
 )
 
 // market is the marketplace with its embedded meter, wired in this process
@@ -75,90 +64,34 @@ func wireMarket(parent context.Context, env func(string) string, logOut io.Write
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(parent)
-	var closers []func()
-	fail := func(err error) (*market, error) {
+	log := serve.Logger(cfg, logOut)
+	core, err := serve.OpenCore(ctx, cfg, log)
+	if err != nil {
 		cancel()
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i]()
-		}
 		return nil, err
 	}
-	log := serve.Logger(cfg, logOut)
-	clock := agentmarket.SystemClock{}
-	db, err := serve.OpenDB(ctx, cfg)
-	if err != nil {
-		return fail(err)
+	fail := func(err error) (*market, error) {
+		cancel()
+		core.Close()
+		return nil, err
 	}
-	closers = append(closers, func() { db.Close() })
-	key, err := cfg.SealerKey()
-	if err != nil {
-		return fail(fmt.Errorf("secret key: %w", err))
-	}
-	sealer, err := aesgcm.New(key)
-	if err != nil {
-		return fail(err)
-	}
-	accountStore := contractsgorm.New(db.DB)
-	accounts := &contracts.Accounts{Store: accountStore, Clock: clock}
-	authz, err := casbin.New(ctx, accountStore)
-	if err != nil {
-		return fail(err)
-	}
-	go authz.Run(ctx, cfg.PolicyReload, func(err error) { log.Warn("policy reload failed", "err", err) })
-	if _, _, err := accounts.EnsurePlatform(ctx, cfg.OperatorKey); err != nil {
+	if _, _, err := core.Accounts.EnsurePlatform(ctx, cfg.OperatorKey); err != nil {
 		return fail(fmt.Errorf("platform org: %w", err))
-	}
-	listingStore := listingsgorm.New(db.DB)
-	catalog := &listings.Service{
-		Store:          listingStore,
-		Fetcher:        &httpfetch.Fetcher{Guard: httpfetch.Guard{Allow: cfg.AllowCIDRs()}, Timeout: cfg.CardFetchTimeout},
-		Sealer:         sealer,
-		Clock:          clock,
-		AutoApprove:    cfg.AutoApproveOn(),
-		DefaultRefresh: time.Duration(cfg.CardRefreshSeconds) * time.Second,
 	}
 	ln, baseURL, err := serve.Listen(cfg.Addr)
 	if err != nil {
 		return fail(err)
 	}
-	usageStore, closeUsage, err := serve.UsageStore(ctx, cfg)
+	mk, err := serve.NewMarketplace(ctx, core, baseURL)
 	if err != nil {
 		ln.Close()
 		return fail(err)
 	}
-	closers = append(closers, func() { closeUsage() })
-	subs := &contracts.Subscriptions{Store: accountStore, Listings: serve.CatalogTerms{Catalog: catalog}, Policies: authz, Clock: clock}
-	srv := &api.Server{Accounts: accounts, Listings: catalog, Subscriptions: subs, Usage: &metering.Reports{Store: usageStore, Clock: clock},
-		Authorizer: authz, Logger: log, PublicMeterURL: baseURL}
-	ops := api.NewOps("marketplace")
-	ops.Checks = append(ops.Checks, api.Check{Name: "database", Check: db.Ping})
-	app := serve.App("marketplace", srv.ErrorHandler, 4<<20)
-	app.Use(ops.Middleware)
-	ops.Mount(app)
-
-	meterCtx, stopMeter := context.WithCancel(context.WithoutCancel(ctx))
-	meter, err := serve.StartMeter(meterCtx, serve.MeterDeps{Config: cfg, DB: db, Store: usageStore, Accounts: accounts, Authz: authz,
-		Catalog: catalog, Listings: listingStore, Registry: ops.Registry, Logger: log, Clock: clock, PublicURL: baseURL})
-	if err != nil {
-		stopMeter()
-		ln.Close()
-		return fail(err)
-	}
-	closers = append(closers, func() {
-		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		meter.Close(flushCtx)
-		stopMeter()
-	})
-	meter.Proxy.Mount(app)
-	srv.Mount(app)
-
 	m := &market{URL: baseURL, done: make(chan error, 1)}
 	go func() {
-		err := serve.Run(ctx, app, ln)
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i]()
-		}
+		err := serve.Run(ctx, mk.App, ln)
+		mk.Close()
+		core.Close()
 		m.done <- err
 	}()
 	m.stop = func() {

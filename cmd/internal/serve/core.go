@@ -1,0 +1,164 @@
+package serve
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/billing"
+	"github.com/agentmarket/agentmarket/cmd/internal/config"
+	"github.com/agentmarket/agentmarket/contracts"
+	"github.com/agentmarket/agentmarket/contracts/casbin"
+	contractsgorm "github.com/agentmarket/agentmarket/contracts/gormstore"
+	"github.com/agentmarket/agentmarket/listings"
+	"github.com/agentmarket/agentmarket/listings/aesgcm"
+	listingsgorm "github.com/agentmarket/agentmarket/listings/gormstore"
+	"github.com/agentmarket/agentmarket/listings/httpfetch"
+	"github.com/agentmarket/agentmarket/metering"
+	"github.com/agentmarket/agentmarket/migrations/gormdb"
+	"github.com/agentmarket/agentmarket/web/api"
+)
+
+// Core is what every binary builds first: the database and the stores and
+// services over it, the policies, and the usage store.
+type Core struct {
+	Config       *config.Config
+	Log          *slog.Logger
+	Clock        agentmarket.Clock
+	DB           *gormdb.DB
+	AccountStore *contractsgorm.Store
+	Accounts     *contracts.Accounts
+	Authz        *casbin.Authorizer
+	ListingStore *listingsgorm.Store
+	Catalog      *listings.Service
+	Usage        metering.Store
+	closers      []func() error
+}
+
+// OpenCore opens everything cfg names and starts the policy reload; Close
+// releases it.
+func OpenCore(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Core, err error) {
+	c := &Core{Config: cfg, Log: log, Clock: agentmarket.SystemClock{}}
+	defer func() {
+		if err != nil {
+			c.Close()
+		}
+	}()
+	if c.DB, err = OpenDB(ctx, cfg); err != nil {
+		return nil, err
+	}
+	c.closers = append(c.closers, c.DB.Close)
+	key, err := cfg.SealerKey()
+	if err != nil {
+		return nil, fmt.Errorf("secret key: %w", err)
+	}
+	sealer, err := aesgcm.New(key)
+	if err != nil {
+		return nil, err
+	}
+	c.AccountStore = contractsgorm.New(c.DB.DB)
+	c.Accounts = &contracts.Accounts{Store: c.AccountStore, Clock: c.Clock}
+	if c.Authz, err = casbin.New(ctx, c.AccountStore); err != nil {
+		return nil, err
+	}
+	go c.Authz.Run(ctx, cfg.PolicyReload, func(err error) { log.Warn("policy reload failed", "err", err) })
+	c.ListingStore = listingsgorm.New(c.DB.DB)
+	c.Catalog = &listings.Service{
+		Store:          c.ListingStore,
+		Fetcher:        &httpfetch.Fetcher{Guard: httpfetch.Guard{Allow: cfg.AllowCIDRs()}, Timeout: cfg.CardFetchTimeout},
+		Sealer:         sealer,
+		Clock:          c.Clock,
+		AutoApprove:    cfg.AutoApproveOn(),
+		DefaultRefresh: time.Duration(cfg.CardRefreshSeconds) * time.Second,
+	}
+	usage, closeUsage, err := UsageStore(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.Usage = usage
+	c.closers = append(c.closers, closeUsage)
+	return c, nil
+}
+
+// Close releases what OpenCore opened, last first.
+func (c *Core) Close() {
+	for i := len(c.closers) - 1; i >= 0; i-- {
+		c.closers[i]()
+	}
+	c.closers = nil
+}
+
+// BodyLimit is the largest request body the apps accept: the API's and
+// the meter's limits, and any listing's own.
+func (c *Core) BodyLimit() int {
+	return max(4<<20, c.Config.MeterLimits.MaxRequestBytes+1, listings.MaxBodyBytes+1)
+}
+
+// Marketplace is the marketplace app: the REST API, billing, and (in the
+// embedded default) the meter, on one Fiber app.
+type Marketplace struct {
+	App            *fiber.App
+	Subscriptions  *contracts.Subscriptions
+	Ops            *api.Ops
+	PublicMeterURL string
+	stop           func()
+}
+
+// NewMarketplace assembles the marketplace app for a server listening at
+// baseURL and starts its background work (billing; the embedded meter's
+// pipeline). Close stops it, flushing the meter's spool.
+func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace, error) {
+	cfg := c.Config
+	m := &Marketplace{PublicMeterURL: cfg.PublicMeterURL, stop: func() {}}
+	if m.PublicMeterURL == "" {
+		m.PublicMeterURL = baseURL // the embedded meter shares the marketplace's address
+		if !cfg.EmbeddedMeter {
+			m.PublicMeterURL = "http://" + cfg.MeterAddr
+		}
+	}
+	m.Subscriptions = &contracts.Subscriptions{Store: c.AccountStore, Listings: CatalogTerms{Catalog: c.Catalog}, Policies: c.Authz, Clock: c.Clock}
+	bill, hooks, err := Billing(ctx, cfg, BillingDeps{DB: c.DB, Usage: c.Usage, Contracts: c.AccountStore, Listings: c.ListingStore,
+		States: m.Subscriptions, Clock: c.Clock, Logger: c.Log})
+	if err != nil {
+		return nil, err
+	}
+	m.Subscriptions.Billing = hooks
+	go bill.Run(ctx, m.Subscriptions)
+
+	srv := &api.Server{Accounts: c.Accounts, Listings: c.Catalog, Subscriptions: m.Subscriptions,
+		Usage:    &metering.Reports{Store: c.Usage, Clock: c.Clock},
+		Invoices: &billing.Previews{Contracts: m.Subscriptions, Plans: c.ListingStore, Usage: c.Usage, Clock: c.Clock},
+		Billing:  bill.Service, Webhooks: bill.Webhooks,
+		Authorizer: c.Authz, Logger: c.Log, PublicMeterURL: m.PublicMeterURL}
+	m.Ops = api.NewOps("marketplace")
+	m.Ops.Checks = append(m.Ops.Checks, api.Check{Name: "database", Check: c.DB.Ping})
+	m.App = App("marketplace", srv.ErrorHandler, c.BodyLimit())
+	m.App.Use(m.Ops.Middleware)
+	m.Ops.Mount(m.App)
+
+	if cfg.EmbeddedMeter {
+		meterCtx, stopMeter := context.WithCancel(context.WithoutCancel(ctx))
+		meter, err := StartMeter(meterCtx, MeterDeps{Config: cfg, DB: c.DB, Store: c.Usage, Accounts: c.Accounts, Authz: c.Authz,
+			Catalog: c.Catalog, Listings: c.ListingStore, Registry: m.Ops.Registry, Logger: c.Log, Clock: c.Clock, PublicURL: m.PublicMeterURL})
+		if err != nil {
+			stopMeter()
+			return nil, err
+		}
+		m.stop = func() {
+			flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			meter.Close(flushCtx)
+			stopMeter()
+		}
+		meter.Proxy.Mount(m.App)
+	}
+	srv.Mount(m.App)
+	return m, nil
+}
+
+// Close stops the marketplace's background work, flushing the meter.
+func (m *Marketplace) Close() { m.stop() }
