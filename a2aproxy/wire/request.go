@@ -23,6 +23,14 @@ type Request struct {
 	Params  json.RawMessage
 	Raw     []byte // the whole body
 
+	// Binding is how the caller sent the request: JSON-RPC (the zero
+	// value, ParseRequest) or HTTP+JSON (ParseREST, which synthesizes Raw
+	// as the equivalent JSON-RPC request).
+	Binding Binding
+	// Tenant is the /{tenant} path segment of an A2A 1.0 HTTP+JSON call
+	// ("" otherwise); ParseREST also puts it in Params as "tenant".
+	Tenant string
+
 	taskID, contextID, parentTaskID string
 	texts                           []string
 	parts                           PartStats
