@@ -11,7 +11,8 @@ import (
 const SecuritySchemeName = "agentmarket"
 
 // ProxiedCard is the seller's card as the buyer's orchestrator must see
-// it: endpoints rewritten to the meter, the security scheme replaced by the
+// it: endpoints rewritten to the meter (JSON-RPC and HTTP+JSON, in each
+// version the seller offers; the meter bridges to the agent's own), the security scheme replaced by the
 // marketplace's bearer key, push notifications off (the meter does not
 // relay them yet), signatures dropped (they no longer match). Every other
 // member is kept as the seller wrote it.
@@ -28,7 +29,9 @@ func ProxiedCard(raw []byte, card *agentcard.Card, endpoint string) ([]byte, err
 	if _, ok := m["supportedInterfaces"]; ok {
 		var ifaces []map[string]string
 		for _, v := range versions {
-			ifaces = append(ifaces, map[string]string{"url": endpoint, "protocolBinding": agentcard.BindingJSONRPC, "protocolVersion": v})
+			for _, b := range []string{agentcard.BindingJSONRPC, agentcard.BindingHTTPJSON} {
+				ifaces = append(ifaces, map[string]string{"url": endpoint, "protocolBinding": b, "protocolVersion": v})
+			}
 		}
 		set("supportedInterfaces", ifaces)
 		set("securitySchemes", map[string]any{SecuritySchemeName: map[string]any{
@@ -45,7 +48,10 @@ func ProxiedCard(raw []byte, card *agentcard.Card, endpoint string) ([]byte, err
 	} else {
 		set("url", endpoint)
 		set("preferredTransport", agentcard.BindingJSONRPC)
-		delete(m, "additionalInterfaces")
+		set("additionalInterfaces", []map[string]string{
+			{"url": endpoint, "transport": agentcard.BindingJSONRPC},
+			{"url": endpoint, "transport": agentcard.BindingHTTPJSON},
+		})
 		set("securitySchemes", map[string]any{SecuritySchemeName: map[string]string{
 			"type": "http", "scheme": "bearer", "description": "An AgentMarket API key (amk_…) of your organisation.",
 		}})

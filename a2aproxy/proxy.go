@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -129,6 +130,8 @@ func (p *Proxy) Mount(r fiber.Router) {
 	r.Get("/a2a/:listing/.well-known/agent-card.json", p.card)
 	r.Get("/a2a/:listing/.well-known/agent.json", p.card)
 	r.Post("/a2a/:listing", p.rpc)
+	// Everything else under a listing is the HTTP+JSON binding.
+	r.All("/a2a/:listing/*", p.rest)
 }
 
 // Endpoint is the meter URL buyers call for a listing.
@@ -174,34 +177,79 @@ func (p *Proxy) card(c *fiber.Ctx) error {
 
 // call is everything known about one buyer request as it goes through.
 type call struct {
-	start     time.Time
-	trace     traceContext
-	actor     agentmarket.Actor
-	target    *Target
-	contract  *contracts.Contract
-	plan      *listings.Plan
-	req       *wire.Request
-	id        json.RawMessage // the request's JSON-RPC id, once read
-	upVersion wire.Version    // the version spoken to the agent
-	iface     agentcard.Interface
-	lim       Limits // the meter's limits with the listing's overrides
-	bytesIn   int
-	bytesOut  int
-	errCode   int
-	obs       observed
+	start    time.Time
+	trace    traceContext
+	actor    agentmarket.Actor
+	target   *Target
+	contract *contracts.Contract
+	plan     *listings.Plan
+	req      *wire.Request
+	id       json.RawMessage // the request's JSON-RPC id, once read
+	// restVersion is set for HTTP+JSON buyers from the path, so errors
+	// before the request is parsed still answer in their binding.
+	restVersion wire.Version
+	upVersion   wire.Version // the version spoken to the agent
+	iface       agentcard.Interface
+	lim         Limits // the meter's limits with the listing's overrides
+	bytesIn     int
+	bytesOut    int
+	errCode     int
+	obs         observed
 }
 
 func (p *Proxy) rpc(c *fiber.Ctx) error {
 	cl := &call{start: p.Clock.Now(), trace: parseTraceparent(c.Get("traceparent"))}
 	body := append([]byte(nil), c.Body()...) // fasthttp reuses the request buffer
 	cl.bytesIn = len(body)
-	ctx := c.UserContext()
 	if p.Metrics != nil {
 		p.Metrics.inflight.Inc()
 		defer p.Metrics.inflight.Dec()
 	}
 
-	if err := p.admit(ctx, c, cl, body); err != nil {
+	parse := func() (*wire.Request, *wire.Error) {
+		version := c.Get("A2A-Version")
+		if version == "" {
+			version = c.Query("A2A-Version")
+		}
+		req, werr := wire.ParseRequest(body, version)
+		if werr != nil && req != nil {
+			cl.id = req.ID // a JSON-RPC error answer echoes the id when it could be read
+		}
+		return req, werr
+	}
+	return p.serve(c, cl, body, parse)
+}
+
+// rest serves the HTTP+JSON binding: the call becomes the same request a
+// JSON-RPC client would have sent and goes through the same pipeline.
+func (p *Proxy) rest(c *fiber.Ctx) error {
+	cl := &call{start: p.Clock.Now(), trace: parseTraceparent(c.Get("traceparent"))}
+	body := append([]byte(nil), c.Body()...)
+	cl.bytesIn = len(body)
+	if p.Metrics != nil {
+		p.Metrics.inflight.Inc()
+		defer p.Metrics.inflight.Dec()
+	}
+	path := string(c.Request().URI().PathOriginal())
+	path = strings.TrimPrefix(path, "/a2a/"+c.Params("listing"))
+	cl.restVersion = wire.V10
+	if strings.HasPrefix(path, "/v1/") {
+		cl.restVersion = wire.V03
+	}
+	query, _ := url.ParseQuery(string(c.Request().URI().QueryString()))
+	parse := func() (*wire.Request, *wire.Error) {
+		req, werr := wire.ParseREST(c.Method(), path, query, c.Get(fiber.HeaderContentType), body, c.Get("A2A-Version"))
+		if werr != nil {
+			cl.req = req // answer in the buyer's binding and version
+		}
+		return req, werr
+	}
+	return p.serve(c, cl, body, parse)
+}
+
+// serve runs one call through the pipeline, whatever the buyer's binding.
+func (p *Proxy) serve(c *fiber.Ctx, cl *call, body []byte, parse func() (*wire.Request, *wire.Error)) error {
+	if err := p.admit(c.UserContext(), c, cl, body, parse); err != nil {
 		return p.fail(c, cl, err)
 	}
 	if cl.req.Method.Streaming() {
@@ -212,7 +260,7 @@ func (p *Proxy) rpc(c *fiber.Ctx) error {
 
 // admit runs every check before a request may go upstream: key, envelope,
 // listing, contract, entitlement, task ownership.
-func (p *Proxy) admit(ctx context.Context, c *fiber.Ctx, cl *call, body []byte) error {
+func (p *Proxy) admit(ctx context.Context, c *fiber.Ctx, cl *call, body []byte, parse func() (*wire.Request, *wire.Error)) error {
 	secret, ok := bearer(c.Get(fiber.HeaderAuthorization))
 	if !ok {
 		return rpcErr(CodeUnauthorized, http.StatusUnauthorized, "send your AgentMarket API key as: Authorization: Bearer amk_…")
@@ -253,15 +301,8 @@ func (p *Proxy) admit(ctx context.Context, c *fiber.Ctx, cl *call, body []byte) 
 	if len(body) > cl.lim.MaxRequestBytes {
 		return rpcErr(CodeRequestTooLarge, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request is %d bytes; the limit is %d", len(body), cl.lim.MaxRequestBytes))
 	}
-	version := c.Get("A2A-Version")
-	if version == "" {
-		version = c.Query("A2A-Version")
-	}
-	req, werr := wire.ParseRequest(body, version)
+	req, werr := parse()
 	if werr != nil {
-		if req != nil {
-			cl.id = req.ID // a JSON-RPC error answer echoes the id when it could be read
-		}
 		return werr
 	}
 	cl.id = req.ID
@@ -324,25 +365,37 @@ func (p *Proxy) checkBudgets(ctx context.Context, cl *call) error {
 // version, else its preferred JSON-RPC interface of another version (the
 // request and its answers are then translated).
 func (p *Proxy) chooseInterface(cl *call) error {
-	var other *agentcard.Interface
+	supported := func(i agentcard.Interface) bool {
+		return (i.Binding == agentcard.BindingJSONRPC || i.Binding == agentcard.BindingHTTPJSON) &&
+			(i.ProtocolVersion == string(wire.V03) || i.ProtocolVersion == string(wire.V10))
+	}
+	// The card's order is the seller's preference; among those, the
+	// buyer's own version spares a translation.
 	for _, i := range cl.target.Card.Interfaces {
-		if i.Binding != agentcard.BindingJSONRPC {
-			continue
-		}
-		if wire.Version(i.ProtocolVersion) == cl.req.Version {
+		if supported(i) && wire.Version(i.ProtocolVersion) == cl.req.Version {
 			cl.iface, cl.upVersion = i, cl.req.Version
 			return nil
 		}
-		if other == nil && (i.ProtocolVersion == string(wire.V03) || i.ProtocolVersion == string(wire.V10)) {
-			i := i
-			other = &i
+	}
+	for _, i := range cl.target.Card.Interfaces {
+		if supported(i) {
+			cl.iface, cl.upVersion = i, wire.Version(i.ProtocolVersion)
+			return nil
 		}
 	}
-	if other == nil {
-		return &wire.Error{Code: -32004, Message: "this agent offers no JSON-RPC interface the meter can reach yet (HTTP+JSON bridging is not available)"}
-	}
-	cl.iface, cl.upVersion = *other, wire.Version(other.ProtocolVersion)
-	return nil
+	return wire.UnsupportedOperation("this agent offers no JSON-RPC or HTTP+JSON interface of A2A 0.3 or 1.0 that the meter can reach")
+}
+
+// upREST reports whether the agent is called over HTTP+JSON.
+func (cl *call) upREST() bool { return cl.iface.Binding == agentcard.BindingHTTPJSON }
+
+// buyerREST reports whether the buyer called over HTTP+JSON.
+func (cl *call) buyerREST() bool { return cl.req != nil && cl.req.Binding == wire.BindingREST }
+
+// passthrough reports whether the agent's bytes can go to the buyer as
+// they are: same binding (JSON-RPC) and same version on both sides.
+func (cl *call) passthrough() bool {
+	return !cl.upREST() && !cl.buyerREST() && cl.upVersion == cl.req.Version
 }
 
 // checkOwner answers TaskNotFound for any task operation on a task the
@@ -380,12 +433,26 @@ func bearer(h string) (string, bool) {
 // the agent's version), the seller's credentials, the usage extension
 // activated, the trace carried on. The buyer's own credentials and
 // hop-by-hop headers are never forwarded.
-func (p *Proxy) upstreamRequest(ctx context.Context, cl *call, body []byte, accept string) (*http.Request, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cl.iface.URL, bytes.NewReader(body))
+func (p *Proxy) upstreamRequest(ctx context.Context, cl *call, r *wire.Request, accept string) (*http.Request, error) {
+	method, url, body, contentType := http.MethodPost, cl.iface.URL, r.Raw, "application/json"
+	if cl.upREST() {
+		var err error
+		if method, url, body, err = wire.RESTUpstream(r, cl.upVersion, cl.iface.URL, cl.iface.Tenant); err != nil {
+			return nil, err
+		}
+		contentType = wire.RESTContentType(cl.upVersion)
+	}
+	var rd io.Reader
+	if len(body) > 0 {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if rd != nil {
+		req.Header.Set("Content-Type", contentType)
+	}
 	req.Header.Set("Accept", accept)
 	req.Header.Set("User-Agent", "AgentMarket-Meter/1")
 	if cl.upVersion == wire.V10 {
@@ -405,24 +472,36 @@ func (p *Proxy) upstreamRequest(ctx context.Context, cl *call, body []byte, acce
 	return req, nil
 }
 
-// outbound returns the request body for the agent, translated when the
-// agent speaks the other version.
-func outbound(cl *call) ([]byte, error) {
+// outbound returns the request as the agent must get it: in its version
+// (translated when the buyer spoke the other).
+func outbound(cl *call) (*wire.Request, error) {
 	if cl.upVersion == cl.req.Version {
-		return cl.req.Raw, nil
+		return cl.req, nil
 	}
-	return wire.TranslateRequest(cl.req, cl.upVersion)
+	body, err := wire.TranslateRequest(cl.req, cl.upVersion)
+	if err != nil {
+		return nil, err
+	}
+	header := ""
+	if cl.upVersion == wire.V10 {
+		header = "1.0"
+	}
+	r, werr := wire.ParseRequest(body, header)
+	if werr != nil {
+		return nil, werr
+	}
+	return r, nil
 }
 
 // unary forwards a non-streaming call and relays the answer.
 func (p *Proxy) unary(c *fiber.Ctx, cl *call) error {
 	ctx, cancel := context.WithTimeout(p.Base, cl.lim.RequestTimeout)
 	defer cancel()
-	body, err := outbound(cl)
+	r, err := outbound(cl)
 	if err != nil {
 		return p.fail(c, cl, err)
 	}
-	req, err := p.upstreamRequest(ctx, cl, body, "application/json")
+	req, err := p.upstreamRequest(ctx, cl, r, "application/json")
 	if err != nil {
 		return p.fail(c, cl, err)
 	}
@@ -447,7 +526,21 @@ func readLimited(res *http.Response, limit int) ([]byte, error) {
 	return raw, nil
 }
 
-// unaryFrom relays the agent's JSON-RPC answer and meters the call.
+// agentAnswer reads the agent's answer to a unary call, in either
+// binding, as a JSON-RPC result or error.
+func agentAnswer(cl *call, m wire.Method, status int, contentType string, raw []byte) (json.RawMessage, *wire.Error, error) {
+	if cl.upREST() {
+		result, e := wire.FromRESTResponse(cl.upVersion, m, status, contentType, raw)
+		return result, e, nil
+	}
+	resp, err := wire.ParseResponse(raw)
+	if err != nil {
+		return nil, nil, rpcErr(CodeUpstreamInvalid, http.StatusOK, fmt.Sprintf("the agent answered HTTP %d without a JSON-RPC response", status))
+	}
+	return resp.Result, resp.Error, nil
+}
+
+// unaryFrom relays the agent's answer and meters the call.
 func (p *Proxy) unaryFrom(c *fiber.Ctx, cl *call, res *http.Response) error {
 	ctx := res.Request.Context()
 	raw, err := readLimited(res, cl.lim.MaxResultBytes)
@@ -457,59 +550,82 @@ func (p *Proxy) unaryFrom(c *fiber.Ctx, cl *call, res *http.Response) error {
 		}
 		return p.fail(c, cl, upstreamErr(ctx, err, cl.lim.RequestTimeout))
 	}
-	resp, err := wire.ParseResponse(raw)
+	result, agentErr, err := agentAnswer(cl, cl.req.Method, res.StatusCode, res.Header.Get("Content-Type"), raw)
 	if err != nil {
-		return p.fail(c, cl, rpcErr(CodeUpstreamInvalid, http.StatusOK, fmt.Sprintf("the agent answered HTTP %d without a JSON-RPC response", res.StatusCode)))
+		return p.fail(c, cl, err)
 	}
-	out := raw
-	if resp.Error != nil {
-		cl.errCode = resp.Error.Code
-		if cl.upVersion != cl.req.Version {
-			out = wire.ErrorResponse(cl.req.ID, wire.TranslateError(cl.upVersion, cl.req.Version, resp.Error))
+	if agentErr != nil {
+		cl.errCode = agentErr.Code
+		if cl.passthrough() {
+			return p.reply(c, cl, ctx, http.StatusOK, raw)
 		}
-	} else {
-		if cl.req.Method == wire.MethodListTasks {
-			// The agent sees only the marketplace's credentials, so it lists
-			// every buyer's tasks: keep the caller's own.
-			filtered, err := p.ownTasks(ctx, cl, resp.Result)
-			if err != nil {
-				return p.fail(c, cl, err)
-			}
-			resp.Result = filtered
-			out = resultResponse(cl.req.ID, filtered)
+		return p.replyError(c, cl, ctx, wire.TranslateError(cl.upVersion, cl.req.Version, agentErr))
+	}
+	modified := false
+	switch cl.req.Method {
+	case wire.MethodListTasks:
+		// The agent sees only the marketplace's credentials, so it lists
+		// every buyer's tasks: keep the caller's own.
+		if result, err = p.ownTasks(ctx, cl, result); err != nil {
+			return p.fail(c, cl, err)
 		}
-		if cl.req.Method == wire.MethodExtendedCard {
-			// The extended card names the agent's own endpoints and security:
-			// the buyer must see the meter's, as in the public card.
-			card, err := agentcard.Parse(resp.Result)
-			if err != nil {
-				return p.fail(c, cl, rpcErr(CodeUpstreamInvalid, http.StatusOK, "the agent's extended card is not a valid agent card"))
-			}
-			proxied, err := ProxiedCard(resp.Result, card, p.Endpoint(cl.target.ListingID))
-			if err != nil {
-				return p.fail(c, cl, err)
-			}
-			c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
-			out := resultResponse(cl.req.ID, proxied)
-			cl.bytesOut = len(out)
-			p.finish(ctx, cl, p.Clock.Now().Sub(cl.start))
-			return c.Send(out)
+		modified = true
+	case wire.MethodExtendedCard:
+		// The extended card names the agent's own endpoints and security:
+		// the buyer must see the meter's, as in the public card.
+		card, err := agentcard.Parse(result)
+		if err != nil {
+			return p.fail(c, cl, rpcErr(CodeUpstreamInvalid, http.StatusOK, "the agent's extended card is not a valid agent card"))
 		}
-		cl.obs.add(wire.Observe(cl.upVersion, cl.req.Method, resp.Result))
-		if cl.upVersion != cl.req.Version {
-			tr, err := wire.TranslateResult(cl.upVersion, cl.req.Version, cl.req.Method, resp.Result)
-			if err != nil {
-				return p.fail(c, cl, rpcErr(CodeUpstreamInvalid, http.StatusOK, "the agent's answer could not be translated: "+err.Error()))
-			}
-			out = resultResponse(cl.req.ID, tr)
+		if result, err = ProxiedCard(result, card, p.Endpoint(cl.target.ListingID)); err != nil {
+			return p.fail(c, cl, err)
 		}
+		modified = true
+	default:
+		cl.obs.add(wire.Observe(cl.upVersion, cl.req.Method, result))
+	}
+	if cl.passthrough() && !modified {
+		p.bindTask(ctx, cl)
+		return p.reply(c, cl, ctx, http.StatusOK, raw)
+	}
+	if cl.upVersion != cl.req.Version && cl.req.Method != wire.MethodExtendedCard {
+		tr, err := wire.TranslateResult(cl.upVersion, cl.req.Version, cl.req.Method, result)
+		if err != nil {
+			return p.fail(c, cl, rpcErr(CodeUpstreamInvalid, http.StatusOK, "the agent's answer could not be translated: "+err.Error()))
+		}
+		result = tr
 	}
 	p.bindTask(ctx, cl)
-	cl.bytesOut = len(out)
+	if cl.buyerREST() {
+		status, body := wire.RESTResult(cl.req.Version, cl.req.Method, result)
+		return p.reply(c, cl, ctx, status, body)
+	}
+	return p.reply(c, cl, ctx, http.StatusOK, resultResponse(cl.req.ID, result))
+}
+
+// reply meters the call, then answers the buyer.
+func (p *Proxy) reply(c *fiber.Ctx, cl *call, ctx context.Context, status int, body []byte) error {
+	cl.bytesOut = len(body)
 	p.finish(ctx, cl, p.Clock.Now().Sub(cl.start))
-	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	c.Set(fiber.HeaderContentType, p.contentType(cl))
 	c.Set("traceparent", cl.trace.header())
-	return c.Send(out)
+	return c.Status(status).Send(body)
+}
+
+// replyError answers an A2A error from the agent in the buyer's binding.
+func (p *Proxy) replyError(c *fiber.Ctx, cl *call, ctx context.Context, e *wire.Error) error {
+	if cl.buyerREST() {
+		status, body := wire.RESTError(cl.req.Version, e)
+		return p.reply(c, cl, ctx, status, body)
+	}
+	return p.reply(c, cl, ctx, http.StatusOK, wire.ErrorResponse(cl.req.ID, e))
+}
+
+func (p *Proxy) contentType(cl *call) string {
+	if cl.buyerREST() {
+		return wire.RESTContentType(cl.req.Version)
+	}
+	return fiber.MIMEApplicationJSON
 }
 
 func resultResponse(id json.RawMessage, result json.RawMessage) []byte {
@@ -571,6 +687,14 @@ func (p *Proxy) fail(c *fiber.Ctx, cl *call, err error) error {
 		we = wire.TranslateError(wire.V10, wire.V03, we)
 	}
 	out := wire.ErrorResponse(id, we)
+	contentType := fiber.MIMEApplicationJSON
+	if v := cl.restVersion; v != "" {
+		if cl.req != nil && cl.req.Version != "" {
+			v = cl.req.Version
+		}
+		status, out = wire.RESTError(v, we)
+		contentType = wire.RESTContentType(v)
+	}
 	cl.errCode = we.Code
 	cl.bytesOut = len(out)
 	if cl.target != nil && cl.contract != nil {
@@ -578,7 +702,7 @@ func (p *Proxy) fail(c *fiber.Ctx, cl *call, err error) error {
 	} else if p.Metrics != nil {
 		p.Metrics.observe(cl, 0)
 	}
-	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	c.Set(fiber.HeaderContentType, contentType)
 	return c.Status(status).Send(out)
 }
 

@@ -83,10 +83,15 @@ func TestProxiedCard(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: proxied card is not a valid card: %v", file, err)
 		}
+		bindings := map[string]bool{}
 		for _, i := range got.Interfaces {
-			if i.URL != ep || i.Binding != "JSONRPC" {
+			if i.URL != ep {
 				t.Errorf("%s: interface %+v not rewritten to the meter", file, i)
 			}
+			bindings[i.Binding] = true
+		}
+		if !bindings["JSONRPC"] || !bindings["HTTP+JSON"] || len(bindings) != 2 {
+			t.Errorf("%s: proxied interfaces %v, want JSON-RPC and HTTP+JSON", file, got.Interfaces)
 		}
 		if got.Name != card.Name || got.Description != card.Description || len(got.Skills) != len(card.Skills) || got.Capabilities.Streaming != card.Capabilities.Streaming {
 			t.Errorf("%s: the card changed beyond endpoints and security", file)

@@ -3,6 +3,7 @@ package a2aproxy
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -19,12 +20,12 @@ import (
 // its usage is still recorded.
 func (p *Proxy) stream(c *fiber.Ctx, cl *call) error {
 	ctx, cancel := context.WithCancel(p.Base)
-	body, err := outbound(cl)
+	r, err := outbound(cl)
 	if err != nil {
 		cancel()
 		return p.fail(c, cl, err)
 	}
-	req, err := p.upstreamRequest(ctx, cl, body, "text/event-stream")
+	req, err := p.upstreamRequest(ctx, cl, r, "text/event-stream")
 	if err != nil {
 		cancel()
 		return p.fail(c, cl, err)
@@ -39,8 +40,8 @@ func (p *Proxy) stream(c *fiber.Ctx, cl *call) error {
 		return p.fail(c, cl, upstreamErr(ctx, err, cl.lim.RequestTimeout))
 	}
 	if !strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
-		// The agent answered with a plain JSON-RPC response (an error, most
-		// often): relay it like a unary answer.
+		// The agent answered with a plain response (an error, most often):
+		// relay it like a unary answer.
 		defer cancel()
 		defer res.Body.Close()
 		return p.relayPlain(c, cl, res)
@@ -135,33 +136,47 @@ func (p *Proxy) relay(ctx context.Context, cl *call, res *http.Response, w *bufi
 	}
 }
 
-// onEvent observes one upstream event and returns the bytes to relay
-// (translated when the buyer speaks the other version).
+// onEvent observes one upstream event and returns the bytes to relay:
+// the agent's own bytes when both sides speak the same binding and
+// version, else the event rendered in the buyer's binding and version.
 func (p *Proxy) onEvent(ctx context.Context, cl *call, ev wire.Event) ([]byte, error) {
 	if ev.Comment || len(ev.Data) == 0 {
 		return nil, nil
 	}
-	resp, err := wire.ParseResponse(ev.Data)
-	if err != nil {
-		return nil, fmt.Errorf("the agent sent a stream event that is not a JSON-RPC response")
+	var result json.RawMessage
+	var agentErr *wire.Error
+	if cl.upREST() {
+		result, agentErr = wire.FromRESTEvent(cl.upVersion, cl.req.Method, ev.Data)
+	} else {
+		resp, err := wire.ParseResponse(ev.Data)
+		if err != nil {
+			return nil, fmt.Errorf("the agent sent a stream event that is not a JSON-RPC response")
+		}
+		result, agentErr = resp.Result, resp.Error
 	}
-	if resp.Error != nil {
-		cl.errCode = resp.Error.Code
-		if cl.upVersion == cl.req.Version {
+	if agentErr != nil {
+		cl.errCode = agentErr.Code
+		if cl.passthrough() {
 			return ev.Raw, nil
 		}
-		return sseData(wire.ErrorResponse(cl.req.ID, wire.TranslateError(cl.upVersion, cl.req.Version, resp.Error))), nil
+		return p.streamError(cl, wire.TranslateError(cl.upVersion, cl.req.Version, agentErr)), nil
 	}
-	cl.obs.add(wire.Observe(cl.upVersion, cl.req.Method, resp.Result))
+	cl.obs.add(wire.Observe(cl.upVersion, cl.req.Method, result))
 	p.bindTask(ctx, cl)
-	if cl.upVersion == cl.req.Version {
+	if cl.passthrough() {
 		return ev.Raw, nil
 	}
-	tr, err := wire.TranslateResult(cl.upVersion, cl.req.Version, cl.req.Method, resp.Result)
-	if err != nil {
-		return nil, err
+	if cl.upVersion != cl.req.Version {
+		tr, err := wire.TranslateResult(cl.upVersion, cl.req.Version, cl.req.Method, result)
+		if err != nil {
+			return nil, err
+		}
+		result = tr
 	}
-	return sseData(resultResponse(cl.req.ID, tr)), nil
+	if cl.buyerREST() {
+		return sseData(wire.RESTEvent(cl.req.Version, cl.req.Method, result)), nil
+	}
+	return sseData(resultResponse(cl.req.ID, result)), nil
 }
 
 func sseData(b []byte) []byte {
@@ -170,8 +185,16 @@ func sseData(b []byte) []byte {
 	return []byte(sb.String())
 }
 
+// streamError is an error event in the buyer's binding.
+func (p *Proxy) streamError(cl *call, e *wire.Error) []byte {
+	if cl.buyerREST() {
+		return wire.RESTErrorEvent(cl.req.Version, e)
+	}
+	return sseData(wire.ErrorResponse(cl.req.ID, e))
+}
+
 func (p *Proxy) writeStreamError(w *bufio.Writer, cl *call, e *wire.Error) {
-	out := sseData(wire.ErrorResponse(cl.req.ID, e))
+	out := p.streamError(cl, e)
 	cl.bytesOut += len(out)
 	w.Write(out)
 	w.Flush()
@@ -197,8 +220,16 @@ func (p *Proxy) settle(cl *call) {
 }
 
 func (p *Proxy) poll(ctx context.Context, cl *call) {
-	get, err := wire.GetTaskRequest(cl.upVersion, cl.obs.taskID)
+	body, err := wire.GetTaskRequest(cl.upVersion, cl.obs.taskID)
 	if err != nil {
+		return
+	}
+	header := ""
+	if cl.upVersion == wire.V10 {
+		header = "1.0"
+	}
+	get, werr := wire.ParseRequest(body, header)
+	if werr != nil {
 		return
 	}
 	t := time.NewTicker(p.Limits.SettleInterval)
@@ -221,11 +252,11 @@ func (p *Proxy) poll(ctx context.Context, cl *call) {
 		if err != nil {
 			continue
 		}
-		resp, err := wire.ParseResponse(raw)
-		if err != nil || resp.Error != nil {
+		result, agentErr, err := agentAnswer(cl, wire.MethodGetTask, res.StatusCode, res.Header.Get("Content-Type"), raw)
+		if err != nil || agentErr != nil {
 			continue
 		}
-		cl.obs.add(wire.Observe(cl.upVersion, wire.MethodGetTask, resp.Result))
+		cl.obs.add(wire.Observe(cl.upVersion, wire.MethodGetTask, result))
 		if cl.obs.terminal {
 			return
 		}
