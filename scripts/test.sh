@@ -11,7 +11,7 @@
 # Environment:
 #   AGENTMARKET_TEST_SERVICES  comma list of services to start: postgres, clickhouse,
 #                              stripe (stripe-mock), chromium, or all / none.
-#                              Default: postgres,clickhouse,stripe.
+#                              Default: postgres,clickhouse,stripe,chromium.
 #   AGENTMARKET_TEST_TIMEOUT   go test -timeout (default 20m).
 #   AGENTMARKET_TEST_DATABASE_URL, AGENTMARKET_TEST_CLICKHOUSE_DSN,
 #   AGENTMARKET_TEST_STRIPE_API_BASE
@@ -156,7 +156,7 @@ summarize_go_test() {
 
 main() {
 	command -v go >/dev/null 2>&1 || am_die "go is not on PATH"
-	SERVICES=$(parse_services "${AGENTMARKET_TEST_SERVICES-postgres,clickhouse,stripe}")
+	SERVICES=$(parse_services "${AGENTMARKET_TEST_SERVICES-postgres,clickhouse,stripe,chromium}")
 
 	trap am_cleanup EXIT
 	trap 'on_signal 130' INT

@@ -20,6 +20,7 @@ import (
 	"github.com/agentmarket/agentmarket/listings/httpfetch"
 	"github.com/agentmarket/agentmarket/metering"
 	"github.com/agentmarket/agentmarket/migrations/gormdb"
+	"github.com/agentmarket/agentmarket/web"
 	"github.com/agentmarket/agentmarket/web/api"
 )
 
@@ -157,6 +158,9 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 		meter.Proxy.Mount(m.App)
 	}
 	srv.Mount(m.App)
+	web.New(web.Deps{Accounts: c.Accounts, Sessions: c.AccountStore, Listings: c.Catalog, Subscriptions: m.Subscriptions,
+		Usage: srv.Usage, Invoices: srv.Invoices, Billing: bill.Service, Authorizer: c.Authz, Logger: c.Log, Clock: c.Clock,
+		PublicMeterURL: m.PublicMeterURL}).Mount(m.App)
 	return m, nil
 }
 

@@ -1,0 +1,220 @@
+package web
+
+import (
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/billing"
+	"github.com/agentmarket/agentmarket/contracts"
+	"github.com/agentmarket/agentmarket/metering"
+)
+
+// subView is one subscription on the buyer's page.
+type subView struct {
+	C        contracts.Contract
+	Listing  string
+	Endpoint string
+	CardURL  string
+	Spent    string
+	Budget   string
+	Percent  int64 // of the budget spent, 0..100 for the progress bar
+	Over     bool
+	Snippet  string
+}
+
+type buyerData struct {
+	Subs  []subView
+	Month string
+	Total string
+	Keys  bool
+}
+
+// snippet is what a buyer hands their orchestrator.
+func snippet(name, endpoint, cardURL string) string {
+	var b strings.Builder
+	b.WriteString("# " + name + " through AgentMarket: the meter checks your key,\n")
+	b.WriteString("# meters each call and forwards it to the agent.\n")
+	b.WriteString("export AGENTMARKET_KEY=amk_...   # an API key from the API keys page\n")
+	b.WriteString("AGENT_URL=" + endpoint + "\n")
+	b.WriteString("AGENT_CARD_URL=" + cardURL + "\n\n")
+	b.WriteString("# a2a CLI (github.com/a2aproject/a2a-go)\n")
+	b.WriteString("a2a send \"$AGENT_URL\" --auth \"Bearer $AGENTMARKET_KEY\" \"Hello\"\n\n")
+	b.WriteString("# Any A2A client: JSON-RPC to the endpoint with the key\n")
+	b.WriteString("curl -s \"$AGENT_URL\" -H \"Authorization: Bearer $AGENTMARKET_KEY\" \\\n")
+	b.WriteString("  -H 'Content-Type: application/json' \\\n")
+	b.WriteString(`  -d '{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m1","role":"user","parts":[{"kind":"text","text":"Hello"}]}}}'` + "\n")
+	return b.String()
+}
+
+// monthToDate is the current calendar month up to now.
+func (u *UI) monthToDate() periodForm {
+	now := u.d.Clock.Now().UTC()
+	m := billing.MonthOf(now)
+	return periodForm{Start: m.Start, End: now.Add(time.Millisecond)}
+}
+
+// buyer lists the org's subscriptions with their endpoints, what to hand
+// an orchestrator, and this month's spend against each budget.
+func (u *UI) buyer(r *req) error {
+	if err := u.require(r, contracts.ObjSubscriptions, contracts.ActRead); err != nil {
+		return err
+	}
+	if u.d.Subscriptions == nil {
+		return agentmarket.Errorf(agentmarket.Unavailable, "no_meter", "this marketplace takes no subscriptions")
+	}
+	cs, err := u.d.Subscriptions.List(r.ctx, r.actor)
+	if err != nil {
+		return err
+	}
+	d := &buyerData{Month: u.d.Clock.Now().UTC().Format("January 2006"), Keys: u.can(r, contracts.ObjAPIKeys, contracts.ActRead)}
+	spent := map[string]int64{}
+	if u.d.Usage != nil {
+		res, err := u.totals(r, metering.ScopeBuyer, u.monthToDate(), "", metering.ByListing)
+		if err != nil {
+			return err
+		}
+		for _, t := range res[0] {
+			spent[t.Key] = t.CostMicros
+		}
+	}
+	lb := u.newLabeler(r)
+	var total int64
+	for _, c := range cs {
+		l := lb.listing(c.ListingID)
+		v := subView{C: c, Listing: l.name, Endpoint: u.meterEndpoint(c.ListingID)}
+		v.CardURL = v.Endpoint + "/.well-known/agent-card.json"
+		cur := l.currency
+		if cur == "" {
+			cur = "usd"
+		}
+		s := spent[c.ListingID]
+		if c.Status == contracts.ContractCanceled {
+			s = 0 // the listing's spend belongs to the open contract, if any
+		}
+		total += s
+		v.Spent = formatMicros(s, cur)
+		if b := c.MonthlyBudgetMicros; b != nil {
+			v.Budget = formatMicros(*b, cur)
+			switch {
+			case *b == 0:
+				v.Percent, v.Over = 100, s > 0
+			default:
+				v.Percent = min(100, s*100 / *b)
+				v.Over = s >= *b
+			}
+		}
+		v.Snippet = snippet(l.name, v.Endpoint, v.CardURL)
+		d.Subs = append(d.Subs, v)
+	}
+	cur, _ := lb.currency()
+	d.Total = formatMicros(total, cur)
+	return u.render(r, "buyer", "Subscriptions", d)
+}
+
+func (u *UI) cancelSubscription(r *req) error {
+	if err := u.require(r, contracts.ObjSubscriptions, contracts.ActWrite); err != nil {
+		return err
+	}
+	if _, err := u.d.Subscriptions.Cancel(r.ctx, r.actor, strings.Clone(r.c.Params("id"))); err != nil {
+		return err
+	}
+	return redirect(r, "/buyer?notice=canceled")
+}
+
+type keyView struct {
+	contracts.APIKey
+	Spent, Budget string
+}
+
+type keysData struct {
+	form
+	Keys     []keyView
+	NewKey   string
+	NewName  string
+	Roles    []agentmarket.Role
+	CanWrite bool
+}
+
+// keys lists the org's API keys with this month's spend against budget.
+func (u *UI) keys(r *req) error {
+	return u.keysPage(r, &keysData{form: form{Values: map[string]string{"role": string(agentmarket.RoleBuyer)}}})
+}
+
+func (u *UI) keysPage(r *req, d *keysData) error {
+	if err := u.require(r, contracts.ObjAPIKeys, contracts.ActRead); err != nil {
+		return err
+	}
+	d.Roles, d.CanWrite = agentmarket.Roles, u.can(r, contracts.ObjAPIKeys, contracts.ActWrite)
+	ks, err := u.d.Accounts.ListKeys(r.ctx, r.actor)
+	if err != nil {
+		return err
+	}
+	spent := map[string]int64{}
+	cur := "usd"
+	if u.d.Usage != nil && u.can(r, contracts.ObjUsage, contracts.ActRead) {
+		lb := u.newLabeler(r)
+		tables, err := u.usageTables(r, lb, metering.ScopeBuyer, u.monthToDate(), "", metering.ByListing, metering.ByAPIKey)
+		if err != nil {
+			return err
+		}
+		for _, row := range tables[1].Rows {
+			spent[row.Key] = row.CostMicros
+		}
+		cur = tables[1].Currency
+	}
+	for i := len(ks) - 1; i >= 0; i-- { // newest first
+		k := keyView{APIKey: ks[i], Spent: formatMicros(spent[ks[i].ID], cur), Budget: "none"}
+		if b := ks[i].MonthlyBudgetMicros; b != nil {
+			k.Budget = formatMicros(*b, cur)
+		}
+		d.Keys = append(d.Keys, k)
+	}
+	return u.render(r, "keys", "API keys", d)
+}
+
+// createKey makes a key and shows it, once, on the page that answers.
+func (u *UI) createKey(r *req) error {
+	if err := u.require(r, contracts.ObjAPIKeys, contracts.ActWrite); err != nil {
+		return err
+	}
+	d := &keysData{form: form{Values: map[string]string{"name": r.c.FormValue("name"), "role": r.c.FormValue("role"), "budget": r.c.FormValue("budget")}}}
+	in := contracts.KeyInput{Name: d.V("name"), Role: agentmarket.Role(d.V("role"))}
+	if v := strings.TrimSpace(d.V("budget")); v != "" {
+		n, msg := parseAmount(v)
+		if msg != "" {
+			d.add("budget", "The monthly budget "+msg+".")
+		}
+		in.MonthlyBudgetMicros = &n
+	}
+	if len(d.Errors) == 0 {
+		k, secret, err := u.d.Accounts.CreateKey(r.ctx, r.actor, in)
+		if err == nil {
+			r.c.Status(fiber.StatusCreated)
+			kd := &keysData{form: form{Values: map[string]string{"role": string(k.Role)}}, NewKey: secret, NewName: k.Name}
+			return u.keysPage(r, kd)
+		}
+		if !d.absorb(err, func(f string) string {
+			if f == "monthly_budget_micros" {
+				return "budget"
+			}
+			return f
+		}) {
+			return err
+		}
+	}
+	r.c.Status(fiber.StatusUnprocessableEntity)
+	return u.keysPage(r, d)
+}
+
+func (u *UI) revokeKey(r *req) error {
+	if err := u.require(r, contracts.ObjAPIKeys, contracts.ActWrite); err != nil {
+		return err
+	}
+	if _, err := u.d.Accounts.RevokeKey(r.ctx, r.actor, strings.Clone(r.c.Params("id"))); err != nil {
+		return err
+	}
+	return redirect(r, "/keys?notice=revoked")
+}

@@ -1,0 +1,500 @@
+package web
+
+import (
+	"cmp"
+	"encoding/csv"
+	"html/template"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/billing"
+	"github.com/agentmarket/agentmarket/contracts"
+	"github.com/agentmarket/agentmarket/metering"
+)
+
+// periodForm is a from/to choice; To is inclusive on the page (a date),
+// End exclusive for the query.
+type periodForm struct {
+	form
+	Action     string
+	From, To   string
+	Start, End time.Time
+	Keep       map[string]string
+}
+
+const dateLayout = "2006-01-02"
+
+// parsePeriod reads ?from=&to= (dates, to inclusive); the default is the
+// current month to date.
+func (u *UI) parsePeriod(r *req, action string) periodForm {
+	now := u.d.Clock.Now().UTC()
+	p := periodForm{form: form{Values: map[string]string{}}, Action: action, Keep: map[string]string{}}
+	p.Start = time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	today := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
+	last := today
+	if v := strings.TrimSpace(r.c.Query("from")); v != "" {
+		t, err := time.Parse(dateLayout, v)
+		if err != nil {
+			p.add("from", "The start must be a date like 2026-11-01.")
+		} else {
+			p.Start = t
+		}
+	}
+	if v := strings.TrimSpace(r.c.Query("to")); v != "" {
+		t, err := time.Parse(dateLayout, v)
+		if err != nil {
+			p.add("to", "The end must be a date like 2026-11-30.")
+		} else {
+			last = t
+		}
+	}
+	if len(p.Errors) == 0 && last.Before(p.Start) {
+		p.add("to", "The end must not be before the start.")
+	}
+	p.End = last.AddDate(0, 0, 1)
+	p.From, p.To = p.Start.Format(dateLayout), last.Format(dateLayout)
+	return p
+}
+
+// usageRow is one line of a usage table.
+type usageRow struct {
+	Key, Label, Href string
+	metering.Total
+	Currency string
+}
+
+// Cost formats the row's cost in its currency.
+func (r usageRow) Cost() string { return formatMicros(r.CostMicros, r.Currency) }
+
+// usageTable is a grouping of usage, largest cost first (days in order).
+type usageTable struct {
+	Group    metering.GroupBy
+	Title    string
+	Rows     []usageRow
+	Total    usageRow
+	Hidden   int // rows not shown (in the CSV)
+	CSV      string
+	Currency string
+	Mixed    bool
+}
+
+// maxRows is how many rows a page's table shows; the CSV has them all.
+const maxRows = 50
+
+var groupTitles = map[metering.GroupBy]string{
+	metering.ByListing: "Agent", metering.BySeller: "Seller", metering.ByBuyer: "Buyer",
+	metering.ByAPIKey: "API key", metering.ByDay: "Day", metering.ByTask: "Task",
+}
+
+// labeler names the keys of usage groupings for one request, and tracks
+// the currencies of the listings it met (usage totals carry no currency:
+// the org's listings decide it).
+type labeler struct {
+	u          *UI
+	r          *req
+	listings   map[string]listingLabel
+	keys       map[string]string
+	currencies map[string]bool
+}
+
+type listingLabel struct{ name, currency string }
+
+func (u *UI) newLabeler(r *req) *labeler {
+	return &labeler{u: u, r: r, listings: map[string]listingLabel{}, currencies: map[string]bool{}}
+}
+
+func (lb *labeler) listing(id string) listingLabel {
+	if v, ok := lb.listings[id]; ok {
+		return v
+	}
+	v := listingLabel{name: id}
+	if l, err := lb.u.d.Listings.Get(lb.r.ctx, lb.r.actor, id); err == nil {
+		v.currency = l.Plan.Currency
+		if l.Card != nil && l.Card.Name != "" {
+			v.name = l.Card.Name
+		}
+		lb.currencies[v.currency] = true
+	}
+	lb.listings[id] = v
+	return v
+}
+
+func (lb *labeler) key(id string) string {
+	if lb.keys == nil {
+		lb.keys = map[string]string{}
+		if ks, err := lb.u.d.Accounts.ListKeys(lb.r.ctx, lb.r.actor); err == nil {
+			for _, k := range ks {
+				lb.keys[k.ID] = k.Name + " (" + k.Prefix + "…)"
+			}
+		}
+	}
+	if v, ok := lb.keys[id]; ok {
+		return v
+	}
+	return id
+}
+
+// currency is the one currency of the listings met, or "" when they mix.
+func (lb *labeler) currency() (string, bool) {
+	delete(lb.currencies, "")
+	if len(lb.currencies) > 1 {
+		return "", true
+	}
+	for c := range lb.currencies {
+		return c, false
+	}
+	return "usd", false
+}
+
+func (lb *labeler) label(g metering.GroupBy, key string) (label, href string) {
+	switch g {
+	case metering.ByListing:
+		return lb.listing(key).name, "/listings/" + url.PathEscape(key)
+	case metering.BySeller, metering.ByBuyer:
+		return lb.u.orgName(lb.r.ctx, key), ""
+	case metering.ByAPIKey:
+		return lb.key(key), ""
+	case metering.ByTask:
+		if l, t, ok := strings.Cut(key, "/"); ok {
+			return lb.listing(l).name + " / " + t, ""
+		}
+	}
+	return key, ""
+}
+
+// totals runs the usage queries of groups at once (each is one aggregate
+// query on the usage store).
+func (u *UI) totals(r *req, scope metering.Scope, p periodForm, listingID string, groups ...metering.GroupBy) ([][]metering.Total, error) {
+	out := make([][]metering.Total, len(groups))
+	errs := make([]error, len(groups))
+	var wg sync.WaitGroup
+	for i, g := range groups {
+		wg.Go(func() {
+			_, out[i], errs[i] = u.d.Usage.Totals(r.ctx, r.actor, metering.ReportInput{Scope: scope, GroupBy: g, From: p.Start, To: p.End, ListingID: listingID})
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// usageTables queries and labels groupings. Listings are labelled first,
+// so that the other tables know the currency.
+func (u *UI) usageTables(r *req, lb *labeler, scope metering.Scope, p periodForm, listingID string, groups ...metering.GroupBy) ([]usageTable, error) {
+	res, err := u.totals(r, scope, p, listingID, groups...)
+	if err != nil {
+		return nil, err
+	}
+	tables := make([]usageTable, len(groups))
+	order := make([]int, 0, len(groups))
+	for i, g := range groups {
+		if g == metering.ByListing {
+			order = append([]int{i}, order...)
+		} else {
+			order = append(order, i)
+		}
+	}
+	for _, i := range order {
+		tables[i] = lb.table(groups[i], res[i], scope, p)
+	}
+	cur, mixed := lb.currency()
+	for i := range tables {
+		t := &tables[i]
+		t.Currency, t.Mixed, t.Total.Currency = cur, mixed, cur
+		for j := range t.Rows {
+			if t.Rows[j].Currency == "" || t.Group != metering.ByListing {
+				t.Rows[j].Currency = cur
+			}
+		}
+	}
+	return tables, nil
+}
+
+func (lb *labeler) table(g metering.GroupBy, totals []metering.Total, scope metering.Scope, p periodForm) usageTable {
+	t := usageTable{Group: g, Title: groupTitles[g], Total: usageRow{Label: "Total"}}
+	for _, x := range totals {
+		t.Total.Calls += x.Calls
+		t.Total.Tasks += x.Tasks
+		t.Total.InputTokens += x.InputTokens
+		t.Total.OutputTokens += x.OutputTokens
+		t.Total.ComputeMs += x.ComputeMs
+		t.Total.CostMicros += x.CostMicros
+		t.Total.Estimated += x.Estimated
+	}
+	rows := slices.Clone(totals)
+	if g != metering.ByDay {
+		slices.SortStableFunc(rows, func(a, b metering.Total) int { return cmp.Compare(b.CostMicros, a.CostMicros) })
+	}
+	if len(rows) > maxRows && g != metering.ByDay {
+		t.Hidden = len(rows) - maxRows
+		rows = rows[:maxRows]
+	}
+	for _, x := range rows {
+		label, href := lb.label(g, x.Key)
+		row := usageRow{Key: x.Key, Label: label, Href: href, Total: x}
+		if g == metering.ByListing {
+			row.Currency = lb.listing(x.Key).currency
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	q := url.Values{"group_by": {string(g)}, "from": {p.From}, "to": {p.To}, "scope": {string(scope)}}
+	t.CSV = "/finance/usage.csv?" + q.Encode()
+	return t
+}
+
+type option struct {
+	Value, Label string
+	Current      bool
+	Href         string
+}
+
+type financeData struct {
+	Period   *periodForm
+	Scopes   []option
+	Scope    metering.Scope
+	Groups   []option
+	Total    usageRow
+	Trend    template.HTML
+	Bars     template.HTML
+	Days     usageTable
+	Agents   usageTable
+	Table    usageTable
+	CSVTasks string
+	Billing  bool
+}
+
+var scopeLabels = []option{{Value: string(metering.ScopeBuyer), Label: "What we bought"}, {Value: string(metering.ScopeSeller), Label: "What we sold"},
+	{Value: string(metering.ScopePlatform), Label: "Whole platform"}}
+
+var tableGroups = []metering.GroupBy{metering.ByListing, metering.BySeller, metering.ByBuyer, metering.ByAPIKey, metering.ByDay}
+
+// finance shows cost per agent, seller, buyer, key and day for a period:
+// a trend chart by day, a bar per agent, one table at a time, and CSV.
+func (u *UI) finance(r *req) error {
+	if err := u.require(r, contracts.ObjUsage, contracts.ActRead); err != nil {
+		return err
+	}
+	d := &financeData{Billing: u.can(r, contracts.ObjBilling, contracts.ActRead)}
+	p := u.parsePeriod(r, "/finance")
+	d.Scope = metering.Scope(r.c.Query("scope", string(metering.ScopeBuyer)))
+	group := metering.GroupBy(r.c.Query("group", string(metering.ByListing)))
+	if !slices.Contains(tableGroups, group) {
+		group = metering.ByListing
+	}
+	p.Keep = map[string]string{"scope": string(d.Scope), "group": string(group)}
+	for _, s := range scopeLabels {
+		if s.Value == string(metering.ScopePlatform) && !r.actor.Operator {
+			continue
+		}
+		q := url.Values{"scope": {s.Value}, "from": {p.From}, "to": {p.To}, "group": {string(group)}}
+		d.Scopes = append(d.Scopes, option{Value: s.Value, Label: s.Label, Current: s.Value == string(d.Scope), Href: "/finance?" + q.Encode()})
+	}
+	for _, g := range tableGroups {
+		q := url.Values{"scope": {string(d.Scope)}, "from": {p.From}, "to": {p.To}, "group": {string(g)}}
+		d.Groups = append(d.Groups, option{Value: string(g), Label: groupTitles[g], Current: g == group, Href: "/finance?" + q.Encode()})
+	}
+	d.CSVTasks = "/finance/usage.csv?" + url.Values{"group_by": {"task"}, "from": {p.From}, "to": {p.To}, "scope": {string(d.Scope)}}.Encode()
+	d.Period = &p
+	if len(p.Errors) > 0 {
+		return u.render(r, "finance", "Finance", d)
+	}
+	groups := []metering.GroupBy{metering.ByDay, metering.ByListing}
+	if group != metering.ByDay && group != metering.ByListing {
+		groups = append(groups, group)
+	}
+	lb := u.newLabeler(r)
+	tables, err := u.usageTables(r, lb, d.Scope, p, "", groups...)
+	if err != nil {
+		return err
+	}
+	d.Days, d.Agents = tables[0], tables[1]
+	d.Total = d.Days.Total
+	switch group {
+	case metering.ByDay:
+		d.Table = d.Days
+	case metering.ByListing:
+		d.Table = d.Agents
+	default:
+		d.Table = tables[2]
+	}
+	cur := d.Days.Currency
+	format := func(v int64) string { return formatMicros(v, cur) }
+	// The trend has a column for every day of the period, used or not.
+	byDay := map[string]int64{}
+	for _, row := range d.Days.Rows {
+		byDay[row.Key] = row.CostMicros
+	}
+	var trend []point
+	if days := int(p.End.Sub(p.Start) / (24 * time.Hour)); days <= 400 {
+		for t := p.Start; t.Before(p.End); t = t.AddDate(0, 0, 1) {
+			k := t.Format(dateLayout)
+			trend = append(trend, point{Label: k, Value: byDay[k], Display: format(byDay[k])})
+		}
+	} else {
+		for _, row := range d.Days.Rows {
+			trend = append(trend, point{Label: row.Key, Value: row.CostMicros, Display: format(row.CostMicros)})
+		}
+	}
+	d.Trend = trendChart("trend", "Cost per day", "Cost per day from "+p.From+" to "+p.To+", "+format(d.Total.CostMicros)+" in total. The table below lists the figures.", trend, format)
+	var bars []point
+	for i, row := range d.Agents.Rows {
+		if i == 10 {
+			break
+		}
+		bars = append(bars, point{Label: row.Label, Value: row.CostMicros, Display: row.Cost(), Href: row.Href})
+	}
+	d.Bars = barChart("agents", "Cost per agent", "The "+strconv.Itoa(len(bars))+" agents that cost most from "+p.From+" to "+p.To+".", bars)
+	return u.render(r, "finance", "Finance", d)
+}
+
+// financeCSV exports a grouping, every row, with names.
+func (u *UI) financeCSV(r *req) error {
+	if err := u.require(r, contracts.ObjUsage, contracts.ActRead); err != nil {
+		return err
+	}
+	p := u.parsePeriod(r, "")
+	if len(p.Errors) > 0 {
+		var fe agentmarket.Fields
+		for _, e := range p.Errors {
+			fe.Add(e.Field, "format", "%s", e.Message)
+		}
+		return fe.Err("invalid_usage_query", "the usage query is not valid")
+	}
+	g := metering.GroupBy(r.c.Query("group_by", string(metering.ByListing)))
+	scope := metering.Scope(r.c.Query("scope", string(metering.ScopeBuyer)))
+	res, err := u.totals(r, scope, p, "", g)
+	if err != nil {
+		return err
+	}
+	lb := u.newLabeler(r)
+	r.c.Set("Content-Type", "text/csv; charset=utf-8")
+	r.c.Set("Content-Disposition", `attachment; filename="usage-`+string(g)+"-"+p.From+"-"+p.To+`.csv"`)
+	r.c.Set("Cache-Control", "no-store")
+	w := csv.NewWriter(r.c.Response().BodyWriter())
+	w.Write([]string{string(g), "name", "calls", "tasks", "input_tokens", "output_tokens", "compute_ms", "cost_micros", "estimated_calls"})
+	i64 := func(n int64) string { return strconv.FormatInt(n, 10) }
+	for _, t := range res[0] {
+		name := ""
+		if g != metering.ByDay {
+			name, _ = lb.label(g, t.Key)
+		}
+		w.Write([]string{t.Key, name, i64(t.Calls), i64(t.Tasks), i64(t.InputTokens), i64(t.OutputTokens), i64(t.ComputeMs), i64(t.CostMicros), i64(t.Estimated)})
+	}
+	w.Flush()
+	return w.Error()
+}
+
+type driftRow struct {
+	billing.Drift
+	Listing, Buyer, Seller string
+}
+
+type reconData struct {
+	form
+	Period   string
+	Prev     string
+	Next     string
+	Drifts   []driftRow
+	Operator bool
+}
+
+// Show formats a drift quantity (nil: none recorded).
+func (d driftRow) Show(v *int64) string {
+	if v == nil {
+		return "—"
+	}
+	return formatCount(*v)
+}
+
+// reconciliation compares metered, reported and invoiced usage of a month.
+func (u *UI) reconciliation(r *req) error {
+	if err := u.require(r, contracts.ObjBilling, contracts.ActRead); err != nil {
+		return err
+	}
+	if u.d.Billing == nil {
+		return agentmarket.Errorf(agentmarket.Unavailable, "no_billing", "billing is not configured on this marketplace")
+	}
+	d := &reconData{form: form{Values: map[string]string{}}, Operator: r.actor.Operator}
+	period := billing.MonthOf(u.d.Clock.Now())
+	if v := strings.TrimSpace(r.c.Query("period")); v != "" {
+		d.Values["period"] = v
+		t, err := time.Parse("2006-01", v)
+		if err != nil {
+			d.add("period", "The month must look like 2026-11.")
+		} else {
+			period = billing.MonthOf(t)
+		}
+	}
+	d.Period = period.Start.Format("2006-01")
+	d.Values["period"] = d.Period
+	d.Prev = "/finance/reconciliation?period=" + period.Start.AddDate(0, -1, 0).Format("2006-01")
+	d.Next = "/finance/reconciliation?period=" + period.End.Format("2006-01")
+	if len(d.Errors) == 0 {
+		drifts, err := u.d.Billing.Reconcile(r.ctx, period)
+		if err != nil {
+			return err
+		}
+		lb := u.newLabeler(r)
+		for _, x := range drifts {
+			if !r.actor.Operator && x.BuyerOrgID != r.actor.OrgID && x.SellerOrgID != r.actor.OrgID {
+				continue
+			}
+			row := driftRow{Drift: x, Buyer: u.orgName(r.ctx, x.BuyerOrgID), Seller: u.orgName(r.ctx, x.SellerOrgID)}
+			if x.ListingID != "" {
+				row.Listing = lb.listing(x.ListingID).name
+			}
+			d.Drifts = append(d.Drifts, row)
+		}
+	}
+	return u.render(r, "reconciliation", "Reconciliation", d)
+}
+
+type invoiceView struct {
+	Contract contracts.Contract
+	Listing  string
+	Invoice  *billing.Invoice
+	Err      string
+}
+
+// invoices previews the current month's invoice of each of the org's
+// subscriptions.
+func (u *UI) invoices(r *req) error {
+	if err := u.require(r, contracts.ObjBilling, contracts.ActRead); err != nil {
+		return err
+	}
+	if u.d.Subscriptions == nil || u.d.Invoices == nil {
+		return agentmarket.Errorf(agentmarket.Unavailable, "no_meter", "this marketplace takes no subscriptions")
+	}
+	cs, err := u.d.Subscriptions.List(r.ctx, r.actor)
+	if err != nil {
+		return err
+	}
+	month := billing.MonthOf(u.d.Clock.Now())
+	lb := u.newLabeler(r)
+	var out []invoiceView
+	for _, c := range cs {
+		if c.CanceledAt != nil && c.CanceledAt.Before(month.Start) {
+			continue
+		}
+		v := invoiceView{Contract: c, Listing: lb.listing(c.ListingID).name}
+		inv, err := u.d.Invoices.Preview(r.ctx, r.actor, c.ID)
+		if err != nil {
+			if agentmarket.KindOf(err) == agentmarket.Internal || agentmarket.KindOf(err) == agentmarket.Unavailable {
+				return err
+			}
+			v.Err = publicMessage(err)
+		}
+		v.Invoice = inv
+		out = append(out, v)
+	}
+	return u.render(r, "invoices", "Invoice previews", map[string]any{"Invoices": out, "Month": month.Start.Format("January 2006")})
+}

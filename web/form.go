@@ -1,0 +1,82 @@
+package web
+
+import (
+	"errors"
+	"strings"
+
+	"github.com/agentmarket/agentmarket"
+)
+
+// fieldMsg is one error shown next to a form field (Field is the input's
+// name and id) or, with no Field, at the top of the form.
+type fieldMsg struct {
+	Field   string
+	Message string
+}
+
+// form is a form being shown again: what was typed and what was wrong.
+type form struct {
+	Values  map[string]string
+	Errors  []fieldMsg
+	Message string // the error's summary, e.g. "the listing is not valid"
+}
+
+// Err returns the message for a field, "" when it has none.
+func (f *form) Err(field string) string {
+	var msgs []string
+	for _, e := range f.Errors {
+		if e.Field == field {
+			msgs = append(msgs, e.Message)
+		}
+	}
+	return strings.Join(msgs, " ")
+}
+
+// V returns a submitted value.
+func (f *form) V(field string) string { return f.Values[field] }
+
+// add records a problem with a field found before calling a service.
+func (f *form) add(field, msg string) {
+	f.Errors = append(f.Errors, fieldMsg{Field: field, Message: msg})
+}
+
+// absorb takes an Invalid or Conflict error's field errors into the form,
+// each on the input that mapField names (nil keeps the API field name; ""
+// puts it at the top), and reports whether err was such an error. Any
+// other error is for the caller to return.
+func (f *form) absorb(err error, mapField func(string) string) bool {
+	var ae *agentmarket.Error
+	if !errors.As(err, &ae) {
+		return false
+	}
+	switch ae.Kind {
+	case agentmarket.Invalid, agentmarket.Conflict, agentmarket.TooLarge:
+	default:
+		return false
+	}
+	f.Message = ae.Message
+	for _, fe := range ae.Fields {
+		name := fe.Field
+		if mapField != nil {
+			name = mapField(fe.Field)
+		}
+		f.Errors = append(f.Errors, fieldMsg{Field: name, Message: fe.Message})
+	}
+	if len(ae.Fields) == 0 {
+		f.Errors = append(f.Errors, fieldMsg{Message: ae.Message})
+	}
+	return true
+}
+
+// Form returns f, for templates that pass the form to the input helper.
+func (f *form) Form() *form { return f }
+
+// publicMessage is what a user may read of an error: its message, never
+// the internal cause.
+func publicMessage(err error) string {
+	var ae *agentmarket.Error
+	if errors.As(err, &ae) && ae.Kind != agentmarket.Internal {
+		return ae.Message
+	}
+	return "internal error"
+}

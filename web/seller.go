@@ -1,0 +1,335 @@
+package web
+
+import (
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/contracts"
+	"github.com/agentmarket/agentmarket/listings"
+	"github.com/agentmarket/agentmarket/listings/agentcard"
+	"github.com/agentmarket/agentmarket/metering"
+)
+
+type statusAction struct {
+	To    listings.Status
+	Label string
+}
+
+type sellerRow struct {
+	listingCard
+	HealthDetail string
+	CardURL      string
+	Actions      []statusAction
+}
+
+type sellerData struct {
+	Period    *periodForm
+	Listings  []sellerRow
+	Total     int
+	Prev      string
+	Next      string
+	ByBuyer   usageTable
+	ByListing usageTable
+}
+
+// sellerActions are the moves a seller may make from a status.
+func sellerActions(s listings.Status) []statusAction {
+	retire := statusAction{listings.StatusRetired, "Retire"}
+	switch s {
+	case listings.StatusDraft:
+		return []statusAction{{listings.StatusPendingReview, "Submit for review"}, retire}
+	case listings.StatusPendingReview:
+		return []statusAction{{listings.StatusDraft, "Back to draft"}, retire}
+	case listings.StatusPublished, listings.StatusSuspended:
+		return []statusAction{retire}
+	}
+	return nil
+}
+
+var allStatuses = []listings.Status{listings.StatusDraft, listings.StatusPendingReview, listings.StatusPublished,
+	listings.StatusSuspended, listings.StatusRetired}
+
+// seller is the seller console: the org's listings in every state, and
+// usage and revenue per buyer and per agent for a period.
+func (u *UI) seller(r *req) error {
+	if err := u.require(r, contracts.ObjListings, contracts.ActWrite); err != nil {
+		return err
+	}
+	d := &sellerData{}
+	pf := u.parsePeriod(r, "/seller")
+	d.Period = &pf
+	page, _ := strconv.Atoi(r.c.Query("page", "1"))
+	res, err := u.d.Listings.Search(r.ctx, r.actor, listings.Query{SellerOrgID: r.actor.OrgID, Statuses: allStatuses, Sort: "-created", Page: max(page, 1)})
+	if err != nil {
+		return err
+	}
+	d.Total = res.Total
+	for _, l := range res.Items {
+		d.Listings = append(d.Listings, sellerRow{listingCard: u.card(r, l), HealthDetail: l.HealthDetail, CardURL: l.CardURL, Actions: sellerActions(l.Status)})
+	}
+	if res.Page > 1 {
+		d.Prev = "/seller?page=" + strconv.Itoa(res.Page-1)
+	}
+	if res.Page*res.PageSize < res.Total {
+		d.Next = "/seller?page=" + strconv.Itoa(res.Page+1)
+	}
+	if u.d.Usage != nil && len(pf.Errors) == 0 && u.can(r, contracts.ObjUsage, contracts.ActRead) {
+		lookup := u.newLabeler(r)
+		tables, err := u.usageTables(r, lookup, metering.ScopeSeller, pf, "", metering.ByBuyer, metering.ByListing)
+		if err != nil {
+			return err
+		}
+		d.ByBuyer, d.ByListing = tables[0], tables[1]
+	}
+	return u.render(r, "seller", "Sell", d)
+}
+
+func (u *UI) sellerStatus(r *req) error {
+	if err := u.require(r, contracts.ObjListings, contracts.ActWrite); err != nil {
+		return err
+	}
+	st := listings.Status(r.c.FormValue("status"))
+	_, err := u.d.Listings.Update(r.ctx, r.actor, strings.Clone(r.c.Params("id")), listings.UpdateInput{Status: &st})
+	if err != nil {
+		return err
+	}
+	return redirect(r, "/seller?notice=status")
+}
+
+func (u *UI) sellerRefresh(r *req) error {
+	if err := u.require(r, contracts.ObjListings, contracts.ActWrite); err != nil {
+		return err
+	}
+	id := strings.Clone(r.c.Params("id"))
+	if _, err := u.d.Listings.Refresh(r.ctx, r.actor, id); err != nil && agentmarket.KindOf(err) == agentmarket.Internal {
+		return err
+	}
+	// A failed fetch marks the listing unhealthy, which its page shows.
+	return redirect(r, "/listings/"+id+"?notice=refreshed")
+}
+
+// The listing form's inputs. Amounts are typed in currency units and sent
+// to the catalog as micros; allowances are whole units.
+var (
+	amountInputs = []struct{ input, field, label, hint string }{
+		{"monthly_fee", "monthly_fee_micros", "Monthly fee", "The flat fee per month, e.g. 19 or 19.99"},
+		{"input_price", "input_tokens_per_million_micros", "Price per million input tokens", "e.g. 3 or 0.25"},
+		{"output_price", "output_tokens_per_million_micros", "Price per million output tokens", "e.g. 15"},
+		{"compute_price", "compute_per_hour_micros", "Price per compute hour", "Billed per millisecond"},
+		{"task_price", "per_task_micros", "Price per task", "e.g. 0.002"},
+	}
+	allowanceInputs = []struct{ input, label string }{
+		{"included_input_tokens", "Included input tokens per month"},
+		{"included_output_tokens", "Included output tokens per month"},
+		{"included_compute_ms", "Included compute per month (milliseconds)"},
+		{"included_tasks", "Included tasks per month"},
+	}
+	// listingFieldInputs maps the catalog's field names to the form's.
+	listingFieldInputs = map[string]string{
+		"card_url":             "card_url",
+		"card":                 "card",
+		"pricing":              "currency",
+		"pricing.currency":     "currency",
+		"upstream_auth.header": "auth_header",
+		"upstream_auth.value":  "auth_value",
+		"refresh_seconds":      "refresh_seconds",
+	}
+)
+
+func init() {
+	for _, a := range amountInputs {
+		listingFieldInputs["pricing."+a.field] = a.input
+	}
+	for _, a := range allowanceInputs {
+		listingFieldInputs["pricing."+a.input] = a.input
+	}
+}
+
+var listingFormNames = []string{"source", "card_url", "card", "currency", "auth_header", "auth_value", "refresh_seconds", "draft"}
+
+type newListingData struct {
+	form
+	Amounts    []inputField
+	Allowances []inputField
+}
+
+func (u *UI) listingFormData(f *form) *newListingData {
+	d := &newListingData{form: *f}
+	for _, a := range amountInputs {
+		d.Amounts = append(d.Amounts, input(f, a.input, a.label, "text", "mode=decimal", "hint="+a.hint))
+	}
+	for _, a := range allowanceInputs {
+		d.Allowances = append(d.Allowances, input(f, a.input, a.label, "text", "mode=numeric"))
+	}
+	return d
+}
+
+func (u *UI) newListingForm(r *req) error {
+	if err := u.require(r, contracts.ObjListings, contracts.ActWrite); err != nil {
+		return err
+	}
+	f := &form{Values: map[string]string{"source": "url", "currency": "usd", "auth_header": "Authorization"}}
+	return u.render(r, "newlisting", "List an agent", u.listingFormData(f))
+}
+
+// createListing lists an agent from the form. Every problem, whether
+// found here (an amount that is not a number) or by the catalog (a card
+// field, a negative price), is shown on the input it concerns.
+func (u *UI) createListing(r *req) error {
+	if err := u.require(r, contracts.ObjListings, contracts.ActWrite); err != nil {
+		return err
+	}
+	f := &form{Values: map[string]string{}}
+	for _, n := range listingFormNames {
+		f.Values[n] = r.c.FormValue(n)
+	}
+	for _, a := range amountInputs {
+		f.Values[a.input] = r.c.FormValue(a.input)
+	}
+	for _, a := range allowanceInputs {
+		f.Values[a.input] = r.c.FormValue(a.input)
+	}
+	in, ok := listingInput(f)
+	if !ok {
+		// Nothing is listed, but show what else the catalog would refuse
+		// (the price plan, a pasted card) in the same answer.
+		if _, err := listings.ParsePricing(in.Pricing); err != nil {
+			absorbListing(f, err)
+		}
+		if len(in.Card) > 0 && json.Valid(in.Card) {
+			if _, err := agentcard.Parse(in.Card); err != nil {
+				absorbListing(f, cardFields(err))
+			}
+		}
+	}
+	if ok {
+		l, err := u.d.Listings.Create(r.ctx, r.actor, in)
+		if err == nil {
+			return redirect(r, "/listings/"+l.ID+"?notice=listed")
+		}
+		if !absorbListing(f, err) {
+			return err
+		}
+	}
+	r.c.Status(fiber.StatusUnprocessableEntity)
+	return u.render(r, "newlisting", "List an agent", u.listingFormData(f))
+}
+
+// absorbListing puts the catalog's field errors on the form's inputs.
+// Errors inside the card (card.skills[0].id) go on the card's input (the
+// pasted card, or the URL it was read from) and say which card field is
+// wrong.
+func absorbListing(f *form, err error) bool {
+	var ae *agentmarket.Error
+	if !errors.As(err, &ae) {
+		return false
+	}
+	switch ae.Kind {
+	case agentmarket.Invalid, agentmarket.TooLarge, agentmarket.Conflict:
+	default:
+		return false
+	}
+	cardInput := "card_url"
+	if f.V("source") == "paste" {
+		cardInput = "card"
+	}
+	f.Message = ae.Message
+	for _, fe := range ae.Fields {
+		name, msg := listingFieldInputs[fe.Field], fe.Message
+		if sub, ok := strings.CutPrefix(fe.Field, "card."); ok {
+			name = cardInput
+			if !strings.Contains(msg, sub) {
+				msg = "In the card, " + sub + ": " + msg
+			}
+		} else if fe.Field == "card" {
+			name = cardInput
+		}
+		f.Errors = append(f.Errors, fieldMsg{Field: name, Message: msg})
+	}
+	if len(ae.Fields) == 0 {
+		f.Errors = append(f.Errors, fieldMsg{Message: ae.Message})
+	}
+	return true
+}
+
+// cardFields names a card parse error's fields as the catalog does
+// ("card." + the card's own field).
+func cardFields(err error) error {
+	var ae *agentmarket.Error
+	if !errors.As(err, &ae) {
+		return err
+	}
+	out := *ae
+	out.Fields = nil
+	for _, fe := range ae.Fields {
+		fe.Field = "card." + fe.Field
+		out.Fields = append(out.Fields, fe)
+	}
+	return &out
+}
+
+// listingInput turns the form into the catalog's input, adding to f what
+// cannot even be sent (text where a number belongs).
+func listingInput(f *form) (listings.CreateInput, bool) {
+	var in listings.CreateInput
+	switch f.V("source") {
+	case "paste":
+		if c := strings.TrimSpace(f.V("card")); c != "" {
+			if !json.Valid([]byte(c)) {
+				f.add("card", "The card is not valid JSON. Paste the whole agent card, from { to }.")
+			}
+			in.Card = json.RawMessage(c)
+		}
+	default:
+		in.CardURL = strings.TrimSpace(f.V("card_url"))
+	}
+	pricing := map[string]any{"currency": strings.ToLower(strings.TrimSpace(f.V("currency")))}
+	for _, a := range amountInputs {
+		v := strings.TrimSpace(f.V(a.input))
+		if v == "" {
+			continue
+		}
+		n, msg := parseAmount(v)
+		if msg != "" {
+			f.add(a.input, a.label+" "+msg+".")
+			continue
+		}
+		pricing[a.field] = n
+	}
+	for _, a := range allowanceInputs {
+		v := strings.ReplaceAll(strings.TrimSpace(f.V(a.input)), ",", "")
+		if v == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			f.add(a.input, a.label+" must be a whole number.")
+			continue
+		}
+		pricing[a.input] = n
+	}
+	in.Pricing, _ = json.Marshal(pricing)
+	if v := strings.TrimSpace(f.V("auth_value")); v != "" {
+		h := strings.TrimSpace(f.V("auth_header"))
+		if h == "" {
+			h = "Authorization"
+		}
+		in.UpstreamAuth = &listings.UpstreamAuth{Header: h, Value: v}
+	}
+	if v := strings.TrimSpace(f.V("refresh_seconds")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			f.add("refresh_seconds", "The refresh interval must be a whole number of seconds.")
+		} else {
+			in.RefreshSeconds = &n
+		}
+	}
+	in.Draft = f.V("draft") != ""
+	f.Values["auth_value"] = "" // a secret is never sent back to the browser
+	return in, len(f.Errors) == 0
+}

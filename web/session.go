@@ -1,0 +1,221 @@
+package web
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/contracts"
+)
+
+const (
+	sessionCookie = "am_session"
+	// seedCookie holds a random value for visitors who are not signed in,
+	// so the sign-in and sign-up forms carry a CSRF token too (login CSRF).
+	seedCookie = "am_seed"
+)
+
+// csrfToken is the token a session's forms carry: an HMAC of a fixed
+// label keyed with the secret in the visitor's HttpOnly cookie (the
+// session token, or the seed before signing in). Another site can neither
+// read the cookie nor compute the token; nothing needs storing.
+func csrfToken(seed string) string {
+	m := hmac.New(sha256.New, []byte(seed))
+	m.Write([]byte("agentmarket web csrf v1"))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+func randomToken() string {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// begin resolves the visitor's session and, on a POST, checks the CSRF
+// token. A stale session cookie is cleared, not an error: the visitor is
+// then signed out.
+func (u *UI) begin(c *fiber.Ctx) (*req, error) {
+	r := &req{c: c, ctx: c.UserContext()}
+	seed := ""
+	if tok := c.Cookies(sessionCookie); tok != "" {
+		actor, _, err := u.sessions.Resolve(r.ctx, tok)
+		switch {
+		case err == nil:
+			r.actor, r.signedIn, seed = actor, true, strings.Clone(tok)
+			r.org = u.orgName(r.ctx, actor.OrgID)
+		case agentmarket.KindOf(err) == agentmarket.Unauthorized:
+			u.clearCookie(c, sessionCookie)
+		default:
+			return r, err
+		}
+	}
+	if seed == "" {
+		seed = c.Cookies(seedCookie)
+		if len(seed) != 43 {
+			seed = randomToken()
+			u.setCookie(c, seedCookie, seed, time.Time{})
+		} else {
+			seed = strings.Clone(seed)
+		}
+	}
+	r.csrf = csrfToken(seed)
+	if r.signedIn {
+		r.nav = nav{
+			Sell:     u.can(r, contracts.ObjListings, contracts.ActWrite),
+			Buy:      u.can(r, contracts.ObjSubscriptions, contracts.ActRead),
+			Keys:     u.can(r, contracts.ObjAPIKeys, contracts.ActRead),
+			Finance:  u.can(r, contracts.ObjUsage, contracts.ActRead),
+			Operator: r.actor.Operator,
+		}
+	}
+	if c.Method() == fiber.MethodPost {
+		if !sameOrigin(c) || !hmac.Equal([]byte(c.FormValue("csrf")), []byte(r.csrf)) {
+			return r, errCSRF
+		}
+	}
+	return r, nil
+}
+
+// sameOrigin refuses requests a browser marks as coming from another site.
+// Browsers that send neither header are judged by the token alone.
+func sameOrigin(c *fiber.Ctx) bool {
+	if site := c.Get("Sec-Fetch-Site"); site == "cross-site" {
+		return false
+	}
+	origin := c.Get(fiber.HeaderOrigin)
+	if origin == "" || origin == "null" {
+		return origin == ""
+	}
+	// The scheme is not compared: behind a TLS-terminating proxy the
+	// request may arrive as plain HTTP.
+	u, err := url.Parse(origin)
+	return err == nil && strings.EqualFold(u.Host, c.Hostname())
+}
+
+func (u *UI) setCookie(c *fiber.Ctx, name, value string, expires time.Time) {
+	ck := &fiber.Cookie{Name: name, Value: value, Path: "/", HTTPOnly: true, SameSite: fiber.CookieSameSiteLaxMode,
+		Secure: c.Protocol() == "https"}
+	if !expires.IsZero() {
+		ck.Expires = expires
+	}
+	c.Cookie(ck)
+}
+
+func (u *UI) clearCookie(c *fiber.Ctx, name string) {
+	c.Cookie(&fiber.Cookie{Name: name, Value: "", Path: "/", HTTPOnly: true, SameSite: fiber.CookieSameSiteLaxMode,
+		Secure: c.Protocol() == "https", Expires: time.Unix(0, 0), MaxAge: -1})
+}
+
+// signIn opens a session for actor and sets its cookie.
+func (u *UI) signIn(r *req, actor agentmarket.Actor) error {
+	tok, sess, err := u.sessions.Start(r.ctx, actor)
+	if err != nil {
+		return err
+	}
+	u.setCookie(r.c, sessionCookie, tok, sess.ExpiresAt)
+	return nil
+}
+
+// localPath keeps a ?next= target on this site.
+func localPath(p string) string {
+	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.ContainsAny(p, "\\\r\n") {
+		return "/"
+	}
+	return p
+}
+
+func (u *UI) signupForm(r *req) error {
+	if r.signedIn {
+		return redirect(r, "/")
+	}
+	return u.render(r, "signup", "Create an account", &form{Values: map[string]string{}})
+}
+
+func (u *UI) signup(r *req) error {
+	in := contracts.SignupInput{OrgName: r.c.FormValue("org_name"), Email: r.c.FormValue("email"), Password: r.c.FormValue("password")}
+	f := &form{Values: map[string]string{"org_name": in.OrgName, "email": in.Email}}
+	res, err := u.d.Accounts.Signup(r.ctx, in)
+	if err != nil {
+		if f.absorb(err, nil) {
+			r.c.Status(fiber.StatusUnprocessableEntity)
+			if agentmarket.KindOf(err) == agentmarket.Conflict {
+				r.c.Status(fiber.StatusConflict)
+			}
+			return u.render(r, "signup", "Create an account", f)
+		}
+		return err
+	}
+	actor := agentmarket.Actor{OrgID: res.Org.ID, UserID: res.User.ID, Role: res.User.Role}
+	if err := u.signIn(r, actor); err != nil {
+		return err
+	}
+	return redirect(r, "/?notice=signedup")
+}
+
+type signinData struct {
+	form
+	Next string
+}
+
+func (u *UI) signinForm(r *req) error {
+	return u.render(r, "signin", "Sign in", &signinData{form: form{Values: map[string]string{}}, Next: localPath(r.c.Query("next", "/"))})
+}
+
+func (u *UI) signin(r *req) error {
+	email := r.c.FormValue("email")
+	next := localPath(r.c.FormValue("next", "/"))
+	actor, err := u.d.Accounts.Login(r.ctx, email, r.c.FormValue("password"))
+	if err != nil {
+		if agentmarket.KindOf(err) != agentmarket.Unauthorized {
+			return err
+		}
+		d := &signinData{form: form{Values: map[string]string{"email": email}}, Next: next}
+		d.Errors = append(d.Errors, fieldMsg{Field: "password", Message: "The e-mail or the password is wrong."})
+		r.c.Status(fiber.StatusUnauthorized)
+		return u.render(r, "signin", "Sign in", d)
+	}
+	if err := u.signIn(r, actor); err != nil {
+		return err
+	}
+	return redirect(r, next)
+}
+
+// signinKey opens a session with an API key: how the platform operator
+// (whose org has no user) signs in, and a way in for any key holder.
+func (u *UI) signinKey(r *req) error {
+	next := localPath(r.c.FormValue("next", "/"))
+	actor, err := u.d.Accounts.Authenticate(r.ctx, strings.TrimSpace(r.c.FormValue("api_key")))
+	if err != nil {
+		if agentmarket.KindOf(err) != agentmarket.Unauthorized {
+			return err
+		}
+		d := &signinData{form: form{Values: map[string]string{}}, Next: next}
+		d.Errors = append(d.Errors, fieldMsg{Field: "api_key", Message: "This API key is unknown or revoked."})
+		r.c.Status(fiber.StatusUnauthorized)
+		return u.render(r, "signin", "Sign in", d)
+	}
+	if err := u.signIn(r, actor); err != nil {
+		return err
+	}
+	if actor.Operator && next == "/" {
+		next = "/operator"
+	}
+	return redirect(r, next)
+}
+
+func (u *UI) signout(r *req) error {
+	if err := u.sessions.End(r.ctx, r.c.Cookies(sessionCookie)); err != nil {
+		return err
+	}
+	u.clearCookie(r.c, sessionCookie)
+	return redirect(r, "/?notice=signedout")
+}

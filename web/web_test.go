@@ -1,0 +1,544 @@
+package web_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/contracts"
+	"github.com/agentmarket/agentmarket/listings"
+	"github.com/agentmarket/agentmarket/listings/storetest"
+	"github.com/agentmarket/agentmarket/metering"
+)
+
+const pricing = `{"currency":"usd","monthly_fee_micros":19000000,"input_tokens_per_million_micros":3000000,"per_task_micros":2000}`
+
+func TestSignUpSignInSignOut(t *testing.T) {
+	s := newSite(t, siteOptions{})
+	b := s.browser(t)
+	b.get("/signup")
+	p := b.post("/signup", url.Values{"org_name": {"Acme Agents"}, "email": {"Owner@Acme.example"}, "password": {"correct horse battery"}})
+	if p.Status != http.StatusSeeOther {
+		t.Fatalf("signup = %d %s", p.Status, excerpt(p.Body))
+	}
+	cookie := p.Header.Values("Set-Cookie")
+	var sess string
+	for _, c := range cookie {
+		if strings.HasPrefix(c, "am_session=") {
+			sess = c
+		}
+	}
+	if !strings.Contains(sess, "HttpOnly") || !strings.Contains(sess, "SameSite=Lax") || strings.Contains(sess, "Secure") {
+		t.Errorf("session cookie %q: want HttpOnly, SameSite=Lax, not Secure over plain HTTP", sess)
+	}
+	home := b.get("/")
+	mustContain(t, home, "Acme Agents", "Sign out", `href="/seller"`, `href="/finance"`)
+	if h := home.Header.Get("Content-Security-Policy"); !strings.Contains(h, "script-src 'self'") || home.Header.Get("Cache-Control") != "no-store" {
+		t.Errorf("signed-in page headers: CSP %q, Cache-Control %q", h, home.Header.Get("Cache-Control"))
+	}
+
+	// Behind a TLS-terminating proxy the cookies are Secure.
+	req := httptest.NewRequest("GET", "http://market.test/signin", nil)
+	req.Header.Set("X-Forwarded-Proto", "https")
+	res, err := s.app.Test(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := res.Header.Get("Set-Cookie"); !strings.Contains(c, "am_seed=") || !strings.Contains(c, "secure") && !strings.Contains(c, "Secure") {
+		t.Errorf("cookie over HTTPS: %q, want Secure", c)
+	}
+
+	// The token in the cookie is not what is stored.
+	tok := b.cookies["am_session"]
+	if _, err := s.store.SessionByHash(context.Background(), tok); agentmarket.KindOf(err) != agentmarket.NotFound {
+		t.Errorf("session found by its raw token: %v", err)
+	}
+	if got, err := s.store.SessionByHash(context.Background(), contracts.HashSessionToken(tok)); err != nil || got.Role != agentmarket.RoleAdmin {
+		t.Fatalf("stored session = %+v, %v; want the admin's", got, err)
+	}
+
+	if p := b.post("/signout", nil); p.Status != http.StatusSeeOther {
+		t.Fatalf("signout = %d", p.Status)
+	}
+	mustNotContain(t, b.get("/"), "Acme Agents")
+	// The old token no longer works, even if a copy was kept.
+	old := s.browser(t)
+	old.cookies["am_session"] = tok
+	mustNotContain(t, old.get("/"), "Acme Agents")
+
+	// Wrong password and unknown e-mail fail alike; the right one signs in.
+	for _, c := range []struct{ email, pw string }{{"owner@acme.example", "wrong password!"}, {"nobody@acme.example", "correct horse battery"}} {
+		b.get("/signin")
+		p := b.post("/signin", url.Values{"email": {c.email}, "password": {c.pw}})
+		if p.Status != http.StatusUnauthorized {
+			t.Errorf("sign in %s/%s = %d", c.email, c.pw, p.Status)
+		}
+		mustContain(t, p, "The e-mail or the password is wrong.")
+	}
+	b.get("/signin?next=/keys")
+	p = b.post("/signin", url.Values{"email": {"OWNER@acme.example "}, "password": {"correct horse battery"}, "next": {"/keys"}})
+	if p.Status != http.StatusSeeOther || p.Location != "/keys" {
+		t.Fatalf("sign in = %d → %q", p.Status, p.Location)
+	}
+	mustContain(t, b.get("/keys"), "first admin key")
+
+	// Only local redirects after signing in.
+	b.post("/signout", nil)
+	b.get("/signin")
+	p = b.post("/signin", url.Values{"email": {"owner@acme.example"}, "password": {"correct horse battery"}, "next": {"//evil.example/x"}})
+	if p.Location != "/" {
+		t.Errorf("next=//evil.example redirected to %q", p.Location)
+	}
+}
+
+func TestSignupErrorsInline(t *testing.T) {
+	s := newSite(t, siteOptions{})
+	b := s.browser(t)
+	b.signup("Acme", "a@acme.example")
+	b.post("/signout", nil)
+	b.get("/signup")
+	p := b.post("/signup", url.Values{"org_name": {""}, "email": {"not-an-email"}, "password": {"short"}})
+	if p.Status != http.StatusUnprocessableEntity {
+		t.Fatalf("status = %d", p.Status)
+	}
+	mustContain(t, p, `id="org_name-error"`, `id="email-error"`, `id="password-error"`, `aria-invalid="true"`, `href="#password"`,
+		"at least 10 characters")
+	b.get("/signup")
+	p = b.post("/signup", url.Values{"org_name": {"Other"}, "email": {"a@acme.example"}, "password": {"correct horse battery"}})
+	if p.Status != http.StatusConflict {
+		t.Fatalf("taken e-mail = %d", p.Status)
+	}
+	mustContain(t, p, `id="email-error"`, "already registered")
+	mustNotContain(t, p, "correct horse battery") // passwords are not sent back
+}
+
+func TestCSRF(t *testing.T) {
+	s := newSite(t, siteOptions{})
+	b := s.browser(t)
+	b.signup("Acme", "a@acme.example")
+	for name, form := range map[string]url.Values{
+		"missing": {"name": {"k"}},
+		"wrong":   {"name": {"k"}, "csrf": {"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}},
+	} {
+		if p := b.do("POST", "/keys", form); p.Status != http.StatusForbidden {
+			t.Errorf("%s token: POST /keys = %d, want 403", name, p.Status)
+		}
+	}
+	// The token of another visitor (another seed) is refused too.
+	other := s.browser(t)
+	other.get("/signup")
+	if p := b.do("POST", "/keys", url.Values{"name": {"k"}, "csrf": {other.csrf}}); p.Status != http.StatusForbidden {
+		t.Errorf("another visitor's token: %d", p.Status)
+	}
+	// A cross-site origin is refused even with the right token.
+	b.get("/keys")
+	b.origin = "http://evil.example"
+	if p := b.post("/keys", url.Values{"name": {"k"}}); p.Status != http.StatusForbidden {
+		t.Errorf("cross-site POST = %d", p.Status)
+	}
+	b.origin = "http://market.test"
+	if p := b.post("/keys", url.Values{"name": {"k"}, "role": {"buyer"}}); p.Status != http.StatusCreated {
+		t.Errorf("same-site POST = %d %s", p.Status, excerpt(p.Body))
+	}
+	// Sign-in forms carry a token before there is a session.
+	anon := s.browser(t)
+	if p := anon.do("POST", "/signin", url.Values{"email": {"a@acme.example"}, "password": {"correct horse battery"}}); p.Status != http.StatusForbidden {
+		t.Errorf("sign in without token = %d", p.Status)
+	}
+}
+
+func TestPrivatePagesNeedSignIn(t *testing.T) {
+	s := newSite(t, siteOptions{})
+	b := s.browser(t)
+	for _, path := range []string{"/seller", "/seller/new", "/buyer", "/keys", "/finance", "/finance/reconciliation", "/finance/invoices", "/operator"} {
+		p := b.get(path)
+		if p.Status != http.StatusSeeOther || !strings.HasPrefix(p.Location, "/signin?next=") {
+			t.Errorf("GET %s signed out = %d → %q", path, p.Status, p.Location)
+		}
+	}
+	// A finance key may read money but not sell, buy or operate.
+	b.signup("Acme", "a@acme.example")
+	admin := s.actor(t, "a@acme.example")
+	_, secret, err := s.accounts.CreateKey(context.Background(), admin, contracts.KeyInput{Name: "books", Role: agentmarket.RoleFinance})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := s.browser(t)
+	f.signinKey(secret)
+	home := f.get("/")
+	mustContain(t, home, `href="/finance"`)
+	mustNotContain(t, home, `href="/seller"`, `href="/operator"`)
+	for path, want := range map[string]int{"/finance": 200, "/seller": 403, "/seller/new": 403, "/operator": 403, "/finance/reconciliation": 200} {
+		if p := f.get(path); p.Status != want {
+			t.Errorf("finance key GET %s = %d, want %d", path, p.Status, want)
+		}
+	}
+	// Revoking the key ends its session.
+	keys, _ := s.accounts.ListKeys(context.Background(), admin)
+	for _, k := range keys {
+		if k.Name == "books" {
+			s.accounts.RevokeKey(context.Background(), admin, k.ID)
+		}
+	}
+	if p := f.get("/finance"); p.Status != http.StatusSeeOther {
+		t.Errorf("revoked key's session: GET /finance = %d", p.Status)
+	}
+}
+
+func TestSessionExpires(t *testing.T) {
+	s := newSite(t, siteOptions{})
+	b := s.browser(t)
+	b.signup("Acme", "a@acme.example")
+	s.clock.Advance(contracts.DefaultSessionTTL + time.Second)
+	if p := b.get("/keys"); p.Status != http.StatusSeeOther {
+		t.Errorf("expired session: GET /keys = %d", p.Status)
+	}
+}
+
+func TestCatalogSearchAndListing(t *testing.T) {
+	s := newSite(t, siteOptions{autoApprove: true})
+	b := s.browser(t)
+	b.signup("Acme Agents", "a@acme.example")
+	seller := s.actor(t, "a@acme.example")
+	sum := s.list(t, seller, "summarizer-v0.3.json", pricing)
+	tr := s.list(t, seller, "translator-v1.0.json", `{"currency":"eur","monthly_fee_micros":5500000,"per_task_micros":12345}`)
+	ex := s.list(t, seller, "extractor-v1.0.json", `{"currency":"jpy","monthly_fee_micros":1500000000}`)
+	draft, err := s.catalog.Create(context.Background(), seller, listings.CreateInput{Card: storetest.Card(t, "summarizer-v0.3.json"), Pricing: []byte(pricing), Draft: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	visitor := s.browser(t)
+	p := visitor.get("/")
+	if p.Status != 200 {
+		t.Fatalf("catalog = %d", p.Status)
+	}
+	mustContain(t, p, "3 agents", "/listings/"+sum.ID, "/listings/"+tr.ID, "/listings/"+ex.ID, "$19.00", "€5.50", "¥1,500", ">Acme Agents</a>",
+		"+ €0.012345 per task", `<label for="q">`)
+	mustNotContain(t, p, "/listings/"+draft.ID)
+
+	for _, c := range []struct {
+		query string
+		want  []string
+		not   []string
+	}{
+		{"q=one-page+brief", []string{sum.ID}, []string{tr.ID, ex.ID}},
+		{"input_mode=application/pdf", []string{sum.ID}, []string{tr.ID}},
+		{"streaming=true", []string{sum.ID}, nil},
+		{"max_fee=10", []string{tr.ID}, []string{sum.ID}},
+		{"max_fee=10&currency=usd", nil, []string{sum.ID, tr.ID, ex.ID}},
+		{"sort=-price", []string{sum.ID}, nil},
+		{"seller=" + seller.OrgID, []string{sum.ID, tr.ID, ex.ID, "Seller: <strong>Acme Agents</strong>"}, nil},
+		{"seller=org_other", nil, []string{sum.ID, tr.ID, ex.ID}},
+	} {
+		p := visitor.get("/?" + c.query)
+		if p.Status != 200 {
+			t.Errorf("%s: status %d", c.query, p.Status)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(p.Body, w) {
+				t.Errorf("%s: %s missing", c.query, w)
+			}
+		}
+		for _, n := range c.not {
+			if strings.Contains(p.Body, n) {
+				t.Errorf("%s: %s found", c.query, n)
+			}
+		}
+	}
+	// Bad filters are shown on their inputs.
+	p = visitor.get("/?max_fee=ten&streaming=maybe&sort=cheapest")
+	if p.Status != http.StatusUnprocessableEntity {
+		t.Errorf("bad filters = %d", p.Status)
+	}
+	mustContain(t, p, `id="max_fee-error"`, `id="streaming-error"`)
+	p = visitor.get("/?sort=cheapest")
+	mustContain(t, p, "sort must be one of")
+
+	// Paging keeps the filters.
+	for i := range 22 {
+		s.list(t, seller, "translator-v1.0.json", pricing)
+		_ = i
+	}
+	p = visitor.get("/?q=translate")
+	mustContain(t, p, "page 1 of 2", `rel="next"`, "q=translate")
+
+	// The listing page: skills, modes, capabilities, price, history.
+	p = visitor.get("/listings/" + sum.ID)
+	mustContain(t, p, "Summarize document", "text/markdown", "$19.00 per month", "$3.00 per million", "$0.002 per task", sum.CardHash,
+		"Sign in to subscribe", meterURL+"/a2a/"+sum.ID+"/.well-known/agent-card.json", "Card healthy", "0.3")
+	if p := visitor.get("/listings/" + draft.ID); p.Status != http.StatusNotFound {
+		t.Errorf("a draft for a visitor = %d, want 404", p.Status)
+	}
+	if p := b.get("/listings/" + draft.ID); p.Status != 200 {
+		t.Errorf("a draft for its seller = %d", p.Status)
+	}
+}
+
+func TestSellerListsAgentWithInlineErrors(t *testing.T) {
+	s := newSite(t, siteOptions{autoApprove: true})
+	b := s.browser(t)
+	b.signup("Acme", "a@acme.example")
+	b.get("/seller/new")
+
+	// Amounts that are not numbers never reach the catalog.
+	p := b.post("/seller/new", url.Values{"source": {"url"}, "card_url": {"http://agent.test/"}, "currency": {"usd"}, "monthly_fee": {"19 dollars"},
+		"included_tasks": {"1.5"}})
+	if p.Status != http.StatusUnprocessableEntity {
+		t.Fatalf("status = %d", p.Status)
+	}
+	mustContain(t, p, `id="monthly_fee-error"`, `id="included_tasks-error"`, `href="#monthly_fee"`)
+	// With a local error, the catalog's own rules are still reported at once.
+	p = b.post("/seller/new", url.Values{"source": {"paste"}, "card": {`{"protocolVersion":"0.3.0","description":"no name"}`}, "currency": {"US$"},
+		"task_price": {"abc"}, "output_price": {"-1"}})
+	mustContain(t, p, `id="task_price-error"`, `id="currency-error"`, `id="output_price-error"`, `id="card-error"`)
+
+	// The catalog's rules land on the right inputs: a negative price
+	// (pricing.monthly_fee_micros), a bad currency, a bad header.
+	p = b.post("/seller/new", url.Values{"source": {"url"}, "card_url": {"http://agent.test/"}, "currency": {"US Dollar"}, "monthly_fee": {"-5"},
+		"auth_header": {"Bad Header"}, "auth_value": {"Bearer s3cret-token"}})
+	mustContain(t, p, `id="monthly_fee-error"`, "must not be negative", `id="currency-error"`, `id="auth_header-error"`)
+	mustNotContain(t, p, "s3cret-token")
+
+	// A pasted card with a missing required field: card.* errors on the card.
+	p = b.post("/seller/new", url.Values{"source": {"paste"}, "card": {`{"protocolVersion":"0.3.0","description":"no name"}`}, "currency": {"usd"}})
+	if p.Status != http.StatusUnprocessableEntity {
+		t.Fatalf("bad card = %d", p.Status)
+	}
+	mustContain(t, p, `id="card-error"`, "name")
+	p = b.post("/seller/new", url.Values{"source": {"paste"}, "card": {`{not json`}, "currency": {"usd"}})
+	mustContain(t, p, `id="card-error"`, "not valid JSON")
+
+	// A card URL with nothing there: the error is on the URL.
+	p = b.post("/seller/new", url.Values{"source": {"url"}, "card_url": {"http://nothing.test/"}, "currency": {"usd"}})
+	mustContain(t, p, `id="card_url-error"`, "no card at")
+
+	// And then a good one.
+	s.fetcher.cards["http://agent.test/"] = storetest.Card(t, "summarizer-v0.3.json")
+	p = b.post("/seller/new", url.Values{"source": {"url"}, "card_url": {"http://agent.test/"}, "currency": {"usd"}, "monthly_fee": {"19.99"},
+		"input_price": {"3"}, "task_price": {"0.002"}, "included_tasks": {"1,000"}, "auth_header": {"Authorization"}, "auth_value": {"Bearer s3cret"}})
+	if p.Status != http.StatusSeeOther || !strings.HasPrefix(p.Location, "/listings/lst_") {
+		t.Fatalf("list = %d → %q %s", p.Status, p.Location, excerpt(p.Body))
+	}
+	id := strings.TrimPrefix(strings.Split(p.Location, "?")[0], "/listings/")
+	l, err := s.listings.GetListing(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Plan.MonthlyFeeMicros != 19_990_000 || l.Plan.InputTokensPerMillionMicros != 3_000_000 || l.Plan.PerTaskMicros != 2000 ||
+		l.Plan.IncludedTasks != 1000 || !l.HasUpstreamAuth() {
+		t.Errorf("stored plan %+v, auth %v", l.Plan, l.HasUpstreamAuth())
+	}
+	p = b.get(p.Location)
+	mustContain(t, p, "Your agent is listed.", "$19.99 per month", "1,000 tasks")
+
+	// The console shows it with its status and health, and can retire it.
+	p = b.get("/seller")
+	mustContain(t, p, "Summarizer", "published", "healthy", "Retire", "Refresh card")
+	if p := b.post("/seller/listings/"+id+"/status", url.Values{"status": {"retired"}}); p.Status != http.StatusSeeOther {
+		t.Fatalf("retire = %d %s", p.Status, excerpt(p.Body))
+	}
+	mustContain(t, b.get("/seller"), "retired")
+}
+
+func TestBuyerSubscribesAndManagesKeys(t *testing.T) {
+	s := newSite(t, siteOptions{autoApprove: true})
+	sb := s.browser(t)
+	sb.signup("Acme", "seller@acme.example")
+	l := s.list(t, s.actor(t, "seller@acme.example"), "summarizer-v0.3.json", pricing)
+
+	b := s.browser(t)
+	b.signup("Globex", "it@globex.example")
+	p := b.get("/listings/" + l.ID)
+	mustContain(t, p, "Subscribe", `name="budget"`)
+	p = b.post("/listings/"+l.ID+"/subscribe", url.Values{"budget": {"lots"}})
+	mustContain(t, p, `id="budget-error"`)
+	p = b.post("/listings/"+l.ID+"/subscribe", url.Values{"budget": {"25"}})
+	if p.Status != http.StatusSeeOther {
+		t.Fatalf("subscribe = %d %s", p.Status, excerpt(p.Body))
+	}
+	endpoint := meterURL + "/a2a/" + l.ID
+	p = b.get(p.Location)
+	mustContain(t, p, "Summarizer", endpoint, endpoint+"/.well-known/agent-card.json", "a2a send &#34;$AGENT_URL&#34;", "of $25.00 budget", "$0.00")
+	if p := b.post("/listings/"+l.ID+"/subscribe", nil); p.Status != http.StatusConflict {
+		t.Errorf("second subscription = %d", p.Status)
+	}
+	mustContain(t, b.get("/listings/"+l.ID), "Your organisation subscribes to this agent")
+
+	// Keys: created and shown once, listed by prefix, revoked.
+	b.get("/keys")
+	p = b.post("/keys", url.Values{"name": {""}, "role": {"buyer"}})
+	mustContain(t, p, `id="name-error"`)
+	p = b.post("/keys", url.Values{"name": {"orchestrator prod"}, "role": {"buyer"}, "budget": {"50"}})
+	if p.Status != http.StatusCreated {
+		t.Fatalf("create key = %d %s", p.Status, excerpt(p.Body))
+	}
+	key := keyRE.FindStringSubmatch(p.Body)
+	if key == nil {
+		t.Fatalf("no key shown:\n%s", excerpt(p.Body))
+	}
+	actor, err := s.accounts.Authenticate(context.Background(), key[1])
+	if err != nil || actor.Role != agentmarket.RoleBuyer || *actor.KeyBudgetMicros != 50_000_000 {
+		t.Fatalf("shown key authenticates as %+v, %v", actor, err)
+	}
+	p = b.get("/keys")
+	mustNotContain(t, p, key[1])
+	mustContain(t, p, "orchestrator prod", key[1][:12]+"…", "$50.00")
+
+	// Usage shows up against the budgets.
+	cs, _ := s.subs.List(context.Background(), actor)
+	row := usageRow("u1", now.Add(-time.Hour), l, actor.OrgID, actor.KeyID, cs[0].ID, 1_234_567)
+	if err := s.usage.Insert(context.Background(), []metering.Usage{row}); err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, b.get("/buyer"), "<span data-spent>$1.234567</span> of $25.00 budget")
+	mustContain(t, b.get("/keys"), "$1.234567")
+
+	keys, _ := s.accounts.ListKeys(context.Background(), actor)
+	var id string
+	for _, k := range keys {
+		if k.Name == "orchestrator prod" {
+			id = k.ID
+		}
+	}
+	if p := b.post("/keys/"+id+"/revoke", nil); p.Status != http.StatusSeeOther {
+		t.Fatalf("revoke = %d", p.Status)
+	}
+	if _, err := s.accounts.Authenticate(context.Background(), key[1]); err == nil {
+		t.Error("revoked key still authenticates")
+	}
+	mustContain(t, b.get("/keys"), "Revoked")
+
+	// Cancel.
+	if p := b.post("/buyer/subscriptions/"+cs[0].ID+"/cancel", nil); p.Status != http.StatusSeeOther {
+		t.Fatalf("cancel = %d", p.Status)
+	}
+	mustContain(t, b.get("/buyer"), "canceled")
+}
+
+var keyRE = regexp.MustCompile(`<code id="new-key" tabindex="0">(amk_[a-z0-9]+)</code>`)
+
+func TestFinanceAndOperator(t *testing.T) {
+	s := newSite(t, siteOptions{})
+	ctx := context.Background()
+	sb := s.browser(t)
+	sb.signup("Acme", "seller@acme.example")
+	seller := s.actor(t, "seller@acme.example")
+	l := s.list(t, seller, "summarizer-v0.3.json", pricing)
+	l2 := s.list(t, seller, "translator-v1.0.json", pricing)
+
+	// Review is on: the operator approves through the UI.
+	op := s.browser(t)
+	op.signinKey(s.operatorKey)
+	p := op.get("/operator")
+	mustContain(t, p, "Summarizer", "Translator", "Approve", "Platform fee (12.50%)")
+	for _, id := range []string{l.ID, l2.ID} {
+		if p := op.post("/operator/listings/"+id+"/status", url.Values{"status": {"published"}, "from": {"pending_review"}}); p.Status != http.StatusSeeOther {
+			t.Fatalf("approve = %d %s", p.Status, excerpt(p.Body))
+		}
+	}
+	mustContain(t, op.get("/operator?status=published"), "Suspend")
+	if p := sb.get("/operator"); p.Status != http.StatusForbidden {
+		t.Errorf("a seller's /operator = %d", p.Status)
+	}
+
+	b := s.browser(t)
+	b.signup("Globex", "it@globex.example")
+	buyer := s.actor(t, "it@globex.example")
+	c1, err := s.subs.Subscribe(ctx, buyer, contracts.SubscribeInput{ListingID: l.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2, err := s.subs.Subscribe(ctx, buyer, contracts.SubscribeInput{ListingID: l2.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, _ := s.accounts.ListKeys(ctx, buyer)
+	var rows []metering.Usage
+	for i := range 30 {
+		at := now.AddDate(0, 0, -(i % 10)).Add(-time.Hour)
+		lst, c := l, c1.ID
+		if i%3 == 0 {
+			lst, c = l2, c2.ID
+		}
+		rows = append(rows, usageRow(fmtID("u", i), at, lst, buyer.OrgID, keys[0].ID, c, int64(100_000+i)))
+	}
+	if err := s.usage.Insert(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	var want1, wantAll int64
+	for _, r := range rows {
+		wantAll += r.CostMicros
+		if r.ListingID == l.ID {
+			want1 += r.CostMicros
+		}
+	}
+
+	p = b.get("/finance")
+	if p.Status != 200 {
+		t.Fatalf("finance = %d %s", p.Status, excerpt(p.Body))
+	}
+	mustContain(t, p, "<svg", "Cost per day", "Cost per agent", "Summarizer", `data-key="`+l.ID+`"`, formatUSD(want1), formatUSD(wantAll),
+		"2026-05-01", `href="/finance/usage.csv?`)
+	for _, g := range []string{"seller", "buyer", "api_key", "day"} {
+		p := b.get("/finance?group=" + g)
+		if p.Status != 200 {
+			t.Errorf("group %s = %d", g, p.Status)
+		}
+	}
+	mustContain(t, b.get("/finance?group=api_key"), "first admin key")
+	mustContain(t, b.get("/finance?group=seller"), "Acme")
+	// Another period has nothing.
+	p = b.get("/finance?from=2026-04-01&to=2026-04-30")
+	mustContain(t, p, "No usage in this period")
+	p = b.get("/finance?from=2026-05-10&to=2026-05-01")
+	mustContain(t, p, `id="to-error"`)
+
+	// The seller sees the same usage as revenue, per buyer.
+	p = sb.get("/seller")
+	mustContain(t, p, "Globex", formatUSD(wantAll))
+	mustContain(t, sb.get("/finance?scope=seller"), formatUSD(wantAll))
+	// Only operators see the whole platform.
+	if p := b.get("/finance?scope=platform"); p.Status != http.StatusForbidden {
+		t.Errorf("buyer platform scope = %d", p.Status)
+	}
+	mustContain(t, op.get("/finance?scope=platform"), formatUSD(wantAll))
+
+	// CSV, as the API has it, with names.
+	p = b.get("/finance/usage.csv?group_by=listing&from=2026-05-01&to=2026-05-31")
+	if ct := p.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/csv") {
+		t.Errorf("csv content type %q", ct)
+	}
+	if !strings.HasPrefix(p.Body, "listing,name,calls,tasks,input_tokens,output_tokens,compute_ms,cost_micros,estimated_calls\n") ||
+		!strings.Contains(p.Body, l.ID+",Summarizer,20,20,2000,1000,14000,"+itoa(want1)+",0") {
+		t.Errorf("csv:\n%s", p.Body)
+	}
+
+	// Invoice previews and reconciliation.
+	p = b.get("/finance/invoices")
+	mustContain(t, p, "Summarizer", "Monthly fee, prorated", "$10.77", "Total")
+	p = b.get("/finance/reconciliation")
+	if p.Status != 200 {
+		t.Fatalf("reconciliation = %d %s", p.Status, excerpt(p.Body))
+	}
+	mustContain(t, p, "Reconciliation, 2026-05")
+	mustContain(t, b.get("/finance/reconciliation?period=May"), `id="period-error"`)
+}
+
+func formatUSD(micros int64) string {
+	whole, frac := micros/1_000_000, micros%1_000_000
+	s := strings.TrimRight(itoa(frac + 1_000_000)[1:], "0")
+	if len(s) < 2 {
+		s += strings.Repeat("0", 2-len(s))
+	}
+	return "$" + itoa(whole) + "." + s
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,0 +1,146 @@
+// Package webtest drives the web UI in headless Chromium through chromedp,
+// for the browser test (cmd/marketplace) and the screenshot tool
+// (web/webtest/screenshots). It is not imported by the marketplace itself.
+package webtest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/chromedp/chromedp"
+)
+
+// ChromePathEnv names the Chromium binary; scripts/test.sh sets it.
+const ChromePathEnv = "AGENTMARKET_TEST_CHROME_PATH"
+
+// ChromePath returns the Chromium to run: $AGENTMARKET_TEST_CHROME_PATH,
+// else /usr/bin/chromium or chromium on the PATH; "" when there is none.
+func ChromePath() string {
+	for _, p := range []string{os.Getenv(ChromePathEnv), "/usr/bin/chromium"} {
+		if p == "" {
+			continue
+		}
+		if st, err := os.Stat(p); err == nil && !st.IsDir() && st.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// Browser starts headless Chromium at chromePath with a viewport of
+// width×height and returns a chromedp context for one tab. The flags keep
+// it off the network (the machine has none, and retries would slow it) and
+// let it run as root. cancel stops the browser.
+func Browser(parent context.Context, chromePath string, width, height int) (context.Context, context.CancelFunc, error) {
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromePath),
+		chromedp.NoSandbox,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("no-first-run", true),
+		chromedp.Flag("hide-scrollbars", true),
+		chromedp.WindowSize(width, height),
+	)
+	actx, cancelAlloc := chromedp.NewExecAllocator(parent, opts...)
+	ctx, cancelTab := chromedp.NewContext(actx)
+	cancel := func() { cancelTab(); cancelAlloc() }
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(int64(width), int64(height))); err != nil {
+		cancel()
+		return nil, nil, fmt.Errorf("start %s: %w", chromePath, err)
+	}
+	return ctx, cancel, nil
+}
+
+// Screenshot saves what the window shows as a PNG at path, creating its
+// directory.
+func Screenshot(ctx context.Context, path string) error {
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		return fmt.Errorf("screenshot: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, png, 0o644)
+}
+
+// Fill types values into the inputs named by their CSS selectors, after
+// clearing them.
+func Fill(ctx context.Context, fields map[string]string) error {
+	for sel, v := range fields {
+		if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(sel)), chromedp.SetValue(chromedp.CSS(sel), v)); err != nil {
+			return fmt.Errorf("fill %s: %w", sel, err)
+		}
+	}
+	return nil
+}
+
+// Submit clicks the button that matches sel and waits until the page
+// that answers has an element matching wait.
+func Submit(ctx context.Context, sel, wait string) error {
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel)), chromedp.WaitVisible(chromedp.CSS(wait))); err != nil {
+		return fmt.Errorf("submit %s, wait for %s: %w", sel, wait, err)
+	}
+	return nil
+}
+
+// Open navigates to url and waits for the page's main element.
+func Open(ctx context.Context, url string) error {
+	if err := chromedp.Do(ctx, chromedp.Navigate(url), chromedp.WaitReady(chromedp.CSS("main"))); err != nil {
+		return fmt.Errorf("open %s: %w", url, err)
+	}
+	return nil
+}
+
+// Text returns the trimmed text of the first element matching sel.
+func Text(ctx context.Context, sel string) (string, error) {
+	s, err := chromedp.Run(ctx, chromedp.TextContent(chromedp.CSS(sel)))
+	return strings.TrimSpace(s), err
+}
+
+// SignIn signs in with an e-mail and password through the sign-in form.
+func SignIn(ctx context.Context, base, email, password string) error {
+	if err := Open(ctx, base+"/signin"); err != nil {
+		return err
+	}
+	if err := Fill(ctx, map[string]string{"#email": email, "#password": password}); err != nil {
+		return err
+	}
+	return Submit(ctx, `form[action="/signin"] button[type=submit]`, `form[action="/signout"]`)
+}
+
+// SignInKey signs in with an API key (the operator's way in).
+func SignInKey(ctx context.Context, base, key string) error {
+	if err := Open(ctx, base+"/signin"); err != nil {
+		return err
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("details summary"))); err != nil {
+		return err
+	}
+	if err := Fill(ctx, map[string]string{"#api_key": key}); err != nil {
+		return err
+	}
+	return Submit(ctx, `form[action="/signin/key"] button[type=submit]`, `form[action="/signout"]`)
+}
+
+// SignOut signs out, if signed in.
+func SignOut(ctx context.Context, base string) error {
+	if err := Open(ctx, base+"/"); err != nil {
+		return err
+	}
+	ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`!!document.querySelector('form[action="/signout"]')`))
+	if err != nil || !ok {
+		return err
+	}
+	return Submit(ctx, `form[action="/signout"] button`, `a[href="/signin"]`)
+}
