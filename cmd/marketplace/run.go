@@ -64,6 +64,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if operatorKeyFile != "" {
 		fmt.Fprintf(stdout, "  platform operator key written to %s\n", operatorKeyFile)
 	}
+	fmt.Fprintf(stdout, "  web UI: %s/   API: %s/api/v1/openapi.json\n", baseURL, baseURL)
 	fmt.Fprintf(stdout, "  try: curl %s/healthz\n", baseURL)
 	log.Info("listening", "addr", baseURL, "embedded", cfg.Embedded())
 	return serve.Run(ctx, market.App, ln)
