@@ -37,7 +37,11 @@ func ProxiedCard(raw []byte, card *agentcard.Card, endpoint string) ([]byte, err
 		set("securitySchemes", map[string]any{SecuritySchemeName: map[string]any{
 			"httpAuthSecurityScheme": map[string]string{"scheme": "Bearer", "description": "An AgentMarket API key (amk_…) of your organisation."},
 		}})
-		set("securityRequirements", []any{map[string]any{"schemes": map[string]any{SecuritySchemeName: map[string]any{"list": []string{}}}}})
+		// Scopes as a bare array, as the specification's sample card writes
+		// them and the official Go SDK parses them (it rejects the proto's
+		// {"list": []} form, and attaches credentials only for a named
+		// requirement).
+		set("securityRequirements", []any{map[string]any{"schemes": map[string]any{SecuritySchemeName: []string{}}}})
 		delete(m, "security")
 		// A 1.0 card may also carry 0.3 fields for old clients.
 		if _, ok := m["url"]; ok {

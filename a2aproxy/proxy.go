@@ -155,9 +155,14 @@ func (p *Proxy) target(ctx context.Context, listingID string) (*Target, error) {
 	return t, nil
 }
 
+// listingParam is the listing id of the path, copied: Fiber's params
+// point into a buffer the next request reuses, and the id outlives the
+// request as a cache key.
+func listingParam(c *fiber.Ctx) string { return strings.Clone(c.Params("listing")) }
+
 // card serves the proxied agent card.
 func (p *Proxy) card(c *fiber.Ctx) error {
-	t, err := p.target(c.UserContext(), c.Params("listing"))
+	t, err := p.target(c.UserContext(), listingParam(c))
 	if err != nil {
 		re := toRPC(err)
 		status := re.Status
@@ -271,7 +276,7 @@ func (p *Proxy) admit(ctx context.Context, c *fiber.Ctx, cl *call, body []byte, 
 		return err
 	}
 	cl.actor = actor
-	t, err := p.target(ctx, c.Params("listing"))
+	t, err := p.target(ctx, listingParam(c))
 	if err != nil {
 		return err
 	}
@@ -605,9 +610,15 @@ func (p *Proxy) unaryFrom(c *fiber.Ctx, cl *call, res *http.Response) error {
 
 // reply meters the call, then answers the buyer.
 func (p *Proxy) reply(c *fiber.Ctx, cl *call, ctx context.Context, status int, body []byte) error {
+	contentType := p.contentType(c, cl)
+	if cl.req.Method.Streaming() && !cl.buyerREST() {
+		// A streaming method answers an event stream, even when all it has
+		// to say is an error (the agent answered JSON).
+		body, contentType = sseData(body), "text/event-stream"
+	}
 	cl.bytesOut = len(body)
 	p.finish(ctx, cl, p.Clock.Now().Sub(cl.start))
-	c.Set(fiber.HeaderContentType, p.contentType(cl))
+	c.Set(fiber.HeaderContentType, contentType)
 	c.Set("traceparent", cl.trace.header())
 	return c.Status(status).Send(body)
 }
@@ -621,9 +632,19 @@ func (p *Proxy) replyError(c *fiber.Ctx, cl *call, ctx context.Context, e *wire.
 	return p.reply(c, cl, ctx, http.StatusOK, wire.ErrorResponse(cl.req.ID, e))
 }
 
-func (p *Proxy) contentType(cl *call) string {
+func (p *Proxy) contentType(c *fiber.Ctx, cl *call) string {
 	if cl.buyerREST() {
-		return wire.RESTContentType(cl.req.Version)
+		return restContentType(c, cl.req.Version)
+	}
+	return fiber.MIMEApplicationJSON
+}
+
+// restContentType honours the buyer's Accept: application/a2a+json only
+// for clients that ask for it, application/json (which every client
+// decodes, and the specification allows) otherwise.
+func restContentType(c *fiber.Ctx, v wire.Version) string {
+	if strings.Contains(c.Get(fiber.HeaderAccept), wire.ContentTypeA2A) {
+		return wire.RESTContentType(v)
 	}
 	return fiber.MIMEApplicationJSON
 }
@@ -693,7 +714,10 @@ func (p *Proxy) fail(c *fiber.Ctx, cl *call, err error) error {
 			v = cl.req.Version
 		}
 		status, out = wire.RESTError(v, we)
-		contentType = wire.RESTContentType(v)
+		contentType = restContentType(c, v)
+	} else if cl.req != nil && cl.req.Method.Streaming() {
+		// Streaming methods answer an event stream, errors included.
+		out, contentType, status = sseData(out), "text/event-stream", http.StatusOK
 	}
 	cl.errCode = we.Code
 	cl.bytesOut = len(out)

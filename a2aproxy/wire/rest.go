@@ -371,6 +371,9 @@ func ParseREST(httpMethod, path string, query url.Values, contentType string, bo
 	}
 
 	var bodyMembers []member
+	if trimmed := bytes.TrimSpace(body); bytes.Equal(trimmed, []byte("null")) {
+		body = nil // clients send null for calls without a body (cancel, subscribe)
+	}
 	if verb == http.MethodPost && len(bytes.TrimSpace(body)) > 0 {
 		if !restContentTypeOK(contentType) {
 			return r, ContentTypeNotSupported(fmt.Sprintf("Content-Type %q is not supported: send %s or %s", contentType, ContentTypeA2A, ContentTypeJSON))
@@ -1240,6 +1243,11 @@ func RESTUpstream(r *Request, v Version, baseURL, tenant string) (httpMethod, ra
 		}
 		return http.MethodPost, tasks + ":cancel", without(params, "id", "tenant"), nil
 	case MethodSubscribe:
+		// 1.0: POST, as the specification's table says (the official SDK's
+		// server routes only POST); 0.3 servers route GET.
+		if v == V10 {
+			return http.MethodPost, tasks + ":subscribe", []byte("{}"), nil
+		}
 		return http.MethodGet, tasks + ":subscribe", nil, nil
 	case MethodPushSet:
 		if v == V03 {
