@@ -197,24 +197,7 @@ func checkTerms(fe *agentmarket.Fields, plan listings.Plan, usage Usage) {
 	if _, err := MinorUnitDigits(plan.Currency); err != nil {
 		fe.Add("plan.currency", "unknown_currency", "currency %q is not one AgentMarket can bill in", plan.Currency)
 	}
-	for _, a := range []struct {
-		name string
-		v    int64
-	}{
-		{"monthly_fee_micros", plan.MonthlyFeeMicros},
-		{"input_tokens_per_million_micros", plan.InputTokensPerMillionMicros},
-		{"output_tokens_per_million_micros", plan.OutputTokensPerMillionMicros},
-		{"compute_per_hour_micros", plan.ComputePerHourMicros},
-		{"per_task_micros", plan.PerTaskMicros},
-		{"included_input_tokens", plan.IncludedInputTokens},
-		{"included_output_tokens", plan.IncludedOutputTokens},
-		{"included_compute_ms", plan.IncludedComputeMs},
-		{"included_tasks", plan.IncludedTasks},
-	} {
-		if a.v < 0 {
-			fe.Add("plan."+a.name, "non_negative", "%s must not be negative", a.name)
-		}
-	}
+	plan.CheckAmounts(fe, "plan.")
 	usage.check(fe, "usage")
 }
 

@@ -53,6 +53,25 @@ func (p *Plan) pricingFields() map[string]*int64 {
 	}
 }
 
+// CheckAmounts reports every negative amount of the plan, with field
+// names under prefix (e.g. "plan."): the one check of a stored plan that
+// billing and its providers rely on.
+func (p Plan) CheckAmounts(fe *agentmarket.Fields, prefix string) {
+	fields := p.pricingFields()
+	for _, k := range pricingOrder {
+		if *fields[k] < 0 {
+			fe.Add(prefix+k, "non_negative", "%s must not be negative", k)
+		}
+	}
+}
+
+// pricingOrder is the documented order of the pricing fields.
+var pricingOrder = []string{
+	"monthly_fee_micros", "input_tokens_per_million_micros", "output_tokens_per_million_micros",
+	"compute_per_hour_micros", "per_task_micros", "included_input_tokens", "included_output_tokens",
+	"included_compute_ms", "included_tasks",
+}
+
 // PricingJSON is the plan as the API shows it.
 func (p Plan) PricingJSON() map[string]any {
 	out := map[string]any{"currency": p.Currency, "version": p.Version}

@@ -117,24 +117,7 @@ func (p *Provider) EnsurePlan(ctx context.Context, listingID, listingName string
 	if err != nil {
 		fe.Add("plan.currency", "unknown_currency", "currency %q is not one AgentMarket can bill in", plan.Currency)
 	}
-	for _, a := range []struct {
-		name string
-		v    int64
-	}{
-		{"monthly_fee_micros", plan.MonthlyFeeMicros},
-		{"input_tokens_per_million_micros", plan.InputTokensPerMillionMicros},
-		{"output_tokens_per_million_micros", plan.OutputTokensPerMillionMicros},
-		{"compute_per_hour_micros", plan.ComputePerHourMicros},
-		{"per_task_micros", plan.PerTaskMicros},
-		{"included_input_tokens", plan.IncludedInputTokens},
-		{"included_output_tokens", plan.IncludedOutputTokens},
-		{"included_compute_ms", plan.IncludedComputeMs},
-		{"included_tasks", plan.IncludedTasks},
-	} {
-		if a.v < 0 {
-			fe.Add("plan."+a.name, "non_negative", "%s must not be negative", a.name)
-		}
-	}
+	plan.CheckAmounts(&fe, "plan.")
 	if err := fe.Err("invalid_plan", "the plan cannot be created at the payment provider"); err != nil {
 		return billing.PlanPrices{}, err
 	}
