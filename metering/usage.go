@@ -106,3 +106,35 @@ type Store interface {
 	// time then id, each row once: for tests, audits and exports.
 	Rows(ctx context.Context, q Query) ([]Usage, error)
 }
+
+// TotalRows is the result of a store's aggregate query (database/sql's
+// and clickhouse-go's rows both fit).
+type TotalRows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// ReadTotals reads the rows of an aggregate query whose columns are the
+// key (a UTC day number for ByDay), calls, tasks, input and output
+// tokens, compute, cost and estimated calls: the one reading of totals
+// every store shares. Errors are the driver's, for the store to wrap.
+func ReadTotals(rows TotalRows, g GroupBy) ([]Total, error) {
+	out := []Total{}
+	for rows.Next() {
+		var t Total
+		var day int64
+		key := any(&t.Key)
+		if g == ByDay {
+			key = &day
+		}
+		if err := rows.Scan(key, &t.Calls, &t.Tasks, &t.InputTokens, &t.OutputTokens, &t.ComputeMs, &t.CostMicros, &t.Estimated); err != nil {
+			return nil, err
+		}
+		if g == ByDay {
+			t.Key = DayKey(day)
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}

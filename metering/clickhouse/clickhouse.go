@@ -357,23 +357,8 @@ func (s *Store) Totals(ctx context.Context, q metering.Query) ([]metering.Total,
 		return nil, unavailable(err)
 	}
 	defer rows.Close()
-	out := []metering.Total{}
-	for rows.Next() {
-		var t metering.Total
-		var day int64
-		key := any(&t.Key)
-		if q.GroupBy == metering.ByDay {
-			key = &day
-		}
-		if err := rows.Scan(key, &t.Calls, &t.Tasks, &t.InputTokens, &t.OutputTokens, &t.ComputeMs, &t.CostMicros, &t.Estimated); err != nil {
-			return nil, unavailable(err)
-		}
-		if q.GroupBy == metering.ByDay {
-			t.Key = metering.DayKey(day)
-		}
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := metering.ReadTotals(rows, q.GroupBy)
+	if err != nil {
 		return nil, unavailable(err)
 	}
 	return out, nil
