@@ -20,9 +20,9 @@ import (
 	"github.com/agentmarket/agentmarket/metering"
 )
 
-// schemaVersion is kept in PRAGMA user_version; schema lists the
-// statements that bring an empty file to it.
-const schemaVersion = 1
+// schemaVersion is kept in PRAGMA user_version; migrations[v] lists the
+// statements that bring a file from version v to v+1.
+const schemaVersion = 2
 
 var schema = []string{
 	`CREATE TABLE IF NOT EXISTS usage (
@@ -59,6 +59,46 @@ var schema = []string{
 	`CREATE INDEX IF NOT EXISTS usage_seller_time ON usage (seller_org_id, time_ms)`,
 	`CREATE INDEX IF NOT EXISTS usage_listing_time ON usage (listing_id, time_ms)`,
 }
+
+// rollup is the daily rollup: per UTC day and attribution, the sums the
+// finance views read, so a month over a million rows reads a few thousand.
+// It is fed in the same transaction as the rows it sums, and only by rows
+// newly stored, so a row inserted again counts once here too.
+var rollup = []string{
+	`CREATE TABLE IF NOT EXISTS usage_daily (
+		day            INTEGER NOT NULL,
+		buyer_org_id   TEXT NOT NULL,
+		seller_org_id  TEXT NOT NULL,
+		listing_id     TEXT NOT NULL,
+		api_key_id     TEXT NOT NULL,
+		contract_id    TEXT NOT NULL,
+		calls          INTEGER NOT NULL,
+		tasks          INTEGER NOT NULL,
+		input_tokens   INTEGER NOT NULL,
+		output_tokens  INTEGER NOT NULL,
+		compute_ms     INTEGER NOT NULL,
+		cost_micros    INTEGER NOT NULL,
+		estimated      INTEGER NOT NULL,
+		PRIMARY KEY (day, buyer_org_id, seller_org_id, listing_id, api_key_id, contract_id)
+	) WITHOUT ROWID`,
+	`CREATE INDEX IF NOT EXISTS usage_daily_seller ON usage_daily (seller_org_id, day)`,
+	`CREATE INDEX IF NOT EXISTS usage_daily_buyer ON usage_daily (buyer_org_id, day)`,
+	`INSERT INTO usage_daily (day, buyer_org_id, seller_org_id, listing_id, api_key_id, contract_id,
+		calls, tasks, input_tokens, output_tokens, compute_ms, cost_micros, estimated)
+	 SELECT time_ms / 86400000, buyer_org_id, seller_org_id, listing_id, api_key_id, contract_id,
+		COUNT(*), SUM(tasks), SUM(input_tokens), SUM(output_tokens), SUM(compute_ms), SUM(cost_micros), SUM(estimated)
+	 FROM usage GROUP BY 1, 2, 3, 4, 5, 6`,
+}
+
+var migrations = [][]string{schema, rollup}
+
+const rollupUpsert = `INSERT INTO usage_daily (day, buyer_org_id, seller_org_id, listing_id, api_key_id, contract_id,
+		calls, tasks, input_tokens, output_tokens, compute_ms, cost_micros, estimated)
+	VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)
+	ON CONFLICT (day, buyer_org_id, seller_org_id, listing_id, api_key_id, contract_id) DO UPDATE SET
+		calls = calls + 1, tasks = tasks + excluded.tasks, input_tokens = input_tokens + excluded.input_tokens,
+		output_tokens = output_tokens + excluded.output_tokens, compute_ms = compute_ms + excluded.compute_ms,
+		cost_micros = cost_micros + excluded.cost_micros, estimated = estimated + excluded.estimated`
 
 const columns = `id, time_ms, trace_id, task_id, context_id, parent_task_id,
 	listing_id, seller_org_id, buyer_org_id, api_key_id, contract_id,
@@ -118,9 +158,11 @@ func (s *Store) migrate() error {
 	if v == schemaVersion {
 		return nil
 	}
-	for _, stmt := range schema {
-		if _, err := tx.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("embedded usage store: migrate: %w", err)
+	for ; v < schemaVersion; v++ {
+		for _, stmt := range migrations[v] {
+			if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				return fmt.Errorf("embedded usage store: migrate to %d: %w", v+1, err)
+			}
 		}
 	}
 	if _, err := tx.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", schemaVersion)); err != nil {
@@ -155,17 +197,32 @@ func (s *Store) Insert(ctx context.Context, rows []metering.Usage) error {
 		return unavailable(err)
 	}
 	defer stmt.Close()
+	up, err := tx.PrepareContext(ctx, rollupUpsert)
+	if err != nil {
+		return unavailable(err)
+	}
+	defer up.Close()
 	for i := range rows {
 		u := &rows[i]
 		est := 0
 		if u.Estimated {
 			est = 1
 		}
-		if _, err := stmt.ExecContext(ctx, u.ID, u.Time.UnixMilli(), u.TraceID, u.TaskID, u.ContextID, u.ParentTaskID,
+		res, err := stmt.ExecContext(ctx, u.ID, u.Time.UnixMilli(), u.TraceID, u.TaskID, u.ContextID, u.ParentTaskID,
 			u.ListingID, u.SellerOrgID, u.BuyerOrgID, u.APIKeyID, u.ContractID,
 			u.Method, u.ProtocolVersion, u.State, u.ErrorCode, u.BytesIn, u.BytesOut, u.LatencyMs,
 			u.InputTokens, u.OutputTokens, u.ComputeMs, u.Tasks, u.CostMicros, u.Currency, est,
-			u.CardHash, u.Model); err != nil {
+			u.CardHash, u.Model)
+		if err != nil {
+			return unavailable(err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return unavailable(err)
+		} else if n == 0 {
+			continue // stored already: it is in the rollup already
+		}
+		if _, err := up.ExecContext(ctx, u.Time.UnixMilli()/dayMs, u.BuyerOrgID, u.SellerOrgID, u.ListingID, u.APIKeyID, u.ContractID,
+			u.Tasks, u.InputTokens, u.OutputTokens, u.ComputeMs, u.CostMicros, est); err != nil {
 			return unavailable(err)
 		}
 	}
@@ -218,11 +275,63 @@ func where(q metering.Query) (string, []any) {
 	return " WHERE " + strings.Join(conds, " AND "), args
 }
 
-// Totals sums usage per key of q.GroupBy, ordered by key.
+const dayMs = 86_400_000
+
+// onDays reports whether t is open (zero) or a UTC midnight.
+func onDays(t time.Time) bool { return t.IsZero() || t.UnixMilli()%dayMs == 0 }
+
+// Totals sums usage per key of q.GroupBy, ordered by key. Queries over
+// whole UTC days (what the finance views ask) read the daily rollup; the
+// rest, and per-task totals, read the rows.
 func (s *Store) Totals(ctx context.Context, q metering.Query) ([]metering.Total, error) {
 	if err := q.ValidateTotals(); err != nil {
 		return nil, err
 	}
+	if q.GroupBy != metering.ByTask && onDays(q.From) && onDays(q.To) {
+		return s.totalsFromRollup(ctx, q)
+	}
+	return s.totalsFromRows(ctx, q)
+}
+
+func (s *Store) totalsFromRollup(ctx context.Context, q metering.Query) ([]metering.Total, error) {
+	day := q
+	day.From, day.To = time.Time{}, time.Time{}
+	w, args := where(day)
+	var conds []string
+	if !q.From.IsZero() {
+		conds = append(conds, "day >= ?")
+		args = append(args, q.From.UnixMilli()/dayMs)
+	}
+	if !q.To.IsZero() {
+		conds = append(conds, "day < ?")
+		args = append(args, q.To.UnixMilli()/dayMs)
+	}
+	if len(conds) > 0 {
+		if w == "" {
+			w = " WHERE " + strings.Join(conds, " AND ")
+		} else {
+			w += " AND " + strings.Join(conds, " AND ")
+		}
+	}
+	key := keyExpr[q.GroupBy]
+	if q.GroupBy == metering.ByDay {
+		key = "day"
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT `+key+` AS k, SUM(calls), SUM(tasks),
+		SUM(input_tokens), SUM(output_tokens), SUM(compute_ms), SUM(cost_micros), SUM(estimated)
+		FROM usage_daily`+w+` GROUP BY k ORDER BY k`, args...)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	defer rows.Close()
+	out, err := metering.ReadTotals(rows, q.GroupBy)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	return out, nil
+}
+
+func (s *Store) totalsFromRows(ctx context.Context, q metering.Query) ([]metering.Total, error) {
 	w, args := where(q)
 	rows, err := s.db.QueryContext(ctx, `SELECT `+keyExpr[q.GroupBy]+` AS k, COUNT(*), SUM(tasks),
 		SUM(input_tokens), SUM(output_tokens), SUM(compute_ms), SUM(cost_micros), SUM(estimated)
