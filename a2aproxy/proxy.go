@@ -203,13 +203,7 @@ type call struct {
 }
 
 func (p *Proxy) rpc(c *fiber.Ctx) error {
-	cl := &call{start: p.Clock.Now(), trace: parseTraceparent(c.Get("traceparent"))}
-	body := append([]byte(nil), c.Body()...) // fasthttp reuses the request buffer
-	cl.bytesIn = len(body)
-	if p.Metrics != nil {
-		p.Metrics.inflight.Inc()
-		defer p.Metrics.inflight.Dec()
-	}
+	cl, body := p.newCall(c)
 
 	parse := func() (*wire.Request, *wire.Error) {
 		version := c.Get("A2A-Version")
@@ -228,13 +222,7 @@ func (p *Proxy) rpc(c *fiber.Ctx) error {
 // rest serves the HTTP+JSON binding: the call becomes the same request a
 // JSON-RPC client would have sent and goes through the same pipeline.
 func (p *Proxy) rest(c *fiber.Ctx) error {
-	cl := &call{start: p.Clock.Now(), trace: parseTraceparent(c.Get("traceparent"))}
-	body := append([]byte(nil), c.Body()...)
-	cl.bytesIn = len(body)
-	if p.Metrics != nil {
-		p.Metrics.inflight.Inc()
-		defer p.Metrics.inflight.Dec()
-	}
+	cl, body := p.newCall(c)
 	path := string(c.Request().URI().PathOriginal())
 	path = strings.TrimPrefix(path, "/a2a/"+c.Params("listing"))
 	cl.restVersion = wire.V10
@@ -252,8 +240,21 @@ func (p *Proxy) rest(c *fiber.Ctx) error {
 	return p.serve(c, cl, body, parse)
 }
 
+// newCall starts a call: its clock, its trace, and a copy of the body
+// (fasthttp reuses the request buffer).
+func (p *Proxy) newCall(c *fiber.Ctx) (*call, []byte) {
+	cl := &call{start: p.Clock.Now(), trace: parseTraceparent(c.Get("traceparent"))}
+	body := append([]byte(nil), c.Body()...)
+	cl.bytesIn = len(body)
+	return cl, body
+}
+
 // serve runs one call through the pipeline, whatever the buyer's binding.
 func (p *Proxy) serve(c *fiber.Ctx, cl *call, body []byte, parse func() (*wire.Request, *wire.Error)) error {
+	if p.Metrics != nil {
+		p.Metrics.inflight.Inc()
+		defer p.Metrics.inflight.Dec()
+	}
 	if err := p.admit(c.UserContext(), c, cl, body, parse); err != nil {
 		return p.fail(c, cl, err)
 	}
