@@ -335,3 +335,15 @@ func (m *memContracts) OverdueContracts(_ context.Context, cutoff time.Time) ([]
 	}
 	return out, nil
 }
+
+func (m *memContracts) SetContractBudgets(_ context.Context, id string, b contracts.TimeBudgets, at time.Time) (*contracts.Contract, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.byID[id]
+	if !ok {
+		return nil, agentmarket.Errorf(agentmarket.NotFound, "subscription_not_found", "no subscription %q", id)
+	}
+	c.Budgets, c.UpdatedAt = b, at
+	m.byID[id] = c
+	return &c, nil
+}

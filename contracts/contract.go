@@ -44,6 +44,9 @@ type Contract struct {
 	// PastDueAt is when the contract went past due; the grace period runs
 	// from here. Nil unless past due.
 	PastDueAt *time.Time
+	// Budgets are the buyer's own time limits for this contract's calls
+	// and tasks (zero fields: the listing's).
+	Budgets TimeBudgets
 }
 
 // ListingTerms is what a subscription needs to know of a listing.
@@ -75,6 +78,8 @@ type ContractStore interface {
 	// OverdueContracts returns the past-due contracts that went past due
 	// at or before cutoff.
 	OverdueContracts(ctx context.Context, cutoff time.Time) ([]Contract, error)
+	// SetContractBudgets replaces the contract's time budgets.
+	SetContractBudgets(ctx context.Context, id string, b TimeBudgets, at time.Time) (*Contract, error)
 }
 
 // PolicyReloader makes a policy change visible at once in this process
@@ -119,6 +124,8 @@ type Subscriptions struct {
 type SubscribeInput struct {
 	ListingID           string `json:"listing_id"`
 	MonthlyBudgetMicros *int64 `json:"monthly_budget_micros"`
+	// Budgets are the contract's own time limits (optional).
+	Budgets *BudgetsInput `json:"budgets"`
 }
 
 // Subscribe creates an active contract for the actor's org at the
@@ -132,6 +139,7 @@ func (s *Subscriptions) Subscribe(ctx context.Context, actor agentmarket.Actor, 
 	if in.MonthlyBudgetMicros != nil && *in.MonthlyBudgetMicros < 0 {
 		fe.Add("monthly_budget_micros", "non_negative", "monthly_budget_micros must not be negative")
 	}
+	budgets := in.Budgets.parse(&fe)
 	if err := fe.Err("invalid_subscription", "the subscription request is not valid"); err != nil {
 		return nil, err
 	}
@@ -151,7 +159,7 @@ func (s *Subscriptions) Subscribe(ctx context.Context, actor agentmarket.Actor, 
 	c := &Contract{
 		ID: agentmarket.NewID("ctr"), BuyerOrgID: actor.OrgID, ListingID: terms.ID, SellerOrgID: terms.SellerOrgID,
 		PlanVersion: terms.PlanVersion, Status: ContractActive, MonthlyBudgetMicros: in.MonthlyBudgetMicros,
-		CreatedAt: now, UpdatedAt: now,
+		CreatedAt: now, UpdatedAt: now, Budgets: budgets,
 	}
 	if err := s.Store.CreateContract(ctx, c, []Rule{InvokeRule(c.BuyerOrgID, c.ListingID)}); err != nil {
 		if agentmarket.KindOf(err) == agentmarket.Conflict {
@@ -190,6 +198,20 @@ func (s *Subscriptions) Get(ctx context.Context, actor agentmarket.Actor, id str
 		return nil, agentmarket.Errorf(agentmarket.NotFound, "subscription_not_found", "no subscription %q", id)
 	}
 	return c, nil
+}
+
+// SetBudgets replaces a contract's time budgets; meters apply them within
+// their cache interval.
+func (s *Subscriptions) SetBudgets(ctx context.Context, actor agentmarket.Actor, id string, in *BudgetsInput) (*Contract, error) {
+	var fe agentmarket.Fields
+	b := in.parse(&fe)
+	if err := fe.Err("invalid_subscription", "the budgets are not valid"); err != nil {
+		return nil, err
+	}
+	if _, err := s.Get(ctx, actor, id); err != nil {
+		return nil, err
+	}
+	return s.Store.SetContractBudgets(ctx, id, b, s.Clock.Now())
 }
 
 // Cancel ends a contract at once and revokes the invoke right; calls stop
@@ -245,6 +267,14 @@ type TaskBinding struct {
 	ContractID string
 	ContextID  string
 	CreatedAt  time.Time
+	// ParentListingID and ParentTaskID name the task this one was
+	// delegated from (the caller named it in metadata, and the meter knew
+	// it); "" when none. Canceling the parent cancels this task.
+	ParentListingID string
+	ParentTaskID    string
+	// DeadlineAt is when the task's end-to-end time budget runs out (the
+	// meter then cancels it at the agent); nil when none applies.
+	DeadlineAt *time.Time
 }
 
 // transitions are the moves billing may make: payment failed (past due),

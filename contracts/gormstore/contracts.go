@@ -29,6 +29,11 @@ type contractRow struct {
 	UpdatedAt           time.Time
 	CanceledAt          *time.Time
 	PastDueAt           *time.Time
+	// The time budgets in milliseconds, 0 for none: a budget finer than a
+	// millisecond means nothing to a network call.
+	RequestTimeoutMs int64
+	TaskTimeoutMs    int64
+	MaxPauseMs       int64
 }
 
 func (contractRow) TableName() string { return "contracts" }
@@ -36,7 +41,9 @@ func (contractRow) TableName() string { return "contracts" }
 func contractFromRow(r *contractRow) *contracts.Contract {
 	c := &contracts.Contract{ID: r.ID, BuyerOrgID: r.BuyerOrgID, ListingID: r.ListingID, SellerOrgID: r.SellerOrgID,
 		PlanVersion: r.PlanVersion, Status: contracts.ContractStatus(r.Status), MonthlyBudgetMicros: r.MonthlyBudgetMicros,
-		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
+		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+		Budgets: contracts.TimeBudgets{RequestTimeout: time.Duration(r.RequestTimeoutMs) * time.Millisecond,
+			TaskTimeout: time.Duration(r.TaskTimeoutMs) * time.Millisecond, MaxPause: time.Duration(r.MaxPauseMs) * time.Millisecond}}
 	if r.CanceledAt != nil {
 		t := r.CanceledAt.UTC()
 		c.CanceledAt = &t
@@ -53,7 +60,9 @@ func (s *Store) CreateContract(ctx context.Context, c *contracts.Contract, grant
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		row := &contractRow{ID: c.ID, BuyerOrgID: c.BuyerOrgID, ListingID: c.ListingID, SellerOrgID: c.SellerOrgID,
 			PlanVersion: c.PlanVersion, Status: string(c.Status), MonthlyBudgetMicros: c.MonthlyBudgetMicros,
-			CreatedAt: c.CreatedAt.UTC(), UpdatedAt: c.UpdatedAt.UTC()}
+			CreatedAt: c.CreatedAt.UTC(), UpdatedAt: c.UpdatedAt.UTC(),
+			RequestTimeoutMs: c.Budgets.RequestTimeout.Milliseconds(), TaskTimeoutMs: c.Budgets.TaskTimeout.Milliseconds(),
+			MaxPauseMs: c.Budgets.MaxPause.Milliseconds()}
 		if err := tx.Create(row).Error; err != nil {
 			return err
 		}
@@ -135,6 +144,33 @@ func (s *Store) SetContractStatus(ctx context.Context, id string, status contrac
 	return out, gormdb.Translate(err, "contract")
 }
 
+// SetContractBudgets implements contracts.ContractStore.
+func (s *Store) SetContractBudgets(ctx context.Context, id string, b contracts.TimeBudgets, at time.Time) (*contracts.Contract, error) {
+	var out *contracts.Contract
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Model(&contractRow{}).Where("id = ?", id).Updates(map[string]any{
+			"request_timeout_ms": b.RequestTimeout.Milliseconds(), "task_timeout_ms": b.TaskTimeout.Milliseconds(),
+			"max_pause_ms": b.MaxPause.Milliseconds(), "updated_at": at.UTC(),
+		})
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return gorm.ErrRecordNotFound
+		}
+		var r contractRow
+		if err := tx.Where("id = ?", id).Take(&r).Error; err != nil {
+			return err
+		}
+		out = contractFromRow(&r)
+		return nil
+	})
+	if err != nil {
+		return nil, notFoundAs(gormdb.Translate(err, "subscription"), "subscription_not_found", "no subscription %q", id)
+	}
+	return out, nil
+}
+
 // OverdueContracts implements contracts.ContractStore.
 func (s *Store) OverdueContracts(ctx context.Context, cutoff time.Time) ([]contracts.Contract, error) {
 	var rows []contractRow
@@ -151,12 +187,34 @@ func (s *Store) OverdueContracts(ctx context.Context, cutoff time.Time) ([]contr
 }
 
 type taskOwnerRow struct {
-	ListingID  string `gorm:"primaryKey"`
-	TaskID     string `gorm:"primaryKey"`
-	OrgID      string
-	ContractID string
-	ContextID  string
-	CreatedAt  time.Time
+	ListingID       string `gorm:"primaryKey"`
+	TaskID          string `gorm:"primaryKey"`
+	OrgID           string
+	ContractID      string
+	ContextID       string
+	CreatedAt       time.Time
+	ParentListingID string
+	ParentTaskID    string
+	DeadlineAt      *time.Time
+	// The task's life (TaskLife): written by its methods, never by a bind.
+	PausedSince   *time.Time
+	PauseCancelAt *time.Time
+	EndedAt       *time.Time
+	LeaseUntil    *time.Time
+}
+
+func (r *taskOwnerRow) binding() contracts.TaskBinding {
+	return contracts.TaskBinding{ListingID: r.ListingID, TaskID: r.TaskID, OrgID: r.OrgID, ContractID: r.ContractID, ContextID: r.ContextID,
+		CreatedAt: r.CreatedAt.UTC(), ParentListingID: r.ParentListingID, ParentTaskID: r.ParentTaskID, DeadlineAt: utcPtr(r.DeadlineAt)}
+}
+
+// utcPtr copies an optional time in UTC.
+func utcPtr(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	u := t.UTC()
+	return &u
 }
 
 func (taskOwnerRow) TableName() string { return "task_owners" }
@@ -190,7 +248,8 @@ func (s *Store) BindTasks(ctx context.Context, ts []contracts.TaskBinding) ([]st
 }
 
 func bindTask(db *gorm.DB, t contracts.TaskBinding) (string, error) {
-	row := &taskOwnerRow{ListingID: t.ListingID, TaskID: t.TaskID, OrgID: t.OrgID, ContractID: t.ContractID, ContextID: t.ContextID, CreatedAt: t.CreatedAt.UTC()}
+	row := &taskOwnerRow{ListingID: t.ListingID, TaskID: t.TaskID, OrgID: t.OrgID, ContractID: t.ContractID, ContextID: t.ContextID, CreatedAt: t.CreatedAt.UTC(),
+		ParentListingID: t.ParentListingID, ParentTaskID: t.ParentTaskID, DeadlineAt: utcPtr(t.DeadlineAt)}
 	res := db.Clauses(clause.OnConflict{DoNothing: true}).Create(row)
 	if res.Error != nil {
 		return "", gormdb.Translate(res.Error, "task")
@@ -211,7 +270,8 @@ func (s *Store) TaskOwner(ctx context.Context, listingID, taskID string) (*contr
 	if err := s.db.WithContext(ctx).Where("listing_id = ? AND task_id = ?", listingID, taskID).Take(&r).Error; err != nil {
 		return nil, gormdb.Translate(err, "task")
 	}
-	return &contracts.TaskBinding{ListingID: r.ListingID, TaskID: r.TaskID, OrgID: r.OrgID, ContractID: r.ContractID, ContextID: r.ContextID, CreatedAt: r.CreatedAt.UTC()}, nil
+	b := r.binding()
+	return &b, nil
 }
 
 func notFoundAs(err error, code, format string, args ...any) error {

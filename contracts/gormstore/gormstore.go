@@ -1,6 +1,7 @@
-// Package gormstore keeps organisations, users, API keys and casbin rules
-// in SQL through GORM (PostgreSQL in production, SQLite embedded). The
-// schema comes from migrations/, never from GORM.
+// Package gormstore keeps organisations, users, API keys, casbin rules,
+// contracts, the tasks the meter carries and their push notifications in
+// SQL through GORM (PostgreSQL in production, SQLite embedded). The schema
+// comes from migrations/, never from GORM.
 package gormstore
 
 import (
@@ -16,7 +17,8 @@ import (
 	"github.com/agentmarket/agentmarket/migrations/gormdb"
 )
 
-// Store implements contracts.Store and contracts.PolicyStore.
+// Store implements contracts.Store, contracts.PolicyStore and the other
+// stores of package contracts (each asserted beside its methods).
 type Store struct {
 	db *gorm.DB
 }

@@ -2,6 +2,9 @@ package gormstore_test
 
 import (
 	"testing"
+	"time"
+
+	"gorm.io/gorm"
 
 	"github.com/agentmarket/agentmarket/contracts"
 	"github.com/agentmarket/agentmarket/contracts/gormstore"
@@ -19,5 +22,31 @@ func TestStore(t *testing.T) {
 				return gormstore.New(o.Open(t).DB)
 			})
 		})
+	}
+}
+
+func TestTaskStore(t *testing.T) {
+	for _, o := range gormdbtest.Openers {
+		t.Run(o.Name, func(t *testing.T) {
+			storetest.RunTasks(t, func(t *testing.T) (storetest.TaskStore, func(listingID, sellerOrgID string)) {
+				db := o.Open(t).DB
+				return gormstore.New(db), func(listingID, sellerOrgID string) { insertListing(t, db, listingID, sellerOrgID) }
+			})
+		})
+	}
+}
+
+// insertListing writes the least listing row a contract can reference;
+// listings are another package's, and this package's tests do not import
+// its adapter.
+func insertListing(t *testing.T, db *gorm.DB, id, sellerOrgID string) {
+	t.Helper()
+	at := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	err := db.Exec(`INSERT INTO listings (id, seller_org_id, status, health, name, description, card_json, card_hash, card_fetched_at,
+		protocol_versions, streaming, push_notifications, search_text, plan_version, currency, monthly_fee_micros, refresh_seconds,
+		created_at, updated_at) VALUES (?, ?, 'published', 'healthy', ?, '', '{}', '', ?, '0.3', FALSE, TRUE, '', 1, 'usd', 0, 3600, ?, ?)`,
+		id, sellerOrgID, "Listing "+id, at, at, at).Error
+	if err != nil {
+		t.Fatalf("insert listing %s: %v", id, err)
 	}
 }

@@ -2,7 +2,8 @@
 // contracts.Store (orgs, users, API keys) and the contracts.PolicyStore
 // (casbin rules) it keeps beside them. Each implementation's tests call Run
 // with a factory of fresh, empty stores; the same assertions then hold on
-// SQLite and on PostgreSQL alike.
+// SQLite and on PostgreSQL alike. RunTasks is the contract of the stores
+// the meter shares: contracts, task bindings, task life and push.
 package storetest
 
 import (

@@ -1,0 +1,221 @@
+package gormstore
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/contracts"
+	"github.com/agentmarket/agentmarket/migrations/gormdb"
+)
+
+var _ contracts.TaskLife = (*Store)(nil)
+
+type taskEventRow struct {
+	Seq        int64 `gorm:"primaryKey;autoIncrement"`
+	ID         string
+	ListingID  string
+	TaskID     string
+	Kind       string
+	State      string
+	OccurredAt time.Time
+	Actor      string
+	Reason     string
+	TraceID    string
+}
+
+func (taskEventRow) TableName() string { return "task_events" }
+
+func eventToRow(e contracts.TaskEvent) *taskEventRow {
+	if e.ID == "" {
+		e.ID = agentmarket.NewID("tev")
+	}
+	return &taskEventRow{ID: e.ID, ListingID: e.ListingID, TaskID: e.TaskID, Kind: string(e.Kind), State: e.State,
+		OccurredAt: e.At.UTC(), Actor: e.Actor, Reason: e.Reason, TraceID: e.TraceID}
+}
+
+func eventFromRow(r *taskEventRow) contracts.TaskEvent {
+	return contracts.TaskEvent{ID: r.ID, ListingID: r.ListingID, TaskID: r.TaskID, Kind: contracts.TaskEventKind(r.Kind), State: r.State,
+		At: r.OccurredAt.UTC(), Actor: r.Actor, Reason: r.Reason, TraceID: r.TraceID}
+}
+
+// claimLock makes concurrent PostgreSQL claimers skip the rows another one
+// is leasing instead of queueing behind it. SQLite's dialector drops the
+// clause: its immediate transactions already admit one writer at a time.
+var claimLock = clause.Locking{Strength: "UPDATE", Options: "SKIP LOCKED"}
+
+// TaskPaused implements contracts.TaskLife.
+func (s *Store) TaskPaused(ctx context.Context, e contracts.TaskEvent, cancelAt *time.Time) (bool, error) {
+	if err := eventKind(&e, contracts.TaskPaused); err != nil {
+		return false, err
+	}
+	return s.taskChange(ctx, e, "paused_since IS NULL AND ended_at IS NULL",
+		map[string]any{"paused_since": e.At.UTC(), "pause_cancel_at": utcPtr(cancelAt)})
+}
+
+// TaskResumed implements contracts.TaskLife.
+func (s *Store) TaskResumed(ctx context.Context, e contracts.TaskEvent) (bool, error) {
+	if err := eventKind(&e, contracts.TaskResumed); err != nil {
+		return false, err
+	}
+	return s.taskChange(ctx, e, "paused_since IS NOT NULL",
+		map[string]any{"paused_since": nil, "pause_cancel_at": nil})
+}
+
+// TaskEnded implements contracts.TaskLife.
+func (s *Store) TaskEnded(ctx context.Context, e contracts.TaskEvent) (bool, error) {
+	if err := eventKind(&e, contracts.TaskEnded, contracts.TaskCanceled); err != nil {
+		return false, err
+	}
+	return s.taskChange(ctx, e, "ended_at IS NULL",
+		map[string]any{"ended_at": e.At.UTC(), "paused_since": nil, "pause_cancel_at": nil})
+}
+
+// eventKind gives an event without a kind the first of kinds, and refuses
+// one whose kind is not among them.
+func eventKind(e *contracts.TaskEvent, kinds ...contracts.TaskEventKind) error {
+	if e.Kind == "" {
+		e.Kind = kinds[0]
+		return nil
+	}
+	for _, k := range kinds {
+		if e.Kind == k {
+			return nil
+		}
+	}
+	return agentmarket.Errorf(agentmarket.Invalid, "invalid_task_event", "a %q event cannot record this change", e.Kind)
+}
+
+// taskChange applies updates to the task when it is in the state cond
+// describes and records e in the same transaction; a task in another state
+// is left alone, with no event.
+func (s *Store) taskChange(ctx context.Context, e contracts.TaskEvent, cond string, updates map[string]any) (bool, error) {
+	changed := false
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		changed = false
+		res := tx.Model(&taskOwnerRow{}).Where("listing_id = ? AND task_id = ? AND "+cond, e.ListingID, e.TaskID).Updates(updates)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			var n int64
+			if err := tx.Model(&taskOwnerRow{}).Where("listing_id = ? AND task_id = ?", e.ListingID, e.TaskID).Count(&n).Error; err != nil {
+				return err
+			}
+			if n == 0 {
+				return gorm.ErrRecordNotFound
+			}
+			return nil
+		}
+		changed = true
+		return tx.Create(eventToRow(e)).Error
+	})
+	if err != nil {
+		return false, gormdb.Translate(err, "task")
+	}
+	return changed, nil
+}
+
+// TaskRecord implements contracts.TaskLife.
+func (s *Store) TaskRecord(ctx context.Context, listingID, taskID string) (*contracts.TaskRecord, error) {
+	var r taskOwnerRow
+	var events []taskEventRow
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := tx.Where("listing_id = ? AND task_id = ?", listingID, taskID).Take(&r).Error; err != nil {
+			return err
+		}
+		return tx.Where("listing_id = ? AND task_id = ?", listingID, taskID).Order("occurred_at ASC, seq ASC").Find(&events).Error
+	})
+	if err != nil {
+		return nil, gormdb.Translate(err, "task")
+	}
+	rec := &contracts.TaskRecord{TaskBinding: r.binding(), PausedSince: utcPtr(r.PausedSince), PauseCancelAt: utcPtr(r.PauseCancelAt),
+		EndedAt: utcPtr(r.EndedAt), Events: make([]contracts.TaskEvent, len(events))}
+	for i := range events {
+		rec.Events[i] = eventFromRow(&events[i])
+	}
+	return rec, nil
+}
+
+// FindTask implements contracts.TaskLife.
+func (s *Store) FindTask(ctx context.Context, taskID, orgID string) (*contracts.TaskBinding, error) {
+	db := s.db.WithContext(ctx)
+	var r taskOwnerRow
+	err := gorm.ErrRecordNotFound
+	if orgID != "" {
+		err = db.Where("task_id = ? AND org_id = ?", taskID, orgID).Order("created_at DESC, listing_id ASC").Take(&r).Error
+	}
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		err = db.Where("task_id = ?", taskID).Order("created_at DESC, listing_id ASC").Take(&r).Error
+	}
+	if err != nil {
+		return nil, gormdb.Translate(err, "task")
+	}
+	b := r.binding()
+	return &b, nil
+}
+
+// ChildTasks implements contracts.TaskLife.
+func (s *Store) ChildTasks(ctx context.Context, parentListingID, parentTaskID string) ([]contracts.TaskBinding, error) {
+	if parentTaskID == "" {
+		return nil, nil // "" marks a task with no parent, not a parent
+	}
+	var rows []taskOwnerRow
+	err := s.db.WithContext(ctx).Where("parent_listing_id = ? AND parent_task_id = ? AND ended_at IS NULL", parentListingID, parentTaskID).
+		Order("created_at ASC, listing_id ASC, task_id ASC").Find(&rows).Error
+	if err != nil {
+		return nil, gormdb.Translate(err, "task")
+	}
+	out := make([]contracts.TaskBinding, len(rows))
+	for i := range rows {
+		out[i] = rows[i].binding()
+	}
+	return out, nil
+}
+
+// DueTasks implements contracts.TaskLife.
+func (s *Store) DueTasks(ctx context.Context, now, leaseUntil time.Time, limit int) ([]contracts.DueTask, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	now, leaseUntil = now.UTC(), leaseUntil.UTC()
+	var out []contracts.DueTask
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		out = nil
+		var rows []taskOwnerRow
+		err := tx.Clauses(claimLock).
+			Where("ended_at IS NULL AND (pause_cancel_at <= ? OR deadline_at <= ?) AND (lease_until IS NULL OR lease_until <= ?)", now, now, now).
+			Order("created_at ASC, listing_id ASC, task_id ASC").Limit(limit).Find(&rows).Error
+		if err != nil {
+			return err
+		}
+		for i := range rows {
+			r := &rows[i]
+			// The same conditions again: only the claimer whose update
+			// lands takes the task.
+			res := tx.Model(&taskOwnerRow{}).
+				Where("listing_id = ? AND task_id = ? AND ended_at IS NULL AND (lease_until IS NULL OR lease_until <= ?)", r.ListingID, r.TaskID, now).
+				Update("lease_until", leaseUntil)
+			if res.Error != nil {
+				return res.Error
+			}
+			if res.RowsAffected == 0 {
+				continue
+			}
+			why := "deadline"
+			if r.PauseCancelAt != nil && !r.PauseCancelAt.After(now) {
+				why = "pause"
+			}
+			out = append(out, contracts.DueTask{TaskBinding: r.binding(), Why: why, PausedSince: utcPtr(r.PausedSince)})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, gormdb.Translate(err, "task")
+	}
+	return out, nil
+}

@@ -1,0 +1,575 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/contracts"
+)
+
+// TaskStore is what RunTasks exercises: contracts, the tasks the meter
+// carries and their push notifications, which every adapter keeps beside
+// the accounts.
+type TaskStore = interface {
+	contracts.Store
+	contracts.ContractStore
+	contracts.BatchTaskOwners
+	contracts.TaskLife
+	contracts.PushStore
+}
+
+// TaskFactory returns a fresh, empty store and a function that creates a
+// listing sold by an org already in the store: contracts reference
+// listings, which another package keeps.
+type TaskFactory func(t *testing.T) (s TaskStore, newListing func(listingID, sellerOrgID string))
+
+// RunTasks runs the contract suite of contracts, task bindings, task life
+// and push notifications.
+func RunTasks(t *testing.T, newStore TaskFactory) {
+	runContracts(t, newStore)
+	runBindings(t, newStore)
+	runTaskLife(t, newStore)
+	runPush(t, newStore)
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func wantKind(t *testing.T, what string, err error, kind agentmarket.Kind) {
+	t.Helper()
+	if err == nil || agentmarket.KindOf(err) != kind {
+		t.Errorf("%s: err = %v, want kind %s", what, err, kind)
+	}
+}
+
+func wantBool(t *testing.T, what string, got bool, err error, want bool) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if got != want {
+		t.Errorf("%s = %v, want %v", what, got, want)
+	}
+}
+
+// ts shows an instant with its location, so comparing two renderings
+// checks both the instant and that the store handed it back in UTC.
+func ts(t time.Time) string { return t.Format(time.RFC3339Nano) + " " + t.Location().String() }
+
+func tsp(t *time.Time) string {
+	if t == nil {
+		return "nil"
+	}
+	return ts(*t)
+}
+
+func utc(t time.Time) *time.Time {
+	u := t.UTC()
+	return &u
+}
+
+func showBinding(b contracts.TaskBinding) string {
+	return fmt.Sprintf("%s/%s org=%s contract=%s context=%s created=%s parent=%s/%s deadline=%s",
+		b.ListingID, b.TaskID, b.OrgID, b.ContractID, b.ContextID, ts(b.CreatedAt), b.ParentListingID, b.ParentTaskID, tsp(b.DeadlineAt))
+}
+
+func wantBinding(t *testing.T, what string, got, want contracts.TaskBinding) {
+	t.Helper()
+	want.CreatedAt = want.CreatedAt.UTC()
+	if want.DeadlineAt != nil {
+		want.DeadlineAt = utc(*want.DeadlineAt)
+	}
+	if g, w := showBinding(got), showBinding(want); g != w {
+		t.Errorf("%s =\n  %s\nwant\n  %s", what, g, w)
+	}
+}
+
+func taskIDs(bs []contracts.TaskBinding) []string {
+	out := []string{}
+	for _, b := range bs {
+		out = append(out, b.ListingID+"/"+b.TaskID)
+	}
+	return out
+}
+
+func runContracts(t *testing.T, newStore TaskFactory) {
+	ctx := context.Background()
+	budgets := contracts.TimeBudgets{RequestTimeout: 1500 * time.Millisecond, TaskTimeout: 2 * time.Hour, MaxPause: 10 * time.Minute}
+	setup := func(t *testing.T) TaskStore {
+		s, newListing := newStore(t)
+		for _, id := range []string{"org_b", "org_s"} {
+			must(t, s.CreateOrg(ctx, org(id, false), nil, nil))
+		}
+		newListing("lst_1", "org_s")
+		newListing("lst_2", "org_s")
+		for _, c := range []*contracts.Contract{
+			{ID: "ctr_1", BuyerOrgID: "org_b", ListingID: "lst_1", SellerOrgID: "org_s", PlanVersion: 1, Status: contracts.ContractActive,
+				CreatedAt: t0, UpdatedAt: t0, Budgets: budgets},
+			{ID: "ctr_2", BuyerOrgID: "org_b", ListingID: "lst_2", SellerOrgID: "org_s", PlanVersion: 1, Status: contracts.ContractActive,
+				CreatedAt: t0.Add(time.Minute), UpdatedAt: t0.Add(time.Minute)},
+		} {
+			must(t, s.CreateContract(ctx, c, nil))
+		}
+		return s
+	}
+
+	t.Run("contracts: budgets round trip", func(t *testing.T) {
+		s := setup(t)
+		c, err := s.GetContract(ctx, "ctr_1")
+		must(t, err)
+		if c.Budgets != budgets {
+			t.Errorf("GetContract budgets = %+v, want %+v", c.Budgets, budgets)
+		}
+		c, err = s.OpenContract(ctx, "org_b", "lst_1")
+		must(t, err)
+		if c.Budgets != budgets {
+			t.Errorf("OpenContract budgets = %+v, want %+v", c.Budgets, budgets)
+		}
+		cs, err := s.ListContracts(ctx, "org_b")
+		must(t, err)
+		if len(cs) != 2 || cs[0].Budgets != budgets || cs[1].Budgets != (contracts.TimeBudgets{}) {
+			t.Errorf("ListContracts = %+v, want ctr_1 with %+v and ctr_2 with none", cs, budgets)
+		}
+	})
+
+	t.Run("contracts: set budgets", func(t *testing.T) {
+		s := setup(t)
+		at := t0.Add(time.Hour)
+		nb := contracts.TimeBudgets{TaskTimeout: 30 * time.Minute}
+		c, err := s.SetContractBudgets(ctx, "ctr_2", nb, at)
+		must(t, err)
+		if c.ID != "ctr_2" || c.Budgets != nb || ts(c.UpdatedAt) != ts(at.UTC()) || ts(c.CreatedAt) != ts(t0.Add(time.Minute).UTC()) {
+			t.Errorf("SetContractBudgets = %+v, want ctr_2 with %+v updated at %v", c, nb, at)
+		}
+		c, err = s.GetContract(ctx, "ctr_2")
+		must(t, err)
+		if c.Budgets != nb || c.Status != contracts.ContractActive || c.BuyerOrgID != "org_b" {
+			t.Errorf("GetContract after SetContractBudgets = %+v, want budgets %+v and the rest unchanged", c, nb)
+		}
+		// Clearing them: zero is "the listing's".
+		c, err = s.SetContractBudgets(ctx, "ctr_1", contracts.TimeBudgets{}, at)
+		must(t, err)
+		if c.Budgets != (contracts.TimeBudgets{}) {
+			t.Errorf("cleared budgets = %+v, want none", c.Budgets)
+		}
+		if c, _ := s.GetContract(ctx, "ctr_2"); c.Budgets != nb {
+			t.Errorf("another contract's budgets changed: %+v", c.Budgets)
+		}
+		_, err = s.SetContractBudgets(ctx, "ctr_nope", nb, at)
+		wantKind(t, "SetContractBudgets(unknown)", err, agentmarket.NotFound)
+	})
+}
+
+func runBindings(t *testing.T, newStore TaskFactory) {
+	ctx := context.Background()
+
+	t.Run("bindings: parent and deadline round trip", func(t *testing.T) {
+		s, _ := newStore(t)
+		deadline := t0.Add(time.Hour)
+		child := contracts.TaskBinding{ListingID: "lst_2", TaskID: "task_c", OrgID: "org_a", ContractID: "ctr_2", ContextID: "ctx_1",
+			CreatedAt: t0, ParentListingID: "lst_1", ParentTaskID: "task_p", DeadlineAt: &deadline}
+		root := contracts.TaskBinding{ListingID: "lst_1", TaskID: "task_p", OrgID: "org_a", ContractID: "ctr_1", CreatedAt: t0}
+		for _, b := range []contracts.TaskBinding{child, root} {
+			owner, err := s.BindTask(ctx, b)
+			must(t, err)
+			if owner != b.OrgID {
+				t.Errorf("BindTask(%s) = %s, want %s", b.TaskID, owner, b.OrgID)
+			}
+		}
+		got, err := s.TaskOwner(ctx, "lst_2", "task_c")
+		must(t, err)
+		wantBinding(t, "TaskOwner(child)", *got, child)
+		got, err = s.TaskOwner(ctx, "lst_1", "task_p")
+		must(t, err)
+		wantBinding(t, "TaskOwner(root)", *got, root)
+
+		// A second sight binds nothing new: the first binding stays whole.
+		later := t0.Add(2 * time.Hour)
+		other := contracts.TaskBinding{ListingID: "lst_2", TaskID: "task_c", OrgID: "org_z", ContractID: "ctr_9", CreatedAt: later,
+			ParentListingID: "lst_9", ParentTaskID: "task_9", DeadlineAt: &later}
+		owner, err := s.BindTask(ctx, other)
+		must(t, err)
+		if owner != "org_a" {
+			t.Errorf("BindTask of a bound task = %s, want the first owner org_a", owner)
+		}
+		got, err = s.TaskOwner(ctx, "lst_2", "task_c")
+		must(t, err)
+		wantBinding(t, "TaskOwner(child) after a second bind", *got, child)
+	})
+
+	t.Run("bindings: a batch keeps parent and deadline", func(t *testing.T) {
+		s, _ := newStore(t)
+		d1 := t0.Add(time.Hour)
+		_, err := s.BindTask(ctx, contracts.TaskBinding{ListingID: "lst_1", TaskID: "task_old", OrgID: "org_a", ContractID: "ctr_1", CreatedAt: t0})
+		must(t, err)
+		batch := []contracts.TaskBinding{
+			{ListingID: "lst_1", TaskID: "task_x", OrgID: "org_a", ContractID: "ctr_1", CreatedAt: t0, DeadlineAt: &d1},
+			{ListingID: "lst_1", TaskID: "task_y", OrgID: "org_a", ContractID: "ctr_1", CreatedAt: t0, ParentListingID: "lst_1", ParentTaskID: "task_x"},
+			{ListingID: "lst_1", TaskID: "task_old", OrgID: "org_z", ContractID: "ctr_z", CreatedAt: t0, DeadlineAt: &d1},
+		}
+		owners, errs := s.BindTasks(ctx, batch)
+		for i := range batch {
+			if errs[i] != nil {
+				t.Fatalf("BindTasks[%d]: %v", i, errs[i])
+			}
+		}
+		if want := []string{"org_a", "org_a", "org_a"}; !slices.Equal(owners, want) {
+			t.Errorf("BindTasks owners = %v, want %v", owners, want)
+		}
+		for _, b := range batch[:2] {
+			got, err := s.TaskOwner(ctx, b.ListingID, b.TaskID)
+			must(t, err)
+			wantBinding(t, "TaskOwner("+b.TaskID+")", *got, b)
+		}
+		got, err := s.TaskOwner(ctx, "lst_1", "task_old")
+		must(t, err)
+		if got.DeadlineAt != nil || got.OrgID != "org_a" {
+			t.Errorf("TaskOwner(task_old) = %s, want the first binding, without deadline", showBinding(*got))
+		}
+	})
+}
+
+func runTaskLife(t *testing.T, newStore TaskFactory) {
+	ctx := context.Background()
+	bind := func(t *testing.T, s TaskStore, listingID, taskID, orgID string, created time.Time, mod func(*contracts.TaskBinding)) contracts.TaskBinding {
+		t.Helper()
+		b := contracts.TaskBinding{ListingID: listingID, TaskID: taskID, OrgID: orgID, ContractID: "ctr_" + orgID, CreatedAt: created}
+		if mod != nil {
+			mod(&b)
+		}
+		if _, err := s.BindTask(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	ev := func(listingID, taskID, id string, kind contracts.TaskEventKind, at time.Time) contracts.TaskEvent {
+		return contracts.TaskEvent{ID: id, ListingID: listingID, TaskID: taskID, Kind: kind, At: at}
+	}
+	deadline := func(d time.Time) func(*contracts.TaskBinding) {
+		return func(b *contracts.TaskBinding) { b.DeadlineAt = &d }
+	}
+
+	t.Run("task life: unknown tasks are not found", func(t *testing.T) {
+		s, _ := newStore(t)
+		bind(t, s, "lst_1", "task_1", "org_a", t0, nil)
+		e := ev("lst_1", "task_nope", "", "", t0)
+		_, err := s.TaskPaused(ctx, e, nil)
+		wantKind(t, "TaskPaused", err, agentmarket.NotFound)
+		_, err = s.TaskResumed(ctx, e)
+		wantKind(t, "TaskResumed", err, agentmarket.NotFound)
+		_, err = s.TaskEnded(ctx, e)
+		wantKind(t, "TaskEnded", err, agentmarket.NotFound)
+		_, err = s.TaskRecord(ctx, "lst_1", "task_nope")
+		wantKind(t, "TaskRecord", err, agentmarket.NotFound)
+		_, err = s.TaskRecord(ctx, "lst_2", "task_1")
+		wantKind(t, "TaskRecord on another listing", err, agentmarket.NotFound)
+		_, err = s.FindTask(ctx, "task_nope", "org_a")
+		wantKind(t, "FindTask", err, agentmarket.NotFound)
+	})
+
+	t.Run("task life: pause, resume and end, each once, with their events", func(t *testing.T) {
+		s, _ := newStore(t)
+		b := bind(t, s, "lst_1", "task_1", "org_a", t0, deadline(t0.Add(time.Hour)))
+		bind(t, s, "lst_1", "task_2", "org_a", t0, nil)
+		record := func(t *testing.T) *contracts.TaskRecord {
+			t.Helper()
+			r, err := s.TaskRecord(ctx, "lst_1", "task_1")
+			must(t, err)
+			return r
+		}
+		cancelAt := t0.Add(10 * time.Minute)
+
+		p1 := contracts.TaskEvent{ID: "tev_1", ListingID: "lst_1", TaskID: "task_1", Kind: contracts.TaskPaused, State: "input-required",
+			At: t0.Add(time.Minute), Actor: "", Reason: "the agent asks", TraceID: "trace_1"}
+		ok, err := s.TaskPaused(ctx, p1, &cancelAt)
+		wantBool(t, "first TaskPaused", ok, err, true)
+		ok, err = s.TaskPaused(ctx, ev("lst_1", "task_1", "tev_x", contracts.TaskPaused, t0.Add(2*time.Minute)), nil)
+		wantBool(t, "TaskPaused while paused", ok, err, false)
+		r := record(t)
+		if tsp(r.PausedSince) != tsp(utc(p1.At)) || tsp(r.PauseCancelAt) != tsp(utc(cancelAt)) || r.EndedAt != nil {
+			t.Errorf("paused record: since %s, cancel at %s, ended %s; want %s, %s, nil",
+				tsp(r.PausedSince), tsp(r.PauseCancelAt), tsp(r.EndedAt), ts(p1.At.UTC()), ts(cancelAt.UTC()))
+		}
+		wantBinding(t, "TaskRecord binding", r.TaskBinding, b)
+		if len(r.Events) != 1 {
+			t.Errorf("events after a repeated pause: %d, want 1", len(r.Events))
+		}
+
+		// The resume and the second pause happen at the same instant: the
+		// order they were recorded in breaks the tie. No kind: the method's.
+		same := t0.Add(3 * time.Minute)
+		res := contracts.TaskEvent{ID: "tev_2", ListingID: "lst_1", TaskID: "task_1", At: same, Actor: "key:key_1"}
+		ok, err = s.TaskResumed(ctx, res)
+		wantBool(t, "TaskResumed", ok, err, true)
+		ok, err = s.TaskResumed(ctx, ev("lst_1", "task_1", "tev_y", "", same))
+		wantBool(t, "TaskResumed when not paused", ok, err, false)
+		if r := record(t); r.PausedSince != nil || r.PauseCancelAt != nil {
+			t.Errorf("resumed record: since %s, cancel at %s; want nil, nil", tsp(r.PausedSince), tsp(r.PauseCancelAt))
+		}
+		ok, err = s.TaskPaused(ctx, ev("lst_1", "task_1", "tev_3", "", same), nil)
+		wantBool(t, "second TaskPaused", ok, err, true)
+		if r := record(t); tsp(r.PausedSince) != tsp(utc(same)) || r.PauseCancelAt != nil {
+			t.Errorf("paused without limit: since %s, cancel at %s; want %s, nil", tsp(r.PausedSince), tsp(r.PauseCancelAt), ts(same.UTC()))
+		}
+
+		end := contracts.TaskEvent{ID: "tev_4", ListingID: "lst_1", TaskID: "task_1", Kind: contracts.TaskCanceled, State: "canceled",
+			At: t0.Add(5 * time.Minute), Actor: contracts.CanceledByMeter, Reason: "paused too long", TraceID: "trace_4"}
+		ok, err = s.TaskEnded(ctx, end)
+		wantBool(t, "TaskEnded", ok, err, true)
+		ok, err = s.TaskEnded(ctx, ev("lst_1", "task_1", "tev_z", contracts.TaskEnded, t0.Add(6*time.Minute)))
+		wantBool(t, "TaskEnded when ended", ok, err, false)
+		ok, err = s.TaskPaused(ctx, ev("lst_1", "task_1", "tev_z1", "", t0.Add(7*time.Minute)), nil)
+		wantBool(t, "TaskPaused when ended", ok, err, false)
+		ok, err = s.TaskResumed(ctx, ev("lst_1", "task_1", "tev_z2", "", t0.Add(7*time.Minute)))
+		wantBool(t, "TaskResumed when ended", ok, err, false)
+
+		r = record(t)
+		if tsp(r.EndedAt) != tsp(utc(end.At)) || r.PausedSince != nil || r.PauseCancelAt != nil {
+			t.Errorf("ended record: ended %s, since %s, cancel at %s; want %s, nil, nil (the end closes the pause)",
+				tsp(r.EndedAt), tsp(r.PausedSince), tsp(r.PauseCancelAt), ts(end.At.UTC()))
+		}
+		res.Kind = contracts.TaskResumed
+		want := []contracts.TaskEvent{p1, res, ev("lst_1", "task_1", "tev_3", contracts.TaskPaused, same), end}
+		var got, wantText []string
+		for _, e := range r.Events {
+			got = append(got, showEvent(e))
+		}
+		for _, e := range want {
+			e.At = e.At.UTC()
+			wantText = append(wantText, showEvent(e))
+		}
+		if !slices.Equal(got, wantText) {
+			t.Errorf("events =\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(wantText, "\n  "))
+		}
+
+		// The other task has a life of its own.
+		r2, err := s.TaskRecord(ctx, "lst_1", "task_2")
+		must(t, err)
+		if len(r2.Events) != 0 || r2.PausedSince != nil || r2.EndedAt != nil {
+			t.Errorf("untouched task's record = %+v, want no life", r2)
+		}
+	})
+
+	t.Run("task life: an ended task may end as ended, without a pause", func(t *testing.T) {
+		s, _ := newStore(t)
+		bind(t, s, "lst_1", "task_1", "org_a", t0, nil)
+		ok, err := s.TaskEnded(ctx, contracts.TaskEvent{ListingID: "lst_1", TaskID: "task_1", State: "completed", At: t0.Add(time.Minute)})
+		wantBool(t, "TaskEnded", ok, err, true)
+		r, err := s.TaskRecord(ctx, "lst_1", "task_1")
+		must(t, err)
+		if len(r.Events) != 1 || r.Events[0].Kind != contracts.TaskEnded || r.Events[0].ID == "" || r.Events[0].State != "completed" {
+			t.Errorf("events = %+v, want one ended event with an id", r.Events)
+		}
+	})
+
+	t.Run("task life: an event of another kind is refused", func(t *testing.T) {
+		s, _ := newStore(t)
+		bind(t, s, "lst_1", "task_1", "org_a", t0, nil)
+		_, err := s.TaskPaused(ctx, ev("lst_1", "task_1", "", contracts.TaskEnded, t0), nil)
+		wantKind(t, "TaskPaused with an ended event", err, agentmarket.Invalid)
+		_, err = s.TaskResumed(ctx, ev("lst_1", "task_1", "", contracts.TaskPaused, t0))
+		wantKind(t, "TaskResumed with a paused event", err, agentmarket.Invalid)
+		_, err = s.TaskEnded(ctx, ev("lst_1", "task_1", "", contracts.TaskResumed, t0))
+		wantKind(t, "TaskEnded with a resumed event", err, agentmarket.Invalid)
+		r, err := s.TaskRecord(ctx, "lst_1", "task_1")
+		must(t, err)
+		if len(r.Events) != 0 || r.PausedSince != nil || r.EndedAt != nil {
+			t.Errorf("record after refused events = %+v, want no life", r)
+		}
+	})
+
+	t.Run("task life: find a task by its id alone", func(t *testing.T) {
+		s, _ := newStore(t)
+		// The same id on three listings: org_a's older task, org_b's newer
+		// one, then org_a's newest on a third listing.
+		bind(t, s, "lst_1", "task_1", "org_a", t0, nil)
+		bind(t, s, "lst_2", "task_1", "org_b", t0.Add(time.Minute), nil)
+		bind(t, s, "lst_3", "task_2", "org_a", t0.Add(2*time.Minute), nil)
+		for _, tc := range []struct{ task, org, want string }{
+			{"task_1", "org_a", "lst_1"},
+			{"task_1", "org_b", "lst_2"},
+			{"task_1", "org_c", "lst_2"},
+			{"task_1", "", "lst_2"},
+			{"task_2", "org_b", "lst_3"},
+		} {
+			b, err := s.FindTask(ctx, tc.task, tc.org)
+			if err != nil {
+				t.Errorf("FindTask(%s, %q): %v", tc.task, tc.org, err)
+				continue
+			}
+			if b.ListingID != tc.want || b.TaskID != tc.task {
+				t.Errorf("FindTask(%s, %q) = %s/%s, want %s/%s", tc.task, tc.org, b.ListingID, b.TaskID, tc.want, tc.task)
+			}
+		}
+	})
+
+	t.Run("task life: child tasks are the open tasks naming the parent", func(t *testing.T) {
+		s, _ := newStore(t)
+		child := func(listingID, taskID string) func(*contracts.TaskBinding) {
+			return func(b *contracts.TaskBinding) { b.ParentListingID, b.ParentTaskID = listingID, taskID }
+		}
+		bind(t, s, "lst_1", "task_p", "org_a", t0, nil)
+		bind(t, s, "lst_2", "task_c2", "org_a", t0.Add(2*time.Minute), child("lst_1", "task_p"))
+		want := bind(t, s, "lst_3", "task_c1", "org_b", t0.Add(time.Minute), child("lst_1", "task_p"))
+		bind(t, s, "lst_2", "task_done", "org_a", t0.Add(3*time.Minute), child("lst_1", "task_p"))
+		bind(t, s, "lst_2", "task_other", "org_a", t0, child("lst_9", "task_p"))
+		bind(t, s, "lst_2", "task_grandchild", "org_a", t0, child("lst_2", "task_c2"))
+		_, err := s.TaskEnded(ctx, ev("lst_2", "task_done", "", contracts.TaskEnded, t0.Add(4*time.Minute)))
+		must(t, err)
+
+		got, err := s.ChildTasks(ctx, "lst_1", "task_p")
+		must(t, err)
+		if ids, wantIDs := taskIDs(got), []string{"lst_3/task_c1", "lst_2/task_c2"}; !slices.Equal(ids, wantIDs) {
+			t.Errorf("ChildTasks = %v, want %v", ids, wantIDs)
+		} else {
+			wantBinding(t, "ChildTasks[0]", got[0], want)
+		}
+		if got, err := s.ChildTasks(ctx, "lst_1", "task_nope"); err != nil || len(got) != 0 {
+			t.Errorf("ChildTasks of a childless task = %v, %v; want none", taskIDs(got), err)
+		}
+		// "" names no parent: root tasks are nobody's children.
+		if got, err := s.ChildTasks(ctx, "", ""); err != nil || len(got) != 0 {
+			t.Errorf(`ChildTasks("", "") = %v, %v; want none`, taskIDs(got), err)
+		}
+	})
+
+	t.Run("task life: due tasks are leased", func(t *testing.T) {
+		s, _ := newStore(t)
+		now := t0.Add(time.Hour)
+		past, future := now.Add(-time.Minute), now.Add(10*time.Minute)
+		pause := func(taskID string, since time.Time, cancelAt *time.Time) {
+			t.Helper()
+			ok, err := s.TaskPaused(ctx, ev("lst_1", taskID, "", "", since), cancelAt)
+			wantBool(t, "TaskPaused("+taskID+")", ok, err, true)
+		}
+		bind(t, s, "lst_1", "t_deadline", "org_a", t0, deadline(past))
+		bind(t, s, "lst_1", "t_deadline_now", "org_a", t0.Add(time.Second), deadline(now))
+		bind(t, s, "lst_1", "t_deadline_later", "org_a", t0.Add(2*time.Second), deadline(future))
+		bind(t, s, "lst_1", "t_pause", "org_a", t0.Add(3*time.Second), nil)
+		pause("t_pause", t0.Add(30*time.Minute), &past)
+		bind(t, s, "lst_1", "t_pause_later", "org_a", t0.Add(4*time.Second), deadline(past))
+		pause("t_pause_later", t0.Add(31*time.Minute), &future) // the deadline is due, the pause is not
+		bind(t, s, "lst_1", "t_both", "org_a", t0.Add(5*time.Second), deadline(past))
+		pause("t_both", t0.Add(32*time.Minute), &past)
+		bind(t, s, "lst_1", "t_pause_forever", "org_a", t0.Add(6*time.Second), nil)
+		pause("t_pause_forever", t0.Add(33*time.Minute), nil)
+		bind(t, s, "lst_1", "t_ended", "org_a", t0.Add(7*time.Second), deadline(past))
+		_, err := s.TaskEnded(ctx, ev("lst_1", "t_ended", "", "", t0.Add(time.Minute)))
+		must(t, err)
+		bind(t, s, "lst_1", "t_resumed", "org_a", t0.Add(8*time.Second), nil)
+		pause("t_resumed", t0.Add(34*time.Minute), &past)
+		_, err = s.TaskResumed(ctx, ev("lst_1", "t_resumed", "", "", t0.Add(35*time.Minute)))
+		must(t, err)
+
+		showDue := func(ds []contracts.DueTask) []string {
+			out := []string{}
+			for _, d := range ds {
+				out = append(out, d.TaskID+" "+d.Why+" "+tsp(d.PausedSince))
+			}
+			slices.Sort(out)
+			return out
+		}
+		want := []string{
+			"t_both pause " + ts(t0.Add(32*time.Minute).UTC()),
+			"t_deadline deadline nil",
+			"t_deadline_now deadline nil",
+			"t_pause pause " + ts(t0.Add(30*time.Minute).UTC()),
+			"t_pause_later deadline " + ts(t0.Add(31*time.Minute).UTC()),
+		}
+		leaseUntil := now.Add(time.Minute)
+		first, err := s.DueTasks(ctx, now, leaseUntil, 3)
+		must(t, err)
+		second, err := s.DueTasks(ctx, now, leaseUntil, 3)
+		must(t, err)
+		if len(first) != 3 || len(second) != 2 {
+			t.Errorf("DueTasks with limit 3 gave %d then %d, want 3 then 2", len(first), len(second))
+		}
+		if got := showDue(append(first, second...)); !slices.Equal(got, want) {
+			t.Errorf("DueTasks =\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+		}
+		for _, d := range first {
+			if d.TaskID == "t_deadline" {
+				wantBinding(t, "due binding", d.TaskBinding, contracts.TaskBinding{ListingID: "lst_1", TaskID: "t_deadline", OrgID: "org_a",
+					ContractID: "ctr_org_a", CreatedAt: t0, DeadlineAt: &past})
+			}
+		}
+		if got, err := s.DueTasks(ctx, leaseUntil.Add(-time.Millisecond), leaseUntil, 10); err != nil || len(got) != 0 {
+			t.Errorf("DueTasks before the lease ends = %v, %v; want none", showDue(got), err)
+		}
+
+		// Ending a task takes it out; a lease that ran out lets the others
+		// come back.
+		_, err = s.TaskEnded(ctx, ev("lst_1", "t_both", "", contracts.TaskCanceled, now))
+		must(t, err)
+		again, err := s.DueTasks(ctx, leaseUntil, leaseUntil.Add(time.Minute), 10)
+		must(t, err)
+		if got, want := showDue(again), slices.DeleteFunc(slices.Clone(want), func(s string) bool { return strings.HasPrefix(s, "t_both ") }); !slices.Equal(got, want) {
+			t.Errorf("DueTasks after the lease =\n  %s\nwant\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+		}
+		if got, err := s.DueTasks(ctx, now, now, 0); err != nil || len(got) != 0 {
+			t.Errorf("DueTasks with limit 0 = %v, %v; want none", showDue(got), err)
+		}
+	})
+
+	t.Run("task life: concurrent sweeps lease each due task once", func(t *testing.T) {
+		s, _ := newStore(t)
+		const tasks, sweepers = 30, 8
+		for i := range tasks {
+			bind(t, s, "lst_1", fmt.Sprintf("task_%02d", i), "org_a", t0.Add(time.Duration(i)*time.Second), deadline(t0))
+		}
+		now := t0.Add(time.Hour)
+		var (
+			mu      sync.Mutex
+			claimed = map[string]int{}
+			wg      sync.WaitGroup
+		)
+		errs := make([]error, sweepers)
+		for i := range sweepers {
+			wg.Go(func() {
+				for {
+					due, err := s.DueTasks(ctx, now, now.Add(time.Hour), 3)
+					if err != nil {
+						errs[i] = err
+						return
+					}
+					if len(due) == 0 {
+						return
+					}
+					mu.Lock()
+					for _, d := range due {
+						claimed[d.TaskID]++
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Errorf("sweeper %d: %v", i, err)
+			}
+		}
+		if len(claimed) != tasks {
+			t.Errorf("%d tasks leased, want %d", len(claimed), tasks)
+		}
+		for id, n := range claimed {
+			if n != 1 {
+				t.Errorf("%s leased %d times, want once", id, n)
+			}
+		}
+	})
+}
+
+func showEvent(e contracts.TaskEvent) string {
+	return fmt.Sprintf("%s %s/%s %s state=%q at=%s actor=%q reason=%q trace=%q", e.ID, e.ListingID, e.TaskID, e.Kind, e.State, ts(e.At), e.Actor, e.Reason, e.TraceID)
+}
