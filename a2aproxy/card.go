@@ -13,10 +13,10 @@ const SecuritySchemeName = "agentmarket"
 // ProxiedCard is the seller's card as the buyer's orchestrator must see
 // it: endpoints rewritten to the meter (JSON-RPC and HTTP+JSON, in each
 // version the seller offers; the meter bridges to the agent's own), the security scheme replaced by the
-// marketplace's bearer key, push notifications off (the meter does not
-// relay them yet), signatures dropped (they no longer match). Every other
+// marketplace's bearer key, push notifications on only where the meter
+// relays them (push) and the agent offers them, signatures dropped (they no longer match). Every other
 // member is kept as the seller wrote it.
-func ProxiedCard(raw []byte, card *agentcard.Card, endpoint string) ([]byte, error) {
+func ProxiedCard(raw []byte, card *agentcard.Card, endpoint string, push bool) ([]byte, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return nil, fmt.Errorf("card: %w", err)
@@ -64,7 +64,7 @@ func ProxiedCard(raw []byte, card *agentcard.Card, endpoint string) ([]byte, err
 	if caps, ok := m["capabilities"]; ok {
 		var c map[string]json.RawMessage
 		if json.Unmarshal(caps, &c) == nil {
-			c["pushNotifications"] = json.RawMessage("false")
+			c["pushNotifications"] = json.RawMessage(fmt.Sprint(push))
 			b, _ := json.Marshal(c)
 			m["capabilities"] = b
 		}

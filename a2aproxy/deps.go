@@ -10,6 +10,8 @@ package a2aproxy
 
 import (
 	"context"
+	"net"
+	"net/netip"
 	"time"
 
 	"github.com/agentmarket/agentmarket"
@@ -67,4 +69,19 @@ type Recorder interface {
 // of the usage of one API key or one contract since from.
 type Spend interface {
 	Spent(ctx context.Context, apiKeyID, contractID string, from time.Time) (int64, error)
+}
+
+// AddressGuard is the SSRF policy buyers' webhooks must pass
+// (httpfetch.Guard): Check judges an address when a config is set, and the
+// dialer it installs judges the resolved address again at every delivery.
+type AddressGuard interface {
+	Check(ip netip.Addr) error
+	DialContext(base *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// Sealer encrypts the buyer's webhook token and credentials at rest
+// (listings.Sealer).
+type Sealer interface {
+	Seal(plaintext, context []byte) ([]byte, error)
+	Open(sealed, context []byte) ([]byte, error)
 }

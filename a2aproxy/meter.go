@@ -112,6 +112,9 @@ func (p *Proxy) finish(ctx context.Context, cl *call, latency time.Duration) {
 	}
 	if cl.req != nil {
 		u.Method = cl.req.Name
+		if cl.label != "" {
+			u.Method = cl.label
+		}
 		u.ProtocolVersion = string(cl.req.Version)
 		u.ParentTaskID = cl.req.ParentTaskID()
 		if u.TaskID == "" {
@@ -153,6 +156,7 @@ func (p *Proxy) finish(ctx context.Context, cl *call, latency time.Duration) {
 	if err := p.Recorder.Record(ctx, u); err != nil {
 		p.Logger.ErrorContext(ctx, "usage not recorded", "trace_id", u.TraceID, "task_id", u.TaskID, "err", err)
 	}
+	p.trackLife(ctx, cl)
 	if p.Metrics != nil {
 		p.Metrics.observe(cl, latency)
 		p.Metrics.tokens(u)

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -33,6 +34,12 @@ type Limits struct {
 	SettleTimeout     time.Duration // how long a task is polled after its buyer left; default 10m
 	SettleInterval    time.Duration // poll interval while settling; default 1s
 	CacheTTL          time.Duration // how long keys, listings and contracts are cached; default 2s
+	// TaskTimeout is the end-to-end budget of a task (0: none): the meter
+	// cancels a task at the agent this long after it began.
+	TaskTimeout time.Duration
+	// MaxPause is the longest a task may stay in input-required or
+	// auth-required before the meter cancels it; default 24h.
+	MaxPause time.Duration
 }
 
 func (l *Limits) defaults() {
@@ -47,6 +54,7 @@ func (l *Limits) defaults() {
 	def(&l.SettleTimeout, 10*time.Minute)
 	def(&l.SettleInterval, time.Second)
 	def(&l.CacheTTL, 2*time.Second)
+	def(&l.MaxPause, 24*time.Hour)
 	if l.MaxRequestBytes == 0 {
 		l.MaxRequestBytes = 1 << 20
 	}
@@ -69,6 +77,26 @@ func (l Limits) with(o listings.Limits) Limits {
 	if o.MaxResultBytes > 0 {
 		l.MaxResultBytes = o.MaxResultBytes
 	}
+	if o.TaskTimeout > 0 {
+		l.TaskTimeout = o.TaskTimeout
+	}
+	if o.MaxPause > 0 {
+		l.MaxPause = o.MaxPause
+	}
+	return l
+}
+
+// withBudgets returns l with a contract's own time budgets applied: a
+// buyer may only tighten what the listing allows.
+func (l Limits) withBudgets(b contracts.TimeBudgets) Limits {
+	tighten := func(d *time.Duration, v time.Duration) {
+		if v > 0 && (*d == 0 || v < *d) {
+			*d = v
+		}
+	}
+	tighten(&l.RequestTimeout, b.RequestTimeout)
+	tighten(&l.TaskTimeout, b.TaskTimeout)
+	tighten(&l.MaxPause, b.MaxPause)
 	return l
 }
 
@@ -85,10 +113,16 @@ type Proxy struct {
 	Ledger       metering.Ledger
 	Recorder     Recorder
 	Spend        Spend // nil: budgets are not enforced
-	Clock        agentmarket.Clock
-	Logger       *slog.Logger
-	Client       *http.Client
-	Metrics      *Metrics
+	// Tasks records the life of tasks (pauses, cancels, deadlines); nil:
+	// not recorded, and no task is canceled for its time.
+	Tasks contracts.TaskLife
+	// Push relays push notifications (nil: the meter refuses push configs,
+	// and proxied cards say pushNotifications: false).
+	Push    *Push
+	Clock   agentmarket.Clock
+	Logger  *slog.Logger
+	Client  *http.Client
+	Metrics *Metrics
 	// Base is the context background work (streams whose buyer left,
 	// settling) runs under; it ends at shutdown.
 	Base context.Context
@@ -100,6 +134,9 @@ type Proxy struct {
 	plans     *ttlCache[*listings.Plan] // plan versions never change
 	bills     *batcher[metering.BillRequest, metering.BillResult]
 	binds     *batcher[contracts.TaskBinding, bindResult]
+	dialects  dialectCache // of 0.3 HTTP+JSON agent interfaces (dialect.go)
+	// background counts work that outlives a request (cascades).
+	background sync.WaitGroup
 }
 
 // Init fills defaults; call it once before Mount.
@@ -122,14 +159,24 @@ func (p *Proxy) Init() {
 	if p.Logger == nil {
 		p.Logger = slog.New(slog.DiscardHandler)
 	}
+	if p.Push != nil {
+		p.Push.init()
+	}
 	p.startBatchers()
 }
+
+// Wait waits for the background work requests started (cascades of
+// cancels) to end; call it after the base context ends.
+func (p *Proxy) Wait() { p.background.Wait() }
 
 // Mount adds the meter's routes under /a2a.
 func (p *Proxy) Mount(r fiber.Router) {
 	r.Get("/a2a/:listing/.well-known/agent-card.json", p.card)
 	r.Get("/a2a/:listing/.well-known/agent.json", p.card)
 	r.Post("/a2a/:listing", p.rpc)
+	if p.Push != nil {
+		r.Post(CallbackPath+":callback", p.callback)
+	}
 	// Everything else under a listing is the HTTP+JSON binding.
 	r.All("/a2a/:listing/*", p.rest)
 }
@@ -171,7 +218,7 @@ func (p *Proxy) card(c *fiber.Ctx) error {
 		}
 		return c.Status(status).JSON(fiber.Map{"error": fiber.Map{"code": "listing_unavailable", "message": re.Message}})
 	}
-	b, err := ProxiedCard(t.CardJSON, t.Card, p.Endpoint(t.ListingID))
+	b, err := ProxiedCard(t.CardJSON, t.Card, p.Endpoint(t.ListingID), p.Push != nil && t.Card.Capabilities.PushNotifications)
 	if err != nil {
 		return err
 	}
@@ -195,11 +242,21 @@ type call struct {
 	restVersion wire.Version
 	upVersion   wire.Version // the version spoken to the agent
 	iface       agentcard.Interface
+	dialect     restDialects
 	lim         Limits // the meter's limits with the listing's overrides
 	bytesIn     int
 	bytesOut    int
 	errCode     int
 	obs         observed
+	// label replaces the method name in the usage row of a call the meter
+	// did not get from a buyer ("push" for a notification).
+	label string
+	// cancelBy and cancelWhy say who canceled and why, for cancels the
+	// meter sends on its own.
+	cancelBy, cancelWhy string
+	// inlinePush is the push config a send carried, registered once the
+	// agent names the task.
+	inlinePush *pushConfig
 }
 
 func (p *Proxy) rpc(c *fiber.Ctx) error {
@@ -225,13 +282,13 @@ func (p *Proxy) rest(c *fiber.Ctx) error {
 	cl, body := p.newCall(c)
 	path := string(c.Request().URI().PathOriginal())
 	path = strings.TrimPrefix(path, "/a2a/"+c.Params("listing"))
-	cl.restVersion = wire.V10
-	if strings.HasPrefix(path, "/v1/") {
-		cl.restVersion = wire.V03
-	}
 	query, _ := url.ParseQuery(string(c.Request().URI().QueryString()))
+	cl.restVersion, cl.dialect.buyer = wire.RESTVersionOf(path, c.Get("A2A-Version"), query)
 	parse := func() (*wire.Request, *wire.Error) {
 		req, werr := wire.ParseREST(c.Method(), path, query, c.Get(fiber.HeaderContentType), body, c.Get("A2A-Version"))
+		if req.Version != wire.V03 {
+			cl.dialect.buyer = wire.DialectSpec // a 1.0 message without its header
+		}
 		if werr != nil {
 			cl.req = req // answer in the buyer's binding and version
 		}
@@ -258,8 +315,11 @@ func (p *Proxy) serve(c *fiber.Ctx, cl *call, body []byte, parse func() (*wire.R
 	if err := p.admit(c.UserContext(), c, cl, body, parse); err != nil {
 		return p.fail(c, cl, err)
 	}
-	if cl.req.Method.Streaming() {
+	switch {
+	case cl.req.Method.Streaming():
 		return p.stream(c, cl)
+	case cl.req.Method.Push():
+		return p.pushMethod(c, cl)
 	}
 	return p.unary(c, cl)
 }
@@ -303,6 +363,7 @@ func (p *Proxy) admit(ctx context.Context, c *fiber.Ctx, cl *call, body []byte, 
 		return rpcErr(CodeNotEntitled, http.StatusForbidden, fmt.Sprintf("your organisation may not invoke listing %q", t.ListingID))
 	}
 	cl.contract = ct
+	cl.lim = cl.lim.withBudgets(ct.Budgets)
 	// From here the call is attributable: every refusal below is metered.
 	if len(body) > cl.lim.MaxRequestBytes {
 		return rpcErr(CodeRequestTooLarge, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request is %d bytes; the limit is %d", len(body), cl.lim.MaxRequestBytes))
@@ -313,11 +374,14 @@ func (p *Proxy) admit(ctx context.Context, c *fiber.Ctx, cl *call, body []byte, 
 	}
 	cl.id = req.ID
 	cl.req = req
-	switch req.Method {
-	case wire.MethodPushSet, wire.MethodPushGet, wire.MethodPushList, wire.MethodPushDelete:
-		// The meter does not relay push notifications yet, and its cards
-		// say pushNotifications: false.
-		return wire.PushNotificationNotSupported("push notifications are not available through the AgentMarket meter yet")
+	if req.Method.Push() && !p.pushSupported(cl) {
+		// The proxied card says pushNotifications: false.
+		return wire.PushNotificationNotSupported("this agent does not offer push notifications through the AgentMarket meter")
+	}
+	if body, cfg := wire.InlinePush(req); cfg != nil {
+		if err := p.takeInlinePush(ctx, cl, body, cfg); err != nil {
+			return err
+		}
 	}
 	if err := p.checkBudgets(ctx, cl); err != nil {
 		return err
@@ -438,12 +502,21 @@ func bearer(h string) (string, bool) {
 // upstreamRequest builds the request to the agent: the buyer's body (in
 // the agent's version), the seller's credentials, the usage extension
 // activated, the trace carried on. The buyer's own credentials and
-// hop-by-hop headers are never forwarded.
+// hop-by-hop headers are never forwarded. A 0.3 HTTP+JSON agent is called
+// in the dialect it speaks, probed on the first call (dialect.go).
 func (p *Proxy) upstreamRequest(ctx context.Context, cl *call, r *wire.Request, accept string) (*http.Request, error) {
 	method, url, body, contentType := http.MethodPost, cl.iface.URL, r.Raw, "application/json"
 	if cl.upREST() {
 		var err error
-		if method, url, body, err = wire.RESTUpstream(r, cl.upVersion, cl.iface.URL, cl.iface.Tenant); err != nil {
+		if d := p.agentDialect(ctx, cl); d != cl.dialect.agent {
+			cl.dialect.agent = d
+		}
+		if cl.dialect.agent == wire.DialectSDK03 {
+			method, url, body, err = wire.SDK03Upstream(r, cl.iface.URL)
+		} else {
+			method, url, body, err = wire.RESTUpstream(r, cl.upVersion, cl.iface.URL, cl.iface.Tenant)
+		}
+		if err != nil {
 			return nil, err
 		}
 		contentType = wire.RESTContentType(cl.upVersion)
@@ -536,6 +609,10 @@ func readLimited(res *http.Response, limit int) ([]byte, error) {
 // binding, as a JSON-RPC result or error.
 func agentAnswer(cl *call, m wire.Method, status int, contentType string, raw []byte) (json.RawMessage, *wire.Error, error) {
 	if cl.upREST() {
+		if cl.dialect.agent == wire.DialectSDK03 {
+			result, e := wire.FromSDK03Response(m, status, contentType, raw)
+			return result, e, nil
+		}
 		result, e := wire.FromRESTResponse(cl.upVersion, m, status, contentType, raw)
 		return result, e, nil
 	}
@@ -583,7 +660,7 @@ func (p *Proxy) unaryFrom(c *fiber.Ctx, cl *call, res *http.Response) error {
 		if err != nil {
 			return p.fail(c, cl, rpcErr(CodeUpstreamInvalid, http.StatusOK, "the agent's extended card is not a valid agent card"))
 		}
-		if result, err = ProxiedCard(result, card, p.Endpoint(cl.target.ListingID)); err != nil {
+		if result, err = ProxiedCard(result, card, p.Endpoint(cl.target.ListingID), p.pushSupported(cl)); err != nil {
 			return p.fail(c, cl, err)
 		}
 		modified = true
@@ -602,19 +679,49 @@ func (p *Proxy) unaryFrom(c *fiber.Ctx, cl *call, res *http.Response) error {
 		result = tr
 	}
 	p.bindTask(ctx, cl)
+	return p.answer(c, cl, ctx, result)
+}
+
+// answer answers a result (in the buyer's version) in the buyer's binding.
+func (p *Proxy) answer(c *fiber.Ctx, cl *call, ctx context.Context, result json.RawMessage) error {
 	if cl.buyerREST() {
-		status, body := wire.RESTResult(cl.req.Version, cl.req.Method, result)
+		status, body := cl.restResult(result)
 		return p.reply(c, cl, ctx, status, body)
 	}
 	return p.reply(c, cl, ctx, http.StatusOK, resultResponse(cl.req.ID, result))
 }
 
+// sdk03Buyer reports whether the buyer speaks the official Go SDK's 0.3
+// HTTP+JSON dialect (dialect.go).
+func (cl *call) sdk03Buyer() bool { return cl.dialect.buyer == wire.DialectSDK03 }
+
+// restResult renders a result for an HTTP+JSON buyer, in its dialect.
+func (cl *call) restResult(result json.RawMessage) (int, []byte) {
+	if cl.sdk03Buyer() {
+		if cl.req.Method.Streaming() {
+			return http.StatusOK, wire.SDK03Event(cl.req.Method, result) // one event; reply frames it
+		}
+		return wire.SDK03Result(cl.req.Method, result)
+	}
+	return wire.RESTResult(cl.req.Version, cl.req.Method, result)
+}
+
+// restError renders an error for an HTTP+JSON buyer of version v, in its
+// dialect.
+func (cl *call) restError(v wire.Version, e *wire.Error) (int, []byte) {
+	if cl.sdk03Buyer() {
+		return wire.SDK03Error(e)
+	}
+	return wire.RESTError(v, e)
+}
+
 // reply meters the call, then answers the buyer.
 func (p *Proxy) reply(c *fiber.Ctx, cl *call, ctx context.Context, status int, body []byte) error {
 	contentType := p.contentType(c, cl)
-	if cl.req.Method.Streaming() && !cl.buyerREST() {
+	if cl.req.Method.Streaming() && (!cl.buyerREST() || cl.sdk03Buyer() && status == http.StatusOK) {
 		// A streaming method answers an event stream, even when all it has
-		// to say is an error (the agent answered JSON).
+		// to say is an error (the agent answered JSON); the SDK's 0.3 REST
+		// clients read only a stream there, but errors as plain answers.
 		body, contentType = sseData(body), "text/event-stream"
 	}
 	cl.bytesOut = len(body)
@@ -627,7 +734,7 @@ func (p *Proxy) reply(c *fiber.Ctx, cl *call, ctx context.Context, status int, b
 // replyError answers an A2A error from the agent in the buyer's binding.
 func (p *Proxy) replyError(c *fiber.Ctx, cl *call, ctx context.Context, e *wire.Error) error {
 	if cl.buyerREST() {
-		status, body := wire.RESTError(cl.req.Version, e)
+		status, body := cl.restError(cl.req.Version, e)
 		return p.reply(c, cl, ctx, status, body)
 	}
 	return p.reply(c, cl, ctx, http.StatusOK, wire.ErrorResponse(cl.req.ID, e))
@@ -714,7 +821,7 @@ func (p *Proxy) fail(c *fiber.Ctx, cl *call, err error) error {
 		if cl.req != nil && cl.req.Version != "" {
 			v = cl.req.Version
 		}
-		status, out = wire.RESTError(v, we)
+		status, out = cl.restError(v, we)
 		contentType = restContentType(c, v)
 	} else if cl.req != nil && cl.req.Method.Streaming() {
 		// Streaming methods answer an event stream, errors included.
@@ -734,17 +841,34 @@ func (p *Proxy) fail(c *fiber.Ctx, cl *call, err error) error {
 // bindTask records the buyer's org as the owner of the task the agent
 // created, the first time the meter sees it.
 func (p *Proxy) bindTask(ctx context.Context, cl *call) {
-	if cl.obs.taskID == "" || cl.obs.bound {
+	if cl.obs.taskID == "" {
+		return
+	}
+	if cl.obs.bound {
+		// A message to a task already bound (checkOwner).
+		if cl.inlinePush != nil {
+			p.registerInlinePush(cl)
+		}
 		return
 	}
 	cl.obs.bound = true
-	owner, err := p.bindOwner(ctx, contracts.TaskBinding{ListingID: cl.target.ListingID, TaskID: cl.obs.taskID,
-		OrgID: cl.actor.OrgID, ContractID: cl.contract.ID, ContextID: cl.obs.contextID, CreatedAt: p.Clock.Now()})
+	b := contracts.TaskBinding{ListingID: cl.target.ListingID, TaskID: cl.obs.taskID,
+		OrgID: cl.actor.OrgID, ContractID: cl.contract.ID, ContextID: cl.obs.contextID, CreatedAt: p.Clock.Now()}
+	parent := p.parentOf(ctx, cl)
+	if parent != nil {
+		b.ParentListingID, b.ParentTaskID = parent.ListingID, parent.TaskID
+	}
+	b.DeadlineAt = p.deadline(cl, parent)
+	owner, err := p.bindOwner(ctx, b)
 	if err != nil {
 		p.Logger.ErrorContext(ctx, "task binding failed", "trace_id", cl.trace.traceID, "task_id", cl.obs.taskID, "err", err)
 		return
 	}
 	if owner != cl.actor.OrgID {
 		p.Logger.WarnContext(ctx, "agent reused another org's task id", "listing", cl.target.ListingID, "task_id", cl.obs.taskID)
+		return
+	}
+	if cl.inlinePush != nil {
+		p.registerInlinePush(cl)
 	}
 }

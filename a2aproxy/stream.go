@@ -145,7 +145,9 @@ func (p *Proxy) onEvent(ctx context.Context, cl *call, ev wire.Event) ([]byte, e
 	}
 	var result json.RawMessage
 	var agentErr *wire.Error
-	if cl.upREST() {
+	if cl.upREST() && cl.dialect.agent == wire.DialectSDK03 {
+		result, agentErr = wire.FromSDK03Event(cl.req.Method, ev.Data)
+	} else if cl.upREST() {
 		result, agentErr = wire.FromRESTEvent(cl.upVersion, cl.req.Method, ev.Data)
 	} else {
 		resp, err := wire.ParseResponse(ev.Data)
@@ -173,6 +175,9 @@ func (p *Proxy) onEvent(ctx context.Context, cl *call, ev wire.Event) ([]byte, e
 		}
 		result = tr
 	}
+	if cl.buyerREST() && cl.dialect.buyer == wire.DialectSDK03 {
+		return sseData(wire.SDK03Event(cl.req.Method, result)), nil
+	}
 	if cl.buyerREST() {
 		return sseData(wire.RESTEvent(cl.req.Version, cl.req.Method, result)), nil
 	}
@@ -187,7 +192,10 @@ func sseData(b []byte) []byte {
 
 // streamError is an error event in the buyer's binding.
 func (p *Proxy) streamError(cl *call, e *wire.Error) []byte {
-	if cl.buyerREST() {
+	switch {
+	case cl.sdk03Buyer():
+		return wire.SDK03ErrorEvent(e)
+	case cl.buyerREST():
 		return wire.RESTErrorEvent(cl.req.Version, e)
 	}
 	return sseData(wire.ErrorResponse(cl.req.ID, e))

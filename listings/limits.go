@@ -13,6 +13,12 @@ type Limits struct {
 	StreamIdleTimeout time.Duration
 	MaxRequestBytes   int
 	MaxResultBytes    int
+	// TaskTimeout is the end-to-end budget of a task: the meter cancels a
+	// task at the agent this long after it began. Zero: no budget.
+	TaskTimeout time.Duration
+	// MaxPause is the longest a task may wait in input-required or
+	// auth-required before the meter cancels it. Zero: the meter's default.
+	MaxPause time.Duration
 }
 
 // LimitsInput is how the API carries limits.
@@ -21,6 +27,8 @@ type LimitsInput struct {
 	StreamIdleTimeoutMs *int64 `json:"stream_idle_timeout_ms"`
 	MaxRequestBytes     *int64 `json:"max_request_bytes"`
 	MaxResultBytes      *int64 `json:"max_result_bytes"`
+	TaskTimeoutMs       *int64 `json:"task_timeout_ms"`
+	MaxPauseMs          *int64 `json:"max_pause_ms"`
 }
 
 // Bounds of per-listing limits: a seller may tighten or loosen the
@@ -29,6 +37,9 @@ const (
 	MaxRequestTimeout    = 10 * time.Minute
 	MaxStreamIdleTimeout = time.Hour
 	MaxBodyBytes         = 16 << 20
+	// Long-running tasks: up to a week end to end, a day in one pause.
+	MaxTaskTimeout = 7 * 24 * time.Hour
+	MaxMaxPause    = 24 * time.Hour
 )
 
 // ParseLimits checks limits, reporting every problem; nil fields (and 0)
@@ -64,6 +75,8 @@ func ParseLimits(in *LimitsInput) (Limits, error) {
 	ms("stream_idle_timeout_ms", in.StreamIdleTimeoutMs, 100*time.Millisecond, MaxStreamIdleTimeout, &l.StreamIdleTimeout)
 	bytes("max_request_bytes", in.MaxRequestBytes, 1024, MaxBodyBytes, &l.MaxRequestBytes)
 	bytes("max_result_bytes", in.MaxResultBytes, 1024, MaxBodyBytes, &l.MaxResultBytes)
+	ms("task_timeout_ms", in.TaskTimeoutMs, time.Second, MaxTaskTimeout, &l.TaskTimeout)
+	ms("max_pause_ms", in.MaxPauseMs, time.Second, MaxMaxPause, &l.MaxPause)
 	return l, fe.Err("invalid_listing", "the listing is not valid")
 }
 
@@ -75,5 +88,7 @@ func (l Limits) Input() LimitsInput {
 		StreamIdleTimeoutMs: i(l.StreamIdleTimeout.Milliseconds()),
 		MaxRequestBytes:     i(int64(l.MaxRequestBytes)),
 		MaxResultBytes:      i(int64(l.MaxResultBytes)),
+		TaskTimeoutMs:       i(l.TaskTimeout.Milliseconds()),
+		MaxPauseMs:          i(l.MaxPause.Milliseconds()),
 	}
 }

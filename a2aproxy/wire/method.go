@@ -99,6 +99,9 @@ func (m Method) String() string {
 // Streaming reports whether the method answers with an SSE stream.
 func (m Method) Streaming() bool { return m == MethodStream || m == MethodSubscribe }
 
+// Push reports whether m is one of the push-config methods.
+func (m Method) Push() bool { return m >= MethodPushSet && m <= MethodPushDelete }
+
 // TaskScoped reports whether the method operates on an existing task named
 // in its params: get, cancel, subscribe and the push-config methods.
 func (m Method) TaskScoped() bool {

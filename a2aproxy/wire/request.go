@@ -447,3 +447,71 @@ func GetTaskRequest(v Version, taskID string) ([]byte, error) {
 	b = append(b, quote(taskID)...)
 	return append(b, "}}"...), nil
 }
+
+// CancelReasonKey is the metadata key under which a caller of CancelTask
+// (tasks/cancel) may say why; the meter records it, and sets it on the
+// cancels it sends itself.
+const CancelReasonKey = "agentmarket/cancelReason"
+
+// MetadataString is the string under key in params.metadata; "" when
+// absent or not a string.
+func (r *Request) MetadataString(key string) string {
+	var buf [8]member
+	ps, _ := splitObject(r.Params, buf[:0])
+	for _, m := range ps {
+		if m.is("metadata") {
+			return metadataString(m.val, key)
+		}
+	}
+	return ""
+}
+
+// TaskRequest is a JSON-RPC request body of a task-scoped method m (get
+// or cancel) for taskID in version v, with string metadata when given, as
+// the meter sends on its own (settling, canceling).
+func TaskRequest(v Version, m Method, taskID string, metadata map[string]string) ([]byte, error) {
+	name := MethodName(m, v)
+	if name == "" || !m.TaskScoped() {
+		return nil, fmt.Errorf("wire: no %s request in A2A %q", m, v)
+	}
+	params := map[string]any{"id": taskID}
+	if len(metadata) > 0 {
+		params["metadata"] = metadata
+	}
+	return json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "agentmarket-" + m.String(), "method": name, "params": params})
+}
+
+// InlinePush splits off the push config a send carries in its
+// configuration (0.3 pushNotificationConfig, 1.0
+// taskPushNotificationConfig): body is the JSON-RPC request without it,
+// cfg the config as sent. cfg is nil, and body r.Raw, when there is none.
+func InlinePush(r *Request) (body []byte, cfg json.RawMessage) {
+	if r.Method != MethodSend && r.Method != MethodStream {
+		return r.Raw, nil
+	}
+	key := "taskPushNotificationConfig"
+	if r.Version == V03 {
+		key = "pushNotificationConfig"
+	}
+	top, ok := parseObject(r.Raw)
+	if !ok {
+		return r.Raw, nil
+	}
+	pv, _ := top.get("params")
+	params, ok := parseObject(pv)
+	if !ok {
+		return r.Raw, nil
+	}
+	cv, _ := params.get("configuration")
+	conf, ok := parseObject(cv)
+	if !ok {
+		return r.Raw, nil
+	}
+	v, found := conf.del(key)
+	if !found || isNull(v) {
+		return r.Raw, nil
+	}
+	params.set("configuration", conf.bytes())
+	top.set("params", params.bytes())
+	return top.bytes(), json.RawMessage(v)
+}

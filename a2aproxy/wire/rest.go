@@ -24,6 +24,8 @@ import (
 //
 // The rules are in the docs of ParseREST (paths, versions, bodies),
 // RESTError (the status table) and FromRESTResponse (reading agents' errors).
+// The 0.3 HTTP+JSON of the official Go SDK, a dialect of its own, is in
+// rest_sdk03.go, with the same pipeline on both sides.
 
 // Binding is the protocol binding a request came in on.
 type Binding uint8
@@ -267,11 +269,18 @@ func matchREST(v Version, verb string, segs []string) (rt restRoute, allowed str
 // The /v1 prefix means 0.3; a path without it is a 1.0 path. The
 // A2A-Version header (or the A2A-Version query parameter when the header
 // is empty) must agree, with the §3.6.2 rule that a missing or empty
-// version means 0.3: so a 1.0 path needs A2A-Version: 1.0, and a
-// disagreement (/v1 with 1.0, or a 1.0 path with no header or 0.3) is an
-// invalid request (-32600), exactly as a JSON-RPC method name that
-// disagrees with the header is. An unknown version is VersionNotSupported
-// (-32009).
+// version means 0.3: so /v1 with 1.0 is an invalid request (-32600),
+// exactly as a JSON-RPC method name that disagrees with the header is. An
+// unknown version is VersionNotSupported (-32009).
+//
+// A 1.0 path whose version is 0.3 (or missing) is the 0.3 HTTP+JSON of the
+// official Go SDK (a2a-go's a2acompat/a2av0, see rest_sdk03.go): the 1.0
+// paths without tenants, bodies in the 0.3 JSON-RPC shapes with snake_case
+// keys. It is read into the same 0.3 Request (Version 0.3, Binding
+// BindingREST), and answered with SDK03Result, SDK03Event and SDK03Error.
+// Two such calls remain invalid requests, as version disagreements: a
+// path with a tenant (1.0 only), and a send whose message has a 1.0 role
+// (ROLE_USER: a 1.0 client that forgot its header).
 //
 // # Bodies
 //
@@ -361,6 +370,9 @@ func ParseREST(httpMethod, path string, query url.Values, contentType string, bo
 	case r.Version == V03 && hv != V03:
 		return r, InvalidRequest(fmt.Sprintf("%s is an A2A 0.3 HTTP+JSON path (/v1/...) but A2A-Version is %s; A2A 1.0 paths have no /v1 prefix", path, header))
 	case r.Version == V10 && hv != V10:
+		if rt.tenant == "" {
+			return parseSDK03(r, verb, path, rt, task, config, query, contentType, body)
+		}
 		if header == "" {
 			return r, InvalidRequest(fmt.Sprintf("%s is an A2A 1.0 HTTP+JSON path, but the request names no A2A-Version, which means 0.3 (whose paths start with /v1); send A2A-Version: 1.0", path))
 		}
@@ -1418,31 +1430,43 @@ func pushSetBody03(task string, params []byte) []byte {
 // -32603 (an agent refusing the marketplace's credentials is not the
 // buyer's fault, so never the marketplace's own -32040/-32041).
 func FromRESTResponse(v Version, m Method, status int, contentType string, body []byte) (json.RawMessage, *Error) {
+	deleted := json.RawMessage("{}")
+	if v == V03 {
+		deleted = json.RawMessage("null")
+	}
+	result, final, e := restAnswer(m, status, contentType, body, deleted, false)
+	if final != nil || e != nil {
+		return final, e
+	}
+	return restResultFrom(v, m, result)
+}
+
+// restAnswer reads the parts every REST agent's answer to m shares: an
+// error status, a stream where one answer was expected, an empty body
+// (deleted is the result of an empty push-config delete, also of a null
+// one when nullDeletes), a body that is not JSON, and the envelope. It
+// returns either the payload inside the envelope, or the final result or
+// error.
+func restAnswer(m Method, status int, contentType string, body []byte, deleted json.RawMessage, nullDeletes bool) (payload []byte, final json.RawMessage, e *Error) {
 	body = bytes.TrimSpace(body)
 	if status < 200 || status > 299 {
-		return nil, restErrorFrom(m, status, body)
+		return nil, nil, restErrorFrom(m, status, body)
 	}
 	mt, _, _ := strings.Cut(contentType, ";")
 	if strings.EqualFold(strings.TrimSpace(mt), "text/event-stream") {
-		return nil, InvalidAgentResponse("the agent answered a stream where a single answer was expected")
+		return nil, nil, InvalidAgentResponse("the agent answered a stream where a single answer was expected")
+	}
+	if m == MethodPushDelete && (len(body) == 0 || nullDeletes && isNull(body)) {
+		return nil, deleted, nil
 	}
 	if len(body) == 0 {
-		if m == MethodPushDelete {
-			if v == V03 {
-				return json.RawMessage("null"), nil
-			}
-			return json.RawMessage("{}"), nil
-		}
-		return nil, InvalidAgentResponse(fmt.Sprintf("the agent answered HTTP %d with an empty body", status))
+		return nil, nil, InvalidAgentResponse(fmt.Sprintf("the agent answered HTTP %d with an empty body", status))
 	}
 	if !validJSON(body) {
-		return nil, InvalidAgentResponse(fmt.Sprintf("the agent answered HTTP %d with a body that is not JSON", status))
+		return nil, nil, InvalidAgentResponse(fmt.Sprintf("the agent answered HTTP %d with a body that is not JSON", status))
 	}
-	result, e := unenvelope(m, status, body)
-	if e != nil {
-		return nil, e
-	}
-	return restResultFrom(v, m, result)
+	payload, e = unenvelope(m, status, body)
+	return payload, nil, e
 }
 
 // FromRESTEvent turns the data of one SSE event of an agent's REST stream

@@ -150,9 +150,10 @@ func TestBuyerLeavesMidStream(t *testing.T) {
 	}
 }
 
-// TestPushNotSupportedYet: push-config methods are refused by the meter
-// until it relays push notifications.
-func TestPushNotSupportedYet(t *testing.T) {
+// TestPushNeedsAgentSupport: push-config methods for an agent whose card
+// offers no push notifications are refused (PushNotificationNotSupported),
+// and its proxied card says so.
+func TestPushNeedsAgentSupport(t *testing.T) {
 	mk := newMarket(t, map[string]string{})
 	b10 := rpc{t: t, url: mk.ep10, key: mk.buyer, version: "1.0"}
 	res, _ := b10.call("SendMessage", msg10("a task to watch", nil))

@@ -243,16 +243,11 @@ func TestSDKPeers(t *testing.T) {
 				endpoint = r.str("endpoint")
 			}
 			for _, clientBinding := range bindings {
-				// The SDK's 0.3 HTTP+JSON is a dialect of its own (no /v1
-				// prefix, snake_case keys, JSON-RPC object shapes), where the
-				// 0.3 specification (§3.2.3) has /v1 paths and the proto's
-				// JSON; the meter speaks the specification's. Until the meter
-				// also accepts and speaks that dialect, 0.3 pairings are run
-				// over JSON-RPC on both sides only (an open item of the REST
-				// binding issue).
-				if version == "0.3" && (clientBinding == a2a.TransportProtocolHTTPJSON || agentBinding == a2a.TransportProtocolHTTPJSON) {
-					continue
-				}
+				// The SDK's 0.3 HTTP+JSON is a dialect of its own (1.0 paths
+				// without /v1, snake_case keys, JSON-RPC object shapes), not
+				// the 0.3 specification's (§3.2.3: /v1 paths, the proto's
+				// JSON): the meter reads and answers it from buyers, and
+				// finds by probing that the 0.3 HTTP+JSON agent speaks it.
 				combos = append(combos, &sdkCombo{version: version, agent: agentBinding, client: clientBinding,
 					ag: ag, listing: listing, endpoint: endpoint, tasks: map[string]string{}})
 			}

@@ -528,13 +528,16 @@ type limitsRow struct {
 	StreamIdleTimeoutMs int64 `json:"stream_idle_timeout_ms,omitempty"`
 	MaxRequestBytes     int   `json:"max_request_bytes,omitempty"`
 	MaxResultBytes      int   `json:"max_result_bytes,omitempty"`
+	TaskTimeoutMs       int64 `json:"task_timeout_ms,omitempty"`
+	MaxPauseMs          int64 `json:"max_pause_ms,omitempty"`
 }
 
 func encodeLimits(l listings.Limits) string {
 	if l == (listings.Limits{}) {
 		return ""
 	}
-	b, _ := json.Marshal(limitsRow{l.RequestTimeout.Milliseconds(), l.StreamIdleTimeout.Milliseconds(), l.MaxRequestBytes, l.MaxResultBytes})
+	b, _ := json.Marshal(limitsRow{l.RequestTimeout.Milliseconds(), l.StreamIdleTimeout.Milliseconds(), l.MaxRequestBytes, l.MaxResultBytes,
+		l.TaskTimeout.Milliseconds(), l.MaxPause.Milliseconds()})
 	return string(b)
 }
 
@@ -544,5 +547,6 @@ func decodeLimits(s string) listings.Limits {
 		return listings.Limits{}
 	}
 	return listings.Limits{RequestTimeout: time.Duration(r.RequestTimeoutMs) * time.Millisecond,
-		StreamIdleTimeout: time.Duration(r.StreamIdleTimeoutMs) * time.Millisecond, MaxRequestBytes: r.MaxRequestBytes, MaxResultBytes: r.MaxResultBytes}
+		StreamIdleTimeout: time.Duration(r.StreamIdleTimeoutMs) * time.Millisecond, MaxRequestBytes: r.MaxRequestBytes, MaxResultBytes: r.MaxResultBytes,
+		TaskTimeout: time.Duration(r.TaskTimeoutMs) * time.Millisecond, MaxPause: time.Duration(r.MaxPauseMs) * time.Millisecond}
 }

@@ -38,6 +38,7 @@ type Server struct {
 	Invoices      *billing.Previews
 	Billing       *billing.Service
 	Webhooks      *billing.Webhooks // nil without Stripe
+	Tasks         *contracts.Tasks
 	Authorizer    Authorizer
 	Logger        *slog.Logger
 	// PublicMeterURL is where buyers reach the meter (for proxied URLs).
@@ -75,6 +76,10 @@ func (s *Server) Mount(app *fiber.App) {
 	auth.Get("/subscriptions", s.allow(contracts.ObjSubscriptions, contracts.ActRead), s.listSubscriptions)
 	auth.Get("/subscriptions/:id", s.allow(contracts.ObjSubscriptions, contracts.ActRead), s.getSubscription)
 	auth.Delete("/subscriptions/:id", s.allow(contracts.ObjSubscriptions, contracts.ActWrite), s.cancelSubscription)
+	auth.Patch("/subscriptions/:id", s.allow(contracts.ObjSubscriptions, contracts.ActWrite), s.updateSubscription)
+	auth.Get("/tasks/:listing/:task", s.allow(contracts.ObjUsage, contracts.ActRead), s.getTask)
+	auth.Get("/push-deliveries", s.allow(contracts.ObjSubscriptions, contracts.ActRead), s.listDeliveries)
+	auth.Post("/push-deliveries/:id/retry", s.allow(contracts.ObjSubscriptions, contracts.ActWrite), s.retryDelivery)
 	auth.Get("/usage", s.allow(contracts.ObjUsage, contracts.ActRead), s.usage)
 	auth.Get("/invoices/preview", s.allow(contracts.ObjBilling, contracts.ActRead), s.invoicePreview)
 	auth.Get("/reconciliation", s.allow(contracts.ObjBilling, contracts.ActRead), s.reconciliation)

@@ -14,23 +14,24 @@ import (
 )
 
 type subscriptionJSON struct {
-	ID                  string     `json:"id"`
-	ListingID           string     `json:"listing_id"`
-	BuyerOrgID          string     `json:"buyer_org_id"`
-	SellerOrgID         string     `json:"seller_org_id"`
-	PlanVersion         int        `json:"plan_version"`
-	Status              string     `json:"status"`
-	MonthlyBudgetMicros *int64     `json:"monthly_budget_micros"`
-	ProxiedCardURL      string     `json:"proxied_card_url"`
-	Endpoint            string     `json:"endpoint"`
-	CreatedAt           time.Time  `json:"created_at"`
-	CanceledAt          *time.Time `json:"canceled_at"`
+	ID                  string      `json:"id"`
+	ListingID           string      `json:"listing_id"`
+	BuyerOrgID          string      `json:"buyer_org_id"`
+	SellerOrgID         string      `json:"seller_org_id"`
+	PlanVersion         int         `json:"plan_version"`
+	Status              string      `json:"status"`
+	MonthlyBudgetMicros *int64      `json:"monthly_budget_micros"`
+	Budgets             budgetsJSON `json:"budgets"`
+	ProxiedCardURL      string      `json:"proxied_card_url"`
+	Endpoint            string      `json:"endpoint"`
+	CreatedAt           time.Time   `json:"created_at"`
+	CanceledAt          *time.Time  `json:"canceled_at"`
 }
 
 func (s *Server) subscriptionView(c *contracts.Contract) subscriptionJSON {
 	endpoint := strings.TrimRight(s.PublicMeterURL, "/") + "/a2a/" + c.ListingID
 	return subscriptionJSON{ID: c.ID, ListingID: c.ListingID, BuyerOrgID: c.BuyerOrgID, SellerOrgID: c.SellerOrgID,
-		PlanVersion: c.PlanVersion, Status: string(c.Status), MonthlyBudgetMicros: c.MonthlyBudgetMicros,
+		PlanVersion: c.PlanVersion, Status: string(c.Status), MonthlyBudgetMicros: c.MonthlyBudgetMicros, Budgets: budgetsView(c.Budgets),
 		ProxiedCardURL: endpoint + "/.well-known/agent-card.json", Endpoint: endpoint, CreatedAt: c.CreatedAt, CanceledAt: c.CanceledAt}
 }
 

@@ -54,6 +54,11 @@ type MeterLimits struct {
 	SettleTimeout     time.Duration
 	MaxRequestBytes   int
 	MaxResultBytes    int
+	TaskTimeout       time.Duration // end-to-end budget of a task; 0 = none
+	MaxPause          time.Duration // longest input-required / auth-required pause
+	TaskSweep         time.Duration // how often overdue tasks are looked for
+	PushMaxAttempts   int
+	PushRetryBase     time.Duration
 }
 
 func duration(min time.Duration, f func(*Config) *time.Duration) func(*Config, string) error {
@@ -117,6 +122,25 @@ func Settings(bin string) []Setting {
 		{"meter-settle-timeout", "how long a task is followed after its buyer left a stream", "10m", duration(time.Second, func(c *Config) *time.Duration { return &c.MeterLimits.SettleTimeout })},
 		{"meter-max-request-bytes", "largest request body the meter forwards", "1048576", size(1024, func(c *Config) *int { return &c.MeterLimits.MaxRequestBytes })},
 		{"meter-max-result-bytes", "largest non-streaming answer the meter relays", "262144", size(1024, func(c *Config) *int { return &c.MeterLimits.MaxResultBytes })},
+		{"meter-task-timeout", "end-to-end time budget of a task, after which the meter cancels it at the agent; 0 = none (listings and contracts may set their own)", "0", func(c *Config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || (d != 0 && d < time.Second) {
+				return errors.New("must be 0 or a duration of at least 1s, like 1h")
+			}
+			c.MeterLimits.TaskTimeout = d
+			return nil
+		}},
+		{"meter-max-pause", "longest a task may wait in input-required or auth-required before the meter cancels it at the agent", "24h", duration(time.Second, func(c *Config) *time.Duration { return &c.MeterLimits.MaxPause })},
+		{"meter-task-sweep", "how often the meter looks for tasks whose pause or time budget ran out", "5s", duration(100*time.Millisecond, func(c *Config) *time.Duration { return &c.MeterLimits.TaskSweep })},
+		{"push-max-attempts", "attempts to deliver a push notification to a buyer's webhook before it is marked failed", "8", func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 100 {
+				return errors.New("must be a whole number from 1 to 100")
+			}
+			c.MeterLimits.PushMaxAttempts = n
+			return nil
+		}},
+		{"push-retry-base", "delay before the first retry of a push delivery; doubled each attempt (with jitter), at most 5m", "1s", duration(10*time.Millisecond, func(c *Config) *time.Duration { return &c.MeterLimits.PushRetryBase })},
 		{"log-level", "debug, info, warn or error", "info", func(c *Config, v string) error {
 			switch v {
 			case "debug", "info", "warn", "error":

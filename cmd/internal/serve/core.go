@@ -36,6 +36,7 @@ type Core struct {
 	Authz        *casbin.Authorizer
 	ListingStore *listingsgorm.Store
 	Catalog      *listings.Service
+	Sealer       listings.Sealer
 	Usage        metering.Store
 	closers      []func() error
 }
@@ -61,6 +62,7 @@ func OpenCore(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Cor
 	if err != nil {
 		return nil, err
 	}
+	c.Sealer = sealer
 	c.AccountStore = contractsgorm.New(c.DB.DB)
 	c.Accounts = &contracts.Accounts{Store: c.AccountStore, Clock: c.Clock}
 	if c.Authz, err = casbin.New(ctx, c.AccountStore); err != nil {
@@ -134,7 +136,8 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 		Usage:    &metering.Reports{Store: c.Usage, Clock: c.Clock},
 		Invoices: &billing.Previews{Contracts: m.Subscriptions, Plans: c.ListingStore, Usage: c.Usage, Clock: c.Clock},
 		Billing:  bill.Service, Webhooks: bill.Webhooks,
-		Authorizer: c.Authz, Logger: c.Log, PublicMeterURL: m.PublicMeterURL}
+		Authorizer: c.Authz, Logger: c.Log, PublicMeterURL: m.PublicMeterURL,
+		Tasks: &contracts.Tasks{Life: c.AccountStore, Push: c.AccountStore, Listings: CatalogTerms{Catalog: c.Catalog}}}
 	m.Ops = api.NewOps("marketplace")
 	m.Ops.Checks = append(m.Ops.Checks, api.Check{Name: "database", Check: c.DB.Ping})
 	m.App = App("marketplace", srv.ErrorHandler, c.BodyLimit())
@@ -144,7 +147,7 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 	if cfg.EmbeddedMeter {
 		meterCtx, stopMeter := context.WithCancel(context.WithoutCancel(ctx))
 		meter, err := StartMeter(meterCtx, MeterDeps{Config: cfg, DB: c.DB, Store: c.Usage, Accounts: c.Accounts, Authz: c.Authz,
-			Catalog: c.Catalog, Listings: c.ListingStore, Registry: m.Ops.Registry, Logger: c.Log, Clock: c.Clock, PublicURL: m.PublicMeterURL})
+			Catalog: c.Catalog, Listings: c.ListingStore, Sealer: c.Sealer, Registry: m.Ops.Registry, Logger: c.Log, Clock: c.Clock, PublicURL: m.PublicMeterURL})
 		if err != nil {
 			stopMeter()
 			return nil, err

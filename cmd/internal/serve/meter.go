@@ -18,6 +18,7 @@ import (
 	"github.com/agentmarket/agentmarket/contracts/casbin"
 	contractsgorm "github.com/agentmarket/agentmarket/contracts/gormstore"
 	"github.com/agentmarket/agentmarket/listings"
+	"github.com/agentmarket/agentmarket/listings/httpfetch"
 	"github.com/agentmarket/agentmarket/metering"
 	"github.com/agentmarket/agentmarket/metering/clickhouse"
 	"github.com/agentmarket/agentmarket/metering/embedded"
@@ -134,6 +135,7 @@ type MeterDeps struct {
 	Authz    *casbin.Authorizer
 	Catalog  *listings.Service
 	Listings listings.Store
+	Sealer   listings.Sealer
 	Registry prometheus.Registerer
 	Logger   *slog.Logger
 	Clock    agentmarket.Clock
@@ -173,6 +175,8 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 			SettleTimeout:     d.Config.MeterLimits.SettleTimeout,
 			MaxRequestBytes:   d.Config.MeterLimits.MaxRequestBytes,
 			MaxResultBytes:    d.Config.MeterLimits.MaxResultBytes,
+			TaskTimeout:       d.Config.MeterLimits.TaskTimeout,
+			MaxPause:          d.Config.MeterLimits.MaxPause,
 		},
 		Auth:         d.Accounts,
 		Resolver:     MeterTargets{Store: d.Listings, Catalog: d.Catalog},
@@ -183,12 +187,17 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 		Ledger:       gormledger.New(d.DB.DB, d.Clock),
 		Recorder:     spoolRecorder{spool},
 		Spend:        storeSpend{d.Store},
-		Clock:        d.Clock,
-		Logger:       d.Logger,
-		Metrics:      a2aproxy.NewMetrics(d.Registry),
-		Base:         ctx,
+		Tasks:        store,
+		Push: &a2aproxy.Push{Store: store, Sealer: d.Sealer, Guard: httpfetch.Guard{Allow: d.Config.AllowCIDRs()}, Allow: d.Config.AllowCIDRs(),
+			MaxAttempts: d.Config.MeterLimits.PushMaxAttempts, RetryBase: d.Config.MeterLimits.PushRetryBase},
+		Clock:   d.Clock,
+		Logger:  d.Logger,
+		Metrics: a2aproxy.NewMetrics(d.Registry),
+		Base:    ctx,
 	}
 	p.Init()
+	go p.RunTaskSweeper(ctx, d.Config.MeterLimits.TaskSweep)
+	go p.RunPushDelivery(ctx)
 	return &Meter{Proxy: p, Spool: spool, Shipper: ship}, nil
 }
 

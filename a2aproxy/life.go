@@ -1,0 +1,306 @@
+package a2aproxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/a2aproxy/wire"
+	"github.com/agentmarket/agentmarket/contracts"
+)
+
+// The life of long tasks: the meter records each pause (input-required,
+// auth-required) and resume, who canceled a task and why, and cancels at
+// the agent the tasks whose longest pause or end-to-end budget ran out
+// (RunTaskSweeper). Canceling a task through the meter cancels the tasks
+// delegated from it (they named it in metadata under wire.ParentTaskKey),
+// under the same trace id.
+
+func interrupted(state string) bool { return state == "input-required" || state == "auth-required" }
+
+// trackLife records what a metered call tells of its task's life. It runs
+// after the call's usage is recorded. Writes happen only when something
+// may need them: a pause, a resume, a cancel, or the end of a task that
+// has a deadline or could have been paused before.
+func (p *Proxy) trackLife(ctx context.Context, cl *call) {
+	if p.Tasks == nil || cl.errCode != 0 || cl.req == nil || cl.obs.taskID == "" {
+		return
+	}
+	ev := func(kind contracts.TaskEventKind) contracts.TaskEvent {
+		return contracts.TaskEvent{ID: agentmarket.NewID("tev"), ListingID: cl.target.ListingID, TaskID: cl.obs.taskID,
+			Kind: kind, State: cl.obs.state, At: p.Clock.Now(), TraceID: cl.trace.traceID}
+	}
+	warn := func(what string, err error) {
+		if err != nil && !isNotFound(err) {
+			p.Logger.ErrorContext(ctx, "task life not recorded: "+what, "trace_id", cl.trace.traceID, "task_id", cl.obs.taskID, "err", err)
+		}
+	}
+	m := cl.req.Method
+	continuing := cl.req.TaskID() != ""
+	if (m == wire.MethodSend || m == wire.MethodStream) && continuing {
+		// A message to an existing task: the buyer's answer to a pause.
+		e := ev(contracts.TaskResumed)
+		e.Actor = keyActor(cl.actor)
+		_, err := p.Tasks.TaskResumed(ctx, e)
+		warn("resume", err)
+	}
+	switch {
+	case m == wire.MethodCancelTask:
+		e := ev(contracts.TaskCanceled)
+		e.Actor, e.Reason = cl.cancelBy, cl.cancelWhy
+		if e.Actor == "" {
+			e.Actor = keyActor(cl.actor)
+			if e.Reason = cl.req.MetadataString(wire.CancelReasonKey); e.Reason == "" {
+				e.Reason = "canceled by the buyer"
+			}
+		}
+		ended, err := p.Tasks.TaskEnded(ctx, e)
+		warn("cancel", err)
+		p.Logger.InfoContext(ctx, "task canceled", "trace_id", cl.trace.traceID, "listing", cl.target.ListingID,
+			"task_id", cl.obs.taskID, "canceled_by", e.Actor, "reason", e.Reason, "first", ended)
+		// The tasks delegated from this one go too, whoever canceled it.
+		p.goCascade(cl.target.ListingID, cl.obs.taskID, cl.trace)
+	case interrupted(cl.obs.state):
+		at := p.Clock.Now().Add(cl.lim.MaxPause)
+		_, err := p.Tasks.TaskPaused(ctx, ev(contracts.TaskPaused), &at)
+		warn("pause", err)
+	case cl.obs.terminal && (continuing || cl.lim.TaskTimeout > 0 || cl.label != ""):
+		_, err := p.Tasks.TaskEnded(ctx, ev(contracts.TaskEnded))
+		warn("end", err)
+	}
+}
+
+func keyActor(a agentmarket.Actor) string {
+	if a.KeyID == "" {
+		return "org:" + a.OrgID
+	}
+	return "key:" + a.KeyID
+}
+
+// goCascade cancels, in the background, the tasks delegated from a task.
+func (p *Proxy) goCascade(listingID, taskID string, trace traceContext) {
+	p.background.Add(1)
+	go func() {
+		defer p.background.Done()
+		ctx, cancel := context.WithTimeout(p.Base, 2*p.Limits.RequestTimeout)
+		defer cancel()
+		p.cascade(ctx, listingID, taskID, trace, 0)
+	}()
+}
+
+// cascade cancels the children of a task, and theirs, under the parent's
+// trace id (a new span each), so the trace shows the chain.
+func (p *Proxy) cascade(ctx context.Context, listingID, taskID string, trace traceContext, depth int) {
+	if depth > 16 {
+		return // a loop of parents, or an absurd tree: stop
+	}
+	children, err := p.Tasks.ChildTasks(ctx, listingID, taskID)
+	if err != nil {
+		p.Logger.ErrorContext(ctx, "delegated tasks not found", "trace_id", trace.traceID, "task_id", taskID, "err", err)
+		return
+	}
+	for _, ch := range children {
+		span := traceContext{traceID: trace.traceID, spanID: randomHex(8), flags: trace.flags}
+		reason := fmt.Sprintf("its parent task %s was canceled", taskID)
+		if err := p.cancelAtAgent(ctx, ch, contracts.CanceledByCascade, reason, span); err != nil {
+			p.Logger.ErrorContext(ctx, "delegated task not canceled", "trace_id", trace.traceID, "task_id", ch.TaskID,
+				"parent_task_id", taskID, "err", err)
+			continue
+		}
+		p.cascade(ctx, ch.ListingID, ch.TaskID, span, depth+1)
+	}
+}
+
+// cancelAtAgent cancels a bound task at its agent on the meter's own
+// initiative, meters the call, and records who and why. A task the agent
+// can no longer cancel (it ended) is recorded as ended.
+func (p *Proxy) cancelAtAgent(ctx context.Context, b contracts.TaskBinding, by, why string, trace traceContext) error {
+	body, err := wire.TaskRequest(wire.V10, wire.MethodCancelTask, b.TaskID, map[string]string{wire.CancelReasonKey: why})
+	if err != nil {
+		return err
+	}
+	cl, err := p.backgroundCall(ctx, b, trace, body)
+	if err != nil {
+		return err
+	}
+	cl.cancelBy, cl.cancelWhy = by, why
+	result, agentErr, err := p.callAgent(ctx, cl, cl.req)
+	switch {
+	case err != nil:
+		cl.errCode = toRPC(err).Code
+	case agentErr != nil:
+		cl.errCode = agentErr.Code
+	default:
+		cl.obs.add(wire.Observe(cl.upVersion, wire.MethodCancelTask, result))
+	}
+	p.finish(ctx, cl, p.Clock.Now().Sub(cl.start))
+	if agentErr != nil && (agentErr.Code == wire.CodeTaskNotCancelable || agentErr.Code == wire.CodeTaskNotFound) {
+		// Already over at the agent: nothing left to cancel or sweep.
+		_, _ = p.Tasks.TaskEnded(ctx, contracts.TaskEvent{ID: agentmarket.NewID("tev"), ListingID: b.ListingID, TaskID: b.TaskID,
+			Kind: contracts.TaskEnded, At: p.Clock.Now(), Actor: by, Reason: why + "; the agent said: " + agentErr.Message, TraceID: trace.traceID})
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if agentErr != nil {
+		return fmt.Errorf("the agent refused the cancel: %d %s", agentErr.Code, agentErr.Message)
+	}
+	return nil
+}
+
+// backgroundCall is a call the meter makes on its own for a bound task:
+// attributed to the task's owner, under its contract and plan, to the
+// agent's preferred interface. body is a 1.0 JSON-RPC request.
+func (p *Proxy) backgroundCall(ctx context.Context, b contracts.TaskBinding, trace traceContext, body []byte) (*call, error) {
+	t, err := p.Resolver.Resolve(ctx, b.ListingID)
+	if err != nil {
+		return nil, err
+	}
+	cl := &call{start: p.Clock.Now(), trace: trace, actor: agentmarket.Actor{OrgID: b.OrgID}, target: t}
+	cl.lim = p.Limits.with(t.Limits)
+	ct, err := p.Contracts.OpenContract(ctx, b.OrgID, b.ListingID)
+	if err != nil {
+		// The contract is over, but its task still runs: meter it under
+		// the contract it ran under, unpriced.
+		ct = &contracts.Contract{ID: b.ContractID, BuyerOrgID: b.OrgID, ListingID: b.ListingID, SellerOrgID: t.SellerOrgID}
+	} else {
+		cl.lim = cl.lim.withBudgets(ct.Budgets)
+		if plan, err := p.Plans.Plan(ctx, b.ListingID, ct.PlanVersion); err == nil {
+			cl.plan = plan
+		}
+	}
+	cl.contract = ct
+	req, werr := wire.ParseRequest(body, "1.0")
+	if werr != nil {
+		return nil, werr
+	}
+	cl.req, cl.id, cl.bytesIn = req, req.ID, len(body)
+	if err := p.chooseInterface(cl); err != nil {
+		return nil, err
+	}
+	cl.obs.taskID, cl.obs.contextID, cl.obs.bound = b.TaskID, b.ContextID, true
+	return cl, nil
+}
+
+// callAgent sends r (a request of the buyer's version; translated here to
+// the agent's) and reads the agent's answer as a JSON-RPC result or error,
+// whatever the agent's binding.
+func (p *Proxy) callAgent(ctx context.Context, cl *call, r *wire.Request) (json.RawMessage, *wire.Error, error) {
+	if r.Version != cl.upVersion {
+		body, err := wire.TranslateRequest(r, cl.upVersion)
+		if err != nil {
+			return nil, nil, err
+		}
+		header := ""
+		if cl.upVersion == wire.V10 {
+			header = "1.0"
+		}
+		tr, werr := wire.ParseRequest(body, header)
+		if werr != nil {
+			return nil, nil, werr
+		}
+		r = tr
+	}
+	ctx, cancel := context.WithTimeout(ctx, cl.lim.RequestTimeout)
+	defer cancel()
+	req, err := p.upstreamRequest(ctx, cl, r, "application/json")
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err := p.Client.Do(req)
+	if err != nil {
+		return nil, nil, upstreamErr(ctx, err, cl.lim.RequestTimeout)
+	}
+	raw, err := readLimited(res, cl.lim.MaxResultBytes)
+	if err != nil {
+		if _, ok := err.(*rpcError); ok {
+			return nil, nil, err
+		}
+		return nil, nil, upstreamErr(ctx, err, cl.lim.RequestTimeout)
+	}
+	cl.bytesOut += len(raw)
+	return agentAnswer(cl, r.Method, res.StatusCode, res.Header.Get("Content-Type"), raw)
+}
+
+// RunTaskSweeper cancels, every interval until ctx ends, the tasks whose
+// longest pause or end-to-end budget ran out. Several meters may sweep the
+// same database: each due task is leased to one of them.
+func (p *Proxy) RunTaskSweeper(ctx context.Context, interval time.Duration) {
+	if p.Tasks == nil {
+		return
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p.Sweep(ctx)
+	}
+}
+
+// Sweep cancels the tasks due now; it returns how many it canceled.
+func (p *Proxy) Sweep(ctx context.Context) int {
+	now := p.Clock.Now()
+	due, err := p.Tasks.DueTasks(ctx, now, now.Add(time.Minute), 50)
+	if err != nil {
+		p.Logger.ErrorContext(ctx, "task sweep failed", "err", err)
+		return 0
+	}
+	n := 0
+	for _, d := range due {
+		var why string
+		if d.Why == "pause" && d.PausedSince != nil {
+			why = fmt.Sprintf("the task waited for input since %s, longer than the longest pause allowed", d.PausedSince.UTC().Format(time.RFC3339))
+		} else if d.DeadlineAt != nil {
+			why = fmt.Sprintf("the task's end-to-end time budget ran out at %s", d.DeadlineAt.UTC().Format(time.RFC3339))
+		} else {
+			why = "the task's time ran out"
+		}
+		trace := parseTraceparent("")
+		if err := p.cancelAtAgent(ctx, d.TaskBinding, contracts.CanceledByMeter, why, trace); err != nil {
+			p.Logger.ErrorContext(ctx, "overdue task not canceled; retried after its lease", "trace_id", trace.traceID,
+				"listing", d.ListingID, "task_id", d.TaskID, "err", err)
+			continue
+		}
+		n++
+		p.cascade(ctx, d.ListingID, d.TaskID, trace, 0)
+	}
+	return n
+}
+
+// deadline is when a new task's end-to-end budget runs out, also bounded
+// by its parent's; nil when none applies.
+func (p *Proxy) deadline(cl *call, parent *contracts.TaskBinding) *time.Time {
+	var d *time.Time
+	if cl.lim.TaskTimeout > 0 {
+		at := p.Clock.Now().Add(cl.lim.TaskTimeout)
+		d = &at
+	}
+	if parent != nil && parent.DeadlineAt != nil && (d == nil || parent.DeadlineAt.Before(*d)) {
+		at := *parent.DeadlineAt
+		d = &at
+	}
+	return d
+}
+
+// parentOf finds the task a request names as its parent, when the meter
+// carried it.
+func (p *Proxy) parentOf(ctx context.Context, cl *call) *contracts.TaskBinding {
+	if p.Tasks == nil || cl.req == nil || cl.req.ParentTaskID() == "" {
+		return nil
+	}
+	b, err := p.Tasks.FindTask(ctx, cl.req.ParentTaskID(), cl.actor.OrgID)
+	if err != nil {
+		if !isNotFound(err) {
+			p.Logger.WarnContext(ctx, "parent task not looked up", "trace_id", cl.trace.traceID, "parent_task_id", cl.req.ParentTaskID(), "err", err)
+		}
+		return nil
+	}
+	return b
+}

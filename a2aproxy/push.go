@@ -1,0 +1,631 @@
+package a2aproxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/a2aproxy/wire"
+	"github.com/agentmarket/agentmarket/contracts"
+)
+
+// Push relays push notifications. A buyer's push config never reaches the
+// agent: the meter checks the buyer's webhook (https, or an allowed
+// address; never loopback, private, link-local or metadata addresses),
+// keeps it, and registers its own callback with the agent instead, with a
+// secret per task config that every notification must present. What
+// arrives is metered, stored in a durable outbox, and delivered to the
+// buyer's webhook with the buyer's authentication and token, in the
+// buyer's A2A version, retried with backoff and jitter, in order per
+// config, under a delivery id that stays the same across retries.
+type Push struct {
+	Store  contracts.PushStore
+	Sealer Sealer
+	Guard  AddressGuard
+	// Allow lists the ranges where a webhook may use plain http (and be
+	// reached despite the SSRF rules: the Guard's own allow list).
+	Allow []netip.Prefix
+
+	MaxAttempts int           // attempts before a delivery fails; default 8
+	RetryBase   time.Duration // first retry delay; doubled each attempt; default 1s
+	RetryMax    time.Duration // longest delay between attempts; default 5m
+	Timeout     time.Duration // one attempt; default 10s
+	Poll        time.Duration // how often the outbox is read when idle; default 500ms
+
+	client *http.Client
+	wake   chan struct{}
+	once   sync.Once
+}
+
+func (ps *Push) init() {
+	ps.once.Do(func() {
+		def := func(d *time.Duration, v time.Duration) {
+			if *d == 0 {
+				*d = v
+			}
+		}
+		def(&ps.RetryBase, time.Second)
+		def(&ps.RetryMax, 5*time.Minute)
+		def(&ps.Timeout, 10*time.Second)
+		def(&ps.Poll, 500*time.Millisecond)
+		if ps.MaxAttempts == 0 {
+			ps.MaxAttempts = 8
+		}
+		ps.wake = make(chan struct{}, 1)
+		ps.client = &http.Client{
+			Timeout: ps.Timeout,
+			Transport: &http.Transport{
+				Proxy:               nil, // a proxy would hide the address the guard must judge
+				DialContext:         ps.Guard.DialContext(&net.Dialer{Timeout: 5 * time.Second}),
+				MaxIdleConnsPerHost: 4,
+				IdleConnTimeout:     30 * time.Second,
+			},
+			// A redirect could lead anywhere: a webhook answers, or fails.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		}
+	})
+}
+
+func (ps *Push) kick() {
+	select {
+	case ps.wake <- struct{}{}:
+	default:
+	}
+}
+
+// CallbackPath is where agents post notifications for the meter's
+// callback id.
+const CallbackPath = "/a2a-callbacks/"
+
+// pushConfig is a push config in its 1.0 form (TaskPushNotificationConfig).
+type pushConfig struct {
+	TaskID         string    `json:"taskId,omitempty"`
+	ID             string    `json:"id,omitempty"`
+	URL            string    `json:"url,omitempty"`
+	Token          string    `json:"token,omitempty"`
+	Authentication *pushAuth `json:"authentication,omitempty"`
+}
+
+type pushAuth struct {
+	Scheme      string `json:"scheme"`
+	Credentials string `json:"credentials,omitempty"`
+}
+
+// pushSecrets is what is sealed of a buyer's config.
+type pushSecrets struct {
+	Token       string `json:"token,omitempty"`
+	Credentials string `json:"credentials,omitempty"`
+}
+
+func sealContext(listingID, taskID, configID string) []byte {
+	return []byte("push|" + listingID + "|" + taskID + "|" + configID)
+}
+
+func secretHash(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+// pushSupported reports whether push-config methods may go through for
+// this call's listing: the meter relays them, and the agent offers them.
+func (p *Proxy) pushSupported(cl *call) bool {
+	return p.Push != nil && cl.target.Card.Capabilities.PushNotifications
+}
+
+// pushMethod serves the push-config methods from the meter's own store,
+// registering and removing the meter's callback at the agent.
+func (p *Proxy) pushMethod(c *fiber.Ctx, cl *call) error {
+	ctx, cancel := context.WithTimeout(p.Base, cl.lim.RequestTimeout)
+	defer cancel()
+	r := cl.req
+	if r.Version != wire.V10 {
+		body, err := wire.TranslateRequest(r, wire.V10)
+		if err != nil {
+			return p.fail(c, cl, err)
+		}
+		tr, werr := wire.ParseRequest(body, "1.0")
+		if werr != nil {
+			return p.fail(c, cl, werr)
+		}
+		r = tr
+	}
+	var prm pushConfig
+	if err := json.Unmarshal(r.Params, &prm); err != nil {
+		return p.fail(c, cl, wire.InvalidParams("params: "+err.Error()))
+	}
+	prm.TaskID = cl.req.TaskID()
+	var result json.RawMessage
+	var err error
+	switch r.Method {
+	case wire.MethodPushSet:
+		result, err = p.pushSet(ctx, cl, prm)
+	case wire.MethodPushGet:
+		result, err = p.pushGet(ctx, cl, prm)
+	case wire.MethodPushList:
+		result, err = p.pushList(ctx, cl)
+	case wire.MethodPushDelete:
+		result, err = p.pushDelete(ctx, cl, prm)
+	}
+	if err != nil {
+		var we *wire.Error
+		if errors.As(err, &we) && we.Code > -32100 && we.Code <= -32000 && cl.upVersion != cl.req.Version {
+			err = wire.TranslateError(cl.upVersion, cl.req.Version, we)
+		}
+		return p.fail(c, cl, err)
+	}
+	if cl.req.Version != wire.V10 {
+		if result, err = wire.TranslateResult(wire.V10, cl.req.Version, cl.req.Method, result); err != nil {
+			return p.fail(c, cl, err)
+		}
+	}
+	return p.answer(c, cl, ctx, result)
+}
+
+// pushSet checks the buyer's webhook, registers the meter's callback with
+// the agent under the buyer's config id, and keeps the buyer's config.
+func (p *Proxy) pushSet(ctx context.Context, cl *call, prm pushConfig) (json.RawMessage, error) {
+	if err := p.Push.checkURL(ctx, prm.URL); err != nil {
+		return nil, err
+	}
+	if prm.ID == "" {
+		prm.ID = agentmarket.NewID("pnc")
+	}
+	secret := agentmarket.RandomToken(32)
+	callbackID := agentmarket.NewID("pcb")
+	mine := pushConfig{TaskID: prm.TaskID, ID: prm.ID, URL: strings.TrimRight(p.PublicURL, "/") + CallbackPath + callbackID,
+		Token: secret, Authentication: &pushAuth{Scheme: "Bearer", Credentials: secret}}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "agentmarket-push-set",
+		"method": wire.MethodName(wire.MethodPushSet, wire.V10), "params": mine})
+	up, werr := wire.ParseRequest(body, "1.0")
+	if werr != nil {
+		return nil, werr
+	}
+	if _, agentErr, err := p.callAgent(ctx, cl, up); err != nil {
+		return nil, err
+	} else if agentErr != nil {
+		return nil, agentErr
+	}
+	sec := pushSecrets{Token: prm.Token}
+	scheme := ""
+	if prm.Authentication != nil {
+		scheme, sec.Credentials = prm.Authentication.Scheme, prm.Authentication.Credentials
+	}
+	plain, _ := json.Marshal(sec)
+	sealed, err := p.Push.Sealer.Seal(plain, sealContext(cl.target.ListingID, prm.TaskID, prm.ID))
+	if err != nil {
+		return nil, err
+	}
+	err = p.Push.Store.SavePushConfig(ctx, contracts.PushConfig{ListingID: cl.target.ListingID, TaskID: prm.TaskID, ConfigID: prm.ID,
+		OrgID: cl.actor.OrgID, APIKeyID: cl.actor.KeyID, Version: string(cl.req.Version), URL: prm.URL, Sealed: sealed,
+		AuthScheme: scheme, CallbackID: callbackID, SecretHash: secretHash(secret), CreatedAt: p.Clock.Now()})
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(prm)
+}
+
+func (p *Proxy) buyerConfig(c *contracts.PushConfig) (pushConfig, error) {
+	out := pushConfig{TaskID: c.TaskID, ID: c.ConfigID, URL: c.URL}
+	plain, err := p.Push.Sealer.Open(c.Sealed, sealContext(c.ListingID, c.TaskID, c.ConfigID))
+	if err != nil {
+		return out, err
+	}
+	var sec pushSecrets
+	_ = json.Unmarshal(plain, &sec)
+	out.Token = sec.Token
+	if c.AuthScheme != "" {
+		out.Authentication = &pushAuth{Scheme: c.AuthScheme, Credentials: sec.Credentials}
+	}
+	return out, nil
+}
+
+func (p *Proxy) pushGet(ctx context.Context, cl *call, prm pushConfig) (json.RawMessage, error) {
+	c, err := p.Push.Store.PushConfig(ctx, cl.target.ListingID, prm.TaskID, prm.ID)
+	if err != nil {
+		if isNotFound(err) {
+			return nil, wire.InvalidParams(fmt.Sprintf("task %s has no push notification config %q", prm.TaskID, prm.ID))
+		}
+		return nil, err
+	}
+	out, err := p.buyerConfig(c)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(out)
+}
+
+func (p *Proxy) pushList(ctx context.Context, cl *call) (json.RawMessage, error) {
+	cs, err := p.Push.Store.PushConfigs(ctx, cl.target.ListingID, cl.req.TaskID())
+	if err != nil {
+		return nil, err
+	}
+	out := []pushConfig{}
+	for i := range cs {
+		bc, err := p.buyerConfig(&cs[i])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, bc)
+	}
+	return json.Marshal(map[string]any{"configs": out})
+}
+
+// pushDelete removes the meter's callback at the agent, then the buyer's
+// config (and its undelivered notifications).
+func (p *Proxy) pushDelete(ctx context.Context, cl *call, prm pushConfig) (json.RawMessage, error) {
+	if _, err := p.Push.Store.PushConfig(ctx, cl.target.ListingID, prm.TaskID, prm.ID); err != nil {
+		if isNotFound(err) {
+			return nil, wire.InvalidParams(fmt.Sprintf("task %s has no push notification config %q", prm.TaskID, prm.ID))
+		}
+		return nil, err
+	}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "agentmarket-push-delete",
+		"method": wire.MethodName(wire.MethodPushDelete, wire.V10), "params": map[string]string{"taskId": prm.TaskID, "id": prm.ID}})
+	if up, werr := wire.ParseRequest(body, "1.0"); werr == nil {
+		if _, agentErr, err := p.callAgent(ctx, cl, up); err != nil || agentErr != nil {
+			// The buyer's config goes anyway: without it nothing the agent
+			// still sends is delivered.
+			p.Logger.WarnContext(ctx, "agent did not remove the meter's push callback", "trace_id", cl.trace.traceID,
+				"task_id", prm.TaskID, "err", err, "agent_error", agentErr)
+		}
+	}
+	if err := p.Push.Store.DeletePushConfig(ctx, cl.target.ListingID, prm.TaskID, prm.ID); err != nil {
+		return nil, err
+	}
+	return json.RawMessage("{}"), nil
+}
+
+// checkURL accepts a buyer's webhook: an absolute http(s) URL without
+// credentials, whose host resolves only to addresses the guard allows;
+// plain http only inside the allowed ranges. The guard checks the address
+// again at every delivery, when it is dialled.
+func (ps *Push) checkURL(ctx context.Context, raw string) error {
+	refuse := func(format string, args ...any) error {
+		return wire.InvalidParams("push notification url refused: " + fmt.Sprintf(format, args...))
+	}
+	if raw == "" {
+		return wire.InvalidParams("the push notification config needs a url")
+	}
+	u, err := url.Parse(raw)
+	if err != nil || !u.IsAbs() || u.Host == "" {
+		return refuse("%q is not an absolute URL", raw)
+	}
+	if u.Scheme != "https" && u.Scheme != "http" {
+		return refuse("%q: the scheme must be https", raw)
+	}
+	if u.User != nil {
+		return refuse("%q carries credentials in the URL; put them in authentication", raw)
+	}
+	host := u.Hostname()
+	var ips []netip.Addr
+	if ip, err := netip.ParseAddr(host); err == nil {
+		ips = []netip.Addr{ip}
+	} else {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if ips, err = net.DefaultResolver.LookupNetIP(rctx, "ip", host); err != nil || len(ips) == 0 {
+			return refuse("the host %q cannot be resolved", host)
+		}
+	}
+	for _, ip := range ips {
+		ip = ip.Unmap()
+		if err := ps.Guard.Check(ip); err != nil {
+			var ae *agentmarket.Error
+			if errors.As(err, &ae) {
+				return refuse("%s", ae.Message)
+			}
+			return refuse("%v", err)
+		}
+		if u.Scheme == "http" && !ps.allowed(ip) {
+			return refuse("%q: the scheme must be https (plain http only for addresses in AGENTMARKET_FETCH_ALLOW_CIDRS)", raw)
+		}
+	}
+	return nil
+}
+
+func (ps *Push) allowed(ip netip.Addr) bool {
+	for _, p := range ps.Allow {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// callback takes a notification from an agent: the callback must be
+// known and the secret right; the notification is metered, stored for
+// delivery, then acknowledged.
+func (p *Proxy) callback(c *fiber.Ctx) error {
+	ctx := c.UserContext()
+	deny := func(status int, msg string) error {
+		return c.Status(status).JSON(fiber.Map{"error": fiber.Map{"message": msg}})
+	}
+	id := strings.Clone(c.Params("callback"))
+	cfg, err := p.Push.Store.PushCallback(ctx, id)
+	if err != nil {
+		if isNotFound(err) {
+			return deny(http.StatusNotFound, "no such callback")
+		}
+		p.Logger.ErrorContext(ctx, "push callback lookup failed", "err", err)
+		return deny(http.StatusServiceUnavailable, "try again")
+	}
+	token := c.Get("A2A-Notification-Token")
+	if token == "" {
+		token = c.Get("X-A2A-Notification-Token")
+	}
+	if token == "" {
+		token, _ = bearer(c.Get(fiber.HeaderAuthorization))
+	}
+	if subtle.ConstantTimeCompare([]byte(secretHash(token)), []byte(cfg.SecretHash)) != 1 {
+		p.Logger.WarnContext(ctx, "push notification with a wrong token refused", "listing", cfg.ListingID, "task_id", cfg.TaskID)
+		return deny(http.StatusUnauthorized, "wrong notification token")
+	}
+	body := bytes.Clone(c.Body())
+	if len(body) > p.Limits.MaxResultBytes {
+		return deny(http.StatusRequestEntityTooLarge, fmt.Sprintf("a notification may be %d bytes at most", p.Limits.MaxResultBytes))
+	}
+	agentV := notificationVersion(body)
+	ob := wire.Observe(agentV, wire.MethodStream, body)
+	if ob.TaskID != "" && ob.TaskID != cfg.TaskID {
+		return deny(http.StatusBadRequest, "the notification is about another task than this callback's")
+	}
+	out := json.RawMessage(body)
+	if v := wire.Version(cfg.Version); v != agentV {
+		if out, err = wire.TranslateResult(agentV, v, wire.MethodStream, body); err != nil {
+			return deny(http.StatusBadRequest, "the notification is not an A2A task, message or event: "+err.Error())
+		}
+	}
+	if err := p.meterNotification(ctx, c, cfg, ob, len(body), len(out)); err != nil {
+		p.Logger.ErrorContext(ctx, "push notification not metered", "task_id", cfg.TaskID, "err", err)
+		return deny(http.StatusServiceUnavailable, "try again")
+	}
+	sum := sha256.Sum256(append([]byte(cfg.CallbackID+"\x00"), body...))
+	d := contracts.Delivery{ID: "dlv_" + hex.EncodeToString(sum[:16]), ListingID: cfg.ListingID, TaskID: cfg.TaskID, ConfigID: cfg.ConfigID,
+		OrgID: cfg.OrgID, Body: out, Status: contracts.DeliveryPending, NextAttemptAt: p.Clock.Now(), CreatedAt: p.Clock.Now()}
+	if _, err := p.Push.Store.Enqueue(ctx, d); err != nil {
+		p.Logger.ErrorContext(ctx, "push notification not stored", "task_id", cfg.TaskID, "err", err)
+		return deny(http.StatusServiceUnavailable, "try again")
+	}
+	p.Push.kick()
+	return c.SendStatus(http.StatusOK)
+}
+
+// notificationVersion tells a 1.0 notification (a StreamResponse: one
+// member naming the type) from a 0.3 one (a Task or event with kind).
+func notificationVersion(body []byte) wire.Version {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(body, &top) == nil {
+		if _, ok := top["kind"]; ok {
+			return wire.V03
+		}
+		for _, k := range []string{"task", "message", "statusUpdate", "artifactUpdate"} {
+			if _, ok := top[k]; ok {
+				return wire.V10
+			}
+		}
+	}
+	return wire.V03
+}
+
+// meterNotification records the usage a notification reports, as a call
+// of the key that set the config.
+func (p *Proxy) meterNotification(ctx context.Context, c *fiber.Ctx, cfg *contracts.PushConfig, ob wire.Observation, in, out int) error {
+	b, err := p.Owners.TaskOwner(ctx, cfg.ListingID, cfg.TaskID)
+	if err != nil {
+		return err
+	}
+	body, err := wire.TaskRequest(wire.V10, wire.MethodGetTask, cfg.TaskID, nil)
+	if err != nil {
+		return err
+	}
+	cl, err := p.backgroundCall(ctx, *b, parseTraceparent(c.Get("traceparent")), body)
+	if err != nil {
+		return err
+	}
+	cl.actor.KeyID, cl.label, cl.bytesIn, cl.bytesOut = cfg.APIKeyID, "push", in, out
+	cl.obs.add(ob)
+	p.finish(ctx, cl, p.Clock.Now().Sub(cl.start))
+	return nil
+}
+
+// RunPushDelivery delivers the outbox until ctx ends: due deliveries are
+// claimed (one per config at a time, so each webhook gets its task's
+// updates in order), sent, and retried with exponential backoff and full
+// jitter, up to MaxAttempts.
+func (p *Proxy) RunPushDelivery(ctx context.Context) {
+	if p.Push == nil {
+		return
+	}
+	p.Push.init()
+	for {
+		if p.deliverDue(ctx) > 0 {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.Push.wake:
+		case <-time.After(p.Push.Poll):
+		}
+	}
+}
+
+func (p *Proxy) deliverDue(ctx context.Context) int {
+	now := p.Clock.Now()
+	ds, err := p.Push.Store.ClaimDeliveries(ctx, now, now.Add(p.Push.Timeout+30*time.Second), 32)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.Logger.ErrorContext(ctx, "push outbox not read", "err", err)
+		}
+		return 0
+	}
+	var wg sync.WaitGroup
+	for _, d := range ds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.deliver(ctx, d)
+		}()
+	}
+	wg.Wait()
+	return len(ds)
+}
+
+func (p *Proxy) deliver(ctx context.Context, d contracts.Delivery) {
+	attempts := d.Attempts + 1
+	record := func(status contracts.DeliveryStatus, next time.Time, httpStatus int, msg string) {
+		if err := p.Push.Store.DeliveryAttempted(ctx, d.ID, status, attempts, next, httpStatus, msg, p.Clock.Now()); err != nil && ctx.Err() == nil {
+			p.Logger.ErrorContext(ctx, "push delivery not recorded", "delivery_id", d.ID, "err", err)
+		}
+		level := p.Logger.InfoContext
+		if status != contracts.DeliveryDelivered {
+			level = p.Logger.WarnContext
+		}
+		level(ctx, "push delivery", "delivery_id", d.ID, "task_id", d.TaskID, "status", status, "attempt", attempts, "http_status", httpStatus, "error", msg)
+	}
+	cfg, err := p.Push.Store.PushConfig(ctx, d.ListingID, d.TaskID, d.ConfigID)
+	if err != nil {
+		if isNotFound(err) {
+			record(contracts.DeliveryFailed, time.Time{}, 0, "the push notification config was deleted")
+		}
+		return
+	}
+	bc, err := p.buyerConfig(cfg)
+	if err != nil {
+		record(contracts.DeliveryFailed, time.Time{}, 0, "the config's secrets cannot be opened")
+		return
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.URL, bytes.NewReader(d.Body))
+	if err != nil {
+		record(contracts.DeliveryFailed, time.Time{}, 0, "bad webhook url: "+err.Error())
+		return
+	}
+	contentType := "application/json"
+	if cfg.Version == string(wire.V10) {
+		contentType = wire.ContentTypeA2A
+	}
+	req.Header.Set("Content-Type", contentType)
+	req.Header.Set("User-Agent", "AgentMarket-Meter/1")
+	req.Header.Set("X-AgentMarket-Delivery-Id", d.ID)
+	req.Header.Set("X-AgentMarket-Delivery-Attempt", strconv.Itoa(attempts))
+	if bc.Token != "" {
+		req.Header.Set("X-A2A-Notification-Token", bc.Token)
+		req.Header.Set("A2A-Notification-Token", bc.Token)
+	}
+	if a := bc.Authentication; a != nil && a.Scheme != "" {
+		req.Header.Set("Authorization", strings.TrimSpace(a.Scheme+" "+a.Credentials))
+	}
+	res, err := p.Push.client.Do(req)
+	if err != nil {
+		var ae *agentmarket.Error
+		if errors.As(err, &ae) && ae.Kind == agentmarket.Invalid {
+			record(contracts.DeliveryFailed, time.Time{}, 0, "refused: "+ae.Message) // the guard: no retry helps
+			return
+		}
+		p.retry(d, attempts, 0, err.Error(), record)
+		return
+	}
+	res.Body.Close()
+	if res.StatusCode >= 200 && res.StatusCode < 300 {
+		record(contracts.DeliveryDelivered, time.Time{}, res.StatusCode, "")
+		return
+	}
+	p.retry(d, attempts, res.StatusCode, "the webhook answered "+res.Status, record)
+}
+
+func (p *Proxy) retry(d contracts.Delivery, attempts, status int, msg string, record func(contracts.DeliveryStatus, time.Time, int, string)) {
+	if attempts >= p.Push.MaxAttempts {
+		record(contracts.DeliveryFailed, time.Time{}, status, fmt.Sprintf("%s (gave up after %d attempts)", msg, attempts))
+		return
+	}
+	record(contracts.DeliveryPending, p.Clock.Now().Add(p.Push.backoff(attempts)), status, msg)
+}
+
+// backoff is the delay before attempt n+1: RetryBase·2^(n-1), at most
+// RetryMax, with full jitter over its upper half (so retries of many
+// deliveries spread out, and none comes sooner than half the delay).
+func (ps *Push) backoff(n int) time.Duration {
+	d := ps.RetryBase << min(n-1, 30)
+	if d <= 0 || d > ps.RetryMax {
+		d = ps.RetryMax
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// takeInlinePush takes the push config a send carries off the request the
+// agent gets (it would reach the buyer's webhook directly, unmetered and
+// unchecked): the webhook is checked now, and the meter registers its own
+// callback for it once the agent names the task (registerInlinePush).
+func (p *Proxy) takeInlinePush(ctx context.Context, cl *call, body []byte, raw json.RawMessage) error {
+	if !p.pushSupported(cl) {
+		return wire.PushNotificationNotSupported("this agent does not offer push notifications through the AgentMarket meter")
+	}
+	var in struct {
+		ID             string `json:"id"`
+		URL            string `json:"url"`
+		Token          string `json:"token"`
+		Authentication *struct {
+			Scheme      string   `json:"scheme"`
+			Schemes     []string `json:"schemes"` // 0.3
+			Credentials string   `json:"credentials"`
+		} `json:"authentication"`
+	}
+	if err := json.Unmarshal(raw, &in); err != nil {
+		return wire.InvalidParams("params.configuration push notification config: " + err.Error())
+	}
+	if err := p.Push.checkURL(ctx, in.URL); err != nil {
+		return err
+	}
+	c := &pushConfig{ID: in.ID, URL: in.URL, Token: in.Token}
+	if a := in.Authentication; a != nil {
+		scheme := a.Scheme
+		if scheme == "" && len(a.Schemes) > 0 {
+			scheme = a.Schemes[0]
+		}
+		c.Authentication = &pushAuth{Scheme: scheme, Credentials: a.Credentials}
+	}
+	header := ""
+	if cl.req.Version == wire.V10 {
+		header = "1.0"
+	}
+	r, werr := wire.ParseRequest(body, header)
+	if werr != nil {
+		return werr
+	}
+	r.Binding, r.Tenant = cl.req.Binding, cl.req.Tenant
+	cl.req, cl.inlinePush = r, c
+	return nil
+}
+
+// registerInlinePush registers the meter's callback for a send's inline
+// push config once the task is known (and still running).
+func (p *Proxy) registerInlinePush(cl *call) {
+	c := cl.inlinePush
+	cl.inlinePush = nil
+	if c == nil || cl.obs.terminal {
+		return
+	}
+	c.TaskID = cl.obs.taskID
+	ctx, cancel := context.WithTimeout(p.Base, cl.lim.RequestTimeout)
+	defer cancel()
+	if _, err := p.pushSet(ctx, cl, *c); err != nil {
+		p.Logger.ErrorContext(ctx, "inline push config not registered", "trace_id", cl.trace.traceID, "task_id", c.TaskID, "err", err)
+	}
+}
