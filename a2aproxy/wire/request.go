@@ -35,6 +35,7 @@ type Request struct {
 	texts                           []string
 	parts                           PartStats
 	blocking                        bool
+	inlinePush                      bool // configuration carries a push config
 }
 
 // PartStats sums the parts of a request's message by type.
@@ -269,10 +270,11 @@ func (r *Request) readSend() *Error {
 	if r.parentTaskID == "" {
 		r.parentTaskID = metadataString(mmeta, ParentTaskKey)
 	}
-	blocking, immediate, err := readSendConfig(cfg)
+	blocking, immediate, push, err := readSendConfig(cfg)
 	if err != nil {
 		return err
 	}
+	r.inlinePush = push
 	if r.Method == MethodSend {
 		if r.Version == V03 {
 			r.blocking = blocking != "false"
@@ -352,14 +354,14 @@ func (r *Request) readParts(parts []byte) *Error {
 
 // readSendConfig returns the literal values of configuration.blocking
 // (0.3) and configuration.returnImmediately (1.0): "true", "false" or "".
-func readSendConfig(cfg []byte) (blocking, immediate string, err *Error) {
+func readSendConfig(cfg []byte) (blocking, immediate string, push bool, err *Error) {
 	if isNull(cfg) {
-		return "", "", nil
+		return "", "", false, nil
 	}
 	var buf [6]member
 	ms, ok := splitObject(cfg, buf[:0])
 	if !ok {
-		return "", "", InvalidParams("params.configuration must be an object")
+		return "", "", false, InvalidParams("params.configuration must be an object")
 	}
 	for _, m := range ms {
 		switch {
@@ -367,12 +369,14 @@ func readSendConfig(cfg []byte) (blocking, immediate string, err *Error) {
 			blocking, err = paramBool(m.val, "params.configuration.blocking")
 		case m.is("returnImmediately"):
 			immediate, err = paramBool(m.val, "params.configuration.returnImmediately")
+		case m.is("pushNotificationConfig"), m.is("taskPushNotificationConfig"):
+			push = push || !isNull(m.val)
 		}
 		if err != nil {
-			return "", "", err
+			return "", "", false, err
 		}
 	}
-	return blocking, immediate, nil
+	return blocking, immediate, push, nil
 }
 
 // paramString reads an optional string member of params.
@@ -486,7 +490,7 @@ func TaskRequest(v Version, m Method, taskID string, metadata map[string]string)
 // taskPushNotificationConfig): body is the JSON-RPC request without it,
 // cfg the config as sent. cfg is nil, and body r.Raw, when there is none.
 func InlinePush(r *Request) (body []byte, cfg json.RawMessage) {
-	if r.Method != MethodSend && r.Method != MethodStream {
+	if !r.inlinePush {
 		return r.Raw, nil
 	}
 	key := "taskPushNotificationConfig"

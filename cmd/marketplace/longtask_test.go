@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
 	"github.com/a2aproject/a2a-go/v2/a2asrv/push"
 
@@ -161,14 +162,17 @@ type longAgent struct {
 	Wire *sdkWireLog
 }
 
-func startLongAgent(t *testing.T, name string) *longAgent {
+func startLongAgent(t *testing.T, name string) *longAgent { return startLongAgentV(t, name, "1.0") }
+
+// startLongAgentV starts the agent in A2A version 1.0 or 0.3 (a2av0).
+func startLongAgentV(t *testing.T, name, version string) *longAgent {
 	t.Helper()
 	a := &longAgent{Exec: newLongExecutor(), Wire: &sdkWireLog{}}
 	srv := httptest.NewUnstartedServer(nil)
 	a.URL = "http://" + srv.Listener.Addr().String()
 	card := &a2a.AgentCard{
 		Name: name, Description: "An official a2a-go agent doing long work in steps, with push notifications.", Version: "1.0.0",
-		SupportedInterfaces: []*a2a.AgentInterface{{URL: a.URL, ProtocolBinding: a2a.TransportProtocolJSONRPC, ProtocolVersion: "1.0"}},
+		SupportedInterfaces: []*a2a.AgentInterface{{URL: a.URL, ProtocolBinding: a2a.TransportProtocolJSONRPC, ProtocolVersion: a2a.ProtocolVersion(version)}},
 		Capabilities: a2a.AgentCapabilities{Streaming: true, PushNotifications: true,
 			Extensions: []a2a.AgentExtension{{URI: wire.UsageExtensionURI, Description: "AgentMarket usage"}}},
 		DefaultInputModes: []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
@@ -177,8 +181,13 @@ func startLongAgent(t *testing.T, name string) *longAgent {
 	h := a2asrv.NewHandler(a.Exec, a2asrv.WithLogger(slog.New(slog.DiscardHandler)),
 		a2asrv.WithPushNotifications(push.NewInMemoryStore(), push.NewHTTPPushSender(&push.HTTPSenderConfig{Timeout: 5 * time.Second})))
 	mux := http.NewServeMux()
-	mux.Handle("GET "+a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
-	mux.Handle("/", a2asrv.NewJSONRPCHandler(h))
+	if version == "0.3" {
+		mux.Handle("GET "+a2asrv.WellKnownAgentCardPath, a2asrv.NewAgentCardHandler(a2av0.NewStaticAgentCardProducer(card)))
+		mux.Handle("/", a2av0.NewJSONRPCHandler(h))
+	} else {
+		mux.Handle("GET "+a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
+		mux.Handle("/", a2asrv.NewJSONRPCHandler(h))
+	}
 	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		x := sdkExchange{Method: r.Method, Path: r.URL.RequestURI(), Version: r.Header.Get("A2A-Version")}
 		if r.Body != nil {
@@ -826,5 +835,142 @@ func TestResubscribeOnAnotherMeter(t *testing.T) {
 	}
 	if !methods["SendStreamingMessage"] || !methods["SubscribeToTask"] {
 		t.Errorf("rows' methods: %v", methods)
+	}
+}
+
+// TestPushNotifications03: an A2A 0.3 buyer gives its webhook inline in
+// message/send to an A2A 0.3 agent: the agent never sees the buyer's
+// webhook, and the buyer gets every update in 0.3 form, with its
+// authentication and X-A2A-Notification-Token; a 1.0 buyer of the same
+// agent gets 1.0 notifications.
+func TestPushNotifications03(t *testing.T) {
+	ag := startLongAgentV(t, "Long 0.3 agent", "0.3")
+	hook := startWebhook(t)
+	lm := newLongMarket(t, map[string]string{})
+	listing, ep := lm.list(t, ag.URL, nil, nil)
+	if card := lm.api.do("GET", "/a2a/"+listing+"/.well-known/agent-card.json", nil); get(card.JSON, "capabilities", "pushNotifications") != true {
+		t.Errorf("proxied 0.3 card: %s", card.Body)
+	}
+	b03 := rpc{t: t, url: ep, key: lm.buyer}
+	res, e := b03.call("message/send", map[string]any{"message": msg03("long 2", nil)["message"], "configuration": map[string]any{
+		"blocking": false, "pushNotificationConfig": map[string]any{"url": hook.URL + "/hook03", "token": "tok-03",
+			"authentication": map[string]any{"schemes": []string{"Bearer"}, "credentials": "secret-03"}}}})
+	if e != nil {
+		t.Fatalf("send: %v", e)
+	}
+	task, _ := res["id"].(string)
+	// A refused webhook inline is refused before the agent is called.
+	if _, e := b03.call("message/send", map[string]any{"message": msg03("long 1", nil)["message"], "configuration": map[string]any{
+		"pushNotificationConfig": map[string]any{"url": "http://169.254.169.254/hook"}}}); e == nil || e["code"] != float64(-32602) {
+		t.Errorf("inline metadata webhook: %v", e)
+	}
+	for _, x := range ag.Wire.since(0) {
+		if strings.Contains(x.ReqBody, hook.URL) || strings.Contains(x.ReqBody, "169.254") {
+			t.Errorf("the agent was given the buyer's webhook: %s", x.ReqBody)
+		}
+	}
+	// The registration happens once the agent names the task.
+	waitFor(t, "the meter's callback registered", 5*time.Second, func() bool {
+		for _, x := range ag.Wire.since(0) {
+			if x.RPC == "tasks/pushNotificationConfig/set" {
+				return true
+			}
+		}
+		return false
+	})
+	// The buyer's config reads back in 0.3 form (a bare array of
+	// TaskPushNotificationConfig).
+	if res, err := b03.post("tasks/pushNotificationConfig/list", map[string]any{"id": task}); err != nil {
+		t.Fatal(err)
+	} else {
+		var out struct {
+			Result []struct {
+				TaskID string `json:"taskId"`
+				Config struct {
+					URL            string `json:"url"`
+					Authentication struct {
+						Schemes []string `json:"schemes"`
+					} `json:"authentication"`
+				} `json:"pushNotificationConfig"`
+			} `json:"result"`
+		}
+		json.NewDecoder(res.Body).Decode(&out)
+		res.Body.Close()
+		if len(out.Result) != 1 || out.Result[0].TaskID != task || out.Result[0].Config.URL != hook.URL+"/hook03" ||
+			len(out.Result[0].Config.Authentication.Schemes) != 1 {
+			t.Errorf("0.3 push config list: %+v", out)
+		}
+	}
+	ag.Exec.step(task)
+	ag.Exec.step(task)
+	waitFor(t, "three 0.3 deliveries", 10*time.Second, func() bool { return len(hook.received("/hook03")) >= 3 })
+	var kinds []string
+	for i, c := range hook.received("/hook03") {
+		if c.Auth != "Bearer secret-03" || c.Token03 != "tok-03" || c.ContentType != "application/json" {
+			t.Errorf("delivery %d: Authorization %q, X-A2A-Notification-Token %q, %s", i, c.Auth, c.Token03, c.ContentType)
+		}
+		kinds = append(kinds, fmt.Sprint(c.Body["kind"]))
+		if c.Body["taskId"] != task {
+			t.Errorf("delivery %d is about %v", i, c.Body["taskId"])
+		}
+	}
+	if strings.Join(kinds, " ") != "artifact-update artifact-update status-update" {
+		t.Errorf("0.3 deliveries: %v", kinds)
+	}
+}
+
+// TestPushConfigsOverREST: the push-config paths of the HTTP+JSON binding
+// (1.0, and 0.3 under /v1) are served by the meter as the JSON-RPC
+// methods are: create, get, list, delete, a refused webhook answered 400,
+// another org's task 404; and notifications then reach the webhook.
+func TestPushConfigsOverREST(t *testing.T) {
+	ag := startLongAgent(t, "Long REST-fronted agent")
+	hook := startWebhook(t)
+	lm := newLongMarket(t, map[string]string{})
+	listing, ep := lm.list(t, ag.URL, nil, nil)
+	_, other := signup(t, lm.api, "Initech", "it@initech.example")
+	lm.api.with(other).do("POST", "/api/v1/subscriptions", map[string]any{"listing_id": listing})
+
+	status, res, _ := restCall(t, lm.buyer, "POST", ep+"/message:send", "1.0", map[string]any{
+		"message": msg10("long 1", nil)["message"], "configuration": map[string]any{"returnImmediately": true}})
+	task, _ := get(res, "task", "id").(string)
+	if status != 200 || task == "" {
+		t.Fatalf("send: %d %v", status, res)
+	}
+	configs := ep + "/tasks/" + task + "/pushNotificationConfigs"
+	if status, res, _ = restCall(t, lm.buyer, "POST", configs, "1.0", map[string]any{"url": "https://10.0.0.1/hook"}); status != 400 {
+		t.Errorf("private webhook over REST: %d %v", status, res)
+	}
+	if status, res, _ = restCall(t, other, "POST", configs, "1.0", map[string]any{"url": hook.URL + "/x"}); status != 404 {
+		t.Errorf("another org's task over REST: %d %v", status, res)
+	}
+	status, res, _ = restCall(t, lm.buyer, "POST", configs, "1.0", map[string]any{"id": "rest-1", "url": hook.URL + "/rest",
+		"authentication": map[string]any{"scheme": "Bearer", "credentials": "rest-secret"}})
+	if status != 200 || res["id"] != "rest-1" || res["taskId"] != task {
+		t.Fatalf("create over REST: %d %v", status, res)
+	}
+	if status, res, _ = restCall(t, lm.buyer, "GET", configs+"/rest-1", "1.0", nil); status != 200 || res["url"] != hook.URL+"/rest" {
+		t.Errorf("get over REST: %d %v", status, res)
+	}
+	if status, res, _ = restCall(t, lm.buyer, "GET", configs, "1.0", nil); status != 200 || len(get(res, "configs").([]any)) != 1 {
+		t.Errorf("list over REST: %d %v", status, res)
+	}
+	// The same config through the 0.3 form of the path.
+	if status, res, _ = restCall(t, lm.buyer, "GET", ep+"/v1/tasks/"+task+"/pushNotificationConfigs/rest-1", "", nil); status != 200 {
+		t.Errorf("0.3 get over REST: %d %v", status, res)
+	}
+	ag.Exec.step(task)
+	waitFor(t, "two deliveries", 10*time.Second, func() bool { return len(hook.received("/rest")) >= 2 })
+	if c := hook.received("/rest")[0]; c.Auth != "Bearer rest-secret" {
+		t.Errorf("REST-configured delivery: %+v", c)
+	}
+	if status, res, _ = restCall(t, lm.buyer, "DELETE", configs+"/rest-1", "1.0", nil); status != 200 {
+		t.Errorf("delete over REST: %d %v", status, res)
+	}
+	if status, _, _ = restCall(t, lm.buyer, "GET", configs+"/rest-1", "1.0", nil); status != 400 && status != 404 {
+		t.Errorf("get after delete: %d", status)
+	}
+	if len(ag.calls("DeleteTaskPushNotificationConfig")) != 1 {
+		t.Errorf("the meter's callback was not removed at the agent")
 	}
 }
