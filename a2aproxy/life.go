@@ -109,6 +109,7 @@ func (p *Proxy) cascade(ctx context.Context, listingID, taskID string, trace tra
 				"parent_task_id", taskID, "err", err)
 			continue
 		}
+		p.Metrics.taskCanceled("cascade")
 		p.cascade(ctx, ch.ListingID, ch.TaskID, span, depth+1)
 	}
 }
@@ -269,6 +270,7 @@ func (p *Proxy) Sweep(ctx context.Context) int {
 			continue
 		}
 		n++
+		p.Metrics.taskCanceled(d.Why)
 		p.cascade(ctx, d.ListingID, d.TaskID, trace, 0)
 	}
 	return n

@@ -16,6 +16,9 @@ type Metrics struct {
 	tokensC  *prometheus.CounterVec
 	cost     *prometheus.CounterVec
 	inflight prometheus.Gauge
+	pushIn   *prometheus.CounterVec
+	pushOut  *prometheus.CounterVec
+	canceled *prometheus.CounterVec
 }
 
 // NewMetrics registers the meter's series on reg.
@@ -31,8 +34,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "List price of the usage billed, in micro-units, by listing."}, []string{"listing"}),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "a2a_inflight_requests",
 			Help: "A2A calls in progress (streams included)."}),
+		pushIn: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "push_notifications_total",
+			Help: "Push notifications agents posted to the meter's callbacks, by listing and outcome (accepted, refused)."}, []string{"listing", "outcome"}),
+		pushOut: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "push_delivery_attempts_total",
+			Help: "Attempts to deliver push notifications to buyers' webhooks, by outcome (delivered, retry, failed)."}, []string{"outcome"}),
+		canceled: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "tasks_canceled_total",
+			Help: "Tasks the meter canceled at their agents, by why (pause, deadline, cascade)."}, []string{"why"}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.tokensC, m.cost, m.inflight)
+	reg.MustRegister(m.requests, m.latency, m.tokensC, m.cost, m.inflight, m.pushIn, m.pushOut, m.canceled)
 	return m
 }
 
@@ -58,4 +67,24 @@ func (m *Metrics) tokens(u metering.Usage) {
 	m.tokensC.WithLabelValues(u.ListingID, "input", src).Add(float64(u.InputTokens))
 	m.tokensC.WithLabelValues(u.ListingID, "output", src).Add(float64(u.OutputTokens))
 	m.cost.WithLabelValues(u.ListingID).Add(float64(u.CostMicros))
+}
+
+// The counters below are nil-safe: a Proxy without Metrics counts nothing.
+
+func (m *Metrics) pushReceived(listing, outcome string) {
+	if m != nil {
+		m.pushIn.WithLabelValues(listing, outcome).Inc()
+	}
+}
+
+func (m *Metrics) pushAttempt(outcome string) {
+	if m != nil {
+		m.pushOut.WithLabelValues(outcome).Inc()
+	}
+}
+
+func (m *Metrics) taskCanceled(why string) {
+	if m != nil {
+		m.canceled.WithLabelValues(why).Inc()
+	}
 }

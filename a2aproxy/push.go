@@ -374,6 +374,7 @@ func (p *Proxy) callback(c *fiber.Ctx) error {
 		token, _ = bearer(c.Get(fiber.HeaderAuthorization))
 	}
 	if subtle.ConstantTimeCompare([]byte(secretHash(token)), []byte(cfg.SecretHash)) != 1 {
+		p.Metrics.pushReceived(cfg.ListingID, "refused")
 		p.Logger.WarnContext(ctx, "push notification with a wrong token refused", "listing", cfg.ListingID, "task_id", cfg.TaskID)
 		return deny(http.StatusUnauthorized, "wrong notification token")
 	}
@@ -403,6 +404,7 @@ func (p *Proxy) callback(c *fiber.Ctx) error {
 		p.Logger.ErrorContext(ctx, "push notification not stored", "task_id", cfg.TaskID, "err", err)
 		return deny(http.StatusServiceUnavailable, "try again")
 	}
+	p.Metrics.pushReceived(cfg.ListingID, "accepted")
 	p.Push.kick()
 	return c.SendStatus(http.StatusOK)
 }
@@ -494,10 +496,14 @@ func (p *Proxy) deliver(ctx context.Context, d contracts.Delivery) {
 		if err := p.Push.Store.DeliveryAttempted(ctx, d.ID, status, attempts, next, httpStatus, msg, p.Clock.Now()); err != nil && ctx.Err() == nil {
 			p.Logger.ErrorContext(ctx, "push delivery not recorded", "delivery_id", d.ID, "err", err)
 		}
-		level := p.Logger.InfoContext
+		level, outcome := p.Logger.InfoContext, string(status)
 		if status != contracts.DeliveryDelivered {
 			level = p.Logger.WarnContext
 		}
+		if status == contracts.DeliveryPending {
+			outcome = "retry"
+		}
+		p.Metrics.pushAttempt(outcome)
 		level(ctx, "push delivery", "delivery_id", d.ID, "task_id", d.TaskID, "status", status, "attempt", attempts, "http_status", httpStatus, "error", msg)
 	}
 	cfg, err := p.Push.Store.PushConfig(ctx, d.ListingID, d.TaskID, d.ConfigID)

@@ -471,6 +471,13 @@ func TestPushNotifications(t *testing.T) {
 		if n := len(deliveries("delivered")); n != 5 {
 			t.Errorf("%d delivered deliveries in the API, want 5", n)
 		}
+		metrics := string(lm.api.do("GET", "/metrics", nil).Body)
+		for _, series := range []string{`agentmarket_meter_push_notifications_total{listing="` + listing + `",outcome="accepted"}`,
+			`agentmarket_meter_push_delivery_attempts_total{outcome="delivered"}`} {
+			if !strings.Contains(metrics, series) {
+				t.Errorf("/metrics has no %s", series)
+			}
+		}
 
 		// Usage: what the agent reported, once.
 		rows := taskRows(t, lm.m, e, task, 1)
@@ -972,5 +979,41 @@ func TestPushConfigsOverREST(t *testing.T) {
 	}
 	if len(ag.calls("DeleteTaskPushNotificationConfig")) != 1 {
 		t.Errorf("the meter's callback was not removed at the agent")
+	}
+}
+
+// TestPushDeliveryRechecksAddress: the webhook's address is judged again
+// when a delivery dials it. A config accepted while 127.0.0.0/8 was
+// allowed gets nothing once the meter restarts without that allowance:
+// the delivery fails at once (no retries), saying why, and the webhook is
+// never reached.
+func TestPushDeliveryRechecksAddress(t *testing.T) {
+	ag := startLongAgent(t, "Long agent")
+	hook := startWebhook(t)
+	env := map[string]string{"AGENTMARKET_ADDR": freeAddr(t), "AGENTMARKET_DATA_DIR": t.TempDir()}
+	lm := newLongMarket(t, env)
+	_, ep := lm.list(t, ag.URL, nil, nil)
+	b10 := rpc{t: t, url: ep, key: lm.buyer, version: "1.0"}
+	res, _ := b10.call("SendMessage", map[string]any{"message": msg10("long 1", nil)["message"], "configuration": map[string]any{"returnImmediately": true}})
+	task, _ := get(res, "task", "id").(string)
+	if _, e := b10.call("CreateTaskPushNotificationConfig", map[string]any{"taskId": task, "id": "c", "url": hook.URL + "/guarded"}); e != nil {
+		t.Fatalf("push config: %v", e)
+	}
+	lm.m.stop(t)
+	env["AGENTMARKET_FETCH_ALLOW_CIDRS"] = "192.0.2.0/24" // no longer loopback
+	lm.m = startMarketplace(t, env)
+	ag.Exec.step(task)
+	var failed []any
+	waitFor(t, "the refused deliveries", 10*time.Second, func() bool {
+		r := lm.api.with(lm.buyer).do("GET", "/api/v1/push-deliveries?status=failed&task_id="+task, nil)
+		failed, _ = r.JSON["items"].([]any)
+		return len(failed) >= 1
+	})
+	f := failed[len(failed)-1].(map[string]any)
+	if f["attempts"] != float64(1) || !strings.Contains(fmt.Sprint(f["last_error"]), "refused") || !strings.Contains(fmt.Sprint(f["last_error"]), "127.0.0.1") {
+		t.Errorf("refused delivery: %v", f)
+	}
+	if n := len(hook.received("/guarded")); n != 0 {
+		t.Errorf("the webhook got %d deliveries", n)
 	}
 }
