@@ -297,7 +297,12 @@ func (p *Proxy) parentOf(ctx context.Context, cl *call) *contracts.TaskBinding {
 	if p.Tasks == nil || cl.req == nil || cl.req.ParentTaskID() == "" {
 		return nil
 	}
-	b, err := p.Tasks.FindTask(ctx, cl.req.ParentTaskID(), cl.actor.OrgID)
+	// Cached, misses too: an orchestrator names the same parent on many
+	// calls, and a parent the meter never carried stays unknown.
+	id := cl.req.ParentTaskID()
+	b, err := p.parents.get(cl.actor.OrgID+"|"+id, func() (*contracts.TaskBinding, error) {
+		return p.Tasks.FindTask(ctx, id, cl.actor.OrgID)
+	}, isNotFound)
 	if err != nil {
 		if !isNotFound(err) {
 			p.Logger.WarnContext(ctx, "parent task not looked up", "trace_id", cl.trace.traceID, "parent_task_id", cl.req.ParentTaskID(), "err", err)

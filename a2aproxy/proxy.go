@@ -132,6 +132,7 @@ type Proxy struct {
 	contracts *ttlCache[*contracts.Contract]
 	spent     *ttlCache[int64]
 	plans     *ttlCache[*listings.Plan] // plan versions never change
+	parents   *ttlCache[*contracts.TaskBinding]
 	bills     *batcher[metering.BillRequest, metering.BillResult]
 	binds     *batcher[contracts.TaskBinding, bindResult]
 	dialects  dialectCache // of 0.3 HTTP+JSON agent interfaces (dialect.go)
@@ -148,6 +149,7 @@ func (p *Proxy) Init() {
 	p.contracts = newTTLCache[*contracts.Contract](p.Limits.CacheTTL, now)
 	p.spent = newTTLCache[int64](p.Limits.CacheTTL, now)
 	p.plans = newTTLCache[*listings.Plan](time.Hour, now)
+	p.parents = newTTLCache[*contracts.TaskBinding](p.Limits.CacheTTL, now)
 	if p.Client == nil {
 		p.Client = &http.Client{Transport: &http.Transport{
 			MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second, ForceAttemptHTTP2: false,

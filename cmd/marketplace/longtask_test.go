@@ -703,6 +703,29 @@ func TestTaskTimeBudget(t *testing.T) {
 	if len(kinds) != 1 || kinds[0] != "canceled:meter" || !strings.Contains(fmt.Sprint(evs[0]["reason"]), "end-to-end time budget") {
 		t.Errorf("events: %v %v", kinds, evs)
 	}
+
+	// The per-hop budget of the contract, changed later: a blocking call
+	// waits 300ms for the agent, not the meter's 30s.
+	subs := lm.api.with(lm.buyer).do("GET", "/api/v1/subscriptions", nil)
+	var subID string
+	for _, it := range subs.JSON["items"].([]any) {
+		if m := it.(map[string]any); m["listing_id"] == listing {
+			subID, _ = m["id"].(string)
+		}
+	}
+	r := lm.api.with(lm.buyer).do("PATCH", "/api/v1/subscriptions/"+subID, map[string]any{"budgets": map[string]any{"request_timeout_ms": 300, "task_timeout_ms": 1500}})
+	if r.Status != 200 || get(r.JSON, "budgets", "request_timeout_ms") != float64(300) {
+		t.Fatalf("patch budgets: %d %s", r.Status, r.Body)
+	}
+	if r := lm.api.with(lm.buyer).do("PATCH", "/api/v1/subscriptions/"+subID, map[string]any{"budgets": map[string]any{"max_pause_ms": -5}}); r.Status != 422 {
+		t.Errorf("a negative budget: %d %s", r.Status, r.Body)
+	}
+	time.Sleep(2500 * time.Millisecond) // the meters' contract cache (2s)
+	start := time.Now()
+	_, e = (rpc{t: t, url: ep, key: lm.buyer, version: "1.0"}).call("SendMessage", msg10("wait", nil))
+	if e == nil || e["code"] != float64(-32051) || time.Since(start) > 5*time.Second {
+		t.Errorf("a blocking call past the contract's per-hop budget: %v after %s, want -32051 after about 300ms", e, time.Since(start))
+	}
 }
 
 // openStream starts a streaming call and returns its events as they
