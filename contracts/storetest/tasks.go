@@ -237,6 +237,26 @@ func runBindings(t *testing.T, newStore TaskFactory) {
 			t.Errorf("TaskOwner(task_old) = %s, want the first binding, without deadline", showBinding(*got))
 		}
 	})
+
+	t.Run("bindings: a large batch, with a task twice in it", func(t *testing.T) {
+		s, _ := newStore(t)
+		var batch []contracts.TaskBinding
+		for i := range 250 {
+			batch = append(batch, contracts.TaskBinding{ListingID: "lst_1", TaskID: fmt.Sprintf("task_%03d", i), OrgID: "org_a", ContractID: "ctr_1", CreatedAt: t0})
+		}
+		// The same task again, from another org, in the same batch (and in
+		// another chunk of it): the first binding wins.
+		batch = append(batch, contracts.TaskBinding{ListingID: "lst_1", TaskID: "task_007", OrgID: "org_z", ContractID: "ctr_z", CreatedAt: t0})
+		owners, errs := s.BindTasks(ctx, batch)
+		for i := range batch {
+			if errs[i] != nil || owners[i] != "org_a" {
+				t.Fatalf("BindTasks[%d] (%s) = %q, %v; want org_a", i, batch[i].TaskID, owners[i], errs[i])
+			}
+		}
+		got, err := s.TaskOwner(ctx, "lst_1", "task_249")
+		must(t, err)
+		wantBinding(t, "TaskOwner(task_249)", *got, batch[249])
+	})
 }
 
 func runTaskLife(t *testing.T, newStore TaskFactory) {
