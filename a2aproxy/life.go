@@ -60,13 +60,16 @@ func (p *Proxy) trackLife(ctx context.Context, cl *call) {
 		warn("cancel", err)
 		p.Logger.InfoContext(ctx, "task canceled", "trace_id", cl.trace.traceID, "listing", cl.target.ListingID,
 			"task_id", cl.obs.taskID, "canceled_by", e.Actor, "reason", e.Reason, "first", ended)
-		// The tasks delegated from this one go too, whoever canceled it.
-		p.goCascade(cl.target.ListingID, cl.obs.taskID, cl.trace)
+		// The tasks delegated from this one go too. The meter's own cancels
+		// (a sweep, a cascade) go on down the tree themselves.
+		if ended && cl.cancelBy == "" {
+			p.goCascade(cl.target.ListingID, cl.obs.taskID, cl.trace)
+		}
 	case interrupted(cl.obs.state):
 		at := p.Clock.Now().Add(cl.lim.MaxPause)
 		_, err := p.Tasks.TaskPaused(ctx, ev(contracts.TaskPaused), &at)
 		warn("pause", err)
-	case cl.obs.terminal && (continuing || cl.lim.TaskTimeout > 0 || cl.label != ""):
+	case cl.obs.terminal && (continuing || cl.tracked || cl.label != ""):
 		_, err := p.Tasks.TaskEnded(ctx, ev(contracts.TaskEnded))
 		warn("end", err)
 	}
@@ -101,7 +104,20 @@ func (p *Proxy) cascade(ctx context.Context, listingID, taskID string, trace tra
 		p.Logger.ErrorContext(ctx, "delegated tasks not found", "trace_id", trace.traceID, "task_id", taskID, "err", err)
 		return
 	}
+	var parent *contracts.TaskBinding
 	for _, ch := range children {
+		if ch.ParentListingID == "" {
+			// Named its parent by id before the meter had bound it: a
+			// child only of the parent's owner or of its listing's seller.
+			if parent == nil {
+				if parent, err = p.Owners.TaskOwner(ctx, listingID, taskID); err != nil {
+					return
+				}
+			}
+			if ch.OrgID != parent.OrgID && ch.OrgID != p.sellerOf(ctx, listingID) {
+				continue
+			}
+		}
 		span := traceContext{traceID: trace.traceID, spanID: randomHex(8), flags: trace.flags}
 		reason := fmt.Sprintf("its parent task %s was canceled", taskID)
 		if err := p.cancelAtAgent(ctx, ch, contracts.CanceledByCascade, reason, span); err != nil {
@@ -247,14 +263,20 @@ func (p *Proxy) RunTaskSweeper(ctx context.Context, interval time.Duration) {
 
 // Sweep cancels the tasks due now; it returns how many it canceled.
 func (p *Proxy) Sweep(ctx context.Context) int {
+	// A lease long enough for the whole batch, each cancel waiting up to
+	// the request timeout: no other meter takes these tasks meanwhile.
+	const batch = 10
 	now := p.Clock.Now()
-	due, err := p.Tasks.DueTasks(ctx, now, now.Add(time.Minute), 50)
+	due, err := p.Tasks.DueTasks(ctx, now, now.Add(time.Minute+batch*2*p.Limits.RequestTimeout), batch)
 	if err != nil {
 		p.Logger.ErrorContext(ctx, "task sweep failed", "err", err)
 		return 0
 	}
 	n := 0
 	for _, d := range due {
+		if d.Why == "pause" && !p.stillPaused(ctx, d.TaskBinding) {
+			continue
+		}
 		var why string
 		if d.Why == "pause" && d.PausedSince != nil {
 			why = fmt.Sprintf("the task waited for input since %s, longer than the longest pause allowed", d.PausedSince.UTC().Format(time.RFC3339))
@@ -292,22 +314,91 @@ func (p *Proxy) deadline(cl *call, parent *contracts.TaskBinding) *time.Time {
 }
 
 // parentOf finds the task a request names as its parent, when the meter
-// carried it.
+// carried it and it may be this caller's parent: a task the caller's org
+// owns, or a task on a listing the caller's org sells (an agent
+// delegating part of its buyer's task). Task ids are the agents' choice,
+// so a task of the same id elsewhere, owned by someone else, is never
+// taken for the parent.
 func (p *Proxy) parentOf(ctx context.Context, cl *call) *contracts.TaskBinding {
 	if p.Tasks == nil || cl.req == nil || cl.req.ParentTaskID() == "" {
 		return nil
 	}
 	// Cached, misses too: an orchestrator names the same parent on many
-	// calls, and a parent the meter never carried stays unknown.
-	id := cl.req.ParentTaskID()
-	b, err := p.parents.get(cl.actor.OrgID+"|"+id, func() (*contracts.TaskBinding, error) {
-		return p.Tasks.FindTask(ctx, id, cl.actor.OrgID)
+	// calls. A parent not bound yet is recorded unresolved (by id alone)
+	// and matched when it is canceled (cascade).
+	id, org := cl.req.ParentTaskID(), cl.actor.OrgID
+	b, err := p.parents.get(org+"|"+id, func() (*contracts.TaskBinding, error) {
+		found, err := p.Tasks.FindTasks(ctx, id, 20)
+		if err != nil {
+			return nil, err
+		}
+		for i := range found {
+			if found[i].OrgID == org {
+				return &found[i], nil
+			}
+		}
+		for i := range found {
+			if p.sellerOf(ctx, found[i].ListingID) == org {
+				return &found[i], nil
+			}
+		}
+		return nil, agentmarket.Errorf(agentmarket.NotFound, "task_not_found", "no parent task %q of yours", id)
 	}, isNotFound)
 	if err != nil {
 		if !isNotFound(err) {
-			p.Logger.WarnContext(ctx, "parent task not looked up", "trace_id", cl.trace.traceID, "parent_task_id", cl.req.ParentTaskID(), "err", err)
+			p.Logger.WarnContext(ctx, "parent task not looked up", "trace_id", cl.trace.traceID, "parent_task_id", id, "err", err)
 		}
 		return nil
 	}
 	return b
+}
+
+// sellerOf is the org selling a listing ("" when unknown).
+func (p *Proxy) sellerOf(ctx context.Context, listingID string) string {
+	t, err := p.targets.get(listingID, func() (*Target, error) { return p.Resolver.Resolve(ctx, listingID) }, isNotFound)
+	if err != nil {
+		return ""
+	}
+	return t.SellerOrgID
+}
+
+// stillPaused asks the agent where a task the meter saw paused is now: an
+// agent may go on by itself (auth-required settled out of band), and the
+// meter saw nothing of it. A task no longer paused gets its resume (or
+// its end) recorded and is not canceled. When the agent cannot say, the
+// task is taken as still paused.
+func (p *Proxy) stillPaused(ctx context.Context, b contracts.TaskBinding) bool {
+	body, err := wire.TaskRequest(wire.V10, wire.MethodGetTask, b.TaskID, nil)
+	if err != nil {
+		return true
+	}
+	cl, err := p.backgroundCall(ctx, b, parseTraceparent(""), body)
+	if err != nil {
+		return true
+	}
+	cl.label = "sweep"
+	result, agentErr, err := p.callAgent(ctx, cl, cl.req)
+	event := func(kind contracts.TaskEventKind, reason string) contracts.TaskEvent {
+		return contracts.TaskEvent{ID: agentmarket.NewID("tev"), ListingID: b.ListingID, TaskID: b.TaskID, Kind: kind,
+			State: cl.obs.state, At: p.Clock.Now(), Reason: reason, TraceID: cl.trace.traceID}
+	}
+	switch {
+	case err != nil:
+		return true
+	case agentErr != nil:
+		if agentErr.Code == wire.CodeTaskNotFound {
+			_, _ = p.Tasks.TaskEnded(ctx, event(contracts.TaskEnded, "the agent no longer knows the task"))
+			return false
+		}
+		return true
+	}
+	cl.obs.add(wire.Observe(cl.upVersion, wire.MethodGetTask, result))
+	p.finish(ctx, cl, p.Clock.Now().Sub(cl.start)) // what the agent reports is billed
+	if interrupted(cl.obs.state) || cl.obs.state == "" {
+		return true
+	}
+	if _, err := p.Tasks.TaskResumed(ctx, event(contracts.TaskResumed, "the agent went on by itself")); err != nil && !isNotFound(err) {
+		p.Logger.ErrorContext(ctx, "resume not recorded", "task_id", b.TaskID, "err", err)
+	}
+	return false
 }

@@ -256,6 +256,9 @@ type call struct {
 	// cancelBy and cancelWhy say who canceled and why, for cancels the
 	// meter sends on its own.
 	cancelBy, cancelWhy string
+	// tracked is set when the task got a deadline or a parent: its end is
+	// then recorded.
+	tracked bool
 	// inlinePush is the push config a send carried, registered once the
 	// agent names the task.
 	inlinePush *pushConfig
@@ -859,8 +862,13 @@ func (p *Proxy) bindTask(ctx context.Context, cl *call) {
 	parent := p.parentOf(ctx, cl)
 	if parent != nil {
 		b.ParentListingID, b.ParentTaskID = parent.ListingID, parent.TaskID
+	} else if cl.req != nil {
+		b.ParentTaskID = cl.req.ParentTaskID() // unresolved: matched when a parent of this id is canceled
 	}
 	b.DeadlineAt = p.deadline(cl, parent)
+	// The end of a task with a deadline or a parent must be recorded, or
+	// the sweeper and cascades would cancel it after it completed.
+	cl.tracked = b.DeadlineAt != nil || b.ParentTaskID != ""
 	owner, err := p.bindOwner(ctx, b)
 	if err != nil {
 		p.Logger.ErrorContext(ctx, "task binding failed", "trace_id", cl.trace.traceID, "task_id", cl.obs.taskID, "err", err)

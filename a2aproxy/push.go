@@ -184,8 +184,16 @@ func (p *Proxy) pushSet(ctx context.Context, cl *call, prm pushConfig) (json.Raw
 	if err := p.Push.checkURL(ctx, prm.URL); err != nil {
 		return nil, err
 	}
+	if err := checkHeaderValues(prm); err != nil {
+		return nil, err
+	}
 	if prm.ID == "" {
+		// 0.3 clients name a task's config by the task (get with no config
+		// id); 1.0 servers assign an id.
 		prm.ID = agentmarket.NewID("pnc")
+		if cl.req.Version == wire.V03 {
+			prm.ID = prm.TaskID
+		}
 	}
 	secret := agentmarket.RandomToken(32)
 	callbackID := agentmarket.NewID("pcb")
@@ -237,6 +245,9 @@ func (p *Proxy) buyerConfig(c *contracts.PushConfig) (pushConfig, error) {
 }
 
 func (p *Proxy) pushGet(ctx context.Context, cl *call, prm pushConfig) (json.RawMessage, error) {
+	if prm.ID == "" && cl.req.Version == wire.V03 {
+		prm.ID = prm.TaskID // 0.3: the task's config
+	}
 	c, err := p.Push.Store.PushConfig(ctx, cl.target.ListingID, prm.TaskID, prm.ID)
 	if err != nil {
 		if isNotFound(err) {
@@ -315,23 +326,29 @@ func (ps *Push) checkURL(ctx context.Context, raw string) error {
 	}
 	host := u.Hostname()
 	var ips []netip.Addr
-	if ip, err := netip.ParseAddr(host); err == nil {
+	ip, err := netip.ParseAddr(host)
+	literal := err == nil
+	if literal {
 		ips = []netip.Addr{ip}
 	} else {
 		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		if ips, err = net.DefaultResolver.LookupNetIP(rctx, "ip", host); err != nil || len(ips) == 0 {
-			return refuse("the host %q cannot be resolved", host)
+			return refuse("%q is not a reachable public host", host)
 		}
 	}
 	for _, ip := range ips {
 		ip = ip.Unmap()
 		if err := ps.Guard.Check(ip); err != nil {
-			var ae *agentmarket.Error
-			if errors.As(err, &ae) {
-				return refuse("%s", ae.Message)
+			if literal {
+				var ae *agentmarket.Error
+				if errors.As(err, &ae) {
+					return refuse("%s", ae.Message)
+				}
 			}
-			return refuse("%v", err)
+			// A name is refused without saying what it resolves to: the
+			// answer would map the marketplace's own network.
+			return refuse("%q is not a reachable public host", host)
 		}
 		if u.Scheme == "http" && !ps.allowed(ip) {
 			return refuse("%q: the scheme must be https (plain http only for addresses in AGENTMARKET_FETCH_ALLOW_CIDRS)", raw)
@@ -384,8 +401,9 @@ func (p *Proxy) callback(c *fiber.Ctx) error {
 	}
 	agentV := notificationVersion(body)
 	ob := wire.Observe(agentV, wire.MethodStream, body)
-	if ob.TaskID != "" && ob.TaskID != cfg.TaskID {
-		return deny(http.StatusBadRequest, "the notification is about another task than this callback's")
+	if ob.TaskID != cfg.TaskID {
+		p.Metrics.pushReceived(cfg.ListingID, "refused")
+		return deny(http.StatusBadRequest, "the notification must be a task, message or event of this callback's task")
 	}
 	out := json.RawMessage(body)
 	if v := wire.Version(cfg.Version); v != agentV {
@@ -447,18 +465,47 @@ func (p *Proxy) meterNotification(ctx context.Context, c *fiber.Ctx, cfg *contra
 	return nil
 }
 
+// pushWorkers bounds the deliveries one meter has in flight.
+const pushWorkers = 32
+
 // RunPushDelivery delivers the outbox until ctx ends: due deliveries are
 // claimed (one per config at a time, so each webhook gets its task's
-// updates in order), sent, and retried with exponential backoff and full
-// jitter, up to MaxAttempts.
+// updates in order) as workers free up, sent, and retried with
+// exponential backoff and full jitter, up to MaxAttempts. A slow webhook
+// holds one worker, not the others.
 func (p *Proxy) RunPushDelivery(ctx context.Context) {
 	if p.Push == nil {
 		return
 	}
 	p.Push.init()
+	slots := make(chan struct{}, pushWorkers)
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for {
-		if p.deliverDue(ctx) > 0 {
-			continue
+		free := pushWorkers - len(slots)
+		claimed := 0
+		if free > 0 {
+			now := p.Clock.Now()
+			ds, err := p.Push.Store.ClaimDeliveries(ctx, now, now.Add(p.Push.Timeout+30*time.Second), free)
+			if err != nil && ctx.Err() == nil {
+				p.Logger.ErrorContext(ctx, "push outbox not read", "err", err)
+			}
+			for _, d := range ds {
+				slots <- struct{}{}
+				wg.Add(1)
+				go func() {
+					defer func() {
+						<-slots
+						wg.Done()
+						p.Push.kick() // a slot is free, and the config's next may be due
+					}()
+					p.deliver(ctx, d)
+				}()
+			}
+			claimed = len(ds)
+		}
+		if claimed > 0 && claimed == free {
+			continue // there may be more due
 		}
 		select {
 		case <-ctx.Done():
@@ -467,27 +514,6 @@ func (p *Proxy) RunPushDelivery(ctx context.Context) {
 		case <-time.After(p.Push.Poll):
 		}
 	}
-}
-
-func (p *Proxy) deliverDue(ctx context.Context) int {
-	now := p.Clock.Now()
-	ds, err := p.Push.Store.ClaimDeliveries(ctx, now, now.Add(p.Push.Timeout+30*time.Second), 32)
-	if err != nil {
-		if ctx.Err() == nil {
-			p.Logger.ErrorContext(ctx, "push outbox not read", "err", err)
-		}
-		return 0
-	}
-	var wg sync.WaitGroup
-	for _, d := range ds {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			p.deliver(ctx, d)
-		}()
-	}
-	wg.Wait()
-	return len(ds)
 }
 
 func (p *Proxy) deliver(ctx context.Context, d contracts.Delivery) {
@@ -520,7 +546,7 @@ func (p *Proxy) deliver(ctx context.Context, d contracts.Delivery) {
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.URL, bytes.NewReader(d.Body))
 	if err != nil {
-		record(contracts.DeliveryFailed, time.Time{}, 0, "bad webhook url: "+err.Error())
+		record(contracts.DeliveryFailed, time.Time{}, 0, "the webhook url is not valid")
 		return
 	}
 	contentType := "application/json"
@@ -544,6 +570,12 @@ func (p *Proxy) deliver(ctx context.Context, d contracts.Delivery) {
 		if errors.As(err, &ae) && ae.Kind == agentmarket.Invalid {
 			record(contracts.DeliveryFailed, time.Time{}, 0, "refused: "+ae.Message) // the guard: no retry helps
 			return
+		}
+		// The URL may carry a secret (chat webhooks do): keep it out of
+		// the recorded error and the logs.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
 		}
 		p.retry(d, attempts, 0, err.Error(), record)
 		return
@@ -607,6 +639,9 @@ func (p *Proxy) takeInlinePush(ctx context.Context, cl *call, body []byte, raw j
 		}
 		c.Authentication = &pushAuth{Scheme: scheme, Credentials: a.Credentials}
 	}
+	if err := checkHeaderValues(*c); err != nil {
+		return err
+	}
 	header := ""
 	if cl.req.Version == wire.V10 {
 		header = "1.0"
@@ -634,4 +669,17 @@ func (p *Proxy) registerInlinePush(cl *call) {
 	if _, err := p.pushSet(ctx, cl, *c); err != nil {
 		p.Logger.ErrorContext(ctx, "inline push config not registered", "trace_id", cl.trace.traceID, "task_id", c.TaskID, "err", err)
 	}
+}
+
+// checkHeaderValues refuses a token or credentials that could not be sent
+// as header values (every delivery would fail).
+func checkHeaderValues(c pushConfig) error {
+	bad := func(v string) bool { return strings.ContainsAny(v, "\r\n\x00") }
+	if bad(c.Token) {
+		return wire.InvalidParams("the push notification token must not contain line breaks")
+	}
+	if a := c.Authentication; a != nil && (bad(a.Scheme) || bad(a.Credentials) || strings.ContainsAny(a.Scheme, " \t")) {
+		return wire.InvalidParams("the push notification authentication must be a scheme name and credentials without line breaks")
+	}
+	return nil
 }

@@ -202,15 +202,29 @@ func (s *Subscriptions) Get(ctx context.Context, actor agentmarket.Actor, id str
 
 // SetBudgets replaces a contract's time budgets; meters apply them within
 // their cache interval.
+//
+// Fields left out keep their value; 0 returns to the listing's.
 func (s *Subscriptions) SetBudgets(ctx context.Context, actor agentmarket.Actor, id string, in *BudgetsInput) (*Contract, error) {
 	var fe agentmarket.Fields
 	b := in.parse(&fe)
 	if err := fe.Err("invalid_subscription", "the budgets are not valid"); err != nil {
 		return nil, err
 	}
-	if _, err := s.Get(ctx, actor, id); err != nil {
+	c, err := s.Get(ctx, actor, id)
+	if err != nil {
 		return nil, err
 	}
+	if in == nil {
+		return c, nil
+	}
+	keep := func(given *int64, cur time.Duration, dst *time.Duration) {
+		if given == nil {
+			*dst = cur
+		}
+	}
+	keep(in.RequestTimeoutMs, c.Budgets.RequestTimeout, &b.RequestTimeout)
+	keep(in.TaskTimeoutMs, c.Budgets.TaskTimeout, &b.TaskTimeout)
+	keep(in.MaxPauseMs, c.Budgets.MaxPause, &b.MaxPause)
 	return s.Store.SetContractBudgets(ctx, id, b, s.Clock.Now())
 }
 
@@ -268,8 +282,10 @@ type TaskBinding struct {
 	ContextID  string
 	CreatedAt  time.Time
 	// ParentListingID and ParentTaskID name the task this one was
-	// delegated from (the caller named it in metadata, and the meter knew
-	// it); "" when none. Canceling the parent cancels this task.
+	// delegated from (the caller named it in metadata); "" when none.
+	// ParentListingID is "" too when the meter had not bound the parent
+	// yet (an orchestrator delegates while its own task runs). Canceling
+	// the parent cancels this task.
 	ParentListingID string
 	ParentTaskID    string
 	// DeadlineAt is when the task's end-to-end time budget runs out (the

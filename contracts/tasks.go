@@ -2,6 +2,7 @@ package contracts
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/agentmarket/agentmarket"
@@ -96,12 +97,16 @@ type TaskLife interface {
 	TaskEnded(ctx context.Context, e TaskEvent) (bool, error)
 	// TaskRecord returns a task's binding, life and events, or NotFound.
 	TaskRecord(ctx context.Context, listingID, taskID string) (*TaskRecord, error)
-	// FindTask finds a bound task by its id alone (the parent a delegated
-	// task names): the one orgID owns when there is one, else the most
-	// recently bound. NotFound when none.
-	FindTask(ctx context.Context, taskID, orgID string) (*TaskBinding, error)
-	// ChildTasks returns the tasks that name the given task as their
-	// parent and have not ended.
+	// FindTasks finds bound tasks by their id alone (the parent a
+	// delegated task names; agents choose ids, so several listings may
+	// have one): at most limit, most recently bound first. None is not an
+	// error.
+	FindTasks(ctx context.Context, taskID string, limit int) ([]TaskBinding, error)
+	// ChildTasks returns the tasks that have not ended and name the given
+	// task as their parent: on its listing, or unresolved (a parent the
+	// meter had not bound yet when the child was created:
+	// ParentListingID ""). The caller decides which unresolved ones are
+	// really its children.
 	ChildTasks(ctx context.Context, parentListingID, parentTaskID string) ([]TaskBinding, error)
 	// DueTasks leases up to limit tasks, not ended, whose pause cancel time
 	// or deadline is at or before now; a leased task is not returned again
@@ -197,7 +202,8 @@ type PushStore interface {
 	ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, limit int) ([]Delivery, error)
 	// DeliveryAttempted records an attempt: delivered (status
 	// DeliveryDelivered), to be retried at next (DeliveryPending), or given
-	// up (DeliveryFailed). It clears the lease.
+	// up (DeliveryFailed). It clears the lease. An attempt on a delivery no
+	// longer pending (another meter finished it) changes nothing.
 	DeliveryAttempted(ctx context.Context, id string, status DeliveryStatus, attempts int, next time.Time, httpStatus int, errText string, at time.Time) error
 	Deliveries(ctx context.Context, q DeliveryQuery) ([]Delivery, error)
 	// RetryDelivery puts a failed delivery of orgID back to pending, due
@@ -251,6 +257,7 @@ type Tasks struct {
 	Push PushStore
 	// Listings tells who sells a listing (its seller may see its tasks).
 	Listings ListingSource
+	Clock    agentmarket.Clock
 }
 
 // Task returns a task's record to its owner, or to the listing's seller;
@@ -268,6 +275,13 @@ func (s *Tasks) Task(ctx context.Context, actor agentmarket.Actor, listingID, ta
 		return r, nil
 	}
 	if terms, err := s.Listings.ListingTerms(ctx, actor, listingID); err == nil && terms.SellerOrgID == actor.OrgID {
+		// The seller sees what happened, not which of the buyer's keys
+		// did it, nor the buyer's words.
+		for i := range r.Events {
+			if strings.HasPrefix(r.Events[i].Actor, "key:") || strings.HasPrefix(r.Events[i].Actor, "org:") {
+				r.Events[i].Actor, r.Events[i].Reason = "buyer", ""
+			}
+		}
 		return r, nil
 	}
 	return nil, notFound
@@ -295,6 +309,6 @@ func (s *Tasks) Deliveries(ctx context.Context, actor agentmarket.Actor, q Deliv
 }
 
 // RetryDelivery sends a failed delivery of the actor's org again.
-func (s *Tasks) RetryDelivery(ctx context.Context, actor agentmarket.Actor, id string, now time.Time) error {
-	return s.Push.RetryDelivery(ctx, actor.OrgID, id, now)
+func (s *Tasks) RetryDelivery(ctx context.Context, actor agentmarket.Actor, id string) error {
+	return s.Push.RetryDelivery(ctx, actor.OrgID, id, s.Clock.Now())
 }

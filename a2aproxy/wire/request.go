@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -369,8 +370,14 @@ func readSendConfig(cfg []byte) (blocking, immediate string, push bool, err *Err
 			blocking, err = paramBool(m.val, "params.configuration.blocking")
 		case m.is("returnImmediately"):
 			immediate, err = paramBool(m.val, "params.configuration.returnImmediately")
-		case m.is("pushNotificationConfig"), m.is("taskPushNotificationConfig"):
-			push = push || !isNull(m.val)
+		case isPushConfigKey(m.name()):
+			if isNull(m.val) {
+				continue
+			}
+			if push {
+				return "", "", false, InvalidParams("params.configuration carries more than one push notification config")
+			}
+			push = true
 		}
 		if err != nil {
 			return "", "", false, err
@@ -493,10 +500,6 @@ func InlinePush(r *Request) (body []byte, cfg json.RawMessage) {
 	if !r.inlinePush {
 		return r.Raw, nil
 	}
-	key := "taskPushNotificationConfig"
-	if r.Version == V03 {
-		key = "pushNotificationConfig"
-	}
 	top, ok := parseObject(r.Raw)
 	if !ok {
 		return r.Raw, nil
@@ -511,11 +514,49 @@ func InlinePush(r *Request) (body []byte, cfg json.RawMessage) {
 	if !ok {
 		return r.Raw, nil
 	}
-	v, found := conf.del(key)
-	if !found || isNull(v) {
+	// Every spelling an agent's decoder might take for a push config goes
+	// (its own version's and the other's, any case, snake_case): the
+	// agent must never see the buyer's webhook.
+	var v []byte
+	kept := conf.ms[:0:0]
+	for _, m := range conf.ms {
+		if isPushConfigKey(m.name()) {
+			if !isNull(m.val) {
+				v = m.val
+			}
+			continue
+		}
+		kept = append(kept, m)
+	}
+	conf.ms = kept
+	if v == nil {
 		return r.Raw, nil
 	}
 	params.set("configuration", conf.bytes())
 	top.set("params", params.bytes())
 	return top.bytes(), json.RawMessage(v)
+}
+
+// isPushConfigKey reports whether a configuration member names a push
+// config in any spelling a decoder may accept: pushNotificationConfig
+// (0.3), taskPushNotificationConfig (1.0), pushNotification (the 0.3
+// proto), in any case (Unicode simple folding, as Go's encoding/json
+// matches keys: "ſ" is "s"), with or without underscores or dashes
+// (protojson takes snake_case).
+func isPushConfigKey(name string) bool {
+	if len(name) > 120 {
+		return false
+	}
+	stripped := strings.Map(func(r rune) rune {
+		if r == '_' || r == '-' {
+			return -1
+		}
+		return r
+	}, name)
+	for _, k := range [...]string{"pushNotificationConfig", "taskPushNotificationConfig", "pushNotification"} {
+		if strings.EqualFold(stripped, k) {
+			return true
+		}
+	}
+	return false
 }

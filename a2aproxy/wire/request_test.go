@@ -466,3 +466,34 @@ func TestResultResponseAndGetTaskRequest(t *testing.T) {
 		t.Error("GetTaskRequest accepted an unknown version")
 	}
 }
+
+// TestInlinePushEverySpelling: a push config inside a send's
+// configuration is found and taken off the request in every spelling an
+// agent's decoder might accept, and two of them are refused.
+func TestInlinePushEverySpelling(t *testing.T) {
+	for _, tc := range []struct{ version, key string }{
+		{"1.0", "taskPushNotificationConfig"}, {"1.0", "TaskPushNotificationConfig"}, {"1.0", "task_push_notification_config"},
+		{"1.0", "pushNotificationConfig"}, {"", "pushNotificationConfig"}, {"", "taskPushNotificationConfig"},
+		{"", "PUSHNOTIFICATIONCONFIG"}, {"", "puſhNotificationConfig"}, {"", "pushNotification"}, {"", "Push_Notification_Config"},
+	} {
+		method, msg := "message/send", `{"kind":"message","messageId":"m","role":"user","parts":[{"kind":"text","text":"hi"}]}`
+		if tc.version == "1.0" {
+			method, msg = "SendMessage", `{"messageId":"m","role":"ROLE_USER","parts":[{"text":"hi"}]}`
+		}
+		body := `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":{"message":` + msg +
+			`,"configuration":{"blocking":true,"` + tc.key + `":{"url":"https://hooks.example.com/x"}}}}`
+		r, werr := wire.ParseRequest([]byte(body), tc.version)
+		if werr != nil {
+			t.Fatalf("%s: %v", tc.key, werr)
+		}
+		out, cfg := wire.InlinePush(r)
+		if cfg == nil || strings.Contains(string(out), "hooks.example.com") || !strings.Contains(string(out), `"blocking":true`) {
+			t.Errorf("%s %q: config %s, request left %s", tc.version, tc.key, cfg, out)
+		}
+	}
+	body := `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m","role":"user","parts":[]},` +
+		`"configuration":{"pushNotificationConfig":{"url":"https://a.example.com"},"pushnotificationconfig":{"url":"https://b.example.com"}}}}`
+	if _, werr := wire.ParseRequest([]byte(body), ""); werr == nil || werr.Code != wire.CodeInvalidParams {
+		t.Errorf("two push configs: %v, want InvalidParams", werr)
+	}
+}

@@ -43,12 +43,13 @@ type longExecutor struct {
 	steps    map[a2a.TaskID]chan struct{}
 	waiting  map[a2a.TaskID]chan struct{}
 	canceled map[a2a.TaskID]bool
+	started  chan string // every new task's id
 	stop     chan struct{}
 }
 
 func newLongExecutor() *longExecutor {
 	return &longExecutor{steps: map[a2a.TaskID]chan struct{}{}, waiting: map[a2a.TaskID]chan struct{}{},
-		canceled: map[a2a.TaskID]bool{}, stop: make(chan struct{})}
+		canceled: map[a2a.TaskID]bool{}, started: make(chan string, 64), stop: make(chan struct{})}
 }
 
 func (e *longExecutor) stepChan(id a2a.TaskID) chan struct{} {
@@ -87,6 +88,10 @@ func (e *longExecutor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) 
 			return
 		}
 		if ec.StoredTask == nil {
+			select {
+			case e.started <- string(ec.TaskID):
+			default:
+			}
 			if !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
 				return
 			}
@@ -124,7 +129,16 @@ func (e *longExecutor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) 
 			done := a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, nil)
 			done.Metadata = longUsage(n)
 			yield(done, nil)
-		case text == "ask":
+		case text == "ask" || text == "ask later":
+			if text == "ask later" {
+				select {
+				case <-e.stepChan(ec.TaskID):
+				case <-ctx.Done():
+					return
+				case <-e.stop:
+					return
+				}
+			}
 			yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateInputRequired, a2a.NewMessage(a2a.MessageRoleAgent, a2a.NewTextPart("Which quarter?"))), nil)
 		default: // "wait"
 			e.mu.Lock()
@@ -652,6 +666,10 @@ func TestCancelCascade(t *testing.T) {
 	if len(kinds) != 1 || !strings.HasPrefix(kinds[0], "canceled:key:") || evs[0]["reason"] != "the user gave up" {
 		t.Errorf("parent's events: %v %v", kinds, evs)
 	}
+	// The seller sees that the buyer canceled, not with which key or why.
+	if kinds, evs := events(lm.taskRecord(t, lm.seller, pl, parent)); len(kinds) != 1 || kinds[0] != "canceled:buyer" || evs[0]["reason"] != nil {
+		t.Errorf("parent's events as the seller sees them: %v %v", kinds, evs)
+	}
 	for _, c := range []struct{ listing, task, parent string }{{cl, child, parent}, {pl, grandchild, child}} {
 		var rec response
 		waitFor(t, "the cascade to be recorded", 5*time.Second, func() bool {
@@ -666,10 +684,24 @@ func TestCancelCascade(t *testing.T) {
 			t.Errorf("task %s canceled under trace %v, want the parent cancel's", c.task, evs[0]["trace_id"])
 		}
 	}
-	// The agents got the meter's cancel with the reason.
+	// The agents got the meter's cancel with the reason, once per task.
 	for _, x := range childAgent.calls("CancelTask") {
 		if !strings.Contains(x.ReqBody, parent) {
 			t.Errorf("the child's agent got %s", x.ReqBody)
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // room for a duplicate cascade to show
+	for ag, tasks := range map[*longAgent][]string{childAgent: {child}, parentAgent: {parent, grandchild}} {
+		for _, task := range tasks {
+			n := 0
+			for _, x := range ag.calls("CancelTask") {
+				if strings.Contains(x.ReqBody, `"id":"`+task+`"`) {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Errorf("task %s: its agent got %d cancels, want 1", task, n)
+			}
 		}
 	}
 }
@@ -713,8 +745,8 @@ func TestTaskTimeBudget(t *testing.T) {
 			subID, _ = m["id"].(string)
 		}
 	}
-	r := lm.api.with(lm.buyer).do("PATCH", "/api/v1/subscriptions/"+subID, map[string]any{"budgets": map[string]any{"request_timeout_ms": 300, "task_timeout_ms": 1500}})
-	if r.Status != 200 || get(r.JSON, "budgets", "request_timeout_ms") != float64(300) {
+	r := lm.api.with(lm.buyer).do("PATCH", "/api/v1/subscriptions/"+subID, map[string]any{"budgets": map[string]any{"request_timeout_ms": 300}})
+	if r.Status != 200 || get(r.JSON, "budgets", "request_timeout_ms") != float64(300) || get(r.JSON, "budgets", "task_timeout_ms") != float64(1500) {
 		t.Fatalf("patch budgets: %d %s", r.Status, r.Body)
 	}
 	if r := lm.api.with(lm.buyer).do("PATCH", "/api/v1/subscriptions/"+subID, map[string]any{"budgets": map[string]any{"max_pause_ms": -5}}); r.Status != 422 {
@@ -917,6 +949,7 @@ func TestPushNotifications03(t *testing.T) {
 			Result []struct {
 				TaskID string `json:"taskId"`
 				Config struct {
+					ID             string `json:"id"`
 					URL            string `json:"url"`
 					Authentication struct {
 						Schemes []string `json:"schemes"`
@@ -927,17 +960,27 @@ func TestPushNotifications03(t *testing.T) {
 		json.NewDecoder(res.Body).Decode(&out)
 		res.Body.Close()
 		if len(out.Result) != 1 || out.Result[0].TaskID != task || out.Result[0].Config.URL != hook.URL+"/hook03" ||
-			len(out.Result[0].Config.Authentication.Schemes) != 1 {
-			t.Errorf("0.3 push config list: %+v", out)
+			len(out.Result[0].Config.Authentication.Schemes) != 1 || out.Result[0].Config.ID != task {
+			t.Errorf("0.3 push config list: %+v (a 0.3 config without an id is the task's)", out)
 		}
+	}
+	// 0.3 reads a task's config by the task alone.
+	if got, e := b03.call("tasks/pushNotificationConfig/get", map[string]any{"id": task}); e != nil || get(got, "pushNotificationConfig", "url") != hook.URL+"/hook03" {
+		t.Errorf("0.3 get by task: %v %v", got, e)
 	}
 	ag.Exec.step(task)
 	ag.Exec.step(task)
-	waitFor(t, "three 0.3 deliveries", 10*time.Second, func() bool { return len(hook.received("/hook03")) >= 3 })
+	waitFor(t, "three 0.3 deliveries", 10*time.Second, func() bool {
+		got := hook.received("/hook03")
+		return len(got) >= 3 && got[len(got)-1].Body["kind"] == "status-update" && get(got[len(got)-1].Body, "status", "state") == "completed"
+	})
 	var kinds []string
 	for i, c := range hook.received("/hook03") {
 		if c.Auth != "Bearer secret-03" || c.Token03 != "tok-03" || c.ContentType != "application/json" {
 			t.Errorf("delivery %d: Authorization %q, X-A2A-Notification-Token %q, %s", i, c.Auth, c.Token03, c.ContentType)
+		}
+		if c.Body["kind"] == "status-update" && get(c.Body, "status", "state") == "working" {
+			continue // pushed when the callback was registered in time for it
 		}
 		kinds = append(kinds, fmt.Sprint(c.Body["kind"]))
 		if c.Body["taskId"] != task {
@@ -1039,4 +1082,64 @@ func TestPushDeliveryRechecksAddress(t *testing.T) {
 	if n := len(hook.received("/guarded")); n != 0 {
 		t.Errorf("the webhook got %d deliveries", n)
 	}
+}
+
+// TestCancelCascadeEarlyDelegation: an orchestrator delegates while its
+// own task is still running inside a blocking call, before the meter has
+// bound it: the child is recorded with its parent unresolved, and
+// canceling the parent still cancels it. Another org's task naming the
+// same parent id is no child of it and is left alone.
+func TestCancelCascadeEarlyDelegation(t *testing.T) {
+	parentAgent, childAgent := startLongAgent(t, "Orchestrating agent"), startLongAgent(t, "Specialist agent")
+	lm := newLongMarket(t, map[string]string{})
+	pl, pep := lm.list(t, parentAgent.URL, nil, nil)
+	cl, cep := lm.list(t, childAgent.URL, nil, nil)
+	_, other := signup(t, lm.api, "Initech", "it@initech.example")
+	lm.api.with(other).do("POST", "/api/v1/subscriptions", map[string]any{"listing_id": cl})
+
+	answered := make(chan map[string]any, 1)
+	go func() {
+		res, _ := (rpc{t: t, url: pep, key: lm.buyer, version: "1.0"}).call("SendMessage", msg10("ask later", nil))
+		answered <- res
+	}()
+	var parent string
+	select {
+	case parent = <-parentAgent.Exec.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the parent task did not start")
+	}
+	send := func(key string) string {
+		params := msg10("wait", map[string]any{"metadata": map[string]any{wire.ParentTaskKey: parent}})
+		params["configuration"] = map[string]any{"returnImmediately": true}
+		res, e := (rpc{t: t, url: cep, key: key, version: "1.0"}).call("SendMessage", params)
+		if e != nil {
+			t.Fatalf("send: %v", e)
+		}
+		id, _ := get(res, "task", "id").(string)
+		return id
+	}
+	child, foreign := send(lm.buyer), send(other)
+	if r := lm.taskRecord(t, lm.buyer, cl, child); r.str("parent_task_id") != parent || r.str("parent_listing_id") != "" {
+		t.Errorf("early child's record: %s", r.Body)
+	}
+	parentAgent.Exec.step(parent)
+	if res := <-answered; get(res, "task", "status", "state") != "TASK_STATE_INPUT_REQUIRED" {
+		t.Fatalf("parent: %v", res)
+	}
+	if _, e := (rpc{t: t, url: pep, key: lm.buyer, version: "1.0"}).call("CancelTask", map[string]any{"id": parent}); e != nil {
+		t.Fatalf("cancel: %v", e)
+	}
+	waitFor(t, "the early child canceled", 10*time.Second, func() bool { return childAgent.Exec.wasCanceled(child) })
+	kinds, _ := events(lm.taskRecord(t, lm.buyer, cl, child))
+	if len(kinds) != 1 || kinds[0] != "canceled:cascade" {
+		t.Errorf("early child's events: %v", kinds)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if childAgent.Exec.wasCanceled(foreign) {
+		t.Errorf("another org's task naming the same parent id was canceled")
+	}
+	if n := len(childAgent.calls("CancelTask")); n != 1 {
+		t.Errorf("the child's agent got %d cancels, want 1", n)
+	}
+	_ = pl
 }

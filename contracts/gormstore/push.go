@@ -206,12 +206,20 @@ func (s *Store) DeliveryAttempted(ctx context.Context, id string, status contrac
 	default:
 		return agentmarket.Errorf(agentmarket.Invalid, "invalid_delivery_status", "unknown delivery status %q", status)
 	}
-	res := s.db.WithContext(ctx).Model(&deliveryRow{}).Where("id = ?", id).Updates(updates)
+	// Only a pending delivery takes an attempt: a worker whose lease ran
+	// out while another delivered it must not put it back to pending.
+	res := s.db.WithContext(ctx).Model(&deliveryRow{}).Where("id = ? AND status = ?", id, string(contracts.DeliveryPending)).Updates(updates)
 	if res.Error != nil {
 		return gormdb.Translate(res.Error, "delivery")
 	}
 	if res.RowsAffected == 0 {
-		return gormdb.Translate(gorm.ErrRecordNotFound, "delivery")
+		var n int64
+		if err := s.db.WithContext(ctx).Model(&deliveryRow{}).Where("id = ?", id).Count(&n).Error; err != nil {
+			return gormdb.Translate(err, "delivery")
+		}
+		if n == 0 {
+			return gormdb.Translate(gorm.ErrRecordNotFound, "delivery")
+		}
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package gormstore
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"gorm.io/gorm"
@@ -141,22 +140,21 @@ func (s *Store) TaskRecord(ctx context.Context, listingID, taskID string) (*cont
 	return rec, nil
 }
 
-// FindTask implements contracts.TaskLife.
-func (s *Store) FindTask(ctx context.Context, taskID, orgID string) (*contracts.TaskBinding, error) {
-	db := s.db.WithContext(ctx)
-	var r taskOwnerRow
-	err := gorm.ErrRecordNotFound
-	if orgID != "" {
-		err = db.Where("task_id = ? AND org_id = ?", taskID, orgID).Order("created_at DESC, listing_id ASC").Take(&r).Error
+// FindTasks implements contracts.TaskLife.
+func (s *Store) FindTasks(ctx context.Context, taskID string, limit int) ([]contracts.TaskBinding, error) {
+	if limit <= 0 || limit > 100 {
+		limit = 100
 	}
-	if errors.Is(err, gorm.ErrRecordNotFound) {
-		err = db.Where("task_id = ?", taskID).Order("created_at DESC, listing_id ASC").Take(&r).Error
-	}
+	var rows []taskOwnerRow
+	err := s.db.WithContext(ctx).Where("task_id = ?", taskID).Order("created_at DESC, listing_id ASC").Limit(limit).Find(&rows).Error
 	if err != nil {
 		return nil, gormdb.Translate(err, "task")
 	}
-	b := r.binding()
-	return &b, nil
+	out := make([]contracts.TaskBinding, len(rows))
+	for i := range rows {
+		out[i] = rows[i].binding()
+	}
+	return out, nil
 }
 
 // ChildTasks implements contracts.TaskLife.
@@ -165,7 +163,7 @@ func (s *Store) ChildTasks(ctx context.Context, parentListingID, parentTaskID st
 		return nil, nil // "" marks a task with no parent, not a parent
 	}
 	var rows []taskOwnerRow
-	err := s.db.WithContext(ctx).Where("parent_listing_id = ? AND parent_task_id = ? AND ended_at IS NULL", parentListingID, parentTaskID).
+	err := s.db.WithContext(ctx).Where("parent_task_id = ? AND (parent_listing_id = ? OR parent_listing_id = '') AND ended_at IS NULL", parentTaskID, parentListingID).
 		Order("created_at ASC, listing_id ASC, task_id ASC").Find(&rows).Error
 	if err != nil {
 		return nil, gormdb.Translate(err, "task")

@@ -227,6 +227,13 @@ func runPush(t *testing.T, newStore TaskFactory) {
 			t.Errorf("ClaimDeliveries with limit 0 = %v, %v; want none", deliveryIDs(got), err)
 		}
 		wantKind(t, "DeliveryAttempted(unknown)", s.DeliveryAttempted(ctx, "dlv_nope", contracts.DeliveryDelivered, 1, now, 200, "", now), agentmarket.NotFound)
+		// A late attempt (a worker whose lease ran out) does not undo a delivery.
+		must(t, s.DeliveryAttempted(ctx, "a1", contracts.DeliveryPending, 2, now.Add(time.Hour), 503, "late", now))
+		ds, err = s.Deliveries(ctx, contracts.DeliveryQuery{OrgID: "org_a", Status: contracts.DeliveryDelivered, TaskID: "task_1"})
+		must(t, err)
+		if !slices.ContainsFunc(ds, func(d contracts.Delivery) bool { return d.ID == "a1" && d.Attempts == 1 }) {
+			t.Errorf("a late attempt changed a delivered delivery: %+v", ds)
+		}
 	})
 
 	t.Run("deliveries: a failed delivery is retried on request", func(t *testing.T) {

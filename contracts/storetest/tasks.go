@@ -293,8 +293,9 @@ func runTaskLife(t *testing.T, newStore TaskFactory) {
 		wantKind(t, "TaskRecord", err, agentmarket.NotFound)
 		_, err = s.TaskRecord(ctx, "lst_2", "task_1")
 		wantKind(t, "TaskRecord on another listing", err, agentmarket.NotFound)
-		_, err = s.FindTask(ctx, "task_nope", "org_a")
-		wantKind(t, "FindTask", err, agentmarket.NotFound)
+		if got, err := s.FindTasks(ctx, "task_nope", 10); err != nil || len(got) != 0 {
+			t.Errorf("FindTasks of an unknown task = %v, %v; want none", taskIDs(got), err)
+		}
 	})
 
 	t.Run("task life: pause, resume and end, each once, with their events", func(t *testing.T) {
@@ -415,20 +416,18 @@ func runTaskLife(t *testing.T, newStore TaskFactory) {
 		bind(t, s, "lst_1", "task_1", "org_a", t0, nil)
 		bind(t, s, "lst_2", "task_1", "org_b", t0.Add(time.Minute), nil)
 		bind(t, s, "lst_3", "task_2", "org_a", t0.Add(2*time.Minute), nil)
-		for _, tc := range []struct{ task, org, want string }{
-			{"task_1", "org_a", "lst_1"},
-			{"task_1", "org_b", "lst_2"},
-			{"task_1", "org_c", "lst_2"},
-			{"task_1", "", "lst_2"},
-			{"task_2", "org_b", "lst_3"},
+		for _, tc := range []struct {
+			task  string
+			limit int
+			want  []string
+		}{
+			{"task_1", 10, []string{"lst_2/task_1", "lst_1/task_1"}},
+			{"task_1", 1, []string{"lst_2/task_1"}},
+			{"task_2", 10, []string{"lst_3/task_2"}},
 		} {
-			b, err := s.FindTask(ctx, tc.task, tc.org)
-			if err != nil {
-				t.Errorf("FindTask(%s, %q): %v", tc.task, tc.org, err)
-				continue
-			}
-			if b.ListingID != tc.want || b.TaskID != tc.task {
-				t.Errorf("FindTask(%s, %q) = %s/%s, want %s/%s", tc.task, tc.org, b.ListingID, b.TaskID, tc.want, tc.task)
+			got, err := s.FindTasks(ctx, tc.task, tc.limit)
+			if err != nil || !slices.Equal(taskIDs(got), tc.want) {
+				t.Errorf("FindTasks(%s, %d) = %v, %v; want %v", tc.task, tc.limit, taskIDs(got), err, tc.want)
 			}
 		}
 	})
@@ -444,15 +443,18 @@ func runTaskLife(t *testing.T, newStore TaskFactory) {
 		bind(t, s, "lst_2", "task_done", "org_a", t0.Add(3*time.Minute), child("lst_1", "task_p"))
 		bind(t, s, "lst_2", "task_other", "org_a", t0, child("lst_9", "task_p"))
 		bind(t, s, "lst_2", "task_grandchild", "org_a", t0, child("lst_2", "task_c2"))
+		// Delegated before the meter had bound the parent: unresolved.
+		unresolved := bind(t, s, "lst_4", "task_early", "org_a", t0.Add(4*time.Minute), child("", "task_p"))
 		_, err := s.TaskEnded(ctx, ev("lst_2", "task_done", "", contracts.TaskEnded, t0.Add(4*time.Minute)))
 		must(t, err)
 
 		got, err := s.ChildTasks(ctx, "lst_1", "task_p")
 		must(t, err)
-		if ids, wantIDs := taskIDs(got), []string{"lst_3/task_c1", "lst_2/task_c2"}; !slices.Equal(ids, wantIDs) {
+		if ids, wantIDs := taskIDs(got), []string{"lst_3/task_c1", "lst_2/task_c2", "lst_4/task_early"}; !slices.Equal(ids, wantIDs) {
 			t.Errorf("ChildTasks = %v, want %v", ids, wantIDs)
 		} else {
 			wantBinding(t, "ChildTasks[0]", got[0], want)
+			wantBinding(t, "ChildTasks[2]", got[2], unresolved)
 		}
 		if got, err := s.ChildTasks(ctx, "lst_1", "task_nope"); err != nil || len(got) != 0 {
 			t.Errorf("ChildTasks of a childless task = %v, %v; want none", taskIDs(got), err)

@@ -104,7 +104,7 @@ func (s *Server) listDeliveries(c *fiber.Ctx) error {
 }
 
 func (s *Server) retryDelivery(c *fiber.Ctx) error {
-	if err := s.Tasks.RetryDelivery(c.UserContext(), actorOf(c), c.Params("id"), time.Now().UTC()); err != nil {
+	if err := s.Tasks.RetryDelivery(c.UserContext(), actorOf(c), c.Params("id")); err != nil {
 		return err
 	}
 	return c.SendStatus(fiber.StatusAccepted)

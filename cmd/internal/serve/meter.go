@@ -148,6 +148,8 @@ type Meter struct {
 	Proxy   *a2aproxy.Proxy
 	Spool   *metering.Spool
 	Shipper *metering.Shipper
+	// stopLoops ends the task sweeper and the push delivery, and waits.
+	stopLoops func()
 }
 
 // StartMeter opens the spool, starts shipping it to the usage store and
@@ -196,14 +198,28 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 		Base:    ctx,
 	}
 	p.Init()
-	go p.RunTaskSweeper(ctx, d.Config.MeterLimits.TaskSweep)
-	go p.RunPushDelivery(ctx)
-	return &Meter{Proxy: p, Spool: spool, Shipper: ship}, nil
+	loopsCtx, stop := context.WithCancel(ctx)
+	var loops sync.WaitGroup
+	loops.Add(2)
+	go func() { defer loops.Done(); p.RunTaskSweeper(loopsCtx, d.Config.MeterLimits.TaskSweep) }()
+	go func() { defer loops.Done(); p.RunPushDelivery(loopsCtx) }()
+	return &Meter{Proxy: p, Spool: spool, Shipper: ship, stopLoops: func() { stop(); loops.Wait() }}, nil
 }
 
 // Close flushes the spool to the store (bounded by ctx) and closes it.
 // Whatever is not shipped stays in the spool for the next start.
+//
+// The sweeper and the push delivery stop first (what they were doing is
+// leased, and taken up again by any meter), then the cascades of cancels
+// under way get until ctx ends, so that their usage rows reach the spool.
 func (m *Meter) Close(ctx context.Context) error {
+	m.stopLoops()
+	waited := make(chan struct{})
+	go func() { m.Proxy.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-ctx.Done():
+	}
 	_ = m.Shipper.Flush(ctx)
 	return m.Spool.Close()
 }
