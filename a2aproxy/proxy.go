@@ -866,9 +866,12 @@ func (p *Proxy) bindTask(ctx context.Context, cl *call) {
 		b.ParentTaskID = cl.req.ParentTaskID() // unresolved: matched when a parent of this id is canceled
 	}
 	b.DeadlineAt = p.deadline(cl, parent)
-	// The end of a task with a deadline or a parent must be recorded, or
-	// the sweeper and cascades would cancel it after it completed.
-	cl.tracked = b.DeadlineAt != nil || b.ParentTaskID != ""
+	// The end of a task with a deadline or a known parent is recorded, so
+	// the sweeper and cascades leave it alone once it completed. (A child
+	// of an unresolved parent is not: that would cost a write on every
+	// call naming a parent the meter never carried; a cascade reaching it
+	// after it completed finds it not cancelable and records its end.)
+	cl.tracked = b.DeadlineAt != nil || b.ParentListingID != ""
 	owner, err := p.bindOwner(ctx, b)
 	if err != nil {
 		p.Logger.ErrorContext(ctx, "task binding failed", "trace_id", cl.trace.traceID, "task_id", cl.obs.taskID, "err", err)
