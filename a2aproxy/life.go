@@ -60,9 +60,12 @@ func (p *Proxy) trackLife(ctx context.Context, cl *call) {
 		warn("cancel", err)
 		p.Logger.InfoContext(ctx, "task canceled", "trace_id", cl.trace.traceID, "listing", cl.target.ListingID,
 			"task_id", cl.obs.taskID, "canceled_by", e.Actor, "reason", e.Reason, "first", ended)
-		// The tasks delegated from this one go too. The meter's own cancels
-		// (a sweep, a cascade) go on down the tree themselves.
+		// The tasks delegated from this one go too: their cancels are
+		// recorded now (durable), and tried at once in the background; the
+		// sweeper retries what fails. The meter's own cancels (a sweep, a
+		// cascade) go on down the tree themselves.
 		if ended && cl.cancelBy == "" {
+			p.requestChildCancels(ctx, cl.target.ListingID, cl.obs.taskID, cl.trace)
 			p.goCascade(cl.target.ListingID, cl.obs.taskID, cl.trace)
 		}
 	case interrupted(cl.obs.state):
@@ -94,40 +97,62 @@ func (p *Proxy) goCascade(listingID, taskID string, trace traceContext) {
 }
 
 // cascade cancels the children of a task, and theirs, under the parent's
-// trace id (a new span each), so the trace shows the chain.
+// trace id (a new span each), so the trace shows the chain. Each child's
+// cancel is requested (recorded) before it is tried: one that fails, or a
+// meter that stops midway, leaves it to the sweeper.
 func (p *Proxy) cascade(ctx context.Context, listingID, taskID string, trace traceContext, depth int) {
 	if depth > 16 {
 		return // a loop of parents, or an absurd tree: stop
 	}
+	for _, ch := range p.requestChildCancels(ctx, listingID, taskID, trace) {
+		span := traceContext{traceID: trace.traceID, spanID: randomHex(8), flags: trace.flags}
+		if err := p.cancelAtAgent(ctx, ch, contracts.CanceledByCascade, cascadeReason(taskID), span); err != nil {
+			p.Logger.WarnContext(ctx, "delegated task not canceled yet; the sweeper retries", "trace_id", trace.traceID,
+				"task_id", ch.TaskID, "parent_task_id", taskID, "err", err)
+			continue
+		}
+		p.Metrics.taskCanceled("cascade")
+		p.cascade(ctx, ch.ListingID, ch.TaskID, span, depth+1)
+	}
+}
+
+func cascadeReason(parentTaskID string) string {
+	return fmt.Sprintf("its parent task %s was canceled", parentTaskID)
+}
+
+// requestChildCancels records a cancel request for each open child of a
+// task and returns them. A child that named its parent by id before the
+// meter had bound it is a child only of the parent's owner or of its
+// listing's seller.
+func (p *Proxy) requestChildCancels(ctx context.Context, listingID, taskID string, trace traceContext) []contracts.TaskBinding {
 	children, err := p.Tasks.ChildTasks(ctx, listingID, taskID)
 	if err != nil {
 		p.Logger.ErrorContext(ctx, "delegated tasks not found", "trace_id", trace.traceID, "task_id", taskID, "err", err)
-		return
+		return nil
 	}
 	var parent *contracts.TaskBinding
+	kept := children[:0]
 	for _, ch := range children {
 		if ch.ParentListingID == "" {
-			// Named its parent by id before the meter had bound it: a
-			// child only of the parent's owner or of its listing's seller.
 			if parent == nil {
 				if parent, err = p.Owners.TaskOwner(ctx, listingID, taskID); err != nil {
-					return
+					return nil
 				}
 			}
 			if ch.OrgID != parent.OrgID && ch.OrgID != p.sellerOf(ctx, listingID) {
 				continue
 			}
 		}
-		span := traceContext{traceID: trace.traceID, spanID: randomHex(8), flags: trace.flags}
-		reason := fmt.Sprintf("its parent task %s was canceled", taskID)
-		if err := p.cancelAtAgent(ctx, ch, contracts.CanceledByCascade, reason, span); err != nil {
-			p.Logger.ErrorContext(ctx, "delegated task not canceled", "trace_id", trace.traceID, "task_id", ch.TaskID,
-				"parent_task_id", taskID, "err", err)
-			continue
+		// Due for the sweeper only once the attempt made right away has
+		// had its time: the two must not cancel the same task together.
+		retryAt := p.Clock.Now().Add(2*p.Limits.RequestTimeout + time.Second)
+		if err := p.Tasks.RequestCancel(ctx, ch.ListingID, ch.TaskID, contracts.CanceledByCascade, cascadeReason(taskID),
+			trace.traceID, retryAt); err != nil && !isNotFound(err) {
+			p.Logger.ErrorContext(ctx, "cancel of a delegated task not recorded", "trace_id", trace.traceID, "task_id", ch.TaskID, "err", err)
 		}
-		p.Metrics.taskCanceled("cascade")
-		p.cascade(ctx, ch.ListingID, ch.TaskID, span, depth+1)
+		kept = append(kept, ch)
 	}
+	return kept
 }
 
 // cancelAtAgent cancels a bound task at its agent on the meter's own
@@ -261,6 +286,9 @@ func (p *Proxy) RunTaskSweeper(ctx context.Context, interval time.Duration) {
 	}
 }
 
+// maxSweepAttempts bounds how often the sweeper tries to cancel one task.
+const maxSweepAttempts = 20
+
 // Sweep cancels the tasks due now; it returns how many it canceled.
 func (p *Proxy) Sweep(ctx context.Context) int {
 	// A lease long enough for the whole batch, each cancel waiting up to
@@ -274,7 +302,30 @@ func (p *Proxy) Sweep(ctx context.Context) int {
 	}
 	n := 0
 	for _, d := range due {
+		if d.Attempts > maxSweepAttempts {
+			// An agent that cannot be reached, or a listing gone: stop
+			// trying, and say so.
+			_, _ = p.Tasks.TaskEnded(ctx, contracts.TaskEvent{ID: agentmarket.NewID("tev"), ListingID: d.ListingID, TaskID: d.TaskID,
+				Kind: contracts.TaskEnded, At: p.Clock.Now(), Actor: contracts.CanceledByMeter,
+				Reason: fmt.Sprintf("the meter gave up canceling the task (%s) after %d attempts: its agent did not answer", d.Why, maxSweepAttempts)})
+			continue
+		}
 		if d.Why == "pause" && !p.stillPaused(ctx, d.TaskBinding) {
+			continue
+		}
+		if d.Why == "requested" {
+			trace := traceContext{traceID: d.CancelTraceID, spanID: randomHex(8), flags: "01"}
+			if !isHex(trace.traceID, 32) {
+				trace = parseTraceparent("")
+			}
+			if err := p.cancelAtAgent(ctx, d.TaskBinding, d.CancelActor, d.CancelReason, trace); err != nil {
+				p.Logger.WarnContext(ctx, "requested cancel failed; retried after its lease", "trace_id", trace.traceID,
+					"listing", d.ListingID, "task_id", d.TaskID, "attempt", d.Attempts, "err", err)
+				continue
+			}
+			n++
+			p.Metrics.taskCanceled(d.CancelActor)
+			p.cascade(ctx, d.ListingID, d.TaskID, trace, 0)
 			continue
 		}
 		var why string

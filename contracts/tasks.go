@@ -71,13 +71,18 @@ type TaskRecord struct {
 	Events  []TaskEvent // oldest first
 }
 
-// DueTask is a task the meter must cancel: its pause or its end-to-end
-// budget ran out.
+// DueTask is a task the meter must cancel: a cancel was requested (a
+// cascade), or its pause or its end-to-end budget ran out.
 type DueTask struct {
 	TaskBinding
-	// Why is "pause" or "deadline".
+	// Why is "requested", "pause" or "deadline" (in that order when
+	// several hold).
 	Why         string
 	PausedSince *time.Time
+	// Who asked, why, and under which trace, for a requested cancel.
+	CancelActor, CancelReason, CancelTraceID string
+	// Attempts counts the sweeps that leased the task, this one included.
+	Attempts int
 }
 
 // TaskLife records the life of the tasks the meter carries (pauses,
@@ -108,9 +113,16 @@ type TaskLife interface {
 	// ParentListingID ""). The caller decides which unresolved ones are
 	// really its children.
 	ChildTasks(ctx context.Context, parentListingID, parentTaskID string) ([]TaskBinding, error)
-	// DueTasks leases up to limit tasks, not ended, whose pause cancel time
-	// or deadline is at or before now; a leased task is not returned again
-	// before leaseUntil (so several meters do not cancel it twice).
+	// RequestCancel records that the meter must cancel a task (actor and
+	// reason as its TaskCanceled event will say), unless the task ended or
+	// a cancel is already requested: durable before it is tried, so that a
+	// failed attempt or a restart does not lose it. It is due (DueTasks)
+	// from at: the caller tries first. NotFound for an unknown task.
+	RequestCancel(ctx context.Context, listingID, taskID, actor, reason, traceID string, at time.Time) error
+	// DueTasks leases up to limit tasks, not ended, whose cancel was
+	// requested, or whose pause cancel time or deadline is at or before
+	// now; a leased task is not returned again before leaseUntil (so
+	// several meters do not cancel it twice). Each lease counts an attempt.
 	DueTasks(ctx context.Context, now, leaseUntil time.Time, limit int) ([]DueTask, error)
 }
 

@@ -174,6 +174,9 @@ type longAgent struct {
 	URL  string
 	Exec *longExecutor
 	Wire *sdkWireLog
+	// down makes the agent answer 503 to cancels, as an agent being
+	// redeployed does.
+	down atomic.Bool
 }
 
 func startLongAgent(t *testing.T, name string) *longAgent { return startLongAgentV(t, name, "1.0") }
@@ -210,6 +213,10 @@ func startLongAgentV(t *testing.T, name, version string) *longAgent {
 			x.RPC, x.ReqBody = sdkRPCMethod(b), sdkClip(b)
 		}
 		a.Wire.add(x)
+		if a.down.Load() && strings.Contains(x.RPC, "ancel") {
+			http.Error(w, "redeploying", http.StatusServiceUnavailable)
+			return
+		}
 		mux.ServeHTTP(w, r)
 	})
 	srv.Start()
@@ -1142,4 +1149,49 @@ func TestCancelCascadeEarlyDelegation(t *testing.T) {
 		t.Errorf("the child's agent got %d cancels, want 1", n)
 	}
 	_ = pl
+}
+
+// TestCascadeSurvivesAFailedCancel: when a delegated task's agent cannot
+// take the cascaded cancel, the cancel stays requested, and the sweeper
+// carries it out once the agent is back, with the reason and the trace of
+// the parent's cancel.
+func TestCascadeSurvivesAFailedCancel(t *testing.T) {
+	parentAgent, childAgent := startLongAgent(t, "Orchestrating agent"), startLongAgent(t, "Specialist agent")
+	lm := newLongMarket(t, map[string]string{"AGENTMARKET_METER_TASK_SWEEP": "100ms", "AGENTMARKET_METER_REQUEST_TIMEOUT": "1s"})
+	_, pep := lm.list(t, parentAgent.URL, nil, nil)
+	cl, cep := lm.list(t, childAgent.URL, nil, nil)
+	send := func(ep string, meta map[string]any) string {
+		params := msg10("wait", map[string]any{"metadata": meta})
+		params["configuration"] = map[string]any{"returnImmediately": true}
+		res, e := (rpc{t: t, url: ep, key: lm.buyer, version: "1.0"}).call("SendMessage", params)
+		if e != nil {
+			t.Fatalf("send: %v", e)
+		}
+		id, _ := get(res, "task", "id").(string)
+		return id
+	}
+	parent := send(pep, nil)
+	child := send(cep, map[string]any{wire.ParentTaskKey: parent})
+	childAgent.down.Store(true)
+	trace := "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	if _, e := (rpc{t: t, url: pep, key: lm.buyer, version: "1.0", header: http.Header{"Traceparent": {trace}}}).call("CancelTask", map[string]any{"id": parent}); e != nil {
+		t.Fatalf("cancel: %v", e)
+	}
+	waitFor(t, "the cascaded cancel to be refused", 5*time.Second, func() bool { return len(childAgent.calls("CancelTask")) >= 1 })
+	time.Sleep(500 * time.Millisecond)
+	if childAgent.Exec.wasCanceled(child) {
+		t.Fatal("the child was canceled while its agent was down")
+	}
+	childAgent.down.Store(false)
+	waitFor(t, "the sweeper to cancel the child", 15*time.Second, func() bool { return childAgent.Exec.wasCanceled(child) })
+	var rec response
+	waitFor(t, "the cancel to be recorded", 5*time.Second, func() bool {
+		rec = lm.taskRecord(t, lm.buyer, cl, child)
+		return rec.JSON["ended_at"] != nil
+	})
+	kinds, evs := events(rec)
+	if len(kinds) != 1 || kinds[0] != "canceled:cascade" || !strings.Contains(fmt.Sprint(evs[0]["reason"]), parent) ||
+		evs[0]["trace_id"] != "0af7651916cd43dd8448eb211c80319c" {
+		t.Errorf("child's events: %v %v", kinds, evs)
+	}
 }

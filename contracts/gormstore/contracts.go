@@ -200,6 +200,12 @@ type taskOwnerRow struct {
 	PauseCancelAt *time.Time
 	EndedAt       *time.Time
 	LeaseUntil    *time.Time
+	// A requested cancel (RequestCancel) and the sweeps' attempts.
+	CancelRequestedAt *time.Time
+	CancelActor       string
+	CancelReason      string
+	CancelTraceID     string
+	SweepAttempts     int
 }
 
 func (r *taskOwnerRow) binding() contracts.TaskBinding {

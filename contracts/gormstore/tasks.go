@@ -175,6 +175,26 @@ func (s *Store) ChildTasks(ctx context.Context, parentListingID, parentTaskID st
 	return out, nil
 }
 
+// RequestCancel implements contracts.TaskLife.
+func (s *Store) RequestCancel(ctx context.Context, listingID, taskID, actor, reason, traceID string, at time.Time) error {
+	res := s.db.WithContext(ctx).Model(&taskOwnerRow{}).
+		Where("listing_id = ? AND task_id = ? AND ended_at IS NULL AND cancel_requested_at IS NULL", listingID, taskID).
+		Updates(map[string]any{"cancel_requested_at": at.UTC(), "cancel_actor": actor, "cancel_reason": reason, "cancel_trace_id": traceID})
+	if res.Error != nil {
+		return gormdb.Translate(res.Error, "task")
+	}
+	if res.RowsAffected == 0 {
+		var n int64
+		if err := s.db.WithContext(ctx).Model(&taskOwnerRow{}).Where("listing_id = ? AND task_id = ?", listingID, taskID).Count(&n).Error; err != nil {
+			return gormdb.Translate(err, "task")
+		}
+		if n == 0 {
+			return agentmarket.Errorf(agentmarket.NotFound, "task_not_found", "no task %q on listing %q", taskID, listingID)
+		}
+	}
+	return nil
+}
+
 // DueTasks implements contracts.TaskLife.
 func (s *Store) DueTasks(ctx context.Context, now, leaseUntil time.Time, limit int) ([]contracts.DueTask, error) {
 	if limit <= 0 {
@@ -186,7 +206,7 @@ func (s *Store) DueTasks(ctx context.Context, now, leaseUntil time.Time, limit i
 		out = nil
 		var rows []taskOwnerRow
 		err := tx.Clauses(claimLock).
-			Where("ended_at IS NULL AND (pause_cancel_at <= ? OR deadline_at <= ?) AND (lease_until IS NULL OR lease_until <= ?)", now, now, now).
+			Where("ended_at IS NULL AND (cancel_requested_at <= ? OR pause_cancel_at <= ? OR deadline_at <= ?) AND (lease_until IS NULL OR lease_until <= ?)", now, now, now, now).
 			Order("created_at ASC, listing_id ASC, task_id ASC").Limit(limit).Find(&rows).Error
 		if err != nil {
 			return err
@@ -197,7 +217,7 @@ func (s *Store) DueTasks(ctx context.Context, now, leaseUntil time.Time, limit i
 			// lands takes the task.
 			res := tx.Model(&taskOwnerRow{}).
 				Where("listing_id = ? AND task_id = ? AND ended_at IS NULL AND (lease_until IS NULL OR lease_until <= ?)", r.ListingID, r.TaskID, now).
-				Update("lease_until", leaseUntil)
+				Updates(map[string]any{"lease_until": leaseUntil, "sweep_attempts": gorm.Expr("sweep_attempts + 1")})
 			if res.Error != nil {
 				return res.Error
 			}
@@ -205,10 +225,14 @@ func (s *Store) DueTasks(ctx context.Context, now, leaseUntil time.Time, limit i
 				continue
 			}
 			why := "deadline"
-			if r.PauseCancelAt != nil && !r.PauseCancelAt.After(now) {
+			switch {
+			case r.CancelRequestedAt != nil && !r.CancelRequestedAt.After(now):
+				why = "requested"
+			case r.PauseCancelAt != nil && !r.PauseCancelAt.After(now):
 				why = "pause"
 			}
-			out = append(out, contracts.DueTask{TaskBinding: r.binding(), Why: why, PausedSince: utcPtr(r.PausedSince)})
+			out = append(out, contracts.DueTask{TaskBinding: r.binding(), Why: why, PausedSince: utcPtr(r.PausedSince),
+				CancelActor: r.CancelActor, CancelReason: r.CancelReason, CancelTraceID: r.CancelTraceID, Attempts: r.SweepAttempts + 1})
 		}
 		return nil
 	})

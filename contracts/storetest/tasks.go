@@ -543,6 +543,38 @@ func runTaskLife(t *testing.T, newStore TaskFactory) {
 		}
 	})
 
+	t.Run("task life: requested cancels are due at once, kept until the task ends, attempts counted", func(t *testing.T) {
+		s, _ := newStore(t)
+		now := t0.Add(time.Hour)
+		bind(t, s, "lst_1", "t_child", "org_a", t0, nil)
+		bind(t, s, "lst_1", "t_ended", "org_a", t0, nil)
+		_, err := s.TaskEnded(ctx, ev("lst_1", "t_ended", "", "", t0.Add(time.Minute)))
+		must(t, err)
+		must(t, s.RequestCancel(ctx, "lst_1", "t_child", contracts.CanceledByCascade, "its parent task p was canceled", "trace1", now))
+		// The first request stands; an ended task takes none.
+		must(t, s.RequestCancel(ctx, "lst_1", "t_child", "meter", "other", "trace2", now.Add(time.Second)))
+		must(t, s.RequestCancel(ctx, "lst_1", "t_ended", contracts.CanceledByCascade, "x", "trace1", now))
+		wantKind(t, "RequestCancel(unknown)", s.RequestCancel(ctx, "lst_1", "t_nope", "meter", "x", "", now), agentmarket.NotFound)
+
+		if got, err := s.DueTasks(ctx, now.Add(-time.Second), now, 10); err != nil || len(got) != 0 {
+			t.Errorf("DueTasks before the request = %d, %v; want none", len(got), err)
+		}
+		for attempt := 1; attempt <= 3; attempt++ {
+			at := now.Add(time.Duration(attempt) * time.Minute)
+			got, err := s.DueTasks(ctx, at, at.Add(time.Second), 10)
+			must(t, err)
+			if len(got) != 1 || got[0].TaskID != "t_child" || got[0].Why != "requested" || got[0].CancelActor != contracts.CanceledByCascade ||
+				got[0].CancelReason != "its parent task p was canceled" || got[0].CancelTraceID != "trace1" || got[0].Attempts != attempt {
+				t.Fatalf("DueTasks, sweep %d = %+v", attempt, got)
+			}
+		}
+		_, err = s.TaskEnded(ctx, ev("lst_1", "t_child", "", contracts.TaskCanceled, now.Add(time.Hour)))
+		must(t, err)
+		if got, err := s.DueTasks(ctx, now.Add(2*time.Hour), now.Add(3*time.Hour), 10); err != nil || len(got) != 0 {
+			t.Errorf("DueTasks after the end = %d, %v; want none", len(got), err)
+		}
+	})
+
 	t.Run("task life: concurrent sweeps lease each due task once", func(t *testing.T) {
 		s, _ := newStore(t)
 		const tasks, sweepers = 30, 8
