@@ -48,6 +48,9 @@ type Push struct {
 	RetryMax    time.Duration // longest delay between attempts; default 5m
 	Timeout     time.Duration // one attempt; default 10s
 	Poll        time.Duration // how often the outbox is read when idle; default 500ms
+	// Retention is how long delivered and failed deliveries are kept (the
+	// API shows them); default 30 days. Pending ones stay until settled.
+	Retention time.Duration
 
 	client *http.Client
 	wake   chan struct{}
@@ -65,6 +68,7 @@ func (ps *Push) init() {
 		def(&ps.RetryMax, 5*time.Minute)
 		def(&ps.Timeout, 10*time.Second)
 		def(&ps.Poll, 500*time.Millisecond)
+		def(&ps.Retention, 30*24*time.Hour)
 		if ps.MaxAttempts == 0 {
 			ps.MaxAttempts = 8
 		}
@@ -481,7 +485,16 @@ func (p *Proxy) RunPushDelivery(ctx context.Context) {
 	slots := make(chan struct{}, pushWorkers)
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	var pruned time.Time
 	for {
+		if now := p.Clock.Now(); now.Sub(pruned) >= time.Hour {
+			pruned = now
+			if n, err := p.Push.Store.PruneDeliveries(ctx, now.Add(-p.Push.Retention)); err != nil && ctx.Err() == nil {
+				p.Logger.WarnContext(ctx, "old push deliveries not pruned", "err", err)
+			} else if n > 0 {
+				p.Logger.InfoContext(ctx, "old push deliveries pruned", "deliveries", n)
+			}
+		}
 		free := pushWorkers - len(slots)
 		claimed := 0
 		if free > 0 {

@@ -218,6 +218,10 @@ type PushStore interface {
 	// longer pending (another meter finished it) changes nothing.
 	DeliveryAttempted(ctx context.Context, id string, status DeliveryStatus, attempts int, next time.Time, httpStatus int, errText string, at time.Time) error
 	Deliveries(ctx context.Context, q DeliveryQuery) ([]Delivery, error)
+	// PruneDeliveries deletes the delivered and failed deliveries created
+	// before before (pending ones stay, whatever their age) and returns how
+	// many went.
+	PruneDeliveries(ctx context.Context, before time.Time) (int64, error)
 	// RetryDelivery puts a failed delivery of orgID back to pending, due
 	// at now, with its attempts counted from 0 again (a full new schedule);
 	// NotFound when orgID has no such failed delivery. Delivered and failed

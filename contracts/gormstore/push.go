@@ -268,3 +268,13 @@ func (s *Store) RetryDelivery(ctx context.Context, orgID, id string, now time.Ti
 	}
 	return nil
 }
+
+// PruneDeliveries implements contracts.PushStore.
+func (s *Store) PruneDeliveries(ctx context.Context, before time.Time) (int64, error) {
+	res := s.db.WithContext(ctx).Where("status IN ? AND created_at < ?",
+		[]string{string(contracts.DeliveryDelivered), string(contracts.DeliveryFailed)}, before.UTC()).Delete(&deliveryRow{})
+	if res.Error != nil {
+		return 0, gormdb.Translate(res.Error, "delivery")
+	}
+	return res.RowsAffected, nil
+}

@@ -236,6 +236,30 @@ func runPush(t *testing.T, newStore TaskFactory) {
 		}
 	})
 
+	t.Run("deliveries: old delivered and failed ones are pruned, pending ones stay", func(t *testing.T) {
+		s, _ := newStore(t)
+		must(t, s.SavePushConfig(ctx, pushConfig("lst_1", "task_1", "cfg_1", t0)))
+		for i, st := range []contracts.DeliveryStatus{contracts.DeliveryDelivered, contracts.DeliveryFailed, contracts.DeliveryPending, contracts.DeliveryDelivered} {
+			created := t0
+			if i == 3 {
+				created = t0.Add(2 * time.Hour) // recent
+			}
+			d := delivery(fmt.Sprintf("p%d", i), "cfg_1", created)
+			_, err := s.Enqueue(ctx, d)
+			must(t, err)
+			if st != contracts.DeliveryPending {
+				must(t, s.DeliveryAttempted(ctx, d.ID, st, 1, time.Time{}, 200, "", created))
+			}
+		}
+		n, err := s.PruneDeliveries(ctx, t0.Add(time.Hour))
+		must(t, err)
+		left, err := s.Deliveries(ctx, contracts.DeliveryQuery{OrgID: "org_a"})
+		must(t, err)
+		if n != 2 || !slices.Equal(deliveryIDs(left), []string{"p3", "p2"}) {
+			t.Errorf("PruneDeliveries removed %d, left %v; want 2, [p3 p2]", n, deliveryIDs(left))
+		}
+	})
+
 	t.Run("deliveries: a failed delivery is retried on request", func(t *testing.T) {
 		s, _ := newStore(t)
 		now := t0.Add(time.Hour)

@@ -59,6 +59,7 @@ type MeterLimits struct {
 	TaskSweep         time.Duration // how often overdue tasks are looked for
 	PushMaxAttempts   int
 	PushRetryBase     time.Duration
+	PushRetention     time.Duration
 }
 
 func duration(min time.Duration, f func(*Config) *time.Duration) func(*Config, string) error {
@@ -140,6 +141,7 @@ func Settings(bin string) []Setting {
 			c.MeterLimits.PushMaxAttempts = n
 			return nil
 		}},
+		{"push-retention", "how long delivered and failed push deliveries are kept (GET /api/v1/push-deliveries shows them)", "720h", duration(time.Hour, func(c *Config) *time.Duration { return &c.MeterLimits.PushRetention })},
 		{"push-retry-base", "delay before the first retry of a push delivery; doubled each attempt (with jitter), at most 5m", "1s", duration(10*time.Millisecond, func(c *Config) *time.Duration { return &c.MeterLimits.PushRetryBase })},
 		{"log-level", "debug, info, warn or error", "info", func(c *Config, v string) error {
 			switch v {
