@@ -141,8 +141,20 @@ func (a *agent) sse(c *fiber.Ctx) error {
 	n, every := max(a.stream.events, 2), a.stream.interval
 	c.Set(fiber.HeaderContentType, "text/event-stream")
 	c.Set(fiber.HeaderCacheControl, "no-cache")
+	const ctxID = "c295ea44-7543-4f78-b524-7a38915ad6e4"
+	if bytes.Contains(c.Body(), []byte(`"bench/hold":true`)) {
+		// Held open: the task, then a comment every second until the
+		// client leaves (-hold-streams).
+		c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+			fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"id\":\"req-0001\",\"result\":{\"kind\":\"task\",\"id\":%q,\"contextId\":%q,\"status\":{\"state\":\"working\"}}}\n\n", id, ctxID)
+			for w.Flush() == nil {
+				time.Sleep(time.Second)
+				w.WriteString(": working\n\n")
+			}
+		})
+		return nil
+	}
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
-		const ctxID = "c295ea44-7543-4f78-b524-7a38915ad6e4"
 		for i := 0; i < n; i++ {
 			if i > 0 {
 				time.Sleep(every)

@@ -14,12 +14,13 @@ import (
 
 // Report is one run's results.
 type Report struct {
-	Machine  Machine     `json:"machine"`
-	Settings Settings    `json:"settings"`
-	Max      []Result    `json:"max_throughput"`
-	Half     []Result    `json:"half_load,omitempty"`
-	SSE      []SSEResult `json:"sse,omitempty"`
-	Ratios   []Ratio     `json:"ratios"`
+	Machine  Machine      `json:"machine"`
+	Settings Settings     `json:"settings"`
+	Max      []Result     `json:"max_throughput"`
+	Half     []Result     `json:"half_load,omitempty"`
+	SSE      []SSEResult  `json:"sse,omitempty"`
+	Hold     []HoldResult `json:"held_streams,omitempty"`
+	Ratios   []Ratio      `json:"ratios"`
 }
 
 // Machine is where the run happened.
@@ -142,6 +143,20 @@ func (r *Report) compare(extra []namedTarget) {
 		r.Ratios = append(r.Ratios, Ratio{Name: "SSE added delay p50, meter-direct", Value: sm.P50 - sd.P50, Unit: "ms"})
 		atMost("SSE added delay p99, meter-direct", sm.P99-sd.P99, 1)
 	}
+	var hm, hd *HoldResult
+	for i := range r.Hold {
+		switch r.Hold[i].Target {
+		case "meter":
+			hm = &r.Hold[i]
+		case "direct":
+			hd = &r.Hold[i]
+		}
+	}
+	if hm != nil && hd != nil && hm.Opened > 0 && hd.Opened > 0 {
+		met := hm.HeapStackKB-hd.HeapStackKB <= 30
+		r.Ratios = append(r.Ratios, Ratio{Name: "held stream, meter's own heap+stacks (meter-direct)", Value: hm.HeapStackKB - hd.HeapStackKB, Unit: "KiB",
+			Target: "<= 30 KiB", Met: &met})
+	}
 }
 
 func (r *Report) writeJSON(w io.Writer) error {
@@ -200,11 +215,27 @@ func (r *Report) writeText(w io.Writer) error {
 			}
 		}
 	}
+	if len(r.Hold) > 0 {
+		fmt.Fprintf(w, "\nheld streams: each open at once, after its first event; what this process holds per stream (both ends included)\n")
+		fmt.Fprintln(tw, "target\tstreams\topened\theap+stacks KiB\tRSS KiB\tgoroutines\t")
+		for _, x := range r.Hold {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f\t%.1f\t%.1f\t\n", x.Target, x.Streams, x.Opened, x.HeapStackKB, x.RSSKB, x.Goroutines)
+		}
+		tw.Flush()
+		for _, x := range r.Hold {
+			if x.Unavailable != "" {
+				fmt.Fprintf(w, "%s: %s\n", x.Target, x.Unavailable)
+			}
+		}
+	}
 	fmt.Fprintln(w, "\nratios")
 	for _, x := range r.Ratios {
 		v := fmt.Sprintf("%.2fx", x.Value)
-		if x.Unit == "ms" {
+		switch x.Unit {
+		case "ms":
 			v = fmt.Sprintf("%+.3f ms", x.Value)
+		case "KiB":
+			v = fmt.Sprintf("%.1f KiB", x.Value)
 		}
 		verdict := ""
 		if x.Met != nil {

@@ -32,6 +32,7 @@ type options struct {
 	logLevel    string
 	dataDir     string
 	nginxConf   bool
+	holdStreams int
 }
 
 // targetFlags collects -target name=url.
@@ -80,6 +81,7 @@ func parseOptions(args []string, out io.Writer) (*options, error) {
 	fs.DurationVar(&o.serveFor, "serve-for", 0, "set up, print the targets (and a wrk script), serve them for this long (at most 30m) and exit without loading them")
 	fs.StringVar(&o.logLevel, "log-level", "info", "the meter's log level (its log goes to meter.log in the data dir)")
 	fs.BoolVar(&o.nginxConf, "nginx-conf", false, "print an nginx configuration serving the same canned agent on "+nginxAgentAddr+" and proxy_pass to it on "+nginxProxyAddr+", and exit")
+	fs.IntVar(&o.holdStreams, "hold-streams", 0, "also open this many streams through direct and meter at once, held open, and measure the memory each costs (0 skips it; each stream through the meter uses 4 file descriptors in this process)")
 	fs.StringVar(&o.dataDir, "data-dir", "", "the marketplace's data dir; empty = a temporary one, removed at the end")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -106,6 +108,7 @@ func (o *options) validate() error {
 	check(o.sseEvents >= 2 && o.sseEvents <= 10_000, "-sse-events: must be 2 to 10000")
 	check(o.sseInterval >= 0 && time.Duration(o.sseEvents)*o.sseInterval <= 2*time.Minute, "-sse-events × -sse-interval: a stream must last at most 2m")
 	check(o.serveFor >= 0 && o.serveFor <= 30*time.Minute, "-serve-for: must be 0 to 30m")
+	check(o.holdStreams >= 0 && o.holdStreams <= 20_000, "-hold-streams: must be 0 to 20000")
 	switch o.logLevel {
 	case "debug", "info", "warn", "error":
 	default:
@@ -230,6 +233,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if o.sseStreams > 0 && o.agentURL == "" {
 		for _, name := range []string{"direct", "proxy", "meter"} {
 			rep.SSE = append(rep.SSE, sseDelays(ctx, name, urlOf(targets, name), auth, o.sseStreams, stream))
+		}
+	}
+	if o.holdStreams > 0 && o.agentURL == "" {
+		for _, name := range []string{"direct", "meter"} {
+			rep.Hold = append(rep.Hold, holdStreams(ctx, name, urlOf(targets, name), auth, o.holdStreams))
 		}
 	}
 	rep.compare(o.extra)

@@ -17,7 +17,7 @@ func noEnv(string) string { return "" }
 func TestRunSmall(t *testing.T) {
 	var out bytes.Buffer
 	args := []string{"-json", "-c", "2", "-d", "300ms", "-warmup", "100ms", "-n", "2000",
-		"-sse-streams", "2", "-sse-events", "4", "-sse-interval", "5ms", "-target", "gone=http://127.0.0.1:1/"}
+		"-sse-streams", "2", "-sse-events", "4", "-sse-interval", "5ms", "-hold-streams", "20", "-target", "gone=http://127.0.0.1:1/"}
 	if err := run(context.Background(), args, noEnv, &out); err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
@@ -40,6 +40,17 @@ func TestRunSmall(t *testing.T) {
 			t.Errorf("%s: SSE %+v", name, s)
 		}
 	}
+	for _, name := range []string{"direct", "meter"} {
+		var h *HoldResult
+		for i := range rep.Hold {
+			if rep.Hold[i].Target == name {
+				h = &rep.Hold[i]
+			}
+		}
+		if h == nil || h.Opened != 20 || h.Unavailable != "" || h.Goroutines <= 0 {
+			t.Errorf("%s: held streams %+v", name, h)
+		}
+	}
 	if g := rep.Max[len(rep.Max)-1]; g.Target != "gone" || !strings.Contains(g.Unavailable, "unreachable") {
 		t.Errorf("missing target reported as %+v", g)
 	}
@@ -47,7 +58,7 @@ func TestRunSmall(t *testing.T) {
 	for _, r := range rep.Ratios {
 		names[r.Name] = true
 	}
-	for _, want := range []string{"throughput meter/proxy", "added p99 at half load, meter-direct", "SSE added delay p99, meter-direct"} {
+	for _, want := range []string{"throughput meter/proxy", "added p99 at half load, meter-direct", "SSE added delay p99, meter-direct", "held stream, meter's own heap+stacks (meter-direct)"} {
 		if !names[want] {
 			t.Errorf("no ratio %q in %+v", want, rep.Ratios)
 		}
