@@ -1,7 +1,6 @@
 package a2aproxy
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -153,6 +152,10 @@ func (p *Proxy) Init() {
 	if p.Client == nil {
 		p.Client = &http.Client{Transport: &http.Transport{
 			MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second, ForceAttemptHTTP2: false,
+			// A request is written once (a large body goes past the buffer);
+			// a smaller write buffer is memory every held stream saves.
+			WriteBufferSize: 1024,
+			ReadBufferSize:  2048,
 		}}
 	}
 	if p.Base == nil {
@@ -528,13 +531,14 @@ func (p *Proxy) upstreamRequest(ctx context.Context, cl *call, r *wire.Request, 
 	}
 	var rd io.Reader
 	if len(body) > 0 {
-		rd = bytes.NewReader(body)
+		rd = &sentBody{b: body}
 	}
 	req, err := http.NewRequestWithContext(ctx, method, url, rd)
 	if err != nil {
 		return nil, err
 	}
 	if rd != nil {
+		req.ContentLength = int64(len(body))
 		req.Header.Set("Content-Type", contentType)
 	}
 	req.Header.Set("Accept", accept)
@@ -884,4 +888,22 @@ func (p *Proxy) bindTask(ctx context.Context, cl *call) {
 	if cl.inlinePush != nil {
 		p.registerInlinePush(cl)
 	}
+}
+
+// sentBody is a request body that lets go of its bytes once they are
+// read: the transport keeps the request for as long as the response runs,
+// which for a stream is as long as the stream is held.
+type sentBody struct{ b []byte }
+
+func (s *sentBody) Read(p []byte) (int, error) {
+	if len(s.b) == 0 {
+		s.b = nil
+		return 0, io.EOF
+	}
+	n := copy(p, s.b)
+	s.b = s.b[n:]
+	if len(s.b) == 0 {
+		s.b = nil
+	}
+	return n, nil
 }

@@ -2,11 +2,14 @@ package a2aproxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -47,6 +50,9 @@ func (p *Proxy) stream(c *fiber.Ctx, cl *call) error {
 		return p.relayPlain(c, cl, res)
 	}
 
+	// The request is sent: a held stream keeps only what it answers with.
+	cl.id = bytes.Clone(cl.id)
+	cl.req.ID, cl.req.Raw, cl.req.Params = cl.id, nil, nil
 	c.Set(fiber.HeaderContentType, "text/event-stream")
 	c.Set(fiber.HeaderCacheControl, "no-cache")
 	c.Set("X-Accel-Buffering", "no")
@@ -59,78 +65,83 @@ func (p *Proxy) stream(c *fiber.Ctx, cl *call) error {
 	return nil
 }
 
-type sseItem struct {
-	ev  wire.Event
-	err error
-}
-
 // relay copies events until the agent ends the stream, the buyer leaves,
-// or the agent stays silent past the idle timeout.
+// or the agent stays silent past the idle timeout. It reads the agent's
+// stream on the goroutine it runs on: the heartbeat and the idle timeout
+// are timers (the idle one, and a heartbeat that finds the buyer gone,
+// close the agent's stream to end the read), so a held stream costs no
+// goroutine of its own.
 func (p *Proxy) relay(ctx context.Context, cl *call, res *http.Response, w *bufio.Writer) {
-	events := make(chan sseItem)
-	go func() {
-		r := wire.NewSSEReader(res.Body)
-		for {
-			ev, err := r.Next()
-			select {
-			case events <- sseItem{ev, err}:
-			case <-ctx.Done():
-				return
-			}
-			if err != nil {
-				return
-			}
+	var (
+		mu     sync.Mutex // guards w and done, between the relay and the heartbeat
+		done   bool
+		gone   atomic.Bool // a heartbeat found the buyer gone
+		silent atomic.Bool // the idle timeout ran out
+	)
+	var heartbeat *time.Timer
+	heartbeat = time.AfterFunc(p.Limits.Heartbeat, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if done {
+			return
 		}
-	}()
-	heartbeat := time.NewTicker(p.Limits.Heartbeat)
-	defer heartbeat.Stop()
-	idle := time.NewTimer(cl.lim.StreamIdleTimeout)
-	defer idle.Stop()
-	buyerGone := false
+		if _, err := w.WriteString(": keep-alive\n\n"); err != nil || w.Flush() != nil {
+			gone.Store(true)
+			res.Body.Close()
+			return
+		}
+		heartbeat.Reset(p.Limits.Heartbeat)
+	})
+	idle := time.AfterFunc(cl.lim.StreamIdleTimeout, func() {
+		silent.Store(true)
+		res.Body.Close()
+	})
+	stop := func() {
+		idle.Stop()
+		mu.Lock()
+		done = true
+		mu.Unlock()
+		heartbeat.Stop()
+	}
+	r := wire.NewSSEReader(res.Body)
 	for {
-		select {
-		case it := <-events:
-			if it.err != nil {
-				p.finish(ctx, cl, p.Clock.Now().Sub(cl.start))
-				return
-			}
-			if !idle.Stop() {
-				select {
-				case <-idle.C:
-				default:
-				}
-			}
-			idle.Reset(cl.lim.StreamIdleTimeout)
-			out, err := p.onEvent(ctx, cl, it.ev)
-			if err != nil {
-				cl.errCode = CodeUpstreamInvalid
-				p.writeStreamError(w, cl, &wire.Error{Code: CodeUpstreamInvalid, Message: err.Error()})
-				p.finish(ctx, cl, p.Clock.Now().Sub(cl.start))
-				return
-			}
-			if out == nil {
-				continue
-			}
-			cl.bytesOut += len(out)
-			if _, err := w.Write(out); err == nil {
-				err = w.Flush()
-				buyerGone = err != nil
-			} else {
-				buyerGone = true
-			}
-			if buyerGone {
+		ev, err := r.Next()
+		if err != nil {
+			stop()
+			switch {
+			case gone.Load():
 				p.settle(cl)
-				return
+			case silent.Load():
+				cl.errCode = CodeStreamIdle
+				p.writeStreamError(w, cl, &wire.Error{Code: CodeStreamIdle, Message: fmt.Sprintf("the agent sent nothing for %s", cl.lim.StreamIdleTimeout)})
+				p.finish(ctx, cl, p.Clock.Now().Sub(cl.start))
+			default:
+				p.finish(ctx, cl, p.Clock.Now().Sub(cl.start))
 			}
-		case <-heartbeat.C:
-			if _, err := w.WriteString(": keep-alive\n\n"); err != nil || w.Flush() != nil {
-				p.settle(cl)
-				return
-			}
-		case <-idle.C:
-			cl.errCode = CodeStreamIdle
-			p.writeStreamError(w, cl, &wire.Error{Code: CodeStreamIdle, Message: fmt.Sprintf("the agent sent nothing for %s", cl.lim.StreamIdleTimeout)})
+			return
+		}
+		idle.Reset(cl.lim.StreamIdleTimeout)
+		out, err := p.onEvent(ctx, cl, ev)
+		if err != nil {
+			stop()
+			cl.errCode = CodeUpstreamInvalid
+			p.writeStreamError(w, cl, &wire.Error{Code: CodeUpstreamInvalid, Message: err.Error()})
 			p.finish(ctx, cl, p.Clock.Now().Sub(cl.start))
+			return
+		}
+		if out == nil {
+			continue
+		}
+		cl.bytesOut += len(out)
+		mu.Lock()
+		_, werr := w.Write(out)
+		if werr == nil {
+			werr = w.Flush()
+		}
+		mu.Unlock()
+		if werr != nil {
+			stop()
+			p.settle(cl)
 			return
 		}
 	}

@@ -56,7 +56,9 @@ type SSEReader struct {
 
 // NewSSEReader reads events from r.
 func NewSSEReader(r io.Reader) *SSEReader {
-	return &SSEReader{br: bufio.NewReader(r)}
+	// Lines longer than the buffer are gathered in raw, so the buffer
+	// bounds no event; a small one is memory each held stream saves.
+	return &SSEReader{br: bufio.NewReaderSize(r, 1024)}
 }
 
 // Next returns the next event. At the end of the stream it returns io.EOF

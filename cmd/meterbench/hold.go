@@ -37,7 +37,7 @@ func holdBody() []byte {
 
 // holdStreams opens n streams to target, waits until each has its first
 // event, and measures what the process holds for them.
-func holdStreams(ctx context.Context, name, target string, headers map[string]string, n int) HoldResult {
+func holdStreams(ctx context.Context, name, target string, headers map[string]string, n int, memProfile string) HoldResult {
 	res := HoldResult{Target: name, Streams: n}
 	before, rss0, g0 := inUse()
 	ctx, cancel := context.WithCancel(ctx)
@@ -70,6 +70,12 @@ func holdStreams(ctx context.Context, name, target string, headers map[string]st
 	}
 	time.Sleep(time.Second) // every hop settled (first events relayed, buffers in place)
 	after, rss1, g1 := inUse()
+	if memProfile != "" {
+		if f, err := os.Create(memProfile); err == nil {
+			_ = pprof.Lookup("heap").WriteTo(f, 0)
+			f.Close()
+		}
+	}
 	if res.Opened > 0 {
 		res.HeapStackKB = float64(after-before) / 1024 / float64(res.Opened)
 		res.RSSKB = float64(rss1-rss0) / 1024 / float64(res.Opened)

@@ -33,6 +33,7 @@ type options struct {
 	dataDir     string
 	nginxConf   bool
 	holdStreams int
+	memProfile  string
 }
 
 // targetFlags collects -target name=url.
@@ -82,6 +83,7 @@ func parseOptions(args []string, out io.Writer) (*options, error) {
 	fs.StringVar(&o.logLevel, "log-level", "info", "the meter's log level (its log goes to meter.log in the data dir)")
 	fs.BoolVar(&o.nginxConf, "nginx-conf", false, "print an nginx configuration serving the same canned agent on "+nginxAgentAddr+" and proxy_pass to it on "+nginxProxyAddr+", and exit")
 	fs.IntVar(&o.holdStreams, "hold-streams", 0, "also open this many streams through direct and meter at once, held open, and measure the memory each costs (0 skips it; each stream through the meter uses 4 file descriptors in this process)")
+	fs.StringVar(&o.memProfile, "memprofile", "", "with -hold-streams: write a heap profile to `file` while the streams through the meter are held")
 	fs.StringVar(&o.dataDir, "data-dir", "", "the marketplace's data dir; empty = a temporary one, removed at the end")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -237,7 +239,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	if o.holdStreams > 0 && o.agentURL == "" {
 		for _, name := range []string{"direct", "meter"} {
-			rep.Hold = append(rep.Hold, holdStreams(ctx, name, urlOf(targets, name), auth, o.holdStreams))
+			profile := ""
+			if name == "meter" {
+				profile = o.memProfile
+			}
+			rep.Hold = append(rep.Hold, holdStreams(ctx, name, urlOf(targets, name), auth, o.holdStreams, profile))
 		}
 	}
 	rep.compare(o.extra)
