@@ -80,7 +80,7 @@ func longUsage(i int) map[string]any {
 func (e *longExecutor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
 		text := sdkMessageText(ec.Message)
-		if ec.StoredTask != nil && ec.StoredTask.Status.State == a2a.TaskStateInputRequired {
+		if ec.StoredTask != nil && (ec.StoredTask.Status.State == a2a.TaskStateInputRequired || ec.StoredTask.Status.State == a2a.TaskStateAuthRequired) {
 			// The buyer's answer to "ask".
 			if yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, nil), nil) {
 				yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, a2a.NewMessage(a2a.MessageRoleAgent, a2a.NewTextPart("Noted: "+text))), nil)
@@ -129,6 +129,8 @@ func (e *longExecutor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) 
 			done := a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, nil)
 			done.Metadata = longUsage(n)
 			yield(done, nil)
+		case text == "sign in":
+			yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateAuthRequired, a2a.NewMessage(a2a.MessageRoleAgent, a2a.NewTextPart("Sign in to the CRM first."))), nil)
 		case text == "ask" || text == "ask later":
 			if text == "ask later" {
 				select {
@@ -626,6 +628,16 @@ func TestInputRequiredPause(t *testing.T) {
 		res, _ = b10.call("GetTask", map[string]any{"id": left})
 		if get(res, "status", "state") != "TASK_STATE_CANCELED" {
 			t.Errorf("the task at the agent: %v", res)
+		}
+		// auth-required is a pause too.
+		res, _ = b10.call("SendMessage", msg10("sign in", nil))
+		signin, _ := get(res, "task", "id").(string)
+		waitFor(t, "the auth-required task canceled", 10*time.Second, func() bool { return ag.Exec.wasCanceled(signin) })
+		waitFor(t, "its cancel recorded", 5*time.Second, func() bool {
+			return lm.taskRecord(t, lm.buyer, listing, signin).JSON["ended_at"] != nil
+		})
+		if kinds, evs := events(lm.taskRecord(t, lm.buyer, listing, signin)); len(kinds) != 2 || evs[0]["state"] != "auth-required" || kinds[1] != "canceled:meter" {
+			t.Errorf("auth-required task's events: %v %v", kinds, evs)
 		}
 		// Another org sees no such task.
 		_, other := signup(t, lm.api, "Initech", "it@initech.example")
