@@ -30,6 +30,16 @@ type buyerData struct {
 	Month string
 	Total string
 	Keys  bool
+	// Deliveries are the push notifications that need attention: failed
+	// ones (with a retry button) and ones still being retried.
+	Deliveries []deliveryView
+	CanRetry   bool
+}
+
+// deliveryView is one push delivery on the buyer's page.
+type deliveryView struct {
+	contracts.Delivery
+	Listing string
 }
 
 // snippet is what a buyer hands their orchestrator.
@@ -111,7 +121,36 @@ func (u *UI) buyer(r *req) error {
 	}
 	cur, _ := lb.currency()
 	d.Total = formatMicros(total, cur)
+	if u.d.Tasks != nil {
+		d.CanRetry = u.can(r, contracts.ObjSubscriptions, contracts.ActWrite)
+		for _, st := range []contracts.DeliveryStatus{contracts.DeliveryFailed, contracts.DeliveryPending} {
+			ds, err := u.d.Tasks.Deliveries(r.ctx, r.actor, contracts.DeliveryQuery{Status: st, Limit: 20})
+			if err != nil {
+				return err
+			}
+			for _, x := range ds {
+				if st == contracts.DeliveryPending && x.Attempts == 0 {
+					continue // on its way: nothing to look at
+				}
+				d.Deliveries = append(d.Deliveries, deliveryView{Delivery: x, Listing: lb.listing(x.ListingID).name})
+			}
+		}
+	}
 	return u.render(r, "buyer", "Subscriptions", d)
+}
+
+// retryDelivery sends a failed push notification again.
+func (u *UI) retryDelivery(r *req) error {
+	if err := u.require(r, contracts.ObjSubscriptions, contracts.ActWrite); err != nil {
+		return err
+	}
+	if u.d.Tasks == nil {
+		return agentmarket.Errorf(agentmarket.NotFound, "delivery_not_found", "no such delivery")
+	}
+	if err := u.d.Tasks.RetryDelivery(r.ctx, r.actor, strings.Clone(r.c.Params("id"))); err != nil {
+		return err
+	}
+	return redirect(r, "/buyer?notice=retried#deliveries")
 }
 
 func (u *UI) cancelSubscription(r *req) error {

@@ -55,6 +55,8 @@ type Deps struct {
 	Clock         agentmarket.Clock
 	// PublicMeterURL is where buyers reach the meter (for proxied URLs).
 	PublicMeterURL string
+	// Tasks shows the buyer's push deliveries (nil: not shown).
+	Tasks *contracts.Tasks
 }
 
 // UI serves the web pages.
@@ -127,6 +129,7 @@ func (u *UI) Mount(r fiber.Router) {
 
 	r.Get("/buyer", u.page(u.buyer))
 	r.Post("/buyer/subscriptions/:id/cancel", u.page(u.cancelSubscription))
+	r.Post("/buyer/deliveries/:id/retry", u.page(u.retryDelivery))
 	r.Get("/keys", u.page(u.keys))
 	r.Post("/keys", u.page(u.createKey))
 	r.Post("/keys/:id/revoke", u.page(u.revokeKey))
@@ -259,6 +262,7 @@ var notices = map[string]string{
 	"revoked":    "The key is revoked.",
 	"status":     "The listing's status changed.",
 	"refreshed":  "The card was fetched again.",
+	"retried":    "The notification will be sent again now.",
 }
 
 // can reports whether the actor's role may act on obj.

@@ -542,3 +542,56 @@ func formatUSD(micros int64) string {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestBuyerSeesFailedPushDeliveries: the buyer's page lists the push
+// notifications that failed (with why) or are being retried, and sends a
+// failed one again; another org's buyer sees none of them.
+func TestBuyerSeesFailedPushDeliveries(t *testing.T) {
+	s := newSite(t, siteOptions{autoApprove: true})
+	ctx := context.Background()
+	sb := s.browser(t)
+	sb.signup("Acme", "seller@acme.example")
+	l := s.list(t, s.actor(t, "seller@acme.example"), "summarizer-v0.3.json", pricing)
+	b := s.browser(t)
+	b.signup("Globex", "it@globex.example")
+	buyer := s.actor(t, "it@globex.example")
+	if p := b.post("/listings/"+l.ID+"/subscribe", nil); p.Status != http.StatusSeeOther {
+		t.Fatalf("subscribe = %d", p.Status)
+	}
+	mustNotContain(t, b.get("/buyer"), "Push notifications needing attention")
+
+	for _, d := range []contracts.Delivery{
+		{ID: "dlv_failed", ListingID: l.ID, TaskID: "task-1", ConfigID: "c1", OrgID: buyer.OrgID, Body: []byte(`{}`), CreatedAt: now},
+		{ID: "dlv_retrying", ListingID: l.ID, TaskID: "task-2", ConfigID: "c2", OrgID: buyer.OrgID, Body: []byte(`{}`), CreatedAt: now},
+		{ID: "dlv_fresh", ListingID: l.ID, TaskID: "task-3", ConfigID: "c3", OrgID: buyer.OrgID, Body: []byte(`{}`), CreatedAt: now},
+	} {
+		if _, err := s.store.Enqueue(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.store.DeliveryAttempted(ctx, "dlv_failed", contracts.DeliveryFailed, 8, time.Time{}, 503, "the webhook answered 503 Service Unavailable (gave up after 8 attempts)", now); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.store.DeliveryAttempted(ctx, "dlv_retrying", contracts.DeliveryPending, 2, now.Add(time.Minute), 0, "connection refused", now); err != nil {
+		t.Fatal(err)
+	}
+	p := b.get("/buyer")
+	mustContain(t, p, "Push notifications needing attention", "Summarizer", "task-1", "gave up after 8 attempts", "task-2", "connection refused",
+		`action="/buyer/deliveries/dlv_failed/retry"`)
+	mustNotContain(t, p, "task-3", `action="/buyer/deliveries/dlv_retrying/retry"`)
+
+	o := s.browser(t)
+	o.signup("Initech", "it@initech.example")
+	mustNotContain(t, o.get("/buyer"), "task-1")
+	if p := o.post("/buyer/deliveries/dlv_failed/retry", nil); p.Status != http.StatusNotFound {
+		t.Errorf("another org's retry = %d", p.Status)
+	}
+
+	if p := b.post("/buyer/deliveries/dlv_failed/retry", nil); p.Status != http.StatusSeeOther {
+		t.Fatalf("retry = %d %s", p.Status, excerpt(p.Body))
+	}
+	ds, err := s.store.Deliveries(ctx, contracts.DeliveryQuery{OrgID: buyer.OrgID, Status: contracts.DeliveryPending})
+	if err != nil || len(ds) != 3 {
+		t.Errorf("after the retry, pending deliveries = %d, %v; want 3", len(ds), err)
+	}
+}

@@ -750,6 +750,7 @@ func TestTaskTimeBudget(t *testing.T) {
 	waitFor(t, "both tasks canceled at their agents", 10*time.Second, func() bool {
 		return ag.Exec.wasCanceled(task) && other.Exec.wasCanceled(child)
 	})
+	waitFor(t, "the cancel recorded", 5*time.Second, func() bool { return lm.taskRecord(t, lm.buyer, listing, task).JSON["ended_at"] != nil })
 	kinds, evs := events(lm.taskRecord(t, lm.buyer, listing, task))
 	if len(kinds) != 1 || kinds[0] != "canceled:meter" || !strings.Contains(fmt.Sprint(evs[0]["reason"]), "end-to-end time budget") {
 		t.Errorf("events: %v %v", kinds, evs)
@@ -1149,6 +1150,7 @@ func TestCancelCascadeEarlyDelegation(t *testing.T) {
 		t.Fatalf("cancel: %v", e)
 	}
 	waitFor(t, "the early child canceled", 10*time.Second, func() bool { return childAgent.Exec.wasCanceled(child) })
+	waitFor(t, "its cancel recorded", 5*time.Second, func() bool { return lm.taskRecord(t, lm.buyer, cl, child).JSON["ended_at"] != nil })
 	kinds, _ := events(lm.taskRecord(t, lm.buyer, cl, child))
 	if len(kinds) != 1 || kinds[0] != "canceled:cascade" {
 		t.Errorf("early child's events: %v", kinds)
