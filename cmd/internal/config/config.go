@@ -60,6 +60,7 @@ type MeterLimits struct {
 	PushMaxAttempts   int
 	PushRetryBase     time.Duration
 	PushRetention     time.Duration
+	PushRetryMax      time.Duration
 }
 
 func duration(min time.Duration, f func(*Config) *time.Duration) func(*Config, string) error {
@@ -142,7 +143,8 @@ func Settings(bin string) []Setting {
 			return nil
 		}},
 		{"push-retention", "how long delivered and failed push deliveries are kept (GET /api/v1/push-deliveries shows them)", "720h", duration(time.Hour, func(c *Config) *time.Duration { return &c.MeterLimits.PushRetention })},
-		{"push-retry-base", "delay before the first retry of a push delivery; doubled each attempt (with jitter), at most 5m", "1s", duration(10*time.Millisecond, func(c *Config) *time.Duration { return &c.MeterLimits.PushRetryBase })},
+		{"push-retry-base", "delay before the first retry of a push delivery; doubled each attempt (with jitter), up to push-retry-max", "1s", duration(10*time.Millisecond, func(c *Config) *time.Duration { return &c.MeterLimits.PushRetryBase })},
+		{"push-retry-max", "longest delay between two attempts of a push delivery", "5m", duration(10*time.Millisecond, func(c *Config) *time.Duration { return &c.MeterLimits.PushRetryMax })},
 		{"log-level", "debug, info, warn or error", "info", func(c *Config, v string) error {
 			switch v {
 			case "debug", "info", "warn", "error":

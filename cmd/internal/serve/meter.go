@@ -191,7 +191,7 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 		Spend:        storeSpend{d.Store},
 		Tasks:        store,
 		Push: &a2aproxy.Push{Store: store, Sealer: d.Sealer, Guard: httpfetch.Guard{Allow: d.Config.AllowCIDRs()}, Allow: d.Config.AllowCIDRs(),
-			MaxAttempts: d.Config.MeterLimits.PushMaxAttempts, RetryBase: d.Config.MeterLimits.PushRetryBase, Retention: d.Config.MeterLimits.PushRetention},
+			MaxAttempts: d.Config.MeterLimits.PushMaxAttempts, RetryBase: d.Config.MeterLimits.PushRetryBase, RetryMax: d.Config.MeterLimits.PushRetryMax, Retention: d.Config.MeterLimits.PushRetention},
 		Clock:   d.Clock,
 		Logger:  d.Logger,
 		Metrics: a2aproxy.NewMetrics(d.Registry),
