@@ -77,6 +77,34 @@ func TestCloseMonthIssuesOneInvoicePerContract(t *testing.T) {
 	if len(after) != 3 || !reflect.DeepEqual(before, after) {
 		t.Errorf("invoices changed on closing again:\n%+v\n%+v", before, after)
 	}
+
+	// The issued invoices, as their buyer, their seller, another org and
+	// the operator see them.
+	for _, tc := range []struct {
+		org  string
+		all  bool
+		want []string
+	}{
+		{"org_buyer", false, []string{"ctr_full", "ctr_gone", "ctr_late"}},
+		{"org_seller", false, []string{"ctr_full", "ctr_gone", "ctr_late"}},
+		{"org_other", false, nil},
+		{"org_other", true, []string{"ctr_full", "ctr_gone", "ctr_late"}},
+	} {
+		got, err := s.Issued(ctx, may, tc.org, tc.all)
+		var ids []string
+		for _, inv := range got {
+			ids = append(ids, inv.ContractID)
+			if inv.BuyerOrgID != "org_buyer" || inv.SellerOrgID != "org_seller" || inv.ListingID != "lst_echo" {
+				t.Errorf("issued invoice %s: parties %+v", inv.ContractID, inv)
+			}
+		}
+		if err != nil || !reflect.DeepEqual(ids, tc.want) {
+			t.Errorf("Issued(%s, all=%t) = %v, %v; want %v", tc.org, tc.all, ids, err, tc.want)
+		}
+	}
+	if got, err := s.Issued(ctx, billing.MonthOf(date(2026, 4, 15)), "org_buyer", false); err != nil || len(got) != 0 {
+		t.Errorf("Issued for April = %d invoices, %v; want none (April was not closed)", len(got), err)
+	}
 }
 
 func TestCloseMonthGoesOnPastAFailure(t *testing.T) {

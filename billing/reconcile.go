@@ -2,7 +2,9 @@ package billing
 
 import (
 	"context"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/contracts"
@@ -142,5 +144,48 @@ func (s *Service) Reconcile(ctx context.Context, period Period) ([]Drift, error)
 			}
 		}
 	}
+	return out, nil
+}
+
+// IssuedInvoice is an invoice of the own ledger with its contract's
+// parties.
+type IssuedInvoice struct {
+	LocalInvoice
+	ListingID   string
+	BuyerOrgID  string
+	SellerOrgID string
+}
+
+// Issued lists the invoices the own ledger issued for a month (CloseMonth)
+// that orgID buys or sells under; every one when all is set (the
+// operator). Ordered by contract id.
+func (s *Service) Issued(ctx context.Context, period Period, orgID string, all bool) ([]IssuedInvoice, error) {
+	if err := period.Validate(); err != nil {
+		return nil, err
+	}
+	active, err := s.Contracts.ContractsActiveIn(ctx, period)
+	if err != nil {
+		return nil, err
+	}
+	parties := map[string]contracts.Contract{}
+	for _, c := range active {
+		parties[c.ID] = c
+	}
+	invoices, err := s.Store.Invoices(ctx, period.Start)
+	if err != nil {
+		return nil, err
+	}
+	out := []IssuedInvoice{}
+	for _, inv := range invoices {
+		c, ok := parties[inv.ContractID]
+		if !ok || !inv.Invoice.Period.End.Equal(period.End) {
+			continue
+		}
+		if !all && c.BuyerOrgID != orgID && c.SellerOrgID != orgID {
+			continue
+		}
+		out = append(out, IssuedInvoice{LocalInvoice: inv, ListingID: c.ListingID, BuyerOrgID: c.BuyerOrgID, SellerOrgID: c.SellerOrgID})
+	}
+	slices.SortFunc(out, func(a, b IssuedInvoice) int { return strings.Compare(a.ContractID, b.ContractID) })
 	return out, nil
 }

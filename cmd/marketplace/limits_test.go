@@ -183,4 +183,12 @@ func TestReconciliationAPI(t *testing.T) {
 	if r := mk.api.with(mk.buyer).do("GET", "/api/v1/reconciliation?period=November", nil); r.Status != 422 {
 		t.Errorf("bad period: %d %s", r.Status, r.Body)
 	}
+	// The own ledger's issued invoices: none yet this month (it closes a
+	// month once it is over).
+	if r := mk.api.with(mk.buyer).do("GET", "/api/v1/invoices", nil); r.Status != 200 || r.JSON["items"] == nil || len(r.JSON["items"].([]any)) != 0 {
+		t.Errorf("issued invoices: %d %s", r.Status, r.Body)
+	}
+	if r := mk.api.with(mk.buyer).do("GET", "/api/v1/invoices?period=2026-13", nil); r.Status != 422 {
+		t.Errorf("bad invoices period: %d %s", r.Status, r.Body)
+	}
 }

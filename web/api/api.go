@@ -82,6 +82,7 @@ func (s *Server) Mount(app *fiber.App) {
 	auth.Post("/push-deliveries/:id/retry", s.allow(contracts.ObjSubscriptions, contracts.ActWrite), s.retryDelivery)
 	auth.Get("/usage", s.allow(contracts.ObjUsage, contracts.ActRead), s.usage)
 	auth.Get("/invoices/preview", s.allow(contracts.ObjBilling, contracts.ActRead), s.invoicePreview)
+	auth.Get("/invoices", s.allow(contracts.ObjBilling, contracts.ActRead), s.issuedInvoices)
 	auth.Get("/reconciliation", s.allow(contracts.ObjBilling, contracts.ActRead), s.reconciliation)
 
 	v1.Use(func(c *fiber.Ctx) error {

@@ -39,19 +39,51 @@ type driftJSON struct {
 	Difference  int64            `json:"difference"`
 }
 
-// reconciliation compares metered, reported and invoiced usage for a
-// month (period=YYYY-MM, default the current one). Operators see every
-// contract; others the contracts their org buys or sells.
-func (s *Server) reconciliation(c *fiber.Ctx) error {
+// monthParam reads period=YYYY-MM (default: the current month).
+func (s *Server) monthParam(c *fiber.Ctx, code string) (billing.Period, error) {
 	period := billing.MonthOf(s.Billing.Clock.Now())
 	if v := c.Query("period"); v != "" {
 		t, err := time.Parse("2006-01", v)
 		if err != nil {
 			var fe agentmarket.Fields
 			fe.Add("period", "format", "period must be a month like 2026-11")
-			return fe.Err("invalid_reconciliation_query", "the reconciliation query is not valid")
+			return period, fe.Err(code, "the query is not valid")
 		}
 		period = billing.MonthOf(t)
+	}
+	return period, nil
+}
+
+// issuedInvoices lists the invoices the own ledger issued for a month
+// (period=YYYY-MM, default the current one) under contracts the caller's
+// org buys or sells; every one for the operator.
+func (s *Server) issuedInvoices(c *fiber.Ctx) error {
+	period, err := s.monthParam(c, "invalid_invoices_query")
+	if err != nil {
+		return err
+	}
+	actor := actorOf(c)
+	list, err := s.Billing.Issued(c.UserContext(), period, actor.OrgID, actor.Operator)
+	if err != nil {
+		return err
+	}
+	items := make([]fiber.Map, len(list))
+	for i, inv := range list {
+		items[i] = fiber.Map{
+			"subscription_id": inv.ContractID, "listing_id": inv.ListingID, "buyer_org_id": inv.BuyerOrgID, "seller_org_id": inv.SellerOrgID,
+			"created_at": inv.CreatedAt, "invoice": invoiceJSON(inv.ContractID, &inv.Invoice),
+		}
+	}
+	return c.JSON(fiber.Map{"period": periodJSON{period.Start, period.End}, "items": items})
+}
+
+// reconciliation compares metered, reported and invoiced usage for a
+// month (period=YYYY-MM, default the current one). Operators see every
+// contract; others the contracts their org buys or sells.
+func (s *Server) reconciliation(c *fiber.Ctx) error {
+	period, err := s.monthParam(c, "invalid_reconciliation_query")
+	if err != nil {
+		return err
 	}
 	drifts, err := s.Billing.Reconcile(c.UserContext(), period)
 	if err != nil {

@@ -31,12 +31,17 @@ func (s *Server) invoicePreview(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	return c.JSON(invoiceJSON(id, inv))
+}
+
+// invoiceJSON is an invoice (issued or previewed) as the API shows it.
+func invoiceJSON(id string, inv *billing.Invoice) fiber.Map {
 	lines := make([]invoiceLineJSON, len(inv.Lines))
 	for i, l := range inv.Lines {
 		lines[i] = invoiceLineJSON{Kind: l.Kind, Description: l.Description, Used: l.Used, Included: l.Included, Quantity: l.Quantity,
 			UnitPriceMicros: l.UnitPriceMicros, PerUnits: l.PerUnits, AmountMicros: l.AmountMicros, AmountMinor: l.AmountMinor}
 	}
-	return c.JSON(fiber.Map{
+	return fiber.Map{
 		"subscription_id":   id,
 		"currency":          inv.Currency,
 		"plan_version":      inv.PlanVersion,
@@ -48,5 +53,5 @@ func (s *Server) invoicePreview(c *fiber.Ctx) error {
 		"total_minor":       inv.TotalMinor,
 		"preview":           inv.Preview,
 		"as_of":             inv.AsOf,
-	})
+	}
 }
