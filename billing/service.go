@@ -2,6 +2,7 @@ package billing
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -128,8 +129,23 @@ func (s *Service) Attach(ctx context.Context, c *contracts.Contract, buyer OrgIn
 	if err != nil {
 		return err
 	}
-	_, err = s.Store.SaveSubscription(ctx, &Subscription{ContractID: c.ID, CustomerID: customer.ID, Refs: refs, CreatedAt: now})
-	return err
+	if _, err = s.Store.SaveSubscription(ctx, &Subscription{ContractID: c.ID, CustomerID: customer.ID, Refs: refs, CreatedAt: now}); err != nil {
+		// The provider has a subscription we could not record: the
+		// contract will be canceled (Subscriptions undoes it), so the
+		// subscription must go too, or the buyer would be charged for
+		// nothing. With the contract's own cancel key, a later Detach of
+		// the same contract is the same call.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if cerr := s.Provider.CancelSubscription(cctx, refs.ID, CancelKey(c.ID)); cerr != nil {
+			s.logger().Error("a provider subscription was created but neither recorded nor canceled: cancel it by hand",
+				"contract_id", c.ID, "subscription_id", refs.ID, "save_err", err, "cancel_err", cerr)
+			return errors.Join(err, cerr)
+		}
+		s.logger().Warn("a provider subscription that could not be recorded was canceled", "contract_id", c.ID, "subscription_id", refs.ID, "err", err)
+		return err
+	}
+	return nil
 }
 
 // Detach ends the contract's subscription at the provider, once the
@@ -240,4 +256,11 @@ func (u Usage) Of(kind LineKind) int64 {
 		return u.Tasks
 	}
 	return 0
+}
+
+func (s *Service) logger() *slog.Logger {
+	if s.Logger == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return s.Logger
 }

@@ -42,6 +42,7 @@ type fakeProvider struct {
 	canceled   []string
 	// failSubscribe makes the next Subscribe calls fail (Unavailable).
 	failSubscribe int
+	failCancel    bool // CancelSubscription fails
 	// loseAnswers makes the next usage reports count but answer
 	// Unavailable, as when the answer is lost on the way back.
 	loseAnswers int
@@ -120,7 +121,7 @@ func (p *fakeProvider) CancelSubscription(_ context.Context, subscriptionID, key
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.record("CancelSubscription %s %s", subscriptionID, key)
-	if p.down {
+	if p.down || p.failCancel {
 		return errUnavailable
 	}
 	p.canceled = append(p.canceled, subscriptionID)
@@ -207,7 +208,17 @@ func (l *lister) ContractsActiveIn(_ context.Context, p billing.Period) ([]contr
 // as if the process died between the provider's answer and the marking.
 type flakyStore struct {
 	billing.Store
-	crash atomic.Bool
+	crash    atomic.Bool
+	failSave atomic.Bool // SaveSubscription fails
+}
+
+var errSave = errors.New("simulated failure to record the subscription")
+
+func (s *flakyStore) SaveSubscription(ctx context.Context, sub *billing.Subscription) (*billing.Subscription, error) {
+	if s.failSave.Load() {
+		return nil, errSave
+	}
+	return s.Store.SaveSubscription(ctx, sub)
 }
 
 var errCrash = errors.New("simulated crash before the report was marked sent")
@@ -375,6 +386,32 @@ func TestAttachResumesAfterAFailure(t *testing.T) {
 	}
 	// The prices and the customer stored by the first call are reused.
 	wantCalls(t, e.prov.take(), "Subscribe ctr_1")
+}
+
+// TestAttachCancelsWhatItCannotRecord: a subscription the provider
+// created but the store could not record is canceled at the provider at
+// once (the contract is canceled too), with the contract's cancel key, so
+// no buyer is charged for a contract that does not exist; if that cancel
+// fails too, both errors are returned.
+func TestAttachCancelsWhatItCannotRecord(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	s := e.service()
+	c := e.contract("ctr_1", t0)
+	e.store.failSave.Store(true)
+	if err := s.Attach(ctx, c, buyer, "Echo agent", e.plans["lst_echo/3"], ""); !errors.Is(err, errSave) {
+		t.Fatalf("Attach = %v, want the save error", err)
+	}
+	calls := e.prov.take()
+	if n := len(calls); n < 2 || calls[n-2] != "Subscribe ctr_1" || calls[n-1] != "CancelSubscription sub_ctr_1 "+billing.CancelKey("ctr_1") {
+		t.Errorf("provider calls = %q, want the subscription canceled right after it was created", calls)
+	}
+
+	c2 := e.contract("ctr_2", t0)
+	e.prov.set(func(p *fakeProvider) { p.failCancel = true })
+	if err := s.Attach(ctx, c2, buyer, "Echo agent", e.plans["lst_echo/3"], ""); !errors.Is(err, errSave) || !errors.Is(err, errUnavailable) {
+		t.Errorf("Attach with the cancel failing too = %v, want both errors", err)
+	}
 }
 
 func TestAttachRefusesBadInput(t *testing.T) {
