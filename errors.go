@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Kind is the small, closed set of error kinds. Transports map each kind to
@@ -99,6 +100,22 @@ type Fields []FieldError
 // Add records that field broke rule.
 func (f *Fields) Add(field, rule, format string, args ...any) {
 	*f = append(*f, FieldError{Field: field, Rule: rule, Message: fmt.Sprintf(format, args...)})
+}
+
+// Millis reads an optional duration in milliseconds into dst: nil or 0
+// leaves dst alone (zeroMeans says what 0 stands for, for the message);
+// anything else must lie within [min, max], or the field breaks the rule
+// "range".
+func (f *Fields) Millis(field, zeroMeans string, v *int64, min, max time.Duration, dst *time.Duration) {
+	if v == nil || *v == 0 {
+		return
+	}
+	d := time.Duration(*v) * time.Millisecond
+	if *v < 0 || d < min || d > max {
+		f.Add(field, "range", "%s must be 0 (%s) or between %d and %d", field, zeroMeans, min.Milliseconds(), max.Milliseconds())
+		return
+	}
+	*dst = d
 }
 
 // Err returns nil when no field broke a rule, else an Invalid error with

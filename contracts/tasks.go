@@ -250,15 +250,7 @@ func (in *BudgetsInput) parse(fe *agentmarket.Fields) TimeBudgets {
 		return b
 	}
 	ms := func(field string, v *int64, min, max time.Duration, dst *time.Duration) {
-		if v == nil || *v == 0 {
-			return
-		}
-		d := time.Duration(*v) * time.Millisecond
-		if *v < 0 || d < min || d > max {
-			fe.Add("budgets."+field, "range", "budgets.%s must be 0 (the listing's) or between %d and %d", field, min.Milliseconds(), max.Milliseconds())
-			return
-		}
-		*dst = d
+		fe.Millis("budgets."+field, "the listing's", v, min, max, dst)
 	}
 	ms("request_timeout_ms", in.RequestTimeoutMs, 100*time.Millisecond, maxRequestBudget, &b.RequestTimeout)
 	ms("task_timeout_ms", in.TaskTimeoutMs, time.Second, maxTaskBudget, &b.TaskTimeout)

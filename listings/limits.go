@@ -51,15 +51,7 @@ func ParseLimits(in *LimitsInput) (Limits, error) {
 	}
 	var fe agentmarket.Fields
 	ms := func(field string, v *int64, min, max time.Duration, dst *time.Duration) {
-		if v == nil || *v == 0 {
-			return
-		}
-		d := time.Duration(*v) * time.Millisecond
-		if *v < 0 || d < min || d > max {
-			fe.Add("limits."+field, "range", "limits.%s must be 0 (the default) or between %d and %d", field, min.Milliseconds(), max.Milliseconds())
-			return
-		}
-		*dst = d
+		fe.Millis("limits."+field, "the default", v, min, max, dst)
 	}
 	bytes := func(field string, v *int64, min, max int, dst *int) {
 		if v == nil || *v == 0 {
