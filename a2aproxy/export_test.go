@@ -3,6 +3,11 @@ package a2aproxy
 import (
 	"context"
 	"time"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/a2aproxy/wire"
+	"github.com/agentmarket/agentmarket/contracts"
+	"github.com/agentmarket/agentmarket/listings"
 )
 
 // CheckPushURL exposes the webhook check to the tests.
@@ -12,3 +17,18 @@ func (ps *Push) CheckPushURL(ctx context.Context, raw string) error { return ps.
 func (ps *Push) Backoff(n int) time.Duration { ps.init(); return ps.backoff(n) }
 
 var NotificationVersion = notificationVersion
+
+// FinishSend meters a finished send of task taskID as finish does, with
+// the agent's cumulative report rep (nil: nothing reported).
+func (p *Proxy) FinishSend(ctx context.Context, listingID, taskID string, plan *listings.Plan, rep *wire.Reported) error {
+	body := []byte(`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"hello there"}]}}}`)
+	req, werr := wire.ParseRequest(body, "1.0")
+	if werr != nil {
+		return werr
+	}
+	cl := &call{start: p.Clock.Now(), trace: parseTraceparent(""), actor: agentmarket.Actor{OrgID: "org_b", KeyID: "key_b"},
+		target: &Target{ListingID: listingID, SellerOrgID: "org_s"}, contract: &contracts.Contract{ID: "ctr_1"}, plan: plan, req: req}
+	cl.obs.taskID, cl.obs.state, cl.obs.terminal, cl.obs.reported = taskID, "completed", true, rep
+	p.finish(ctx, cl, 250*time.Millisecond)
+	return nil
+}

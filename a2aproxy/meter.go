@@ -2,8 +2,6 @@ package a2aproxy
 
 import (
 	"context"
-	"math"
-	"math/big"
 	"time"
 
 	"github.com/agentmarket/agentmarket"
@@ -143,7 +141,14 @@ func (p *Proxy) finish(ctx context.Context, cl *call, latency time.Duration) {
 		}
 		delta, first, err := p.bill(ctx, cl.target.ListingID, key, cum, add)
 		if err != nil {
-			p.Logger.ErrorContext(ctx, "task ledger failed", "trace_id", u.TraceID, "task_id", u.TaskID, "err", err)
+			// The ledger is unreachable: the row goes to the spool with what
+			// it observed, and the shipper bills it (metering.Settle) before
+			// storing it. Nothing is lost.
+			p.Logger.WarnContext(ctx, "task ledger unavailable; the usage is billed when the row is shipped", "trace_id", u.TraceID, "task_id", u.TaskID, "err", err)
+			u.Pending = &metering.PendingBill{Key: key, Cum: cum, Add: add}
+			if cl.plan != nil {
+				u.Pending.Rates = rates(*cl.plan)
+			}
 		}
 		u.InputTokens, u.OutputTokens, u.ComputeMs = delta.InputTokens, delta.OutputTokens, delta.ComputeMs
 		if first && u.TaskID != "" {
@@ -167,41 +172,13 @@ func (p *Proxy) finish(ctx context.Context, cl *call, latency time.Duration) {
 }
 
 // Rate is the list price of some usage under a plan, in micro-units,
-// rounded half up once. Monthly allowances apply on the invoice (package
-// billing re-rates the period's totals), not here.
-//
-// Token prices are per million tokens and compute per hour (billed per
-// millisecond), so the parts are summed exactly over the common
-// denominator 18,000,000 (lcm of 10^6 and 3.6·10^6) and divided once. Every
-// realistic call takes the int64 path; larger values are rated with big
-// integers, and a cost beyond int64 saturates at its maximum.
+// rounded half up once (metering.Price).
 func Rate(p listings.Plan, d metering.Counters, tasks int64) int64 {
-	const den = 18_000_000
-	small := func(vs ...int64) bool {
-		for _, v := range vs {
-			if v < 0 || v >= 1<<26 {
-				return false
-			}
-		}
-		return true
-	}
-	if small(d.InputTokens, d.OutputTokens, d.ComputeMs, tasks) &&
-		small(p.InputTokensPerMillionMicros>>4, p.OutputTokensPerMillionMicros>>4, p.ComputePerHourMicros>>4, p.PerTaskMicros>>4) {
-		n := (d.InputTokens*p.InputTokensPerMillionMicros+d.OutputTokens*p.OutputTokensPerMillionMicros)*18 +
-			d.ComputeMs*p.ComputePerHourMicros*5 +
-			tasks*p.PerTaskMicros*den
-		return (n + den/2) / den
-	}
-	b := func(v int64) *big.Int { return big.NewInt(v) }
-	n := new(big.Int).Mul(b(d.InputTokens), b(p.InputTokensPerMillionMicros))
-	n.Add(n, new(big.Int).Mul(b(d.OutputTokens), b(p.OutputTokensPerMillionMicros)))
-	n.Mul(n, b(18))
-	n.Add(n, new(big.Int).Mul(new(big.Int).Mul(b(d.ComputeMs), b(p.ComputePerHourMicros)), b(5)))
-	n.Add(n, new(big.Int).Mul(new(big.Int).Mul(b(tasks), b(p.PerTaskMicros)), b(den)))
-	n.Add(n, b(den/2))
-	n.Quo(n, b(den))
-	if !n.IsInt64() {
-		return math.MaxInt64
-	}
-	return n.Int64()
+	return metering.Price(rates(p), d, tasks)
+}
+
+// rates are a plan's usage prices.
+func rates(p listings.Plan) metering.Rates {
+	return metering.Rates{InputTokensPerMillion: p.InputTokensPerMillionMicros, OutputTokensPerMillion: p.OutputTokensPerMillionMicros,
+		ComputePerHour: p.ComputePerHourMicros, PerTask: p.PerTaskMicros}
 }

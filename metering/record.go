@@ -13,7 +13,9 @@ import (
 //	crc     uint32 little endian: CRC-32C of the length bytes and the payload
 //	payload version byte (recordV1), then the Usage fields in declaration
 //	        order: strings as uvarint length + bytes, integers as zigzag
-//	        varints, Time as varint Unix milliseconds, Estimated as one byte
+//	        varints, Time as varint Unix milliseconds, Estimated as one byte;
+//	        a row with pending usage is recordV2: the same, then the
+//	        PendingBill (Key, Cum, Add, Rates, in declaration order)
 //
 // The CRC covers the length too, so a zero-filled tail (what some file
 // systems show after a power loss) is never taken for a record. A new field
@@ -21,6 +23,7 @@ import (
 const (
 	recordHeader = 8
 	recordV1     = 1
+	recordV2     = 2
 	// maxPayload bounds one record. It is far above any real row and lets
 	// a garbage length in a torn tail be rejected without reading it.
 	maxPayload = 1 << 24
@@ -37,7 +40,11 @@ var (
 // appendRecord appends the record of u to b.
 func appendRecord(b []byte, u *Usage) ([]byte, error) {
 	start := len(b)
-	b = append(b, 0, 0, 0, 0, 0, 0, 0, 0, recordV1)
+	version := byte(recordV1)
+	if u.Pending != nil {
+		version = recordV2
+	}
+	b = append(b, 0, 0, 0, 0, 0, 0, 0, 0, version)
 	b = appendString(b, u.ID)
 	b = binary.AppendVarint(b, u.Time.UnixMilli())
 	b = appendString(b, u.TraceID)
@@ -69,6 +76,13 @@ func appendRecord(b []byte, u *Usage) ([]byte, error) {
 	}
 	b = appendString(b, u.CardHash)
 	b = appendString(b, u.Model)
+	if p := u.Pending; p != nil {
+		b = appendString(b, p.Key)
+		for _, v := range [...]int64{p.Cum.InputTokens, p.Cum.OutputTokens, p.Cum.ComputeMs, p.Add.InputTokens, p.Add.OutputTokens, p.Add.ComputeMs,
+			p.Rates.InputTokensPerMillion, p.Rates.OutputTokensPerMillion, p.Rates.ComputePerHour, p.Rates.PerTask} {
+			b = binary.AppendVarint(b, v)
+		}
+	}
 
 	n := len(b) - start - recordHeader
 	if n > maxPayload {
@@ -113,7 +127,7 @@ func nextRecord(b []byte) (payload []byte, n int, err error) {
 // decodePayload fills u from a record payload whose CRC checked out. All
 // strings of a row share one allocation.
 func decodePayload(p []byte, u *Usage) error {
-	if len(p) == 0 || p[0] != recordV1 {
+	if len(p) == 0 || (p[0] != recordV1 && p[0] != recordV2) {
 		return errVersion
 	}
 	d := decoder{s: string(p[1:])}
@@ -144,6 +158,15 @@ func decodePayload(p []byte, u *Usage) error {
 	u.Estimated = d.byte() == 1
 	u.CardHash = d.str()
 	u.Model = d.str()
+	u.Pending = nil
+	if p[0] == recordV2 {
+		pb := &PendingBill{Key: d.str()}
+		for _, v := range [...]*int64{&pb.Cum.InputTokens, &pb.Cum.OutputTokens, &pb.Cum.ComputeMs, &pb.Add.InputTokens, &pb.Add.OutputTokens, &pb.Add.ComputeMs,
+			&pb.Rates.InputTokensPerMillion, &pb.Rates.OutputTokensPerMillion, &pb.Rates.ComputePerHour, &pb.Rates.PerTask} {
+			*v = d.varint()
+		}
+		u.Pending = pb
+	}
 	if d.bad || d.i != len(d.s) {
 		return errTorn
 	}

@@ -3,6 +3,7 @@ package metering
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +25,10 @@ type ShipperOptions struct {
 	// OnError, when set, hears of every failed attempt (to log it); the
 	// shipper retries regardless.
 	OnError func(err error, consecutive int)
+	// Settle, when set, bills the rows' pending usage (see Settle) before
+	// a batch is stored; an error is a failed attempt, retried. Without it
+	// a batch holding pending usage is refused (never stored unbilled).
+	Settle func(ctx context.Context, rows []Usage) error
 }
 
 // Shipper defaults.
@@ -260,6 +265,16 @@ func (s *Shipper) ship(ctx context.Context) error {
 func (s *Shipper) insert(ctx context.Context) error {
 	ictx, cancel := context.WithTimeout(ctx, s.opts.InsertTimeout)
 	defer cancel()
+	if s.opts.Settle != nil {
+		if err := s.opts.Settle(ictx, s.batch); err != nil {
+			return fmt.Errorf("billing pending usage: %w", err)
+		}
+	}
+	for i := range s.batch {
+		if s.batch[i].Pending != nil {
+			return fmt.Errorf("usage row %s holds usage not billed yet, and the shipper has no Settle", s.batch[i].ID)
+		}
+	}
 	return s.store.Insert(ictx, s.batch)
 }
 

@@ -50,6 +50,11 @@ type Usage struct {
 
 	CardHash string // the card version in force
 	Model    string // the model the agent reported, if any
+
+	// Pending, when set, is usage the meter could not bill when it
+	// recorded the row; Settle bills it before the row is stored. Stores
+	// never see a row with Pending set.
+	Pending *PendingBill
 }
 
 // GroupBy is a dimension usage is summed over.

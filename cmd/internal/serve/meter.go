@@ -160,7 +160,11 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("usage spool: %w", err)
 	}
-	ship := metering.NewShipper(spool, d.Store, metering.ShipperOptions{OnError: func(err error, n int) {
+	// One ledger for the proxy and for the rows it could not bill at once
+	// (the shipper settles them before storing them).
+	ledger := gormledger.New(d.DB.DB, d.Clock)
+	settle := func(ctx context.Context, rows []metering.Usage) error { return metering.Settle(ctx, ledger, rows) }
+	ship := metering.NewShipper(spool, d.Store, metering.ShipperOptions{Settle: settle, OnError: func(err error, n int) {
 		if n == 1 || n%20 == 0 {
 			d.Logger.Warn("usage shipping failed; rows stay in the spool and are retried", "err", err, "consecutive", n)
 		}
@@ -186,7 +190,7 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 		Contracts:    store,
 		Entitlements: d.Authz,
 		Owners:       store,
-		Ledger:       gormledger.New(d.DB.DB, d.Clock),
+		Ledger:       ledger,
 		Recorder:     spoolRecorder{spool},
 		Spend:        storeSpend{d.Store},
 		Tasks:        store,
