@@ -31,12 +31,19 @@ import (
 // (google.rpc.Status of the a2a-protocol.org domain), and the
 // specification's binding in every other case, which is what the card
 // claims. The answer is remembered per interface URL for dialectTTL;
-// a probe the agent could not answer (unreachable, timeout) is not
-// remembered, and the call goes on in the specification's binding.
+// when the agent could not answer a probe (unreachable, timeout), calls go
+// on in the specification's binding, and it is probed again after
+// dialectRetry.
 
 // dialectTTL is how long a probed dialect is trusted: agents are
 // redeployed, and a probe is two small GETs.
 const dialectTTL = 10 * time.Minute
+
+// dialectRetry is how long a probe the agent did not answer stands (the
+// calls go in the specification's form meanwhile): long enough that an
+// unreachable agent does not cost every call a probe, short enough that
+// one back up is soon probed again.
+const dialectRetry = 5 * time.Second
 
 // restDialects are the HTTP+JSON dialects of a call's two sides.
 type restDialects struct {
@@ -91,6 +98,8 @@ func (dc *dialectCache) get(ctx context.Context, key string, now func() time.Tim
 		e.d = d
 		if known {
 			e.expires = now().Add(dialectTTL)
+		} else {
+			e.expires = now().Add(dialectRetry)
 		}
 		close(e.done)
 	}()

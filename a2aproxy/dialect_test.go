@@ -116,13 +116,19 @@ func TestAgentDialectUnreachable(t *testing.T) {
 		dialectServer("a2a-go")(w, r)
 	}))
 	defer srv.Close()
-	p := &Proxy{Client: srv.Client(), Clock: agentmarket.SystemClock{}, Logger: slog.New(slog.DiscardHandler)}
+	clock := agentmarket.NewManualClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+	p := &Proxy{Client: srv.Client(), Clock: clock, Logger: slog.New(slog.DiscardHandler)}
 	cl := dialectCall(srv.URL, wire.V03, agentcard.BindingHTTPJSON)
 	if d := p.agentDialect(t.Context(), cl); d != wire.DialectSpec {
 		t.Errorf("dialect %s of an agent that does not answer", d)
 	}
-	// Not remembered: once the agent answers, it is probed.
+	// Remembered a few seconds only (calls meanwhile cost no probe), then
+	// the agent is probed again.
 	down.Store(false)
+	if d := p.agentDialect(t.Context(), cl); d != wire.DialectSpec {
+		t.Errorf("dialect %s right after a probe went unanswered, want the spec's (no new probe yet)", d)
+	}
+	clock.Advance(dialectRetry)
 	if d := p.agentDialect(t.Context(), cl); d != wire.DialectSDK03 {
 		t.Errorf("dialect %s once the agent answers", d)
 	}
