@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 	"github.com/a2aproject/a2a-go/v2/a2asrv"
+	"github.com/a2aproject/a2a-go/v2/a2asrv/push"
 )
 
 // sdkExecutor is the agent logic behind the official SDK's server: it
@@ -263,8 +265,13 @@ type sdkAgent struct {
 	Wire    *sdkWireLog // what the meter sent the agent
 }
 
-func startSDKAgent(t *testing.T, version string, binding a2a.TransportProtocol) *sdkAgent {
+// sdkWithPush makes the agent offer push notifications (the SDK's own
+// config store and HTTP sender).
+const sdkWithPush = "push"
+
+func startSDKAgent(t *testing.T, version string, binding a2a.TransportProtocol, options ...string) *sdkAgent {
 	t.Helper()
+	withPush := slices.Contains(options, sdkWithPush)
 	a := &sdkAgent{Version: version, Binding: binding, Exec: newSDKExecutor(80 * time.Millisecond), Wire: &sdkWireLog{}}
 	// The card names the server's URL, so the listener comes first.
 	srv := httptest.NewUnstartedServer(nil)
@@ -275,12 +282,16 @@ func startSDKAgent(t *testing.T, version string, binding a2a.TransportProtocol) 
 		Description:         "An official a2a-go agent that streams an artifact in chunks.",
 		Version:             "1.0.0",
 		SupportedInterfaces: []*a2a.AgentInterface{{URL: a.URL, ProtocolBinding: binding, ProtocolVersion: a2a.ProtocolVersion(version)}},
-		Capabilities:        a2a.AgentCapabilities{Streaming: true},
+		Capabilities:        a2a.AgentCapabilities{Streaming: true, PushNotifications: withPush},
 		DefaultInputModes:   []string{"text/plain"},
 		DefaultOutputModes:  []string{"text/plain"},
 		Skills:              []a2a.AgentSkill{{ID: "echo", Name: "Echo", Description: "Echoes the message and streams a few words.", Tags: []string{"test"}}},
 	}
-	reqHandler := a2asrv.NewHandler(a.Exec, a2asrv.WithLogger(slog.New(slog.DiscardHandler)))
+	handlerOptions := []a2asrv.RequestHandlerOption{a2asrv.WithLogger(slog.New(slog.DiscardHandler))}
+	if withPush {
+		handlerOptions = append(handlerOptions, a2asrv.WithPushNotifications(push.NewInMemoryStore(), push.NewHTTPPushSender(&push.HTTPSenderConfig{Timeout: 5 * time.Second})))
+	}
+	reqHandler := a2asrv.NewHandler(a.Exec, handlerOptions...)
 	mux := http.NewServeMux()
 	var transport http.Handler
 	switch {
