@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -93,6 +94,10 @@ func (ps *Push) kick() {
 	default:
 	}
 }
+
+// MaxPushConfigsPerTask bounds a task's push configs: each costs the
+// agent a callback and every notification a delivery.
+const MaxPushConfigsPerTask = 10
 
 // CallbackPath is where agents post notifications for the meter's
 // callback id.
@@ -198,6 +203,13 @@ func (p *Proxy) pushSet(ctx context.Context, cl *call, prm pushConfig) (json.Raw
 		if cl.req.Version == wire.V03 {
 			prm.ID = prm.TaskID
 		}
+	}
+	existing, err := p.Push.Store.PushConfigs(ctx, cl.target.ListingID, prm.TaskID)
+	if err != nil {
+		return nil, err
+	}
+	if len(existing) >= MaxPushConfigsPerTask && !slices.ContainsFunc(existing, func(c contracts.PushConfig) bool { return c.ConfigID == prm.ID }) {
+		return nil, wire.InvalidParams(fmt.Sprintf("task %s has %d push notification configs already, the most a task may have; delete one first", prm.TaskID, MaxPushConfigsPerTask))
 	}
 	secret := agentmarket.RandomToken(32)
 	callbackID := agentmarket.NewID("pcb")

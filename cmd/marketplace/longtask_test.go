@@ -1034,6 +1034,18 @@ func TestPushConfigsOverREST(t *testing.T) {
 	if c := hook.received("/rest")[0]; c.Auth != "Bearer rest-secret" {
 		t.Errorf("REST-configured delivery: %+v", c)
 	}
+	// A task's configs are bounded.
+	for i := range 9 {
+		if status, res, _ := restCall(t, lm.buyer, "POST", configs, "1.0", map[string]any{"id": fmt.Sprintf("more-%d", i), "url": hook.URL + "/more"}); status != 200 {
+			t.Fatalf("config %d: %d %v", i, status, res)
+		}
+	}
+	if status, res, _ = restCall(t, lm.buyer, "POST", configs, "1.0", map[string]any{"id": "one-too-many", "url": hook.URL + "/more"}); status != 400 {
+		t.Errorf("an 11th config: %d %v", status, res)
+	}
+	if status, res, _ = restCall(t, lm.buyer, "POST", configs, "1.0", map[string]any{"id": "more-0", "url": hook.URL + "/again"}); status != 200 {
+		t.Errorf("replacing a config at the bound: %d %v", status, res)
+	}
 	if status, res, _ = restCall(t, lm.buyer, "DELETE", configs+"/rest-1", "1.0", nil); status != 200 {
 		t.Errorf("delete over REST: %d %v", status, res)
 	}
