@@ -276,6 +276,7 @@ func (p *Proxy) RunTaskSweeper(ctx context.Context, interval time.Duration) {
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	var pruned time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -283,6 +284,14 @@ func (p *Proxy) RunTaskSweeper(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 		}
 		p.Sweep(ctx)
+		if now := p.Clock.Now(); now.Sub(pruned) >= time.Hour {
+			pruned = now
+			if n, err := p.Tasks.PruneEvents(ctx, now.Add(-p.Limits.EventRetention)); err != nil && ctx.Err() == nil {
+				p.Logger.WarnContext(ctx, "old task events not pruned", "err", err)
+			} else if n > 0 {
+				p.Logger.InfoContext(ctx, "old task events pruned", "events", n)
+			}
+		}
 	}
 }
 

@@ -39,6 +39,9 @@ type Limits struct {
 	// MaxPause is the longest a task may stay in input-required or
 	// auth-required before the meter cancels it; default 24h.
 	MaxPause time.Duration
+	// EventRetention is how long the events of ended tasks are kept;
+	// default 90 days.
+	EventRetention time.Duration
 }
 
 func (l *Limits) defaults() {
@@ -54,6 +57,7 @@ func (l *Limits) defaults() {
 	def(&l.SettleInterval, time.Second)
 	def(&l.CacheTTL, 2*time.Second)
 	def(&l.MaxPause, 24*time.Hour)
+	def(&l.EventRetention, 90*24*time.Hour)
 	if l.MaxRequestBytes == 0 {
 		l.MaxRequestBytes = 1 << 20
 	}

@@ -119,6 +119,10 @@ type TaskLife interface {
 	// failed attempt or a restart does not lose it. It is due (DueTasks)
 	// from at: the caller tries first. NotFound for an unknown task.
 	RequestCancel(ctx context.Context, listingID, taskID, actor, reason, traceID string, at time.Time) error
+	// PruneEvents deletes the events of tasks that ended before before
+	// (the task's binding stays: ownership is forever) and returns how many
+	// went.
+	PruneEvents(ctx context.Context, before time.Time) (int64, error)
 	// DueTasks leases up to limit tasks, not ended, whose cancel was
 	// requested, or whose pause cancel time or deadline is at or before
 	// now; a leased task is not returned again before leaseUntil (so

@@ -241,3 +241,13 @@ func (s *Store) DueTasks(ctx context.Context, now, leaseUntil time.Time, limit i
 	}
 	return out, nil
 }
+
+// PruneEvents implements contracts.TaskLife.
+func (s *Store) PruneEvents(ctx context.Context, before time.Time) (int64, error) {
+	res := s.db.WithContext(ctx).Exec(`DELETE FROM task_events WHERE EXISTS (SELECT 1 FROM task_owners o
+		WHERE o.listing_id = task_events.listing_id AND o.task_id = task_events.task_id AND o.ended_at IS NOT NULL AND o.ended_at < ?)`, before.UTC())
+	if res.Error != nil {
+		return 0, gormdb.Translate(res.Error, "task")
+	}
+	return res.RowsAffected, nil
+}

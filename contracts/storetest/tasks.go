@@ -575,6 +575,33 @@ func runTaskLife(t *testing.T, newStore TaskFactory) {
 		}
 	})
 
+	t.Run("task life: events of tasks ended long ago are pruned, the tasks stay", func(t *testing.T) {
+		s, _ := newStore(t)
+		bind(t, s, "lst_1", "t_old", "org_a", t0, nil)
+		bind(t, s, "lst_1", "t_recent", "org_a", t0, nil)
+		bind(t, s, "lst_1", "t_open", "org_a", t0, nil)
+		for _, id := range []string{"t_old", "t_recent", "t_open"} {
+			_, err := s.TaskPaused(ctx, ev("lst_1", id, "", "", t0), nil)
+			must(t, err)
+		}
+		_, err := s.TaskEnded(ctx, ev("lst_1", "t_old", "", "", t0.Add(time.Hour)))
+		must(t, err)
+		_, err = s.TaskEnded(ctx, ev("lst_1", "t_recent", "", "", t0.Add(48*time.Hour)))
+		must(t, err)
+		n, err := s.PruneEvents(ctx, t0.Add(24*time.Hour))
+		must(t, err)
+		if n != 2 {
+			t.Errorf("PruneEvents removed %d events, want 2 (t_old's pause and end)", n)
+		}
+		for id, want := range map[string]int{"t_old": 0, "t_recent": 2, "t_open": 1} {
+			r, err := s.TaskRecord(ctx, "lst_1", id)
+			must(t, err)
+			if len(r.Events) != want {
+				t.Errorf("%s has %d events after pruning, want %d", id, len(r.Events), want)
+			}
+		}
+	})
+
 	t.Run("task life: concurrent sweeps lease each due task once", func(t *testing.T) {
 		s, _ := newStore(t)
 		const tasks, sweepers = 30, 8

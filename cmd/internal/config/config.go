@@ -61,6 +61,7 @@ type MeterLimits struct {
 	PushRetryBase     time.Duration
 	PushRetention     time.Duration
 	PushRetryMax      time.Duration
+	EventRetention    time.Duration
 }
 
 func duration(min time.Duration, f func(*Config) *time.Duration) func(*Config, string) error {
@@ -133,6 +134,7 @@ func Settings(bin string) []Setting {
 			return nil
 		}},
 		{"meter-max-pause", "longest a task may wait in input-required or auth-required before the meter cancels it at the agent", "24h", duration(time.Second, func(c *Config) *time.Duration { return &c.MeterLimits.MaxPause })},
+		{"task-event-retention", "how long the events of ended tasks (pauses, resumes, cancels) are kept", "2160h", duration(time.Hour, func(c *Config) *time.Duration { return &c.MeterLimits.EventRetention })},
 		{"meter-task-sweep", "how often the meter looks for tasks whose pause or time budget ran out", "5s", duration(100*time.Millisecond, func(c *Config) *time.Duration { return &c.MeterLimits.TaskSweep })},
 		{"push-max-attempts", "attempts to deliver a push notification to a buyer's webhook before it is marked failed", "8", func(c *Config, v string) error {
 			n, err := strconv.Atoi(v)

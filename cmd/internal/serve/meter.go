@@ -183,6 +183,7 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 			MaxResultBytes:    d.Config.MeterLimits.MaxResultBytes,
 			TaskTimeout:       d.Config.MeterLimits.TaskTimeout,
 			MaxPause:          d.Config.MeterLimits.MaxPause,
+			EventRetention:    d.Config.MeterLimits.EventRetention,
 		},
 		Auth:         d.Accounts,
 		Resolver:     MeterTargets{Store: d.Listings, Catalog: d.Catalog},
