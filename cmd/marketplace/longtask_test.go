@@ -39,17 +39,14 @@ import (
 //     completes the task;
 //   - "wait": works until canceled.
 type longExecutor struct {
-	mu       sync.Mutex
-	steps    map[a2a.TaskID]chan struct{}
-	waiting  map[a2a.TaskID]chan struct{}
-	canceled map[a2a.TaskID]bool
-	started  chan string // every new task's id
-	stop     chan struct{}
+	mu      sync.Mutex
+	steps   map[a2a.TaskID]chan struct{}
+	started chan string // every new task's id
+	sdkWaiters
 }
 
 func newLongExecutor() *longExecutor {
-	return &longExecutor{steps: map[a2a.TaskID]chan struct{}{}, waiting: map[a2a.TaskID]chan struct{}{},
-		canceled: map[a2a.TaskID]bool{}, started: make(chan string, 64), stop: make(chan struct{})}
+	return &longExecutor{steps: map[a2a.TaskID]chan struct{}{}, started: make(chan string, 64), sdkWaiters: newSDKWaiters()}
 }
 
 func (e *longExecutor) stepChan(id a2a.TaskID) chan struct{} {
@@ -65,12 +62,6 @@ func (e *longExecutor) stepChan(id a2a.TaskID) chan struct{} {
 
 // step lets a task do its next step.
 func (e *longExecutor) step(id string) { e.stepChan(a2a.TaskID(id)) <- struct{}{} }
-
-func (e *longExecutor) wasCanceled(id string) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.canceled[a2a.TaskID(id)]
-}
 
 // longUsage is the usage an agent reports after i steps.
 func longUsage(i int) map[string]any {
@@ -143,30 +134,8 @@ func (e *longExecutor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) 
 			}
 			yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateInputRequired, a2a.NewMessage(a2a.MessageRoleAgent, a2a.NewTextPart("Which quarter?"))), nil)
 		default: // "wait"
-			e.mu.Lock()
-			ch := make(chan struct{})
-			e.waiting[ec.TaskID] = ch
-			e.mu.Unlock()
-			select {
-			case <-ch:
-			case <-ctx.Done():
-			case <-e.stop:
-			}
+			e.wait(ctx, ec.TaskID)
 		}
-	}
-}
-
-func (e *longExecutor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
-	return func(yield func(a2a.Event, error) bool) {
-		e.mu.Lock()
-		e.canceled[ec.TaskID] = true
-		ch := e.waiting[ec.TaskID]
-		delete(e.waiting, ec.TaskID)
-		e.mu.Unlock()
-		if ch != nil {
-			defer close(ch)
-		}
-		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, nil), nil)
 	}
 }
 

@@ -29,10 +29,55 @@ import (
 // its chunks three times slower, so that a client can re-attach to it.
 type sdkExecutor struct {
 	delay time.Duration
-	stop  chan struct{} // closed when the test ends, to release waiting tasks
+	sdkWaiters
+}
 
-	mu      sync.Mutex
-	waiting map[a2a.TaskID]chan struct{}
+// sdkWaiters are the tasks of a test executor that work until they are
+// canceled: wait holds one until Cancel (or the test's end) releases it.
+type sdkWaiters struct {
+	stop chan struct{} // closed when the test ends, to release waiting tasks
+
+	wmu      sync.Mutex
+	waiting  map[a2a.TaskID]chan struct{}
+	canceled map[a2a.TaskID]bool
+}
+
+func newSDKWaiters() sdkWaiters {
+	return sdkWaiters{stop: make(chan struct{}), waiting: map[a2a.TaskID]chan struct{}{}, canceled: map[a2a.TaskID]bool{}}
+}
+
+// wait holds the task until it is canceled, ctx ends or the test ends.
+func (w *sdkWaiters) wait(ctx context.Context, id a2a.TaskID) {
+	w.wmu.Lock()
+	ch := make(chan struct{})
+	w.waiting[id] = ch
+	w.wmu.Unlock()
+	select {
+	case <-ch: // Cancel has emitted the canceled state
+	case <-ctx.Done():
+	case <-w.stop:
+	}
+}
+
+// Cancel releases a waiting task and emits its canceled state.
+func (w *sdkWaiters) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		w.wmu.Lock()
+		w.canceled[ec.TaskID] = true
+		ch := w.waiting[ec.TaskID]
+		delete(w.waiting, ec.TaskID)
+		w.wmu.Unlock()
+		if ch != nil {
+			defer close(ch)
+		}
+		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, nil), nil)
+	}
+}
+
+func (w *sdkWaiters) wasCanceled(id string) bool {
+	w.wmu.Lock()
+	defer w.wmu.Unlock()
+	return w.canceled[a2a.TaskID(id)]
 }
 
 var sdkChunks = []string{" alpha", " beta", " gamma"}
@@ -43,7 +88,7 @@ func sdkArtifactText(msg string) string {
 }
 
 func newSDKExecutor(delay time.Duration) *sdkExecutor {
-	return &sdkExecutor{delay: delay, stop: make(chan struct{}), waiting: map[a2a.TaskID]chan struct{}{}}
+	return &sdkExecutor{delay: delay, sdkWaiters: newSDKWaiters()}
 }
 
 func sdkMessageText(m *a2a.Message) string {
@@ -69,15 +114,7 @@ func (e *sdkExecutor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) i
 		}
 		text := sdkMessageText(ec.Message)
 		if strings.Contains(text, "wait") {
-			e.mu.Lock()
-			ch := make(chan struct{})
-			e.waiting[ec.TaskID] = ch
-			e.mu.Unlock()
-			select {
-			case <-ch: // Cancel has emitted the canceled state
-			case <-ctx.Done():
-			case <-e.stop:
-			}
+			e.wait(ctx, ec.TaskID)
 			return
 		}
 		delay := e.delay
@@ -107,19 +144,6 @@ func (e *sdkExecutor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) i
 			}
 		}
 		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, nil), nil)
-	}
-}
-
-func (e *sdkExecutor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
-	return func(yield func(a2a.Event, error) bool) {
-		e.mu.Lock()
-		ch := e.waiting[ec.TaskID]
-		delete(e.waiting, ec.TaskID)
-		e.mu.Unlock()
-		if ch != nil {
-			defer close(ch)
-		}
-		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, nil), nil)
 	}
 }
 

@@ -201,76 +201,19 @@ func startClickHouse(t *testing.T) *chServer {
 	}
 }
 
-// writeConfig writes the same self-contained config as scripts/lib/services.sh
-// am_write_clickhouse_config: nothing under /etc or /var is read or written.
+// writeConfig writes the test script's own self-contained config
+// (scripts/lib/services.sh am_write_clickhouse_config): nothing under /etc
+// or /var is read or written.
 func (s *chServer) writeConfig() {
 	s.t.Helper()
-	for _, d := range []string{"data", "tmp", "user_files", "format_schemas"} {
-		if err := os.MkdirAll(filepath.Join(s.dir, d), 0o755); err != nil {
-			s.t.Fatal(err)
-		}
+	lib, err := filepath.Abs(filepath.Join("..", "..", "scripts", "lib", "services.sh"))
+	if err != nil {
+		s.t.Fatal(err)
 	}
-	config := fmt.Sprintf(`<?xml version="1.0"?>
-<yandex>
-  <logger>
-    <level>warning</level>
-    <log>%[1]s/server.log</log>
-    <errorlog>%[1]s/server.err.log</errorlog>
-    <size>10M</size>
-    <count>1</count>
-  </logger>
-  <listen_host>127.0.0.1</listen_host>
-  <tcp_port>%[2]d</tcp_port>
-  <http_port>%[3]d</http_port>
-  <path>%[1]s/data/</path>
-  <tmp_path>%[1]s/tmp/</tmp_path>
-  <user_files_path>%[1]s/user_files/</user_files_path>
-  <format_schema_path>%[1]s/format_schemas/</format_schema_path>
-  <users_config>%[1]s/users.xml</users_config>
-  <default_profile>default</default_profile>
-  <default_database>default</default_database>
-  <timezone>UTC</timezone>
-  <mark_cache_size>268435456</mark_cache_size>
-  <uncompressed_cache_size>268435456</uncompressed_cache_size>
-  <max_concurrent_queries>200</max_concurrent_queries>
-</yandex>
-`, s.dir, s.tcp, s.http)
-	users := `<?xml version="1.0"?>
-<yandex>
-  <profiles>
-    <default>
-      <max_memory_usage>4000000000</max_memory_usage>
-    </default>
-  </profiles>
-  <users>
-    <default>
-      <password></password>
-      <networks>
-        <ip>127.0.0.1</ip>
-        <ip>::1</ip>
-      </networks>
-      <profile>default</profile>
-      <quota>default</quota>
-    </default>
-  </users>
-  <quotas>
-    <default>
-      <interval>
-        <duration>3600</duration>
-        <queries>0</queries>
-        <errors>0</errors>
-        <result_rows>0</result_rows>
-        <read_rows>0</read_rows>
-        <execution_time>0</execution_time>
-      </interval>
-    </default>
-  </quotas>
-</yandex>
-`
-	for name, text := range map[string]string{"config.xml": config, "users.xml": users} {
-		if err := os.WriteFile(filepath.Join(s.dir, name), []byte(text), 0o644); err != nil {
-			s.t.Fatal(err)
-		}
+	cmd := exec.Command("bash", "-c", `. "$1" && am_write_clickhouse_config "$2" "$3" "$4"`, "bash",
+		lib, s.dir, strconv.Itoa(s.tcp), strconv.Itoa(s.http))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		s.t.Fatalf("writing the ClickHouse config: %v\n%s", err, out)
 	}
 }
 
