@@ -328,6 +328,14 @@ func (o *object) bytes() []byte {
 	return append(b, '}')
 }
 
+// mapItems rewrites each element of the array member name with f, when
+// there is one.
+func (o *object) mapItems(name string, f func([]byte) []byte) {
+	if v, ok := o.get(name); ok {
+		o.set(name, mapArray(v, f))
+	}
+}
+
 // mapArray applies f to every element of the array b. A value that is not
 // an array is returned unchanged.
 func mapArray(b []byte, f func([]byte) []byte) []byte {

@@ -1811,12 +1811,8 @@ func rest03Task(b []byte, d dir03) []byte {
 	if v, ok := o.get("status"); ok {
 		o.set("status", rest03Status(v, d))
 	}
-	if v, ok := o.get("artifacts"); ok {
-		o.set("artifacts", mapArray(v, func(a []byte) []byte { return rest03Artifact(a, d) }))
-	}
-	if v, ok := o.get("history"); ok {
-		o.set("history", mapArray(v, func(m []byte) []byte { return rest03Message(m, d) }))
-	}
+	o.mapItems("artifacts", func(a []byte) []byte { return rest03Artifact(a, d) })
+	o.mapItems("history", func(m []byte) []byte { return rest03Message(m, d) })
 	return o.bytes()
 }
 
@@ -1896,9 +1892,7 @@ func rest03Artifact(b []byte, d dir03) []byte {
 	if !ok {
 		return b
 	}
-	if v, ok := o.get("parts"); ok {
-		o.set("parts", mapArray(v, func(p []byte) []byte { return rest03Part(p, d) }))
-	}
+	o.mapItems("parts", func(p []byte) []byte { return rest03Part(p, d) })
 	return o.bytes()
 }
 

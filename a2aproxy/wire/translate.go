@@ -382,12 +382,8 @@ func translateTask(b []byte, to Version) []byte {
 	if v, ok := o.get("status"); ok {
 		o.set("status", translateStatus(v, to))
 	}
-	if v, ok := o.get("artifacts"); ok {
-		o.set("artifacts", mapArray(v, func(a []byte) []byte { return translateArtifact(a, to) }))
-	}
-	if v, ok := o.get("history"); ok {
-		o.set("history", mapArray(v, func(m []byte) []byte { return translateMessage(m, to) }))
-	}
+	o.mapItems("artifacts", func(a []byte) []byte { return translateArtifact(a, to) })
+	o.mapItems("history", func(m []byte) []byte { return translateMessage(m, to) })
 	return o.bytes()
 }
 
@@ -478,9 +474,7 @@ func translateMessage(b []byte, to Version) []byte {
 	if v, ok := o.get("role"); ok {
 		o.set("role", translateRole(v, to))
 	}
-	if v, ok := o.get("parts"); ok {
-		o.set("parts", mapArray(v, func(p []byte) []byte { return translatePart(p, to) }))
-	}
+	o.mapItems("parts", func(p []byte) []byte { return translatePart(p, to) })
 	return o.bytes()
 }
 
@@ -489,9 +483,7 @@ func translateArtifact(b []byte, to Version) []byte {
 	if !ok {
 		return b
 	}
-	if v, ok := o.get("parts"); ok {
-		o.set("parts", mapArray(v, func(p []byte) []byte { return translatePart(p, to) }))
-	}
+	o.mapItems("parts", func(p []byte) []byte { return translatePart(p, to) })
 	return o.bytes()
 }
 
