@@ -503,6 +503,18 @@ func (lm *longMarket) taskRecord(t *testing.T, key, listing, task string) respon
 	return lm.api.with(key).do("GET", "/api/v1/tasks/"+listing+"/"+task, nil)
 }
 
+// endedRecord reads a task's record once the meter has recorded its end
+// (an agent sees a cancel before the meter records it).
+func (lm *longMarket) endedRecord(t *testing.T, key, listing, task string) response {
+	t.Helper()
+	var rec response
+	waitFor(t, "the end of task "+task+" to be recorded", 5*time.Second, func() bool {
+		rec = lm.taskRecord(t, key, listing, task)
+		return rec.JSON["ended_at"] != nil
+	})
+	return rec
+}
+
 // events are a task record's events as "kind:actor" strings, and the
 // events themselves.
 func events(r response) ([]string, []map[string]any) {
@@ -554,11 +566,7 @@ func TestInputRequiredPause(t *testing.T) {
 		res, _ = b10.call("SendMessage", msg10("ask", nil))
 		left, _ := get(res, "task", "id").(string)
 		waitFor(t, "the agent to be told to cancel the paused task", 10*time.Second, func() bool { return ag.Exec.wasCanceled(left) })
-		var rec response
-		waitFor(t, "the cancel to be recorded", 5*time.Second, func() bool {
-			rec = lm.taskRecord(t, lm.buyer, listing, left)
-			return rec.JSON["ended_at"] != nil
-		})
+		rec := lm.endedRecord(t, lm.buyer, listing, left)
 		kinds, evs = events(rec)
 		if len(kinds) != 2 || kinds[0] != "paused:<nil>" || kinds[1] != "canceled:meter" {
 			t.Fatalf("unanswered task's events: %v (%s)", kinds, rec.Body)
@@ -579,10 +587,7 @@ func TestInputRequiredPause(t *testing.T) {
 		res, _ = b10.call("SendMessage", msg10("sign in", nil))
 		signin, _ := get(res, "task", "id").(string)
 		waitFor(t, "the auth-required task canceled", 10*time.Second, func() bool { return ag.Exec.wasCanceled(signin) })
-		waitFor(t, "its cancel recorded", 5*time.Second, func() bool {
-			return lm.taskRecord(t, lm.buyer, listing, signin).JSON["ended_at"] != nil
-		})
-		if kinds, evs := events(lm.taskRecord(t, lm.buyer, listing, signin)); len(kinds) != 2 || evs[0]["state"] != "auth-required" || kinds[1] != "canceled:meter" {
+		if kinds, evs := events(lm.endedRecord(t, lm.buyer, listing, signin)); len(kinds) != 2 || evs[0]["state"] != "auth-required" || kinds[1] != "canceled:meter" {
 			t.Errorf("auth-required task's events: %v %v", kinds, evs)
 		}
 		// Another org sees no such task.
@@ -636,12 +641,7 @@ func TestCancelCascade(t *testing.T) {
 		t.Errorf("parent's events as the seller sees them: %v %v", kinds, evs)
 	}
 	for _, c := range []struct{ listing, task, parent string }{{cl, child, parent}, {pl, grandchild, child}} {
-		var rec response
-		waitFor(t, "the cascade to be recorded", 5*time.Second, func() bool {
-			rec = lm.taskRecord(t, lm.buyer, c.listing, c.task)
-			return rec.JSON["ended_at"] != nil
-		})
-		kinds, evs := events(rec)
+		kinds, evs := events(lm.endedRecord(t, lm.buyer, c.listing, c.task))
 		if len(kinds) != 1 || kinds[0] != "canceled:cascade" || !strings.Contains(fmt.Sprint(evs[0]["reason"]), c.parent) {
 			t.Errorf("task %s's events: %v %v", c.task, kinds, evs)
 		}
@@ -696,8 +696,7 @@ func TestTaskTimeBudget(t *testing.T) {
 	waitFor(t, "both tasks canceled at their agents", 10*time.Second, func() bool {
 		return ag.Exec.wasCanceled(task) && other.Exec.wasCanceled(child)
 	})
-	waitFor(t, "the cancel recorded", 5*time.Second, func() bool { return lm.taskRecord(t, lm.buyer, listing, task).JSON["ended_at"] != nil })
-	kinds, evs := events(lm.taskRecord(t, lm.buyer, listing, task))
+	kinds, evs := events(lm.endedRecord(t, lm.buyer, listing, task))
 	if len(kinds) != 1 || kinds[0] != "canceled:meter" || !strings.Contains(fmt.Sprint(evs[0]["reason"]), "end-to-end time budget") {
 		t.Errorf("events: %v %v", kinds, evs)
 	}
@@ -1108,8 +1107,7 @@ func TestCancelCascadeEarlyDelegation(t *testing.T) {
 		t.Fatalf("cancel: %v", e)
 	}
 	waitFor(t, "the early child canceled", 10*time.Second, func() bool { return childAgent.Exec.wasCanceled(child) })
-	waitFor(t, "its cancel recorded", 5*time.Second, func() bool { return lm.taskRecord(t, lm.buyer, cl, child).JSON["ended_at"] != nil })
-	kinds, _ := events(lm.taskRecord(t, lm.buyer, cl, child))
+	kinds, _ := events(lm.endedRecord(t, lm.buyer, cl, child))
 	if len(kinds) != 1 || kinds[0] != "canceled:cascade" {
 		t.Errorf("early child's events: %v", kinds)
 	}
@@ -1156,12 +1154,7 @@ func TestCascadeSurvivesAFailedCancel(t *testing.T) {
 	}
 	childAgent.down.Store(false)
 	waitFor(t, "the sweeper to cancel the child", 15*time.Second, func() bool { return childAgent.Exec.wasCanceled(child) })
-	var rec response
-	waitFor(t, "the cancel to be recorded", 5*time.Second, func() bool {
-		rec = lm.taskRecord(t, lm.buyer, cl, child)
-		return rec.JSON["ended_at"] != nil
-	})
-	kinds, evs := events(rec)
+	kinds, evs := events(lm.endedRecord(t, lm.buyer, cl, child))
 	if len(kinds) != 1 || kinds[0] != "canceled:cascade" || !strings.Contains(fmt.Sprint(evs[0]["reason"]), parent) ||
 		evs[0]["trace_id"] != "0af7651916cd43dd8448eb211c80319c" {
 		t.Errorf("child's events: %v %v", kinds, evs)
