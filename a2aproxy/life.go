@@ -197,20 +197,20 @@ func (p *Proxy) cancelAtAgent(ctx context.Context, b contracts.TaskBinding, by, 
 // attributed to the task's owner, under its contract and plan, to the
 // agent's preferred interface. body is a 1.0 JSON-RPC request.
 func (p *Proxy) backgroundCall(ctx context.Context, b contracts.TaskBinding, trace traceContext, body []byte) (*call, error) {
-	t, err := p.Resolver.Resolve(ctx, b.ListingID)
+	t, err := p.resolve(ctx, b.ListingID)
 	if err != nil {
 		return nil, err
 	}
 	cl := &call{start: p.Clock.Now(), trace: trace, actor: agentmarket.Actor{OrgID: b.OrgID}, target: t}
 	cl.lim = p.Limits.with(t.Limits)
-	ct, err := p.Contracts.OpenContract(ctx, b.OrgID, b.ListingID)
+	ct, err := p.openContract(ctx, b.OrgID, b.ListingID)
 	if err != nil {
 		// The contract is over, but its task still runs: meter it under
 		// the contract it ran under, unpriced.
 		ct = &contracts.Contract{ID: b.ContractID, BuyerOrgID: b.OrgID, ListingID: b.ListingID, SellerOrgID: t.SellerOrgID}
 	} else {
 		cl.lim = cl.lim.withBudgets(ct.Budgets)
-		if plan, err := p.Plans.Plan(ctx, b.ListingID, ct.PlanVersion); err == nil {
+		if plan, err := p.plan(ctx, b.ListingID, ct.PlanVersion); err == nil {
 			cl.plan = plan
 		}
 	}
@@ -415,7 +415,7 @@ func (p *Proxy) parentOf(ctx context.Context, cl *call) *contracts.TaskBinding {
 
 // sellerOf is the org selling a listing ("" when unknown).
 func (p *Proxy) sellerOf(ctx context.Context, listingID string) string {
-	t, err := p.targets.get(listingID, func() (*Target, error) { return p.Resolver.Resolve(ctx, listingID) }, isNotFound)
+	t, err := p.resolve(ctx, listingID)
 	if err != nil {
 		return ""
 	}

@@ -197,8 +197,28 @@ func (p *Proxy) Endpoint(listingID string) string {
 
 func isNotFound(err error) bool { return agentmarket.KindOf(err) == agentmarket.NotFound }
 
+// resolve is a listing's target, published or not, cached.
+func (p *Proxy) resolve(ctx context.Context, listingID string) (*Target, error) {
+	return p.targets.get(listingID, func() (*Target, error) { return p.Resolver.Resolve(ctx, listingID) }, isNotFound)
+}
+
+// openContract is an org's open contract for a listing, cached; a refusal
+// is not (a buyer who just subscribed must not wait it out).
+func (p *Proxy) openContract(ctx context.Context, orgID, listingID string) (*contracts.Contract, error) {
+	return p.contracts.get(orgID+"|"+listingID, func() (*contracts.Contract, error) {
+		return p.Contracts.OpenContract(ctx, orgID, listingID)
+	}, func(error) bool { return false })
+}
+
+// plan is a plan version, cached (versions never change).
+func (p *Proxy) plan(ctx context.Context, listingID string, version int) (*listings.Plan, error) {
+	return p.plans.get(fmt.Sprintf("%s|%d", listingID, version), func() (*listings.Plan, error) {
+		return p.Plans.Plan(ctx, listingID, version)
+	}, func(error) bool { return false })
+}
+
 func (p *Proxy) target(ctx context.Context, listingID string) (*Target, error) {
-	t, err := p.targets.get(listingID, func() (*Target, error) { return p.Resolver.Resolve(ctx, listingID) }, isNotFound)
+	t, err := p.resolve(ctx, listingID)
 	if err != nil {
 		if isNotFound(err) {
 			return nil, rpcErr(CodeListingUnavailable, http.StatusNotFound, fmt.Sprintf("no listing %q", listingID))
@@ -355,9 +375,7 @@ func (p *Proxy) admit(ctx context.Context, c *fiber.Ctx, cl *call, body []byte, 
 	}
 	cl.target = t
 	cl.lim = p.Limits.with(t.Limits)
-	ct, err := p.contracts.get(actor.OrgID+"|"+t.ListingID, func() (*contracts.Contract, error) {
-		return p.Contracts.OpenContract(ctx, actor.OrgID, t.ListingID)
-	}, func(error) bool { return false }) // a buyer who just subscribed must not wait out a cached refusal
+	ct, err := p.openContract(ctx, actor.OrgID, t.ListingID)
 	if err != nil {
 		if isNotFound(err) {
 			return rpcErr(CodeNotEntitled, http.StatusForbidden, fmt.Sprintf("your organisation has no active subscription to listing %q", t.ListingID))
@@ -398,9 +416,7 @@ func (p *Proxy) admit(ctx context.Context, c *fiber.Ctx, cl *call, body []byte, 
 	if err := p.checkBudgets(ctx, cl); err != nil {
 		return err
 	}
-	plan, err := p.plans.get(fmt.Sprintf("%s|%d", t.ListingID, ct.PlanVersion), func() (*listings.Plan, error) {
-		return p.Plans.Plan(ctx, t.ListingID, ct.PlanVersion)
-	}, func(error) bool { return false })
+	plan, err := p.plan(ctx, t.ListingID, ct.PlanVersion)
 	if err != nil {
 		return err
 	}
