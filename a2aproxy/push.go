@@ -173,11 +173,7 @@ func (p *Proxy) pushMethod(c *fiber.Ctx, cl *call) error {
 		result, err = p.pushDelete(ctx, cl, prm)
 	}
 	if err != nil {
-		var we *wire.Error
-		if errors.As(err, &we) && we.Code > -32100 && we.Code <= -32000 && cl.upVersion != cl.req.Version {
-			err = wire.TranslateError(cl.upVersion, cl.req.Version, we)
-		}
-		return p.fail(c, cl, err)
+		return p.fail(c, cl, err) // which renders it in the buyer's version
 	}
 	if cl.req.Version != wire.V10 {
 		if result, err = wire.TranslateResult(wire.V10, cl.req.Version, cl.req.Method, result); err != nil {
