@@ -264,6 +264,10 @@ type TaskOwners interface {
 	BindTask(ctx context.Context, t TaskBinding) (ownerOrgID string, err error)
 	// TaskOwner returns the owner, or a NotFound error for an unseen task.
 	TaskOwner(ctx context.Context, listingID, taskID string) (*TaskBinding, error)
+	// MarkTaskReused records that the agent answered another org with this
+	// bound task's id; a NotFound error for an unseen task. The first mark
+	// stays.
+	MarkTaskReused(ctx context.Context, listingID, taskID string, at time.Time) error
 }
 
 // BatchTaskOwners binds many tasks at once (one commit for the batch);
@@ -291,6 +295,11 @@ type TaskBinding struct {
 	// DeadlineAt is when the task's end-to-end time budget runs out (the
 	// meter then cancels it at the agent); nil when none applies.
 	DeadlineAt *time.Time
+	// ReusedAt is when the agent first answered another org with this
+	// task's id (MarkTaskReused): the agent then holds two orgs' data under
+	// one id, and the meter relays the task to no one, its owner included.
+	// nil when it never happened.
+	ReusedAt *time.Time
 }
 
 // transitions are the moves billing may make: payment failed (past due),

@@ -47,6 +47,13 @@ type Listing struct {
 	Status       Status
 	Health       Health
 	HealthDetail string
+	// Incident is the last time the meter withheld the agent's answer
+	// because the agent misbehaved in a way that could leak one buyer's
+	// data to another (it answered with a task of another organisation);
+	// nil when none is recorded. It stays until the seller refreshes the
+	// listing by hand (POST /api/v1/listings/{id}/refresh), having fixed the
+	// agent; the periodic refresh leaves it.
+	Incident *Incident
 
 	// CardURL is where the card is fetched from; empty for a pasted card,
 	// which is then never refreshed.
@@ -72,6 +79,16 @@ type Listing struct {
 	CreatedAt time.Time
 	UpdatedAt time.Time
 }
+
+// Incident is a health mark the meter sets on a listing.
+type Incident struct {
+	At     time.Time
+	Detail string
+}
+
+// Healthy reports whether the card could be read last time and no
+// incident is recorded.
+func (l *Listing) Healthy() bool { return l.Health == HealthHealthy && l.Incident == nil }
 
 // HasUpstreamAuth reports whether credentials for the agent are stored.
 func (l *Listing) HasUpstreamAuth() bool { return len(l.UpstreamAuth) > 0 }
@@ -113,6 +130,9 @@ type Store interface {
 	// DueForRefresh returns up to limit listings whose NextRefreshAt is not
 	// after now, oldest first.
 	DueForRefresh(ctx context.Context, now time.Time, limit int) ([]*Listing, error)
+	// SetIncident records (or, with nil, clears) a listing's incident;
+	// UpdateListing never changes it.
+	SetIncident(ctx context.Context, listingID string, inc *Incident) error
 }
 
 // Sealer encrypts secrets at rest (listings/aesgcm). The context (a

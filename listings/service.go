@@ -462,7 +462,22 @@ func (s *Service) Refresh(ctx context.Context, actor agentmarket.Actor, id strin
 		fe.Add("card_url", "required", "this listing's card was pasted; there is no URL to refresh it from")
 		return l, fe.Err("not_refreshable", "the listing has no card URL")
 	}
-	return s.refresh(ctx, l)
+	l, err = s.refresh(ctx, l)
+	if err == nil && l.Incident != nil {
+		// The seller refreshing by hand says the agent is fixed.
+		if err := s.Store.SetIncident(ctx, l.ID, nil); err != nil {
+			return nil, err
+		}
+		l.Incident = nil
+	}
+	return l, err
+}
+
+// RecordIncident marks a listing with an incident the meter saw (the
+// detail is shown to the seller and operators, so it names no other
+// buyer).
+func (s *Service) RecordIncident(ctx context.Context, listingID, detail string) error {
+	return s.Store.SetIncident(ctx, listingID, &Incident{At: s.now(), Detail: detail})
 }
 
 func (s *Service) refresh(ctx context.Context, l *Listing) (*Listing, error) {

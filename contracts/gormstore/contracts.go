@@ -206,11 +206,13 @@ type taskOwnerRow struct {
 	CancelReason      string
 	CancelTraceID     string
 	SweepAttempts     int
+	ReusedAt          *time.Time
 }
 
 func (r *taskOwnerRow) binding() contracts.TaskBinding {
 	return contracts.TaskBinding{ListingID: r.ListingID, TaskID: r.TaskID, OrgID: r.OrgID, ContractID: r.ContractID, ContextID: r.ContextID,
-		CreatedAt: r.CreatedAt.UTC(), ParentListingID: r.ParentListingID, ParentTaskID: r.ParentTaskID, DeadlineAt: utcPtr(r.DeadlineAt)}
+		CreatedAt: r.CreatedAt.UTC(), ParentListingID: r.ParentListingID, ParentTaskID: r.ParentTaskID, DeadlineAt: utcPtr(r.DeadlineAt),
+		ReusedAt: utcPtr(r.ReusedAt)}
 }
 
 // utcPtr copies an optional time in UTC.
@@ -296,6 +298,20 @@ func (s *Store) TaskOwner(ctx context.Context, listingID, taskID string) (*contr
 	}
 	b := r.binding()
 	return &b, nil
+}
+
+// MarkTaskReused implements contracts.TaskOwners.
+func (s *Store) MarkTaskReused(ctx context.Context, listingID, taskID string, at time.Time) error {
+	res := s.db.WithContext(ctx).Model(&taskOwnerRow{}).Where("listing_id = ? AND task_id = ? AND reused_at IS NULL", listingID, taskID).
+		Update("reused_at", at.UTC())
+	if res.Error != nil {
+		return gormdb.Translate(res.Error, "task")
+	}
+	if res.RowsAffected == 0 {
+		_, err := s.TaskOwner(ctx, listingID, taskID) // marked already, or unseen
+		return err
+	}
+	return nil
 }
 
 func notFoundAs(err error, code, format string, args ...any) error {

@@ -79,8 +79,8 @@ func utc(t time.Time) *time.Time {
 }
 
 func showBinding(b contracts.TaskBinding) string {
-	return fmt.Sprintf("%s/%s org=%s contract=%s context=%s created=%s parent=%s/%s deadline=%s",
-		b.ListingID, b.TaskID, b.OrgID, b.ContractID, b.ContextID, ts(b.CreatedAt), b.ParentListingID, b.ParentTaskID, tsp(b.DeadlineAt))
+	return fmt.Sprintf("%s/%s org=%s contract=%s context=%s created=%s parent=%s/%s deadline=%s reused=%s",
+		b.ListingID, b.TaskID, b.OrgID, b.ContractID, b.ContextID, ts(b.CreatedAt), b.ParentListingID, b.ParentTaskID, tsp(b.DeadlineAt), tsp(b.ReusedAt))
 }
 
 func wantBinding(t *testing.T, what string, got, want contracts.TaskBinding) {
@@ -88,6 +88,9 @@ func wantBinding(t *testing.T, what string, got, want contracts.TaskBinding) {
 	want.CreatedAt = want.CreatedAt.UTC()
 	if want.DeadlineAt != nil {
 		want.DeadlineAt = utc(*want.DeadlineAt)
+	}
+	if want.ReusedAt != nil {
+		want.ReusedAt = utc(*want.ReusedAt)
 	}
 	if g, w := showBinding(got), showBinding(want); g != w {
 		t.Errorf("%s =\n  %s\nwant\n  %s", what, g, w)
@@ -205,6 +208,21 @@ func runBindings(t *testing.T, newStore TaskFactory) {
 		got, err = s.TaskOwner(ctx, "lst_2", "task_c")
 		must(t, err)
 		wantBinding(t, "TaskOwner(child) after a second bind", *got, child)
+	})
+
+	t.Run("bindings: a reused task id is marked once, and stays bound to its owner", func(t *testing.T) {
+		s, _ := newStore(t)
+		b := contracts.TaskBinding{ListingID: "lst_1", TaskID: "task-1", OrgID: "org_a", ContractID: "ctr_1", CreatedAt: t0}
+		_, err := s.BindTask(ctx, b)
+		must(t, err)
+		first := t0.Add(time.Minute)
+		must(t, s.MarkTaskReused(ctx, "lst_1", "task-1", first))
+		must(t, s.MarkTaskReused(ctx, "lst_1", "task-1", first.Add(time.Hour)))
+		got, err := s.TaskOwner(ctx, "lst_1", "task-1")
+		must(t, err)
+		b.ReusedAt = &first
+		wantBinding(t, "TaskOwner(reused)", *got, b)
+		wantKind(t, "MarkTaskReused(unseen)", s.MarkTaskReused(ctx, "lst_1", "task-9", first), agentmarket.NotFound)
 	})
 
 	t.Run("bindings: a batch keeps parent and deadline", func(t *testing.T) {

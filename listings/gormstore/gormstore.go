@@ -54,6 +54,8 @@ type listingRow struct {
 	RefreshSeconds    int
 	Limits            string
 	NextRefreshAt     *time.Time
+	Incident          string
+	IncidentAt        *time.Time
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
 }
@@ -170,6 +172,9 @@ func fromRow(r *listingRow, p *planRow) *listings.Listing {
 	if r.NextRefreshAt != nil {
 		l.NextRefreshAt = r.NextRefreshAt.UTC()
 	}
+	if r.IncidentAt != nil {
+		l.Incident = &listings.Incident{At: r.IncidentAt.UTC(), Detail: r.Incident}
+	}
 	// The card was valid when stored; parse errors here would mean a
 	// corrupted row, which the API then shows as a listing without a card.
 	if c, err := agentcard.Parse(l.CardJSON); err == nil {
@@ -236,7 +241,7 @@ func (s *Store) CreateListing(ctx context.Context, l *listings.Listing, v *listi
 // UpdateListing implements listings.Store.
 func (s *Store) UpdateListing(ctx context.Context, l *listings.Listing, v *listings.CardVersion) error {
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		res := tx.Model(&listingRow{ID: l.ID}).Select("*").Omit("id", "created_at", "seller_org_id").Updates(toRow(l))
+		res := tx.Model(&listingRow{ID: l.ID}).Select("*").Omit("id", "created_at", "seller_org_id", "incident", "incident_at").Updates(toRow(l))
 		if res.Error != nil {
 			return res.Error
 		}
@@ -257,6 +262,19 @@ func (s *Store) UpdateListing(ctx context.Context, l *listings.Listing, v *listi
 		return reindex(tx, l)
 	})
 	return gormdb.Translate(err, "listing")
+}
+
+// SetIncident records or clears a listing's incident.
+func (s *Store) SetIncident(ctx context.Context, listingID string, inc *listings.Incident) error {
+	cols := map[string]any{"incident": "", "incident_at": nil}
+	if inc != nil {
+		cols = map[string]any{"incident": inc.Detail, "incident_at": inc.At.UTC()}
+	}
+	res := s.db.WithContext(ctx).Model(&listingRow{}).Where("id = ?", listingID).Updates(cols)
+	if res.Error == nil && res.RowsAffected == 0 {
+		return gormdb.Translate(gorm.ErrRecordNotFound, "listing")
+	}
+	return gormdb.Translate(res.Error, "listing")
 }
 
 func addVersion(tx *gorm.DB, v *listings.CardVersion) error {

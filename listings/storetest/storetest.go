@@ -57,6 +57,39 @@ func newListing(t *testing.T, id, org, cardFile string, fee int64, status listin
 func Run(t *testing.T, newStore Factory) {
 	ctx := context.Background()
 
+	t.Run("an incident is set and cleared on its own, and an update keeps it", func(t *testing.T) {
+		s, org := newStore(t)
+		org("org_a")
+		l, v := newListing(t, "lst_1", "org_a", "translator-v1.0.json", 5_000_000, listings.StatusPublished, t0)
+		if err := s.CreateListing(ctx, l, v); err != nil {
+			t.Fatal(err)
+		}
+		at := time.Date(2026, 11, 2, 3, 4, 5, 0, time.FixedZone("x", 3600))
+		if err := s.SetIncident(ctx, "lst_1", &listings.Incident{At: at, Detail: "reused a task id"}); err != nil {
+			t.Fatal(err)
+		}
+		l.HealthDetail = "refreshed" // an update of a listing read before the incident
+		if err := s.UpdateListing(ctx, l, nil); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.GetListing(ctx, "lst_1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Incident == nil || !got.Incident.At.Equal(at) || got.Incident.At.Location() != time.UTC || got.Incident.Detail != "reused a task id" || got.Healthy() {
+			t.Fatalf("incident = %+v, healthy %v", got.Incident, got.Healthy())
+		}
+		if err := s.SetIncident(ctx, "lst_1", nil); err != nil {
+			t.Fatal(err)
+		}
+		if got, err = s.GetListing(ctx, "lst_1"); err != nil || got.Incident != nil || !got.Healthy() {
+			t.Fatalf("after clearing: %+v, %v", got, err)
+		}
+		if err := s.SetIncident(ctx, "lst_none", nil); agentmarket.KindOf(err) != agentmarket.NotFound {
+			t.Fatalf("unknown listing: %v", err)
+		}
+	})
+
 	t.Run("create and get round trip", func(t *testing.T) {
 		s, org := newStore(t)
 		org("org_a")

@@ -18,6 +18,7 @@ type listingJSON struct {
 	Status             listings.Status      `json:"status"`
 	Health             listings.Health      `json:"health"`
 	HealthDetail       string               `json:"health_detail,omitempty"`
+	Incident           *incidentJSON        `json:"incident,omitempty"`
 	Name               string               `json:"name"`
 	Description        string               `json:"description"`
 	Version            string               `json:"version"`
@@ -39,6 +40,12 @@ type listingJSON struct {
 	CreatedAt          time.Time            `json:"created_at"`
 	UpdatedAt          time.Time            `json:"updated_at"`
 	Card               json.RawMessage      `json:"card,omitempty"`
+}
+
+// incidentJSON is the meter's health mark on a listing.
+type incidentJSON struct {
+	At     time.Time `json:"at"`
+	Detail string    `json:"detail"`
 }
 
 type interfaceJSON struct {
@@ -96,6 +103,15 @@ func (s *Server) listingView(l *listings.Listing, withCard bool) listingJSON {
 		UpdatedAt:       l.UpdatedAt,
 		Interfaces:      []interfaceJSON{},
 		Skills:          []skillJSON{},
+	}
+	if l.Incident != nil {
+		// An incident makes the listing unhealthy until the seller refreshes
+		// it by hand.
+		v.Health = listings.HealthUnhealthy
+		v.Incident = &incidentJSON{At: l.Incident.At, Detail: l.Incident.Detail}
+		if v.HealthDetail == "" {
+			v.HealthDetail = l.Incident.Detail
+		}
 	}
 	if !l.NextRefreshAt.IsZero() {
 		t := l.NextRefreshAt
