@@ -54,6 +54,12 @@ type Contracts interface {
 	OpenContract(ctx context.Context, buyerOrgID, listingID string) (*contracts.Contract, error)
 }
 
+// Incidents records the meter's health marks on listings
+// (listings.Service).
+type Incidents interface {
+	RecordIncident(ctx context.Context, listingID, detail string) error
+}
+
 // Entitlements is the casbin check of an org's right to invoke a listing.
 type Entitlements interface {
 	Allowed(subject, domain, obj, act string) (bool, error)

@@ -119,6 +119,9 @@ type Proxy struct {
 	// Tasks records the life of tasks (pauses, cancels, deadlines); nil:
 	// not recorded, and no task is canceled for its time.
 	Tasks contracts.TaskLife
+	// Incidents marks a listing whose agent misbehaved in a way that could
+	// leak one buyer's data to another (nil: only logged).
+	Incidents Incidents
 	// Push relays push notifications (nil: the meter refuses push configs,
 	// and proxied cards say pushNotifications: false).
 	Push    *Push
@@ -500,6 +503,17 @@ func (cl *call) passthrough() bool {
 // buyer's org did not create through the meter, exactly as for a task
 // that does not exist.
 func (p *Proxy) checkOwner(ctx context.Context, cl *call) error {
+	// A message's references give the agent those tasks as context: each
+	// must be the caller's own, as the task it continues.
+	for _, ref := range cl.req.ReferenceTaskIDs() {
+		b, err := p.Owners.TaskOwner(ctx, cl.target.ListingID, ref)
+		if err != nil && !isNotFound(err) {
+			return err
+		}
+		if err != nil || !mayRelay(b, cl.actor.OrgID) {
+			return wire.TaskNotFound(ref)
+		}
+	}
 	id := cl.req.TaskID()
 	if id == "" {
 		return nil
@@ -514,11 +528,18 @@ func (p *Proxy) checkOwner(ctx context.Context, cl *call) error {
 		}
 		return err
 	}
-	if b.OrgID != cl.actor.OrgID {
+	if !mayRelay(b, cl.actor.OrgID) {
 		return wire.TaskNotFound(id)
 	}
 	cl.obs.taskID, cl.obs.bound = id, true // already bound: no need to bind it again
 	return nil
+}
+
+// mayRelay reports whether the bound task b may reach org: its owner's,
+// and not a task id the agent reused for another org (the agent then
+// holds both orgs' data under it, so it goes to no one).
+func mayRelay(b *contracts.TaskBinding, org string) bool {
+	return b.OrgID == org && b.ReusedAt == nil
 }
 
 func bearer(h string) (string, bool) {
@@ -697,7 +718,9 @@ func (p *Proxy) unaryFrom(c *fiber.Ctx, cl *call, res *http.Response) error {
 		cl.obs.add(wire.Observe(cl.upVersion, cl.req.Method, result))
 	}
 	if cl.passthrough() && !modified {
-		p.bindTask(ctx, cl)
+		if err := p.bindTask(ctx, cl); err != nil {
+			return p.fail(c, cl, err)
+		}
 		return p.reply(c, cl, ctx, http.StatusOK, raw)
 	}
 	if cl.upVersion != cl.req.Version && cl.req.Method != wire.MethodExtendedCard {
@@ -707,7 +730,9 @@ func (p *Proxy) unaryFrom(c *fiber.Ctx, cl *call, res *http.Response) error {
 		}
 		result = tr
 	}
-	p.bindTask(ctx, cl)
+	if err := p.bindTask(ctx, cl); err != nil {
+		return p.fail(c, cl, err)
+	}
 	return p.answer(c, cl, ctx, result)
 }
 
@@ -812,7 +837,7 @@ func (p *Proxy) ownTasks(ctx context.Context, cl *call, result json.RawMessage) 
 		if err != nil && !isNotFound(err) {
 			return nil, err
 		}
-		if err == nil && b.OrgID == cl.actor.OrgID {
+		if err == nil && mayRelay(b, cl.actor.OrgID) {
 			kept = append(kept, t)
 		}
 	}
@@ -868,17 +893,20 @@ func (p *Proxy) fail(c *fiber.Ctx, cl *call, err error) error {
 }
 
 // bindTask records the buyer's org as the owner of the task the agent
-// created, the first time the meter sees it.
-func (p *Proxy) bindTask(ctx context.Context, cl *call) {
+// created, the first time the meter sees it. An answer about a task that
+// is already another org's must not reach the caller: the error returned
+// then replaces it (and the listing gets an incident); so does one whose
+// owner could not be recorded, as its owner is then unknown.
+func (p *Proxy) bindTask(ctx context.Context, cl *call) error {
 	if cl.obs.taskID == "" {
-		return
+		return nil
 	}
 	if cl.obs.bound {
 		// A message to a task already bound (checkOwner).
 		if cl.inlinePush != nil {
 			p.registerInlinePush(cl)
 		}
-		return
+		return nil
 	}
 	cl.obs.bound = true
 	b := contracts.TaskBinding{ListingID: cl.target.ListingID, TaskID: cl.obs.taskID,
@@ -899,14 +927,36 @@ func (p *Proxy) bindTask(ctx context.Context, cl *call) {
 	owner, err := p.bindOwner(ctx, b)
 	if err != nil {
 		p.Logger.ErrorContext(ctx, "task binding failed", "trace_id", cl.trace.traceID, "task_id", cl.obs.taskID, "err", err)
-		return
+		cl.obs = observed{}
+		return rpcErr(CodeUpstreamUnreachable, http.StatusOK, "the meter could not record who owns the agent's task, so its answer was withheld; try again")
 	}
 	if owner != cl.actor.OrgID {
-		p.Logger.WarnContext(ctx, "agent reused another org's task id", "listing", cl.target.ListingID, "task_id", cl.obs.taskID)
-		return
+		p.agentTaskConflict(ctx, cl)
+		return rpcErr(CodeAgentTaskConflict, http.StatusOK, "the agent answered with a task that is not yours; the meter withheld the answer and marked the listing")
 	}
 	if cl.inlinePush != nil {
 		p.registerInlinePush(cl)
+	}
+	return nil
+}
+
+// agentTaskConflict handles an agent answering one org with a task bound
+// to another (an agent that reuses task ids, say after a restart): the
+// seller's listing gets an incident, and the call forgets the task so
+// nothing of it is billed, recorded or tracked for the caller.
+func (p *Proxy) agentTaskConflict(ctx context.Context, cl *call) {
+	p.Logger.WarnContext(ctx, "agent answered with another org's task; answer withheld", "trace_id", cl.trace.traceID,
+		"listing", cl.target.ListingID, "task_id", cl.obs.taskID, "org", cl.actor.OrgID)
+	if err := p.Owners.MarkTaskReused(ctx, cl.target.ListingID, cl.obs.taskID, p.Clock.Now()); err != nil {
+		p.Logger.ErrorContext(ctx, "reused task not marked", "trace_id", cl.trace.traceID, "task_id", cl.obs.taskID, "err", err)
+	}
+	cl.obs = observed{}
+	if p.Incidents == nil {
+		return
+	}
+	detail := "the agent answered a buyer with a task id that belongs to another buyer organisation (an agent must never reuse task ids, also across restarts); the meter withheld the answer"
+	if err := p.Incidents.RecordIncident(ctx, cl.target.ListingID, detail); err != nil {
+		p.Logger.ErrorContext(ctx, "listing incident not recorded", "trace_id", cl.trace.traceID, "listing", cl.target.ListingID, "err", err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -124,8 +125,10 @@ func (p *Proxy) relay(ctx context.Context, cl *call, res *http.Response, w *bufi
 		out, err := p.onEvent(ctx, cl, ev)
 		if err != nil {
 			stop()
-			cl.errCode = CodeUpstreamInvalid
-			p.writeStreamError(w, cl, &wire.Error{Code: CodeUpstreamInvalid, Message: err.Error()})
+			re := rpcErr(CodeUpstreamInvalid, http.StatusOK, err.Error())
+			errors.As(err, &re)
+			cl.errCode = re.Code
+			p.writeStreamError(w, cl, &wire.Error{Code: re.Code, Message: re.Message})
 			p.finish(ctx, cl, p.Clock.Now().Sub(cl.start))
 			return
 		}
@@ -175,7 +178,9 @@ func (p *Proxy) onEvent(ctx context.Context, cl *call, ev wire.Event) ([]byte, e
 		return p.streamError(cl, wire.TranslateError(cl.upVersion, cl.req.Version, agentErr)), nil
 	}
 	cl.obs.add(wire.Observe(cl.upVersion, cl.req.Method, result))
-	p.bindTask(ctx, cl)
+	if err := p.bindTask(ctx, cl); err != nil {
+		return nil, err
+	}
 	if cl.passthrough() {
 		return ev.Raw, nil
 	}
@@ -275,7 +280,11 @@ func (p *Proxy) poll(ctx context.Context, cl *call) {
 		if err != nil || agentErr != nil {
 			continue
 		}
-		cl.obs.add(wire.Observe(cl.upVersion, wire.MethodGetTask, result))
+		ob := wire.Observe(cl.upVersion, wire.MethodGetTask, result)
+		if ob.TaskID != cl.obs.taskID {
+			return // not the task asked for: nothing of another task is billed here
+		}
+		cl.obs.add(ob)
 		if cl.obs.terminal {
 			return
 		}

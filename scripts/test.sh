@@ -13,6 +13,8 @@
 #                              stripe (stripe-mock), chromium, or all / none.
 #                              Default: postgres,clickhouse,stripe,chromium.
 #   AGENTMARKET_TEST_TIMEOUT   go test -timeout (default 20m).
+#   AGENTMARKET_TEST_FUZZTIME  how long the reading rule's differential fuzz test
+#                              explores beyond its corpus (default 30s).
 #   AGENTMARKET_TEST_DATABASE_URL, AGENTMARKET_TEST_CLICKHOUSE_DSN,
 #   AGENTMARKET_TEST_STRIPE_API_BASE
 #                              when already set, that service is used as given, not started.
@@ -195,6 +197,11 @@ main() {
 		# shellcheck disable=SC2086 # one import path per word
 		CGO_ENABLED=1 run_go test -count=1 -race -timeout "$GO_TEST_TIMEOUT" $race_pkgs || FAILED+=("go test -race")
 	fi
+
+	# The differential fuzz test of the meter's reading rule, for a bounded time
+	# beyond its committed corpus (a2aproxy/wire/testdata/fuzz/FuzzReadingRule).
+	step "go test -fuzz FuzzReadingRule -fuzztime ${AGENTMARKET_TEST_FUZZTIME:-30s} ./a2aproxy/wire/"
+	run_go test -run '^$' -fuzz '^FuzzReadingRule$' -fuzztime "${AGENTMARKET_TEST_FUZZTIME:-30s}" ./a2aproxy/wire/ || FAILED+=("fuzz FuzzReadingRule")
 
 	# Everything else, without the race detector; the packages above already ran (with it).
 	if all_pkgs=$(go list -e ./... 2>/dev/null) && [ -n "$all_pkgs" ]; then

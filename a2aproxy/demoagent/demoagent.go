@@ -5,8 +5,11 @@
 // An Agent speaks exactly one protocol version (0.3 or 1.0) over the JSON-RPC
 // binding, serves its card at /.well-known/agent-card.json and JSON-RPC at
 // POST /. Everything it says follows from the input text: the same messages
-// give the same task ids (a per-agent counter), the same artifacts, the same
-// chunks and the same usage counters. Only timestamps come from Config.Now.
+// give the same artifacts, the same chunks and the same usage counters.
+// Task ids are a per-agent counter behind a random part that differs from
+// one agent (and one run) to the next, so they never repeat across
+// restarts (Config.StableIDs drops it, for tests). Only timestamps come
+// from Config.Now.
 //
 // Words in the input steer the task, so tests can reach every path:
 //   - "clarify" in a message that starts a task: the task stops in
@@ -22,6 +25,8 @@
 package demoagent
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"strings"
@@ -92,6 +97,12 @@ type Config struct {
 
 	// ReportUsage declares the usage extension in the card and fills it.
 	ReportUsage bool
+	// StableIDs numbers tasks and contexts task-1, ctx-1, … (for tests
+	// that compare wire bytes). Off, every agent's ids carry a random part
+	// (task-3f9c21ab-1), so ids never repeat across restarts: a restarted
+	// agent handing out task-1 again would answer one buyer with a task id
+	// the meter bound to another.
+	StableIDs bool
 	// RequireActivation reports usage only for tasks whose first request
 	// activated the extension through the extension header (X-A2A-Extensions
 	// in 0.3, A2A-Extensions in 1.0), as a strict reading of the
@@ -227,6 +238,7 @@ type Agent struct {
 	tasks       map[string]*task
 	order       []*task // creation order
 	seq         int     // last id number handed out
+	idPrefix    string  // between "task-" and the number
 	lastHeaders http.Header
 }
 
@@ -236,7 +248,13 @@ func New(cfg Config) *Agent {
 	if err := cfg.Validate(); err != nil {
 		panic(err)
 	}
-	return &Agent{cfg: cfg.withDefaults(), tasks: make(map[string]*task)}
+	a := &Agent{cfg: cfg.withDefaults(), tasks: make(map[string]*task)}
+	if !cfg.StableIDs {
+		var b [4]byte
+		_, _ = rand.Read(b[:]) // crypto/rand never fails
+		a.idPrefix = hex.EncodeToString(b[:]) + "-"
+	}
+	return a
 }
 
 // Config returns the agent's configuration with defaults applied.

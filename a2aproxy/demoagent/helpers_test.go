@@ -22,6 +22,7 @@ func fixedNow() time.Time { return time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC) 
 // MustStart serves an agent for cfg on a loopback port until the test ends.
 func MustStart(tb testing.TB, cfg demoagent.Config) (*demoagent.Agent, *httptest.Server) {
 	tb.Helper()
+	cfg.StableIDs = true // the tests name task-1, ctx-1
 	a := demoagent.New(cfg)
 	srv := httptest.NewServer(a)
 	a.SetBaseURL(srv.URL)

@@ -186,14 +186,14 @@ func (a *Agent) accept(in sendInput, h http.Header) (*task, int, *rpcError) {
 	} else {
 		n := a.nextID()
 		t = &task{
-			id:        "task-" + strconv.Itoa(n),
+			id:        "task-" + a.idPrefix + strconv.Itoa(n),
 			contextID: in.contextID,
 			seq:       n,
 			headers:   h.Clone(),
 			changed:   make(chan struct{}),
 		}
 		if t.contextID == "" {
-			t.contextID = "ctx-" + strconv.Itoa(n)
+			t.contextID = "ctx-" + a.idPrefix + strconv.Itoa(n)
 		}
 		t.activated = activates(a.cfg.Version, h)
 		t.reportUsage = a.cfg.ReportUsage && (t.activated || !a.cfg.RequireActivation)

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"encoding/json"
+	"unicode/utf8"
 )
 
 // A small scanner over JSON that is already known to be valid (checked with
@@ -40,17 +41,6 @@ func (m member) name() string {
 		return string(m.key)
 	}
 	return s
-}
-
-// collision returns a key that appears twice in ms, compared the way the
-// most lenient agent parser does (encoding/json folds case, and merges
-// duplicates), so that callers can refuse members whose meaning would
-// depend on the parser.
-func collision(ms []member) (string, bool) {
-	// Keys are compared ignoring case and "_", as ProtoJSON agents read
-	// taskId and task_id alike, and in linear time for large objects (a
-	// pairwise comparison of a body's 40k keys would cost seconds of CPU).
-	return protoCollision(ms)
 }
 
 func skipSpace(b []byte, i int) int {
@@ -208,9 +198,11 @@ func unquote(b []byte) (string, bool) {
 	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
 		return "", false
 	}
-	if bytes.IndexByte(b, '\\') < 0 {
+	if bytes.IndexByte(b, '\\') < 0 && utf8.Valid(b) {
 		return string(b[1 : len(b)-1]), true
 	}
+	// Escapes, or bytes that are not UTF-8, which encoding/json reads as
+	// U+FFFD: read as the agent's parser reads them.
 	var s string
 	if json.Unmarshal(b, &s) != nil {
 		return "", false

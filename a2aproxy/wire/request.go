@@ -33,6 +33,7 @@ type Request struct {
 	Tenant string
 
 	taskID, contextID, parentTaskID string
+	refTaskIDs                      []string
 	texts                           []string
 	parts                           PartStats
 	blocking                        bool
@@ -54,6 +55,10 @@ type PartStats struct {
 // params.taskId for task operations (whichever the method's version uses),
 // params.message.taskId for a send. "" when there is none.
 func (r *Request) TaskID() string { return r.taskID }
+
+// ReferenceTaskIDs are the tasks a send's message references
+// (params.message.referenceTaskIds), as sent.
+func (r *Request) ReferenceTaskIDs() []string { return r.refTaskIDs }
 
 // ContextID is params.message.contextId of a send, else "".
 func (r *Request) ContextID() string { return r.contextID }
@@ -104,8 +109,8 @@ func ParseRequest(body []byte, versionHeader string) (*Request, *Error) {
 		}
 		return nil, InvalidRequest("the request must be a JSON object")
 	}
-	if k, dup := collision(ms); dup {
-		return nil, InvalidRequest(fmt.Sprintf("member %q appears twice (keys are compared ignoring case)", k))
+	if err := readable(ms, "", envelopeFields); err != nil {
+		return nil, err
 	}
 	var rpcVersion, id, method, params []byte
 	for _, m := range ms {
@@ -185,7 +190,7 @@ func (r *Request) readParams() *Error {
 func (r *Request) readTaskID(field string) *Error {
 	var buf [8]member
 	ms, _ := splitObject(r.Params, buf[:0])
-	if err := unambiguous(ms, "params"); err != nil {
+	if err := readable(ms, "params", taskParamFields[field]); err != nil {
 		return err
 	}
 	var v []byte
@@ -205,24 +210,10 @@ func (r *Request) readTaskID(field string) *Error {
 	return nil
 }
 
-// unambiguous refuses an object two of whose keys collide. The task the
-// proxy checks ownership of must be the task the agent acts on, and
-// agents' JSON parsers disagree on {"taskId":"a","TASKID":"b"} and on
-// duplicate keys (last wins, first wins, case-folded, merged): so the
-// objects that name the task (envelope, params, message) must be
-// unambiguous, and are read with the exact-match scanner, never with
-// encoding/json.
-func unambiguous(ms []member, where string) *Error {
-	if k, dup := collision(ms); dup {
-		return InvalidParams(fmt.Sprintf("%s.%s appears twice (keys are compared ignoring case)", where, k))
-	}
-	return nil
-}
-
 func (r *Request) readSend() *Error {
 	var pbuf [8]member
 	ps, _ := splitObject(r.Params, pbuf[:0])
-	if err := unambiguous(ps, "params"); err != nil {
+	if err := readable(ps, "params", sendFields); err != nil {
 		return err
 	}
 	var msg, cfg, meta []byte
@@ -244,7 +235,7 @@ func (r *Request) readSend() *Error {
 	}
 	var mbuf [12]member
 	mm, _ := splitObject(msg, mbuf[:0])
-	if err := unambiguous(mm, "params.message"); err != nil {
+	if err := readable(mm, "params.message", messageFields); err != nil {
 		return err
 	}
 	var parts, mmeta []byte
@@ -259,6 +250,8 @@ func (r *Request) readSend() *Error {
 			parts = m.val
 		case m.is("metadata"):
 			mmeta = m.val
+		case m.is("referenceTaskIds"):
+			r.refTaskIDs, err = paramStrings(m.val, "params.message.referenceTaskIds", MaxReferenceTasks)
 		}
 		if err != nil {
 			return err
@@ -287,8 +280,10 @@ func (r *Request) readSend() *Error {
 }
 
 // readParts reads the parts of a send's message: 0.3 {kind, text | file |
-// data}, 1.0 {text | raw | url | data}. Of file and data content only the
-// size is taken, so large inline files cost no copy.
+// data}, 1.0 {text | raw | url | data}, as each version's parsers read
+// them (0.3 by kind, 1.0 by which member is present: 1.0 has no kind). Of
+// file and data content only the size is taken, so large inline files
+// cost no copy.
 func (r *Request) readParts(parts []byte) *Error {
 	if isNull(parts) {
 		return nil
@@ -298,11 +293,18 @@ func (r *Request) readParts(parts []byte) *Error {
 	if !ok {
 		return InvalidParams("params.message.parts must be an array")
 	}
+	fields := part10Fields
+	if r.Version == V03 {
+		fields = part03Fields
+	}
 	for i, el := range els {
 		var buf [6]member
 		ms, ok := splitObject(el, buf[:0])
 		if !ok {
 			return InvalidParams(fmt.Sprintf("params.message.parts[%d] must be an object", i))
+		}
+		if err := readable(ms, fmt.Sprintf("params.message.parts[%d]", i), fields); err != nil {
+			return err
 		}
 		var kind, text, file, raw, url, data []byte
 		for _, m := range ms {
@@ -321,6 +323,11 @@ func (r *Request) readParts(parts []byte) *Error {
 				data = m.val
 			}
 		}
+		if r.Version != V03 {
+			kind, file = nil, nil
+		} else {
+			raw, url = nil, nil
+		}
 		k, _ := unquote(kind)
 		switch {
 		case text != nil && (k == "" || k == "text"):
@@ -337,6 +344,9 @@ func (r *Request) readParts(parts []byte) *Error {
 			r.parts.File++
 			var fbuf [4]member
 			fs, _ := splitObject(file, fbuf[:0])
+			if err := readable(fs, fmt.Sprintf("params.message.parts[%d].file", i), file03Fields); err != nil {
+				return err
+			}
 			for _, m := range fs {
 				if m.is("bytes") {
 					r.parts.FileBytes += base64Size(m.val)
@@ -345,7 +355,7 @@ func (r *Request) readParts(parts []byte) *Error {
 		case raw != nil || url != nil:
 			r.parts.File++
 			r.parts.FileBytes += base64Size(raw)
-		case data != nil:
+		case data != nil && (k == "" || k == "data"):
 			r.parts.Data++
 			r.parts.DataBytes += int64(len(data))
 		}
@@ -363,6 +373,9 @@ func readSendConfig(cfg []byte) (blocking, immediate string, push bool, err *Err
 	ms, ok := splitObject(cfg, buf[:0])
 	if !ok {
 		return "", "", false, InvalidParams("params.configuration must be an object")
+	}
+	if err := readable(ms, "params.configuration", configFields); err != nil {
+		return "", "", false, err
 	}
 	for _, m := range ms {
 		switch {
@@ -396,6 +409,34 @@ func paramString(v []byte, field string) (string, *Error) {
 		return "", InvalidParams(field + " must be a string")
 	}
 	return s, nil
+}
+
+// MaxReferenceTasks is the most tasks a message may reference: the meter
+// checks that each is the caller's.
+const MaxReferenceTasks = 64
+
+// paramStrings reads an optional array of at most max strings of params.
+func paramStrings(v []byte, field string, max int) ([]string, *Error) {
+	if isNull(v) {
+		return nil, nil
+	}
+	var buf [4][]byte
+	els, ok := splitArray(v, buf[:0])
+	if !ok {
+		return nil, InvalidParams(field + " must be an array of strings")
+	}
+	if len(els) > max {
+		return nil, InvalidParams(fmt.Sprintf("%s holds %d ids; at most %d are accepted", field, len(els), max))
+	}
+	out := make([]string, 0, len(els))
+	for i, el := range els {
+		s, ok := unquote(el)
+		if !ok {
+			return nil, InvalidParams(fmt.Sprintf("%s[%d] must be a string", field, i))
+		}
+		out = append(out, s)
+	}
+	return out, nil
 }
 
 // paramBool reads an optional boolean member of params, as its literal.

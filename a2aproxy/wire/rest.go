@@ -71,6 +71,7 @@ const (
 	codeResultTooLarge      = -32052
 	codeRequestTooLarge     = -32053
 	codeStreamIdle          = -32054
+	codeAgentTaskConflict   = -32056
 )
 
 const (
@@ -463,7 +464,7 @@ func synthesize(m Method, v Version, params []byte) []byte {
 func restUnambiguous(m Method, params []byte) *Error {
 	var buf [12]member
 	ms, _ := splitObject(params, buf[:0])
-	if k, dup := protoCollision(ms); dup {
+	if k, dup := looseCollision(ms); dup {
 		return InvalidParams(fmt.Sprintf("%s appears twice (keys are compared ignoring case and underscores)", k))
 	}
 	if m != MethodSend && m != MethodStream {
@@ -473,7 +474,7 @@ func restUnambiguous(m Method, params []byte) *Error {
 		if p.is("message") {
 			var mbuf [12]member
 			mm, _ := splitObject(p.val, mbuf[:0])
-			if k, dup := protoCollision(mm); dup {
+			if k, dup := looseCollision(mm); dup {
 				return InvalidParams(fmt.Sprintf("message.%s appears twice (keys are compared ignoring case and underscores)", k))
 			}
 		}
@@ -481,76 +482,11 @@ func restUnambiguous(m Method, params []byte) *Error {
 	return nil
 }
 
-// protoKey is a key as the most lenient parser could match it to a field:
-// underscores ignored (ProtoJSON takes both taskId and task_id) and case
-// folded, Unicode's special folds included (encoding/json takes "taſkId"
-// for taskId).
-func protoKey(s string) string {
-	return strings.ToLower(strings.ToUpper(strings.ReplaceAll(s, "_", "")))
-}
-
-func protoCollision(ms []member) (string, bool) {
-	if len(ms) < 2 {
-		return "", false
-	}
-	if len(ms) > 16 { // linear, whatever a body holds
-		seen := make(map[string]struct{}, len(ms))
-		for _, m := range ms {
-			k := protoKey(m.name())
-			if _, dup := seen[k]; dup {
-				return m.name(), true
-			}
-			seen[k] = struct{}{}
-		}
-		return "", false
-	}
-	for i := 1; i < len(ms); i++ {
-		for j := 0; j < i; j++ {
-			if protoKeyEqual(ms[i], ms[j]) {
-				return ms[i].name(), true
-			}
-		}
-	}
-	return "", false
-}
-
-// protoKeyEqual compares two keys as protoKey does, without allocating
-// when neither is escaped.
-func protoKeyEqual(a, b member) bool {
-	if a.esc || b.esc || !ascii(a.key) || !ascii(b.key) {
-		return protoKey(a.name()) == protoKey(b.name())
-	}
-	x, y := a.key, b.key
-	i, j := 0, 0
-	for {
-		for i < len(x) && x[i] == '_' {
-			i++
-		}
-		for j < len(y) && y[j] == '_' {
-			j++
-		}
-		if i == len(x) || j == len(y) {
-			return i == len(x) && j == len(y)
-		}
-		c, d := x[i], y[j]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		if 'A' <= d && d <= 'Z' {
-			d += 'a' - 'A'
-		}
-		if c != d {
-			return false
-		}
-		i, j = i+1, j+1
-	}
-}
-
 // camelMember renames the proto field names (task_id) among the members of
 // o's object member name to their JSON names (taskId), as ProtoJSON reads
 // them, so that what the meter reads (the task a message names, the send
 // configuration) is what the agent will read. A key whose JSON name is
-// also present is left for protoCollision to refuse.
+// also present is left for looseCollision to refuse.
 func camelMember(o *object, name string) {
 	v, ok := o.get(name)
 	if !ok || firstByte(v) != '{' || bytes.IndexByte(v, '_') < 0 {
@@ -709,7 +645,7 @@ func restParams10(m Method, tenant, task, config string, q url.Values, body []me
 	switch m {
 	case MethodSend, MethodStream, MethodCancelTask, MethodPushSet:
 		for _, b := range body {
-			if slices.ContainsFunc(path, func(p string) bool { return protoKeyEqual(b, member{key: []byte(p)}) }) {
+			if slices.ContainsFunc(path, func(p string) bool { return looseEqual(b, member{key: []byte(p)}) }) {
 				continue // the path's value wins, as in google.api.http
 			}
 			o.ms = append(o.ms, b)
@@ -1035,6 +971,7 @@ var restErrors = [...]restErr{
 	{codeResultTooLarge, 502, "RESOURCE_EXHAUSTED", "RESULT_TOO_LARGE", marketplaceDomain},
 	{codeRequestTooLarge, 413, "RESOURCE_EXHAUSTED", "REQUEST_TOO_LARGE", marketplaceDomain},
 	{codeStreamIdle, 504, "DEADLINE_EXCEEDED", "STREAM_IDLE", marketplaceDomain},
+	{codeAgentTaskConflict, 502, "INTERNAL", "AGENT_TASK_CONFLICT", marketplaceDomain},
 }
 
 // unknownReason is the reason of codes outside the table; the code goes

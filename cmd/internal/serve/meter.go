@@ -195,6 +195,7 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 		Recorder:     spoolRecorder{spool},
 		Spend:        storeSpend{d.Store},
 		Tasks:        store,
+		Incidents:    d.Catalog,
 		Push: &a2aproxy.Push{Store: store, Sealer: d.Sealer, Guard: httpfetch.Guard{Allow: d.Config.AllowCIDRs()}, Allow: d.Config.AllowCIDRs(),
 			MaxAttempts: d.Config.MeterLimits.PushMaxAttempts, RetryBase: d.Config.MeterLimits.PushRetryBase, RetryMax: d.Config.MeterLimits.PushRetryMax, Retention: d.Config.MeterLimits.PushRetention},
 		Clock:   d.Clock,

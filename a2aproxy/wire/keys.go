@@ -1,0 +1,204 @@
+package wire
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// The reading rule: the meter decides on exactly the request the agent
+// will read.
+//
+// Agents' JSON parsers match object keys leniently: Go's encoding/json
+// (the official a2a-go SDK) folds case, Unicode's folds included, so
+// "TaskId", "TASKID", "taſkId" (U+017F) and "tasKId" (U+212A) all fill
+// taskId; ProtoJSON parsers take the proto name (task_id) as well; and
+// parsers disagree on duplicates (last wins, first wins, merged). The
+// meter reads the members it decides on (the task a message continues,
+// the tasks it references, the task of a task operation, the parent task,
+// the text it estimates usage from) with an exact-key scanner. So in every
+// object the meter reads fields of:
+//
+//   - no two keys may be taken for the same field (looseCollision), and
+//   - a key that a lenient parser could take for one of those fields must
+//     be spelled exactly as the field (nearMiss), else the request is
+//     refused as invalid, naming the key.
+//
+// What is left passes through byte for byte: the agent cannot read a
+// field the meter did not.
+
+// foldRune maps r to the ASCII lower-case letter a lenient parser could
+// take it for, or to its own case fold: ASCII letters fold to lower case,
+// and the four non-ASCII letters whose folds reach ASCII (ſ U+017F → s,
+// K U+212A → k, İ U+0130 and ı U+0131 → i) fold to that letter.
+func foldRune(r rune) rune {
+	if r < utf8.RuneSelf {
+		if 'A' <= r && r <= 'Z' {
+			r += 'a' - 'A'
+		}
+		return r
+	}
+	for _, f := range [...]rune{unicode.ToLower(unicode.ToUpper(r)), unicode.ToUpper(unicode.ToLower(r))} {
+		if f < utf8.RuneSelf {
+			return foldRune(f)
+		}
+	}
+	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+		if f < utf8.RuneSelf {
+			return foldRune(f)
+		}
+	}
+	return unicode.ToLower(unicode.ToUpper(r))
+}
+
+// looseKey is a key as the most lenient parser could match it to a field:
+// case folded (foldRune), underscores and dashes ignored.
+func looseKey(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		if r == '_' || r == '-' {
+			continue
+		}
+		b.WriteRune(foldRune(r))
+	}
+	return b.String()
+}
+
+// looseEqual compares two keys as looseKey does, without allocating when
+// neither is escaped or non-ASCII.
+func looseEqual(a, b member) bool {
+	if a.esc || b.esc || !ascii(a.key) || !ascii(b.key) {
+		return looseKey(a.name()) == looseKey(b.name())
+	}
+	return asciiLooseEqual(a.key, b.key)
+}
+
+// asciiLooseEqual compares two ASCII keys ignoring case, '_' and '-'.
+func asciiLooseEqual(x, y []byte) bool {
+	i, j := 0, 0
+	for {
+		for i < len(x) && (x[i] == '_' || x[i] == '-') {
+			i++
+		}
+		for j < len(y) && (y[j] == '_' || y[j] == '-') {
+			j++
+		}
+		if i == len(x) || j == len(y) {
+			return i == len(x) && j == len(y)
+		}
+		c, d := x[i], y[j]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if 'A' <= d && d <= 'Z' {
+			d += 'a' - 'A'
+		}
+		if c != d {
+			return false
+		}
+		i, j = i+1, j+1
+	}
+}
+
+// looseCollision returns a key of ms that a lenient parser could take for
+// another key of ms.
+func looseCollision(ms []member) (string, bool) {
+	if len(ms) < 2 {
+		return "", false
+	}
+	if len(ms) > 16 { // linear, whatever a body holds
+		seen := make(map[string]struct{}, len(ms))
+		for _, m := range ms {
+			k := looseKey(m.name())
+			if _, dup := seen[k]; dup {
+				return m.name(), true
+			}
+			seen[k] = struct{}{}
+		}
+		return "", false
+	}
+	for i := 1; i < len(ms); i++ {
+		for j := 0; j < i; j++ {
+			if looseEqual(ms[i], ms[j]) {
+				return ms[i].name(), true
+			}
+		}
+	}
+	return "", false
+}
+
+// nearMiss returns a member of ms whose key is not one of fields but that
+// a lenient parser could take for one, and that field.
+func nearMiss(ms []member, fields []string) (key, field string, found bool) {
+	for _, m := range ms {
+		for _, f := range fields {
+			if m.is(f) {
+				break
+			}
+			if looseEqual(m, member{key: []byte(f)}) {
+				return m.name(), f, true
+			}
+		}
+	}
+	return "", "", false
+}
+
+// readable applies the reading rule to the members of the object at where
+// (a JSON path such as "params.message"; "" for the request itself) of
+// which the meter reads fields.
+func readable(ms []member, where string, fields []string) *Error {
+	if k, dup := looseCollision(ms); dup {
+		if where == "" {
+			return InvalidRequest(fmt.Sprintf("member %s appears twice (keys are compared ignoring case and underscores)", quoteKey(k)))
+		}
+		return InvalidParams(fmt.Sprintf("%s.%s appears twice (keys are compared ignoring case and underscores)", where, quoteKey(k)))
+	}
+	if k, f, bad := nearMiss(ms, fields); bad {
+		at := "member " + quoteKey(k)
+		if where != "" {
+			at = where + "." + quoteKey(k)
+		}
+		return InvalidRequest(fmt.Sprintf("%s is refused: agents may read it as %q, which must be spelled exactly so", at, f))
+	}
+	return nil
+}
+
+// quoteKey is a key for an error message: as it is when it is a plain
+// name, else quoted with Go's escapes (so "taſkId" shows as "ta\u017fkId"
+// and control characters are visible); cut at 64 bytes.
+func quoteKey(k string) string {
+	if len(k) > 64 {
+		cut := 64
+		for cut > 0 && !utf8.RuneStart(k[cut]) {
+			cut--
+		}
+		k = k[:cut] + "…"
+	}
+	plain := k != ""
+	for i := 0; i < len(k) && plain; i++ {
+		c := k[i]
+		plain = 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '/'
+	}
+	if plain {
+		return k
+	}
+	return strconv.QuoteToASCII(k)
+}
+
+// The fields the meter reads, per object.
+var (
+	envelopeFields  = []string{"jsonrpc", "id", "method", "params"}
+	sendFields      = []string{"message", "configuration", "metadata"}
+	messageFields   = []string{"taskId", "contextId", "parts", "metadata", "referenceTaskIds"}
+	configFields    = []string{"blocking", "returnImmediately"}
+	part03Fields    = []string{"kind", "text", "file", "data"}
+	part10Fields    = []string{"text", "raw", "url", "data"}
+	file03Fields    = []string{"bytes"}
+	taskParamFields = map[string][]string{
+		"id":     {"id", "metadata"},
+		"taskId": {"taskId", "metadata"},
+	}
+)
