@@ -48,19 +48,41 @@ func NewOps(service string) *Ops {
 }
 
 // Middleware records every request's route, status and latency.
+//
+// The label values come from closed sets, and none is a string Fiber hands
+// out: those alias fasthttp's buffers, which the next request on the
+// connection overwrites, so a label kept in the registry would change under
+// it (two series turning into one make /metrics fail), and a caller could
+// grow the series without bound with paths of their own. The method is one
+// of the methods Fiber serves (else OTHER), the route the registered
+// pattern (or "unmatched"), the status the one the caller got.
 func (o *Ops) Middleware(c *fiber.Ctx) error {
 	start := time.Now()
-	err := c.Next()
-	status := c.Response().StatusCode()
-	if err != nil {
-		if fe, ok := err.(*fiber.Error); ok {
-			status = fe.Code
+	self := c.Route()
+	if err := c.Next(); err != nil {
+		// The app's error handler picks the status of an error, so it runs
+		// here, before the status is read (as Fiber's logger does).
+		if herr := c.App().ErrorHandler(c, err); herr != nil {
+			_ = c.SendStatus(fiber.StatusInternalServerError)
 		}
 	}
-	route := c.Route().Path
-	o.requests.WithLabelValues(c.Method(), route, strconv.Itoa(status)).Inc()
-	o.latency.WithLabelValues(c.Method(), route).Observe(time.Since(start).Seconds())
-	return err
+	method, route := methodLabel(c.Method()), c.Route().Path
+	if c.Route() == self {
+		route = "unmatched" // no route took the request: its path is the caller's
+	}
+	o.requests.WithLabelValues(method, route, strconv.Itoa(c.Response().StatusCode())).Inc()
+	o.latency.WithLabelValues(method, route).Observe(time.Since(start).Seconds())
+	return nil
+}
+
+// methodLabel is m as one of the constant method names.
+func methodLabel(m string) string {
+	for _, known := range fiber.DefaultMethods {
+		if m == known {
+			return known
+		}
+	}
+	return "OTHER"
 }
 
 // Mount adds /healthz, /readyz and /metrics.
