@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/agentmarket/agentmarket/a2aproxy/wire"
 	"github.com/agentmarket/agentmarket/metering"
 )
 
@@ -45,6 +46,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
+// observe counts a call. Its labels come from closed sets, never from
+// what a buyer or an agent chose: the listing only once it was found, the
+// method only once the request parsed (so it is an A2A method), the code
+// when it is JSON-RPC's, A2A's or the meter's own (an agent may answer any
+// integer: "other"; the usage row keeps the code itself).
 func (m *Metrics) observe(cl *call, latency time.Duration) {
 	listing, method := "", ""
 	if cl.target != nil {
@@ -53,11 +59,29 @@ func (m *Metrics) observe(cl *call, latency time.Duration) {
 	if cl.req != nil {
 		method = cl.req.Name
 	}
-	m.requests.WithLabelValues(listing, method, strconv.Itoa(cl.errCode)).Inc()
+	code, ok := codeLabels[cl.errCode]
+	if !ok {
+		code = "other"
+	}
+	m.requests.WithLabelValues(listing, method, code).Inc()
 	if listing != "" {
 		m.latency.WithLabelValues(listing).Observe(latency.Seconds())
 	}
 }
+
+// codeLabels are the label values of the error codes counted one by one.
+var codeLabels = func() map[int]string {
+	out := map[int]string{}
+	for _, c := range []int{0, wire.CodeParseError, wire.CodeInvalidRequest, wire.CodeMethodNotFound, wire.CodeInvalidParams,
+		wire.CodeInternalError, wire.CodeTaskNotFound, wire.CodeTaskNotCancelable, wire.CodePushNotificationNotSupported,
+		wire.CodeUnsupportedOperation, wire.CodeContentTypeNotSupported, wire.CodeInvalidAgentResponse,
+		wire.CodeExtendedCardNotConfigured, wire.CodeExtensionSupportRequired, wire.CodeVersionNotSupported,
+		CodeUnauthorized, CodeNotEntitled, CodeBudgetExhausted, CodeListingUnavailable, CodeUpstreamUnreachable,
+		CodeUpstreamTimeout, CodeResultTooLarge, CodeRequestTooLarge, CodeStreamIdle} {
+		out[c] = strconv.Itoa(c)
+	}
+	return out
+}()
 
 func (m *Metrics) tokens(u metering.Usage) {
 	src := "reported"

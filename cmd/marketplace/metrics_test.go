@@ -2,9 +2,11 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,6 +20,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/agentmarket/agentmarket/a2aproxy/demoagent"
 	"github.com/agentmarket/agentmarket/a2aproxy/wire"
 )
 
@@ -28,12 +31,14 @@ const marker = "zzq"
 // TestMetricsUnderLoad: /metrics stays a valid, bounded exposition while
 // the marketplace and its embedded meter serve concurrent traffic of every
 // kind: mixed HTTP methods over the same keep-alive connections, paths
-// nobody registered, A2A calls with made-up method names. Every scrape, during the load and after it,
+// nobody registered, A2A calls with made-up method names, an agent that
+// answers made-up error codes. Every scrape, during the load and after it,
 // answers 200, parses, holds no series twice, and takes every label value
 // from its closed set; and the counters count what was sent, under the
 // status the caller got.
 func TestMetricsUnderLoad(t *testing.T) {
 	mk := newMarket(t, nil)
+	oddID, oddEP := mk.listOddAgent(t)
 
 	const workers, rounds = 8, 25
 	tr := &http.Transport{MaxIdleConnsPerHost: workers + 2}
@@ -92,6 +97,9 @@ func TestMetricsUnderLoad(t *testing.T) {
 					{"POST", base + "/a2a/" + odd, mk.buyer, rpcBody("tasks/get", `{"id":"t"}`)},
 					{"POST", mk.ep03, mk.buyer, rpcBody(odd+"/send", `{}`)},
 					{"POST", mk.ep03, mk.buyer, rpcBody("tasks/get", `{"id":"`+odd+`"}`)},
+					{"POST", oddEP, mk.buyer, rpcBody("tasks/get", `{"id":"`+odd+`"}`)},
+					{"POST", oddEP, mk.buyer, rpcBody("message/send", `{"message":{"kind":"message","messageId":"`+odd+
+						`","role":"user","parts":[{"kind":"text","text":"hi"}]}}`)},
 				}
 				for _, s := range steps {
 					if err := send(s.method, s.url, s.key, s.body); err != nil {
@@ -144,11 +152,44 @@ func TestMetricsUnderLoad(t *testing.T) {
 		{"agentmarket_marketplace_http_requests_total", map[string]string{"method": "DELETE", "route": "/api/v1", "status": "401"}},
 		// A method that is none of A2A's is refused before it is read.
 		{"agentmarket_meter_a2a_requests_total", map[string]string{"listing": mk.id03, "method": "", "code": "-32601"}},
+		{"agentmarket_meter_a2a_requests_total", map[string]string{"listing": oddID, "method": "message/send", "code": "other"}},
 	} {
 		if got := counter(last, w.family, w.labels); got != workers*rounds {
 			t.Errorf("%s%v = %v, want %d", w.family, w.labels, got, workers*rounds)
 		}
 	}
+}
+
+// listOddAgent lists an A2A 0.3 agent that answers every call with an
+// error code of its own invention (-31000 minus a count), and subscribes
+// the buyer to it.
+func (mk *market) listOddAgent(t *testing.T) (id, endpoint string) {
+	t.Helper()
+	card := demoagent.New(demoagent.Config{Version: "0.3", Name: "Oddball"})
+	var n atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			card.ServeHTTP(w, r)
+			return
+		}
+		var in struct {
+			ID json.RawMessage `json:"id"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&in)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":"%s"}}`, in.ID, -31000-n.Add(1), marker)
+	}))
+	t.Cleanup(srv.Close)
+	card.SetBaseURL(srv.URL + "/")
+	r := mk.api.with(mk.seller).do("POST", "/api/v1/listings", map[string]any{"card_url": srv.URL, "pricing": pricing})
+	if r.Status != 201 {
+		t.Fatalf("list: %d %s", r.Status, r.Body)
+	}
+	id = r.str("id")
+	if r = mk.api.with(mk.buyer).do("POST", "/api/v1/subscriptions", map[string]any{"listing_id": id}); r.Status != 201 {
+		t.Fatalf("subscribe: %d %s", r.Status, r.Body)
+	}
+	return id, r.str("endpoint")
 }
 
 // scrape reads /metrics and parses it with Prometheus' own text parser.
