@@ -21,12 +21,15 @@ func randomHex(n int) string {
 }
 
 // parseTraceparent reads a traceparent header ("00-<trace>-<span>-<flags>");
-// an absent or malformed one starts a new trace.
+// an absent or malformed one starts a new trace. What it keeps is copied:
+// the header Fiber hands over aliases a buffer the connection's next
+// request overwrites, and a trace outlives its request (a stream settled
+// after its buyer left, a cascade of cancels).
 func parseTraceparent(h string) traceContext {
 	parts := strings.Split(strings.TrimSpace(h), "-")
 	if len(parts) == 4 && len(parts[0]) == 2 && parts[0] != "ff" && isHex(parts[1], 32) && isHex(parts[2], 16) && isHex(parts[3], 2) &&
 		parts[1] != strings.Repeat("0", 32) {
-		return traceContext{traceID: parts[1], spanID: randomHex(8), flags: parts[3]}
+		return traceContext{traceID: strings.Clone(parts[1]), spanID: randomHex(8), flags: strings.Clone(parts[3])}
 	}
 	return traceContext{traceID: randomHex(16), spanID: randomHex(8), flags: "01"}
 }

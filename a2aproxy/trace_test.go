@@ -1,6 +1,14 @@
 package a2aproxy
 
-import "testing"
+import (
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+
+	"github.com/gofiber/fiber/v2"
+)
 
 func TestTraceparent(t *testing.T) {
 	in := parseTraceparent("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
@@ -14,6 +22,48 @@ func TestTraceparent(t *testing.T) {
 		tc := parseTraceparent(bad)
 		if len(tc.traceID) != 32 || tc.traceID == "00000000000000000000000000000000" || tc.traceID == "4bf92f3577b34da6a3ce929d0e0e4736" {
 			t.Errorf("%q: trace %q, want a fresh one", bad, tc.traceID)
+		}
+	}
+}
+
+// TestTraceparentOutlivesItsRequest: the trace read from a request's
+// header is still that request's after the connection carried another one
+// (Fiber's header strings alias fasthttp's buffers, which the next request
+// on the connection overwrites), as a stream settled after its buyer left
+// and a cascade of cancels need it to be.
+func TestTraceparentOutlivesItsRequest(t *testing.T) {
+	var mu sync.Mutex
+	var kept []traceContext
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	app.Get("/", func(c *fiber.Ctx) error {
+		mu.Lock()
+		defer mu.Unlock()
+		kept = append(kept, parseTraceparent(c.Get("traceparent")))
+		return nil
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go app.Listener(ln)
+	defer app.Shutdown()
+	ids := []string{"4bf92f3577b34da6a3ce929d0e0e4736", "0af7651916cd43dd8448eb211c80319c"}
+	hc := &http.Client{Transport: &http.Transport{}} // one keep-alive connection for both
+	for _, id := range ids {
+		req, _ := http.NewRequest("GET", "http://"+ln.Addr().String()+"/", nil)
+		req.Header.Set("traceparent", "00-"+id+"-00f067aa0ba902b7-01")
+		res, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, id := range ids {
+		if kept[i].traceID != id {
+			t.Errorf("request %d: trace %q, want %q", i, kept[i].traceID, id)
 		}
 	}
 }
