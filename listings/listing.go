@@ -90,6 +90,18 @@ type Incident struct {
 // incident is recorded.
 func (l *Listing) Healthy() bool { return l.Health == HealthHealthy && l.Incident == nil }
 
+// HealthShown is the health to show: unhealthy while an incident is
+// recorded, with the card's problem or else the incident as the detail.
+func (l *Listing) HealthShown() (Health, string) {
+	if l.Incident == nil {
+		return l.Health, l.HealthDetail
+	}
+	if l.HealthDetail != "" {
+		return HealthUnhealthy, l.HealthDetail
+	}
+	return HealthUnhealthy, l.Incident.Detail
+}
+
 // HasUpstreamAuth reports whether credentials for the agent are stored.
 func (l *Listing) HasUpstreamAuth() bool { return len(l.UpstreamAuth) > 0 }
 

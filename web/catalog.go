@@ -47,7 +47,8 @@ func rates(p listings.Plan) []string {
 }
 
 func (u *UI) card(r *req, l *listings.Listing) listingCard {
-	c := listingCard{ID: l.ID, Name: l.ID, Seller: u.orgName(r.ctx, l.SellerOrgID), SellerID: l.SellerOrgID, Status: l.Status, Health: l.Health,
+	health, _ := l.HealthShown()
+	c := listingCard{ID: l.ID, Name: l.ID, Seller: u.orgName(r.ctx, l.SellerOrgID), SellerID: l.SellerOrgID, Status: l.Status, Health: health,
 		Fee: formatMicros(l.Plan.MonthlyFeeMicros, l.Plan.Currency), Rates: rates(l.Plan)}
 	if k := l.Card; k != nil {
 		c.Name, c.Description, c.Version = k.Name, k.Description, k.Version

@@ -70,7 +70,8 @@ func (u *UI) seller(r *req) error {
 	}
 	d.Total = res.Total
 	for _, l := range res.Items {
-		d.Listings = append(d.Listings, sellerRow{listingCard: u.card(r, l), HealthDetail: l.HealthDetail, CardURL: l.CardURL, Actions: sellerActions(l.Status)})
+		_, detail := l.HealthShown()
+		d.Listings = append(d.Listings, sellerRow{listingCard: u.card(r, l), HealthDetail: detail, CardURL: l.CardURL, Actions: sellerActions(l.Status)})
 	}
 	if res.Page > 1 {
 		d.Prev = "/seller?page=" + strconv.Itoa(res.Page-1)

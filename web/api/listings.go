@@ -90,8 +90,6 @@ func (s *Server) listingView(l *listings.Listing, withCard bool) listingJSON {
 		ID:              l.ID,
 		SellerOrgID:     l.SellerOrgID,
 		Status:          l.Status,
-		Health:          l.Health,
-		HealthDetail:    l.HealthDetail,
 		Pricing:         l.Plan.PricingJSON(),
 		CardURL:         l.CardURL,
 		CardHash:        l.CardHash,
@@ -104,14 +102,9 @@ func (s *Server) listingView(l *listings.Listing, withCard bool) listingJSON {
 		Interfaces:      []interfaceJSON{},
 		Skills:          []skillJSON{},
 	}
+	v.Health, v.HealthDetail = l.HealthShown()
 	if l.Incident != nil {
-		// An incident makes the listing unhealthy until the seller refreshes
-		// it by hand.
-		v.Health = listings.HealthUnhealthy
 		v.Incident = &incidentJSON{At: l.Incident.At, Detail: l.Incident.Detail}
-		if v.HealthDetail == "" {
-			v.HealthDetail = l.Incident.Detail
-		}
 	}
 	if !l.NextRefreshAt.IsZero() {
 		t := l.NextRefreshAt
