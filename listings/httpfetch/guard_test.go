@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/listings/httpfetch"
+	"github.com/agentmarket/agentmarket/listings/httpfetch/httpfetchtest"
 )
 
 // Addresses here are only checked, never dialled.
@@ -187,7 +188,7 @@ func TestGuardDialContext(t *testing.T) {
 	}()
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 
-	dns := newFakeDNS(map[string]string{
+	dns := httpfetchtest.NewDNS(map[string]string{
 		"agent.test":    "127.0.0.1",
 		"intranet.test": "10.0.0.1",
 		"metadata.test": "169.254.169.254",
@@ -209,9 +210,9 @@ func TestGuardDialContext(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var mu sync.Mutex
 			var seen []string
-			safety := loopbackOnly(t)
+			safety := httpfetchtest.LoopbackOnly(t)
 			base := &net.Dialer{
-				Resolver: dns.resolver(),
+				Resolver: dns.Resolver(),
 				// Chained after the guard: records what got past it, and
 				// is the safety net that keeps the test on loopback.
 				ControlContext: func(_ context.Context, network, address string, c syscall.RawConn) error {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/listings/httpfetch"
+	"github.com/agentmarket/agentmarket/listings/httpfetch/httpfetchtest"
 )
 
 // No test in this file sends a packet anywhere but loopback, even with a
@@ -71,7 +72,7 @@ func TestFetchCardDefaultTransportRefusesLoopback(t *testing.T) {
 func TestFetchCardRefusesHostnamesAtDialTime(t *testing.T) {
 	srv := agentServer(t, "/.well-known/agent-card.json")
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	dns := newFakeDNS(map[string]string{
+	dns := httpfetchtest.NewDNS(map[string]string{
 		"intranet.test": "10.0.0.1",
 		"metadata.test": "169.254.169.254",
 		"imds6.test":    "fd00:ec2::254",
@@ -111,7 +112,7 @@ func TestFetchCardRefusesHostnamesAtDialTime(t *testing.T) {
 func TestFetchCardAllowedHostname(t *testing.T) {
 	srv := agentServer(t, "/.well-known/agent-card.json")
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	dns := newFakeDNS(map[string]string{"agent.test": "127.0.0.1"})
+	dns := httpfetchtest.NewDNS(map[string]string{"agent.test": "127.0.0.1"})
 	g := loopback(t)
 	f := &httpfetch.Fetcher{Guard: g, Transport: guardedTransport(t, g, dns)}
 	got, err := f.FetchCard(context.Background(), "http://agent.test:"+port, "")
@@ -126,7 +127,7 @@ func TestFetchCardAllowedHostname(t *testing.T) {
 // Each redirect hop is checked again: a public card URL must not bounce
 // the fetcher into the private network.
 func TestFetchCardRefusesRedirectsToPrivateAddresses(t *testing.T) {
-	dns := newFakeDNS(map[string]string{"intranet.test": "10.0.0.1"})
+	dns := httpfetchtest.NewDNS(map[string]string{"intranet.test": "10.0.0.1"})
 	tests := []struct{ location, wantMsg string }{
 		{"http://10.0.0.1/card.json", "redirected to http://10.0.0.1/card.json: refusing to fetch from 10.0.0.1: 10.0.0.1 is a private address"},
 		{"http://169.254.169.254/latest/meta-data/", "169.254.169.254 is a cloud metadata address"},
