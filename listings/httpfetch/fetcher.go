@@ -62,6 +62,10 @@ type Fetcher struct {
 	// MaxRedirects is how many redirects one request may follow. Zero
 	// means DefaultMaxRedirects; a negative value follows none.
 	MaxRedirects int
+	// Dialer is the base dialer the guard is installed on (timeouts; tests
+	// give it an in-memory resolver and a safety net); nil means a 30 s
+	// connect timeout.
+	Dialer *net.Dialer
 	// Clock stamps FetchedAt; nil means the system clock in UTC.
 	Clock agentmarket.Clock
 	// Transport overrides the HTTP transport, for tests. The default
@@ -121,9 +125,13 @@ func (f *Fetcher) FetchCard(ctx context.Context, cardURL, etag string) (*listing
 }
 
 func (f *Fetcher) defaultTransport() *http.Transport {
+	base := f.Dialer
+	if base == nil {
+		base = &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	}
 	return &http.Transport{
 		Proxy:                  nil,
-		DialContext:            f.Guard.DialContext(&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}),
+		DialContext:            f.Guard.DialContext(base),
 		ForceAttemptHTTP2:      true,
 		TLSHandshakeTimeout:    10 * time.Second,
 		MaxResponseHeaderBytes: 1 << 20, // the default 10 MB is generous for a hostile peer

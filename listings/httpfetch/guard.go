@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 	"unicode"
 
 	"github.com/agentmarket/agentmarket"
@@ -33,6 +34,10 @@ type Guard struct {
 	// 127.0.0.0/8 in tests or a partner's private range on-premises. It is
 	// configured from AGENTMARKET_FETCH_ALLOW_CIDRS through ParseCIDRs.
 	Allow []netip.Prefix
+	// Resolver resolves names for CheckHost, and for the dialers
+	// DialContext returns whose base has none; nil means
+	// net.DefaultResolver. Tests set an in-memory one.
+	Resolver *net.Resolver
 }
 
 // ParseCIDRs parses a comma- or space-separated list of prefixes
@@ -102,6 +107,9 @@ func (g Guard) DialContext(base *net.Dialer) func(ctx context.Context, network, 
 	if base != nil {
 		d = *base
 	}
+	if d.Resolver == nil {
+		d.Resolver = g.Resolver
+	}
 	// Freeze the allow list: a caller mutating its slice later must not
 	// change the policy of dialers already handed out.
 	g.Allow = slices.Clone(g.Allow)
@@ -121,6 +129,38 @@ func (g Guard) DialContext(base *net.Dialer) func(ctx context.Context, network, 
 	}
 	return d.DialContext
 }
+
+// CheckHost judges a host before anything is dialled, for the people who
+// type URLs: a literal IP by itself, a name by every address it resolves
+// to now, all of which must pass Check. A refusal is an
+// *agentmarket.Error of kind Invalid and code url_refused whose message
+// says why for a literal IP but, for a name, never what it resolved to
+// (the answer would map the marketplace's own network). A name that does
+// not resolve now passes: nothing can be dialled there, and what it
+// resolves to later is judged then. CheckHost is advice, not the policy:
+// a name can resolve elsewhere later, so the dialers judge the address
+// again at every connect.
+func (g Guard) CheckHost(ctx context.Context, host string) error {
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return g.Check(ip)
+	}
+	r := g.Resolver
+	if r == nil {
+		r = net.DefaultResolver
+	}
+	ctx, cancel := context.WithTimeout(ctx, lookupTimeout)
+	defer cancel()
+	ips, _ := r.LookupNetIP(ctx, "ip", host)
+	for _, ip := range ips {
+		if g.Check(ip) != nil {
+			return refused(fmt.Sprintf("host %q resolves to an address the marketplace does not connect to (only public addresses are reachable)", host))
+		}
+	}
+	return nil
+}
+
+// lookupTimeout bounds CheckHost's name resolution.
+const lookupTimeout = 5 * time.Second
 
 func refused(msg string) error {
 	return &agentmarket.Error{Kind: agentmarket.Invalid, Code: CodeURLRefused, Message: msg}

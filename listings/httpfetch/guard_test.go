@@ -322,3 +322,76 @@ func TestParseCIDRs(t *testing.T) {
 		}
 	}
 }
+
+// CheckHost judges what a seller typed before anything is dialled: literal
+// addresses with the reason, names by every address they resolve to,
+// without saying which address a refused name resolved to. A name that
+// does not resolve passes: there is nothing to dial yet.
+func TestGuardCheckHost(t *testing.T) {
+	dns := httpfetchtest.NewDNS(map[string]string{
+		"agent.test":    "127.0.0.1",
+		"public.test":   "93.184.216.34",
+		"intranet.test": "10.0.0.1",
+		"metadata.test": "169.254.169.254",
+		"mixed.test":    "93.184.216.34 192.168.1.1",
+		"imds6.test":    "fd00:ec2::254",
+	})
+	strict := httpfetch.Guard{Resolver: dns.Resolver()}
+	allowLoop := loopback(t)
+	allowLoop.Resolver = dns.Resolver()
+	tests := []struct {
+		guard    httpfetch.Guard
+		host     string
+		wantCode string // "" means allowed
+		wantMsg  string
+	}{
+		{strict, "public.test", "", ""},
+		{strict, "93.184.216.34", "", ""},
+		{allowLoop, "agent.test", "", ""},
+		{allowLoop, "127.0.0.1", "", ""},
+		{strict, "agent.test", "url_refused", `host "agent.test" resolves to an address the marketplace does not connect to`},
+		{strict, "127.0.0.1", "url_refused", "127.0.0.1 is a loopback address"},
+		{strict, "::1", "url_refused", "::1 is a loopback address"},
+		{strict, "10.0.0.1", "url_refused", "10.0.0.1 is a private address"},
+		{strict, "169.254.169.254", "url_refused", "169.254.169.254 is a cloud metadata address"},
+		{allowLoop, "intranet.test", "url_refused", `host "intranet.test" resolves to an address`},
+		{allowLoop, "metadata.test", "url_refused", `host "metadata.test" resolves to an address`},
+		{allowLoop, "mixed.test", "url_refused", `host "mixed.test" resolves to an address`},
+		{allowLoop, "imds6.test", "url_refused", `host "imds6.test" resolves to an address`},
+		{strict, "localhost", "url_refused", `host "localhost" resolves to an address`},
+		{strict, "nowhere.test", "", ""}, // nothing to dial now; the dialer judges it later
+	}
+	for _, tt := range tests {
+		t.Run(tt.host, func(t *testing.T) {
+			err := tt.guard.CheckHost(context.Background(), tt.host)
+			if tt.wantCode == "" {
+				if err != nil {
+					t.Fatalf("CheckHost(%s) = %v, want allowed", tt.host, err)
+				}
+				return
+			}
+			var e *agentmarket.Error
+			if !errors.As(err, &e) || e.Kind != agentmarket.Invalid || e.Code != tt.wantCode || !strings.Contains(e.Message, tt.wantMsg) {
+				t.Fatalf("CheckHost(%s) = %v, want %s containing %q", tt.host, err, tt.wantCode, tt.wantMsg)
+			}
+			for _, leak := range []string{"10.0.0.1", "169.254", "192.168", "fd00", "127.0.0.1"} {
+				if !strings.Contains(tt.host, leak) && strings.Contains(e.Message, leak) {
+					t.Errorf("message %q tells what %s resolved to", e.Message, tt.host)
+				}
+			}
+		})
+	}
+}
+
+// A guard's Resolver also resolves for the dialers it returns whose base
+// has none: the check and the connect see the same names.
+func TestGuardDialContextUsesItsResolver(t *testing.T) {
+	dns := httpfetchtest.NewDNS(map[string]string{"intranet.test": "10.0.0.1"})
+	g := httpfetch.Guard{Resolver: dns.Resolver()}
+	dial := g.DialContext(&net.Dialer{Control: httpfetchtest.LoopbackOnly(t)})
+	_, err := dial(context.Background(), "tcp", "intranet.test:80")
+	var e *agentmarket.Error
+	if !errors.As(err, &e) || e.Code != "url_refused" || !strings.Contains(e.Message, "10.0.0.1 is a private address") {
+		t.Fatalf("dial intranet.test = %v, want the guard's refusal of 10.0.0.1", err)
+	}
+}

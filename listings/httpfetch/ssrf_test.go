@@ -108,13 +108,13 @@ func TestFetchCardRefusesHostnamesAtDialTime(t *testing.T) {
 }
 
 // The same resolution path reaches an allowed address: the refusals above
-// are the guard's doing, not a broken resolver's.
+// are the guard's doing, not a broken resolver's. (The default transport,
+// on the Fetcher's own base dialer.)
 func TestFetchCardAllowedHostname(t *testing.T) {
 	srv := agentServer(t, "/.well-known/agent-card.json")
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
 	dns := httpfetchtest.NewDNS(map[string]string{"agent.test": "127.0.0.1"})
-	g := loopback(t)
-	f := &httpfetch.Fetcher{Guard: g, Transport: guardedTransport(t, g, dns)}
+	f := &httpfetch.Fetcher{Guard: loopback(t), Dialer: httpfetchtest.Dialer(t, dns)}
 	got, err := f.FetchCard(context.Background(), "http://agent.test:"+port, "")
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,8 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/agentmarket/agentmarket/listings/httpfetch"
 )
 
 // DNS answers A and AAAA queries from a map it holds, NXDOMAIN for names
@@ -162,4 +164,15 @@ func Dialer(t testing.TB, dns *DNS) *net.Dialer {
 		dns = NewDNS(nil)
 	}
 	return &net.Dialer{Resolver: dns.Resolver(), Control: LoopbackOnly(t)}
+}
+
+// Loopback is the guard of tests whose agents listen on loopback: the
+// strict policy with 127.0.0.0/8 allowed (what the tests set
+// AGENTMARKET_FETCH_ALLOW_CIDRS to), names resolved by dns (nil: none
+// resolves, and no query leaves the process).
+func Loopback(dns *DNS) httpfetch.Guard {
+	if dns == nil {
+		dns = NewDNS(nil)
+	}
+	return httpfetch.Guard{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, Resolver: dns.Resolver()}
 }
