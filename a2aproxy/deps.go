@@ -77,9 +77,11 @@ type Spend interface {
 	Spent(ctx context.Context, apiKeyID, contractID string, from time.Time) (int64, error)
 }
 
-// AddressGuard is the SSRF policy buyers' webhooks must pass
-// (httpfetch.Guard): Check judges an address when a config is set, and the
-// dialer it installs judges the resolved address again at every delivery.
+// AddressGuard is the SSRF policy of every connection the meter makes,
+// to agents and to buyers' webhooks (httpfetch.Guard): the dialer
+// DialContext returns judges the resolved address of each connection
+// before it is made, and refuses with an *agentmarket.Error of kind
+// Invalid; Check judges a webhook's address when its config is set.
 type AddressGuard interface {
 	Check(ip netip.Addr) error
 	DialContext(base *net.Dialer) func(ctx context.Context, network, addr string) (net.Conn, error)

@@ -156,7 +156,7 @@ func (p *Proxy) probeGet(ctx context.Context, cl *call, u string) (int, []byte, 
 	if a := cl.target.UpstreamAuth; a != nil {
 		req.Header.Set(a.Header, a.Value)
 	}
-	res, err := p.Client.Do(req)
+	res, err := p.send(cl, req)
 	if err != nil {
 		return 0, nil, err
 	}

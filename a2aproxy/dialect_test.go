@@ -3,7 +3,6 @@ package a2aproxy
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -81,7 +80,7 @@ func TestAgentDialect(t *testing.T) {
 			}))
 			defer srv.Close()
 			clock := agentmarket.NewManualClock(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC))
-			p := &Proxy{Client: srv.Client(), Clock: clock, Logger: slog.New(slog.DiscardHandler)}
+			p := guardedProxy(t, clock)
 			cl := dialectCall(srv.URL+"/", tc.version, tc.binding)
 			if d := p.agentDialect(t.Context(), cl); d != tc.want {
 				t.Errorf("dialect %s, want %s", d, tc.want)
@@ -117,7 +116,7 @@ func TestAgentDialectUnreachable(t *testing.T) {
 	}))
 	defer srv.Close()
 	clock := agentmarket.NewManualClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
-	p := &Proxy{Client: srv.Client(), Clock: clock, Logger: slog.New(slog.DiscardHandler)}
+	p := guardedProxy(t, clock)
 	cl := dialectCall(srv.URL, wire.V03, agentcard.BindingHTTPJSON)
 	if d := p.agentDialect(t.Context(), cl); d != wire.DialectSpec {
 		t.Errorf("dialect %s of an agent that does not answer", d)
@@ -144,7 +143,7 @@ func TestAgentDialectOneProbe(t *testing.T) {
 		dialectServer("a2a-go")(w, r)
 	}))
 	defer srv.Close()
-	p := &Proxy{Client: srv.Client(), Clock: agentmarket.SystemClock{}, Logger: slog.New(slog.DiscardHandler)}
+	p := guardedProxy(t, agentmarket.SystemClock{})
 	var wg sync.WaitGroup
 	got := make([]wire.Dialect, 8)
 	for i := range got {

@@ -21,6 +21,7 @@ const (
 	CodeResultTooLarge      = -32052 // the agent's answer exceeds the result size limit
 	CodeRequestTooLarge     = -32053 // the request body exceeds the size limit
 	CodeStreamIdle          = -32054 // the agent sent nothing within the stream idle timeout
+	CodeUpstreamRefused     = -32055 // the agent's address is one the meter does not connect to (SSRF guard)
 	CodeAgentTaskConflict   = -32056 // the agent answered with another organisation's task: the answer was withheld
 	CodeUpstreamInvalid     = -32006 // A2A InvalidAgentResponse: the agent answered something that is not JSON-RPC
 	CodeInternal            = -32603

@@ -252,7 +252,7 @@ func (p *Proxy) callAgent(ctx context.Context, cl *call, r *wire.Request) (json.
 	if err != nil {
 		return nil, nil, err
 	}
-	res, err := p.Client.Do(req)
+	res, err := p.send(cl, req)
 	if err != nil {
 		return nil, nil, upstreamErr(ctx, err, cl.lim.RequestTimeout)
 	}

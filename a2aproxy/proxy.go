@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -124,10 +125,16 @@ type Proxy struct {
 	Incidents Incidents
 	// Push relays push notifications (nil: the meter refuses push configs,
 	// and proxied cards say pushNotifications: false).
-	Push    *Push
+	Push *Push
+	// Guard is the SSRF policy of every connection to an agent
+	// (httpfetch.Guard with AGENTMARKET_FETCH_ALLOW_CIDRS); nil: the meter
+	// connects to no agent (upstream.go).
+	Guard AddressGuard
+	// Dialer is the base dialer the guard is installed on; nil: a 30 s
+	// connect timeout. Tests give it an in-memory resolver.
+	Dialer  *net.Dialer
 	Clock   agentmarket.Clock
 	Logger  *slog.Logger
-	Client  *http.Client
 	Metrics *Metrics
 	// Base is the context background work (streams whose buyer left,
 	// settling) runs under; it ends at shutdown.
@@ -142,6 +149,7 @@ type Proxy struct {
 	bills     *batcher[metering.BillRequest, metering.BillResult]
 	binds     *batcher[contracts.TaskBinding, bindResult]
 	dialects  dialectCache // of 0.3 HTTP+JSON agent interfaces (dialect.go)
+	upstream  *http.Client // to agents, under Guard (upstream.go)
 	// background counts work that outlives a request (cascades).
 	background sync.WaitGroup
 }
@@ -156,15 +164,7 @@ func (p *Proxy) Init() {
 	p.spent = newTTLCache[int64](p.Limits.CacheTTL, now)
 	p.plans = newTTLCache[*listings.Plan](time.Hour, now)
 	p.parents = newTTLCache[*contracts.TaskBinding](p.Limits.CacheTTL, now)
-	if p.Client == nil {
-		p.Client = &http.Client{Transport: &http.Transport{
-			MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second, ForceAttemptHTTP2: false,
-			// A request is written once (a large body goes past the buffer);
-			// a smaller write buffer is memory every held stream saves.
-			WriteBufferSize: 1024,
-			ReadBufferSize:  2048,
-		}}
-	}
+	p.initUpstream()
 	if p.Base == nil {
 		p.Base = context.Background()
 	}
@@ -634,7 +634,7 @@ func (p *Proxy) unary(c *fiber.Ctx, cl *call) error {
 	if err != nil {
 		return p.fail(c, cl, err)
 	}
-	res, err := p.Client.Do(req)
+	res, err := p.send(cl, req)
 	if err != nil {
 		return p.fail(c, cl, upstreamErr(ctx, err, cl.lim.RequestTimeout))
 	}
@@ -846,6 +846,9 @@ func (p *Proxy) ownTasks(ctx context.Context, cl *call, result json.RawMessage) 
 }
 
 func upstreamErr(ctx context.Context, err error, limit time.Duration) error {
+	if re := (*rpcError)(nil); errors.As(err, &re) {
+		return re // send's: a refused address, a redirect
+	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
 		return rpcErr(CodeUpstreamTimeout, http.StatusOK, fmt.Sprintf("the agent did not answer within %s", limit))
 	}

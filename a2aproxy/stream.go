@@ -37,7 +37,7 @@ func (p *Proxy) stream(c *fiber.Ctx, cl *call) error {
 	// The connection itself must come up within the request timeout;
 	// afterwards only the idle timeout applies.
 	connectTimer := time.AfterFunc(cl.lim.RequestTimeout, cancel)
-	res, err := p.Client.Do(req)
+	res, err := p.send(cl, req)
 	connectTimer.Stop()
 	if err != nil {
 		cancel()
@@ -268,7 +268,7 @@ func (p *Proxy) poll(ctx context.Context, cl *call) {
 		if err != nil {
 			return
 		}
-		res, err := p.Client.Do(req)
+		res, err := p.send(cl, req)
 		if err != nil {
 			continue
 		}

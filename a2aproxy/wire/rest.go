@@ -71,6 +71,7 @@ const (
 	codeResultTooLarge      = -32052
 	codeRequestTooLarge     = -32053
 	codeStreamIdle          = -32054
+	codeUpstreamRefused     = -32055
 	codeAgentTaskConflict   = -32056
 )
 
@@ -893,6 +894,7 @@ func RESTEvent(v Version, m Method, result json.RawMessage) []byte {
 //	-32052  502          RESOURCE_EXHAUSTED  RESULT_TOO_LARGE                    agentmarket.dev
 //	-32053  413          RESOURCE_EXHAUSTED  REQUEST_TOO_LARGE                   agentmarket.dev
 //	-32054  504          DEADLINE_EXCEEDED   STREAM_IDLE                         agentmarket.dev
+//	-32055  502          FAILED_PRECONDITION UPSTREAM_REFUSED                    agentmarket.dev
 //	other   500          UNKNOWN             UNKNOWN_ERROR, metadata {"code"}    agentmarket.dev
 //
 // The A2A rows are §5.4's. A spent budget is 402, not 429: 429 invites
@@ -971,6 +973,7 @@ var restErrors = [...]restErr{
 	{codeResultTooLarge, 502, "RESOURCE_EXHAUSTED", "RESULT_TOO_LARGE", marketplaceDomain},
 	{codeRequestTooLarge, 413, "RESOURCE_EXHAUSTED", "REQUEST_TOO_LARGE", marketplaceDomain},
 	{codeStreamIdle, 504, "DEADLINE_EXCEEDED", "STREAM_IDLE", marketplaceDomain},
+	{codeUpstreamRefused, 502, "FAILED_PRECONDITION", "UPSTREAM_REFUSED", marketplaceDomain},
 	{codeAgentTaskConflict, 502, "INTERNAL", "AGENT_TASK_CONFLICT", marketplaceDomain},
 }
 

@@ -371,6 +371,7 @@ func restErrorCases() []restErrorCase {
 		{"result_too_large", own(-32052, "the agent's answer exceeds the 262144-byte result limit")},
 		{"request_too_large", own(-32053, "the request is 2000000 bytes; the limit is 1048576")},
 		{"stream_idle", own(-32054, "the agent sent nothing for 2m0s")},
+		{"upstream_refused", own(-32055, "the meter does not connect to this agent's address")},
 		{"agent_defined", own(-32077, "quota of the agent's model exhausted")},
 		{"free_data", &wire.Error{Code: -32602, Message: "bad field", Data: map[string]any{"field": "message.parts", "html": "<b>"}}},
 		{"raw_typed_data", &wire.Error{Code: -32001, Message: "Task not found", Data: json.RawMessage(`[{"@type":"type.googleapis.com/google.rpc.ErrorInfo","reason":"TASK_NOT_FOUND","domain":"a2a-protocol.org","metadata":{"taskId":"t-2"}},{"@type":"type.googleapis.com/google.rpc.DebugInfo","detail":"x"}]`)}},
@@ -390,7 +391,7 @@ var restStatusTable = map[int]struct {
 	-32007: {400, "EXTENDED_AGENT_CARD_NOT_CONFIGURED"}, -32008: {400, "EXTENSION_SUPPORT_REQUIRED"}, -32009: {400, "VERSION_NOT_SUPPORTED"},
 	-32040: {401, "UNAUTHENTICATED"}, -32041: {403, "NOT_ENTITLED"}, -32042: {402, "BUDGET_EXHAUSTED"}, -32043: {404, "LISTING_UNAVAILABLE"},
 	-32050: {502, "UPSTREAM_UNREACHABLE"}, -32051: {504, "UPSTREAM_TIMEOUT"}, -32052: {502, "RESULT_TOO_LARGE"},
-	-32053: {413, "REQUEST_TOO_LARGE"}, -32054: {504, "STREAM_IDLE"},
+	-32053: {413, "REQUEST_TOO_LARGE"}, -32054: {504, "STREAM_IDLE"}, -32055: {502, "UPSTREAM_REFUSED"},
 	-32077: {500, "UNKNOWN_ERROR"},
 }
 

@@ -574,9 +574,10 @@ func TestRevocationReachesEveryMeter(t *testing.T) {
 }
 
 // TestDemo: the --demo lines work from a fresh data dir and the usage
-// they cause shows in /api/v1/usage.
+// they cause shows in /api/v1/usage, without AGENTMARKET_FETCH_ALLOW_CIDRS
+// (--demo lets the meter reach its agents on 127.0.0.1).
 func TestDemo(t *testing.T) {
-	m := startMarketplace(t, nil, "--demo")
+	m := startMarketplace(t, map[string]string{"AGENTMARKET_FETCH_ALLOW_CIDRS": ""}, "--demo")
 	out := m.Output.String()
 	var key string
 	var endpoints []string

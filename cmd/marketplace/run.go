@@ -17,7 +17,8 @@ import (
 )
 
 // run is the whole program: it returns when ctx ends or on a fatal error.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+// opts adjust the core (tests: the dialer toward agents).
+func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, opts ...serve.Option) error {
 	cfg, err := config.Load("marketplace", args, getenv, stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
@@ -26,7 +27,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	log := serve.Logger(cfg, stdout)
-	core, err := serve.OpenCore(ctx, cfg, log)
+	core, err := serve.OpenCore(ctx, cfg, log, opts...)
 	if err != nil {
 		return err
 	}

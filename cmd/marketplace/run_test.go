@@ -20,6 +20,7 @@ import (
 	_ "github.com/glebarez/go-sqlite"
 	_ "github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/agentmarket/agentmarket/cmd/internal/serve"
 	"github.com/agentmarket/agentmarket/migrations/gormdb/gormdbtest"
 )
 
@@ -73,6 +74,12 @@ func (b *syncBuffer) String() string {
 // given settings and waits until it listens. It stops when the test ends.
 func startMarketplace(t *testing.T, env map[string]string, args ...string) *started {
 	t.Helper()
+	return startMarketplaceWith(t, env, nil, args...)
+}
+
+// startMarketplaceWith is startMarketplace with options for the core.
+func startMarketplaceWith(t *testing.T, env map[string]string, opts []serve.Option, args ...string) *started {
+	t.Helper()
 	dataDir := t.TempDir()
 	vars := map[string]string{
 		"AGENTMARKET_ADDR":              "127.0.0.1:0",
@@ -88,7 +95,7 @@ func startMarketplace(t *testing.T, env map[string]string, args ...string) *star
 	s.cancel = cancel
 	pr, pw := io.Pipe()
 	go func() {
-		err := run(ctx, args, func(k string) string { return vars[k] }, io.MultiWriter(pw, s.Output))
+		err := run(ctx, args, func(k string) string { return vars[k] }, io.MultiWriter(pw, s.Output), opts...)
 		pw.CloseWithError(fmt.Errorf("run returned: %v", err))
 		s.done <- err
 	}()

@@ -76,6 +76,8 @@ func TestClickHouseOutageAndMeterKill(t *testing.T) {
 		"AGENTMARKET_CLICKHOUSE_URL": chDSN,
 		"AGENTMARKET_DATA_DIR":       dataDir,
 		"AGENTMARKET_LOG_LEVEL":      "info",
+		// The agent listens on loopback, which the meter refuses otherwise.
+		"AGENTMARKET_FETCH_ALLOW_CIDRS": "127.0.0.0/8",
 	}
 	meter := startMeter(t, "life 1", env)
 	t.Logf("+%v: meter life 1 at %s, ClickHouse on 127.0.0.1:%d", since(began), meter.url, chSrv.tcp)

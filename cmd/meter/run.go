@@ -46,7 +46,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	defer stopMeter()
 	meter, err := serve.StartMeter(meterCtx, serve.MeterDeps{Config: cfg, DB: core.DB, Store: core.Usage,
 		Accounts: core.Accounts, Authz: core.Authz, Catalog: core.Catalog, Listings: core.ListingStore, Sealer: core.Sealer,
-		Registry: ops.Registry, Logger: log, Clock: core.Clock, PublicURL: publicURL})
+		Registry: ops.Registry, Logger: log, Clock: core.Clock, PublicURL: publicURL, Dialer: core.Dialer})
 	if err != nil {
 		return err
 	}

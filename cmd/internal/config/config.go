@@ -111,7 +111,7 @@ func Settings(bin string) []Setting {
 		{"database-url", "PostgreSQL DSN; empty = embedded SQLite in the data dir", "", str(func(c *Config) *string { return &c.DatabaseURL })},
 		{"clickhouse-url", "ClickHouse native DSN (clickhouse://host:9000/db); empty = embedded usage store", "", str(func(c *Config) *string { return &c.ClickHouseURL })},
 		{"secret-key", "32-byte key (base64) that encrypts stored seller credentials; generated into the data dir when embedded, required with a database URL", "", str(func(c *Config) *string { return &c.SecretKey })},
-		{"fetch-allow-cidrs", "address ranges that card fetches and webhooks may reach despite the SSRF rules, e.g. 127.0.0.0/8", "", str(func(c *Config) *string { return &c.FetchAllowCIDRs })},
+		{"fetch-allow-cidrs", "address ranges that card fetches, agents' endpoints (calls from the meter) and webhooks may reach despite the SSRF rules, e.g. 127.0.0.0/8", "", str(func(c *Config) *string { return &c.FetchAllowCIDRs })},
 		{"policy-reload", "how often policies are re-read from the database", "2s", func(c *Config, v string) error {
 			d, err := time.ParseDuration(v)
 			if err != nil || d < 100*time.Millisecond {
@@ -274,7 +274,7 @@ func Load(bin string, args []string, getenv func(string) string, out io.Writer) 
 	}
 	c := &Config{}
 	if bin == "marketplace" {
-		fs.BoolVar(&c.Demo, "demo", false, "also start built-in demo agents and a demo buyer, and print what to try")
+		fs.BoolVar(&c.Demo, "demo", false, "also start built-in demo agents (on 127.0.0.1, which this allows) and a demo buyer, and print what to try")
 	}
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -306,9 +306,14 @@ func (c *Config) AutoApproveOn() bool {
 	return c.AutoApprove == "true" || (c.AutoApprove == "auto" && c.Embedded())
 }
 
-// AllowCIDRs parses the SSRF allowlist (already validated).
+// AllowCIDRs parses the SSRF allowlist (already validated). With --demo
+// it also holds 127.0.0.1, where the demo agents listen: a demo is a
+// try-out on one machine, and its agents must be reachable.
 func (c *Config) AllowCIDRs() []netip.Prefix {
 	p, _ := httpfetch.ParseCIDRs(c.FetchAllowCIDRs)
+	if c.Demo {
+		p = append(p, netip.MustParsePrefix("127.0.0.1/32"))
+	}
 	return p
 }
 

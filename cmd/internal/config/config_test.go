@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -67,5 +68,28 @@ func TestErrorsNameTheSetting(t *testing.T) {
 func TestUnknownArgument(t *testing.T) {
 	if _, err := config.Load("marketplace", []string{"serve"}, env(nil), io.Discard); err == nil || !strings.Contains(err.Error(), "serve") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestAllowCIDRs: the SSRF allowlist is the setting's, plus 127.0.0.1 for
+// the demo's agents with --demo, and nothing else.
+func TestAllowCIDRs(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{nil, nil, "[]"},
+		{nil, map[string]string{"AGENTMARKET_FETCH_ALLOW_CIDRS": "10.1.2.3/8, fc00::/7"}, "[10.0.0.0/8 fc00::/7]"},
+		{[]string{"--demo"}, nil, "[127.0.0.1/32]"},
+		{[]string{"--demo"}, map[string]string{"AGENTMARKET_FETCH_ALLOW_CIDRS": "192.0.2.0/24"}, "[192.0.2.0/24 127.0.0.1/32]"},
+	} {
+		c, err := config.Load("marketplace", tc.args, env(tc.env), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprint(c.AllowCIDRs()); got != tc.want {
+			t.Errorf("%v %v: AllowCIDRs = %s, want %s", tc.args, tc.env, got, tc.want)
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -38,13 +39,41 @@ type Core struct {
 	Catalog      *listings.Service
 	Sealer       listings.Sealer
 	Usage        metering.Store
-	closers      []func() error
+	// Dialer is the base of every connection toward agents and buyers'
+	// webhooks; Guard(cfg, Dialer) is installed on it everywhere.
+	Dialer  *net.Dialer
+	closers []func() error
+}
+
+// Option adjusts a Core before OpenCore builds anything over it.
+type Option func(*Core)
+
+// WithDialer makes d the base dialer of every connection toward agents
+// and webhooks, and its Resolver the one that answers the listing-time
+// checks of agent endpoints. Tests give it an in-memory resolver and a
+// loopback-only safety net.
+func WithDialer(d *net.Dialer) Option { return func(c *Core) { c.Dialer = d } }
+
+// Guard is the one SSRF policy of every connection the processes make to
+// agents and buyers' webhooks: card fetches, the listing-time checks of a
+// card's endpoints, the meter's calls, streams, polls, cancels, probes and
+// push-config calls, and push deliveries. AGENTMARKET_FETCH_ALLOW_CIDRS is
+// its only opening.
+func Guard(cfg *config.Config, dialer *net.Dialer) httpfetch.Guard {
+	g := httpfetch.Guard{Allow: cfg.AllowCIDRs()}
+	if dialer != nil {
+		g.Resolver = dialer.Resolver
+	}
+	return g
 }
 
 // OpenCore opens everything cfg names and starts the policy reload; Close
 // releases it.
-func OpenCore(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Core, err error) {
-	c := &Core{Config: cfg, Log: log, Clock: agentmarket.SystemClock{}}
+func OpenCore(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ...Option) (_ *Core, err error) {
+	c := &Core{Config: cfg, Log: log, Clock: agentmarket.SystemClock{}, Dialer: &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}}
+	for _, o := range opts {
+		o(c)
+	}
 	defer func() {
 		if err != nil {
 			c.Close()
@@ -70,9 +99,10 @@ func OpenCore(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *Cor
 	}
 	go c.Authz.Run(ctx, cfg.PolicyReload, func(err error) { log.Warn("policy reload failed", "err", err) })
 	c.ListingStore = listingsgorm.New(c.DB.DB)
+	guard := Guard(cfg, c.Dialer)
 	c.Catalog = &listings.Service{
 		Store:          c.ListingStore,
-		Fetcher:        &httpfetch.Fetcher{Guard: httpfetch.Guard{Allow: cfg.AllowCIDRs()}, Timeout: cfg.CardFetchTimeout},
+		Fetcher:        &httpfetch.Fetcher{Guard: guard, Dialer: c.Dialer, Timeout: cfg.CardFetchTimeout},
 		Sealer:         sealer,
 		Clock:          c.Clock,
 		AutoApprove:    cfg.AutoApproveOn(),
@@ -148,7 +178,8 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 	if cfg.EmbeddedMeter {
 		meterCtx, stopMeter := context.WithCancel(context.WithoutCancel(ctx))
 		meter, err := StartMeter(meterCtx, MeterDeps{Config: cfg, DB: c.DB, Store: c.Usage, Accounts: c.Accounts, Authz: c.Authz,
-			Catalog: c.Catalog, Listings: c.ListingStore, Sealer: c.Sealer, Registry: m.Ops.Registry, Logger: c.Log, Clock: c.Clock, PublicURL: m.PublicMeterURL})
+			Catalog: c.Catalog, Listings: c.ListingStore, Sealer: c.Sealer, Registry: m.Ops.Registry, Logger: c.Log, Clock: c.Clock, PublicURL: m.PublicMeterURL,
+			Dialer: c.Dialer})
 		if err != nil {
 			stopMeter()
 			return nil, err

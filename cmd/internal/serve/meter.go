@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -18,7 +19,6 @@ import (
 	"github.com/agentmarket/agentmarket/contracts/casbin"
 	contractsgorm "github.com/agentmarket/agentmarket/contracts/gormstore"
 	"github.com/agentmarket/agentmarket/listings"
-	"github.com/agentmarket/agentmarket/listings/httpfetch"
 	"github.com/agentmarket/agentmarket/metering"
 	"github.com/agentmarket/agentmarket/metering/clickhouse"
 	"github.com/agentmarket/agentmarket/metering/embedded"
@@ -141,6 +141,9 @@ type MeterDeps struct {
 	Clock    agentmarket.Clock
 	// PublicURL is the meter's base URL as buyers reach it.
 	PublicURL string
+	// Dialer is the base dialer toward agents and webhooks (Core.Dialer);
+	// nil: a 30 s connect timeout.
+	Dialer *net.Dialer
 }
 
 // Meter is a running meter: the proxy and its usage pipeline.
@@ -173,6 +176,7 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 	registerPipelineMetrics(d.Registry, spool, ship)
 
 	store := contractsgorm.New(d.DB.DB)
+	guard := Guard(d.Config, d.Dialer)
 	p := &a2aproxy.Proxy{
 		PublicURL: d.PublicURL,
 		Limits: a2aproxy.Limits{
@@ -196,8 +200,10 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 		Spend:        storeSpend{d.Store},
 		Tasks:        store,
 		Incidents:    d.Catalog,
-		Push: &a2aproxy.Push{Store: store, Sealer: d.Sealer, Guard: httpfetch.Guard{Allow: d.Config.AllowCIDRs()}, Allow: d.Config.AllowCIDRs(),
+		Push: &a2aproxy.Push{Store: store, Sealer: d.Sealer, Guard: guard, Allow: guard.Allow,
 			MaxAttempts: d.Config.MeterLimits.PushMaxAttempts, RetryBase: d.Config.MeterLimits.PushRetryBase, RetryMax: d.Config.MeterLimits.PushRetryMax, Retention: d.Config.MeterLimits.PushRetention},
+		Guard:   guard,
+		Dialer:  d.Dialer,
 		Clock:   d.Clock,
 		Logger:  d.Logger,
 		Metrics: a2aproxy.NewMetrics(d.Registry),
