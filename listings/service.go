@@ -29,8 +29,11 @@ const (
 type Service struct {
 	Store   Store
 	Fetcher CardFetcher
-	Sealer  Sealer
-	Clock   agentmarket.Clock
+	// Endpoints judges the agent endpoints of every card taken (pasted,
+	// fetched, refreshed); required: without it no card is taken.
+	Endpoints EndpointGuard
+	Sealer    Sealer
+	Clock     agentmarket.Clock
 	// AutoApprove publishes new listings at once instead of waiting for an
 	// operator (on in the embedded default).
 	AutoApprove bool
@@ -237,6 +240,9 @@ func (s *Service) readCard(ctx context.Context, cardURL string, pasted json.RawM
 			}
 			return nil, nil, nil, &prefixed
 		}
+		return nil, nil, nil, err
+	}
+	if err := s.checkEndpoints(ctx, card); err != nil {
 		return nil, nil, nil, err
 	}
 	return raw, card, fetched, nil

@@ -17,6 +17,7 @@ import (
 	"github.com/agentmarket/agentmarket/listings"
 	"github.com/agentmarket/agentmarket/listings/aesgcm"
 	"github.com/agentmarket/agentmarket/listings/gormstore"
+	"github.com/agentmarket/agentmarket/listings/httpfetch/httpfetchtest"
 	"github.com/agentmarket/agentmarket/listings/storetest"
 	"github.com/agentmarket/agentmarket/migrations/gormdb/gormdbtest"
 )
@@ -73,6 +74,7 @@ type env struct {
 	store   *gormstore.Store
 	clock   *agentmarket.ManualClock
 	fetcher *fakeFetcher
+	dns     *httpfetchtest.DNS // answers the endpoint checks
 }
 
 // newEnv returns a service over a fresh SQLite database holding the seller,
@@ -91,9 +93,9 @@ func newEnv(t *testing.T, autoApprove bool) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{store: gormstore.New(db.DB), clock: agentmarket.NewManualClock(t0), fetcher: newFakeFetcher()}
+	e := &env{store: gormstore.New(db.DB), clock: agentmarket.NewManualClock(t0), fetcher: newFakeFetcher(), dns: httpfetchtest.NewDNS(nil)}
 	e.svc = &listings.Service{
-		Store: e.store, Fetcher: e.fetcher, Sealer: sealer, Clock: e.clock,
+		Store: e.store, Fetcher: e.fetcher, Endpoints: httpfetchtest.Loopback(e.dns), Sealer: sealer, Clock: e.clock,
 		AutoApprove: autoApprove, DefaultRefresh: listings.DefaultRefreshInterval,
 	}
 	return e

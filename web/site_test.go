@@ -26,6 +26,7 @@ import (
 	"github.com/agentmarket/agentmarket/listings"
 	"github.com/agentmarket/agentmarket/listings/aesgcm"
 	listingsgorm "github.com/agentmarket/agentmarket/listings/gormstore"
+	"github.com/agentmarket/agentmarket/listings/httpfetch/httpfetchtest"
 	"github.com/agentmarket/agentmarket/listings/storetest"
 	"github.com/agentmarket/agentmarket/metering"
 	"github.com/agentmarket/agentmarket/metering/embedded"
@@ -142,7 +143,7 @@ func openSite(o siteOptions) (_ *site, close func(), err error) {
 	if o.search != nil {
 		catalogStore = o.search(s.listings)
 	}
-	s.catalog = &listings.Service{Store: catalogStore, Fetcher: s.fetcher, Sealer: sealer, Clock: s.clock, AutoApprove: o.autoApprove,
+	s.catalog = &listings.Service{Store: catalogStore, Fetcher: s.fetcher, Endpoints: httpfetchtest.Loopback(nil), Sealer: sealer, Clock: s.clock, AutoApprove: o.autoApprove,
 		DefaultRefresh: time.Hour}
 	s.subs = &contracts.Subscriptions{Store: s.store, Listings: catalogTerms{s.catalog}, Policies: authz, Clock: s.clock}
 	bill := &billing.Service{Store: billinggorm.New(db.DB), Usage: usage, Clock: s.clock, Plans: s.listings,

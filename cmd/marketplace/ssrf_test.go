@@ -95,6 +95,61 @@ func wantRefusedEverywhere(t *testing.T, ep, key, addr string) {
 	}
 }
 
+// TestListingRefusesInternalEndpoints: a card, pasted or fetched, whose
+// agent endpoints are internal addresses is refused when it is listed,
+// with a field error naming each one; loopback too unless
+// AGENTMARKET_FETCH_ALLOW_CIDRS opens it.
+func TestListingRefusesInternalEndpoints(t *testing.T) {
+	cardAt := func(urls ...string) string {
+		var ifaces []string
+		for _, u := range urls {
+			ifaces = append(ifaces, fmt.Sprintf(`{"url": %q, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}`, u))
+		}
+		return fmt.Sprintf(`{"name": "Sneaky", "description": "d", "version": "1", "supportedInterfaces": [%s],
+			"capabilities": {}, "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"],
+			"skills": [{"id": "s", "name": "S", "description": "d", "tags": ["t"]}]}`, strings.Join(ifaces, ","))
+	}
+	for _, tc := range []struct {
+		name, allow, card, fields string
+	}{
+		{"metadata", "127.0.0.0/8", cardAt("https://93.184.216.34/a2a", "http://169.254.169.254/latest/meta-data/"),
+			"card.supportedInterfaces[1].url:public_address"},
+		{"private", "127.0.0.0/8", cardAt("http://10.0.0.1/a2a"), "card.supportedInterfaces[0].url:public_address"},
+		{"IPv6 loopback", "127.0.0.0/8", cardAt("http://[::1]:8080/a2a"), "card.supportedInterfaces[0].url:public_address"},
+		{"loopback without allowance", "", cardAt("http://127.0.0.1:8080/a2a"), "card.supportedInterfaces[0].url:public_address"},
+		{"0.3 additional interface", "127.0.0.0/8", `{"protocolVersion": "0.3.0", "name": "Sneaky", "description": "d", "version": "1",
+			"url": "https://93.184.216.34/a2a", "additionalInterfaces": [{"url": "http://[::ffff:169.254.169.254]/", "transport": "HTTP+JSON"}],
+			"capabilities": {}, "defaultInputModes": ["text/plain"], "defaultOutputModes": ["text/plain"],
+			"skills": [{"id": "s", "name": "S", "description": "d", "tags": ["t"]}]}`, "card.additionalInterfaces[0].url:public_address"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := startMarketplace(t, map[string]string{"AGENTMARKET_FETCH_ALLOW_CIDRS": tc.allow})
+			api := client{t: t, base: m.URL}
+			sellerOrg, seller := signup(t, api, "Acme Agents", "owner@acme.example")
+			r := api.with(seller).do("POST", "/api/v1/listings", fmt.Sprintf(`{"card": %s, "pricing": {"currency": "usd"}}`, tc.card))
+			if r.Status != 422 || r.code() != "card_endpoint_refused" || strings.Join(r.errorFields(), " ") != tc.fields {
+				t.Fatalf("list: %d %s, want 422 card_endpoint_refused with %s", r.Status, r.Body, tc.fields)
+			}
+			if tc.name == "0.3 additional interface" {
+				return
+			}
+			// The same card served by an agent and fetched by URL.
+			ag := agent(t, []byte(tc.card))
+			r = api.with(seller).do("POST", "/api/v1/listings", map[string]any{"card_url": ag.URL, "pricing": map[string]any{"currency": "usd"}})
+			want := "card_endpoint_refused"
+			if tc.allow == "" {
+				want = "card_url_refused" // the card itself is on loopback
+			}
+			if r.Status != 422 || r.code() != want {
+				t.Errorf("list by URL: %d %s, want 422 %s", r.Status, r.Body, want)
+			}
+			if l := api.with(seller).do("GET", "/api/v1/listings?seller="+sellerOrg+"&status=published,draft,pending_review", nil); l.Status != 200 || l.JSON["total"] != float64(0) {
+				t.Errorf("listings after the refusals: %d %s, want none", l.Status, l.Body)
+			}
+		})
+	}
+}
+
 // TestMeterRefusesRebindingAgent: a listing whose agent's name resolved
 // to an allowed address when it was listed, and resolves inside later
 // (DNS rebinding), gets the meter's refusal on every binding, and the

@@ -28,6 +28,7 @@ import (
 	"github.com/agentmarket/agentmarket/listings"
 	"github.com/agentmarket/agentmarket/listings/aesgcm"
 	listingsgorm "github.com/agentmarket/agentmarket/listings/gormstore"
+	"github.com/agentmarket/agentmarket/listings/httpfetch/httpfetchtest"
 	"github.com/agentmarket/agentmarket/metering"
 	"github.com/agentmarket/agentmarket/metering/clickhouse"
 	"github.com/agentmarket/agentmarket/migrations/gormdb"
@@ -314,7 +315,7 @@ func setUpMarket(t *testing.T, dsn, cardURL string) *faultMarket {
 	if err != nil {
 		t.Fatal(err)
 	}
-	catalog := &listings.Service{Store: listingsgorm.New(db.DB), Sealer: sealer, Clock: clock, AutoApprove: true}
+	catalog := &listings.Service{Store: listingsgorm.New(db.DB), Endpoints: httpfetchtest.Loopback(nil), Sealer: sealer, Clock: clock, AutoApprove: true}
 	subs := &contracts.Subscriptions{Store: accountStore, Listings: serve.CatalogTerms{Catalog: catalog}, Policies: authz, Clock: clock}
 
 	signup := func(org, email string) agentmarket.Actor {

@@ -177,9 +177,9 @@ func TestParseV03(t *testing.T) {
 		Version:          "1.2.0",
 		ProtocolVersions: []string{"0.3"},
 		Interfaces: []agentcard.Interface{
-			{URL: "https://georoute-agent.example.com/a2a/v1", Binding: "JSONRPC", ProtocolVersion: "0.3"},
-			{URL: "georoute-agent.example.com:443", Binding: "GRPC", ProtocolVersion: "0.3"},
-			{URL: "https://georoute-agent.example.com/a2a/json", Binding: "HTTP+JSON", ProtocolVersion: "0.3"},
+			{URL: "https://georoute-agent.example.com/a2a/v1", Binding: "JSONRPC", ProtocolVersion: "0.3", Field: "url"},
+			{URL: "georoute-agent.example.com:443", Binding: "GRPC", ProtocolVersion: "0.3", Field: "additionalInterfaces[1].url"},
+			{URL: "https://georoute-agent.example.com/a2a/json", Binding: "HTTP+JSON", ProtocolVersion: "0.3", Field: "additionalInterfaces[2].url"},
 		},
 		Capabilities: agentcard.Capabilities{
 			Streaming:         true,
@@ -240,10 +240,10 @@ func TestParseV10(t *testing.T) {
 		Version:          "2.4.1",
 		ProtocolVersions: []string{"1.0", "0.3"},
 		Interfaces: []agentcard.Interface{
-			{URL: "https://invoices.example.com/a2a/jsonrpc", Binding: "JSONRPC", ProtocolVersion: "1.0", Tenant: "acme"},
-			{URL: "https://invoices.example.com/a2a/rest", Binding: "HTTP+JSON", ProtocolVersion: "1.0"},
-			{URL: "https://grpc.invoices.example.com", Binding: "GRPC", ProtocolVersion: "1.0"},
-			{URL: "https://invoices.example.com/a2a/v03", Binding: "JSONRPC", ProtocolVersion: "0.3"},
+			{URL: "https://invoices.example.com/a2a/jsonrpc", Binding: "JSONRPC", ProtocolVersion: "1.0", Tenant: "acme", Field: "supportedInterfaces[0].url"},
+			{URL: "https://invoices.example.com/a2a/rest", Binding: "HTTP+JSON", ProtocolVersion: "1.0", Field: "supportedInterfaces[1].url"},
+			{URL: "https://grpc.invoices.example.com", Binding: "GRPC", ProtocolVersion: "1.0", Field: "supportedInterfaces[2].url"},
+			{URL: "https://invoices.example.com/a2a/v03", Binding: "JSONRPC", ProtocolVersion: "0.3", Field: "supportedInterfaces[3].url"},
 		},
 		Capabilities: agentcard.Capabilities{
 			Streaming:         true,

@@ -62,6 +62,9 @@ type Interface struct {
 	ProtocolVersion string
 	// Tenant, when set, must be sent in every request to this interface.
 	Tenant string
+	// Field is where the card declares URL ("supportedInterfaces[1].url",
+	// "url", "additionalInterfaces[0].url"), for errors about it.
+	Field string
 }
 
 // Capabilities are the optional protocol features an agent declares.

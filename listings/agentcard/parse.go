@@ -178,6 +178,7 @@ func (p *parser) interfaces10(top object) []Interface {
 			URL:     p.str(o, path, "url", true),
 			Binding: NormalizeBinding(p.str(o, path, "protocolBinding", true)),
 			Tenant:  p.str(o, path, "tenant", false),
+			Field:   at(path, "url"),
 		}
 		if v := p.str(o, path, "protocolVersion", true); v != "" {
 			if mm, ok := majorMinor(v); ok {
@@ -221,7 +222,7 @@ func (p *parser) interfaces03(top object) []Interface {
 				return
 			}
 		}
-		out = append(out, Interface{URL: u, Binding: binding, ProtocolVersion: version})
+		out = append(out, Interface{URL: u, Binding: binding, ProtocolVersion: version, Field: path})
 	}
 
 	mainURL := p.str(top, "", "url", true)

@@ -77,7 +77,10 @@ type Fetcher struct {
 	Transport http.RoundTripper
 }
 
-var _ listings.CardFetcher = (*Fetcher)(nil)
+var (
+	_ listings.CardFetcher   = (*Fetcher)(nil)
+	_ listings.EndpointGuard = Guard{}
+)
 
 // FetchCard fetches the card at cardURL; see listings.CardFetcher.
 func (f *Fetcher) FetchCard(ctx context.Context, cardURL, etag string) (*listings.FetchedCard, error) {

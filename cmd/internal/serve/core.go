@@ -103,6 +103,7 @@ func OpenCore(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ..
 	c.Catalog = &listings.Service{
 		Store:          c.ListingStore,
 		Fetcher:        &httpfetch.Fetcher{Guard: guard, Dialer: c.Dialer, Timeout: cfg.CardFetchTimeout},
+		Endpoints:      guard,
 		Sealer:         sealer,
 		Clock:          c.Clock,
 		AutoApprove:    cfg.AutoApproveOn(),
