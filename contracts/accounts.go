@@ -89,6 +89,13 @@ type Accounts struct {
 	BcryptCost int
 }
 
+// Lengths of the names people give, in characters (agentmarket.Fields.Text).
+const (
+	MaxOrgName = 200
+	MaxEmail   = 254 // the longest address SMTP carries (RFC 5321)
+	MaxKeyName = 100
+)
+
 // SignupInput is what a new organisation sends.
 type SignupInput struct {
 	OrgName  string `json:"org_name"`
@@ -100,16 +107,19 @@ type SignupInput struct {
 func (in *SignupInput) Validate() error {
 	var fe agentmarket.Fields
 	in.OrgName = strings.TrimSpace(in.OrgName)
-	in.Email = strings.ToLower(strings.TrimSpace(in.Email))
+	in.Email = strings.TrimSpace(in.Email)
 	if in.OrgName == "" {
 		fe.Add("org_name", "required", "org_name is required")
-	} else if len(in.OrgName) > 200 {
-		fe.Add("org_name", "max_length", "org_name must be at most 200 characters")
+	} else {
+		fe.Text("org_name", in.OrgName, MaxOrgName)
 	}
 	if in.Email == "" {
 		fe.Add("email", "required", "email is required")
-	} else if a, err := mail.ParseAddress(in.Email); err != nil || a.Address != in.Email {
-		fe.Add("email", "format", "email must be an e-mail address like name@example.com")
+	} else if fe.Text("email", in.Email, MaxEmail) { // before ToLower, which would hide bad UTF-8
+		in.Email = strings.ToLower(in.Email)
+		if a, err := mail.ParseAddress(in.Email); err != nil || a.Address != in.Email {
+			fe.Add("email", "format", "email must be an e-mail address like name@example.com")
+		}
 	}
 	if len(in.Password) < 10 {
 		fe.Add("password", "min_length", "password must be at least 10 characters")
@@ -227,6 +237,8 @@ func (a *Accounts) CreateKey(ctx context.Context, actor agentmarket.Actor, in Ke
 	in.Name = strings.TrimSpace(in.Name)
 	if in.Name == "" {
 		fe.Add("name", "required", "name is required, e.g. \"orchestrator prod\"")
+	} else {
+		fe.Text("name", in.Name, MaxKeyName)
 	}
 	if in.Role == "" {
 		in.Role = actor.Role

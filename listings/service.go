@@ -79,14 +79,27 @@ func validateRefresh(fe *agentmarket.Fields, secs *int) {
 	}
 }
 
+// Lengths of what sellers type in beside the card, in characters
+// (agentmarket.Fields.Text).
+const (
+	MaxCardURL           = 2048
+	MaxUpstreamHeader    = 256
+	MaxUpstreamAuthValue = 8192
+)
+
+func validateCardURL(fe *agentmarket.Fields, u string) {
+	fe.Text("card_url", u, MaxCardURL)
+}
+
 func validateUpstreamAuth(fe *agentmarket.Fields, a *UpstreamAuth) {
 	if a == nil {
 		return
 	}
-	if a.Header == "" || textproto.CanonicalMIMEHeaderKey(a.Header) == "" || strings.ContainsAny(a.Header, " \t\r\n:") {
+	if fe.Text("upstream_auth.header", a.Header, MaxUpstreamHeader) &&
+		(a.Header == "" || textproto.CanonicalMIMEHeaderKey(a.Header) == "" || strings.ContainsAny(a.Header, " :")) {
 		fe.Add("upstream_auth.header", "format", "upstream_auth.header must be an HTTP header name, like \"Authorization\"")
 	}
-	if a.Value == "" || strings.ContainsAny(a.Value, "\r\n") {
+	if fe.Text("upstream_auth.value", a.Value, MaxUpstreamAuthValue) && a.Value == "" {
 		fe.Add("upstream_auth.value", "format", "upstream_auth.value must be a non-empty single-line header value")
 	}
 }
@@ -107,6 +120,7 @@ func (s *Service) Create(ctx context.Context, actor agentmarket.Actor, in Create
 		errors.As(err, &ae)
 		fe = append(fe, ae.Fields...)
 	}
+	validateCardURL(&fe, in.CardURL)
 	validateUpstreamAuth(&fe, in.UpstreamAuth)
 	validateRefresh(&fe, in.RefreshSeconds)
 	limits, err := ParseLimits(in.Limits)
@@ -325,6 +339,9 @@ func (s *Service) Update(ctx context.Context, actor agentmarket.Actor, id string
 			fe = append(fe, ae.Fields...)
 		}
 		plan = p
+	}
+	if in.CardURL != nil {
+		validateCardURL(&fe, *in.CardURL)
 	}
 	validateUpstreamAuth(&fe, in.UpstreamAuth)
 	validateRefresh(&fe, in.RefreshSeconds)

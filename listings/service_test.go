@@ -437,13 +437,26 @@ func TestCreateInvalid(t *testing.T) {
 		}, "invalid_listing", "pricing.currency:format pricing.per_task_micros:non_negative"},
 		{"bad credentials", func(t *testing.T) listings.CreateInput {
 			return listings.CreateInput{Card: card(t, "translator-v1.0.json"), Pricing: json.RawMessage(pricing), UpstreamAuth: bad}
+		}, "invalid_listing", "upstream_auth.header:format upstream_auth.value:control_character"},
+		{"credentials with NUL, and a megabyte long", func(t *testing.T) listings.CreateInput {
+			return listings.CreateInput{Card: card(t, "translator-v1.0.json"), Pricing: json.RawMessage(pricing),
+				UpstreamAuth: &listings.UpstreamAuth{Header: "X-Key\x00", Value: strings.Repeat("k", 1<<20)}}
+		}, "invalid_listing", "upstream_auth.header:control_character upstream_auth.value:max_length"},
+		{"empty credentials", func(t *testing.T) listings.CreateInput {
+			return listings.CreateInput{Card: card(t, "translator-v1.0.json"), Pricing: json.RawMessage(pricing), UpstreamAuth: &listings.UpstreamAuth{}}
 		}, "invalid_listing", "upstream_auth.header:format upstream_auth.value:format"},
+		{"card URL over 2048 characters", func(t *testing.T) listings.CreateInput {
+			return listings.CreateInput{CardURL: agentURL + "?" + strings.Repeat("q", 2048), Pricing: json.RawMessage(pricing)}
+		}, "invalid_listing", "card_url:max_length"},
+		{"card URL with a line break", func(t *testing.T) listings.CreateInput {
+			return listings.CreateInput{CardURL: agentURL + "\n", Pricing: json.RawMessage(pricing)}
+		}, "invalid_listing", "card_url:control_character"},
 		{"every input problem at once", func(t *testing.T) listings.CreateInput {
 			secs := 5
 			return listings.CreateInput{CardURL: agentURL, Card: card(t, "translator-v1.0.json"), Pricing: json.RawMessage(`{"monthly_fee_micros": 1.5}`),
 				UpstreamAuth: bad, RefreshSeconds: &secs}
 		}, "invalid_listing", "card:exclusive pricing.monthly_fee_micros:integer pricing.currency:required " +
-			"upstream_auth.header:format upstream_auth.value:format refresh_seconds:range"},
+			"upstream_auth.header:format upstream_auth.value:control_character refresh_seconds:range"},
 		{"pasted card over 64 KiB", func(t *testing.T) listings.CreateInput {
 			return listings.CreateInput{Card: padded(t, listings.MaxCardBytes+1), Pricing: json.RawMessage(pricing)}
 		}, "card_too_large", "card:max_size"},
@@ -599,6 +612,22 @@ func TestUpdatePricingVersions(t *testing.T) {
 	wantErr(t, err, agentmarket.Invalid, "invalid_listing", "pricing.monthly_fee_micros:type")
 	if v := e.stored(t, l.ID).Plan.Version; v != 4 {
 		t.Errorf("plan version after a refused change = %d, want 4", v)
+	}
+}
+
+// TestUpdateRefusesBadText: a change's card URL and credentials follow the
+// same text rule as on creation, and a refused change stores nothing.
+func TestUpdateRefusesBadText(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, true)
+	e.fetcher.serve(agentURL, card(t, "translator-v1.0.json"), "")
+	l := e.mustCreate(t, seller, listings.CreateInput{CardURL: agentURL, Pricing: json.RawMessage(pricing)})
+	bad := agentURL + "\x00"
+	_, err := e.svc.Update(ctx, seller, l.ID, listings.UpdateInput{CardURL: &bad,
+		UpstreamAuth: &listings.UpstreamAuth{Header: "Authorization", Value: "Bearer \xff"}})
+	wantErr(t, err, agentmarket.Invalid, "invalid_listing", "card_url:control_character upstream_auth.value:utf8")
+	if got := e.stored(t, l.ID); got.CardURL != l.CardURL {
+		t.Errorf("card URL after a refused change = %q, want %q", got.CardURL, l.CardURL)
 	}
 }
 

@@ -117,6 +117,15 @@ func TestSignupErrorsInline(t *testing.T) {
 	}
 	mustContain(t, p, `id="email-error"`, "already registered")
 	mustNotContain(t, p, "correct horse battery") // passwords are not sent back
+
+	// A form carries raw bytes: names that are not UTF-8 or hold control
+	// characters are refused beside their input.
+	b.get("/signup")
+	p = b.post("/signup", url.Values{"org_name": {"Evil\xffCorp"}, "email": {"e\x00@evil.example"}, "password": {"correct horse battery"}})
+	if p.Status != http.StatusUnprocessableEntity {
+		t.Fatalf("bad bytes = %d", p.Status)
+	}
+	mustContain(t, p, `id="org_name-error"`, "org_name must be UTF-8 text", `id="email-error"`, "email must not contain control characters")
 }
 
 func TestCSRF(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -217,6 +218,11 @@ func decode(c *fiber.Ctx, dst any) error {
 	body := c.Body()
 	if len(bytes.TrimSpace(body)) == 0 {
 		return agentmarket.Errorf(agentmarket.Invalid, "malformed_json", "the request body must be a JSON object")
+	}
+	if !utf8.Valid(body) {
+		// encoding/json would store U+FFFD in place of the bad bytes: a
+		// name would not be what was sent.
+		return agentmarket.Errorf(agentmarket.Invalid, "invalid_utf8", "the request body must be UTF-8 text, as JSON is")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
