@@ -23,6 +23,7 @@ const (
 	Forbidden       Kind = "forbidden"
 	PaymentRequired Kind = "payment_required"
 	TooLarge        Kind = "too_large"
+	HeadersTooLarge Kind = "headers_too_large" // the request's line and headers, not its body
 	Unavailable     Kind = "unavailable"
 	Internal        Kind = "internal"
 )

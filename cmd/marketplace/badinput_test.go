@@ -8,6 +8,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/agentmarket/agentmarket/a2aproxy"
 )
 
 // raw sends one request as given and returns status and body.
@@ -38,17 +41,45 @@ func errorCode(body string) string {
 	return e.Error.Code
 }
 
-// TestBadInput: what malformed or oversize input gets from the marketplace:
-// the right status, the one error shape, field errors naming the field,
-// and nothing stored.
+// oversizeHeaders checks that URLs and headers past the limit are answered
+// 431 in the API's error shape, on any path, signed in or not.
+func oversizeHeaders(t *testing.T, base string, paths ...string) {
+	t.Helper()
+	long := strings.Repeat("x", 5000)
+	for _, p := range paths {
+		if status, body := raw(t, "GET", base+p+"?q="+long, nil, nil); status != 431 || errorCode(body) != "headers_too_large" {
+			t.Errorf("GET %s with a 5000-byte URL: %d %s, want 431 headers_too_large", p, status, body)
+		}
+		if status, body := raw(t, "GET", base+p, http.Header{"X-Padding": {long}}, nil); status != 431 || errorCode(body) != "headers_too_large" {
+			t.Errorf("GET %s with a 5000-byte header: %d %s, want 431 headers_too_large", p, status, body)
+		}
+	}
+}
+
+// TestBadInput: what malformed or oversize input gets from the marketplace
+// (with its embedded meter): the right status, the one error shape, field
+// errors naming the field, and nothing stored.
 func TestBadInput(t *testing.T) {
 	mk := newMarket(t, map[string]string{})
 	base, admin := mk.m.URL, mk.api.with(mk.buyer)
+	oversizeHeaders(t, base, "/api/v1/listings", "/healthz", "/", "/a2a/"+mk.id03+"/.well-known/agent-card.json")
 
+	// Bodies: the control plane takes up to 1 MiB and answers 413 beyond.
 	json := http.Header{"Content-Type": {"application/json"}, "Authorization": {"Bearer " + mk.buyer}}
-	name := fmt.Appendf(nil, `{"name":%q}`, strings.Repeat("k", 3<<20))
-	if status, body := raw(t, "POST", base+"/api/v1/api-keys", json, name); status != 422 || !strings.Contains(body, `"field":"name","rule":"max_length"`) {
-		t.Errorf("3 MiB key name: %d %.200s, want 422 name:max_length", status, body)
+	name := func(n int) []byte { return fmt.Appendf(nil, `{"name":%q}`, strings.Repeat("k", n)) }
+	overhead := len(name(0))
+	if status, body := raw(t, "POST", base+"/api/v1/api-keys", json, name(3<<20)); status != 413 || errorCode(body) != "body_too_large" {
+		t.Errorf("3 MiB key request: %d %.200s, want 413 body_too_large", status, body)
+	}
+	if status, body := raw(t, "POST", base+"/api/v1/api-keys", json, name(1<<20-overhead+1)); status != 413 || errorCode(body) != "body_too_large" {
+		t.Errorf("1 MiB + 1 byte key request: %d %.200s, want 413 body_too_large", status, body)
+	}
+	if status, body := raw(t, "POST", base+"/api/v1/api-keys", json, name(1<<20-overhead)); status != 422 || !strings.Contains(body, `"field":"name","rule":"max_length"`) {
+		t.Errorf("1 MiB key request: %d %.200s, want 422 name:max_length", status, body)
+	}
+	if status, body := raw(t, "POST", base+"/signup", http.Header{"Content-Type": {"application/x-www-form-urlencoded"}},
+		[]byte("org_name="+strings.Repeat("x", 1<<20)+"&email=a%40b.example&password=correct+horse")); status != 413 {
+		t.Errorf("1 MiB sign-up form: %d %.200s, want 413", status, body)
 	}
 
 	// Names: a length bound, no control characters, UTF-8 only.
@@ -77,5 +108,34 @@ func TestBadInput(t *testing.T) {
 	keys := admin.do("GET", "/api/v1/api-keys", nil)
 	if items, _ := keys.JSON["items"].([]any); keys.Status != 200 || len(items) != 1 || len(keys.Body) > 2000 {
 		t.Errorf("GET /api-keys after the refusals: %d, %d bytes, want only the first key: %.300s", keys.Status, len(keys.Body), keys.Body)
+	}
+
+	// The meter's routes keep their own, per-listing body limit, answered
+	// in JSON-RPC, even where a listing allows more than the control plane.
+	big := func(n int) map[string]any {
+		return msg03("pad", map[string]any{"metadata": map[string]any{"pad": strings.Repeat("p", n)}})
+	}
+	b03 := rpc{t: t, url: mk.ep03, key: mk.buyer}
+	if _, e := b03.call("message/send", big(1<<20)); e == nil || e["code"] != float64(a2aproxy.CodeRequestTooLarge) {
+		t.Errorf("1 MiB call under the default 1 MiB limit: %v, want %d", e, a2aproxy.CodeRequestTooLarge)
+	}
+	if r := mk.api.with(mk.seller).do("PATCH", "/api/v1/listings/"+mk.id03, map[string]any{"limits": map[string]any{"max_request_bytes": 2 << 20}}); r.Status != 200 {
+		t.Fatalf("raise the listing's limit: %d %s", r.Status, r.Body)
+	}
+	deadline := time.Now().Add(5 * time.Second) // the meter's listing cache
+	for {
+		// The demo agent takes at most 1 MiB itself: its refusal, not the
+		// meter's, shows that the meter forwarded the body.
+		_, e := b03.call("message/send", big(3<<19))
+		if e != nil && e["code"] != float64(a2aproxy.CodeRequestTooLarge) && strings.Contains(fmt.Sprint(e["message"]), "exceeds 1048576") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("1.5 MiB call to a listing that allows 2 MiB: %v, want the agent's own refusal", e)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if _, e := b03.call("message/send", big(2<<20)); e == nil || e["code"] != float64(a2aproxy.CodeRequestTooLarge) {
+		t.Errorf("2 MiB call to a listing that allows 2 MiB: %v, want %d", e, a2aproxy.CodeRequestTooLarge)
 	}
 }

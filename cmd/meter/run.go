@@ -56,7 +56,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		meter.Close(flushCtx)
 	}()
 
-	app := serve.App("meter", func(c *fiber.Ctx, err error) error { return api.WriteError(c, log, err) }, core.BodyLimit())
+	app := serve.App("meter", func(c *fiber.Ctx, err error) error { return api.WriteError(c, log, err) }, core.MeterBodyLimit())
 	app.Use(ops.Middleware)
 	ops.Mount(app)
 	meter.Proxy.Mount(app)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -64,5 +65,40 @@ func TestMeterServesOps(t *testing.T) {
 		if p == "/metrics" && !strings.Contains(string(body), "agentmarket_meter_http_requests_total") {
 			t.Errorf("/metrics lacks the request counter")
 		}
+	}
+
+	// Oversize URLs and headers are answered 431 in the API's error shape,
+	// on the ops paths and the meter's own alike.
+	send := func(method, path string, header http.Header, body []byte) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest(method, base+path, bytes.NewReader(body))
+		for k, v := range header {
+			req.Header[k] = v
+		}
+		res, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	long := strings.Repeat("x", 5000)
+	for _, p := range []string{"/healthz", "/a2a/lst_x/.well-known/agent-card.json"} {
+		if status, body := send("GET", p+"?q="+long, nil, nil); status != 431 || !strings.Contains(body, `"code":"headers_too_large"`) {
+			t.Errorf("GET %s with a 5000-byte URL: %d %s, want 431 headers_too_large", p, status, body)
+		}
+		if status, body := send("GET", p, http.Header{"X-Padding": {long}}, nil); status != 431 || !strings.Contains(body, `"code":"headers_too_large"`) {
+			t.Errorf("GET %s with a 5000-byte header: %d %s, want 431 headers_too_large", p, status, body)
+		}
+	}
+	// Bodies: 1 MiB off the meter's paths; on them, the meter's own limit,
+	// answered in JSON-RPC.
+	big := bytes.Repeat([]byte("x"), 3<<19)
+	if status, body := send("POST", "/healthz", nil, big); status != 413 || !strings.Contains(body, `"code":"body_too_large"`) {
+		t.Errorf("1.5 MiB POST /healthz: %d %.200s, want 413 body_too_large", status, body)
+	}
+	if status, body := send("POST", "/a2a/lst_x", http.Header{"Content-Type": {"application/json"}}, big); status == 413 || !strings.Contains(body, `"jsonrpc":"2.0"`) {
+		t.Errorf("1.5 MiB POST /a2a/lst_x: %d %.200s, want the meter's JSON-RPC answer", status, body)
 	}
 }

@@ -46,6 +46,11 @@ type Server struct {
 	PublicMeterURL string
 }
 
+// MaxBodyBytes is the largest request body the control plane (this API
+// and the web UI) accepts; larger ones are answered 413. The meter's
+// routes have their own, per listing.
+const MaxBodyBytes = 1 << 20
+
 //go:embed openapi.json
 var openAPI []byte
 
@@ -148,6 +153,8 @@ func Status(k agentmarket.Kind) int {
 		return fiber.StatusPaymentRequired
 	case agentmarket.TooLarge:
 		return fiber.StatusRequestEntityTooLarge
+	case agentmarket.HeadersTooLarge:
+		return fiber.StatusRequestHeaderFieldsTooLarge
 	case agentmarket.Unavailable:
 		return fiber.StatusServiceUnavailable
 	default:
@@ -159,6 +166,8 @@ func fromFiber(fe *fiber.Error) error {
 	switch fe.Code {
 	case fiber.StatusRequestEntityTooLarge:
 		return agentmarket.Errorf(agentmarket.TooLarge, "body_too_large", "the request body is too large")
+	case fiber.StatusRequestHeaderFieldsTooLarge:
+		return agentmarket.Errorf(agentmarket.HeadersTooLarge, "headers_too_large", "the request's URL and headers are too large")
 	case fiber.StatusNotFound:
 		return agentmarket.Errorf(agentmarket.NotFound, "route_not_found", "%s", fe.Message)
 	case fiber.StatusMethodNotAllowed:

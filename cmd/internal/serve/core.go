@@ -126,10 +126,11 @@ func (c *Core) Close() {
 	c.closers = nil
 }
 
-// BodyLimit is the largest request body the apps accept: the API's and
-// the meter's limits, and any listing's own.
-func (c *Core) BodyLimit() int {
-	return max(4<<20, c.Config.MeterLimits.MaxRequestBytes+1, listings.MaxBodyBytes+1)
+// MeterBodyLimit is the largest request body the meter's routes take in:
+// one byte over the meter's limit and over any listing's own, so that the
+// meter answers such a body itself, in JSON-RPC.
+func (c *Core) MeterBodyLimit() int {
+	return max(c.Config.MeterLimits.MaxRequestBytes+1, listings.MaxBodyBytes+1)
 }
 
 // Marketplace is the marketplace app: the REST API, billing, and (in the
@@ -172,7 +173,7 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 		Tasks: tasks}
 	m.Ops = api.NewOps("marketplace")
 	m.Ops.Checks = append(m.Ops.Checks, api.Check{Name: "database", Check: c.DB.Ping})
-	m.App = App("marketplace", srv.ErrorHandler, c.BodyLimit())
+	m.App = App("marketplace", srv.ErrorHandler, c.MeterBodyLimit())
 	m.App.Use(m.Ops.Middleware)
 	m.Ops.Mount(m.App)
 
