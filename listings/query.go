@@ -31,6 +31,10 @@ var Sorts = []string{"name", "-name", "created", "-created", "price", "-price"}
 const (
 	DefaultPageSize = 20
 	MaxPageSize     = 100
+	// MaxPage bounds how deep paging goes (a million listings at the
+	// largest page size), so the offset a page asks for is never absurd
+	// and never overflows.
+	MaxPage = 10_000
 )
 
 // Page is one page of search results.
@@ -62,8 +66,8 @@ func (q *Query) Normalize() error {
 	if q.Page == 0 {
 		q.Page = 1
 	}
-	if q.Page < 1 {
-		fe.Add("page", "range", "page starts at 1")
+	if q.Page < 1 || q.Page > MaxPage {
+		fe.Add("page", "range", "page must be between 1 and %d", MaxPage)
 	}
 	if q.PageSize == 0 {
 		q.PageSize = DefaultPageSize

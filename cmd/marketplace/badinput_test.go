@@ -110,6 +110,23 @@ func TestBadInput(t *testing.T) {
 		t.Errorf("GET /api-keys after the refusals: %d, %d bytes, want only the first key: %.300s", keys.Status, len(keys.Body), keys.Body)
 	}
 
+	// Paging: absurd pages are refused with a field error, never wrapped
+	// round to the first page.
+	for _, q := range []string{"page=9223372036854775807", "page=9223372036854775807&page_size=100", "page=10001", "page=-1", "page_size=101", "page=99999999999999999999"} {
+		r := admin.do("GET", "/api/v1/listings?"+q, nil)
+		if r.Status != 422 || len(r.errorFields()) != 1 || !strings.HasPrefix(r.errorFields()[0], "page") {
+			t.Errorf("listings?%s: %d %s, want 422 with a page field error", q, r.Status, r.Body)
+		}
+	}
+	if r := admin.do("GET", "/api/v1/listings?page=10000&page_size=100", nil); r.Status != 200 || r.JSON["items"] == nil || len(r.JSON["items"].([]any)) != 0 {
+		t.Errorf("the last page: %d %s, want 200 and no items", r.Status, r.Body)
+	}
+	for _, q := range []string{"limit=9223372036854775807", "limit=99999999999999999999", "limit=ten"} {
+		if r := admin.do("GET", "/api/v1/push-deliveries?"+q, nil); r.Status != 422 || len(r.errorFields()) != 1 || !strings.HasPrefix(r.errorFields()[0], "limit:") {
+			t.Errorf("push-deliveries?%s: %d %s, want 422 limit", q, r.Status, r.Body)
+		}
+	}
+
 	// The meter's routes keep their own, per-listing body limit, answered
 	// in JSON-RPC, even where a listing allows more than the control plane.
 	big := func(n int) map[string]any {

@@ -237,17 +237,7 @@ func parseQuery(c *fiber.Ctx, actor agentmarket.Actor) (listings.Query, error) {
 		}
 		return &b
 	}
-	intParam := func(name string) int64 {
-		v := c.Query(name)
-		if v == "" {
-			return 0
-		}
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			fe.Add(name, "type", "%s must be an integer", name)
-		}
-		return n
-	}
+	intParam := func(name string) int64 { return queryInt(c, &fe, name) }
 	q.Streaming = boolParam("streaming")
 	q.Push = boolParam("push")
 	if c.Query("max_monthly_fee_micros") != "" {
@@ -266,4 +256,18 @@ func parseQuery(c *fiber.Ctx, actor agentmarket.Actor) (listings.Query, error) {
 		}
 	}
 	return q, fe.Err("invalid_query", "the search is not valid")
+}
+
+// queryInt reads an optional integer query parameter (0 when absent); a
+// malformed or out-of-range one is a field error, never a silent default.
+func queryInt(c *fiber.Ctx, fe *agentmarket.Fields, name string) int64 {
+	v := c.Query(name)
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		fe.Add(name, "type", "%s must be an integer", name)
+	}
+	return n
 }

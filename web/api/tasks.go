@@ -5,6 +5,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/contracts"
 )
 
@@ -86,8 +87,13 @@ type deliveryJSON struct {
 }
 
 func (s *Server) listDeliveries(c *fiber.Ctx) error {
+	var fe agentmarket.Fields
+	limit := queryInt(c, &fe, "limit")
+	if err := fe.Err("invalid_query", "the delivery query is not valid"); err != nil {
+		return err
+	}
 	ds, err := s.Tasks.Deliveries(c.UserContext(), actorOf(c), contracts.DeliveryQuery{
-		Status: contracts.DeliveryStatus(c.Query("status")), TaskID: c.Query("task_id"), Limit: c.QueryInt("limit", 0)})
+		Status: contracts.DeliveryStatus(c.Query("status")), TaskID: c.Query("task_id"), Limit: int(limit)})
 	if err != nil {
 		return err
 	}
