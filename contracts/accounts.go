@@ -9,8 +9,10 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"fmt"
 	"net/mail"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -73,6 +75,11 @@ type Store interface {
 	// SetConnectAccount records an org's payout account ("" removes it).
 	SetConnectAccount(ctx context.Context, orgID, accountID string) (*Org, error)
 	CreateAPIKey(ctx context.Context, k *APIKey) error
+	// CreateAPIKeyFrom stores k, minted by the org's key parentID, and
+	// lowers parentID's monthly budget from parentBudget by k's budget,
+	// atomically; a Conflict (budget_changed) when parentID is revoked or
+	// its budget is no longer parentBudget.
+	CreateAPIKeyFrom(ctx context.Context, k *APIKey, parentID string, parentBudget int64) error
 	// APIKeyByHash finds a key by its hash, revoked or not.
 	APIKeyByHash(ctx context.Context, hash string) (*APIKey, error)
 	ListAPIKeys(ctx context.Context, orgID string) ([]APIKey, error)
@@ -87,6 +94,9 @@ type Accounts struct {
 	Clock agentmarket.Clock
 	// BcryptCost is the password hashing cost; 0 means bcrypt.DefaultCost.
 	BcryptCost int
+	// Spend reads keys' spend, for keys with a budget that mint keys; nil:
+	// such keys cannot mint.
+	Spend Spend
 }
 
 // Lengths of the names people give, in characters (agentmarket.Fields.Text).
@@ -230,9 +240,9 @@ type KeyInput struct {
 	MonthlyBudgetMicros *int64           `json:"monthly_budget_micros"`
 }
 
-// CreateKey makes a new API key for the actor's org. Nobody can mint a key
-// with more rights than their own role, except admins.
-func (a *Accounts) CreateKey(ctx context.Context, actor agentmarket.Actor, in KeyInput) (*APIKey, string, error) {
+// Validate reports every broken rule of the request itself; whether the
+// caller may mint such a key is CreateKey's question.
+func (in *KeyInput) Validate() error {
 	var fe agentmarket.Fields
 	in.Name = strings.TrimSpace(in.Name)
 	if in.Name == "" {
@@ -240,26 +250,91 @@ func (a *Accounts) CreateKey(ctx context.Context, actor agentmarket.Actor, in Ke
 	} else {
 		fe.Text("name", in.Name, MaxKeyName)
 	}
-	if in.Role == "" {
-		in.Role = actor.Role
-	}
-	if !in.Role.Valid() {
+	if in.Role != "" && !in.Role.Valid() {
 		fe.Add("role", "enum", "role must be one of admin, seller, buyer, finance")
 	}
 	if in.MonthlyBudgetMicros != nil && *in.MonthlyBudgetMicros < 0 {
 		fe.Add("monthly_budget_micros", "non_negative", "monthly_budget_micros must not be negative")
 	}
-	if err := fe.Err("invalid_api_key_request", "the API key request is not valid"); err != nil {
+	return fe.Err("invalid_api_key_request", "the API key request is not valid")
+}
+
+// Spend tells what an API key has spent since from: the list price of its
+// usage (the usage store's). A capped key hands over only what it has left.
+type Spend interface {
+	Spent(ctx context.Context, apiKeyID, contractID string, from time.Time) (int64, error)
+}
+
+// CreateKey makes a new API key for the actor's org. A key is never wider
+// than the one that mints it:
+//   - role: admins mint any role; any other key or user only its own;
+//   - budget: a key with a monthly budget mints only keys with a budget,
+//     and what it gives is taken out of its own. It may give at most what
+//     it has left this month (its budget less its spend), and its own
+//     budget drops by what it gave, so the keys it mints can never spend,
+//     together with it, more than its budget did alone. The meter checks
+//     each key against its own budget, unchanged.
+func (a *Accounts) CreateKey(ctx context.Context, actor agentmarket.Actor, in KeyInput) (*APIKey, string, error) {
+	if err := in.Validate(); err != nil {
 		return nil, "", err
 	}
-	if actor.Role != agentmarket.RoleAdmin && in.Role != actor.Role {
+	if in.Role == "" {
+		in.Role = actor.Role
+	}
+	if !slices.Contains(MintableRoles(actor), in.Role) {
 		return nil, "", agentmarket.Errorf(agentmarket.Forbidden, "role_escalation", "a %s key can only create %s keys", actor.Role, actor.Role)
 	}
 	secret, k := newKey(actor.OrgID, in.Name, in.Role, in.MonthlyBudgetMicros, a.Clock.Now())
-	if err := a.Store.CreateAPIKey(ctx, k); err != nil {
+	if actor.KeyBudgetMicros == nil {
+		if err := a.Store.CreateAPIKey(ctx, k); err != nil {
+			return nil, "", err
+		}
+		return k, secret, nil
+	}
+	left, err := a.budgetLeft(ctx, actor)
+	if err != nil {
+		return nil, "", err
+	}
+	if in.MonthlyBudgetMicros == nil || *in.MonthlyBudgetMicros > left {
+		return nil, "", &agentmarket.Error{Kind: agentmarket.Forbidden, Code: "budget_escalation",
+			Message: fmt.Sprintf("this key has a monthly budget of %d micros with %d left this month: the keys it creates need a budget of at most %d, which is taken from its own", *actor.KeyBudgetMicros, left, left),
+			Fields: []agentmarket.FieldError{{Field: "monthly_budget_micros", Rule: "within_budget",
+				Message: fmt.Sprintf("monthly_budget_micros is required and must be at most %d (what this key has left this month)", left)}}}
+	}
+	if err := a.Store.CreateAPIKeyFrom(ctx, k, actor.KeyID, *actor.KeyBudgetMicros); err != nil {
 		return nil, "", err
 	}
 	return k, secret, nil
+}
+
+// MintableRoles are the roles of the keys actor may create: any for an
+// admin, else only its own.
+func MintableRoles(actor agentmarket.Actor) []agentmarket.Role {
+	if actor.Role == agentmarket.RoleAdmin {
+		return agentmarket.Roles
+	}
+	return []agentmarket.Role{actor.Role}
+}
+
+// MayRevoke reports whether actor may revoke the key keyID of its org:
+// admins any, every other key only itself (a leaked buyer key must not be
+// able to lock the org's admins out).
+func MayRevoke(actor agentmarket.Actor, keyID string) bool {
+	return actor.Role == agentmarket.RoleAdmin || (actor.KeyID != "" && keyID == actor.KeyID)
+}
+
+// budgetLeft is what a capped key may still spend this month (UTC, as the
+// meter counts it).
+func (a *Accounts) budgetLeft(ctx context.Context, actor agentmarket.Actor) (int64, error) {
+	if a.Spend == nil {
+		return 0, agentmarket.Errorf(agentmarket.Unavailable, "spend_unknown", "this key's spend cannot be read, so it cannot hand over part of its budget")
+	}
+	now := a.Clock.Now().UTC()
+	spent, err := a.Spend.Spent(ctx, actor.KeyID, "", time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC))
+	if err != nil {
+		return 0, agentmarket.Wrap(agentmarket.Unavailable, "spend_unknown", err, "this key's spend cannot be read now, so it cannot hand over part of its budget; try again later")
+	}
+	return max(*actor.KeyBudgetMicros-spent, 0), nil
 }
 
 // ListKeys lists the actor's org's keys (hashes are never shown).
@@ -267,8 +342,11 @@ func (a *Accounts) ListKeys(ctx context.Context, actor agentmarket.Actor) ([]API
 	return a.Store.ListAPIKeys(ctx, actor.OrgID)
 }
 
-// RevokeKey revokes one of the actor's org's keys.
+// RevokeKey revokes one of the actor's org's keys, as MayRevoke allows.
 func (a *Accounts) RevokeKey(ctx context.Context, actor agentmarket.Actor, id string) (*APIKey, error) {
+	if !MayRevoke(actor, id) {
+		return nil, agentmarket.Errorf(agentmarket.Forbidden, "revoke_forbidden", "a %s key can only revoke itself; ask an admin to revoke other keys", actor.Role)
+	}
 	return a.Store.RevokeAPIKey(ctx, actor.OrgID, id, a.Clock.Now())
 }
 

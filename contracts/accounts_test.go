@@ -415,3 +415,174 @@ func TestEnsurePlatformRacingStarts(t *testing.T) {
 		})
 	}
 }
+
+// TestRevokeKeyRoles: admins revoke any key of their org; every other key
+// only itself, never an admin key nor a sibling.
+func TestRevokeKeyRoles(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name   string
+		by     agentmarket.Role
+		target string // "admin", "sibling" (another key of the caller's role) or "self"
+		want   agentmarket.Kind
+	}{
+		{"seller key revokes an admin key", agentmarket.RoleSeller, "admin", agentmarket.Forbidden},
+		{"buyer key revokes an admin key", agentmarket.RoleBuyer, "admin", agentmarket.Forbidden},
+		{"seller key revokes another seller key", agentmarket.RoleSeller, "sibling", agentmarket.Forbidden},
+		{"buyer key revokes another buyer key", agentmarket.RoleBuyer, "sibling", agentmarket.Forbidden},
+		{"finance key revokes an admin key", agentmarket.RoleFinance, "admin", agentmarket.Forbidden},
+		{"buyer key revokes itself", agentmarket.RoleBuyer, "self", ""},
+		{"seller key revokes itself", agentmarket.RoleSeller, "self", ""},
+		{"admin key revokes a buyer key", agentmarket.RoleAdmin, "sibling", ""},
+		{"admin key revokes another admin key", agentmarket.RoleAdmin, "admin", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newAccounts(t)
+			res := mustSignup(t, a, "alice@example.com")
+			admin := agentmarket.Actor{OrgID: res.Org.ID, KeyID: res.Key.ID, Role: agentmarket.RoleAdmin}
+			mint := func(role agentmarket.Role) *contracts.APIKey {
+				k, _, err := a.CreateKey(ctx, admin, contracts.KeyInput{Name: string(role), Role: role})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return k
+			}
+			caller := mint(tc.by)
+			target := map[string]*contracts.APIKey{"admin": res.Key, "sibling": mint(tc.by), "self": caller}[tc.target]
+			if tc.by == agentmarket.RoleAdmin && tc.target == "sibling" {
+				target = mint(agentmarket.RoleBuyer)
+			}
+			actor := agentmarket.Actor{OrgID: res.Org.ID, KeyID: caller.ID, Role: tc.by}
+			_, err := a.RevokeKey(ctx, actor, target.ID)
+			if agentmarket.KindOf(err) != tc.want && !(tc.want == "" && err == nil) {
+				t.Fatalf("RevokeKey: %v, want %q", err, tc.want)
+			}
+			ks, _ := a.ListKeys(ctx, admin)
+			for _, k := range ks {
+				if k.ID == target.ID && (k.RevokedAt != nil) != (tc.want == "") {
+					t.Errorf("target revoked = %v, want %v", k.RevokedAt != nil, tc.want == "")
+				}
+			}
+		})
+	}
+	// A browser session of a non-admin user holds no key: it revokes none.
+	a := newAccounts(t)
+	res := mustSignup(t, a, "alice@example.com")
+	if _, err := a.RevokeKey(ctx, agentmarket.Actor{OrgID: res.Org.ID, UserID: res.User.ID, Role: agentmarket.RoleBuyer}, res.Key.ID); agentmarket.KindOf(err) != agentmarket.Forbidden {
+		t.Errorf("keyless buyer session revokes the admin key: %v, want forbidden", err)
+	}
+}
+
+// spendOf is a usage store's answer to how much each key spent.
+type spendOf map[string]int64
+
+func (s spendOf) Spent(_ context.Context, apiKeyID, _ string, from time.Time) (int64, error) {
+	if from != time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC) {
+		return 0, fmt.Errorf("asked for spend since %v, want the month's start", from)
+	}
+	return s[apiKeyID], nil
+}
+
+// TestCreateKeyWithinBudget: a key with a monthly budget mints only keys
+// with a budget no larger than what it has left this month, and hands that
+// budget over, so that it and its keys together can never spend more than
+// its budget (the budget escape: a capped key minting an uncapped one).
+func TestCreateKeyWithinBudget(t *testing.T) {
+	ctx := context.Background()
+	budget := func(n int64) *int64 { return &n }
+	cases := []struct {
+		name       string
+		cap, spent int64
+		in         *int64 // the new key's budget
+		want       string // error code, "" for success
+		parentLeft int64  // the minting key's budget afterwards
+	}{
+		{"uncapped child refused", 100, 0, nil, "budget_escalation", 100},
+		{"child over the cap refused", 100, 0, budget(101), "budget_escalation", 100},
+		{"child over what is left refused", 100, 40, budget(61), "budget_escalation", 100},
+		{"child with what is left", 100, 40, budget(60), "", 40},
+		{"child with part of the budget", 100, 0, budget(30), "", 70},
+		{"zero-budget child of a spent key", 100, 150, budget(0), "", 100},
+		{"any budget from a spent key refused", 100, 100, budget(1), "budget_escalation", 100},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newAccounts(t)
+			res := mustSignup(t, a, "alice@example.com")
+			admin := agentmarket.Actor{OrgID: res.Org.ID, KeyID: res.Key.ID, Role: agentmarket.RoleAdmin}
+			parent, _, err := a.CreateKey(ctx, admin, contracts.KeyInput{Name: "capped", Role: agentmarket.RoleBuyer, MonthlyBudgetMicros: budget(tc.cap)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.Spend = spendOf{parent.ID: tc.spent}
+			actor := agentmarket.Actor{OrgID: res.Org.ID, KeyID: parent.ID, Role: agentmarket.RoleBuyer, KeyBudgetMicros: parent.MonthlyBudgetMicros}
+			child, _, err := a.CreateKey(ctx, actor, contracts.KeyInput{Name: "child", MonthlyBudgetMicros: tc.in})
+			if tc.want != "" {
+				ae := appError(t, err)
+				if ae.Kind != agentmarket.Forbidden || ae.Code != tc.want || fieldRules(ae) != "monthly_budget_micros:within_budget" {
+					t.Errorf("err = %s %s %q, want forbidden %s monthly_budget_micros:within_budget", ae.Kind, ae.Code, fieldRules(ae), tc.want)
+				}
+			} else if err != nil || deref(child.MonthlyBudgetMicros) != deref(tc.in) {
+				t.Fatalf("CreateKey = %+v, %v; want a key with budget %v", child, err, deref(tc.in))
+			}
+			ks, _ := a.ListKeys(ctx, admin)
+			var left any
+			for _, k := range ks {
+				if k.ID == parent.ID {
+					left = deref(k.MonthlyBudgetMicros)
+				}
+			}
+			wantKeys := 3 // the signup's, the capped one, the child
+			if tc.want != "" {
+				wantKeys = 2
+			}
+			if len(ks) != wantKeys || left != tc.parentLeft {
+				t.Errorf("%d keys, minting key's budget %v; want %d keys, budget %d", len(ks), left, wantKeys, tc.parentLeft)
+			}
+		})
+	}
+
+	t.Run("keys minted down a chain never spend more than the first budget", func(t *testing.T) {
+		a := newAccounts(t)
+		res := mustSignup(t, a, "alice@example.com")
+		admin := agentmarket.Actor{OrgID: res.Org.ID, KeyID: res.Key.ID, Role: agentmarket.RoleAdmin}
+		spend := spendOf{}
+		a.Spend = spend
+		k, _, err := a.CreateKey(ctx, admin, contracts.KeyInput{Name: "root", Role: agentmarket.RoleBuyer, MonthlyBudgetMicros: budget(100)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		chain := []*contracts.APIKey{k}
+		// Each key spends half of what it has, then hands the rest on.
+		for i := 0; i < 5; i++ {
+			spend[k.ID] = *k.MonthlyBudgetMicros / 2
+			actor := agentmarket.Actor{OrgID: res.Org.ID, KeyID: k.ID, Role: agentmarket.RoleBuyer, KeyBudgetMicros: k.MonthlyBudgetMicros}
+			give := *k.MonthlyBudgetMicros - spend[k.ID]
+			if k, _, err = a.CreateKey(ctx, actor, contracts.KeyInput{Name: fmt.Sprint("link ", i), MonthlyBudgetMicros: &give}); err != nil {
+				t.Fatal(err)
+			}
+			chain = append(chain, k)
+		}
+		var capacity int64
+		ks, _ := a.ListKeys(ctx, admin)
+		for _, k := range ks {
+			if k.MonthlyBudgetMicros != nil {
+				capacity += max(*k.MonthlyBudgetMicros, spend[k.ID])
+			}
+		}
+		if capacity != 100 {
+			t.Errorf("the chain of %d keys may spend %d this month, want the root's 100", len(chain), capacity)
+		}
+	})
+
+	t.Run("spend unknown: a capped key cannot mint", func(t *testing.T) {
+		a := newAccounts(t)
+		res := mustSignup(t, a, "alice@example.com")
+		actor := agentmarket.Actor{OrgID: res.Org.ID, KeyID: res.Key.ID, Role: agentmarket.RoleAdmin, KeyBudgetMicros: budget(100)}
+		_, _, err := a.CreateKey(ctx, actor, contracts.KeyInput{Name: "child", MonthlyBudgetMicros: budget(1)})
+		if agentmarket.KindOf(err) != agentmarket.Unavailable {
+			t.Errorf("CreateKey without a spend reader: %v, want unavailable", err)
+		}
+	})
+}

@@ -166,6 +166,7 @@ func (u *UI) cancelSubscription(r *req) error {
 type keyView struct {
 	contracts.APIKey
 	Spent, Budget string
+	CanRevoke     bool
 }
 
 type keysData struct {
@@ -186,7 +187,7 @@ func (u *UI) keysPage(r *req, d *keysData) error {
 	if err := u.require(r, contracts.ObjAPIKeys, contracts.ActRead); err != nil {
 		return err
 	}
-	d.Roles, d.CanWrite = agentmarket.Roles, u.can(r, contracts.ObjAPIKeys, contracts.ActWrite)
+	d.Roles, d.CanWrite = contracts.MintableRoles(r.actor), u.can(r, contracts.ObjAPIKeys, contracts.ActWrite)
 	ks, err := u.d.Accounts.ListKeys(r.ctx, r.actor)
 	if err != nil {
 		return err
@@ -205,7 +206,8 @@ func (u *UI) keysPage(r *req, d *keysData) error {
 		cur = tables[1].Currency
 	}
 	for i := len(ks) - 1; i >= 0; i-- { // newest first
-		k := keyView{APIKey: ks[i], Spent: formatMicros(spent[ks[i].ID], cur), Budget: "none"}
+		k := keyView{APIKey: ks[i], Spent: formatMicros(spent[ks[i].ID], cur), Budget: "none",
+			CanRevoke: d.CanWrite && contracts.MayRevoke(r.actor, ks[i].ID)}
 		if b := ks[i].MonthlyBudgetMicros; b != nil {
 			k.Budget = formatMicros(*b, cur)
 		}

@@ -541,6 +541,45 @@ func TestFinanceAndOperator(t *testing.T) {
 	mustContain(t, b.get("/finance/reconciliation?period=May"), `id="period-error"`)
 }
 
+// TestKeysPageFollowsKeyRules: signed in with a buyer key, the keys page
+// offers only buyer keys and a revoke button only on that key itself; the
+// admin sees both everywhere, and a forged revoke of the admin's key is
+// refused.
+func TestKeysPageFollowsKeyRules(t *testing.T) {
+	s := newSite(t, siteOptions{})
+	ctx := context.Background()
+	admin := s.browser(t)
+	admin.signup("Globex", "it@globex.example")
+	actor := s.actor(t, "it@globex.example")
+	k, secret, err := s.accounts.CreateKey(ctx, actor, contracts.KeyInput{Name: "orchestrator", Role: agentmarket.RoleBuyer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first string // the admin key sign-up made
+	keys, _ := s.accounts.ListKeys(ctx, actor)
+	for _, k := range keys {
+		if k.Role == agentmarket.RoleAdmin {
+			first = k.ID
+		}
+	}
+	p := admin.get("/keys")
+	mustContain(t, p, `<option value="admin"`, `action="/keys/`+first+`/revoke"`, `action="/keys/`+k.ID+`/revoke"`)
+
+	b := s.browser(t)
+	b.signinKey(secret)
+	p = b.get("/keys")
+	mustContain(t, p, `<option value="buyer"`, `action="/keys/`+k.ID+`/revoke"`)
+	mustNotContain(t, p, `<option value="admin"`, `<option value="seller"`, `action="/keys/`+first+`/revoke"`)
+	if p := b.post("/keys/"+first+"/revoke", nil); p.Status != http.StatusForbidden {
+		t.Errorf("buyer key revokes the admin key = %d", p.Status)
+	}
+	for _, k := range keys {
+		if stored, _ := s.accounts.Store.APIKeyByHash(ctx, k.Hash); stored == nil || stored.RevokedAt != nil {
+			t.Errorf("key %s (%s) was revoked", k.Name, k.Role)
+		}
+	}
+}
+
 func formatUSD(micros int64) string {
 	whole, frac := micros/1_000_000, micros%1_000_000
 	s := strings.TrimRight(itoa(frac + 1_000_000)[1:], "0")

@@ -175,6 +175,29 @@ func (s *Store) CreateAPIKey(ctx context.Context, k *contracts.APIKey) error {
 	return gormdb.Translate(s.db.WithContext(ctx).Create(keyToRow(k)).Error, "api key")
 }
 
+// CreateAPIKeyFrom implements contracts.Store. The update's condition on
+// the budget read makes two keys minted at once from the same parent take
+// the budget once: the second finds it changed.
+func (s *Store) CreateAPIKeyFrom(ctx context.Context, k *contracts.APIKey, parentID string, parentBudget int64) error {
+	var give int64
+	if k.MonthlyBudgetMicros != nil {
+		give = *k.MonthlyBudgetMicros
+	}
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Model(&keyRow{}).
+			Where("id = ? AND org_id = ? AND revoked_at IS NULL AND monthly_budget_micros = ?", parentID, k.OrgID, parentBudget).
+			Update("monthly_budget_micros", max(parentBudget-give, 0))
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			return agentmarket.Errorf(agentmarket.Conflict, "budget_changed", "the minting key was revoked or its budget changed meanwhile; try again")
+		}
+		return tx.Create(keyToRow(k)).Error
+	})
+	return gormdb.Translate(err, "api key")
+}
+
 // APIKeyByHash implements contracts.Store.
 func (s *Store) APIKeyByHash(ctx context.Context, hash string) (*contracts.APIKey, error) {
 	var r keyRow

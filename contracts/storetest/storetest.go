@@ -282,6 +282,60 @@ func Run(t *testing.T, newStore func(t *testing.T) interface {
 		}
 	})
 
+	t.Run("a key minted from a capped key takes its budget out of the parent's", func(t *testing.T) {
+		s := newStore(t)
+		mustOrg(t, s, "org_a", "alice@example.com")
+		mustOrg(t, s, "org_b", "bob@example.com")
+		parent := key("key_parent", "org_a", t0)
+		parent.MonthlyBudgetMicros = ptr(int64(100))
+		if err := s.CreateAPIKey(ctx, parent); err != nil {
+			t.Fatal(err)
+		}
+		budgetOf := func(k *contracts.APIKey) string {
+			t.Helper()
+			got, err := s.APIKeyByHash(ctx, k.Hash)
+			if err != nil {
+				return err.Error()
+			}
+			return show(got.MonthlyBudgetMicros)
+		}
+		child := key("key_child", "org_a", t0)
+		child.MonthlyBudgetMicros = ptr(int64(30))
+		if err := s.CreateAPIKeyFrom(ctx, child, "key_parent", 100); err != nil {
+			t.Fatal(err)
+		}
+		if budgetOf(parent) != "70" || budgetOf(child) != "30" {
+			t.Errorf("budgets parent, child = %s, %s; want 70, 30", budgetOf(parent), budgetOf(child))
+		}
+		// Minted against a budget read before the first mint: refused, and
+		// nothing is stored or taken.
+		late := key("key_late", "org_a", t0)
+		late.MonthlyBudgetMicros = ptr(int64(30))
+		if err := s.CreateAPIKeyFrom(ctx, late, "key_parent", 100); agentmarket.KindOf(err) != agentmarket.Conflict {
+			t.Errorf("mint against a stale budget: %v, want a conflict", err)
+		}
+		// Another org's key is not a parent; neither is a revoked one.
+		other := key("key_other", "org_b", t0)
+		other.MonthlyBudgetMicros = ptr(int64(1))
+		if err := s.CreateAPIKeyFrom(ctx, other, "key_parent", 70); agentmarket.KindOf(err) != agentmarket.Conflict {
+			t.Errorf("mint from another org's key: %v, want a conflict", err)
+		}
+		if _, err := s.RevokeAPIKey(ctx, "org_a", "key_parent", t0); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CreateAPIKeyFrom(ctx, late, "key_parent", 70); agentmarket.KindOf(err) != agentmarket.Conflict {
+			t.Errorf("mint from a revoked key: %v, want a conflict", err)
+		}
+		for _, k := range []*contracts.APIKey{late, other} {
+			if _, err := s.APIKeyByHash(ctx, k.Hash); agentmarket.KindOf(err) != agentmarket.NotFound {
+				t.Errorf("refused key %s was stored: %v", k.ID, err)
+			}
+		}
+		if budgetOf(parent) != "70" {
+			t.Errorf("parent budget after refusals = %s, want 70", budgetOf(parent))
+		}
+	})
+
 	t.Run("times round trip as the same instant in UTC", func(t *testing.T) {
 		s := newStore(t)
 		mustOrg(t, s, "org_a", "alice@example.com")

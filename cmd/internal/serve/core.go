@@ -115,6 +115,7 @@ func OpenCore(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ..
 	}
 	c.Usage = usage
 	c.closers = append(c.closers, closeUsage)
+	c.Accounts.Spend = storeSpend{store: usage}
 	return c, nil
 }
 
