@@ -18,6 +18,13 @@ const (
 	ScopePlatform Scope = "platform"
 )
 
+// Allows reports whether usage in scope s may be grouped by g. Sellers see
+// which orgs use their agents, never which of a buyer's API keys did:
+// those ids (and the names they lead to) are the buyer's.
+func (s Scope) Allows(g GroupBy) bool {
+	return s != ScopeSeller || g != ByAPIKey
+}
+
 // Reports answers usage questions for the API, within the caller's scope.
 type Reports struct {
 	Store Store
@@ -73,6 +80,12 @@ func (r *Reports) query(actor agentmarket.Actor, in ReportInput) (Query, error) 
 		q.BuyerOrgID = actor.OrgID
 	case ScopeSeller:
 		q.SellerOrgID = actor.OrgID
+		if !ScopeSeller.Allows(q.GroupBy) {
+			fe.Add("group_by", "scope", "group_by=%s is not available with scope=seller: a buyer's API keys are the buyer's own; group by buyer instead", q.GroupBy)
+		}
+		if q.APIKeyID != "" {
+			fe.Add("api_key_id", "scope", "api_key_id is not available with scope=seller: a buyer's API keys are the buyer's own")
+		}
 	case ScopePlatform:
 		if !actor.Operator {
 			return q, agentmarket.Errorf(agentmarket.Forbidden, "operator_only", "only platform operators may see platform-wide usage")

@@ -287,7 +287,7 @@ func (u *UI) finance(r *req) error {
 	p := u.parsePeriod(r, "/finance")
 	d.Scope = metering.Scope(r.c.Query("scope", string(metering.ScopeBuyer)))
 	group := metering.GroupBy(r.c.Query("group", string(metering.ByListing)))
-	if !slices.Contains(tableGroups, group) {
+	if !slices.Contains(tableGroups, group) || !d.Scope.Allows(group) {
 		group = metering.ByListing
 	}
 	p.Keep = map[string]string{"scope": string(d.Scope), "group": string(group)}
@@ -299,6 +299,9 @@ func (u *UI) finance(r *req) error {
 		d.Scopes = append(d.Scopes, option{Value: s.Value, Label: s.Label, Current: s.Value == string(d.Scope), Href: "/finance?" + q.Encode()})
 	}
 	for _, g := range tableGroups {
+		if !d.Scope.Allows(g) {
+			continue
+		}
 		q := url.Values{"scope": {string(d.Scope)}, "from": {p.From}, "to": {p.To}, "group": {string(g)}}
 		d.Groups = append(d.Groups, option{Value: string(g), Label: groupTitles[g], Current: g == group, Href: "/finance?" + q.Encode()})
 	}

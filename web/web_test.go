@@ -580,6 +580,63 @@ func TestKeysPageFollowsKeyRules(t *testing.T) {
 	}
 }
 
+// sellerAndBuyer signs up a seller (Acme) who lists a published agent and
+// a buyer (Globex), each signed in in a browser of their own.
+func (s *site) sellerAndBuyer(t *testing.T) (seller, buyer *browser, l *listings.Listing, buyerActor agentmarket.Actor) {
+	t.Helper()
+	seller = s.browser(t)
+	seller.signup("Acme", "seller@acme.example")
+	l = s.list(t, s.actor(t, "seller@acme.example"), "summarizer-v0.3.json", pricing)
+	buyer = s.browser(t)
+	buyer.signup("Globex", "it@globex.example")
+	return seller, buyer, l, s.actor(t, "it@globex.example")
+}
+
+// TestSellerNeverSeesBuyersKeys: the seller's view of what it sold shows
+// its buyers, never which of their API keys called: no "API key" grouping
+// is offered, asking for it anyway falls back to agents, and no page or
+// CSV of the seller's carries a buyer's key id or name.
+func TestSellerNeverSeesBuyersKeys(t *testing.T) {
+	s := newSite(t, siteOptions{autoApprove: true})
+	ctx := context.Background()
+	sb, b, l, buyer := s.sellerAndBuyer(t)
+	c, err := s.subs.Subscribe(ctx, buyer, contracts.SubscribeInput{ListingID: l.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _, err := s.accounts.CreateKey(ctx, buyer, contracts.KeyInput{Name: "globex secret orchestrator", Role: agentmarket.RoleBuyer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.usage.Insert(ctx, []metering.Usage{usageRow("u-1", now.Add(-time.Hour), l, buyer.OrgID, key.ID, c.ID, 123_000)}); err != nil {
+		t.Fatal(err)
+	}
+	// The buyer sees its own key by name.
+	mustContain(t, b.get("/finance?group=api_key"), "globex secret orchestrator")
+
+	secrets := []string{key.ID, key.Name, key.Prefix}
+	p := sb.get("/finance?scope=seller&group=api_key")
+	if p.Status != 200 {
+		t.Fatalf("seller finance = %d %s", p.Status, excerpt(p.Body))
+	}
+	mustContain(t, p, "Summarizer", formatUSD(123_000))
+	mustNotContain(t, p, append(secrets, "group=api_key")...)
+	mustContain(t, sb.get("/finance?scope=seller&group=buyer"), "Globex")
+	for _, path := range []string{"/finance?scope=seller", "/finance?scope=seller&group=buyer", "/finance?scope=seller&group=day", "/seller",
+		"/finance/usage.csv?scope=seller&group_by=task", "/finance/usage.csv?scope=seller&group_by=buyer", "/finance/usage.csv?scope=seller&group_by=listing"} {
+		p := sb.get(path)
+		if p.Status != 200 {
+			t.Errorf("%s = %d", path, p.Status)
+		}
+		mustNotContain(t, p, secrets...)
+	}
+	p = sb.get("/finance/usage.csv?scope=seller&group_by=api_key")
+	if p.Status != http.StatusUnprocessableEntity {
+		t.Errorf("seller CSV by API key = %d, want 422", p.Status)
+	}
+	mustNotContain(t, p, secrets...)
+}
+
 func formatUSD(micros int64) string {
 	whole, frac := micros/1_000_000, micros%1_000_000
 	s := strings.TrimRight(itoa(frac + 1_000_000)[1:], "0")
@@ -597,12 +654,7 @@ func itoa(n int64) string { return strconv.FormatInt(n, 10) }
 func TestBuyerSeesFailedPushDeliveries(t *testing.T) {
 	s := newSite(t, siteOptions{autoApprove: true})
 	ctx := context.Background()
-	sb := s.browser(t)
-	sb.signup("Acme", "seller@acme.example")
-	l := s.list(t, s.actor(t, "seller@acme.example"), "summarizer-v0.3.json", pricing)
-	b := s.browser(t)
-	b.signup("Globex", "it@globex.example")
-	buyer := s.actor(t, "it@globex.example")
+	_, b, l, buyer := s.sellerAndBuyer(t)
 	if p := b.post("/listings/"+l.ID+"/subscribe", nil); p.Status != http.StatusSeeOther {
 		t.Fatalf("subscribe = %d", p.Status)
 	}

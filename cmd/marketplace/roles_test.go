@@ -1,9 +1,16 @@
 package main
 
 import (
+	"net/http"
 	"strings"
 	"testing"
 )
+
+// get sends a GET with the key and an Accept header, returning status and body.
+func (c client) get(path, accept string) (int, string) {
+	c.t.Helper()
+	return raw(c.t, "GET", c.base+path, http.Header{"Authorization": {"Bearer " + c.key}, "Accept": {accept}}, nil)
+}
 
 // mintKey creates a key with the given key and request, failing the test
 // unless it is created.
@@ -88,5 +95,38 @@ func TestKeyBudgetEscape(t *testing.T) {
 	}
 	if budgets["capped"] != float64(600) || budgets["sub-agent"] != float64(400) || budgets["escape"] != nil {
 		t.Errorf("budgets after minting: %v, want capped 600, sub-agent 400, no escape key", budgets)
+	}
+}
+
+// TestSellerUsageHidesBuyersKeys: the buyer calls the agent; the seller
+// sees its buyers in usage, never their API keys, in JSON or CSV.
+func TestSellerUsageHidesBuyersKeys(t *testing.T) {
+	mk := newMarket(t, map[string]string{})
+	api := mk.api
+	buyerAdminID := firstKeyID(t, api.with(mk.buyer))
+	if _, e := (rpc{t: t, url: mk.ep03, key: mk.buyer}).call("message/send", msg03("usage a seller must not trace to a key", nil)); e != nil {
+		t.Fatal(e)
+	}
+	usageRows(t, mk.m, meterEnv{}, 1)
+	seller := api.with(mk.seller)
+	for _, accept := range []string{"application/json", "text/csv"} {
+		status, body := seller.get("/api/v1/usage?scope=seller&group_by=api_key", accept)
+		if status != 422 || !strings.Contains(body, `"field":"group_by","rule":"scope"`) || strings.Contains(body, buyerAdminID) {
+			t.Errorf("seller usage by API key (%s): %d %s, want 422 group_by:scope", accept, status, body)
+		}
+		status, body = seller.get("/api/v1/usage?scope=seller&group_by=buyer&api_key_id="+buyerAdminID, accept)
+		if status != 422 || !strings.Contains(body, `"field":"api_key_id","rule":"scope"`) {
+			t.Errorf("seller usage filtered on a buyer's key (%s): %d %s, want 422 api_key_id:scope", accept, status, body)
+		}
+		for _, g := range []string{"task", "buyer", "listing", "day", "seller"} {
+			status, body := seller.get("/api/v1/usage?scope=seller&group_by="+g, accept)
+			if status != 200 || strings.Contains(body, buyerAdminID) {
+				t.Errorf("seller usage by %s (%s): %d %s; it must answer without the buyer's key id %s", g, accept, status, body, buyerAdminID)
+			}
+		}
+	}
+	// The buyer still sees its own keys.
+	if status, body := api.with(mk.buyer).get("/api/v1/usage?group_by=api_key", "text/csv"); status != 200 || !strings.Contains(body, buyerAdminID) {
+		t.Errorf("buyer usage by key: %d %s", status, body)
 	}
 }
