@@ -15,7 +15,10 @@ import (
 //	        order: strings as uvarint length + bytes, integers as zigzag
 //	        varints, Time as varint Unix milliseconds, Estimated as one byte;
 //	        a row with pending usage is recordV2: the same, then the
-//	        PendingBill (Key, Cum, Add, Rates, in declaration order)
+//	        PendingBill (Key, Cum, Add, Rates, in declaration order);
+//	        a row that binds its task is recordV3: the fields, a flags byte
+//	        (1: pending, 2: binds), the PendingBill when flagged, then the
+//	        Binding (ParentListingID, DeadlineAt as varint Unix ms, 0 none)
 //
 // The CRC covers the length too, so a zero-filled tail (what some file
 // systems show after a power loss) is never taken for a record. A new field
@@ -24,6 +27,10 @@ const (
 	recordHeader = 8
 	recordV1     = 1
 	recordV2     = 2
+	recordV3     = 3
+
+	flagPending = 1
+	flagBinds   = 2
 	// maxPayload bounds one record. It is far above any real row and lets
 	// a garbage length in a torn tail be rejected without reading it.
 	maxPayload = 1 << 24
@@ -41,7 +48,10 @@ var (
 func appendRecord(b []byte, u *Usage) ([]byte, error) {
 	start := len(b)
 	version := byte(recordV1)
-	if u.Pending != nil {
+	switch {
+	case u.Binds != nil:
+		version = recordV3
+	case u.Pending != nil:
 		version = recordV2
 	}
 	b = append(b, 0, 0, 0, 0, 0, 0, 0, 0, version)
@@ -76,12 +86,27 @@ func appendRecord(b []byte, u *Usage) ([]byte, error) {
 	}
 	b = appendString(b, u.CardHash)
 	b = appendString(b, u.Model)
+	if version == recordV3 {
+		flags := byte(flagBinds)
+		if u.Pending != nil {
+			flags |= flagPending
+		}
+		b = append(b, flags)
+	}
 	if p := u.Pending; p != nil {
 		b = appendString(b, p.Key)
 		for _, v := range [...]int64{p.Cum.InputTokens, p.Cum.OutputTokens, p.Cum.ComputeMs, p.Add.InputTokens, p.Add.OutputTokens, p.Add.ComputeMs,
 			p.Rates.InputTokensPerMillion, p.Rates.OutputTokensPerMillion, p.Rates.ComputePerHour, p.Rates.PerTask} {
 			b = binary.AppendVarint(b, v)
 		}
+	}
+	if bd := u.Binds; bd != nil {
+		b = appendString(b, bd.ParentListingID)
+		var ms int64
+		if !bd.DeadlineAt.IsZero() {
+			ms = bd.DeadlineAt.UnixMilli()
+		}
+		b = binary.AppendVarint(b, ms)
 	}
 
 	n := len(b) - start - recordHeader
@@ -127,7 +152,7 @@ func nextRecord(b []byte) (payload []byte, n int, err error) {
 // decodePayload fills u from a record payload whose CRC checked out. All
 // strings of a row share one allocation.
 func decodePayload(p []byte, u *Usage) error {
-	if len(p) == 0 || (p[0] != recordV1 && p[0] != recordV2) {
+	if len(p) == 0 || p[0] < recordV1 || p[0] > recordV3 {
 		return errVersion
 	}
 	d := decoder{s: string(p[1:])}
@@ -158,14 +183,28 @@ func decodePayload(p []byte, u *Usage) error {
 	u.Estimated = d.byte() == 1
 	u.CardHash = d.str()
 	u.Model = d.str()
-	u.Pending = nil
-	if p[0] == recordV2 {
+	u.Pending, u.Binds = nil, nil
+	flags := byte(0)
+	switch p[0] {
+	case recordV2:
+		flags = flagPending
+	case recordV3:
+		flags = d.byte()
+	}
+	if flags&flagPending != 0 {
 		pb := &PendingBill{Key: d.str()}
 		for _, v := range [...]*int64{&pb.Cum.InputTokens, &pb.Cum.OutputTokens, &pb.Cum.ComputeMs, &pb.Add.InputTokens, &pb.Add.OutputTokens, &pb.Add.ComputeMs,
 			&pb.Rates.InputTokensPerMillion, &pb.Rates.OutputTokensPerMillion, &pb.Rates.ComputePerHour, &pb.Rates.PerTask} {
 			*v = d.varint()
 		}
 		u.Pending = pb
+	}
+	if flags&flagBinds != 0 {
+		bd := &Binding{ParentListingID: d.str()}
+		if ms := d.varint(); ms != 0 {
+			bd.DeadlineAt = time.UnixMilli(ms).UTC()
+		}
+		u.Binds = bd
 	}
 	if d.bad || d.i != len(d.s) {
 		return errTorn

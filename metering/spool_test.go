@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -98,6 +99,31 @@ func TestSpoolRoundTrip(t *testing.T) {
 	}
 	if err := s.Sync(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSpoolRoundTripPendingAndBinds: rows carrying pending usage, a
+// binding, or both (record versions 2 and 3) read back whole, beside a
+// plain row.
+func TestSpoolRoundTripPendingAndBinds(t *testing.T) {
+	s := MustOpenSpool(t, t.TempDir(), metering.SpoolOptions{})
+	want := []metering.Usage{row(1), row(2), row(3), row(4)}
+	pending := &metering.PendingBill{Key: "task-9", Cum: metering.Counters{InputTokens: 10, OutputTokens: 20, ComputeMs: 30},
+		Add: metering.Counters{InputTokens: 1, ComputeMs: -2}, Rates: metering.Rates{InputTokensPerMillion: 3, PerTask: 7}}
+	want[1].Pending = pending
+	want[2].Binds = &metering.Binding{ParentListingID: "lst_p", DeadlineAt: time.Date(2026, 12, 2, 3, 4, 5, 6_000_000, time.UTC)}
+	want[3].Pending, want[3].Binds = pending, &metering.Binding{}
+	if err := s.Append(want...); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := readAll(t, s)
+	if len(got) != len(want) {
+		t.Fatalf("read %d rows, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if w := storetest.Stored(want[i]); !reflect.DeepEqual(got[i], w) {
+			t.Errorf("row %d\n got  %+v %+v %+v\n want %+v %+v %+v", i, got[i], got[i].Pending, got[i].Binds, w, w.Pending, w.Binds)
+		}
 	}
 }
 

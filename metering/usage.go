@@ -55,6 +55,24 @@ type Usage struct {
 	// recorded the row; Settle bills it before the row is stored. Stores
 	// never see a row with Pending set.
 	Pending *PendingBill
+
+	// Binds, when set, says this call is the one that first saw TaskID:
+	// the meter bound the task to BuyerOrgID (and ContractID, ContextID,
+	// ParentTaskID) when it answered, and the row, once spooled, is that
+	// binding's durable record; the shipper projects it into the task
+	// owners' store. Stores never see it.
+	Binds *Binding
+}
+
+// Binding is what a row adds to its task's binding beyond the row's own
+// fields.
+type Binding struct {
+	// ParentListingID is the listing of ParentTaskID when the meter knew
+	// the parent ("" when it did not, or there is none).
+	ParentListingID string
+	// DeadlineAt is when the task's end-to-end budget runs out; zero when
+	// none applies.
+	DeadlineAt time.Time
 }
 
 // GroupBy is a dimension usage is summed over.
