@@ -29,6 +29,15 @@ type ShipperOptions struct {
 	// a batch is stored; an error is a failed attempt, retried. Without it
 	// a batch holding pending usage is refused (never stored unbilled).
 	Settle func(ctx context.Context, rows []Usage) error
+	// SettleAhead settles rows as soon as they are read, without waiting
+	// for their batch to fill or for the store to take it; while the store
+	// fails, rows appended meanwhile are settled too (and read again, and
+	// settled again, when their batch goes). For a Settle that is
+	// idempotent (settling a row twice gives the same row and the same
+	// state) and whose side effects others wait for: the meter's task
+	// bindings and ledger are projections of the spool that other meters
+	// read, and must not lag a slow usage store.
+	SettleAhead bool
 }
 
 // Shipper defaults.
@@ -76,6 +85,9 @@ type Shipper struct {
 	started    bool
 	batch      []Usage
 	batchStart time.Time
+	settled    int    // with SettleAhead: rows of batch settled already
+	ahead      Cursor // with SettleAhead: rows before it, past pos, are settled
+	scratch    []Usage
 
 	shippedRows    atomic.Uint64
 	shippedBatches atomic.Uint64
@@ -156,6 +168,10 @@ func (s *Shipper) step(ctx context.Context) (time.Duration, error) {
 	if len(s.batch) == 0 {
 		return time.Hour, nil
 	}
+	if err := s.settleAhead(ctx); err != nil {
+		s.fail(err)
+		return s.backoff(), nil
+	}
 	if s.batchStart.IsZero() {
 		s.batchStart = time.Now()
 	}
@@ -225,6 +241,47 @@ func (s *Shipper) fill() error {
 	return err
 }
 
+// settleAhead settles the rows of the batch not settled yet (SettleAhead).
+func (s *Shipper) settleAhead(ctx context.Context) error {
+	if !s.opts.SettleAhead || s.opts.Settle == nil || s.settled >= len(s.batch) {
+		return nil
+	}
+	sctx, cancel := context.WithTimeout(ctx, s.opts.InsertTimeout)
+	defer cancel()
+	if err := s.opts.Settle(sctx, s.batch[s.settled:]); err != nil {
+		return fmt.Errorf("settling usage ahead of shipping: %w", err)
+	}
+	s.settled = len(s.batch)
+	return nil
+}
+
+// settleBeyond settles rows appended after the batch, while the batch
+// waits for the store (SettleAhead): they are read into a scratch buffer,
+// settled, and let go; their batch reads them again later.
+func (s *Shipper) settleBeyond(ctx context.Context) {
+	if !s.opts.SettleAhead || s.opts.Settle == nil {
+		return
+	}
+	if s.ahead.Before(s.pos) {
+		s.ahead = s.pos
+	}
+	for range 20 { // bounded work between two attempts of the batch
+		rows, next, err := s.spool.Read(s.ahead, s.opts.BatchRows, s.scratch[:0])
+		s.scratch = rows
+		if err != nil || len(rows) == 0 {
+			return
+		}
+		sctx, cancel := context.WithTimeout(ctx, s.opts.InsertTimeout)
+		err = s.opts.Settle(sctx, rows)
+		cancel()
+		clear(s.scratch)
+		if err != nil {
+			return // the batch's own attempt reports the failure
+		}
+		s.ahead = next
+	}
+}
+
 // ship inserts the batch, retrying until it succeeds or ctx ends, then
 // acknowledges it. On return with an error the batch is kept for the next
 // attempt.
@@ -239,6 +296,7 @@ func (s *Shipper) ship(ctx context.Context) error {
 			s.shippedBatches.Add(1)
 			clear(s.batch) // drop references to the rows' strings
 			s.batch = s.batch[:0]
+			s.settled = 0
 			s.batchStart = time.Time{}
 			s.mu.Lock()
 			s.consecutive = 0
@@ -252,6 +310,7 @@ func (s *Shipper) ship(ctx context.Context) error {
 			return err
 		}
 		s.fail(err)
+		s.settleBeyond(ctx)
 		t := time.NewTimer(s.backoff())
 		select {
 		case <-ctx.Done():

@@ -312,3 +312,64 @@ func TestShipperCrashBetweenInsertAndAck(t *testing.T) {
 		t.Errorf("a run after everything was acknowledged sent %d batches", len(store.batches)-before)
 	}
 }
+
+// TestShipperSettlesAheadOfAFailingStore: with SettleAhead, rows are
+// settled (their projections applied) as soon as they are read, and rows
+// appended while the store is down are settled too, before the store comes
+// back; every row is still stored once, settled.
+func TestShipperSettlesAheadOfAFailingStore(t *testing.T) {
+	sp := MustOpenSpool(t, t.TempDir(), metering.SpoolOptions{})
+	st := &recordingStore{Store: mustOpenStore(t)}
+	st.fail.Store(1 << 30) // down until told otherwise
+	var mu sync.Mutex
+	settled := map[string]int{}
+	settle := func(ctx context.Context, rows []metering.Usage) error {
+		mu.Lock()
+		defer mu.Unlock()
+		for i := range rows {
+			settled[rows[i].ID]++
+			rows[i].Pending = nil
+		}
+		return nil
+	}
+	sh := metering.NewShipper(sp, st, metering.ShipperOptions{BatchRows: 10, BatchWait: time.Hour, MinBackoff: time.Millisecond,
+		MaxBackoff: 5 * time.Millisecond, Settle: settle, SettleAhead: true})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sh.Run(ctx) }()
+
+	var ids []string
+	for i := range 35 {
+		u := row(i)
+		u.Pending = &metering.PendingBill{Key: u.TaskID}
+		ids = append(ids, u.ID)
+		if err := sp.Append(u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := len(settled)
+		mu.Unlock()
+		if n == len(ids) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d rows settled while the store is down", n, len(ids))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := sh.Stats().ShippedRows; got != 0 {
+		t.Fatalf("%d rows shipped to a store that is down", got)
+	}
+	st.fail.Store(0)
+	flushCtx, fcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer fcancel()
+	if err := sh.Flush(flushCtx); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	<-done
+	checkStored(t, st.Store, ids)
+}
