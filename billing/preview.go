@@ -47,16 +47,9 @@ func (p *Previews) Preview(ctx context.Context, actor agentmarket.Actor, contrac
 	}
 	now := p.Clock.Now()
 	period := MonthOf(now)
-	totals, err := p.Usage.Totals(ctx, metering.Query{GroupBy: metering.ByListing, From: period.Start, To: now.Add(time.Millisecond), ContractID: c.ID})
+	u, err := usageIn(ctx, p.Usage, c.ID, Period{Start: period.Start, End: now.Add(time.Millisecond)})
 	if err != nil {
 		return nil, err
-	}
-	var u Usage
-	for _, t := range totals {
-		u.InputTokens += t.InputTokens
-		u.OutputTokens += t.OutputTokens
-		u.ComputeMs += t.ComputeMs
-		u.Tasks += t.Tasks
 	}
 	start := c.CreatedAt
 	return Preview(*plan, u, period, &start, c.CanceledAt, now)

@@ -82,7 +82,7 @@ func (s *Service) Reconcile(ctx context.Context, period Period) ([]Drift, error)
 		if reported[r.ContractID] == nil {
 			reported[r.ContractID] = map[LineKind]int64{}
 		}
-		reported[r.ContractID][r.Kind] += r.Quantity
+		reported[r.ContractID][r.Kind] = agentmarket.AddSat(reported[r.ContractID][r.Kind], r.Quantity)
 		ids[r.ContractID] = true
 	}
 	invoices, err := s.Store.Invoices(ctx, period.Start)

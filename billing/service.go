@@ -227,20 +227,16 @@ func (s *Service) settleDelay() time.Duration {
 	return DefaultSettleDelay
 }
 
-// usageIn sums a contract's usage in p from the usage store.
+// usageIn sums a contract's usage in p from the usage store. A sum past
+// the int64 range saturates (metering.Sum), so it reads, and rating it
+// says the amount is too large to bill instead of wrapping.
 func usageIn(ctx context.Context, store metering.Store, contractID string, p Period) (Usage, error) {
 	totals, err := store.Totals(ctx, metering.Query{GroupBy: metering.ByListing, From: p.Start, To: p.End, ContractID: contractID})
 	if err != nil {
 		return Usage{}, err
 	}
-	var u Usage
-	for _, t := range totals {
-		u.InputTokens += t.InputTokens
-		u.OutputTokens += t.OutputTokens
-		u.ComputeMs += t.ComputeMs
-		u.Tasks += t.Tasks
-	}
-	return u, nil
+	t := metering.Sum(totals)
+	return Usage{InputTokens: t.InputTokens, OutputTokens: t.OutputTokens, ComputeMs: t.ComputeMs, Tasks: t.Tasks}, nil
 }
 
 // Of returns the usage counter of a metered line kind (0 for the flat fee).

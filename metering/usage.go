@@ -9,6 +9,8 @@ package metering
 import (
 	"context"
 	"time"
+
+	"github.com/agentmarket/agentmarket"
 )
 
 // Usage is one metered call (or one settled stream, or one push
@@ -116,9 +118,37 @@ type Total struct {
 	Estimated    int64 // how many of the calls carry estimated tokens
 }
 
+// Add returns t with u's counters added (Key stays t's). Sums saturate at
+// the largest int64 instead of wrapping (agentmarket.AddSat), as every
+// store's Totals do: the one way totals are added up in Go.
+func (t Total) Add(u Total) Total {
+	t.Calls = agentmarket.AddSat(t.Calls, u.Calls)
+	t.Tasks = agentmarket.AddSat(t.Tasks, u.Tasks)
+	t.InputTokens = agentmarket.AddSat(t.InputTokens, u.InputTokens)
+	t.OutputTokens = agentmarket.AddSat(t.OutputTokens, u.OutputTokens)
+	t.ComputeMs = agentmarket.AddSat(t.ComputeMs, u.ComputeMs)
+	t.CostMicros = agentmarket.AddSat(t.CostMicros, u.CostMicros)
+	t.Estimated = agentmarket.AddSat(t.Estimated, u.Estimated)
+	return t
+}
+
+// Sum adds up totals (Total.Add) into one, with an empty key.
+func Sum(totals []Total) Total {
+	var s Total
+	for _, t := range totals {
+		s = s.Add(t)
+	}
+	s.Key = ""
+	return s
+}
+
 // Store keeps usage rows and answers aggregate queries. Implementations:
 // metering/clickhouse (production) and metering/embedded (the embedded
 // default); every implementation passes metering/storetest.
+//
+// Totals never fail for the size of a sum: a sum past the int64 range
+// saturates at its largest value (9223372036854775807), exactly like
+// Total.Add, on every store.
 type Store interface {
 	// Insert stores rows. Rows whose ID is already stored have no further
 	// effect, however often they are inserted.

@@ -104,16 +104,17 @@ func (u *UI) buyer(r *req) error {
 		if c.Status == contracts.ContractCanceled {
 			s = 0 // the listing's spend belongs to the open contract, if any
 		}
-		total += s
+		total = agentmarket.AddSat(total, s)
 		v.Spent = formatMicros(s, cur)
 		if b := c.MonthlyBudgetMicros; b != nil {
 			v.Budget = formatMicros(*b, cur)
 			switch {
 			case *b == 0:
 				v.Percent, v.Over = 100, s > 0
-			default:
-				v.Percent = min(100, s*100 / *b)
-				v.Over = s >= *b
+			case s >= *b:
+				v.Percent, v.Over = 100, true
+			default: // s < *b ≤ agentmarket.MaxBudgetMicros: s*100 fits
+				v.Percent = s * 100 / *b
 			}
 		}
 		v.Snippet = snippet(l.name, v.Endpoint, v.CardURL)

@@ -42,9 +42,8 @@ func trendChart(id, title, desc string, pts []point, format func(int64) string) 
 		maxV = max(maxV, p.Value)
 	}
 	plotW, plotH := w-left-right, h-top-bottom
-	for i, frac := range []int64{0, 1, 2} {
-		y := top + plotH - plotH*float64(frac)/2
-		v := maxV * frac / 2
+	for i, v := range []int64{0, maxV / 2, maxV} { // maxV·i/2 could overflow
+		y := top + plotH - plotH*float64(i)/2
 		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#c9ced6" stroke-width="1"/>`, left, w-right, y, y)
 		if maxV > 0 || i == 0 {
 			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="end" font-size="12" fill="#374151">%s</text>`, left-6, y+4, esc(format(v)))

@@ -220,16 +220,7 @@ func (u *UI) usageTables(r *req, lb *labeler, scope metering.Scope, p periodForm
 }
 
 func (lb *labeler) table(g metering.GroupBy, totals []metering.Total, scope metering.Scope, p periodForm) usageTable {
-	t := usageTable{Group: g, Title: groupTitles[g], Total: usageRow{Label: "Total"}}
-	for _, x := range totals {
-		t.Total.Calls += x.Calls
-		t.Total.Tasks += x.Tasks
-		t.Total.InputTokens += x.InputTokens
-		t.Total.OutputTokens += x.OutputTokens
-		t.Total.ComputeMs += x.ComputeMs
-		t.Total.CostMicros += x.CostMicros
-		t.Total.Estimated += x.Estimated
-	}
+	t := usageTable{Group: g, Title: groupTitles[g], Total: usageRow{Label: "Total", Total: metering.Sum(totals)}}
 	rows := slices.Clone(totals)
 	if g != metering.ByDay {
 		slices.SortStableFunc(rows, func(a, b metering.Total) int { return cmp.Compare(b.CostMicros, a.CostMicros) })

@@ -305,6 +305,16 @@ func excerpt(body string) string {
 	return body
 }
 
+// subscribe subscribes buyer to a listing, with an optional monthly budget.
+func (s *site) subscribe(tb testing.TB, buyer agentmarket.Actor, listingID string, budget *int64) *contracts.Contract {
+	tb.Helper()
+	c, err := s.subs.Subscribe(context.Background(), buyer, contracts.SubscribeInput{ListingID: listingID, MonthlyBudgetMicros: budget})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
 func usageRow(id string, at time.Time, l *listings.Listing, buyer, key, contract string, cost int64) metering.Usage {
 	return metering.Usage{ID: id, Time: at, TraceID: strings.Repeat("a", 32), TaskID: "task-" + id, ListingID: l.ID, SellerOrgID: l.SellerOrgID,
 		BuyerOrgID: buyer, APIKeyID: key, ContractID: contract, Method: "message/send", ProtocolVersion: "0.3", State: "completed",

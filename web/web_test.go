@@ -461,14 +461,7 @@ func TestFinanceAndOperator(t *testing.T) {
 	b := s.browser(t)
 	b.signup("Globex", "it@globex.example")
 	buyer := s.actor(t, "it@globex.example")
-	c1, err := s.subs.Subscribe(ctx, buyer, contracts.SubscribeInput{ListingID: l.ID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c2, err := s.subs.Subscribe(ctx, buyer, contracts.SubscribeInput{ListingID: l2.ID})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c1, c2 := s.subscribe(t, buyer, l.ID, nil), s.subscribe(t, buyer, l2.ID, nil)
 	keys, _ := s.accounts.ListKeys(ctx, buyer)
 	var rows []metering.Usage
 	for i := range 30 {
@@ -694,4 +687,38 @@ func TestBuyerSeesFailedPushDeliveries(t *testing.T) {
 	if err != nil || len(ds) != 3 {
 		t.Errorf("after the retry, pending deliveries = %d, %v; want 3", len(ds), err)
 	}
+}
+
+// TestTotalsPastInt64 (issue 11): per-agent sums that each fit but
+// together pass int64 (rows stored before amounts were bounded) show a
+// saturated total on the finance and buyer pages, and a chart axis up to
+// it, never a wrapped, negative amount.
+func TestTotalsPastInt64(t *testing.T) {
+	s := newSite(t, siteOptions{autoApprove: true})
+	ctx := context.Background()
+	s.browser(t).signup("Acme", "seller@acme.example")
+	seller := s.actor(t, "seller@acme.example")
+	l := s.list(t, seller, "summarizer-v0.3.json", pricing)
+	l2 := s.list(t, seller, "translator-v1.0.json", pricing)
+	b := s.browser(t)
+	b.signup("Globex", "it@globex.example")
+	buyer := s.actor(t, "it@globex.example")
+	budget := int64(1_000_000_000_000_000)
+	c1, c2 := s.subscribe(t, buyer, l.ID, &budget), s.subscribe(t, buyer, l2.ID, nil)
+	keys, _ := s.accounts.ListKeys(ctx, buyer)
+	const big = 6_000_000_000_000_000_000 // each fits; two do not
+	rows := []metering.Usage{
+		usageRow("u1", now.Add(-time.Hour), l, buyer.OrgID, keys[0].ID, c1.ID, big),
+		usageRow("u2", now.Add(-time.Hour), l2, buyer.OrgID, keys[0].ID, c2.ID, big),
+	}
+	if err := s.usage.Insert(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	const saturated, each = "$9,223,372,036,854.775807", "$6,000,000,000,000.00"
+	p := b.get("/finance")
+	mustContain(t, p, `<dd data-total-cost>`+saturated+`</dd>`, each, `<td class="cost">`+saturated+`</td></tr></tfoot>`)
+	mustNotContain(t, p, "-$")
+	p = b.get("/buyer")
+	mustContain(t, p, "<strong>"+saturated+"</strong> in usage", "<span data-spent>"+each+"</span> of $1,000,000,000.00 budget")
+	mustNotContain(t, p, "-$")
 }

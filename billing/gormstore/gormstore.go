@@ -368,8 +368,9 @@ func (s *Store) SkipWindow(ctx context.Context, seen billing.Watermark, through 
 	return gormdb.Translate(err, "usage watermark")
 }
 
-// advance adds quantity to a locked watermark row and moves its Through
-// to through unless it is past it already.
+// advance adds quantity to a locked watermark row (saturating, like every
+// sum of usage: a watermark past int64 stays at its largest value) and
+// moves its Through to through unless it is past it already.
 func advance(tx *gorm.DB, w *watermarkRow, quantity int64, through, now time.Time) error {
 	newThrough := ts(through)
 	if w.ReportedThrough != nil && w.ReportedThrough.After(newThrough) {
@@ -377,7 +378,7 @@ func advance(tx *gorm.DB, w *watermarkRow, quantity int64, through, now time.Tim
 	}
 	return tx.Model(&watermarkRow{}).
 		Where("contract_id = ? AND line_kind = ? AND period_start = ?", w.ContractID, w.LineKind, w.PeriodStart).
-		Updates(map[string]any{"reported": w.Reported + quantity, "reported_through": newThrough, "updated_at": ts(now)}).Error
+		Updates(map[string]any{"reported": agentmarket.AddSat(w.Reported, quantity), "reported_through": newThrough, "updated_at": ts(now)}).Error
 }
 
 func keyWhere(tx *gorm.DB, k billing.ReportKey) *gorm.DB {

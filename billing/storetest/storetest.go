@@ -251,6 +251,33 @@ func Run(t *testing.T, newStore Factory) {
 		}
 	})
 
+	t.Run("a watermark past int64 saturates", func(t *testing.T) {
+		// Reports of usage sums that saturated (metering.Sum): the watermark
+		// stays at the largest int64, never wraps to a negative quantity.
+		s := newStore(t)
+		kind := billing.LineTasks
+		report := func(seen billing.Watermark, h int, q int64) billing.Watermark {
+			t.Helper()
+			win := billing.Period{Start: hour(h), End: hour(h + 1)}
+			rep := &billing.UsageReport{ContractID: "ctr_big", Kind: kind, Window: win, PeriodStart: may.Start, ItemID: "si_task",
+				Quantity: q, IdempotencyKey: billing.UsageReportKey("ctr_big", kind, win), Status: billing.ReportPending, CreatedAt: t0}
+			must(t, s.AddReport(ctx, rep, seen))
+			must2(t)(s.MarkReportSent(ctx, rep.Key(), t0))
+			w, err := s.Watermark(ctx, "ctr_big", kind, may.Start)
+			must(t, err)
+			return w
+		}
+		w, err := s.Watermark(ctx, "ctr_big", kind, may.Start)
+		must(t, err)
+		const maxI = 1<<63 - 1
+		if w = report(w, 10, maxI-10); w.Reported != maxI-10 {
+			t.Fatalf("watermark = %d, want %d", w.Reported, int64(maxI-10))
+		}
+		if w = report(w, 11, 100); w.Reported != maxI {
+			t.Fatalf("watermark past int64 = %d, want %d", w.Reported, int64(maxI))
+		}
+	})
+
 	t.Run("a report of another watermark is refused", func(t *testing.T) {
 		s := newStore(t)
 		w, err := s.Watermark(ctx, "ctr_1", billing.LineTasks, may.Start)

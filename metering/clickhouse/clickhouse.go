@@ -323,12 +323,22 @@ func clampMs(t time.Time) uint64 {
 	return uint64(ms)
 }
 
+// satSum is the SQL of a sum that cannot overflow. ClickHouse's sum of an
+// Int64 column wraps silently past int64, so values are summed as
+// Decimal(38, 0) (exact for any realistic number of rows: 10^38 is 10^19
+// times the int64 range) and the sum is brought back to Int64, saturated
+// at its largest value, like agentmarket.AddSat. ClickHouse 18.16 and
+// current releases run it alike.
+func satSum(col string) string {
+	return "toInt64(least(sum(toDecimal128(" + col + ", 0)), toDecimal128(9223372036854775807, 0)))"
+}
+
 // TotalsSQL returns the query Totals runs for q, and its arguments.
 func TotalsSQL(q metering.Query) (string, []any) {
 	w, args := where(q)
-	return `SELECT ` + keyExpr[q.GroupBy] + ` AS k, toInt64(count()), toInt64(sum(tasks)),
-  toInt64(sum(input_tokens)), toInt64(sum(output_tokens)), toInt64(sum(compute_ms)),
-  toInt64(sum(cost_micros)), toInt64(sum(estimated))
+	return `SELECT ` + keyExpr[q.GroupBy] + ` AS k, toInt64(count()), ` + satSum("tasks") + `,
+  ` + satSum("input_tokens") + `, ` + satSum("output_tokens") + `, ` + satSum("compute_ms") + `,
+  ` + satSum("cost_micros") + `, toInt64(sum(estimated))
 FROM usage FINAL` + w + `
 GROUP BY k
 ORDER BY k`, args

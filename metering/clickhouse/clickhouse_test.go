@@ -135,6 +135,16 @@ func TestTotalsSQL(t *testing.T) {
 			if !strings.Contains(sql, "FROM usage FINAL") || !strings.HasSuffix(sql, "GROUP BY k\nORDER BY k") {
 				t.Errorf("every read must dedup with FINAL and order by key: %s", sql)
 			}
+			// sum(Int64) wraps silently: every Int64 sum goes through
+			// Decimal(38, 0) and saturates at the largest Int64.
+			sat := func(c string) string {
+				return "toInt64(least(sum(toDecimal128(" + c + ", 0)), toDecimal128(9223372036854775807, 0)))"
+			}
+			cols := "toInt64(count()), " + sat("tasks") + ",\n  " + sat("input_tokens") + ", " + sat("output_tokens") + ", " +
+				sat("compute_ms") + ",\n  " + sat("cost_micros") + ", toInt64(sum(estimated))\nFROM usage FINAL"
+			if !strings.Contains(sql, " AS k, "+cols) {
+				t.Errorf("sums are not saturating:\n%s\nwant the columns\n%s", sql, cols)
+			}
 			_, rest, _ := strings.Cut(sql, "FROM usage FINAL")
 			where, _, _ := strings.Cut(rest, "\nGROUP BY")
 			wantWhere := ""

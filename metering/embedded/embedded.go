@@ -9,6 +9,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"strings"
 	"sync"
@@ -22,7 +23,7 @@ import (
 
 // schemaVersion is kept in PRAGMA user_version; migrations[v] lists the
 // statements that bring a file from version v to v+1.
-const schemaVersion = 2
+const schemaVersion = 3
 
 var schema = []string{
 	`CREATE TABLE IF NOT EXISTS usage (
@@ -86,19 +87,57 @@ var rollup = []string{
 	`INSERT INTO usage_daily (day, buyer_org_id, seller_org_id, listing_id, api_key_id, contract_id,
 		calls, tasks, input_tokens, output_tokens, compute_ms, cost_micros, estimated)
 	 SELECT time_ms / 86400000, buyer_org_id, seller_org_id, listing_id, api_key_id, contract_id,
-		COUNT(*), SUM(tasks), SUM(input_tokens), SUM(output_tokens), SUM(compute_ms), SUM(cost_micros), SUM(estimated)
+		COUNT(*), ` + sums("tasks", "input_tokens", "output_tokens", "compute_ms", "cost_micros", "estimated") + `
 	 FROM usage GROUP BY 1, 2, 3, 4, 5, 6`,
 }
 
-var migrations = [][]string{schema, rollup}
+// saturated repairs rollup cells that summed past int64 before sums
+// saturated: SQLite turned them into REALs (its rule for an integer
+// operation that overflows), which no reader could scan. Such a cell's
+// true value is past int64, so it becomes the saturated value.
+var saturated = func() []string {
+	var out []string
+	for _, c := range []string{"calls", "tasks", "input_tokens", "output_tokens", "compute_ms", "cost_micros", "estimated"} {
+		out = append(out, fmt.Sprintf("UPDATE usage_daily SET %[1]s = %[2]d WHERE typeof(%[1]s) = 'real'", c, int64(math.MaxInt64)))
+	}
+	return out
+}()
 
+var migrations = [][]string{schema, rollup, saturated}
+
+// satSum is the SQL of a sum that cannot overflow. SQLite's SUM fails
+// ("integer overflow") past int64, so each value is summed in two parts,
+// its whole multiples of 2^32 and the rest, whose sums cannot overflow
+// below 2^31 rows a group; recombining them past int64 gives a REAL
+// (SQLite's rule for integer arithmetic that overflows), which MIN brings
+// back to the largest int64. The result is exact up to 2^63-1 and
+// saturates there, like agentmarket.AddSat.
+func satSum(col string) string {
+	return fmt.Sprintf("MIN(SUM(%[1]s / 4294967296) * 4294967296 + SUM(%[1]s %% 4294967296), %[2]d)", col, int64(math.MaxInt64))
+}
+
+// sums is satSum of each column, comma separated.
+func sums(cols ...string) string {
+	out := make([]string, len(cols))
+	for i, c := range cols {
+		out[i] = satSum(c)
+	}
+	return strings.Join(out, ", ")
+}
+
+// rollupUpsert adds a new row to its day's cell. Each addition saturates
+// at the largest int64 (an overflowing + gives a REAL, which MIN brings
+// back), as satSum does.
 const rollupUpsert = `INSERT INTO usage_daily (day, buyer_org_id, seller_org_id, listing_id, api_key_id, contract_id,
 		calls, tasks, input_tokens, output_tokens, compute_ms, cost_micros, estimated)
 	VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)
 	ON CONFLICT (day, buyer_org_id, seller_org_id, listing_id, api_key_id, contract_id) DO UPDATE SET
-		calls = calls + 1, tasks = tasks + excluded.tasks, input_tokens = input_tokens + excluded.input_tokens,
-		output_tokens = output_tokens + excluded.output_tokens, compute_ms = compute_ms + excluded.compute_ms,
-		cost_micros = cost_micros + excluded.cost_micros, estimated = estimated + excluded.estimated`
+		calls = MIN(calls + 1, 9223372036854775807), tasks = MIN(tasks + excluded.tasks, 9223372036854775807),
+		input_tokens = MIN(input_tokens + excluded.input_tokens, 9223372036854775807),
+		output_tokens = MIN(output_tokens + excluded.output_tokens, 9223372036854775807),
+		compute_ms = MIN(compute_ms + excluded.compute_ms, 9223372036854775807),
+		cost_micros = MIN(cost_micros + excluded.cost_micros, 9223372036854775807),
+		estimated = MIN(estimated + excluded.estimated, 9223372036854775807)`
 
 const columns = `id, time_ms, trace_id, task_id, context_id, parent_task_id,
 	listing_id, seller_org_id, buyer_org_id, api_key_id, contract_id,
@@ -280,20 +319,26 @@ const dayMs = 86_400_000
 // onDays reports whether t is open (zero) or a UTC midnight.
 func onDays(t time.Time) bool { return t.IsZero() || t.UnixMilli()%dayMs == 0 }
 
-// Totals sums usage per key of q.GroupBy, ordered by key. Queries over
-// whole UTC days (what the finance views ask) read the daily rollup; the
-// rest, and per-task totals, read the rows.
+// Totals sums usage per key of q.GroupBy, ordered by key (TotalsSQL).
 func (s *Store) Totals(ctx context.Context, q metering.Query) ([]metering.Total, error) {
 	if err := q.ValidateTotals(); err != nil {
 		return nil, err
 	}
-	if q.GroupBy != metering.ByTask && onDays(q.From) && onDays(q.To) {
-		return s.totalsFromRollup(ctx, q)
-	}
-	return s.totalsFromRows(ctx, q)
+	return s.totals(ctx, q, TotalsSQL)
 }
 
-func (s *Store) totalsFromRollup(ctx context.Context, q metering.Query) ([]metering.Total, error) {
+// TotalsSQL returns the query Totals runs for q, and its arguments.
+// Queries over whole UTC days (what the finance views ask) read the daily
+// rollup; the rest, and per-task totals, read the rows. Every sum
+// saturates (satSum).
+func TotalsSQL(q metering.Query) (string, []any) {
+	if q.GroupBy != metering.ByTask && onDays(q.From) && onDays(q.To) {
+		return rollupTotalsSQL(q)
+	}
+	return rowsTotalsSQL(q)
+}
+
+func rollupTotalsSQL(q metering.Query) (string, []any) {
 	day := q
 	day.From, day.To = time.Time{}, time.Time{}
 	w, args := where(day)
@@ -317,25 +362,27 @@ func (s *Store) totalsFromRollup(ctx context.Context, q metering.Query) ([]meter
 	if q.GroupBy == metering.ByDay {
 		key = "day"
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT `+key+` AS k, SUM(calls), SUM(tasks),
-		SUM(input_tokens), SUM(output_tokens), SUM(compute_ms), SUM(cost_micros), SUM(estimated)
-		FROM usage_daily`+w+` GROUP BY k ORDER BY k`, args...)
-	if err != nil {
-		return nil, unavailable(err)
-	}
-	defer rows.Close()
-	out, err := metering.ReadTotals(rows, q.GroupBy)
-	if err != nil {
-		return nil, unavailable(err)
-	}
-	return out, nil
+	return `SELECT ` + key + ` AS k, ` + sums("calls", "tasks", "input_tokens", "output_tokens", "compute_ms", "cost_micros", "estimated") +
+		` FROM usage_daily` + w + ` GROUP BY k ORDER BY k`, args
+}
+
+func rowsTotalsSQL(q metering.Query) (string, []any) {
+	w, args := where(q)
+	return `SELECT ` + keyExpr[q.GroupBy] + ` AS k, COUNT(*), ` + sums("tasks", "input_tokens", "output_tokens", "compute_ms", "cost_micros", "estimated") +
+		` FROM usage` + w + ` GROUP BY k ORDER BY k`, args
+}
+
+func (s *Store) totalsFromRollup(ctx context.Context, q metering.Query) ([]metering.Total, error) {
+	return s.totals(ctx, q, rollupTotalsSQL)
 }
 
 func (s *Store) totalsFromRows(ctx context.Context, q metering.Query) ([]metering.Total, error) {
-	w, args := where(q)
-	rows, err := s.db.QueryContext(ctx, `SELECT `+keyExpr[q.GroupBy]+` AS k, COUNT(*), SUM(tasks),
-		SUM(input_tokens), SUM(output_tokens), SUM(compute_ms), SUM(cost_micros), SUM(estimated)
-		FROM usage`+w+` GROUP BY k ORDER BY k`, args...)
+	return s.totals(ctx, q, rowsTotalsSQL)
+}
+
+func (s *Store) totals(ctx context.Context, q metering.Query, build func(metering.Query) (string, []any)) ([]metering.Total, error) {
+	query, args := build(q)
+	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, unavailable(err)
 	}

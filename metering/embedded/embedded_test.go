@@ -2,7 +2,10 @@ package embedded_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,5 +52,50 @@ func TestReopenKeepsRows(t *testing.T) {
 	got, err := s.Rows(ctx, metering.Query{})
 	if err != nil || len(got) != 1 || got[0] != storetest.Stored(u) {
 		t.Fatalf("after reopen: %+v, %v", got, err)
+	}
+}
+
+// TestTotalsSQL: whole UTC days read the daily rollup, the rest (and
+// per-task totals) the rows; every sum saturates instead of failing.
+func TestTotalsSQL(t *testing.T) {
+	day := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	const sat = "MIN(SUM(%[1]s / 4294967296) * 4294967296 + SUM(%[1]s %% 4294967296), 9223372036854775807)"
+	sums := func(cols ...string) string {
+		out := make([]string, len(cols))
+		for i, c := range cols {
+			out[i] = fmt.Sprintf(sat, c)
+		}
+		return strings.Join(out, ", ")
+	}
+	rollupSums := sums("calls", "tasks", "input_tokens", "output_tokens", "compute_ms", "cost_micros", "estimated")
+	rowSums := "COUNT(*), " + sums("tasks", "input_tokens", "output_tokens", "compute_ms", "cost_micros", "estimated")
+	tests := []struct {
+		name     string
+		q        metering.Query
+		wantSQL  string
+		wantArgs []any
+	}{
+		{"whole days: the rollup", metering.Query{GroupBy: metering.ByListing, From: day, To: day.AddDate(0, 1, 0), BuyerOrgID: "org_b"},
+			"SELECT listing_id AS k, " + rollupSums + " FROM usage_daily WHERE buyer_org_id = ? AND day >= ? AND day < ? GROUP BY k ORDER BY k",
+			[]any{"org_b", day.UnixMilli() / 86_400_000, day.AddDate(0, 1, 0).UnixMilli() / 86_400_000}},
+		{"by day over the rollup", metering.Query{GroupBy: metering.ByDay},
+			"SELECT day AS k, " + rollupSums + " FROM usage_daily GROUP BY k ORDER BY k", nil},
+		{"not on days: the rows", metering.Query{GroupBy: metering.BySeller, From: day.Add(time.Millisecond), ContractID: "ctr_1"},
+			"SELECT seller_org_id AS k, " + rowSums + " FROM usage WHERE time_ms >= ? AND contract_id = ? GROUP BY k ORDER BY k",
+			[]any{day.UnixMilli() + 1, "ctr_1"}},
+		{"by task: the rows", metering.Query{GroupBy: metering.ByTask, From: day, To: day.Add(24 * time.Hour)},
+			"SELECT listing_id || '/' || task_id AS k, " + rowSums + " FROM usage WHERE time_ms >= ? AND time_ms < ? GROUP BY k ORDER BY k",
+			[]any{day.UnixMilli(), day.Add(24 * time.Hour).UnixMilli()}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sql, args := embedded.TotalsSQL(tt.q)
+			if sql != tt.wantSQL {
+				t.Errorf("sql\n got  %s\n want %s", sql, tt.wantSQL)
+			}
+			if !reflect.DeepEqual(args, tt.wantArgs) {
+				t.Errorf("args = %#v, want %#v", args, tt.wantArgs)
+			}
+		})
 	}
 }

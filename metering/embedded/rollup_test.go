@@ -3,6 +3,7 @@ package embedded
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"reflect"
@@ -94,5 +95,48 @@ func TestRollupBackfill(t *testing.T) {
 	got, err := s.Totals(ctx, metering.Query{GroupBy: metering.ByListing})
 	if err != nil || len(got) != 1 || got[0].Calls != 1 || got[0].InputTokens != 5 {
 		t.Fatalf("after backfill: %+v, %v", got, err)
+	}
+}
+
+// TestRollupOverflowRepaired: a file whose daily rollup summed past int64
+// before sums saturated holds a REAL there (SQLite's result of an
+// overflowing integer +), which no reader could scan: opening it makes the
+// cell the saturated sum, and totals read again.
+func TestRollupOverflowRepaired(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "usage.db")
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	at := time.Date(2026, 11, 3, 10, 0, 0, 0, time.UTC)
+	rows := []metering.Usage{
+		{ID: "u1", Time: at, ListingID: "lst", BuyerOrgID: "b", CostMicros: math.MaxInt64, Tasks: 1},
+		{ID: "u2", Time: at, ListingID: "lst2", BuyerOrgID: "b2", CostMicros: 5, Tasks: 1},
+	}
+	if err := s.Insert(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	// What the old upsert left after a second such row: a REAL cell, at
+	// version 2.
+	for _, stmt := range []string{"UPDATE usage_daily SET cost_micros = cost_micros + cost_micros WHERE listing_id = 'lst'", "PRAGMA user_version = 2"} {
+		if _, err := s.db.Exec(stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var kind string
+	if err := s.db.QueryRow("SELECT typeof(cost_micros) FROM usage_daily WHERE listing_id = 'lst'").Scan(&kind); err != nil || kind != "real" {
+		t.Fatalf("setup: cell is %q, %v; want a real", kind, err)
+	}
+	s.Close()
+	s, err = Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	day := time.Date(2026, 11, 3, 0, 0, 0, 0, time.UTC)
+	got, err := s.Totals(ctx, metering.Query{GroupBy: metering.ByListing, From: day, To: day.Add(24 * time.Hour)})
+	if err != nil || len(got) != 2 || got[0].CostMicros != math.MaxInt64 || got[1].CostMicros != 5 {
+		t.Fatalf("totals after the repair: %+v, %v", got, err)
 	}
 }

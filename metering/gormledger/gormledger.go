@@ -37,11 +37,15 @@ type row struct {
 
 func (row) TableName() string { return "task_usage" }
 
+// raise is what the task's counters become: max(billed, cum) + add, each
+// sum saturating (agentmarket.AddSat), so a counter at the top of the
+// int64 range stays there instead of wrapping to a negative one, which
+// the next call would bill as an increase of almost 2^63.
 func raise(old, cum, add metering.Counters) metering.Counters {
 	return metering.Counters{
-		InputTokens:  max(old.InputTokens, cum.InputTokens) + add.InputTokens,
-		OutputTokens: max(old.OutputTokens, cum.OutputTokens) + add.OutputTokens,
-		ComputeMs:    max(old.ComputeMs, cum.ComputeMs) + add.ComputeMs,
+		InputTokens:  agentmarket.AddSat(max(old.InputTokens, cum.InputTokens), add.InputTokens),
+		OutputTokens: agentmarket.AddSat(max(old.OutputTokens, cum.OutputTokens), add.OutputTokens),
+		ComputeMs:    agentmarket.AddSat(max(old.ComputeMs, cum.ComputeMs), add.ComputeMs),
 	}
 }
 

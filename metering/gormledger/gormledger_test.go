@@ -2,6 +2,7 @@ package gormledger_test
 
 import (
 	"context"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -34,6 +35,25 @@ func TestLedger(t *testing.T) {
 		}
 		for _, s := range steps {
 			got, first, err := l.Bill(ctx, "lst_1", "task-1", s.cum, s.add)
+			if err != nil || got != s.want || first != s.wantFirst {
+				t.Fatalf("%s: got %+v first=%v err=%v, want %+v first=%v", s.name, got, first, err, s.want, s.wantFirst)
+			}
+		}
+		// A task whose counters reached the top of int64 (stored before
+		// reports were bounded) stays there: more usage bills nothing
+		// rather than wrapping the counters negative and billing ~2^63 next.
+		const maxI = math.MaxInt64
+		for _, s := range []struct {
+			name      string
+			cum, add  metering.Counters
+			want      metering.Counters
+			wantFirst bool
+		}{
+			{"the largest report", c(maxI, maxI, maxI), c(0, 0, 0), c(maxI, maxI, maxI), true},
+			{"an estimate on top", c(0, 0, 0), c(10, 10, 10), c(0, 0, 0), false},
+			{"then a small report", c(1, 1, 1), c(5, 5, 5), c(0, 0, 0), false},
+		} {
+			got, first, err := l.Bill(ctx, "lst_1", "task-big", s.cum, s.add)
 			if err != nil || got != s.want || first != s.wantFirst {
 				t.Fatalf("%s: got %+v first=%v err=%v, want %+v first=%v", s.name, got, first, err, s.want, s.wantFirst)
 			}

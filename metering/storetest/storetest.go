@@ -6,6 +6,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 	"sort"
@@ -95,7 +96,7 @@ func fixture() []metering.Usage {
 }
 
 // Reference computes what Totals must answer, by brute force, counting each
-// ID once.
+// ID once; sums saturate at the largest int64 (metering.Total.Add).
 func Reference(rows []metering.Usage, q metering.Query) []metering.Total {
 	seen := map[string]bool{}
 	sums := map[string]*metering.Total{}
@@ -110,15 +111,12 @@ func Reference(rows []metering.Usage, q metering.Query) []metering.Total {
 			t = &metering.Total{Key: k}
 			sums[k] = t
 		}
-		t.Calls++
-		t.Tasks += u.Tasks
-		t.InputTokens += u.InputTokens
-		t.OutputTokens += u.OutputTokens
-		t.ComputeMs += u.ComputeMs
-		t.CostMicros += u.CostMicros
+		row := metering.Total{Calls: 1, Tasks: u.Tasks, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+			ComputeMs: u.ComputeMs, CostMicros: u.CostMicros}
 		if u.Estimated {
-			t.Estimated++
+			row.Estimated = 1
 		}
+		*t = t.Add(row)
 	}
 	out := []metering.Total{}
 	for _, t := range sums {
@@ -456,6 +454,68 @@ func Run(t *testing.T, newStore Factory) {
 		insert(t, s, rows[:1000])
 		checkTotals(t, s, rows, metering.Query{GroupBy: metering.ByListing})
 		checkTotals(t, s, rows, metering.Query{GroupBy: metering.ByDay, From: t0.Add(24 * time.Hour), To: t0.Add(48 * time.Hour)})
+	})
+
+	t.Run("sums past int64 saturate and spare other keys", func(t *testing.T) {
+		// A broken or hostile seller's rows at the largest int64 (stored
+		// before amounts were bounded, say): two in one day, one the next
+		// day. Next to them an ordinary buyer's rows, and rows whose sums
+		// come to exactly the largest int64 and to 7 below it. Every total
+		// reads: exact where it fits, saturated where it does not, never an
+		// error or a wrapped number, and other keys are untouched.
+		const maxI = math.MaxInt64
+		huge := func(n int, at time.Time) metering.Usage {
+			u := Row(n, at)
+			u.ListingID, u.SellerOrgID, u.BuyerOrgID, u.APIKeyID, u.ContractID = "lst_huge", "org_s_huge", "org_b_huge", "key_huge", "ctr_huge"
+			u.InputTokens, u.OutputTokens, u.ComputeMs, u.CostMicros = maxI, maxI, maxI, maxI
+			return u
+		}
+		edge := func(n int, at time.Time, v int64) metering.Usage {
+			u := Row(n, at)
+			u.ListingID, u.SellerOrgID, u.BuyerOrgID, u.APIKeyID, u.ContractID = "lst_edge", "org_s_edge", "org_b_edge", "key_edge", "ctr_edge"
+			u.InputTokens, u.OutputTokens, u.ComputeMs, u.CostMicros = v, v, v, v
+			return u
+		}
+		day := 24 * time.Hour
+		rows := append(fixture(),
+			huge(200, t0), huge(201, t0.Add(time.Minute)), huge(202, t0.Add(day)),
+			edge(210, t0, maxI-5), edge(211, t0.Add(time.Minute), 5),
+			edge(212, t0.Add(day), maxI-10), edge(213, t0.Add(day+time.Minute), 3),
+		)
+		s := newStore(t)
+		insert(t, s, rows)
+		midnight := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+		for _, q := range []metering.Query{
+			{},
+			{From: midnight, To: midnight.Add(3 * day)},     // whole days
+			{From: t0.Add(-time.Hour), To: t0.Add(2 * day)}, // not on days
+			{From: midnight, To: midnight.Add(day)},         // one day
+			{BuyerOrgID: "org_b1"},
+			{SellerOrgID: "org_s_huge", From: midnight, To: midnight.Add(3 * day)},
+			{ContractID: "ctr_edge", From: t0.Add(-time.Millisecond), To: t0.Add(2 * day)},
+		} {
+			for _, g := range metering.GroupBys {
+				q.GroupBy = g
+				checkTotals(t, s, rows, q)
+			}
+		}
+		// Pinned by hand, so the reference cannot drift with the stores.
+		got := totals(t, s, metering.Query{GroupBy: metering.ByListing, ListingID: "lst_huge"})
+		want := []metering.Total{{Key: "lst_huge", Calls: 3, Tasks: 3, InputTokens: maxI, OutputTokens: maxI, ComputeMs: maxI, CostMicros: maxI, Estimated: 1}}
+		if !equalTotals(got, want) {
+			t.Errorf("huge listing\n got  %+v\n want %+v", got, want)
+		}
+		got = totals(t, s, metering.Query{GroupBy: metering.ByDay, ListingID: "lst_edge"})
+		want = []metering.Total{
+			{Key: "2026-11-30", Calls: 2, Tasks: 2, InputTokens: maxI, OutputTokens: maxI, ComputeMs: maxI, CostMicros: maxI, Estimated: 1},
+			{Key: "2026-12-01", Calls: 2, Tasks: 2, InputTokens: maxI - 7, OutputTokens: maxI - 7, ComputeMs: maxI - 7, CostMicros: maxI - 7, Estimated: 1},
+		}
+		if !equalTotals(got, want) {
+			t.Errorf("edge listing by day\n got  %+v\n want %+v", got, want)
+		}
+		if got := rowsOf(t, s, metering.Query{ListingID: "lst_huge"}); len(got) != 3 || got[0].CostMicros != maxI || got[2].InputTokens != maxI {
+			t.Errorf("huge rows do not read back: %+v", got)
+		}
 	})
 
 	t.Run("bad input is refused", func(t *testing.T) {

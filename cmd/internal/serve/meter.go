@@ -50,7 +50,8 @@ func UsageStore(ctx context.Context, cfg *config.Config) (metering.Store, func()
 	return s, s.Close, nil
 }
 
-// storeSpend reads budgets' spend from the usage store.
+// storeSpend reads budgets' spend from the usage store; a spend past the
+// int64 range reads as its largest value (metering.Sum), a spent budget.
 type storeSpend struct{ store metering.Store }
 
 func (s storeSpend) Spent(ctx context.Context, apiKeyID, contractID string, from time.Time) (int64, error) {
@@ -59,11 +60,7 @@ func (s storeSpend) Spent(ctx context.Context, apiKeyID, contractID string, from
 	if err != nil {
 		return 0, err
 	}
-	var n int64
-	for _, t := range totals {
-		n += t.CostMicros
-	}
-	return n, nil
+	return metering.Sum(totals).CostMicros, nil
 }
 
 // lazyStore opens ClickHouse on first use: the meter must start (and spool)
