@@ -1,6 +1,6 @@
 // Package agentmarket holds what every AgentMarket domain shares: the one
-// application error model, the clock, and the one saturating sum of
-// amounts (money.go). Domain packages (listings,
+// application error model, the clock, and the bounds of amounts with the
+// one saturating sum (money.go). Domain packages (listings,
 // contracts, billing, metering) build on it; transports map its kinds to
 // their own status codes in exactly one place each.
 package agentmarket

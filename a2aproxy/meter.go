@@ -135,6 +135,7 @@ func (p *Proxy) finish(ctx context.Context, cl *call, latency time.Duration) {
 				add.ComputeMs = latency.Milliseconds()
 			}
 		}
+		cum, add = p.bounded(ctx, &u, cum, add)
 		key := u.TaskID
 		if key == "" {
 			key = "call:" + u.ID // a bare message answer: billed on its own
@@ -169,6 +170,23 @@ func (p *Proxy) finish(ctx context.Context, cl *call, latency time.Duration) {
 	p.Logger.InfoContext(ctx, "a2a call", "trace_id", u.TraceID, "task_id", u.TaskID, "listing", u.ListingID,
 		"org", u.BuyerOrgID, "method", u.Method, "state", u.State, "error_code", u.ErrorCode, "latency_ms", u.LatencyMs,
 		"input_tokens", u.InputTokens, "output_tokens", u.OutputTokens, "cost_micros", u.CostMicros, "estimated", u.Estimated)
+}
+
+// bounded clamps what a call reports and adds to agentmarket.MaxQuantity
+// a counter (metering.Counters.Clamp), so that no row, ledger counter or
+// rated cost can overflow. A report past the bound is an agent's bug or a
+// hostile seller's: it counts as the bound and is flagged, with a warning
+// naming the listing and the task and in
+// agentmarket_meter_usage_clamped_total{listing}.
+func (p *Proxy) bounded(ctx context.Context, u *metering.Usage, cum, add metering.Counters) (metering.Counters, metering.Counters) {
+	c, cumClamped := cum.Clamp()
+	a, addClamped := add.Clamp()
+	if cumClamped || addClamped {
+		p.Logger.WarnContext(ctx, "usage past the bound counted as the bound", "trace_id", u.TraceID, "task_id", u.TaskID,
+			"listing", u.ListingID, "seller", u.SellerOrgID, "reported", cum, "added", add, "bound", agentmarket.MaxQuantity)
+		p.Metrics.usageClamped(u.ListingID)
+	}
+	return c, a
 }
 
 // Rate is the list price of some usage under a plan, in micro-units,

@@ -20,6 +20,7 @@ type Metrics struct {
 	pushIn   *prometheus.CounterVec
 	pushOut  *prometheus.CounterVec
 	canceled *prometheus.CounterVec
+	clamped  *prometheus.CounterVec
 }
 
 // NewMetrics registers the meter's series on reg.
@@ -41,8 +42,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Attempts to deliver push notifications to buyers' webhooks, by outcome (delivered, retry, failed)."}, []string{"outcome"}),
 		canceled: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "tasks_canceled_total",
 			Help: "Tasks the meter canceled at their agents, by why (pause, deadline, cascade)."}, []string{"why"}),
+		clamped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "usage_clamped_total",
+			Help: "Calls whose reported or observed usage passed a counter's bound (agentmarket.MaxQuantity) and was counted as the bound, by listing."}, []string{"listing"}),
 	}
 	reg.MustRegister(m.requests, m.latency, m.tokensC, m.cost, m.inflight, m.pushIn, m.pushOut, m.canceled)
+	reg.MustRegister(m.clamped)
 	return m
 }
 
@@ -110,5 +114,11 @@ func (m *Metrics) pushAttempt(outcome string) {
 func (m *Metrics) taskCanceled(why string) {
 	if m != nil {
 		m.canceled.WithLabelValues(why).Inc()
+	}
+}
+
+func (m *Metrics) usageClamped(listing string) {
+	if m != nil {
+		m.clamped.WithLabelValues(listing).Inc()
 	}
 }

@@ -106,10 +106,15 @@
 // # Limits
 //
 // Every amount must fit an int64 of micros (up to 9,223,372,036,854,775,807
-// micros: 9.2 trillion of the major unit). A line or subtotal above that is
-// refused with an Invalid error (code amount_out_of_range) rather than
-// wrapped. Realistic volumes are far inside: 10^12 tokens at 1,000 USD per
-// million is 10^15 micros.
+// micros: 9.2 trillion of the major unit). Plan amounts are bounded
+// (listings.Plan.CheckAmounts: usage prices at most 10^10 micros, the
+// monthly fee 10^13, allowances 10^12 units; docs/billing.md says why) and
+// a plan past a bound is refused. Usage sums saturate at the largest int64
+// instead of wrapping (metering.Sum); a line or subtotal above the int64
+// range, which a saturated sum gives, is refused with an Invalid error
+// (code amount_out_of_range) for that contract only, rather than wrapped.
+// Realistic volumes are far inside: 10^12 tokens at 1,000 USD per million
+// is 10^15 micros.
 //
 // # Preview
 //

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/billing"
 	"github.com/agentmarket/agentmarket/listings"
 )
@@ -43,9 +44,9 @@ func randomInput(r *rand.Rand) ratingInput {
 	plan := listings.Plan{
 		Currency:                     propertyCurrencies[r.IntN(len(propertyCurrencies))],
 		MonthlyFeeMicros:             magnitude(r),
-		InputTokensPerMillionMicros:  magnitude(r),
-		OutputTokensPerMillionMicros: magnitude(r),
-		ComputePerHourMicros:         magnitude(r),
+		InputTokensPerMillionMicros:  magnitude(r) / 100, // within agentmarket.MaxUnitPriceMicros
+		OutputTokensPerMillionMicros: magnitude(r) / 100,
+		ComputePerHourMicros:         magnitude(r) / 100,
 		PerTaskMicros:                magnitude(r) / 1_000_000,
 		IncludedInputTokens:          magnitude(r),
 		IncludedOutputTokens:         magnitude(r),
@@ -195,17 +196,18 @@ func TestPropertyDeterministic(t *testing.T) {
 }
 
 // Near the limit every input either rates or is refused as out of range:
-// never a wrapped, negative or smaller amount.
+// never a wrapped, negative or smaller amount. Prices are bounded, so the
+// limit is reached by usage sums near 2^63 (a saturated sum is 2^63-1).
 func TestPropertyNoWrapNearTheLimit(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 5))
 	big63 := func() int64 { return 1<<62 + r.Int64N(1<<62) }
 	var rated, refused int
 	for range propertyRuns {
 		in := randomInput(r)
-		in.plan.MonthlyFeeMicros = big63()
+		in.plan.MonthlyFeeMicros = agentmarket.MaxMonthlyFeeMicros - r.Int64N(1000)
 		switch r.IntN(4) {
 		case 0:
-			in.usage.Tasks, in.plan.PerTaskMicros = r.Int64N(4), r.Int64N(1<<62)
+			in.usage.Tasks, in.plan.PerTaskMicros = big63(), r.Int64N(4)
 		case 1:
 			in.usage.InputTokens, in.plan.InputTokensPerMillionMicros = big63(), r.Int64N(4_000_000)
 		case 2:

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/billing"
 	"github.com/agentmarket/agentmarket/listings"
 )
@@ -242,6 +243,7 @@ func TestRateCurrencies(t *testing.T) {
 
 func TestRateLimits(t *testing.T) {
 	const maxI = math.MaxInt64
+	const maxFee, maxPrice = agentmarket.MaxMonthlyFeeMicros, agentmarket.MaxUnitPriceMicros
 	jan := billing.MonthOf(date(2026, 1, 1))
 	half := period(date(2026, 1, 17), date(2026, 2, 1))
 	cases := []struct {
@@ -271,20 +273,23 @@ func TestRateLimits(t *testing.T) {
 		{name: "the largest count of tokens at a micro per token", plan: listings.Plan{Currency: "usd", InputTokensPerMillionMicros: 1e6},
 			usage: billing.Usage{InputTokens: maxI}, active: jan,
 			want: "flat_fee=0[0] input_tokens=9223372036854775807[922337203685478] output_tokens=0[0] compute=0[0] tasks=0[0] subtotal=9223372036854775807 total=922337203685478"},
-		{name: "the largest fee, whole period", plan: listings.Plan{Currency: "usd", MonthlyFeeMicros: maxI}, active: jan,
-			want: "flat_fee=9223372036854775807[922337203685478] input_tokens=0[0] output_tokens=0[0] compute=0[0] tasks=0[0] subtotal=9223372036854775807 total=922337203685478"},
-		{name: "the largest fee, prorated (fee × seconds is past int64)", plan: listings.Plan{Currency: "usd", MonthlyFeeMicros: maxI}, active: half,
-			want: "flat_fee=4462921953316827003+12/31[446292195331683] input_tokens=0[0] output_tokens=0[0] compute=0[0] tasks=0[0] subtotal=4462921953316827003+12/31 total=446292195331683"},
-		{name: "the largest fee with an allowance at the largest count", plan: listings.Plan{Currency: "usd", MonthlyFeeMicros: maxI,
-			PerTaskMicros: maxI, IncludedTasks: maxI}, usage: billing.Usage{Tasks: maxI}, active: jan,
-			want: "flat_fee=9223372036854775807[922337203685478] input_tokens=0[0] output_tokens=0[0] compute=0[0] tasks=0[0] subtotal=9223372036854775807 total=922337203685478"},
+		{name: "the largest fee, whole period", plan: listings.Plan{Currency: "usd", MonthlyFeeMicros: maxFee}, active: jan,
+			want: "flat_fee=10000000000000[1000000000] input_tokens=0[0] output_tokens=0[0] compute=0[0] tasks=0[0] subtotal=10000000000000 total=1000000000"},
+		{name: "the largest fee, prorated (fee × seconds is past int64)", plan: listings.Plan{Currency: "usd", MonthlyFeeMicros: maxFee}, active: half,
+			want: "flat_fee=4838709677419+11/31[483870968] input_tokens=0[0] output_tokens=0[0] compute=0[0] tasks=0[0] subtotal=4838709677419+11/31 total=483870968"},
+		{name: "the largest fee and price with the largest allowance used up exactly", plan: listings.Plan{Currency: "usd", MonthlyFeeMicros: maxFee,
+			PerTaskMicros: maxPrice, IncludedTasks: agentmarket.MaxQuantity}, usage: billing.Usage{Tasks: agentmarket.MaxQuantity}, active: jan,
+			want: "flat_fee=10000000000000[1000000000] input_tokens=0[0] output_tokens=0[0] compute=0[0] tasks=0[0] subtotal=10000000000000 total=1000000000"},
+		{name: "a saturated count past the largest allowance, at a micro a task", plan: listings.Plan{Currency: "usd", PerTaskMicros: 1,
+			IncludedTasks: agentmarket.MaxQuantity}, usage: billing.Usage{Tasks: maxI}, active: jan,
+			want: "flat_fee=0[0] input_tokens=0[0] output_tokens=0[0] compute=0[0] tasks=9223371036854775807[922337103685478] subtotal=9223371036854775807 total=922337103685478"},
 
 		{name: "a line one micro past the largest", plan: listings.Plan{Currency: "usd", PerTaskMicros: 2},
 			usage: billing.Usage{Tasks: 1 << 62}, active: jan, want: "lines.tasks:range"},
 		{name: "every line fits, the subtotal does not", plan: listings.Plan{Currency: "usd", MonthlyFeeMicros: 1, PerTaskMicros: 1},
 			usage: billing.Usage{Tasks: maxI}, active: jan, want: "subtotal:range"},
-		{name: "every usage price and count at the largest", plan: listings.Plan{Currency: "usd", MonthlyFeeMicros: maxI,
-			InputTokensPerMillionMicros: maxI, OutputTokensPerMillionMicros: maxI, ComputePerHourMicros: maxI, PerTaskMicros: maxI},
+		{name: "every price at its bound, every count saturated", plan: listings.Plan{Currency: "usd", MonthlyFeeMicros: maxFee,
+			InputTokensPerMillionMicros: maxPrice, OutputTokensPerMillionMicros: maxPrice, ComputePerHourMicros: maxPrice, PerTaskMicros: maxPrice},
 			usage: billing.Usage{InputTokens: maxI, OutputTokens: maxI, ComputeMs: maxI, Tasks: maxI}, active: jan,
 			want: "lines.input_tokens:range lines.output_tokens:range lines.compute:range lines.tasks:range"},
 	}
@@ -328,6 +333,13 @@ func TestRateInvalid(t *testing.T) {
 				"usage.compute_ms:non_negative usage.tasks:non_negative billed.start:required billed.end:required " +
 				"active.start:required active.end:required"},
 		{name: "unknown currency", plan: listings.Plan{Currency: "xyz"}, billed: jan, active: jan, errs: "plan.currency:unknown_currency"},
+		{name: "amounts past their bounds (a plan stored before there were any)",
+			plan: listings.Plan{Currency: "usd", MonthlyFeeMicros: agentmarket.MaxMonthlyFeeMicros + 1, InputTokensPerMillionMicros: math.MaxInt64,
+				OutputTokensPerMillionMicros: agentmarket.MaxUnitPriceMicros, ComputePerHourMicros: agentmarket.MaxUnitPriceMicros + 1,
+				PerTaskMicros: math.MaxInt64, IncludedTasks: agentmarket.MaxQuantity + 1, IncludedComputeMs: agentmarket.MaxQuantity},
+			billed: jan, active: jan,
+			errs: "plan.monthly_fee_micros:max plan.input_tokens_per_million_micros:max plan.compute_per_hour_micros:max " +
+				"plan.per_task_micros:max plan.included_tasks:max"},
 		{name: "billed backwards", plan: basePlan(1), billed: period(jan.End, jan.Start), active: jan, errs: "billed.end:after_start"},
 		{name: "billed shorter than a second", plan: basePlan(1), active: jan,
 			billed: period(jan.Start, jan.Start.Add(time.Second-time.Nanosecond)), errs: "billed.end:after_start"},

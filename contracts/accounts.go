@@ -253,9 +253,7 @@ func (in *KeyInput) Validate() error {
 	if in.Role != "" && !in.Role.Valid() {
 		fe.Add("role", "enum", "role must be one of admin, seller, buyer, finance")
 	}
-	if in.MonthlyBudgetMicros != nil && *in.MonthlyBudgetMicros < 0 {
-		fe.Add("monthly_budget_micros", "non_negative", "monthly_budget_micros must not be negative")
-	}
+	checkMonthlyBudget(&fe, in.MonthlyBudgetMicros)
 	return fe.Err("invalid_api_key_request", "the API key request is not valid")
 }
 

@@ -128,6 +128,18 @@ type SubscribeInput struct {
 	Budgets *BudgetsInput `json:"budgets"`
 }
 
+// checkMonthlyBudget reports a monthly budget (of a key or a contract)
+// that is negative or above agentmarket.MaxBudgetMicros; nil is no budget.
+func checkMonthlyBudget(fe *agentmarket.Fields, b *int64) {
+	switch {
+	case b == nil:
+	case *b < 0:
+		fe.Add("monthly_budget_micros", "non_negative", "monthly_budget_micros must not be negative")
+	case *b > agentmarket.MaxBudgetMicros:
+		fe.Add("monthly_budget_micros", "max", "monthly_budget_micros must be at most %d (omit it for no budget)", agentmarket.MaxBudgetMicros)
+	}
+}
+
 // Subscribe creates an active contract for the actor's org at the
 // listing's current plan version and grants the org the right to invoke
 // the listing.
@@ -136,9 +148,7 @@ func (s *Subscriptions) Subscribe(ctx context.Context, actor agentmarket.Actor, 
 	if in.ListingID == "" {
 		fe.Add("listing_id", "required", "listing_id is required")
 	}
-	if in.MonthlyBudgetMicros != nil && *in.MonthlyBudgetMicros < 0 {
-		fe.Add("monthly_budget_micros", "non_negative", "monthly_budget_micros must not be negative")
-	}
+	checkMonthlyBudget(&fe, in.MonthlyBudgetMicros)
 	budgets := in.Budgets.parse(&fe)
 	if err := fe.Err("invalid_subscription", "the subscription request is not valid"); err != nil {
 		return nil, err

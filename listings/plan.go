@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/agentmarket/agentmarket"
@@ -53,16 +54,33 @@ func (p *Plan) pricingFields() map[string]*int64 {
 	}
 }
 
-// CheckAmounts reports every negative amount of the plan, with field
-// names under prefix (e.g. "plan."): the one check of a stored plan that
-// billing and its providers rely on.
+// CheckAmounts reports every amount of the plan that is negative or above
+// its bound (maxAmount), with field names under prefix (e.g. "plan."):
+// the one check of a stored plan that billing and its providers rely on,
+// and of every plan the API parses.
 func (p Plan) CheckAmounts(fe *agentmarket.Fields, prefix string) {
 	fields := p.pricingFields()
 	for _, k := range pricingOrder {
-		if *fields[k] < 0 {
+		switch v, limit := *fields[k], maxAmount(k); {
+		case v < 0:
 			fe.Add(prefix+k, "non_negative", "%s must not be negative", k)
+		case v > limit:
+			fe.Add(prefix+k, "max", "%s must be at most %d", k, limit)
 		}
 	}
+}
+
+// maxAmount is the bound of a pricing field (see agentmarket.MaxUnitPriceMicros
+// and docs/billing.md): allowances are quantities, the monthly fee has its
+// own bound, every other field is a usage price.
+func maxAmount(field string) int64 {
+	switch {
+	case field == "monthly_fee_micros":
+		return agentmarket.MaxMonthlyFeeMicros
+	case strings.HasPrefix(field, "included_"):
+		return agentmarket.MaxQuantity
+	}
+	return agentmarket.MaxUnitPriceMicros
 }
 
 // pricingOrder is the documented order of the pricing fields.
@@ -85,8 +103,9 @@ var currencyRE = regexp.MustCompile(`^[a-z]{3}$`)
 
 // ParsePricing reads the API's pricing object. Every field is checked and
 // every problem reported: unknown fields, a missing or malformed currency,
-// and amounts that are not non-negative integers (1.5, -1, "10", 1e3 and
-// values past int64 are all refused). Omitted amounts are zero.
+// amounts that are not non-negative integers (1.5, -1, "10", 1e3 and
+// values past int64 are all refused) and amounts above their bound
+// (CheckAmounts). Omitted amounts are zero.
 func ParsePricing(raw json.RawMessage) (Plan, error) {
 	var p Plan
 	var fe agentmarket.Fields
@@ -134,6 +153,7 @@ func ParsePricing(raw json.RawMessage) (Plan, error) {
 	if _, ok := obj["currency"]; !ok {
 		fe.Add("pricing.currency", "required", "currency is required, like \"usd\"")
 	}
+	p.CheckAmounts(&fe, "pricing.")
 	if err := fe.Err("invalid_pricing", "the price plan is not valid"); err != nil {
 		return Plan{}, err
 	}

@@ -1,6 +1,10 @@
 package metering
 
-import "context"
+import (
+	"context"
+
+	"github.com/agentmarket/agentmarket"
+)
 
 // Counters are the billable quantities of a task.
 type Counters struct {
@@ -12,6 +16,23 @@ type Counters struct {
 // Sub returns c - d.
 func (c Counters) Sub(d Counters) Counters {
 	return Counters{c.InputTokens - d.InputTokens, c.OutputTokens - d.OutputTokens, c.ComputeMs - d.ComputeMs}
+}
+
+// Clamp bounds each counter to [0, agentmarket.MaxQuantity] (what an agent
+// may report for one task) and reports whether any was out of bounds: a
+// report past the bound counts as the bound, never as a wrapped or
+// negative number.
+func (c Counters) Clamp() (Counters, bool) {
+	clamped := false
+	for _, v := range []*int64{&c.InputTokens, &c.OutputTokens, &c.ComputeMs} {
+		switch {
+		case *v < 0:
+			*v, clamped = 0, true
+		case *v > agentmarket.MaxQuantity:
+			*v, clamped = agentmarket.MaxQuantity, true
+		}
+	}
+	return c, clamped
 }
 
 // Zero reports whether nothing is counted.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -213,4 +214,98 @@ func TestApplyConcurrently(t *testing.T) {
 	if want := versions(t, migrations.Postgres); !slices.Equal(all, want) {
 		t.Errorf("applied across all runs: %v, want each of %v once", all, want)
 	}
+}
+
+// TestAmountBounds: amounts stored before they were bounded are brought
+// within the bounds by 0013_amount_bounds (run here on data written just
+// before it); amounts within them, and absent budgets, are left alone.
+func TestAmountBounds(t *testing.T) {
+	ctx := context.Background()
+	const maxI = "9223372036854775807"
+	const at = "'2026-01-01 00:00:00'"
+	for _, o := range rawOpeners {
+		t.Run(string(o.dialect), func(t *testing.T) {
+			db := o.open(t)
+			if _, err := migrations.Apply(ctx, db, o.dialect); err != nil {
+				t.Fatal(err)
+			}
+			plan := func(version int, v string) string {
+				return "INSERT INTO listing_plans (listing_id, version, currency, monthly_fee_micros, input_tokens_per_million_micros," +
+					" output_tokens_per_million_micros, compute_per_hour_micros, per_task_micros, included_input_tokens," +
+					" included_output_tokens, included_compute_ms, included_tasks, created_at) VALUES ('lst_1', " + strconv.Itoa(version) +
+					", 'usd', " + strings.Repeat(v+", ", 9) + at + ")"
+			}
+			for _, stmt := range []string{
+				"INSERT INTO orgs (id, name, created_at) VALUES ('org_s', 'Seller', " + at + ")",
+				"INSERT INTO orgs (id, name, created_at) VALUES ('org_b', 'Buyer', " + at + ")",
+				"INSERT INTO orgs (id, name, created_at) VALUES ('org_c', 'Another buyer', " + at + ")",
+				"INSERT INTO listings (id, seller_org_id, status, health, name, description, card_json, card_hash, card_fetched_at," +
+					" protocol_versions, streaming, push_notifications, search_text, plan_version, currency, monthly_fee_micros," +
+					" refresh_seconds, created_at, updated_at) VALUES ('lst_1', 'org_s', 'published', 'healthy', 'L', 'd', '{}', 'h', " + at +
+					", '0.3', FALSE, FALSE, 'l', 1, 'usd', " + maxI + ", 3600, " + at + ", " + at + ")",
+				plan(1, maxI),
+				plan(2, "7"),
+				"INSERT INTO api_keys (id, org_id, name, prefix, hash, role, monthly_budget_micros, created_at) VALUES ('key_big', 'org_b', 'k', 'p', 'h1', 'buyer', " + maxI + ", " + at + ")",
+				"INSERT INTO api_keys (id, org_id, name, prefix, hash, role, monthly_budget_micros, created_at) VALUES ('key_small', 'org_b', 'k', 'p', 'h2', 'buyer', 5, " + at + ")",
+				"INSERT INTO api_keys (id, org_id, name, prefix, hash, role, created_at) VALUES ('key_none', 'org_b', 'k', 'p', 'h3', 'buyer', " + at + ")",
+				"INSERT INTO contracts (id, buyer_org_id, listing_id, seller_org_id, plan_version, status, monthly_budget_micros, created_at, updated_at)" +
+					" VALUES ('ctr_big', 'org_b', 'lst_1', 'org_s', 1, 'active', " + maxI + ", " + at + ", " + at + ")",
+				"INSERT INTO contracts (id, buyer_org_id, listing_id, seller_org_id, plan_version, status, created_at, updated_at)" +
+					" VALUES ('ctr_none', 'org_c', 'lst_1', 'org_s', 2, 'active', " + at + ", " + at + ")",
+				"DELETE FROM schema_migrations WHERE version = '0013_amount_bounds'",
+			} {
+				if _, err := db.ExecContext(ctx, stmt); err != nil {
+					t.Fatalf("%s: %v", stmt, err)
+				}
+			}
+			applied, err := migrations.Apply(ctx, db, o.dialect)
+			if err != nil || !slices.Equal(applied, []string{"0013_amount_bounds"}) {
+				t.Fatalf("Apply = %v, %v; want [0013_amount_bounds]", applied, err)
+			}
+			for _, c := range []struct{ query, want string }{
+				{"SELECT monthly_fee_micros, input_tokens_per_million_micros, output_tokens_per_million_micros, compute_per_hour_micros," +
+					" per_task_micros, included_input_tokens, included_output_tokens, included_compute_ms, included_tasks" +
+					" FROM listing_plans ORDER BY version",
+					"10000000000000 10000000000 10000000000 10000000000 10000000000 1000000000000 1000000000000 1000000000000 1000000000000 " +
+						"7 7 7 7 7 7 7 7 7"},
+				{"SELECT monthly_fee_micros FROM listings", "10000000000000"},
+				{"SELECT COALESCE(monthly_budget_micros, -1) FROM api_keys ORDER BY id", "1000000000000000 -1 5"},
+				{"SELECT COALESCE(monthly_budget_micros, -1) FROM contracts ORDER BY id", "1000000000000000 -1"},
+			} {
+				if got := queryInts(t, db, c.query); got != c.want {
+					t.Errorf("%s\n got  %s\n want %s", c.query, got, c.want)
+				}
+			}
+		})
+	}
+}
+
+// queryInts runs query and returns every integer it answers, in order,
+// separated by spaces.
+func queryInts(t *testing.T, db *sql.DB, query string) string {
+	t.Helper()
+	rows, err := db.Query(query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var out []string
+	for rows.Next() {
+		vs := make([]int64, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vs {
+			ptrs[i] = &vs[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range vs {
+			out = append(out, strconv.FormatInt(v, 10))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(out, " ")
 }

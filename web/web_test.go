@@ -703,7 +703,7 @@ func TestTotalsPastInt64(t *testing.T) {
 	b := s.browser(t)
 	b.signup("Globex", "it@globex.example")
 	buyer := s.actor(t, "it@globex.example")
-	budget := int64(1_000_000_000_000_000)
+	budget := agentmarket.MaxBudgetMicros
 	c1, c2 := s.subscribe(t, buyer, l.ID, &budget), s.subscribe(t, buyer, l2.ID, nil)
 	keys, _ := s.accounts.ListKeys(ctx, buyer)
 	const big = 6_000_000_000_000_000_000 // each fits; two do not

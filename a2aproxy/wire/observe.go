@@ -3,6 +3,8 @@ package wire
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"math"
 	"strconv"
 )
 
@@ -377,7 +379,8 @@ func (o *Observation) usage(meta []byte) {
 		return
 	}
 	cur := o.Usage
-	a, b := r.InputTokens+r.OutputTokens, cur.InputTokens+cur.OutputTokens
+	// Counters are non-negative: their sum as uint64 cannot wrap.
+	a, b := uint64(r.InputTokens)+uint64(r.OutputTokens), uint64(cur.InputTokens)+uint64(cur.OutputTokens)
 	if a > b || (a == b && r.ComputeMs > cur.ComputeMs) {
 		if r.Model == "" {
 			r.Model = cur.Model
@@ -389,19 +392,30 @@ func (o *Observation) usage(meta []byte) {
 }
 
 // counter reads a usage counter leniently: an integer, a number (truncated)
-// or a numeric string; anything else, and negatives, count 0.
+// or a numeric string; anything else, and negatives, count 0. A number past
+// the int64 range reads as math.MaxInt64, not 0: the meter clamps reports
+// to its bound (metering.Counters.Clamp) and flags them, so a huge report
+// is never silently free, nor wrapped.
 func counter(v []byte) int64 {
 	s := string(v)
 	if str, ok := unquote(v); ok {
 		s = str
 	}
-	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err == nil {
 		return max(n, 0)
 	}
-	if f, err := strconv.ParseFloat(s, 64); err == nil && f > 0 && f < 1<<62 {
-		return int64(f)
+	if errors.Is(err, strconv.ErrRange) {
+		return max(n, 0) // ParseInt's bound of the sign it read
 	}
-	return 0
+	f, err := strconv.ParseFloat(s, 64)
+	switch {
+	case err != nil && !errors.Is(err, strconv.ErrRange), !(f > 0):
+		return 0
+	case f >= math.MaxInt64:
+		return math.MaxInt64
+	}
+	return int64(f)
 }
 
 // state reads a task state of either version, or a 1.0 ProtoJSON enum

@@ -1,6 +1,7 @@
 package wire_test
 
 import (
+	"math"
 	"reflect"
 	"testing"
 
@@ -85,6 +86,19 @@ func TestObserve(t *testing.T) {
 			result: `{"statusUpdate":{"taskId":"t","status":{"state":"TASK_STATE_WORKING"},
 				"metadata":{"https://agentmarket.dev/a2a/extensions/usage/v1":{"inputTokens":"12","outputTokens":3.9,"computeMs":-4,"model":7}}}}`,
 			want: wire.Observation{Kind: wire.KindStatusUpdate, TaskID: "t", State: "working", Usage: usage(12, 3, 0, "")},
+		},
+		{
+			name: "counters past int64 read as its largest value, not as 0", v: wire.V03, m: wire.MethodStream,
+			result: `{"kind":"status-update","taskId":"t","status":{"state":"working"},
+				"metadata":{"https://agentmarket.dev/a2a/extensions/usage/v1":{"inputTokens":99999999999999999999,"outputTokens":"1e300","computeMs":-1e300}}}`,
+			want: wire.Observation{Kind: wire.KindStatusUpdate, TaskID: "t", State: "working", Usage: usage(math.MaxInt64, math.MaxInt64, 0, "")},
+		},
+		{
+			name: "the largest report wins when its counters sum past int64", v: wire.V03, m: wire.MethodGetTask,
+			result: `{"kind":"task","id":"t","status":{"state":"working","message":{"role":"agent","parts":[],
+				"metadata":{"https://agentmarket.dev/a2a/extensions/usage/v1":{"inputTokens":9223372036854775807,"outputTokens":9223372036854775807}}}},
+				"metadata":{"https://agentmarket.dev/a2a/extensions/usage/v1":{"inputTokens":10,"outputTokens":20}}}`,
+			want: wire.Observation{Kind: wire.KindTask, TaskID: "t", State: "working", Usage: usage(math.MaxInt64, math.MaxInt64, 0, "")},
 		},
 		{
 			name: "members of the wrong type are skipped", v: wire.V03, m: wire.MethodStream,
