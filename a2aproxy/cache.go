@@ -49,3 +49,17 @@ func (c *ttlCache[V]) get(key string, load func() (V, error), cacheErr func(erro
 	}
 	return v, err
 }
+
+// last returns the value key last loaded without error and when it was
+// loaded, expired or not: for callers that may fall back on a recent value
+// when a load fails.
+func (c *ttlCache[V]) last(key string) (V, time.Time, bool) {
+	c.mu.RLock()
+	it, ok := c.items[key]
+	c.mu.RUnlock()
+	if !ok || it.err != nil {
+		var zero V
+		return zero, time.Time{}, false
+	}
+	return it.v, it.expires.Add(-c.ttl), true
+}

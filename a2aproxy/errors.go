@@ -16,6 +16,7 @@ const (
 	CodeNotEntitled         = -32041 // no active contract for this listing, or the right was revoked
 	CodeBudgetExhausted     = -32042 // the key's or the contract's monthly budget is spent
 	CodeListingUnavailable  = -32043 // the listing is not published (suspended, retired, unknown)
+	CodeBudgetUnchecked     = -32044 // a budget applies but the spend cannot be read now: retry shortly
 	CodeUpstreamUnreachable = -32050 // the agent could not be reached
 	CodeUpstreamTimeout     = -32051 // the agent did not answer within the request timeout
 	CodeResultTooLarge      = -32052 // the agent's answer exceeds the result size limit

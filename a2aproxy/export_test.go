@@ -32,3 +32,11 @@ func (p *Proxy) FinishSend(ctx context.Context, listingID, taskID string, plan *
 	p.finish(ctx, cl, 250*time.Millisecond)
 	return nil
 }
+
+// CheckBudgets runs the budget check of a call by actor under contract.
+func (p *Proxy) CheckBudgets(ctx context.Context, actor agentmarket.Actor, contract *contracts.Contract) error {
+	return p.checkBudgets(ctx, &call{trace: parseTraceparent(""), actor: actor, contract: contract})
+}
+
+// RPCCode is the JSON-RPC error code the buyer gets for err.
+func RPCCode(err error) int { return toRPC(err).Code }

@@ -430,6 +430,14 @@ func (p *Proxy) admit(ctx context.Context, c *fiber.Ctx, cl *call, body []byte, 
 	return p.checkOwner(ctx, cl)
 }
 
+// lastSpendGrace is how old the last spend read for a budget may be and
+// still stand in when the usage store cannot answer. Past it, budgets fail
+// closed: a call under a budget is refused (CodeBudgetUnchecked) until the
+// spend can be read again, so a budget is never overshot by more than
+// what a minute of calls costs. Calls without a budget go on (their usage
+// is spooled).
+const lastSpendGrace = time.Minute
+
 // checkBudgets refuses calls once the key's or the contract's monthly
 // budget is spent. Spend is read from the usage store (cached briefly), so
 // a burst of concurrent calls can overshoot a budget by what they cost.
@@ -443,13 +451,17 @@ func (p *Proxy) checkBudgets(ctx context.Context, cl *call) error {
 		if budget == nil {
 			return nil
 		}
-		spent, err := p.spent.get(keyID+"|"+contractID, func() (int64, error) { return p.Spend.Spent(ctx, keyID, contractID, month) },
+		key := keyID + "|" + contractID + "|" + month.Format("2006-01")
+		spent, err := p.spent.get(key, func() (int64, error) { return p.Spend.Spent(ctx, keyID, contractID, month) },
 			func(error) bool { return false })
 		if err != nil {
-			// The usage store is down: calls must go on (they are spooled), so
-			// budgets fail open until it is back.
-			p.Logger.WarnContext(ctx, "budget not checked: usage store unavailable", "err", err)
-			return nil
+			last, at, ok := p.spent.last(key)
+			if !ok || now.Sub(at) > lastSpendGrace {
+				p.Logger.WarnContext(ctx, "call refused: its budget cannot be checked, the usage store is unavailable",
+					"trace_id", cl.trace.traceID, "budget_of", what, "err", err)
+				return rpcErr(CodeBudgetUnchecked, http.StatusOK, fmt.Sprintf("the %s's monthly budget cannot be checked right now (spend is unavailable); retry shortly", what))
+			}
+			spent = last
 		}
 		if spent >= *budget {
 			return rpcErr(CodeBudgetExhausted, http.StatusOK, fmt.Sprintf("the %s's monthly budget of %d micros is spent (%d micros this month)", what, *budget, spent))

@@ -66,6 +66,7 @@ const (
 	codeNotEntitled         = -32041
 	codeBudgetExhausted     = -32042
 	codeListingUnavailable  = -32043
+	codeBudgetUnchecked     = -32044
 	codeUpstreamUnreachable = -32050
 	codeUpstreamTimeout     = -32051
 	codeResultTooLarge      = -32052
@@ -889,6 +890,7 @@ func RESTEvent(v Version, m Method, result json.RawMessage) []byte {
 //	-32041  403          PERMISSION_DENIED   NOT_ENTITLED                        agentmarket.dev
 //	-32042  402          RESOURCE_EXHAUSTED  BUDGET_EXHAUSTED                    agentmarket.dev
 //	-32043  404          NOT_FOUND           LISTING_UNAVAILABLE                 agentmarket.dev
+//	-32044  503          UNAVAILABLE         BUDGET_UNCHECKED                    agentmarket.dev
 //	-32050  502          UNAVAILABLE         UPSTREAM_UNREACHABLE                agentmarket.dev
 //	-32051  504          DEADLINE_EXCEEDED   UPSTREAM_TIMEOUT                    agentmarket.dev
 //	-32052  502          RESOURCE_EXHAUSTED  RESULT_TOO_LARGE                    agentmarket.dev
@@ -968,6 +970,7 @@ var restErrors = [...]restErr{
 	{codeNotEntitled, 403, "PERMISSION_DENIED", "NOT_ENTITLED", marketplaceDomain},
 	{codeBudgetExhausted, 402, "RESOURCE_EXHAUSTED", "BUDGET_EXHAUSTED", marketplaceDomain},
 	{codeListingUnavailable, 404, "NOT_FOUND", "LISTING_UNAVAILABLE", marketplaceDomain},
+	{codeBudgetUnchecked, 503, "UNAVAILABLE", "BUDGET_UNCHECKED", marketplaceDomain},
 	{codeUpstreamUnreachable, 502, "UNAVAILABLE", "UPSTREAM_UNREACHABLE", marketplaceDomain},
 	{codeUpstreamTimeout, 504, "DEADLINE_EXCEEDED", "UPSTREAM_TIMEOUT", marketplaceDomain},
 	{codeResultTooLarge, 502, "RESOURCE_EXHAUSTED", "RESULT_TOO_LARGE", marketplaceDomain},

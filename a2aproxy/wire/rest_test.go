@@ -366,6 +366,7 @@ func restErrorCases() []restErrorCase {
 		{"not_entitled", own(-32041, "your organisation has no active subscription to listing \"l-1\"")},
 		{"budget_exhausted", own(-32042, "the API key's monthly budget of 100 micros is spent (120 micros this month)")},
 		{"listing_unavailable", own(-32043, "no listing \"l-9\"")},
+		{"budget_unchecked", own(-32044, "the API key's monthly budget cannot be checked right now (spend is unavailable); retry shortly")},
 		{"upstream_unreachable", own(-32050, "the agent could not be reached")},
 		{"upstream_timeout", own(-32051, "the agent did not answer within 30s")},
 		{"result_too_large", own(-32052, "the agent's answer exceeds the 262144-byte result limit")},
