@@ -3,9 +3,11 @@ package billing_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
+	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/billing"
 )
 
@@ -81,5 +83,35 @@ func TestReconcileListsEveryDrift(t *testing.T) {
 	// Another month has none.
 	if d, err := e.service().Reconcile(ctx, billing.MonthOf(date(2026, 4, 1))); err != nil || len(d) != 0 {
 		t.Errorf("April: %+v, %v", d, err)
+	}
+}
+
+// TestSaturatedUsageSparesOtherContracts (issue 11): a contract whose
+// metered usage sums past int64 (rows stored before reports were bounded)
+// is reconciled like any other, and only its own invoice is refused as
+// too large to bill: the month still closes for every other contract.
+func TestSaturatedUsageSparesOtherContracts(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	may := billing.MonthOf(t0)
+	e.contract("ctr_big", t0)
+	e.contract("ctr_ok", t0)
+	e.use(t, "ctr_big", date(2026, 5, 3, 10, 30), billing.Usage{InputTokens: math.MaxInt64, Tasks: 1})
+	e.use(t, "ctr_big", date(2026, 5, 3, 10, 31), billing.Usage{InputTokens: math.MaxInt64, Tasks: 1})
+	e.use(t, "ctr_ok", date(2026, 5, 3, 10, 30), billing.Usage{InputTokens: 100, Tasks: 1})
+	if d, err := e.service().Reconcile(ctx, may); err != nil || len(d) != 0 {
+		t.Fatalf("Reconcile = %+v, %v; want no drift, no error", d, err)
+	}
+	e.at(date(2026, 6, 1, 0, 5))
+	n, err := e.ledger().CloseMonth(ctx, may)
+	if n != 1 || agentmarket.CodeOf(err) != "amount_out_of_range" || !strings.Contains(err.Error(), "ctr_big") {
+		t.Fatalf("CloseMonth = %d, %v; want ctr_ok closed and ctr_big refused as amount_out_of_range", n, err)
+	}
+	if inv, err := e.store.Invoice(ctx, "ctr_ok", may.Start); err != nil || inv.Invoice.Lines[1].Used != 100 {
+		t.Fatalf("ctr_ok's invoice: %+v, %v", inv, err)
+	}
+	drifts, err := e.service().Reconcile(ctx, may)
+	if err != nil || len(drifts) != 0 {
+		t.Fatalf("Reconcile after the close = %+v, %v", drifts, err)
 	}
 }
