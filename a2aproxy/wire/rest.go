@@ -897,6 +897,7 @@ func RESTEvent(v Version, m Method, result json.RawMessage) []byte {
 //	-32053  413          RESOURCE_EXHAUSTED  REQUEST_TOO_LARGE                   agentmarket.dev
 //	-32054  504          DEADLINE_EXCEEDED   STREAM_IDLE                         agentmarket.dev
 //	-32055  502          FAILED_PRECONDITION UPSTREAM_REFUSED                    agentmarket.dev
+//	-32056  502          INTERNAL            AGENT_TASK_CONFLICT                 agentmarket.dev
 //	other   500          UNKNOWN             UNKNOWN_ERROR, metadata {"code"}    agentmarket.dev
 //
 // The A2A rows are §5.4's. A spent budget is 402, not 429: 429 invites
