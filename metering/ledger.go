@@ -52,6 +52,11 @@ type Ledger interface {
 type BillRequest struct {
 	ListingID, TaskID string
 	Cum, Add          Counters
+	// RowID, when set, names the usage row the bill is for: a BatchLedger
+	// bills each row id once, and answers a request for a row it billed
+	// already with that first answer (a row settled again after a crash, or
+	// by the shipper after it was settled ahead, is not billed twice).
+	RowID string
 }
 
 // BillResult is what Bill answered for one request of a batch.
@@ -62,7 +67,7 @@ type BillResult struct {
 }
 
 // BatchLedger bills many tasks at once (one commit for the batch), for
-// meters under load.
+// meters under load, and bills each request's RowID at most once.
 type BatchLedger interface {
 	Ledger
 	BillMany(ctx context.Context, reqs []BillRequest) []BillResult

@@ -55,11 +55,10 @@ func Price(r Rates, d Counters, tasks int64) int64 {
 	return n.Int64()
 }
 
-// PendingBill is usage a meter observed but could not bill when it
-// recorded the row (its ledger was unreachable): what it would have asked
-// the ledger, and the prices to rate the answer at. The row is spooled
-// with it, and Settle bills it before the row is stored, so the usage is
-// not lost.
+// PendingBill is usage a meter observed and has not billed yet: what it
+// asks the ledger, and the prices to rate the answer at. The meter spools
+// every row with it (no ledger on the call path), and Settle bills it
+// before the row is stored.
 type PendingBill struct {
 	// Key is the ledger's task key (the task id, or "call:<row id>").
 	Key      string
@@ -73,17 +72,20 @@ type PendingBill struct {
 // pending usage are left alone. On an error no row is changed half-way
 // (a row is changed only once its bill is in), and the caller retries.
 //
-// A crash after the ledger billed a row and before the row was stored (the
-// spool then replays it) bills the row's Add counters (estimates, observed
-// compute) again; its Cum counters (the agent's own cumulative report)
-// never are.
+// With a BatchLedger each row is billed once by its id: a crash after the
+// ledger billed a row and before the row was stored (the spool then
+// replays it), or a row settled ahead and settled again, gets the same
+// answer as the first time and bills nothing more. A plain Ledger has no
+// such memory: a replayed row bills its Add counters (estimates, observed
+// compute) again, though never its Cum counters (the agent's own
+// cumulative report).
 func Settle(ctx context.Context, l Ledger, rows []Usage) error {
 	var idx []int
 	var reqs []BillRequest
 	for i := range rows {
 		if p := rows[i].Pending; p != nil {
 			idx = append(idx, i)
-			reqs = append(reqs, BillRequest{ListingID: rows[i].ListingID, TaskID: p.Key, Cum: p.Cum, Add: p.Add})
+			reqs = append(reqs, BillRequest{ListingID: rows[i].ListingID, TaskID: p.Key, Cum: p.Cum, Add: p.Add, RowID: rows[i].ID})
 		}
 	}
 	if len(reqs) == 0 {

@@ -37,6 +37,20 @@ type row struct {
 
 func (row) TableName() string { return "task_usage" }
 
+// settledRow is the answer the ledger gave a usage row, kept so that the
+// row settled again (a replay after a crash, a second settling) gets the
+// same answer and bills nothing more.
+type settledRow struct {
+	RowID        string `gorm:"primaryKey"`
+	InputTokens  int64
+	OutputTokens int64
+	ComputeMs    int64
+	First        bool
+	SettledAt    time.Time
+}
+
+func (settledRow) TableName() string { return "settled_bills" }
+
 // raise is what the task's counters become: max(billed, cum) + add, each
 // sum saturating (agentmarket.AddSat), so a counter at the top of the
 // int64 range stays there instead of wrapping to a negative one, which
@@ -57,29 +71,85 @@ func (l *Ledger) Bill(ctx context.Context, listingID, taskID string, cum, add me
 }
 
 // BillMany implements metering.BatchLedger: the whole batch in one
-// transaction (one commit instead of one per call). If the transaction
-// fails, each request is billed on its own so one bad request cannot fail
-// the others.
+// transaction (one commit instead of one per call). A request with a
+// RowID the ledger settled already gets that answer again; one it settles
+// now has its answer recorded in the same transaction (settled_bills), so
+// a row is billed at most once however often it is settled. If the
+// transaction fails, each request is billed in a transaction of its own
+// so one bad request cannot fail the others.
 func (l *Ledger) BillMany(ctx context.Context, reqs []metering.BillRequest) []metering.BillResult {
 	out := make([]metering.BillResult, len(reqs))
 	err := l.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		for i, r := range reqs {
-			d, first, err := l.bill(tx, r.ListingID, r.TaskID, r.Cum, r.Add)
-			if err != nil {
-				return err
-			}
-			out[i] = metering.BillResult{Delta: d, First: first}
-		}
-		return nil
+		return l.billMany(tx, reqs, out)
 	})
 	if err == nil {
 		return out
 	}
-	for i, r := range reqs {
-		d, first, err := l.Bill(ctx, r.ListingID, r.TaskID, r.Cum, r.Add)
-		out[i] = metering.BillResult{Delta: d, First: first, Err: err}
+	for i := range reqs {
+		err := l.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			return l.billMany(tx, reqs[i:i+1], out[i:i+1])
+		})
+		if err != nil {
+			out[i] = metering.BillResult{Err: err}
+		}
 	}
 	return out
+}
+
+// settledChunk bounds the ids of one lookup of settled rows.
+const settledChunk = 500
+
+// billMany bills reqs in tx, each RowID once, and fills out.
+func (l *Ledger) billMany(tx *gorm.DB, reqs []metering.BillRequest, out []metering.BillResult) error {
+	var ids []string
+	for _, r := range reqs {
+		if r.RowID != "" {
+			ids = append(ids, r.RowID)
+		}
+	}
+	done := make(map[string]settledRow)
+	for start := 0; start < len(ids); start += settledChunk {
+		var found []settledRow
+		if err := tx.Where("row_id IN ?", ids[start:min(start+settledChunk, len(ids))]).Find(&found).Error; err != nil {
+			return gormdb.Translate(err, "settled usage")
+		}
+		for _, s := range found {
+			done[s.RowID] = s
+		}
+	}
+	var settled []settledRow
+	now := l.clock.Now()
+	for i, r := range reqs {
+		if s, ok := done[r.RowID]; ok && r.RowID != "" {
+			out[i] = metering.BillResult{Delta: metering.Counters{InputTokens: s.InputTokens, OutputTokens: s.OutputTokens, ComputeMs: s.ComputeMs}, First: s.First}
+			continue
+		}
+		d, first, err := l.bill(tx, r.ListingID, r.TaskID, r.Cum, r.Add)
+		if err != nil {
+			return err
+		}
+		out[i] = metering.BillResult{Delta: d, First: first}
+		if r.RowID != "" {
+			s := settledRow{RowID: r.RowID, InputTokens: d.InputTokens, OutputTokens: d.OutputTokens, ComputeMs: d.ComputeMs, First: first, SettledAt: now}
+			done[r.RowID] = s // the same row twice in one batch
+			settled = append(settled, s)
+		}
+	}
+	if len(settled) == 0 {
+		return nil
+	}
+	if err := tx.CreateInBatches(settled, 200).Error; err != nil {
+		return gormdb.Translate(err, "settled usage")
+	}
+	return nil
+}
+
+// PruneSettled forgets the answers given to rows settled before before: a
+// row is settled again only while it waits in a meter's spool, so these
+// are kept well past any spool's backlog (the meter keeps them 30 days).
+func (l *Ledger) PruneSettled(ctx context.Context, before time.Time) (int64, error) {
+	res := l.db.WithContext(ctx).Where("settled_at < ?", before.UTC()).Delete(&settledRow{})
+	return res.RowsAffected, gormdb.Translate(res.Error, "settled usage")
 }
 
 func (l *Ledger) bill(db *gorm.DB, listingID, taskID string, cum, add metering.Counters) (metering.Counters, bool, error) {

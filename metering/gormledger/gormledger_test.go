@@ -102,3 +102,51 @@ func TestLedgerConcurrent(t *testing.T) {
 		}
 	})
 }
+
+// TestLedgerBillsARowOnce: a row settled again (a spool replay after a
+// crash, or the shipper settling a row settled ahead) gets the answer it
+// got the first time and bills nothing more, its Add counters included;
+// the same row twice in one batch too. Pruned answers are forgotten.
+func TestLedgerBillsARowOnce(t *testing.T) {
+	gormdbtest.Each(t, func(t *testing.T, db *gormdb.DB) {
+		ctx := context.Background()
+		clock := agentmarket.NewManualClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+		l := gormledger.New(db.DB, clock)
+		c := func(i, o, m int64) metering.Counters {
+			return metering.Counters{InputTokens: i, OutputTokens: o, ComputeMs: m}
+		}
+		first := []metering.BillRequest{
+			{ListingID: "lst", TaskID: "task-1", Cum: c(10, 5, 0), Add: c(0, 0, 40), RowID: "use_1"},
+			{ListingID: "lst", TaskID: "call:use_2", Add: c(7, 3, 20), RowID: "use_2"},
+			{ListingID: "lst", TaskID: "task-1", Cum: c(12, 5, 0), Add: c(1, 0, 0), RowID: "use_3"},
+		}
+		want := []metering.BillResult{
+			{Delta: c(10, 5, 40), First: true},
+			{Delta: c(7, 3, 20), First: true},
+			{Delta: c(3, 0, 0)},
+		}
+		got := l.BillMany(ctx, first)
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("first settling, row %d: %+v, want %+v", i, got[i], want[i])
+			}
+		}
+		// Settled again (in another order, with a new row among them): the
+		// old rows get their first answers, the task's counters do not move.
+		again := []metering.BillRequest{first[2], first[0], {ListingID: "lst", TaskID: "task-1", Cum: c(12, 5, 0), Add: c(0, 0, 5), RowID: "use_4"}, first[1], first[1]}
+		got = l.BillMany(ctx, again)
+		wantAgain := []metering.BillResult{want[2], want[0], {Delta: c(0, 0, 5)}, want[1], want[1]}
+		for i := range wantAgain {
+			if got[i] != wantAgain[i] {
+				t.Fatalf("settling again, request %d: %+v, want %+v", i, got[i], wantAgain[i])
+			}
+		}
+		if d, _, err := l.Bill(ctx, "lst", "task-1", c(12, 5, 0), c(0, 0, 0)); err != nil || !d.Zero() {
+			t.Fatalf("the task's counters moved: %+v %v", d, err)
+		}
+		clock.Advance(31 * 24 * time.Hour)
+		if n, err := l.PruneSettled(ctx, clock.Now().Add(-30*24*time.Hour)); err != nil || n != 4 {
+			t.Fatalf("PruneSettled = %d, %v; want 4", n, err)
+		}
+	})
+}
