@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/agentmarket/agentmarket/contracts"
-	"github.com/agentmarket/agentmarket/metering"
 )
 
 // batcher funnels concurrent requests into one writer goroutine that
@@ -76,11 +75,9 @@ type bindResult struct {
 	err   error
 }
 
-// startBatchers batches ledger and task-owner writes when the stores can.
+// startBatchers batches the task-owner writes of the calls that bind in
+// the database (bindsInDB) when the store can.
 func (p *Proxy) startBatchers() {
-	if bl, ok := p.Ledger.(metering.BatchLedger); ok {
-		p.bills = newBatcher(p.Base, 256, bl.BillMany)
-	}
 	if bo, ok := p.Owners.(contracts.BatchTaskOwners); ok {
 		p.binds = newBatcher(p.Base, 256, func(ctx context.Context, ts []contracts.TaskBinding) []bindResult {
 			owners, errs := bo.BindTasks(ctx, ts)
@@ -91,17 +88,6 @@ func (p *Proxy) startBatchers() {
 			return out
 		})
 	}
-}
-
-func (p *Proxy) bill(ctx context.Context, listingID, taskID string, cum, add metering.Counters) (metering.Counters, bool, error) {
-	if p.bills == nil {
-		return p.Ledger.Bill(ctx, listingID, taskID, cum, add)
-	}
-	r, err := p.bills.do(ctx, metering.BillRequest{ListingID: listingID, TaskID: taskID, Cum: cum, Add: add})
-	if err != nil {
-		return metering.Counters{}, false, err
-	}
-	return r.Delta, r.First, r.Err
 }
 
 func (p *Proxy) bindOwner(ctx context.Context, t contracts.TaskBinding) (string, error) {

@@ -39,6 +39,10 @@ func TestReportPastTheBound(t *testing.T) {
 	if len(rec.rows) != 2 {
 		t.Fatalf("%d rows recorded, want 2", len(rec.rows))
 	}
+	// The rows are spooled pending; the shipper settles them (Project).
+	if err := p.Project(ctx, rec.rows); err != nil {
+		t.Fatal(err)
+	}
 	u := rec.rows[0]
 	bound := agentmarket.MaxQuantity
 	// 2 × 10^12 tokens at $10,000 a million, an hour at $10,000, a task at $10,000.

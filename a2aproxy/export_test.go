@@ -40,3 +40,11 @@ func (p *Proxy) CheckBudgets(ctx context.Context, actor agentmarket.Actor, contr
 
 // RPCCode is the JSON-RPC error code the buyer gets for err.
 func RPCCode(err error) int { return toRPC(err).Code }
+
+// OwnerIndex is the meter's in-memory index of task owners, for tests.
+type OwnerIndex = ownerIndex
+
+// NewOwnerIndex is newOwnerIndex, for tests.
+func NewOwnerIndex(store contracts.TaskOwners, capacity int, missWait time.Duration) *OwnerIndex {
+	return newOwnerIndex(store, capacity, missWait)
+}

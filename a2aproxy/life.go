@@ -135,7 +135,7 @@ func (p *Proxy) requestChildCancels(ctx context.Context, listingID, taskID strin
 	for _, ch := range children {
 		if ch.ParentListingID == "" {
 			if parent == nil {
-				if parent, err = p.Owners.TaskOwner(ctx, listingID, taskID); err != nil {
+				if parent, err = p.owners.Known(ctx, listingID, taskID); err != nil {
 					return nil
 				}
 			}
@@ -383,24 +383,39 @@ func (p *Proxy) parentOf(ctx context.Context, cl *call) *contracts.TaskBinding {
 	if p.Tasks == nil || cl.req == nil || cl.req.ParentTaskID() == "" {
 		return nil
 	}
-	// Cached, misses too: an orchestrator names the same parent on many
-	// calls. A parent not bound yet is recorded unresolved (by id alone)
-	// and matched when it is canceled (cascade).
+	// This meter's own bindings first (a parent it bound a moment ago may
+	// not be in the database yet), then the database, cached, misses too:
+	// an orchestrator names the same parent on many calls. A parent not
+	// bound yet is recorded unresolved (by id alone) and matched when it is
+	// canceled (cascade).
 	id, org := cl.req.ParentTaskID(), cl.actor.OrgID
+	pick := func(found []*contracts.TaskBinding) *contracts.TaskBinding {
+		for _, f := range found {
+			if f.OrgID == org {
+				return f
+			}
+		}
+		for _, f := range found {
+			if p.sellerOf(ctx, f.ListingID) == org {
+				return f
+			}
+		}
+		return nil
+	}
+	if b := pick(p.owners.ByTask(id)); b != nil {
+		return b
+	}
 	b, err := p.parents.get(org+"|"+id, func() (*contracts.TaskBinding, error) {
 		found, err := p.Tasks.FindTasks(ctx, id, 20)
 		if err != nil {
 			return nil, err
 		}
+		ptrs := make([]*contracts.TaskBinding, len(found))
 		for i := range found {
-			if found[i].OrgID == org {
-				return &found[i], nil
-			}
+			ptrs[i] = &found[i]
 		}
-		for i := range found {
-			if p.sellerOf(ctx, found[i].ListingID) == org {
-				return &found[i], nil
-			}
+		if b := pick(ptrs); b != nil {
+			return b, nil
 		}
 		return nil, agentmarket.Errorf(agentmarket.NotFound, "task_not_found", "no parent task %q of yours", id)
 	}, isNotFound)

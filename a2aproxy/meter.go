@@ -82,9 +82,11 @@ func (o *observed) outputEstimate() int64 {
 	return n
 }
 
-// finish meters a call: it bills the task's increase through the ledger,
-// rates it with the contract's frozen plan and records the usage row
-// (durably, before the buyer's response completes).
+// finish meters a call: it records the usage row (durably, in the spool,
+// before the buyer's response completes) with what the call observed and
+// the frozen plan's prices, and, when this call bound its task, the
+// binding. No database is touched: the shipper settles the row (the
+// ledger bills the task's increase, Project) before it stores it.
 func (p *Proxy) finish(ctx context.Context, cl *call, latency time.Duration) {
 	u := metering.Usage{
 		ID:              agentmarket.NewID("use"),
@@ -140,24 +142,13 @@ func (p *Proxy) finish(ctx context.Context, cl *call, latency time.Duration) {
 		if key == "" {
 			key = "call:" + u.ID // a bare message answer: billed on its own
 		}
-		delta, first, err := p.bill(ctx, cl.target.ListingID, key, cum, add)
-		if err != nil {
-			// The ledger is unreachable: the row goes to the spool with what
-			// it observed, and the shipper bills it (metering.Settle) before
-			// storing it. Nothing is lost.
-			p.Logger.WarnContext(ctx, "task ledger unavailable; the usage is billed when the row is shipped", "trace_id", u.TraceID, "task_id", u.TaskID, "err", err)
-			u.Pending = &metering.PendingBill{Key: key, Cum: cum, Add: add}
-			if cl.plan != nil {
-				u.Pending.Rates = rates(*cl.plan)
-			}
-		}
-		u.InputTokens, u.OutputTokens, u.ComputeMs = delta.InputTokens, delta.OutputTokens, delta.ComputeMs
-		if first && u.TaskID != "" {
-			u.Tasks = 1
-		}
+		u.Pending = &metering.PendingBill{Key: key, Cum: cum, Add: add}
 		if cl.plan != nil {
-			u.CostMicros = Rate(*cl.plan, delta, u.Tasks)
+			u.Pending.Rates = rates(*cl.plan)
 		}
+	}
+	if cl.binds != nil && cl.errCode == 0 {
+		u.Binds = cl.binds
 	}
 	if err := p.Recorder.Record(ctx, u); err != nil {
 		p.Logger.ErrorContext(ctx, "usage not recorded", "trace_id", u.TraceID, "task_id", u.TaskID, "err", err)
@@ -165,11 +156,15 @@ func (p *Proxy) finish(ctx context.Context, cl *call, latency time.Duration) {
 	p.trackLife(ctx, cl)
 	if p.Metrics != nil {
 		p.Metrics.observe(cl, latency)
-		p.Metrics.tokens(u)
+	}
+	var seen metering.Counters // what the call observed, billed when settled
+	if pb := u.Pending; pb != nil {
+		seen = metering.Counters{InputTokens: agentmarket.AddSat(pb.Cum.InputTokens, pb.Add.InputTokens),
+			OutputTokens: agentmarket.AddSat(pb.Cum.OutputTokens, pb.Add.OutputTokens), ComputeMs: agentmarket.AddSat(pb.Cum.ComputeMs, pb.Add.ComputeMs)}
 	}
 	p.Logger.InfoContext(ctx, "a2a call", "trace_id", u.TraceID, "task_id", u.TaskID, "listing", u.ListingID,
 		"org", u.BuyerOrgID, "method", u.Method, "state", u.State, "error_code", u.ErrorCode, "latency_ms", u.LatencyMs,
-		"input_tokens", u.InputTokens, "output_tokens", u.OutputTokens, "cost_micros", u.CostMicros, "estimated", u.Estimated)
+		"observed_input_tokens", seen.InputTokens, "observed_output_tokens", seen.OutputTokens, "estimated", u.Estimated)
 }
 
 // bounded clamps what a call reports and adds to agentmarket.MaxQuantity

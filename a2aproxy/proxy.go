@@ -43,6 +43,13 @@ type Limits struct {
 	// EventRetention is how long the events of ended tasks are kept;
 	// default 90 days.
 	EventRetention time.Duration
+	// OwnerIndexSize is how many task bindings the meter keeps in memory
+	// (a binding not held is read from the database); default 200,000.
+	OwnerIndexSize int
+	// OwnerMissWait is how long a lookup of a task neither this meter nor
+	// the database knows waits for another meter's projection before it
+	// answers TaskNotFound; default 1s.
+	OwnerMissWait time.Duration
 }
 
 func (l *Limits) defaults() {
@@ -59,6 +66,10 @@ func (l *Limits) defaults() {
 	def(&l.CacheTTL, 2*time.Second)
 	def(&l.MaxPause, 24*time.Hour)
 	def(&l.EventRetention, 90*24*time.Hour)
+	def(&l.OwnerMissWait, time.Second)
+	if l.OwnerIndexSize == 0 {
+		l.OwnerIndexSize = 200_000
+	}
 	if l.MaxRequestBytes == 0 {
 		l.MaxRequestBytes = 1 << 20
 	}
@@ -146,7 +157,7 @@ type Proxy struct {
 	spent     *ttlCache[int64]
 	plans     *ttlCache[*listings.Plan] // plan versions never change
 	parents   *ttlCache[*contracts.TaskBinding]
-	bills     *batcher[metering.BillRequest, metering.BillResult]
+	owners    *ownerIndex
 	binds     *batcher[contracts.TaskBinding, bindResult]
 	dialects  dialectCache // of 0.3 HTTP+JSON agent interfaces (dialect.go)
 	upstream  *http.Client // to agents, under Guard (upstream.go)
@@ -164,6 +175,7 @@ func (p *Proxy) Init() {
 	p.spent = newTTLCache[int64](p.Limits.CacheTTL, now)
 	p.plans = newTTLCache[*listings.Plan](time.Hour, now)
 	p.parents = newTTLCache[*contracts.TaskBinding](p.Limits.CacheTTL, now)
+	p.owners = newOwnerIndex(p.Owners, p.Limits.OwnerIndexSize, p.Limits.OwnerMissWait)
 	p.initUpstream()
 	if p.Base == nil {
 		p.Base = context.Background()
@@ -292,6 +304,9 @@ type call struct {
 	// inlinePush is the push config a send carried, registered once the
 	// agent names the task.
 	inlinePush *pushConfig
+	// binds is set when this call bound its task: the usage row carries
+	// the binding to the spool, which makes it durable.
+	binds *metering.Binding
 }
 
 func (p *Proxy) rpc(c *fiber.Ctx) error {
@@ -518,7 +533,7 @@ func (p *Proxy) checkOwner(ctx context.Context, cl *call) error {
 	// A message's references give the agent those tasks as context: each
 	// must be the caller's own, as the task it continues.
 	for _, ref := range cl.req.ReferenceTaskIDs() {
-		b, err := p.Owners.TaskOwner(ctx, cl.target.ListingID, ref)
+		b, err := p.owners.Lookup(ctx, cl.target.ListingID, ref)
 		if err != nil && !isNotFound(err) {
 			return err
 		}
@@ -530,7 +545,7 @@ func (p *Proxy) checkOwner(ctx context.Context, cl *call) error {
 	if id == "" {
 		return nil
 	}
-	b, err := p.Owners.TaskOwner(ctx, cl.target.ListingID, id)
+	b, err := p.owners.Lookup(ctx, cl.target.ListingID, id)
 	if err != nil {
 		if isNotFound(err) {
 			if cl.req.Method.TaskScoped() || cl.req.Method == wire.MethodSend || cl.req.Method == wire.MethodStream {
@@ -545,6 +560,18 @@ func (p *Proxy) checkOwner(ctx context.Context, cl *call) error {
 	}
 	cl.obs.taskID, cl.obs.bound = id, true // already bound: no need to bind it again
 	return nil
+}
+
+// bindsInDB reports whether a call's new binding goes to the database at
+// once rather than through the spool: when the task's life is recorded
+// right away (a deadline, a parent named, a pause, an inline push config),
+// as those records update the binding's row, or when the call's usage row
+// comes late (a stream).
+func (p *Proxy) bindsInDB(cl *call, b *contracts.TaskBinding) bool {
+	return b.DeadlineAt != nil || b.ParentTaskID != "" || cl.inlinePush != nil || interrupted(cl.obs.state) ||
+		// A stream's usage row is written when it ends, maybe hours
+		// later: the binding cannot wait for it to be durable.
+		cl.req.Method.Streaming()
 }
 
 // mayRelay reports whether the bound task b may reach org: its owner's,
@@ -845,7 +872,7 @@ func (p *Proxy) ownTasks(ctx context.Context, cl *call, result json.RawMessage) 
 		if json.Unmarshal(t, &head) != nil || head.ID == "" {
 			continue
 		}
-		b, err := p.Owners.TaskOwner(ctx, cl.target.ListingID, head.ID)
+		b, err := p.owners.Known(ctx, cl.target.ListingID, head.ID)
 		if err != nil && !isNotFound(err) {
 			return nil, err
 		}
@@ -939,15 +966,33 @@ func (p *Proxy) bindTask(ctx context.Context, cl *call) error {
 	// call naming a parent the meter never carried; a cascade reaching it
 	// after it completed finds it not cancelable and records its end.)
 	cl.tracked = b.DeadlineAt != nil || b.ParentListingID != ""
-	owner, err := p.bindOwner(ctx, b)
-	if err != nil {
-		p.Logger.ErrorContext(ctx, "task binding failed", "trace_id", cl.trace.traceID, "task_id", cl.obs.taskID, "err", err)
-		cl.obs = observed{}
-		return rpcErr(CodeUpstreamUnreachable, http.StatusOK, "the meter could not record who owns the agent's task, so its answer was withheld; try again")
+	if p.bindsInDB(cl, &b) {
+		// The task's life is recorded at once (a deadline, a parent, a
+		// pause, a push config): its binding must be in the database
+		// first, so it is written now, as before.
+		owner, err := p.bindOwner(ctx, b)
+		if err != nil {
+			p.Logger.ErrorContext(ctx, "task binding failed", "trace_id", cl.trace.traceID, "task_id", cl.obs.taskID, "err", err)
+			cl.obs = observed{}
+			return rpcErr(CodeUpstreamUnreachable, http.StatusOK, "the meter could not record who owns the agent's task, so its answer was withheld; try again")
+		}
+		if owner != cl.actor.OrgID {
+			p.agentTaskConflict(ctx, cl)
+			return rpcErr(CodeAgentTaskConflict, http.StatusOK, "the agent answered with a task that is not yours; the meter withheld the answer and marked the listing")
+		}
+		p.owners.Bind(b)
+	} else {
+		// Steady state: bound in memory, made durable by the usage row
+		// (Binds), projected into the database by the shipper (Project).
+		got, created := p.owners.Bind(b)
+		if !created && !mayRelay(got, cl.actor.OrgID) {
+			p.agentTaskConflict(ctx, cl)
+			return rpcErr(CodeAgentTaskConflict, http.StatusOK, "the agent answered with a task that is not yours; the meter withheld the answer and marked the listing")
+		}
 	}
-	if owner != cl.actor.OrgID {
-		p.agentTaskConflict(ctx, cl)
-		return rpcErr(CodeAgentTaskConflict, http.StatusOK, "the agent answered with a task that is not yours; the meter withheld the answer and marked the listing")
+	cl.binds = &metering.Binding{ParentListingID: b.ParentListingID}
+	if b.DeadlineAt != nil {
+		cl.binds.DeadlineAt = *b.DeadlineAt
 	}
 	if cl.inlinePush != nil {
 		p.registerInlinePush(cl)
@@ -962,16 +1007,32 @@ func (p *Proxy) bindTask(ctx context.Context, cl *call) error {
 func (p *Proxy) agentTaskConflict(ctx context.Context, cl *call) {
 	p.Logger.WarnContext(ctx, "agent answered with another org's task; answer withheld", "trace_id", cl.trace.traceID,
 		"listing", cl.target.ListingID, "task_id", cl.obs.taskID, "org", cl.actor.OrgID)
-	if err := p.Owners.MarkTaskReused(ctx, cl.target.ListingID, cl.obs.taskID, p.Clock.Now()); err != nil {
+	now := p.Clock.Now()
+	err := p.Owners.MarkTaskReused(ctx, cl.target.ListingID, cl.obs.taskID, now)
+	if isNotFound(err) {
+		// Bound on this meter and not projected yet: project it now.
+		if b := p.owners.Peek(cl.target.ListingID, cl.obs.taskID); b != nil {
+			if _, err = p.bindOwner(ctx, *b); err == nil {
+				err = p.Owners.MarkTaskReused(ctx, cl.target.ListingID, cl.obs.taskID, now)
+			}
+		}
+	}
+	if err != nil {
 		p.Logger.ErrorContext(ctx, "reused task not marked", "trace_id", cl.trace.traceID, "task_id", cl.obs.taskID, "err", err)
 	}
+	p.owners.MarkReused(cl.target.ListingID, cl.obs.taskID, now)
 	cl.obs = observed{}
+	p.recordIncident(ctx, cl.target.ListingID)
+}
+
+// recordIncident marks a listing whose agent reused a task id.
+func (p *Proxy) recordIncident(ctx context.Context, listingID string) {
 	if p.Incidents == nil {
 		return
 	}
 	detail := "the agent answered a buyer with a task id that belongs to another buyer organisation (an agent must never reuse task ids, also across restarts); the meter withheld the answer"
-	if err := p.Incidents.RecordIncident(ctx, cl.target.ListingID, detail); err != nil {
-		p.Logger.ErrorContext(ctx, "listing incident not recorded", "trace_id", cl.trace.traceID, "listing", cl.target.ListingID, "err", err)
+	if err := p.Incidents.RecordIncident(ctx, listingID, detail); err != nil {
+		p.Logger.ErrorContext(ctx, "listing incident not recorded", "listing", listingID, "err", err)
 	}
 }
 

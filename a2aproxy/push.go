@@ -459,7 +459,7 @@ func notificationVersion(body []byte) wire.Version {
 // meterNotification records the usage a notification reports, as a call
 // of the key that set the config.
 func (p *Proxy) meterNotification(ctx context.Context, c *fiber.Ctx, cfg *contracts.PushConfig, ob wire.Observation, in, out int) error {
-	b, err := p.Owners.TaskOwner(ctx, cfg.ListingID, cfg.TaskID)
+	b, err := p.owners.Known(ctx, cfg.ListingID, cfg.TaskID)
 	if err != nil {
 		return err
 	}

@@ -38,6 +38,9 @@ type ShipperOptions struct {
 	// bindings and ledger are projections of the spool that other meters
 	// read, and must not lag a slow usage store.
 	SettleAhead bool
+	// Stored, when set, hears of every batch the store took (settled), for
+	// counters of what was billed.
+	Stored func(rows []Usage)
 }
 
 // Shipper defaults.
@@ -292,6 +295,9 @@ func (s *Shipper) ship(ctx context.Context) error {
 			err = s.spool.Ack(s.pos)
 		}
 		if err == nil {
+			if s.opts.Stored != nil {
+				s.opts.Stored(s.batch)
+			}
 			s.shippedRows.Add(uint64(len(s.batch)))
 			s.shippedBatches.Add(1)
 			clear(s.batch) // drop references to the rows' strings

@@ -9,9 +9,11 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/agentmarket/agentmarket/a2aproxy"
 	"github.com/agentmarket/agentmarket/a2aproxy/demoagent"
+	"github.com/agentmarket/agentmarket/migrations/gormdb/gormdbtest"
 )
 
 // lookalikes are spellings of taskId that a case-insensitive parser (the
@@ -241,5 +243,50 @@ func TestAgentReusedTaskID(t *testing.T) {
 				t.Errorf("listing after the seller's refresh: %s", l.Body)
 			}
 		})
+	}
+}
+
+// TestOwnershipAcrossMeters: a task a message/send creates through one
+// meter (bound in that meter's memory, made durable by its usage row and
+// projected into PostgreSQL by its shipper) is found for its owner on a
+// second meter right after it was created (the second meter waits for the
+// projection), and is TaskNotFound there for another org; the same holds
+// for tasks the second meter never heard of.
+func TestOwnershipAcrossMeters(t *testing.T) {
+	env := map[string]string{
+		"AGENTMARKET_DATABASE_URL": gormdbtest.PostgresDSN(t),
+		"AGENTMARKET_SECRET_KEY":   "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
+		"AGENTMARKET_AUTO_APPROVE": "true",
+	}
+	mk := newMarket(t, env)
+	second := startMarketplace(t, env)
+	_, keyB := signup(t, mk.api, "Initech", "it@initech.example")
+	if r := mk.api.with(keyB).do("POST", "/api/v1/subscriptions", map[string]any{"listing_id": mk.id10}); r.Status != 201 {
+		t.Fatalf("B subscribes: %d %s", r.Status, r.Body)
+	}
+	one := rpc{t: t, url: mk.ep10, key: mk.buyer, version: "1.0"}
+	two := rpc{t: t, url: second.URL + "/a2a/" + mk.id10, key: mk.buyer, version: "1.0"}
+	twoB := rpc{t: t, url: two.url, key: keyB, version: "1.0"}
+	// B's new right reaches the second meter with its next policy reload.
+	waitFor(t, "org B's subscription to reach the second meter", 10*time.Second, func() bool {
+		_, rerr := twoB.call("GetTask", map[string]any{"id": "task-that-never-was"})
+		return rerr != nil && rerr["code"] == float64(-32001)
+	})
+	for i := range 5 {
+		res, rerr := one.call("SendMessage", msg10(fmt.Sprintf("task %d", i), nil))
+		if rerr != nil {
+			t.Fatal(rerr)
+		}
+		task := fmt.Sprint(get(res, "task", "id"))
+		// At once, on the other meter: the owner finds it, B does not.
+		if got, rerr := two.call("GetTask", map[string]any{"id": task}); rerr != nil || get(got, "id") != task {
+			t.Fatalf("the owner on the second meter, right after the send: %v %v", got, rerr)
+		}
+		if _, rerr := twoB.call("GetTask", map[string]any{"id": task}); rerr == nil || rerr["code"] != float64(-32001) {
+			t.Fatalf("another org on the second meter: %v, want TaskNotFound", rerr)
+		}
+	}
+	if _, rerr := two.call("GetTask", map[string]any{"id": "task-that-never-was"}); rerr == nil || rerr["code"] != float64(-32001) {
+		t.Fatalf("an unknown task: %v, want TaskNotFound", rerr)
 	}
 }

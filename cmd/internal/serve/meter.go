@@ -160,18 +160,9 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("usage spool: %w", err)
 	}
-	// One ledger for the proxy and for the rows it could not bill at once
-	// (the shipper settles them before storing them).
+	// The ledger is a projection of the spool: the shipper settles every
+	// row (the proxy's Project) ahead of storing it.
 	ledger := gormledger.New(d.DB.DB, d.Clock)
-	settle := func(ctx context.Context, rows []metering.Usage) error { return metering.Settle(ctx, ledger, rows) }
-	ship := metering.NewShipper(spool, d.Store, metering.ShipperOptions{Settle: settle, OnError: func(err error, n int) {
-		if n == 1 || n%20 == 0 {
-			d.Logger.Warn("usage shipping failed; rows stay in the spool and are retried", "err", err, "consecutive", n)
-		}
-	}})
-	go ship.Run(ctx)
-	registerPipelineMetrics(d.Registry, spool, ship)
-
 	store := contractsgorm.New(d.DB.DB)
 	guard := Guard(d.Config, d.Dialer)
 	p := &a2aproxy.Proxy{
@@ -207,6 +198,14 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 		Base:    ctx,
 	}
 	p.Init()
+	ship := metering.NewShipper(spool, d.Store, metering.ShipperOptions{Settle: p.Project, SettleAhead: true, Stored: p.Stored,
+		OnError: func(err error, n int) {
+			if n == 1 || n%20 == 0 {
+				d.Logger.Warn("usage shipping failed; rows stay in the spool and are retried", "err", err, "consecutive", n)
+			}
+		}})
+	go ship.Run(ctx)
+	registerPipelineMetrics(d.Registry, spool, ship)
 	loopsCtx, stop := context.WithCancel(ctx)
 	var loops sync.WaitGroup
 	loops.Add(2)

@@ -1,0 +1,214 @@
+package a2aproxy
+
+import (
+	"context"
+	"hash/maphash"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/agentmarket/agentmarket/contracts"
+)
+
+// ownerIndex is the meter's own view of who owns which task: every binding
+// this meter made, and every one it read from the database. Steady-state
+// calls decide ownership here, without SQL; the database is a projection
+// that the shipper fills from the spool (a binding is durable once the
+// usage row that carries it is appended).
+//
+// A task this meter never saw is read from the database; when the
+// database does not know it either, the lookup waits (up to missWait) for
+// another meter's projection before answering "not found", so a task
+// created on one meter is found for its owner on another right after its
+// creation.
+//
+// The index is bounded: each shard keeps at most its capacity of entries,
+// dropping the oldest first; a dropped entry is read from the database
+// again (where its projection is by then).
+type ownerIndex struct {
+	store    contracts.TaskOwners
+	missWait time.Duration
+	poll     time.Duration
+	seed     maphash.Seed
+	shards   [ownerShards]ownerShard
+}
+
+const ownerShards = 64
+
+// A shard holds every binding of a task id (on any listing): the shard is
+// chosen by the task id alone, so ByTask looks in one shard.
+type ownerShard struct {
+	mu     sync.RWMutex
+	m      map[ownerKey]*contracts.TaskBinding
+	byTask map[string][]string // task id → the listings it is bound on here
+	ring   []ownerKey          // insertion order, for eviction
+	next   int                 // where the next key goes in ring, once it is full
+	cap    int
+}
+
+type ownerKey struct{ listing, task string }
+
+func newOwnerIndex(store contracts.TaskOwners, capacity int, missWait time.Duration) *ownerIndex {
+	x := &ownerIndex{store: store, missWait: missWait, poll: 20 * time.Millisecond, seed: maphash.MakeSeed()}
+	per := max(capacity/ownerShards, 16)
+	for i := range x.shards {
+		x.shards[i].m = make(map[ownerKey]*contracts.TaskBinding)
+		x.shards[i].byTask = make(map[string][]string)
+		x.shards[i].cap = per
+	}
+	return x
+}
+
+func (x *ownerIndex) shard(k ownerKey) *ownerShard {
+	return &x.shards[maphash.String(x.seed, k.task)%ownerShards]
+}
+
+func (s *ownerShard) get(k ownerKey) *contracts.TaskBinding {
+	s.mu.RLock()
+	b := s.m[k]
+	s.mu.RUnlock()
+	return b
+}
+
+// putIfAbsent stores b unless the key is bound, and returns the binding
+// now recorded (b itself when it was new).
+func (s *ownerShard) putIfAbsent(k ownerKey, b *contracts.TaskBinding) (*contracts.TaskBinding, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if old, ok := s.m[k]; ok {
+		return old, false
+	}
+	s.m[k] = b
+	s.byTask[k.task] = append(s.byTask[k.task], k.listing)
+	if len(s.ring) < s.cap {
+		s.ring = append(s.ring, k)
+		return b, true
+	}
+	old := s.ring[s.next]
+	delete(s.m, old)
+	if ls := slices.DeleteFunc(s.byTask[old.task], func(l string) bool { return l == old.listing }); len(ls) == 0 {
+		delete(s.byTask, old.task)
+	} else {
+		s.byTask[old.task] = ls
+	}
+	s.ring[s.next] = k
+	s.next = (s.next + 1) % s.cap
+	return b, true
+}
+
+// byTaskID returns the bindings of a task id on every listing.
+func (s *ownerShard) byTaskID(task string) []*contracts.TaskBinding {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []*contracts.TaskBinding
+	for _, l := range s.byTask[task] {
+		out = append(out, s.m[ownerKey{l, task}])
+	}
+	return out
+}
+
+// replace stores b over whatever the key held (a newer reading of the
+// same binding: a reused mark).
+func (s *ownerShard) replace(k ownerKey, b *contracts.TaskBinding) {
+	s.mu.Lock()
+	if _, ok := s.m[k]; ok {
+		s.m[k] = b
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	s.putIfAbsent(k, b)
+}
+
+// Bind records b's org as the owner of its task unless the task is bound
+// (here, or in the database as this meter last read it), and returns the
+// binding in force and whether it is b. It takes no lock beyond its
+// shard's and writes no database: the caller makes the binding durable by
+// spooling its usage row.
+func (x *ownerIndex) Bind(b contracts.TaskBinding) (*contracts.TaskBinding, bool) {
+	k := ownerKey{b.ListingID, b.TaskID}
+	return x.shard(k).putIfAbsent(k, &b)
+}
+
+// ByTask returns the bindings of a task id this meter holds, on any
+// listing, reading no database.
+func (x *ownerIndex) ByTask(taskID string) []*contracts.TaskBinding {
+	return x.shard(ownerKey{task: taskID}).byTaskID(taskID)
+}
+
+// Peek returns the binding this meter holds for the task, reading no
+// database; nil when it holds none.
+func (x *ownerIndex) Peek(listingID, taskID string) *contracts.TaskBinding {
+	k := ownerKey{listingID, taskID}
+	return x.shard(k).get(k)
+}
+
+// Known returns the task's binding from the index or, without waiting,
+// from the database: for readers that must not wait for a projection (a
+// task list, a notification about a task bound long ago).
+func (x *ownerIndex) Known(ctx context.Context, listingID, taskID string) (*contracts.TaskBinding, error) {
+	k := ownerKey{listingID, taskID}
+	sh := x.shard(k)
+	if b := sh.get(k); b != nil {
+		return b, nil
+	}
+	b, err := x.store.TaskOwner(ctx, listingID, taskID)
+	if err != nil {
+		return nil, err
+	}
+	got, _ := sh.putIfAbsent(k, b)
+	return got, nil
+}
+
+// Lookup returns the task's binding, or a NotFound error once neither
+// this meter nor the database (given up to missWait for another meter's
+// projection) knows the task.
+func (x *ownerIndex) Lookup(ctx context.Context, listingID, taskID string) (*contracts.TaskBinding, error) {
+	k := ownerKey{listingID, taskID}
+	sh := x.shard(k)
+	if b := sh.get(k); b != nil {
+		return b, nil
+	}
+	// The wait is a bound on this call, not a business time: the
+	// context's own timer measures it.
+	wait, cancel := context.WithTimeout(ctx, x.missWait)
+	defer cancel()
+	for {
+		b, err := x.store.TaskOwner(ctx, listingID, taskID)
+		if err == nil {
+			got, _ := sh.putIfAbsent(k, b)
+			return got, nil
+		}
+		if !isNotFound(err) {
+			return nil, err
+		}
+		// Bound here meanwhile (this meter's own call)?
+		if b := sh.get(k); b != nil {
+			return b, nil
+		}
+		t := time.NewTimer(x.poll)
+		select {
+		case <-wait.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+	}
+}
+
+// MarkReused records in the index that the task's id was reused for
+// another org (the database is told by the caller).
+func (x *ownerIndex) MarkReused(listingID, taskID string, at time.Time) {
+	k := ownerKey{listingID, taskID}
+	sh := x.shard(k)
+	b := sh.get(k)
+	if b == nil {
+		return
+	}
+	if b.ReusedAt != nil {
+		return
+	}
+	c := *b
+	c.ReusedAt = &at
+	sh.replace(k, &c)
+}

@@ -1,0 +1,107 @@
+package a2aproxy
+
+import (
+	"context"
+
+	"github.com/agentmarket/agentmarket/contracts"
+	"github.com/agentmarket/agentmarket/metering"
+)
+
+// Project applies what spooled usage rows record to the databases that
+// are projections of the spool, and settles the rows: the bindings of the
+// tasks the rows' calls created (made in memory on the call path) go into
+// the task owners' store, then the ledger bills each row's usage
+// (metering.Settle). The shipper calls it ahead of storing the rows
+// (ShipperOptions.Settle with SettleAhead), so another meter finds a task
+// within milliseconds of its creation.
+//
+// It is idempotent, as the shipper requires: a binding stored already is
+// left as it is, and the ledger bills a row once by its id.
+//
+// A binding another meter stored first for another org (an agent reusing
+// a task id across meters) is found here, after this meter relayed its
+// answer: the task is marked reused (relayed to no one from then on) and
+// the listing gets an incident. Within one meter the index catches it
+// before anything is relayed.
+func (p *Proxy) Project(ctx context.Context, rows []metering.Usage) error {
+	var bs []contracts.TaskBinding
+	for i := range rows {
+		u := &rows[i]
+		if u.Binds == nil {
+			continue
+		}
+		b := contracts.TaskBinding{ListingID: u.ListingID, TaskID: u.TaskID, OrgID: u.BuyerOrgID, ContractID: u.ContractID,
+			ContextID: u.ContextID, CreatedAt: u.Time, ParentListingID: u.Binds.ParentListingID, ParentTaskID: u.ParentTaskID}
+		if !u.Binds.DeadlineAt.IsZero() {
+			d := u.Binds.DeadlineAt
+			b.DeadlineAt = &d
+		}
+		bs = append(bs, b)
+	}
+	if len(bs) > 0 {
+		owners, err := p.bindAll(ctx, bs)
+		if err != nil {
+			return err
+		}
+		for j, b := range bs {
+			if owners[j] != b.OrgID {
+				p.reusedAcrossMeters(ctx, b)
+			}
+		}
+	}
+	if err := metering.Settle(ctx, p.Ledger, rows); err != nil {
+		return err
+	}
+	for i := range rows {
+		rows[i].Binds = nil
+	}
+	return nil
+}
+
+// bindAll stores bindings, in one batch when the store can, and returns
+// the owner each task has now.
+func (p *Proxy) bindAll(ctx context.Context, bs []contracts.TaskBinding) ([]string, error) {
+	if bo, ok := p.Owners.(contracts.BatchTaskOwners); ok {
+		owners, errs := bo.BindTasks(ctx, bs)
+		for _, err := range errs {
+			if err != nil {
+				return nil, err
+			}
+		}
+		return owners, nil
+	}
+	owners := make([]string, len(bs))
+	for i, b := range bs {
+		o, err := p.Owners.BindTask(ctx, b)
+		if err != nil {
+			return nil, err
+		}
+		owners[i] = o
+	}
+	return owners, nil
+}
+
+// reusedAcrossMeters handles a binding of this meter's that lost to
+// another meter's for another org.
+func (p *Proxy) reusedAcrossMeters(ctx context.Context, b contracts.TaskBinding) {
+	now := p.Clock.Now()
+	p.Logger.WarnContext(ctx, "agent gave two orgs the same task id on different meters; the task is relayed to no one from now on",
+		"listing", b.ListingID, "task_id", b.TaskID, "org", b.OrgID)
+	if err := p.Owners.MarkTaskReused(ctx, b.ListingID, b.TaskID, now); err != nil {
+		p.Logger.ErrorContext(ctx, "reused task not marked", "task_id", b.TaskID, "err", err)
+	}
+	p.owners.MarkReused(b.ListingID, b.TaskID, now)
+	p.recordIncident(ctx, b.ListingID)
+}
+
+// Stored counts the tokens and cost of rows the usage store took, in the
+// meter's metrics (ShipperOptions.Stored): once settled, a row's usage is
+// known.
+func (p *Proxy) Stored(rows []metering.Usage) {
+	if p.Metrics == nil {
+		return
+	}
+	for i := range rows {
+		p.Metrics.tokens(rows[i])
+	}
+}
