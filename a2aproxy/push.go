@@ -291,28 +291,46 @@ func (p *Proxy) pushList(ctx context.Context, cl *call) (json.RawMessage, error)
 }
 
 // pushDelete removes the meter's callback at the agent, then the buyer's
-// config (and its undelivered notifications).
+// config (and its undelivered notifications). A config deleted before is
+// deleted already: the delete succeeds again (1.0 §3.1.10: it MUST be
+// idempotent). A config id the task never had succeeds in 1.0, whose only
+// error for the delete is an unknown task (checked before), and is
+// TaskNotFound in 0.3, whose delete names no other outcome.
 func (p *Proxy) pushDelete(ctx context.Context, cl *call, prm pushConfig) (json.RawMessage, error) {
-	if _, err := p.Push.Store.PushConfig(ctx, cl.target.ListingID, prm.TaskID, prm.ID); err != nil {
-		if isNotFound(err) {
-			return nil, wire.InvalidParams(fmt.Sprintf("task %s has no push notification config %q", prm.TaskID, prm.ID))
-		}
+	_, err := p.Push.Store.PushConfig(ctx, cl.target.ListingID, prm.TaskID, prm.ID)
+	switch {
+	case err == nil:
+		p.removeCallback(ctx, cl, prm)
+	case !isNotFound(err):
 		return nil, err
-	}
-	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "agentmarket-push-delete",
-		"method": wire.MethodName(wire.MethodPushDelete, wire.V10), "params": map[string]string{"taskId": prm.TaskID, "id": prm.ID}})
-	if up, werr := wire.ParseRequest(body, "1.0"); werr == nil {
-		if _, agentErr, err := p.callAgent(ctx, cl, up); err != nil || agentErr != nil {
-			// The buyer's config goes anyway: without it nothing the agent
-			// still sends is delivered.
-			p.Logger.WarnContext(ctx, "agent did not remove the meter's push callback", "trace_id", cl.trace.traceID,
-				"task_id", prm.TaskID, "err", err, "agent_error", agentErr)
-		}
 	}
 	if err := p.Push.Store.DeletePushConfig(ctx, cl.target.ListingID, prm.TaskID, prm.ID); err != nil {
-		return nil, err
+		if !isNotFound(err) {
+			return nil, err
+		}
+		if cl.req.Version == wire.V03 {
+			e := wire.TaskNotFound(prm.TaskID)
+			e.Message = fmt.Sprintf("task %s has no push notification config %q", prm.TaskID, prm.ID)
+			return nil, e
+		}
 	}
 	return json.RawMessage("{}"), nil
+}
+
+// removeCallback asks the agent to forget the meter's callback for a
+// buyer's config. The buyer's config goes whatever the agent answers:
+// without it nothing the agent still sends is delivered.
+func (p *Proxy) removeCallback(ctx context.Context, cl *call, prm pushConfig) {
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "agentmarket-push-delete",
+		"method": wire.MethodName(wire.MethodPushDelete, wire.V10), "params": map[string]string{"taskId": prm.TaskID, "id": prm.ID}})
+	up, werr := wire.ParseRequest(body, "1.0")
+	if werr != nil {
+		return
+	}
+	if _, agentErr, err := p.callAgent(ctx, cl, up); err != nil || agentErr != nil {
+		p.Logger.WarnContext(ctx, "agent did not remove the meter's push callback", "trace_id", cl.trace.traceID,
+			"task_id", prm.TaskID, "err", err, "agent_error", agentErr)
+	}
 }
 
 // checkURL accepts a buyer's webhook: an absolute http(s) URL without

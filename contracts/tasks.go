@@ -204,8 +204,10 @@ type PushStore interface {
 	PushConfigs(ctx context.Context, listingID, taskID string) ([]PushConfig, error)
 	// PushCallback finds the config of a meter callback id, or NotFound.
 	PushCallback(ctx context.Context, callbackID string) (*PushConfig, error)
-	// DeletePushConfig removes a config (NotFound when there is none);
-	// its pending deliveries are dropped.
+	// DeletePushConfig removes a config and drops its pending
+	// deliveries. The store remembers which configs it deleted: deleting
+	// one again succeeds and changes nothing (A2A 1.0 makes the delete
+	// idempotent); NotFound only for a config the task never had.
 	DeletePushConfig(ctx context.Context, listingID, taskID, configID string) error
 
 	// Enqueue stores a pending delivery unless one with its ID exists;

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -118,5 +119,20 @@ func runSDKPush(t *testing.T, c *sdkCombo, buyer *sdkBuyer, hook *webhook) {
 	}
 	if list, err := cl.ListTaskPushConfigs(ctx, &a2a.ListTaskPushConfigRequest{TaskID: task.ID}); err != nil || len(list) != 0 {
 		t.Errorf("list after delete: %v, %v", list, err)
+	}
+	// A delete is idempotent (1.0 §3.1.10 MUST): the same delete again
+	// succeeds, as it does at the agent itself. 0.3 says nothing of a
+	// repeat, and a config that existed is treated alike.
+	if err := cl.DeleteTaskPushConfig(ctx, &a2a.DeleteTaskPushConfigRequest{TaskID: task.ID, ID: "hook-1"}); err != nil {
+		t.Errorf("delete push config a second time: %v", err)
+	}
+	// A config the task never had: 1.0 names only an unknown task as the
+	// delete's error; 0.3 clients get TaskNotFound.
+	err = cl.DeleteTaskPushConfig(ctx, &a2a.DeleteTaskPushConfigRequest{TaskID: task.ID, ID: "never-set"})
+	switch {
+	case c.version == "1.0" && err != nil:
+		t.Errorf("1.0 delete of a config the task never had: %v, want success", err)
+	case c.version == "0.3" && !errors.Is(err, a2a.ErrTaskNotFound):
+		t.Errorf("0.3 delete of a config the task never had: %v, want TaskNotFound", err)
 	}
 }

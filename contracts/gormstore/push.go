@@ -118,19 +118,41 @@ func (s *Store) PushCallback(ctx context.Context, callbackID string) (*contracts
 	return pushConfigFromRow(&r), nil
 }
 
+// pushConfigDeletionRow remembers that a config existed: a second delete
+// of it succeeds, while an id the task never had stays unknown.
+type pushConfigDeletionRow struct {
+	ListingID string `gorm:"primaryKey"`
+	TaskID    string `gorm:"primaryKey"`
+	ConfigID  string `gorm:"primaryKey"`
+}
+
+func (pushConfigDeletionRow) TableName() string { return "push_config_deletions" }
+
 // DeletePushConfig implements contracts.PushStore. Delivered and failed
 // deliveries stay, for the buyer's history.
 func (s *Store) DeletePushConfig(ctx context.Context, listingID, taskID, configID string) error {
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		res := tx.Where("listing_id = ? AND task_id = ? AND config_id = ?", listingID, taskID, configID).Delete(&pushConfigRow{})
+		const key = "listing_id = ? AND task_id = ? AND config_id = ?"
+		res := tx.Where(key, listingID, taskID, configID).Delete(&pushConfigRow{})
 		if res.Error != nil {
 			return res.Error
 		}
 		if res.RowsAffected == 0 {
-			return gorm.ErrRecordNotFound
+			var deleted int64
+			if err := tx.Model(&pushConfigDeletionRow{}).Where(key, listingID, taskID, configID).Count(&deleted).Error; err != nil {
+				return err
+			}
+			if deleted == 0 {
+				return gorm.ErrRecordNotFound
+			}
+			return nil // deleted before: nothing more to do
 		}
-		return tx.Where("listing_id = ? AND task_id = ? AND config_id = ? AND status = ?", listingID, taskID, configID, string(contracts.DeliveryPending)).
-			Delete(&deliveryRow{}).Error
+		err := tx.Clauses(clause.OnConflict{DoNothing: true}).
+			Create(&pushConfigDeletionRow{ListingID: listingID, TaskID: taskID, ConfigID: configID}).Error
+		if err != nil {
+			return err
+		}
+		return tx.Where(key+" AND status = ?", listingID, taskID, configID, string(contracts.DeliveryPending)).Delete(&deliveryRow{}).Error
 	})
 	return gormdb.Translate(err, "push config")
 }

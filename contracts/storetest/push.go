@@ -128,7 +128,11 @@ func runPush(t *testing.T, newStore TaskFactory) {
 		wantKind(t, "PushConfig after delete", err, agentmarket.NotFound)
 		_, err = s.PushCallback(ctx, "cb_new")
 		wantKind(t, "PushCallback after delete", err, agentmarket.NotFound)
-		wantKind(t, "DeletePushConfig again", s.DeletePushConfig(ctx, "lst_1", "task_1", "cfg_1"), agentmarket.NotFound)
+		if err := s.DeletePushConfig(ctx, "lst_1", "task_1", "cfg_1"); err != nil {
+			t.Errorf("DeletePushConfig again = %v, want nil: a deleted config stays deleted", err)
+		}
+		wantKind(t, "DeletePushConfig of a config the task never had", s.DeletePushConfig(ctx, "lst_1", "task_1", "cfg_never"), agentmarket.NotFound)
+		wantKind(t, "DeletePushConfig of the deleted id on another listing", s.DeletePushConfig(ctx, "lst_2", "task_1", "cfg_1"), agentmarket.NotFound)
 		if _, err := s.PushConfig(ctx, "lst_1", "task_2", "cfg_1"); err != nil {
 			t.Errorf("another task's config with the same id went with it: %v", err)
 		}
@@ -338,6 +342,21 @@ func runPush(t *testing.T, newStore TaskFactory) {
 				t.Errorf("Deliveries with limit %d = %d, want %d from the newest", tc.limit, len(ds), tc.want)
 			}
 		}
+	})
+
+	t.Run("push configs: a deleted id can be set and deleted again", func(t *testing.T) {
+		s, _ := newStore(t)
+		c := pushConfig("lst_1", "task_1", "cfg_1", t0)
+		must(t, s.SavePushConfig(ctx, c))
+		must(t, s.DeletePushConfig(ctx, "lst_1", "task_1", "cfg_1"))
+		c.CallbackID = "cb_again"
+		must(t, s.SavePushConfig(ctx, c))
+		got, err := s.PushConfig(ctx, "lst_1", "task_1", "cfg_1")
+		wantConfig(t, "PushConfig set again after a delete", got, err, c)
+		must(t, s.DeletePushConfig(ctx, "lst_1", "task_1", "cfg_1"))
+		_, err = s.PushCallback(ctx, "cb_again")
+		wantKind(t, "PushCallback after the second delete", err, agentmarket.NotFound)
+		must(t, s.DeletePushConfig(ctx, "lst_1", "task_1", "cfg_1"))
 	})
 
 	t.Run("deliveries: deleting a config drops its pending deliveries", func(t *testing.T) {
