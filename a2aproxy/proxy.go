@@ -834,20 +834,7 @@ func (p *Proxy) replyError(c *fiber.Ctx, cl *call, ctx context.Context, e *wire.
 }
 
 func (p *Proxy) contentType(c *fiber.Ctx, cl *call) string {
-	if cl.buyerREST() {
-		return restContentType(c, cl.req.Version)
-	}
-	return fiber.MIMEApplicationJSON
-}
-
-// restContentType honours the buyer's Accept: application/a2a+json only
-// for clients that ask for it, application/json (which every client
-// decodes, and the specification allows) otherwise.
-func restContentType(c *fiber.Ctx, v wire.Version) string {
-	if strings.Contains(c.Get(fiber.HeaderAccept), wire.ContentTypeA2A) {
-		return wire.RESTContentType(v)
-	}
-	return fiber.MIMEApplicationJSON
+	return answerType(c, cl.req.Version)
 }
 
 func resultResponse(id json.RawMessage, result json.RawMessage) []byte {
@@ -912,13 +899,13 @@ func (p *Proxy) fail(c *fiber.Ctx, cl *call, err error) error {
 		we = wire.TranslateError(wire.V10, wire.V03, we)
 	}
 	out := wire.ErrorResponse(id, we)
-	contentType := fiber.MIMEApplicationJSON
-	if v := cl.restVersion; v != "" {
-		if cl.req != nil && cl.req.Version != "" {
-			v = cl.req.Version
-		}
-		status, out = cl.restError(v, we)
-		contentType = restContentType(c, v)
+	version := cl.restVersion
+	if cl.req != nil && cl.req.Version != "" {
+		version = cl.req.Version
+	}
+	contentType := answerType(c, version)
+	if cl.restVersion != "" {
+		status, out = cl.restError(version, we)
 	} else if cl.req != nil && cl.req.Method.Streaming() {
 		// Streaming methods answer an event stream, errors included.
 		out, contentType, status = sseData(out), "text/event-stream", http.StatusOK

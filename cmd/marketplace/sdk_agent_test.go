@@ -225,9 +225,16 @@ func (l *sdkWireLog) dump(i int) string {
 type sdkRecordingTransport struct {
 	base http.RoundTripper
 	log  *sdkWireLog
+	// contentType, when set, replaces the Content-Type of every request
+	// with a body (the SDK itself always sends application/json).
+	contentType string
 }
 
 func (rt sdkRecordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if rt.contentType != "" && req.Body != nil {
+		req = req.Clone(req.Context())
+		req.Header.Set("Content-Type", rt.contentType)
+	}
 	x := sdkExchange{Method: req.Method, Path: req.URL.RequestURI(), Version: req.Header.Get("A2A-Version"), ContentType: req.Header.Get("Content-Type")}
 	if req.Body != nil {
 		b, _ := io.ReadAll(req.Body)
