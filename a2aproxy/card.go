@@ -1,8 +1,10 @@
 package a2aproxy
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/agentmarket/agentmarket/listings/agentcard"
 )
@@ -13,10 +15,14 @@ const SecuritySchemeName = "agentmarket"
 // ProxiedCard is the seller's card as the buyer's orchestrator must see
 // it: endpoints rewritten to the meter (JSON-RPC and HTTP+JSON, in each
 // version the seller offers; the meter bridges to the agent's own), the security scheme replaced by the
-// marketplace's bearer key, push notifications on only where the meter
+// marketplace's bearer key (and the skills' own requirements, which name
+// the seller's schemes, dropped), push notifications on only where the meter
 // relays them (push) and the agent offers them, signatures dropped (they no longer match). Every other
 // member is kept as the seller wrote it.
-func ProxiedCard(raw []byte, card *agentcard.Card, endpoint string, push bool) ([]byte, error) {
+//
+// A 1.0 card's security requirement is written in the form its reader
+// parses (see wantsProtoJSON); protoJSON says the reader asked for A2A 1.0.
+func ProxiedCard(raw []byte, card *agentcard.Card, endpoint string, push, protoJSON bool) ([]byte, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return nil, fmt.Errorf("card: %w", err)
@@ -37,12 +43,13 @@ func ProxiedCard(raw []byte, card *agentcard.Card, endpoint string, push bool) (
 		set("securitySchemes", map[string]any{SecuritySchemeName: map[string]any{
 			"httpAuthSecurityScheme": map[string]string{"scheme": "Bearer", "description": "An AgentMarket API key (amk_…) of your organisation."},
 		}})
-		// Scopes as a bare array, as the specification's sample card writes
-		// them and the official Go SDK parses them (it rejects the proto's
-		// {"list": []} form, and attaches credentials only for a named
-		// requirement).
-		set("securityRequirements", []any{map[string]any{"schemes": map[string]any{SecuritySchemeName: []string{}}}})
+		var scopes any = []string{}
+		if protoJSON || sellerScopesAreObjects(m) {
+			scopes = map[string][]string{"list": {}}
+		}
+		set("securityRequirements", []any{map[string]any{"schemes": map[string]any{SecuritySchemeName: scopes}}})
 		delete(m, "security")
+		dropSkillSecurity(m)
 		// A 1.0 card may also carry 0.3 fields for old clients.
 		if _, ok := m["url"]; ok {
 			set("url", endpoint)
@@ -60,6 +67,7 @@ func ProxiedCard(raw []byte, card *agentcard.Card, endpoint string, push bool) (
 			"type": "http", "scheme": "bearer", "description": "An AgentMarket API key (amk_…) of your organisation.",
 		}})
 		set("security", []any{map[string][]string{SecuritySchemeName: {}}})
+		dropSkillSecurity(m)
 	}
 	if caps, ok := m["capabilities"]; ok {
 		var c map[string]json.RawMessage
@@ -71,4 +79,77 @@ func ProxiedCard(raw []byte, card *agentcard.Card, endpoint string, push bool) (
 	}
 	delete(m, "signatures")
 	return json.Marshal(m)
+}
+
+// The scopes of a 1.0 security requirement come in two forms, and no
+// client of 2026 reads both. The proto and the 1.0 JSON schema define
+// them as a StringList message, {"list": [...]}: ProtoJSON parsers (the
+// Python, JavaScript, Java and .NET SDKs) and schema-checking clients
+// need that. The official Go SDK (a2a-go v2.3.1) reads only a bare array,
+// ["..."], and refuses the whole card otherwise. So the form follows the
+// reader (scopesForm): a client that asks for A2A 1.0 (A2A-Version 1.x,
+// which §3.6.1 has 1.0 clients send, as the JavaScript SDK does) gets the
+// proto's form; one that names no version (which §3.6.2 reads as 0.3, and
+// is what a2a-go v2.3.1 sends for a card) gets the form the seller's own
+// card uses, which the seller's clients read, and the bare array when the
+// seller's card has no requirement.
+
+// wantsProtoJSON reports whether a card fetch asked for A2A 1.0 (any 1.x),
+// by the A2A-Version header or query parameter (§3.6.1).
+func wantsProtoJSON(versionHeader, versionQuery string) bool {
+	v := strings.TrimSpace(versionHeader)
+	if v == "" {
+		v = strings.TrimSpace(versionQuery)
+	}
+	major, _, _ := strings.Cut(v, ".")
+	return major == "1"
+}
+
+// sellerScopesAreObjects reports whether the seller's 1.0 card writes the
+// scopes of its security requirements (its own or its skills') as
+// StringList objects rather than bare arrays.
+func sellerScopesAreObjects(card map[string]json.RawMessage) bool {
+	lists := []json.RawMessage{card["securityRequirements"]}
+	var skills []map[string]json.RawMessage
+	_ = json.Unmarshal(card["skills"], &skills)
+	for _, sk := range skills {
+		lists = append(lists, sk["securityRequirements"])
+	}
+	for _, l := range lists {
+		var reqs []struct {
+			Schemes map[string]json.RawMessage `json:"schemes"`
+		}
+		_ = json.Unmarshal(l, &reqs)
+		for _, r := range reqs {
+			for _, scopes := range r.Schemes {
+				if b := bytes.TrimSpace(scopes); len(b) > 0 {
+					return b[0] == '{'
+				}
+			}
+		}
+	}
+	return false
+}
+
+// dropSkillSecurity removes the skills' own security requirements (1.0
+// securityRequirements, 0.3 security): they name the seller's schemes,
+// which the proxied card no longer has; the meter's key covers every
+// skill.
+func dropSkillSecurity(card map[string]json.RawMessage) {
+	var skills []map[string]json.RawMessage
+	if json.Unmarshal(card["skills"], &skills) != nil {
+		return
+	}
+	changed := false
+	for _, sk := range skills {
+		for _, key := range []string{"securityRequirements", "security"} {
+			if _, ok := sk[key]; ok {
+				delete(sk, key)
+				changed = true
+			}
+		}
+	}
+	if changed {
+		card["skills"], _ = json.Marshal(skills)
+	}
 }

@@ -262,12 +262,14 @@ func (p *Proxy) card(c *fiber.Ctx) error {
 		}
 		return c.Status(status).JSON(fiber.Map{"error": fiber.Map{"code": "listing_unavailable", "message": re.Message}})
 	}
-	b, err := ProxiedCard(t.CardJSON, t.Card, p.Endpoint(t.ListingID), p.Push != nil && t.Card.Capabilities.PushNotifications)
+	b, err := ProxiedCard(t.CardJSON, t.Card, p.Endpoint(t.ListingID), p.Push != nil && t.Card.Capabilities.PushNotifications,
+		wantsProtoJSON(c.Get("A2A-Version"), c.Query("A2A-Version")))
 	if err != nil {
 		return err
 	}
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	c.Set(fiber.HeaderCacheControl, "public, max-age=60")
+	c.Set(fiber.HeaderVary, "A2A-Version") // the security requirement's form follows it (card.go)
 	return c.Send(b)
 }
 
@@ -749,7 +751,9 @@ func (p *Proxy) unaryFrom(c *fiber.Ctx, cl *call, res *http.Response) error {
 		if err != nil {
 			return p.fail(c, cl, rpcErr(CodeUpstreamInvalid, http.StatusOK, "the agent's extended card is not a valid agent card"))
 		}
-		if result, err = ProxiedCard(result, card, p.Endpoint(cl.target.ListingID), p.pushSupported(cl)); err != nil {
+		// Every 1.0 client sends A2A-Version 1.0 here, whatever card form
+		// it reads: the agent's own form is the one its clients read.
+		if result, err = ProxiedCard(result, card, p.Endpoint(cl.target.ListingID), p.pushSupported(cl), false); err != nil {
 			return p.fail(c, cl, err)
 		}
 		modified = true

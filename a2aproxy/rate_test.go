@@ -75,7 +75,7 @@ func TestProxiedCard(t *testing.T) {
 			t.Fatal(err)
 		}
 		const ep = "https://meter.example/a2a/lst_1"
-		out, err := a2aproxy.ProxiedCard(raw, card, ep, false)
+		out, err := a2aproxy.ProxiedCard(raw, card, ep, false, false)
 		if err != nil {
 			t.Fatal(err)
 		}

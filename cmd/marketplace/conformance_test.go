@@ -12,6 +12,8 @@ import (
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
+	"github.com/agentmarket/agentmarket/a2aproxy"
+	"github.com/agentmarket/agentmarket/a2aproxy/protoschema"
 	"github.com/agentmarket/agentmarket/a2aproxy/wire"
 )
 
@@ -124,6 +126,74 @@ func TestSDKMediaType(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestSDKProxiedCard: the proxied card of an official-SDK 1.0 agent is one
+// both kinds of 1.0 client read. Fetched as A2A 1.0 asks (A2A-Version 1.0,
+// as header or query parameter), it passes the A2A 1.0 JSON schema,
+// derived from a2a.proto (protoschema): the security requirement's scopes
+// are the proto's StringList. Resolved by the official Go SDK (a2a-go
+// v2.3.1, which names no version for a card and reads only bare arrays),
+// it parses, and the SDK's auth interceptor finds the meter's scheme in
+// it and sends the buyer's key: calls through the meter succeed on both
+// bindings.
+func TestSDKProxiedCard(t *testing.T) {
+	m := startMarketplace(t, nil)
+	api := client{t: t, base: m.URL}
+	_, seller := signup(t, api, "Acme Agents", "owner@acme.example")
+	_, buyerKey := signup(t, api, "Globex", "it@globex.example")
+	schema, err := protoschema.A2A()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bindings := []a2a.TransportProtocol{a2a.TransportProtocolJSONRPC, a2a.TransportProtocolHTTPJSON}
+	for _, agentBinding := range bindings {
+		_, endpoint := listAndSubscribe(t, api, seller, buyerKey, startSDKAgent(t, "1.0", agentBinding).URL)
+		t.Run("agent="+string(agentBinding), func(t *testing.T) {
+			cardURL := endpoint + "/.well-known/agent-card.json"
+			for _, ask := range []struct{ query, header string }{{"", "1.0"}, {"?A2A-Version=1.0", ""}} {
+				req, _ := http.NewRequest("GET", cardURL+ask.query, nil)
+				if ask.header != "" {
+					req.Header.Set("A2A-Version", ask.header)
+				}
+				res, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(res.Body)
+				res.Body.Close()
+				if res.StatusCode != 200 || !strings.Contains(res.Header.Get("Vary"), "A2A-Version") {
+					t.Errorf("GET %s (A2A-Version header %q): %d, Vary %q", req.URL, ask.header, res.StatusCode, res.Header.Get("Vary"))
+				}
+				if err := schema.Check("AgentCard", body); err != nil {
+					t.Errorf("the proxied card asked for as A2A 1.0 (%s%s) fails the A2A 1.0 JSON schema:\n%v\n%s", ask.header, ask.query, err, body)
+				}
+			}
+
+			buyer := newSDKBuyer(buyerKey)
+			for _, clientBinding := range bindings {
+				ctx, cancel := context.WithTimeout(buyer.ctx(context.Background()), 30*time.Second)
+				cl, card, cardErr, err := buyer.connect(ctx, endpoint, "1.0", clientBinding)
+				if cardErr != nil {
+					t.Errorf("the official SDK cannot parse the proxied card: %v", cardErr)
+				}
+				if err != nil {
+					cancel()
+					t.Fatal(err)
+				}
+				if len(card.SecurityRequirements) != 1 || card.SecurityRequirements[0][a2aproxy.SecuritySchemeName] == nil {
+					t.Errorf("the SDK reads the security requirements %v, want the meter's %q", card.SecurityRequirements, a2aproxy.SecuritySchemeName)
+				}
+				res, err := cl.SendMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("hello"))})
+				if err != nil {
+					t.Errorf("client=%s: send through the meter with the key the card asks for: %v", clientBinding, err)
+				} else if task, ok := res.(*a2a.Task); !ok || task.Status.State != a2a.TaskStateCompleted {
+					t.Errorf("client=%s: send answered %#v", clientBinding, res)
+				}
+				cancel()
+			}
+		})
+	}
 }
 
 // listAndSubscribe lists the agent whose card is at cardURL for the seller
