@@ -2,6 +2,7 @@ package gormstore
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -253,26 +254,72 @@ func (s *Store) BindTasks(ctx context.Context, ts []contracts.TaskBinding) ([]st
 	return owners, errs
 }
 
-// bindChunk is how many bindings one pass of bindMany takes.
-const bindChunk = 100
+// bindChunk is the most bindings one statement of bindMany carries.
+const bindChunk = 128
 
-// bindSQL binds one task unless it is bound. One fixed statement, prepared
-// once (PrepareStmt) and executed per task, costs SQLite no parsing and
-// gorm no reflection: what lets the meter bind thousands of tasks a
-// second. (A multi-row INSERT is parsed anew for every batch size.)
-const bindSQL = "INSERT INTO task_owners (listing_id, task_id, org_id, contract_id, context_id, created_at, parent_listing_id, parent_task_id, deadline_at) " +
-	"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (listing_id, task_id) DO NOTHING"
+// bindCols are task_owners' columns a binding writes, in bindMany's order.
+const bindCols = "listing_id, task_id, org_id, contract_id, context_id, created_at, parent_listing_id, parent_task_id, deadline_at"
 
-// bindMany binds tasks in one transaction; owners[i] is the org recorded
-// for ts[i]: its own when the task was new, else the first binder's.
-func bindMany(tx *gorm.DB, ts []contracts.TaskBinding, owners []string) error {
-	for i, t := range ts {
-		res := tx.Exec(bindSQL, t.ListingID, t.TaskID, t.OrgID, t.ContractID, t.ContextID, t.CreatedAt.UTC(), t.ParentListingID, t.ParentTaskID, utcPtr(t.DeadlineAt))
-		if res.Error != nil {
-			return gormdb.Translate(res.Error, "task")
+// bindSQLs[n] binds n tasks unless they are bound, and returns the keys
+// of those it bound (RETURNING: PostgreSQL and SQLite ≥ 3.35 alike). The
+// pure-Go SQLite driver parses a statement on every execution, prepared
+// or not, so one statement for many rows is what keeps a batch cheap;
+// chunk sizes are powers of two, so there are few statements to cache.
+var bindSQLs = func() map[int]string {
+	m := make(map[int]string)
+	for n := 1; n <= bindChunk; n *= 2 {
+		var b strings.Builder
+		b.WriteString("INSERT INTO task_owners (" + bindCols + ") VALUES ")
+		for i := range n {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?)")
 		}
-		if res.RowsAffected == 1 {
+		b.WriteString(" ON CONFLICT (listing_id, task_id) DO NOTHING RETURNING listing_id, task_id")
+		m[n] = b.String()
+	}
+	return m
+}()
+
+// bindMany binds tasks in tx; owners[i] is the org recorded for ts[i]:
+// its own when the task was new, else the first binder's (read back).
+func bindMany(tx *gorm.DB, ts []contracts.TaskBinding, owners []string) error {
+	type key struct{ listing, task string }
+	bound := make(map[key]bool, len(ts))
+	for start := 0; start < len(ts); {
+		n := bindChunk
+		for n > len(ts)-start {
+			n /= 2
+		}
+		args := make([]any, 0, 9*n)
+		for _, t := range ts[start : start+n] {
+			args = append(args, t.ListingID, t.TaskID, t.OrgID, t.ContractID, t.ContextID, t.CreatedAt.UTC(), t.ParentListingID, t.ParentTaskID, utcPtr(t.DeadlineAt))
+		}
+		rows, err := tx.Raw(bindSQLs[n], args...).Rows()
+		if err != nil {
+			return gormdb.Translate(err, "task")
+		}
+		for rows.Next() {
+			var k key
+			if err := rows.Scan(&k.listing, &k.task); err != nil {
+				rows.Close()
+				return gormdb.Translate(err, "task")
+			}
+			bound[k] = true
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return gormdb.Translate(err, "task")
+		}
+		start += n
+	}
+	for i, t := range ts {
+		k := key{t.ListingID, t.TaskID}
+		if bound[k] {
 			owners[i] = t.OrgID // the first sight: no need to read it back
+			bound[k] = false    // the same task twice in one batch: the second reads the first back
 			continue
 		}
 		var got taskOwnerRow

@@ -5,6 +5,7 @@ package gormledger
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -119,13 +120,20 @@ func (l *Ledger) billMany(tx *gorm.DB, reqs []metering.BillRequest, out []meteri
 	}
 	var settled []settledRow
 	now := l.clock.Now()
+	firsts, err := l.insertFirsts(tx, reqs, done)
+	if err != nil {
+		return err
+	}
 	for i, r := range reqs {
 		if s, ok := done[r.RowID]; ok && r.RowID != "" {
 			out[i] = metering.BillResult{Delta: metering.Counters{InputTokens: s.InputTokens, OutputTokens: s.OutputTokens, ComputeMs: s.ComputeMs}, First: s.First}
 			continue
 		}
-		d, first, err := l.bill(tx, r.ListingID, r.TaskID, r.Cum, r.Add)
-		if err != nil {
+		var d metering.Counters
+		var first bool
+		if firsts[i] {
+			d, first = raise(metering.Counters{}, r.Cum, r.Add), true
+		} else if d, first, err = l.bill(tx, r.ListingID, r.TaskID, r.Cum, r.Add); err != nil {
 			return err
 		}
 		out[i] = metering.BillResult{Delta: d, First: first}
@@ -142,6 +150,85 @@ func (l *Ledger) billMany(tx *gorm.DB, reqs []metering.BillRequest, out []meteri
 		return gormdb.Translate(err, "settled usage")
 	}
 	return nil
+}
+
+// firstChunk is the most tasks one statement of insertFirsts inserts.
+const firstChunk = 128
+
+// firstSQLs[n] inserts n tasks' first bills unless the tasks are billed,
+// and returns the keys of those it inserted. One statement for many rows:
+// the pure-Go SQLite driver parses a statement on every execution.
+var firstSQLs = func() map[int]string {
+	m := make(map[int]string)
+	for n := 1; n <= firstChunk; n *= 2 {
+		var b strings.Builder
+		b.WriteString("INSERT INTO task_usage (listing_id, task_id, input_tokens, output_tokens, compute_ms, updated_at) VALUES ")
+		for i := range n {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString("(?, ?, ?, ?, ?, ?)")
+		}
+		b.WriteString(" ON CONFLICT (listing_id, task_id) DO NOTHING RETURNING listing_id, task_id")
+		m[n] = b.String()
+	}
+	return m
+}()
+
+// insertFirsts bills, in a few statements, the first request of each task
+// of the batch that is not settled already, as the task's first bill when
+// the ledger has no row for it: firsts[i] says request i was billed so
+// (its answer is raise(0, cum, add), first). The others are billed one by
+// one, in order, by bill.
+func (l *Ledger) insertFirsts(tx *gorm.DB, reqs []metering.BillRequest, done map[string]settledRow) ([]bool, error) {
+	type key struct{ listing, task string }
+	firsts := make([]bool, len(reqs))
+	seen := make(map[key]bool, len(reqs))
+	var idx []int
+	for i, r := range reqs {
+		k := key{r.ListingID, r.TaskID}
+		if _, ok := done[r.RowID]; (ok && r.RowID != "") || seen[k] {
+			continue
+		}
+		seen[k] = true
+		idx = append(idx, i)
+	}
+	inserted := make(map[key]bool, len(idx))
+	now := l.clock.Now()
+	for start := 0; start < len(idx); {
+		n := firstChunk
+		for n > len(idx)-start {
+			n /= 2
+		}
+		args := make([]any, 0, 6*n)
+		for _, i := range idx[start : start+n] {
+			r := reqs[i]
+			c := raise(metering.Counters{}, r.Cum, r.Add)
+			args = append(args, r.ListingID, r.TaskID, c.InputTokens, c.OutputTokens, c.ComputeMs, now)
+		}
+		rows, err := tx.Raw(firstSQLs[n], args...).Rows()
+		if err != nil {
+			return nil, gormdb.Translate(err, "task usage")
+		}
+		for rows.Next() {
+			var k key
+			if err := rows.Scan(&k.listing, &k.task); err != nil {
+				rows.Close()
+				return nil, gormdb.Translate(err, "task usage")
+			}
+			inserted[k] = true
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, gormdb.Translate(err, "task usage")
+		}
+		start += n
+	}
+	for _, i := range idx {
+		firsts[i] = inserted[key{reqs[i].ListingID, reqs[i].TaskID}]
+	}
+	return firsts, nil
 }
 
 // PruneSettled forgets the answers given to rows settled before before: a
