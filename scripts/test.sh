@@ -142,23 +142,24 @@ run_gofmt() {
 # summarize_go_test filters `go test -v` output down to what a reader needs and
 # closes with a plain "N passed, N failed, N skipped" line over top-level tests.
 summarize_go_test() {
-	# A package that fails without a failing test (a crash, a fatal error,
-	# a TestMain that gave up) gets the last lines of its own output.
+	# A failed package also gets the last lines of its own output: a crash,
+	# a fatal error, or a helper's log line outside a _test.go file would
+	# otherwise vanish from the summary.
 	awk '
 		{ buf[n++ % 150] = $0 }
 		/^=== (RUN|PAUSE|CONT|NAME)/ { next }
 		/^--- PASS/ { passed++; print; next }
-		/^--- FAIL/ { failed++; pkgfailed = 1; print; show = 1; next }
+		/^--- FAIL/ { failed++; print; show = 1; next }
 		/^--- SKIP/ { skipped++; print; show = 1; next }
 		/^ +--- PASS: [^ ]+\/(postgres|clickhouse|stripe|chromium) / { print; next }
 		/^ +--- (FAIL|SKIP)/ { print; show = 1; next }
 		/^ +--- PASS/ { show = 0; next }
-		/^FAIL\t/ && !pkgfailed {
-			print "--- the package failed without a failing test; its last lines:"
+		/^FAIL\t/ {
+			print "--- the last lines of the failed package:"
 			for (i = (n > 150 ? n - 150 : 0); i < n - 1; i++) print "    | " buf[i % 150]
 		}
 		/^(ok|FAIL|\?|PASS$|panic:|fatal error:)/ { print; show = 0 }
-		/^(ok +|FAIL)\t/ { n = 0; pkgfailed = 0; next }
+		/^(ok +|FAIL)\t/ { n = 0; next }
 		/^(\?|PASS$|panic:|fatal error:)/ { next }
 		show || /^ +[^ ].*_test\.go:[0-9]+:/ { print }
 		END { printf "%d passed, %d failed, %d skipped\n", passed, failed, skipped }
