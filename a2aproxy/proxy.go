@@ -158,6 +158,7 @@ type Proxy struct {
 	plans     *ttlCache[*listings.Plan] // plan versions never change
 	parents   *ttlCache[*contracts.TaskBinding]
 	owners    *ownerIndex
+	grants    *ttlCache[bool]
 	binds     *batcher[contracts.TaskBinding, bindResult]
 	dialects  dialectCache // of 0.3 HTTP+JSON agent interfaces (dialect.go)
 	upstream  *http.Client // to agents, under Guard (upstream.go)
@@ -176,6 +177,7 @@ func (p *Proxy) Init() {
 	p.plans = newTTLCache[*listings.Plan](time.Hour, now)
 	p.parents = newTTLCache[*contracts.TaskBinding](p.Limits.CacheTTL, now)
 	p.owners = newOwnerIndex(p.Owners, p.Limits.OwnerIndexSize, p.Limits.OwnerMissWait)
+	p.grants = newTTLCache[bool](p.Limits.CacheTTL, now)
 	p.initUpstream()
 	if p.Base == nil {
 		p.Base = context.Background()
@@ -405,12 +407,8 @@ func (p *Proxy) admit(ctx context.Context, c *fiber.Ctx, cl *call, body []byte, 
 	if !ct.Status.Invocable() {
 		return rpcErr(CodeNotEntitled, http.StatusForbidden, fmt.Sprintf("your subscription to listing %q is %s", t.ListingID, ct.Status))
 	}
-	allowed, err := p.Entitlements.Allowed(contracts.OrgSubject(actor.OrgID), "*", contracts.ListingObject(t.ListingID), contracts.ActInvoke)
-	if err != nil {
+	if err := p.mayInvoke(actor.OrgID, t.ListingID); err != nil {
 		return err
-	}
-	if !allowed {
-		return rpcErr(CodeNotEntitled, http.StatusForbidden, fmt.Sprintf("your organisation may not invoke listing %q", t.ListingID))
 	}
 	cl.contract = ct
 	cl.lim = cl.lim.withBudgets(ct.Budgets)
@@ -454,6 +452,28 @@ func (p *Proxy) admit(ctx context.Context, c *fiber.Ctx, cl *call, body []byte, 
 // what a minute of calls costs. Calls without a budget go on (their usage
 // is spooled).
 const lastSpendGrace = time.Minute
+
+// errNotEntitled is casbin's refusal, kept out of the entitlement cache.
+var errNotEntitled = errors.New("not entitled")
+
+// mayInvoke is casbin's invoke check for an org and a listing. A grant is
+// cached for CacheTTL (casbin's evaluation costs more than the rest of a
+// call's checks together); a refusal is not, so a buyer who just
+// subscribed is not kept waiting. A revoked right thus takes at most the
+// policy reload interval plus CacheTTL to reach every meter.
+func (p *Proxy) mayInvoke(orgID, listingID string) error {
+	_, err := p.grants.get(orgID+"|"+listingID, func() (bool, error) {
+		ok, err := p.Entitlements.Allowed(contracts.OrgSubject(orgID), "*", contracts.ListingObject(listingID), contracts.ActInvoke)
+		if err == nil && !ok {
+			err = errNotEntitled
+		}
+		return ok, err
+	}, func(error) bool { return false })
+	if errors.Is(err, errNotEntitled) {
+		return rpcErr(CodeNotEntitled, http.StatusForbidden, fmt.Sprintf("your organisation may not invoke listing %q", listingID))
+	}
+	return err
+}
 
 // checkBudgets refuses calls once the key's or the contract's monthly
 // budget is spent. Spend is read from the usage store (cached briefly), so
