@@ -2,6 +2,7 @@ package a2aproxy
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/agentmarket/agentmarket"
@@ -162,9 +163,13 @@ func (p *Proxy) finish(ctx context.Context, cl *call, latency time.Duration) {
 		seen = metering.Counters{InputTokens: agentmarket.AddSat(pb.Cum.InputTokens, pb.Add.InputTokens),
 			OutputTokens: agentmarket.AddSat(pb.Cum.OutputTokens, pb.Add.OutputTokens), ComputeMs: agentmarket.AddSat(pb.Cum.ComputeMs, pb.Add.ComputeMs)}
 	}
-	p.Logger.InfoContext(ctx, "a2a call", "trace_id", u.TraceID, "task_id", u.TaskID, "listing", u.ListingID,
-		"org", u.BuyerOrgID, "method", u.Method, "state", u.State, "error_code", u.ErrorCode, "latency_ms", u.LatencyMs,
-		"observed_input_tokens", seen.InputTokens, "observed_output_tokens", seen.OutputTokens, "estimated", u.Estimated)
+	// Typed attributes: the line is written on every call, and LogAttrs
+	// spares slog boxing each value.
+	p.Logger.LogAttrs(ctx, slog.LevelInfo, "a2a call", slog.String("trace_id", u.TraceID), slog.String("task_id", u.TaskID),
+		slog.String("listing", u.ListingID), slog.String("org", u.BuyerOrgID), slog.String("method", u.Method),
+		slog.String("state", u.State), slog.Int("error_code", u.ErrorCode), slog.Int64("latency_ms", u.LatencyMs),
+		slog.Int64("observed_input_tokens", seen.InputTokens), slog.Int64("observed_output_tokens", seen.OutputTokens),
+		slog.Bool("estimated", u.Estimated))
 }
 
 // bounded clamps what a call reports and adds to agentmarket.MaxQuantity
