@@ -69,6 +69,9 @@ type Entitlements interface {
 // local spool) when it returns.
 type Recorder interface {
 	Record(ctx context.Context, u metering.Usage) error
+	// Err is why the recorder cannot take rows now (a spool whose fsync
+	// failed, a full disk), nil when it can.
+	Err() error
 }
 
 // Spend tells what has been spent this month, for budgets: the list price

@@ -24,6 +24,7 @@ const (
 	CodeStreamIdle          = -32054 // the agent sent nothing within the stream idle timeout
 	CodeUpstreamRefused     = -32055 // the agent's address is one the meter does not connect to (SSRF guard)
 	CodeAgentTaskConflict   = -32056 // the agent answered with another organisation's task: the answer was withheld
+	CodeMeterUnavailable    = -32057 // the meter cannot record usage now (its spool fails): the call is not forwarded
 	CodeUpstreamInvalid     = -32006 // A2A InvalidAgentResponse: the agent answered something that is not JSON-RPC
 	CodeInternal            = -32603
 )

@@ -25,6 +25,8 @@ type rowsRecorder struct {
 	rows []metering.Usage
 }
 
+func (r *rowsRecorder) Err() error { return nil }
+
 func (r *rowsRecorder) Record(_ context.Context, u metering.Usage) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()

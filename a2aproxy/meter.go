@@ -152,7 +152,10 @@ func (p *Proxy) finish(ctx context.Context, cl *call, latency time.Duration) {
 		u.Binds = cl.binds
 	}
 	if err := p.Recorder.Record(ctx, u); err != nil {
-		p.Logger.ErrorContext(ctx, "usage not recorded", "trace_id", u.TraceID, "task_id", u.TaskID, "err", err)
+		// The answer goes to the buyer (the agent did the work), but the
+		// meter takes no more calls until it can record again.
+		p.recordFailed.Store(time.Now().UnixNano())
+		p.Logger.ErrorContext(ctx, "usage not recorded; the meter refuses calls until it can record again", "trace_id", u.TraceID, "task_id", u.TaskID, "err", err)
 	}
 	p.trackLife(ctx, cl)
 	if p.Metrics != nil {

@@ -81,7 +81,7 @@ var codeLabels = func() map[int]string {
 		wire.CodeUnsupportedOperation, wire.CodeContentTypeNotSupported, wire.CodeInvalidAgentResponse,
 		wire.CodeExtendedCardNotConfigured, wire.CodeExtensionSupportRequired, wire.CodeVersionNotSupported,
 		CodeUnauthorized, CodeNotEntitled, CodeBudgetExhausted, CodeListingUnavailable, CodeUpstreamUnreachable,
-		CodeUpstreamTimeout, CodeResultTooLarge, CodeRequestTooLarge, CodeStreamIdle, CodeUpstreamRefused, CodeAgentTaskConflict, CodeBudgetUnchecked} {
+		CodeUpstreamTimeout, CodeResultTooLarge, CodeRequestTooLarge, CodeStreamIdle, CodeUpstreamRefused, CodeAgentTaskConflict, CodeBudgetUnchecked, CodeMeterUnavailable} {
 		out[c] = strconv.Itoa(c)
 	}
 	return out

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -159,9 +160,12 @@ type Proxy struct {
 	parents   *ttlCache[*contracts.TaskBinding]
 	owners    *ownerIndex
 	grants    *ttlCache[bool]
-	binds     *batcher[contracts.TaskBinding, bindResult]
-	dialects  dialectCache // of 0.3 HTTP+JSON agent interfaces (dialect.go)
-	upstream  *http.Client // to agents, under Guard (upstream.go)
+	// recordFailed is when a usage row last failed to be recorded (Unix
+	// ns, 0: never), for RecordingErr.
+	recordFailed atomic.Int64
+	binds        *batcher[contracts.TaskBinding, bindResult]
+	dialects     dialectCache // of 0.3 HTTP+JSON agent interfaces (dialect.go)
+	upstream     *http.Client // to agents, under Guard (upstream.go)
 	// background counts work that outlives a request (cascades).
 	background sync.WaitGroup
 }
@@ -381,6 +385,10 @@ func (p *Proxy) serve(c *fiber.Ctx, cl *call, body []byte, parse func() (*wire.R
 // admit runs every check before a request may go upstream: key, envelope,
 // listing, contract, entitlement, task ownership.
 func (p *Proxy) admit(ctx context.Context, c *fiber.Ctx, cl *call, body []byte, parse func() (*wire.Request, *wire.Error)) error {
+	if err := p.RecordingErr(); err != nil {
+		// A call that cannot be billed is not forwarded.
+		return rpcErr(CodeMeterUnavailable, http.StatusServiceUnavailable, "the meter cannot record usage right now, so it forwards no calls; try another meter or again shortly")
+	}
 	secret, ok := bearer(c.Get(fiber.HeaderAuthorization))
 	if !ok {
 		return rpcErr(CodeUnauthorized, http.StatusUnauthorized, "send your AgentMarket API key as: Authorization: Bearer amk_…")
@@ -452,6 +460,24 @@ func (p *Proxy) admit(ctx context.Context, c *fiber.Ctx, cl *call, body []byte, 
 // what a minute of calls costs. Calls without a budget go on (their usage
 // is spooled).
 const lastSpendGrace = time.Minute
+
+// recordRetry is how long after a usage row could not be recorded the
+// meter refuses calls before it tries again.
+const recordRetry = time.Second
+
+// RecordingErr is why the meter cannot record usage now, nil when it can:
+// the recorder's own error (a spool whose fsync failed stays failed), or
+// a row that could not be recorded within the last recordRetry (a full
+// disk). /readyz reports it; calls are refused meanwhile.
+func (p *Proxy) RecordingErr() error {
+	if err := p.Recorder.Err(); err != nil {
+		return err
+	}
+	if at := p.recordFailed.Load(); at != 0 && time.Since(time.Unix(0, at)) < recordRetry {
+		return errors.New("the last usage row could not be recorded")
+	}
+	return nil
+}
 
 // errNotEntitled is casbin's refusal, kept out of the entitlement cache.
 var errNotEntitled = errors.New("not entitled")

@@ -506,6 +506,14 @@ func (s *Spool) sync() error {
 	return nil
 }
 
+// Err is the failure that stopped the spool (an fsync error: it refuses
+// every Append from then on), nil while it works.
+func (s *Spool) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
 // Appended returns a channel that receives after rows are appended (at
 // most one pending signal: a wake-up for the one consumer).
 func (s *Spool) Appended() <-chan struct{} { return s.appended }

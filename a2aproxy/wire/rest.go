@@ -74,6 +74,7 @@ const (
 	codeStreamIdle          = -32054
 	codeUpstreamRefused     = -32055
 	codeAgentTaskConflict   = -32056
+	codeMeterUnavailable    = -32057
 )
 
 const (
@@ -898,6 +899,7 @@ func RESTEvent(v Version, m Method, result json.RawMessage) []byte {
 //	-32054  504          DEADLINE_EXCEEDED   STREAM_IDLE                         agentmarket.dev
 //	-32055  502          FAILED_PRECONDITION UPSTREAM_REFUSED                    agentmarket.dev
 //	-32056  502          INTERNAL            AGENT_TASK_CONFLICT                 agentmarket.dev
+//	-32057  503          UNAVAILABLE         METER_UNAVAILABLE                   agentmarket.dev
 //	other   500          UNKNOWN             UNKNOWN_ERROR, metadata {"code"}    agentmarket.dev
 //
 // The A2A rows are §5.4's. A spent budget is 402, not 429: 429 invites
@@ -979,6 +981,7 @@ var restErrors = [...]restErr{
 	{codeStreamIdle, 504, "DEADLINE_EXCEEDED", "STREAM_IDLE", marketplaceDomain},
 	{codeUpstreamRefused, 502, "FAILED_PRECONDITION", "UPSTREAM_REFUSED", marketplaceDomain},
 	{codeAgentTaskConflict, 502, "INTERNAL", "AGENT_TASK_CONFLICT", marketplaceDomain},
+	{codeMeterUnavailable, 503, "UNAVAILABLE", "METER_UNAVAILABLE", marketplaceDomain},
 }
 
 // unknownReason is the reason of codes outside the table; the code goes

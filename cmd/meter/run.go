@@ -50,6 +50,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
+	ops.Checks = append(ops.Checks, api.Check{Name: "usage spool", Check: meter.Ready})
 	defer func() {
 		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()

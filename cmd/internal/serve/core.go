@@ -187,6 +187,7 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 			stopMeter()
 			return nil, err
 		}
+		m.Ops.Checks = append(m.Ops.Checks, api.Check{Name: "usage spool", Check: meter.Ready})
 		m.stop = func() {
 			flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()

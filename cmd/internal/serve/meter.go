@@ -123,6 +123,8 @@ type spoolRecorder struct{ spool *metering.Spool }
 
 func (r spoolRecorder) Record(_ context.Context, u metering.Usage) error { return r.spool.Append(u) }
 
+func (r spoolRecorder) Err() error { return r.spool.Err() }
+
 // MeterDeps is what a meter is built from.
 type MeterDeps struct {
 	Config   *config.Config
@@ -213,6 +215,10 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 	go func() { defer loops.Done(); p.RunPushDelivery(loopsCtx) }()
 	return &Meter{Proxy: p, Spool: spool, Shipper: ship, stopLoops: func() { stop(); loops.Wait() }}, nil
 }
+
+// Ready is the meter's readiness: not ready while it cannot record usage
+// (then it refuses calls too).
+func (m *Meter) Ready(context.Context) error { return m.Proxy.RecordingErr() }
 
 // Close flushes the spool to the store (bounded by ctx) and closes it.
 // Whatever is not shipped stays in the spool for the next start.

@@ -1,0 +1,69 @@
+package a2aproxy_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/a2aproxy"
+	"github.com/agentmarket/agentmarket/listings"
+	"github.com/agentmarket/agentmarket/metering"
+)
+
+// failingRecorder is a spool that cannot take rows: its fsync failed
+// (err), or each append fails (recordErr).
+type failingRecorder struct{ err, recordErr error }
+
+func (f *failingRecorder) Err() error                                   { return f.err }
+func (f *failingRecorder) Record(context.Context, metering.Usage) error { return f.recordErr }
+
+// TestRefusesCallsItCannotRecord: a meter whose spool cannot take rows
+// forwards no call (it could not bill it): -32057, HTTP 503, before
+// anything else is looked at; and it says so (RecordingErr, which /readyz
+// reports). A single failed append does the same for a while.
+func TestRefusesCallsItCannotRecord(t *testing.T) {
+	call := func(p *a2aproxy.Proxy) (int, string) {
+		app := fiber.New(fiber.Config{DisableStartupMessage: true})
+		p.Mount(app)
+		req := httptest.NewRequest("POST", "/a2a/lst_x", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"message/send","params":{}}`))
+		req.Header.Set("Authorization", "Bearer amk_whatever")
+		res, err := app.Test(req, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	clock := agentmarket.NewManualClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
+
+	rec := &failingRecorder{err: errors.New("spool: fsync failed")}
+	p := &a2aproxy.Proxy{Recorder: rec, Clock: clock}
+	p.Init()
+	if status, body := call(p); status != 503 || !strings.Contains(body, `"code":-32057`) {
+		t.Errorf("a failed spool: %d %s, want 503 and -32057", status, body)
+	}
+	if p.RecordingErr() == nil {
+		t.Error("RecordingErr is nil with a failed spool")
+	}
+
+	rec = &failingRecorder{recordErr: errors.New("no space left on device")}
+	p = &a2aproxy.Proxy{Recorder: rec, Ledger: countingLedger{}, Clock: clock}
+	p.Init()
+	if err := p.RecordingErr(); err != nil {
+		t.Fatalf("RecordingErr before any failure: %v", err)
+	}
+	_ = p.FinishSend(context.Background(), "lst_x", "task-1", &listings.Plan{Currency: "usd"}, nil)
+	if p.RecordingErr() == nil {
+		t.Error("RecordingErr is nil right after a row could not be recorded")
+	}
+	if status, body := call(p); status != 503 || !strings.Contains(body, `"code":-32057`) {
+		t.Errorf("after a failed append: %d %s, want 503 and -32057", status, body)
+	}
+}
