@@ -3,6 +3,8 @@ package a2aproxy
 import (
 	"sync"
 	"time"
+
+	"github.com/agentmarket/agentmarket"
 )
 
 // ttlCache keeps lookups (keys, listings, contracts) for a short time so the
@@ -13,6 +15,10 @@ type ttlCache[V any] struct {
 	ttl   time.Duration
 	now   func() time.Time
 	items map[string]ttlItem[V]
+	// stale is how long past its TTL a value still answers when loading it
+	// again fails for want of the database (Unavailable, Internal): calls
+	// go on with what the meter last knew while the database is down.
+	stale time.Duration
 }
 
 type ttlItem[V any] struct {
@@ -23,6 +29,13 @@ type ttlItem[V any] struct {
 
 func newTTLCache[V any](ttl time.Duration, now func() time.Time) *ttlCache[V] {
 	return &ttlCache[V]{ttl: ttl, now: now, items: map[string]ttlItem[V]{}}
+}
+
+// staleFor lets the cache answer with a value up to d past its TTL while
+// the database is unreachable.
+func (c *ttlCache[V]) staleFor(d time.Duration) *ttlCache[V] {
+	c.stale = d
+	return c
 }
 
 // get returns the cached value of key, or loads it. Errors are cached too
@@ -39,6 +52,11 @@ func (c *ttlCache[V]) get(key string, load func() (V, error), cacheErr func(erro
 		return it.v, it.err
 	}
 	v, err := load()
+	if err != nil && ok && it.err == nil && c.stale > 0 && now.Before(it.expires.Add(c.stale)) {
+		if k := agentmarket.KindOf(err); k == agentmarket.Unavailable || k == agentmarket.Internal {
+			return it.v, nil
+		}
+	}
 	if err == nil || cacheErr(err) {
 		c.mu.Lock()
 		if len(c.items) > 100_000 { // a crude bound: drop everything rather than grow

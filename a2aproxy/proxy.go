@@ -51,6 +51,12 @@ type Limits struct {
 	// the database knows waits for another meter's projection before it
 	// answers TaskNotFound; default 1s.
 	OwnerMissWait time.Duration
+	// StaleWhileDown is how long past CacheTTL the meter goes on with the
+	// keys, listings, contracts, plans and grants it last read while the
+	// database is unreachable (calls go on; their rows wait in the spool);
+	// default 10m. A change made meanwhile (a revoked key) is seen once the
+	// database answers again.
+	StaleWhileDown time.Duration
 }
 
 func (l *Limits) defaults() {
@@ -68,6 +74,7 @@ func (l *Limits) defaults() {
 	def(&l.MaxPause, 24*time.Hour)
 	def(&l.EventRetention, 90*24*time.Hour)
 	def(&l.OwnerMissWait, time.Second)
+	def(&l.StaleWhileDown, 10*time.Minute)
 	if l.OwnerIndexSize == 0 {
 		l.OwnerIndexSize = 200_000
 	}
@@ -174,14 +181,15 @@ type Proxy struct {
 func (p *Proxy) Init() {
 	p.Limits.defaults()
 	now := p.Clock.Now
-	p.actors = newTTLCache[agentmarket.Actor](p.Limits.CacheTTL, now)
-	p.targets = newTTLCache[*Target](p.Limits.CacheTTL, now)
-	p.contracts = newTTLCache[*contracts.Contract](p.Limits.CacheTTL, now)
+	stale := p.Limits.StaleWhileDown
+	p.actors = newTTLCache[agentmarket.Actor](p.Limits.CacheTTL, now).staleFor(stale)
+	p.targets = newTTLCache[*Target](p.Limits.CacheTTL, now).staleFor(stale)
+	p.contracts = newTTLCache[*contracts.Contract](p.Limits.CacheTTL, now).staleFor(stale)
 	p.spent = newTTLCache[int64](p.Limits.CacheTTL, now)
-	p.plans = newTTLCache[*listings.Plan](time.Hour, now)
+	p.plans = newTTLCache[*listings.Plan](time.Hour, now).staleFor(stale)
 	p.parents = newTTLCache[*contracts.TaskBinding](p.Limits.CacheTTL, now)
 	p.owners = newOwnerIndex(p.Owners, p.Limits.OwnerIndexSize, p.Limits.OwnerMissWait)
-	p.grants = newTTLCache[bool](p.Limits.CacheTTL, now)
+	p.grants = newTTLCache[bool](p.Limits.CacheTTL, now).staleFor(stale)
 	p.initUpstream()
 	if p.Base == nil {
 		p.Base = context.Background()

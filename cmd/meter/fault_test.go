@@ -393,3 +393,31 @@ func (mk *faultMarket) send(meterURL, text string) (string, error) {
 	}
 	return out.Result.ID, nil
 }
+
+// get reads a task through the meter at meterURL (A2A 0.3 tasks/get) and
+// returns its id, or the error answered.
+func (mk *faultMarket) get(meterURL, taskID string) (string, error) {
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": map[string]any{"id": taskID}})
+	req, err := http.NewRequest(http.MethodPost, meterURL+"/a2a/"+mk.listingID, bytes.NewReader(body))
+	if err != nil {
+		return "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+mk.buyerKey)
+	res, err := mk.client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	var out struct {
+		Result struct {
+			ID string `json:"id"`
+		} `json:"result"`
+		Error json.RawMessage `json:"error"`
+	}
+	if err := json.Unmarshal(b, &out); err != nil || out.Error != nil {
+		return "", fmt.Errorf("HTTP %d: %s", res.StatusCode, b)
+	}
+	return out.Result.ID, nil
+}
