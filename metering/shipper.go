@@ -38,6 +38,13 @@ type ShipperOptions struct {
 	// bindings and ledger are projections of the spool that other meters
 	// read, and must not lag a slow usage store.
 	SettleAhead bool
+	// SettleWait is how long, with SettleAhead, the first row read waits
+	// for more (up to SettleRows) before they are settled together: fewer,
+	// larger transactions for a little latency. Default 5 ms.
+	SettleWait time.Duration
+	// SettleRows settles rows at once, without waiting, when this many
+	// are read and unsettled. Default 256.
+	SettleRows int
 	// Stored, when set, hears of every batch the store took (settled), for
 	// counters of what was billed.
 	Stored func(rows []Usage)
@@ -50,6 +57,8 @@ const (
 	DefaultMinBackoff    = 100 * time.Millisecond
 	DefaultMaxBackoff    = 30 * time.Second
 	DefaultInsertTimeout = 30 * time.Second
+	DefaultSettleWait    = 5 * time.Millisecond
+	DefaultSettleRows    = 256
 )
 
 // ShipperStats is a snapshot of a Shipper's counters, for metrics.
@@ -88,8 +97,9 @@ type Shipper struct {
 	started    bool
 	batch      []Usage
 	batchStart time.Time
-	settled    int    // with SettleAhead: rows of batch settled already
-	ahead      Cursor // with SettleAhead: rows before it, past pos, are settled
+	settled    int       // with SettleAhead: rows of batch settled already
+	unsettled  time.Time // with SettleAhead: when the oldest unsettled row of batch was read
+	ahead      Cursor    // with SettleAhead: rows before it, past pos, are settled
 	scratch    []Usage
 
 	shippedRows    atomic.Uint64
@@ -118,6 +128,12 @@ func NewShipper(spool *Spool, store Store, opts ShipperOptions) *Shipper {
 	opts.MaxBackoff = max(opts.MaxBackoff, opts.MinBackoff)
 	if opts.InsertTimeout <= 0 {
 		opts.InsertTimeout = DefaultInsertTimeout
+	}
+	if opts.SettleWait <= 0 {
+		opts.SettleWait = DefaultSettleWait
+	}
+	if opts.SettleRows <= 0 {
+		opts.SettleRows = DefaultSettleRows
 	}
 	return &Shipper{spool: spool, store: store, opts: opts, turn: make(chan struct{}, 1)}
 }
@@ -171,7 +187,8 @@ func (s *Shipper) step(ctx context.Context) (time.Duration, error) {
 	if len(s.batch) == 0 {
 		return time.Hour, nil
 	}
-	if err := s.settleAhead(ctx); err != nil {
+	settleIn, err := s.settleDue(ctx)
+	if err != nil {
 		s.fail(err)
 		return s.backoff(), nil
 	}
@@ -180,7 +197,11 @@ func (s *Shipper) step(ctx context.Context) (time.Duration, error) {
 	}
 	age := time.Since(s.batchStart)
 	if len(s.batch) < s.opts.BatchRows && age < s.opts.BatchWait {
-		return s.opts.BatchWait - age, nil
+		d := s.opts.BatchWait - age
+		if settleIn > 0 && settleIn < d {
+			d = settleIn
+		}
+		return d, nil
 	}
 	if err := s.ship(ctx); err != nil {
 		return 0, err
@@ -244,6 +265,22 @@ func (s *Shipper) fill() error {
 	return err
 }
 
+// settleDue settles the unsettled rows of the batch when they are many
+// enough or the oldest has waited SettleWait (SettleAhead); otherwise it
+// returns how long until it is due.
+func (s *Shipper) settleDue(ctx context.Context) (time.Duration, error) {
+	if !s.opts.SettleAhead || s.opts.Settle == nil || s.settled >= len(s.batch) {
+		return 0, nil
+	}
+	if s.unsettled.IsZero() {
+		s.unsettled = time.Now()
+	}
+	if age := time.Since(s.unsettled); age < s.opts.SettleWait && len(s.batch)-s.settled < s.opts.SettleRows {
+		return s.opts.SettleWait - age, nil
+	}
+	return 0, s.settleAhead(ctx)
+}
+
 // settleAhead settles the rows of the batch not settled yet (SettleAhead).
 func (s *Shipper) settleAhead(ctx context.Context) error {
 	if !s.opts.SettleAhead || s.opts.Settle == nil || s.settled >= len(s.batch) {
@@ -255,6 +292,7 @@ func (s *Shipper) settleAhead(ctx context.Context) error {
 		return fmt.Errorf("settling usage ahead of shipping: %w", err)
 	}
 	s.settled = len(s.batch)
+	s.unsettled = time.Time{}
 	return nil
 }
 
@@ -302,7 +340,7 @@ func (s *Shipper) ship(ctx context.Context) error {
 			s.shippedBatches.Add(1)
 			clear(s.batch) // drop references to the rows' strings
 			s.batch = s.batch[:0]
-			s.settled = 0
+			s.settled, s.unsettled = 0, time.Time{}
 			s.batchStart = time.Time{}
 			s.mu.Lock()
 			s.consecutive = 0
