@@ -14,8 +14,11 @@
 // parsed values are in use.
 //
 // Version rules (specification 1.0.1, §3.6): the A2A-Version header names
-// the version, major.minor only; missing or empty means 0.3. Method names
-// name it too: slash names (message/send) are 0.3, PascalCase names
-// (SendMessage) are 1.0, and a request whose header and method disagree is
-// an invalid request.
+// the version, major.minor only. Method names name it too: slash names
+// (message/send) are 0.3, PascalCase names (SendMessage) are 1.0, and they
+// never overlap, so without a header the method name decides (agents take
+// SendMessage without the header, so the meter must); a request whose
+// header and method disagree is an invalid request. Over HTTP+JSON, where
+// 0.3 and 1.0 share paths, a missing header means 0.3 (§3.6.2) unless the
+// body says 1.0 (a message with role ROLE_…).
 package wire

@@ -140,12 +140,18 @@ func ParseRequest(body []byte, versionHeader string) (*Request, *Error) {
 		return r, InvalidRequest(`"method" must be a string`)
 	}
 	r.Name = name
+	m, mv, ok := LookupMethod(name)
+	if strings.TrimSpace(versionHeader) == "" && ok {
+		// No A2A-Version: the method name decides, as 0.3 and 1.0 method
+		// names never overlap (an agent that takes SendMessage without the
+		// header must take it through the meter too).
+		versionHeader = string(mv)
+	}
 	v, verr := ParseVersion(versionHeader)
 	if verr != nil {
 		return r, verr
 	}
 	r.Version = v
-	m, mv, ok := LookupMethod(name)
 	if !ok {
 		return r, MethodNotFound(fmt.Sprintf("method %q not found", name))
 	}

@@ -122,7 +122,7 @@ func TestParseRequestErrors(t *testing.T) {
 		{"unknown version", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t"}}`, "0.5", -32009, "1", "0.3, 1.0"},
 		{"unknown method", `{"jsonrpc":"2.0","id":1,"method":"tasks/list","params":{}}`, "", -32601, "1", "tasks/list"},
 		{"unknown 1.0 method", `{"jsonrpc":"2.0","id":1,"method":"Frobnicate"}`, "1.0", -32601, "1", ""},
-		{"1.0 method, no header", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t"}}`, "", -32600, "1", "A2A-Version"},
+		{"1.0 method, 0.3 header", `{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t"}}`, "0.3", -32600, "1", "A2A-Version"},
 		{"0.3 method, 1.0 header", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"t"}}`, "1.0", -32600, "1", "A2A-Version"},
 		{"params array", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":["t"]}`, "", -32602, "1", ""},
 		{"params string", `{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":"t"}`, "", -32600, "1", "params"},
@@ -495,5 +495,32 @@ func TestInlinePushEverySpelling(t *testing.T) {
 		`"configuration":{"pushNotificationConfig":{"url":"https://a.example.com"},"pushnotificationconfig":{"url":"https://b.example.com"}}}}`
 	if _, werr := wire.ParseRequest([]byte(body), ""); werr == nil || werr.Code != wire.CodeInvalidParams {
 		t.Errorf("two push configs: %v, want InvalidParams", werr)
+	}
+}
+
+// TestVersionFromMethodName: without an A2A-Version header the method name
+// decides the version (0.3 and 1.0 names never overlap), as agents that
+// take 1.0 methods without the header do; a header that contradicts the
+// method is still refused.
+func TestVersionFromMethodName(t *testing.T) {
+	for _, c := range []struct {
+		body, header string
+		want         wire.Version
+		code         int
+	}{
+		{`{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t"}}`, "", wire.V10, 0},
+		{`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[]}}}`, "", wire.V10, 0},
+		{`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"t"}}`, "", wire.V03, 0},
+		{`{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":"t"}}`, "0.3", "", wire.CodeInvalidRequest},
+		{`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"t"}}`, "1.0", "", wire.CodeInvalidRequest},
+		{`{"jsonrpc":"2.0","id":1,"method":"Frobnicate","params":{}}`, "", "", wire.CodeMethodNotFound},
+	} {
+		r, werr := wire.ParseRequest([]byte(c.body), c.header)
+		switch {
+		case c.code != 0 && (werr == nil || werr.Code != c.code):
+			t.Errorf("%s with %q: %v, want code %d", c.body, c.header, werr, c.code)
+		case c.code == 0 && (werr != nil || r.Version != c.want):
+			t.Errorf("%s with %q: %v, version %v, want %s", c.body, c.header, werr, r, c.want)
+		}
 	}
 }

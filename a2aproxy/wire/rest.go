@@ -277,14 +277,16 @@ func matchREST(v Version, verb string, segs []string) (rt restRoute, allowed str
 // exactly as a JSON-RPC method name that disagrees with the header is. An
 // unknown version is VersionNotSupported (-32009).
 //
-// A 1.0 path whose version is 0.3 (or missing) is the 0.3 HTTP+JSON of the
+// A 1.0 path whose version is missing and whose body is a 1.0 message
+// (role ROLE_…) is read as 1.0: only a 1.0 client sends that. Otherwise a
+// 1.0 path whose version is 0.3 (or missing) is the 0.3 HTTP+JSON of the
 // official Go SDK (a2a-go's a2acompat/a2av0, see rest_sdk03.go): the 1.0
 // paths without tenants, bodies in the 0.3 JSON-RPC shapes with snake_case
 // keys. It is read into the same 0.3 Request (Version 0.3, Binding
 // BindingREST), and answered with SDK03Result, SDK03Event and SDK03Error.
 // Two such calls remain invalid requests, as version disagreements: a
 // path with a tenant (1.0 only), and a send whose message has a 1.0 role
-// (ROLE_USER: a 1.0 client that forgot its header).
+// (ROLE_USER) under an A2A-Version that says 0.3.
 //
 // # Bodies
 //
@@ -375,7 +377,12 @@ func ParseREST(httpMethod, path string, query url.Values, contentType string, bo
 		return r, InvalidRequest(fmt.Sprintf("%s is an A2A 0.3 HTTP+JSON path (/v1/...) but A2A-Version is %s; A2A 1.0 paths have no /v1 prefix", path, header))
 	case r.Version == V10 && hv != V10:
 		if rt.tenant == "" {
-			return parseSDK03(r, verb, path, rt, task, config, query, contentType, body)
+			r2, err := parseSDK03(r, verb, path, rt, task, config, query, contentType, body)
+			if err == errSDK03Is10 && header == "" {
+				// No header, and a 1.0 message: the body decides (§3.6).
+				return ParseREST(httpMethod, path, query, contentType, body, string(V10))
+			}
+			return r2, err
 		}
 		if header == "" {
 			return r, InvalidRequest(fmt.Sprintf("%s is an A2A 1.0 HTTP+JSON path, but the request names no A2A-Version, which means 0.3 (whose paths start with /v1); send A2A-Version: 1.0", path))

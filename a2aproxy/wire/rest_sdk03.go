@@ -237,6 +237,10 @@ func toSDK03(b []byte) []byte {
 
 // parseSDK03 finishes ParseREST for a call on a 1.0 path that names no
 // version, or 0.3: the SDK dialect. r has the route's method.
+// errSDK03Is10 is parseSDK03's answer to a send whose message is a 1.0
+// one (role ROLE_…): a 1.0 client's, which names no version or says 0.3.
+var errSDK03Is10 = InvalidRequest("the request carries an A2A 1.0 message (role ROLE_…) but names A2A-Version 0.3; send A2A-Version: 1.0 (A2A 0.3 messages have role \"user\")")
+
 func parseSDK03(r *Request, verb, path string, rt restRoute, task, config string, query url.Values, contentType string, body []byte) (*Request, *Error) {
 	r.Version = V03
 	r.Name = MethodName(rt.method, V03)
@@ -262,10 +266,11 @@ func parseSDK03(r *Request, verb, path string, rt restRoute, task, config string
 			return r, InvalidRequest("the request body must be a JSON object")
 		}
 		if (r.Method == MethodSend || r.Method == MethodStream) && role10(members) {
-			// A 1.0 client that forgot its A2A-Version header: refuse the
-			// disagreement rather than guess.
+			// A 1.0 message on a path both versions have: with no
+			// A2A-Version header ParseREST reads it as 1.0; with a header
+			// that says 0.3 it is a disagreement, refused.
 			r.Version, r.Name = V10, MethodName(rt.method, V10)
-			return r, InvalidRequest(fmt.Sprintf("%s carries an A2A 1.0 message (role ROLE_…) but the request names no A2A-Version 1.0; send A2A-Version: 1.0 (A2A 0.3 messages have role \"user\")", path))
+			return r, errSDK03Is10
 		}
 	}
 	var params []byte

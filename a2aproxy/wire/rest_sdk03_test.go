@@ -145,7 +145,7 @@ func TestParseRESTSDK03(t *testing.T) {
 			version: wire.V10, code: wire.CodeMethodNotFound, status: 404},
 		{name: "a tenant is 1.0 only", verb: "GET", path: "/acme/tasks/task-1", header: "0.3",
 			method: "GetTask", version: wire.V10, code: wire.CodeInvalidRequest, status: 400},
-		{name: "a 1.0 message without its header", verb: "POST", path: "/message:send", ct: "application/a2a+json",
+		{name: "a 1.0 message said to be 0.3", verb: "POST", path: "/message:send", ct: "application/a2a+json", header: "0.3",
 			body:   `{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"x"}]}}`,
 			method: "SendMessage", version: wire.V10, code: wire.CodeInvalidRequest, status: 400},
 		{name: "keys that collide once read", verb: "POST", path: "/message:send", header: "0.3",

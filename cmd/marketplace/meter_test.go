@@ -515,9 +515,18 @@ func TestMeterRefusals(t *testing.T) {
 		if _, rerr := a.call("no/such/method", map[string]any{}); rerr == nil || rerr["code"] != float64(-32601) {
 			t.Errorf("unknown method: %v", rerr)
 		}
+		// Without A2A-Version the method name says the version; a header
+		// that contradicts it is refused.
 		noVersion := rpc{t: t, url: a.url, key: mk.buyer}
-		if _, rerr := noVersion.call("SendMessage", msg10("x", nil)); rerr == nil || rerr["code"] != float64(-32600) {
-			t.Errorf("1.0 method without A2A-Version: %v, want invalid request", rerr)
+		if res, rerr := noVersion.call("SendMessage", msg10("x", nil)); rerr != nil || get(res, "task", "id") == nil {
+			t.Errorf("1.0 method without A2A-Version: %v %v, want the task", res, rerr)
+		}
+		if status, res, _ := restCall(t, mk.buyer, "POST", strings.Replace(mk.ep10, mk.m.URL, m2.URL, 1)+"/message:send", "", msg10("x", nil)); status != 200 || get(res, "task", "id") == nil {
+			t.Errorf("1.0 REST send without A2A-Version: %d %v, want the task", status, res)
+		}
+		wrongVersion := rpc{t: t, url: a.url, key: mk.buyer, header: http.Header{"A2a-Version": {"0.3"}}}
+		if _, rerr := wrongVersion.call("SendMessage", msg10("x", nil)); rerr == nil || rerr["code"] != float64(-32600) {
+			t.Errorf("1.0 method with A2A-Version 0.3: %v, want invalid request", rerr)
 		}
 	})
 }
