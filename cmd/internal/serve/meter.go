@@ -200,7 +200,9 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 		Base:    ctx,
 	}
 	p.Init()
-	ship := metering.NewShipper(spool, d.Store, metering.ShipperOptions{Settle: p.Project, SettleAhead: true, Stored: p.Stored,
+	// Retries of a failing database or usage store back off to 5 s at
+	// most: the projections must catch up soon after an outage ends.
+	ship := metering.NewShipper(spool, d.Store, metering.ShipperOptions{Settle: p.Project, SettleAhead: true, Stored: p.Stored, MaxBackoff: 5 * time.Second,
 		OnError: func(err error, n int) {
 			if n == 1 || n%20 == 0 {
 				d.Logger.Warn("usage shipping failed; rows stay in the spool and are retried", "err", err, "consecutive", n)
