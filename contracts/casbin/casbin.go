@@ -107,7 +107,8 @@ func (a *Authorizer) Run(ctx context.Context, every time.Duration, onErr func(er
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := a.Reload(ctx); err != nil && onErr != nil {
+			// A reload cut short because Run is ending is no failure.
+			if err := a.Reload(ctx); err != nil && onErr != nil && ctx.Err() == nil {
 				onErr(err)
 			}
 		}
