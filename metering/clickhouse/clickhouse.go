@@ -405,10 +405,14 @@ func (s *Store) Rows(ctx context.Context, q metering.Query) ([]metering.Usage, e
 
 // unavailable wraps a driver or server error. Callers cannot tell a server
 // that is down from one that refuses: the shipper retries both, and its
-// failure counter is what alerts.
+// failure counter is what alerts. The message names the cause where it is
+// safe to show (cause).
 func unavailable(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
+	}
+	if c := cause(err); c != "" {
+		return agentmarket.Wrap(agentmarket.Unavailable, "usage_store", err, "the usage store (ClickHouse) failed: %s", c)
 	}
 	return agentmarket.Wrap(agentmarket.Unavailable, "usage_store", err, "the usage store (ClickHouse) failed")
 }

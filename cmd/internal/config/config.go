@@ -16,8 +16,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/listings/aesgcm"
 	"github.com/agentmarket/agentmarket/listings/httpfetch"
+	"github.com/agentmarket/agentmarket/metering/clickhouse"
 )
 
 // Config is every setting of both binaries.
@@ -44,6 +46,7 @@ type Config struct {
 	BillingGrace        time.Duration // how long a past-due contract keeps working
 	UsageReportWindow   time.Duration // the windows usage is reported to Stripe in
 	LogLevel            string
+	ShutdownTimeout     time.Duration // the whole way down after SIGTERM
 	Demo                bool
 }
 
@@ -93,6 +96,10 @@ type Setting struct {
 	Default string
 	set     func(c *Config, v string) error
 }
+
+// secretSettings are never echoed in an error.
+var secretSettings = map[string]bool{"secret-key": true, "operator-key": true, "stripe-secret-key": true, "stripe-webhook-secret": true,
+	"database-url": true, "clickhouse-url": true}
 
 // Env is the environment variable of a setting.
 func (s Setting) Env() string {
@@ -147,6 +154,7 @@ func Settings(bin string) []Setting {
 		{"push-retention", "how long delivered and failed push deliveries are kept (GET /api/v1/push-deliveries shows them)", "720h", duration(time.Hour, func(c *Config) *time.Duration { return &c.MeterLimits.PushRetention })},
 		{"push-retry-base", "delay before the first retry of a push delivery; doubled each attempt (with jitter), up to push-retry-max", "1s", duration(10*time.Millisecond, func(c *Config) *time.Duration { return &c.MeterLimits.PushRetryBase })},
 		{"push-retry-max", "longest delay between two attempts of a push delivery", "5m", duration(10*time.Millisecond, func(c *Config) *time.Duration { return &c.MeterLimits.PushRetryMax })},
+		{"shutdown-timeout", "longest the process takes to stop after SIGTERM (half of it to finish requests under way, the rest to flush usage and close); then it exits anyway", "10s", duration(time.Second, func(c *Config) *time.Duration { return &c.ShutdownTimeout })},
 		{"log-level", "debug, info, warn or error", "info", func(c *Config, v string) error {
 			switch v {
 			case "debug", "info", "warn", "error":
@@ -282,15 +290,20 @@ func Load(bin string, args []string, getenv func(string) string, out io.Writer) 
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q (settings are flags like --addr, or AGENTMARKET_* variables)", fs.Arg(0))
 	}
+	// Every setting is read and every rule checked, so that one run lists
+	// all that is wrong. (The rules between settings read only settings
+	// that any value fits, so they never judge a value that failed above.)
 	var errs []string
 	for _, s := range settings {
 		if err := s.set(c, *values[s.Name]); err != nil {
-			errs = append(errs, fmt.Sprintf("--%s / %s: %v (got %q)", s.Name, s.Env(), err, *values[s.Name]))
+			got := fmt.Sprintf("%q", *values[s.Name])
+			if secretSettings[s.Name] {
+				got = "a value that is not shown"
+			}
+			errs = append(errs, fmt.Sprintf("--%s / %s: %v (got %s)", s.Name, s.Env(), err, got))
 		}
 	}
-	if len(errs) == 0 {
-		errs = c.validate(bin)
-	}
+	errs = append(errs, c.validate(bin)...)
 	if len(errs) > 0 {
 		sort.Strings(errs)
 		return nil, fmt.Errorf("invalid configuration:\n  %s", strings.Join(errs, "\n  "))
@@ -332,14 +345,25 @@ func (c *Config) validate(bin string) []string {
 	if c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
 		errs = append(errs, "--database-url / AGENTMARKET_DATABASE_URL: must be a postgres:// URL (leave empty for embedded SQLite)")
 	}
-	if c.ClickHouseURL != "" && !strings.HasPrefix(c.ClickHouseURL, "clickhouse://") {
-		errs = append(errs, "--clickhouse-url / AGENTMARKET_CLICKHOUSE_URL: must be a clickhouse:// native DSN")
+	if c.ClickHouseURL != "" {
+		if !strings.HasPrefix(c.ClickHouseURL, "clickhouse://") {
+			errs = append(errs, "--clickhouse-url / AGENTMARKET_CLICKHOUSE_URL: must be a clickhouse:// native DSN")
+		} else if err := clickhouse.CheckDSN(c.ClickHouseURL); err != nil {
+			var ae *agentmarket.Error
+			errors.As(err, &ae)
+			errs = append(errs, "--clickhouse-url / AGENTMARKET_CLICKHOUSE_URL: "+ae.Message)
+		}
 	}
 	if bin == "meter" && c.Embedded() {
 		errs = append(errs, "--database-url / AGENTMARKET_DATABASE_URL: the standalone meter needs the shared PostgreSQL (the embedded default runs the meter inside cmd/marketplace)")
 	}
 	if c.StripeSecretKey != "" && c.StripeWebhookSecret == "" {
 		errs = append(errs, "--stripe-webhook-secret / AGENTMARKET_STRIPE_WEBHOOK_SECRET: required with a Stripe secret key")
+	}
+	if c.StripeAPIBase != "" {
+		if u, err := url.Parse(c.StripeAPIBase); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, "--stripe-api-base / AGENTMARKET_STRIPE_API_BASE: must be an http(s) URL like https://api.stripe.com")
+		}
 	}
 	return errs
 }

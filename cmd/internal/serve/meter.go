@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -30,8 +31,12 @@ import (
 // embedded store in the data dir.
 func UsageStore(ctx context.Context, cfg *config.Config) (metering.Store, func() error, error) {
 	if cfg.ClickHouseURL != "" {
-		s, err := clickhouse.Open(ctx, cfg.ClickHouseURL)
-		if agentmarket.KindOf(err) == agentmarket.Unavailable {
+		// A server that does not answer in time is opened later, like one
+		// that is down: the process must start (and spool) without it.
+		octx, cancel := context.WithTimeout(ctx, StartPingTimeout)
+		s, err := clickhouse.Open(octx, cfg.ClickHouseURL)
+		cancel()
+		if agentmarket.KindOf(err) == agentmarket.Unavailable || (errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil) {
 			l := &lazyStore{dsn: cfg.ClickHouseURL}
 			return l, l.Close, nil
 		}
@@ -110,6 +115,15 @@ func (l *lazyStore) Rows(ctx context.Context, q metering.Query) ([]metering.Usag
 		return nil, err
 	}
 	return s.Rows(ctx, q)
+}
+
+// Ping opens the store if it is not open yet, and asks for its version.
+func (l *lazyStore) Ping(ctx context.Context) (string, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		return "", err
+	}
+	return s.Ping(ctx)
 }
 
 func (l *lazyStore) Close() error {
