@@ -26,19 +26,23 @@ func closedPort(t *testing.T) string {
 	return addr
 }
 
-// waitBanner waits for the marketplace's start banner to be printed in full
-// (the lines after "listening on" come with the services' pings).
-func waitBanner(t *testing.T, m *started) string {
+// waitOutput waits until the marketplace has printed want (the lines after
+// "listening on" come with the services' pings, the demo's after them),
+// and returns all it printed.
+func waitOutput(t *testing.T, m *started, want string) string {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(m.Output.String(), "  try: curl ") {
+	for !strings.Contains(m.Output.String(), want) {
 		if time.Now().After(deadline) {
-			t.Fatalf("no full banner within 10s:\n%s", m.Output)
+			t.Fatalf("no %q in the output within 10s:\n%s", want, m.Output)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	return m.Output.String()
 }
+
+// waitBanner waits for the start banner to be printed in full.
+func waitBanner(t *testing.T, m *started) string { return waitOutput(t, m, "  try: curl ") }
 
 // operatorKey reads the operator key the marketplace wrote on first start.
 func operatorKey(t *testing.T, m *started) string {

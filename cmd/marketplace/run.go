@@ -49,10 +49,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	defer market.Close()
 
+	var d *demo
 	if cfg.Demo {
-		d := &demo{accounts: core.Accounts, catalog: core.Catalog, subs: market.Subscriptions, dataDir: cfg.DataDir,
+		d = &demo{accounts: core.Accounts, catalog: core.Catalog, subs: market.Subscriptions, dataDir: cfg.DataDir,
 			meterURL: market.PublicMeterURL, apiURL: baseURL + "/api/v1"}
-		if err := d.start(ctx, stdout); err != nil {
+		if err := d.start(ctx); err != nil {
 			ln.Close()
 			return fmt.Errorf("demo: %w", err)
 		}
@@ -65,6 +66,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	fmt.Fprintf(stdout, "  web UI: %s/   API: %s/api/v1/openapi.json\n", baseURL, baseURL)
 	fmt.Fprintf(stdout, "  try: curl %s/readyz\n", baseURL)
+	if d != nil {
+		d.print(stdout)
+	}
 	log.Info("listening", "addr", baseURL, "embedded", cfg.Embedded())
 	return serve.Serve(ctx, market.App, ln, log, cfg.ShutdownTimeout,
 		serve.Step{Name: "embedded meter: ship the usage spool", Run: market.Stop}, core.CloseStep())
