@@ -11,29 +11,31 @@ import (
 	"time"
 )
 
-// tourBlocks returns the sh blocks of the README between the tour markers,
-// in order.
-func tourBlocks(t *testing.T) []string {
+// docBlocks returns the sh blocks of a markdown file between
+// "<!-- name:begin" and "<!-- name:end -->", in order: the commands a
+// reader runs, as written. (Blocks fenced as `shell` are the reader's own
+// settings, which a test supplies itself.)
+func docBlocks(t *testing.T, path, name string, atLeast int) []string {
 	t.Helper()
-	raw, err := os.ReadFile("../../README.md")
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(raw), "<!-- tour:begin")
-	tour, _, ok2 := strings.Cut(rest, "<!-- tour:end -->")
+	_, rest, ok := strings.Cut(string(raw), "<!-- "+name+":begin")
+	region, _, ok2 := strings.Cut(rest, "<!-- "+name+":end -->")
 	if !ok || !ok2 {
-		t.Fatal("README.md has no <!-- tour:begin … --> … <!-- tour:end --> section")
+		t.Fatalf("%s has no <!-- %s:begin … --> … <!-- %s:end --> section", path, name, name)
 	}
 	var blocks []string
-	for _, part := range strings.Split(tour, "```sh\n")[1:] {
+	for _, part := range strings.Split(region, "```sh\n")[1:] {
 		code, _, ok := strings.Cut(part, "```")
 		if !ok {
-			t.Fatalf("unclosed sh block in the tour: %.80s", part)
+			t.Fatalf("%s: unclosed sh block in %s: %.80s", path, name, part)
 		}
 		blocks = append(blocks, code)
 	}
-	if len(blocks) < 5 {
-		t.Fatalf("the tour has %d sh blocks", len(blocks))
+	if len(blocks) < atLeast {
+		t.Fatalf("%s: %s has %d sh blocks, want at least %d", path, name, len(blocks), atLeast)
 	}
 	return blocks
 }
@@ -58,7 +60,7 @@ func TestReadmeTour(t *testing.T) {
 		"AGENTMARKET_FETCH_ALLOW_CIDRS": "", // only what --demo allows, as in the README
 	}, "--demo")
 	waitOutput(t, m, "group_by=task")
-	script := strings.ReplaceAll(strings.Join(tourBlocks(t), "\n"), "http://127.0.0.1:8080", m.URL) +
+	script := strings.ReplaceAll(strings.Join(docBlocks(t, "../../README.md", "tour", 5), "\n"), "http://127.0.0.1:8080", m.URL) +
 		"\necho \"TOUR LISTING=$LISTING CONTRACT=$CONTRACT TASK=$TASK\"\n"
 
 	for run := 1; run <= 2; run++ {

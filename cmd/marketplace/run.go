@@ -86,11 +86,11 @@ func banner(cfg *config.Config, meterURL string) [][2]string {
 	} else {
 		notes = append(notes, [2]string{"meter", "separate (cmd/meter); buyers reach it at " + meterURL})
 	}
-	review := "published at once (auto-approve)"
+	review := "new ones are published at once (auto-approve)"
 	if !cfg.AutoApproveOn() {
-		review = "wait for the operator's review (PATCH /api/v1/listings/{id} {\"status\":\"published\"})"
+		review = "new ones wait for the operator's review (PATCH /api/v1/listings/{id} {\"status\":\"published\"})"
 	}
-	return append(notes, [2]string{"listings", "new ones are " + review})
+	return append(notes, [2]string{"listings", review})
 }
 
 // ensureOperator creates the platform org on first start. Its first key is

@@ -114,11 +114,11 @@ func str(f func(*Config) *string) func(*Config, string) error {
 // "meter").
 func Settings(bin string) []Setting {
 	common := []Setting{
-		{"data-dir", "directory for the embedded default's data (SQLite file, usage store, spool, generated keys)", "./agentmarket-data", str(func(c *Config) *string { return &c.DataDir })},
+		{"data-dir", "directory for local data: the embedded default's SQLite files and generated keys, and the meter's usage spool (keep it on a disk that survives restarts)", "./agentmarket-data", str(func(c *Config) *string { return &c.DataDir })},
 		{"database-url", "PostgreSQL DSN; empty = embedded SQLite in the data dir", "", str(func(c *Config) *string { return &c.DatabaseURL })},
 		{"clickhouse-url", "ClickHouse native DSN (clickhouse://host:9000/db); empty = embedded usage store", "", str(func(c *Config) *string { return &c.ClickHouseURL })},
 		{"secret-key", "32-byte key (base64) that encrypts stored seller credentials; generated into the data dir when embedded, required with a database URL", "", str(func(c *Config) *string { return &c.SecretKey })},
-		{"fetch-allow-cidrs", "address ranges that card fetches, agents' endpoints (calls from the meter) and webhooks may reach despite the SSRF rules, e.g. 127.0.0.0/8", "", str(func(c *Config) *string { return &c.FetchAllowCIDRs })},
+		{"fetch-allow-cidrs", "address ranges that card fetches, agents' endpoints (calls from the meter) and webhooks may reach despite the SSRF rules, e.g. 127.0.0.0/8 (--demo adds 127.0.0.1, where its agents listen)", "", str(func(c *Config) *string { return &c.FetchAllowCIDRs })},
 		{"policy-reload", "how often policies are re-read from the database", "2s", func(c *Config, v string) error {
 			d, err := time.ParseDuration(v)
 			if err != nil || d < 100*time.Millisecond {
@@ -164,7 +164,7 @@ func Settings(bin string) []Setting {
 			return errors.New("must be debug, info, warn or error")
 		}},
 	}
-	meterAddr := Setting{"meter-addr", "meter listen address (cmd/meter)", "127.0.0.1:8081", addr(func(c *Config) *string { return &c.MeterAddr })}
+	meterAddr := Setting{"meter-addr", "meter listen address (cmd/meter); a marketplace without its embedded meter derives the meter's public URL from it when that is not set", "127.0.0.1:8081", addr(func(c *Config) *string { return &c.MeterAddr })}
 	publicMeter := Setting{"public-meter-url", "base URL buyers use to reach the meter (written into proxied cards); derived from the address when empty", "", func(c *Config, v string) error {
 		if v == "" {
 			return nil
@@ -182,7 +182,7 @@ func Settings(bin string) []Setting {
 	return append([]Setting{
 		{"addr", "marketplace listen address (API, web UI; the meter too when embedded)", "127.0.0.1:8080", addr(func(c *Config) *string { return &c.Addr })},
 		publicMeter,
-		{"embedded-meter", "serve the meter from the marketplace process", "true", boolean(func(c *Config) *bool { return &c.EmbeddedMeter })},
+		{"embedded-meter", "serve the meter from the marketplace process; false when meters run apart (cmd/meter)", "true", boolean(func(c *Config) *bool { return &c.EmbeddedMeter })},
 		{"stripe-secret-key", "Stripe secret key; empty = the platform's own ledger", "", str(func(c *Config) *string { return &c.StripeSecretKey })},
 		{"stripe-webhook-secret", "Stripe webhook signing secret", "", str(func(c *Config) *string { return &c.StripeWebhookSecret })},
 		{"stripe-api-base", "Stripe API base URL (stripe-mock in tests)", "", str(func(c *Config) *string { return &c.StripeAPIBase })},
