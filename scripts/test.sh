@@ -139,10 +139,14 @@ run_gofmt() {
 	echo "ok: every Go file is gofmt-formatted"
 }
 
-# summarize_go_test filters `go test -v` output down to what a reader needs and
-# closes with a plain "N passed, N failed, N skipped" line over top-level tests.
+# summarize_go_test LABEL filters `go test -v` output down to what a reader needs
+# and closes with a plain "N passed, N failed, N skipped" line over top-level tests;
+# the counts are also kept under LABEL for the run's closing summary.
 summarize_go_test() {
-	awk '
+	awk -v counts="$AM_WORKDIR/counts.$1" '
+		# A race report is printed whole: it comes before its test'"'"'s FAIL line.
+		/^==================$/ { inrace = !inrace; print; next }
+		inrace { print; next }
 		/^=== (RUN|PAUSE|CONT|NAME)/ { next }
 		/^--- PASS/ { passed++; print; next }
 		/^--- FAIL/ { failed++; print; show = 1; next }
@@ -152,8 +156,30 @@ summarize_go_test() {
 		/^ +--- PASS/ { show = 0; next }
 		/^(ok|FAIL|\?|PASS$|panic:)/ { print; show = 0; next }
 		show || /^ +[^ ].*_test\.go:[0-9]+:/ { print }
-		END { printf "%d passed, %d failed, %d skipped\n", passed, failed, skipped }
+		END {
+			printf "%d passed, %d failed, %d skipped\n", passed, failed, skipped
+			printf "%d %d %d\n", passed, failed, skipped > counts
+		}
 	'
+}
+
+# print_summary closes the run: the top-level tests of every go test step, each
+# step and in total, and how long the whole run took.
+print_summary() {
+	local label p f s tp=0 tf=0 ts=0 line=""
+	for label in race other; do
+		[ -f "$AM_WORKDIR/counts.$label" ] || continue
+		read -r p f s <"$AM_WORKDIR/counts.$label"
+		tp=$((tp + p)) tf=$((tf + f)) ts=$((ts + s))
+		case $label in
+		race) line+="with the race detector (${RACE_PATTERNS[*]}): $p passed, $f failed, $s skipped; " ;;
+		other) line+="the other packages: $p passed, $f failed, $s skipped; " ;;
+		esac
+	done
+	step "summary"
+	printf '    top-level tests %s\n' "$line"
+	printf '    in total: %d passed, %d failed, %d skipped (plus the %s fuzz run of FuzzReadingRule) in %ss\n' \
+		"$tp" "$tf" "$ts" "${AGENTMARKET_TEST_FUZZTIME:-30s}" "$(am_since "$T0")"
 }
 
 main() {
@@ -195,7 +221,8 @@ main() {
 	else
 		ensure_cgo
 		# shellcheck disable=SC2086 # one import path per word
-		CGO_ENABLED=1 run_go test -count=1 -race -timeout "$GO_TEST_TIMEOUT" $race_pkgs || FAILED+=("go test -race")
+		CGO_ENABLED=1 run_go test -v -count=1 -race -timeout "$GO_TEST_TIMEOUT" $race_pkgs | summarize_go_test race ||
+			FAILED+=("go test -race")
 	fi
 
 	# The differential fuzz test of the meter's reading rule, for a bounded time
@@ -214,7 +241,7 @@ main() {
 			# -v, filtered: package results, every failure and skip, and each
 			# test's run against a real service (".../postgres") stay visible.
 			# shellcheck disable=SC2086
-			run_go test -v -count=1 -timeout "$GO_TEST_TIMEOUT" $rest_pkgs | summarize_go_test || FAILED+=("go test")
+			run_go test -v -count=1 -timeout "$GO_TEST_TIMEOUT" $rest_pkgs | summarize_go_test other || FAILED+=("go test")
 		fi
 	else
 		# go list could not even load the module: let go test say why.
@@ -222,6 +249,7 @@ main() {
 		run_go test -count=1 -timeout "$GO_TEST_TIMEOUT" ./... || FAILED+=("go test")
 	fi
 
+	print_summary
 	if [ "${#FAILED[@]}" -gt 0 ]; then
 		printf 'test.sh: FAILED: %s\n' "$(
 			IFS=,
@@ -231,4 +259,7 @@ main() {
 	fi
 }
 
-main "$@"
+# Sourced (scripts/summary_test.go reads the functions), it only defines them.
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
+	main "$@"
+fi
