@@ -10,8 +10,9 @@
 #
 # Environment:
 #   AGENTMARKET_TEST_SERVICES  comma list of services to start: postgres, clickhouse,
+#                              clickhouse-cluster (ZooKeeper and three ClickHouse nodes),
 #                              stripe (stripe-mock), chromium, or all / none.
-#                              Default: postgres,clickhouse,stripe,chromium.
+#                              Default: all of them.
 #   AGENTMARKET_TEST_TIMEOUT   go test -timeout (default 20m).
 #   AGENTMARKET_TEST_FUZZTIME  how long the reading rule's differential fuzz test
 #                              explores beyond its corpus (default 30s).
@@ -24,6 +25,8 @@
 #   AGENTMARKET_TEST_CLICKHOUSE_DSN    clickhouse://127.0.0.1:PORT/default   (clickhouse)
 #   AGENTMARKET_TEST_STRIPE_API_BASE   http://127.0.0.1:PORT                (stripe)
 #   AGENTMARKET_TEST_STRIPE_SECRET_KEY sk_test_123                          (stripe)
+#   AGENTMARKET_TEST_CLICKHOUSE_CLUSTER       the cluster's name          (clickhouse-cluster)
+#   AGENTMARKET_TEST_CLICKHOUSE_CLUSTER_NODES its nodes' DSNs, comma-separated
 #   AGENTMARKET_TEST_CHROME_PATH       path of the chromium binary          (chromium)
 #   AGENTMARKET_TEST_SERVICES          the services started, normalised
 #   AGENTMARKET_TEST_REQUIRE_SERVICES  1: a test whose service variable is missing fails
@@ -41,6 +44,7 @@ RACE_PATTERNS=(./a2aproxy/... ./metering/...)
 
 T0=$(am_now)
 FAILED=()
+ALL_SERVICES="postgres clickhouse clickhouse-cluster stripe chromium"
 
 GO_PID=""
 
@@ -68,23 +72,24 @@ on_signal() {
 step() { printf '\n==> [+%ss] %s\n' "$(am_since "$T0")" "$*"; }
 
 # parse_services turns AGENTMARKET_TEST_SERVICES into the canonical, ordered list
-# "postgres clickhouse stripe chromium" (a subset of it).
+# "postgres clickhouse clickhouse-cluster stripe chromium" (a subset of it).
 parse_services() {
 	local raw=$1 s want=" "
 	raw=$(printf '%s' "$raw" | tr 'A-Z,' 'a-z ')
 	for s in $raw; do
 		case $s in
-		all) want+="postgres clickhouse stripe chromium " ;;
+		all) want+="$ALL_SERVICES " ;;
 		none) ;;
 		postgres | postgresql | pg) want+="postgres " ;;
 		clickhouse | ch) want+="clickhouse " ;;
+		clickhouse-cluster | cluster | ch-cluster) want+="clickhouse-cluster " ;;
 		stripe | stripe-mock) want+="stripe " ;;
 		chromium | chrome) want+="chromium " ;;
-		*) am_die "AGENTMARKET_TEST_SERVICES: unknown service '$s' (postgres, clickhouse, stripe, chromium, all, none)" ;;
+		*) am_die "AGENTMARKET_TEST_SERVICES: unknown service '$s' ($ALL_SERVICES, all, none)" ;;
 		esac
 	done
 	local out=""
-	for s in postgres clickhouse stripe chromium; do
+	for s in $ALL_SERVICES; do
 		[[ $want == *" $s "* ]] && out+="$s "
 	done
 	printf '%s' "${out% }"
@@ -106,6 +111,13 @@ start_services() {
 				am_log "ClickHouse: using AGENTMARKET_TEST_CLICKHOUSE_DSN from the environment"
 			else
 				am_start_clickhouse
+			fi
+			;;
+		clickhouse-cluster)
+			if [ -n "${AGENTMARKET_TEST_CLICKHOUSE_CLUSTER:-}" ]; then
+				am_log "ClickHouse cluster: using AGENTMARKET_TEST_CLICKHOUSE_CLUSTER from the environment"
+			else
+				am_start_clickhouse_cluster
 			fi
 			;;
 		stripe)
@@ -184,7 +196,7 @@ print_summary() {
 
 main() {
 	command -v go >/dev/null 2>&1 || am_die "go is not on PATH"
-	SERVICES=$(parse_services "${AGENTMARKET_TEST_SERVICES-postgres,clickhouse,stripe,chromium}")
+	SERVICES=$(parse_services "${AGENTMARKET_TEST_SERVICES-all}")
 
 	trap am_cleanup EXIT
 	trap 'on_signal 130' INT

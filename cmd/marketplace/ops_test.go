@@ -175,3 +175,21 @@ func TestShutdownIsBounded(t *testing.T) {
 		t.Errorf("the log does not say the process stopped:\n%s", out)
 	}
 }
+
+// TestClickHouseClusterMode: with a cluster name, the marketplace runs its
+// usage store on the cluster (the tables made on every node at start) and
+// says so.
+func TestClickHouseClusterMode(t *testing.T) {
+	cluster, nodes := clickhousetest.Cluster(t)
+	m := startMarketplace(t, map[string]string{"AGENTMARKET_CLICKHOUSE_URL": nodes[0], "AGENTMARKET_CLICKHOUSE_CLUSTER": cluster})
+	if !regexp.MustCompile(`usage_store +ClickHouse at 127\.0\.0\.1:\d+/t_[0-9a-f]+ \(cluster ` + cluster + `\): up, ClickHouse \d+\.\d+`).MatchString(waitBanner(t, m)) {
+		t.Errorf("the banner lacks the cluster:\n%s", m.Output)
+	}
+	c := client{t: t, base: m.URL}
+	if r := c.do("GET", "/readyz", nil); r.str("status") != "ready" {
+		t.Errorf("/readyz = %d %s", r.Status, r.Body)
+	}
+	if r := c.with(operatorKey(t, m)).do("GET", "/api/v1/usage?group_by=listing", nil); r.Status != 200 {
+		t.Errorf("GET /usage = %d %s", r.Status, r.Body)
+	}
+}

@@ -30,6 +30,7 @@ type Config struct {
 	DataDir             string
 	DatabaseURL         string
 	ClickHouseURL       string
+	ClickHouseCluster   string // cluster mode: the cluster's name in the servers' remote_servers
 	StripeSecretKey     string
 	StripeWebhookSecret string
 	StripeAPIBase       string
@@ -117,6 +118,7 @@ func Settings(bin string) []Setting {
 		{"data-dir", "directory for local data: the embedded default's SQLite files and generated keys, and the meter's usage spool (keep it on a disk that survives restarts)", "./agentmarket-data", str(func(c *Config) *string { return &c.DataDir })},
 		{"database-url", "PostgreSQL DSN; empty = embedded SQLite in the data dir", "", str(func(c *Config) *string { return &c.DatabaseURL })},
 		{"clickhouse-url", "ClickHouse native DSN (clickhouse://host:9000/db); empty = embedded usage store", "", str(func(c *Config) *string { return &c.ClickHouseURL })},
+		{"clickhouse-cluster", "name of the ClickHouse cluster (in the servers' remote_servers) to run on: tables are created ON CLUSTER as replicated tables behind Distributed ones; empty = a single server", "", str(func(c *Config) *string { return &c.ClickHouseCluster })},
 		{"secret-key", "32-byte key (base64) that encrypts stored seller credentials; generated into the data dir when embedded, required with a database URL", "", str(func(c *Config) *string { return &c.SecretKey })},
 		{"fetch-allow-cidrs", "address ranges that card fetches, agents' endpoints (calls from the meter) and webhooks may reach despite the SSRF rules, e.g. 127.0.0.0/8 (--demo adds 127.0.0.1, where its agents listen)", "", str(func(c *Config) *string { return &c.FetchAllowCIDRs })},
 		{"policy-reload", "how often policies are re-read from the database", "2s", func(c *Config, v string) error {
@@ -356,6 +358,14 @@ func (c *Config) validate(bin string) []string {
 	}
 	if bin == "meter" && c.Embedded() {
 		errs = append(errs, "--database-url / AGENTMARKET_DATABASE_URL: the standalone meter needs the shared PostgreSQL (the embedded default runs the meter inside cmd/marketplace)")
+	}
+	if c.ClickHouseCluster != "" {
+		if c.ClickHouseURL == "" {
+			errs = append(errs, "--clickhouse-cluster / AGENTMARKET_CLICKHOUSE_CLUSTER: needs AGENTMARKET_CLICKHOUSE_URL (a node of the cluster)")
+		}
+		if !clickhouse.ValidCluster(c.ClickHouseCluster) {
+			errs = append(errs, "--clickhouse-cluster / AGENTMARKET_CLICKHOUSE_CLUSTER: must be a plain name (letters, digits, _)")
+		}
 	}
 	if c.StripeSecretKey != "" && c.StripeWebhookSecret == "" {
 		errs = append(errs, "--stripe-webhook-secret / AGENTMARKET_STRIPE_WEBHOOK_SECRET: required with a Stripe secret key")

@@ -56,6 +56,10 @@ func TestErrorsNameTheSetting(t *testing.T) {
 			"AGENTMARKET_STRIPE_API_BASE": "stripe-mock:12111"},
 			[]string{"AGENTMARKET_ADDR", "AGENTMARKET_SECRET_KEY: required", "AGENTMARKET_SHUTDOWN_TIMEOUT", "AGENTMARKET_CLICKHOUSE_URL: the ClickHouse URL is not valid",
 				"AGENTMARKET_STRIPE_WEBHOOK_SECRET", "AGENTMARKET_STRIPE_API_BASE"}},
+		{"meter", map[string]string{"AGENTMARKET_DATABASE_URL": "postgres://x/y", "AGENTMARKET_SECRET_KEY": "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
+			"AGENTMARKET_CLICKHOUSE_CLUSTER": "am"}, []string{"AGENTMARKET_CLICKHOUSE_CLUSTER: needs AGENTMARKET_CLICKHOUSE_URL"}},
+		{"marketplace", map[string]string{"AGENTMARKET_CLICKHOUSE_URL": "clickhouse://127.0.0.1:9000/db", "AGENTMARKET_CLICKHOUSE_CLUSTER": "am; DROP"},
+			[]string{"AGENTMARKET_CLICKHOUSE_CLUSTER: must be a plain name"}},
 		{"meter", map[string]string{"AGENTMARKET_METER_ADDR": "x", "AGENTMARKET_LOG_LEVEL": "loud"}, []string{"AGENTMARKET_METER_ADDR", "AGENTMARKET_LOG_LEVEL", "AGENTMARKET_DATABASE_URL"}},
 	}
 	for _, tc := range cases {

@@ -120,6 +120,9 @@ func usageWhere(cfg *config.Config) string {
 	if cfg.ClickHouseURL == "" {
 		return "embedded (SQLite) at " + filepath.Join(cfg.DataDir, "usage.db")
 	}
+	if cfg.ClickHouseCluster != "" {
+		return clickhouse.Describe(cfg.ClickHouseURL) + " (cluster " + cfg.ClickHouseCluster + ")"
+	}
 	return clickhouse.Describe(cfg.ClickHouseURL)
 }
 

@@ -33,11 +33,15 @@ func UsageStore(ctx context.Context, cfg *config.Config) (metering.Store, func()
 	if cfg.ClickHouseURL != "" {
 		// A server that does not answer in time is opened later, like one
 		// that is down: the process must start (and spool) without it.
+		var opts []clickhouse.Option
+		if cfg.ClickHouseCluster != "" {
+			opts = append(opts, clickhouse.WithCluster(cfg.ClickHouseCluster))
+		}
 		octx, cancel := context.WithTimeout(ctx, StartPingTimeout)
-		s, err := clickhouse.Open(octx, cfg.ClickHouseURL)
+		s, err := clickhouse.Open(octx, cfg.ClickHouseURL, opts...)
 		cancel()
 		if agentmarket.KindOf(err) == agentmarket.Unavailable || (errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil) {
-			l := &lazyStore{dsn: cfg.ClickHouseURL}
+			l := &lazyStore{dsn: cfg.ClickHouseURL, opts: opts}
 			return l, l.Close, nil
 		}
 		if err != nil {
@@ -74,9 +78,10 @@ func (s storeSpend) Spent(ctx context.Context, apiKeyID, contractID string, from
 // lazyStore opens ClickHouse on first use: the meter must start (and spool)
 // while ClickHouse is down.
 type lazyStore struct {
-	dsn string
-	mu  sync.Mutex
-	s   *clickhouse.Store
+	dsn  string
+	opts []clickhouse.Option
+	mu   sync.Mutex
+	s    *clickhouse.Store
 }
 
 func (l *lazyStore) get(ctx context.Context) (*clickhouse.Store, error) {
@@ -85,7 +90,7 @@ func (l *lazyStore) get(ctx context.Context) (*clickhouse.Store, error) {
 	if l.s != nil {
 		return l.s, nil
 	}
-	s, err := clickhouse.Open(ctx, l.dsn)
+	s, err := clickhouse.Open(ctx, l.dsn, l.opts...)
 	if err != nil {
 		return nil, err
 	}
