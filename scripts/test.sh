@@ -11,7 +11,8 @@
 # Environment:
 #   AGENTMARKET_TEST_SERVICES  comma list of services to start: postgres, clickhouse,
 #                              clickhouse-cluster (ZooKeeper and three ClickHouse nodes),
-#                              stripe (stripe-mock), chromium, or all / none.
+#                              stripe (stripe-mock), helm (the helm binary, for the
+#                              chart's checks), chromium, or all / none.
 #                              Default: all of them.
 #   AGENTMARKET_TEST_TIMEOUT   go test -timeout (default 20m).
 #   AGENTMARKET_TEST_FUZZTIME  how long the reading rule's differential fuzz test
@@ -27,6 +28,7 @@
 #   AGENTMARKET_TEST_STRIPE_SECRET_KEY sk_test_123                          (stripe)
 #   AGENTMARKET_TEST_CLICKHOUSE_CLUSTER       the cluster's name          (clickhouse-cluster)
 #   AGENTMARKET_TEST_CLICKHOUSE_CLUSTER_NODES its nodes' DSNs, comma-separated
+#   AGENTMARKET_TEST_HELM              path of the helm binary              (helm)
 #   AGENTMARKET_TEST_CHROME_PATH       path of the chromium binary          (chromium)
 #   AGENTMARKET_TEST_SERVICES          the services started, normalised
 #   AGENTMARKET_TEST_REQUIRE_SERVICES  1: a test whose service variable is missing fails
@@ -44,7 +46,7 @@ RACE_PATTERNS=(./a2aproxy/... ./metering/...)
 
 T0=$(am_now)
 FAILED=()
-ALL_SERVICES="postgres clickhouse clickhouse-cluster stripe chromium"
+ALL_SERVICES="postgres clickhouse clickhouse-cluster stripe helm chromium"
 
 GO_PID=""
 
@@ -72,7 +74,7 @@ on_signal() {
 step() { printf '\n==> [+%ss] %s\n' "$(am_since "$T0")" "$*"; }
 
 # parse_services turns AGENTMARKET_TEST_SERVICES into the canonical, ordered list
-# "postgres clickhouse clickhouse-cluster stripe chromium" (a subset of it).
+# "postgres clickhouse clickhouse-cluster stripe helm chromium" (a subset of it).
 parse_services() {
 	local raw=$1 s want=" "
 	raw=$(printf '%s' "$raw" | tr 'A-Z,' 'a-z ')
@@ -83,6 +85,7 @@ parse_services() {
 		postgres | postgresql | pg) want+="postgres " ;;
 		clickhouse | ch) want+="clickhouse " ;;
 		clickhouse-cluster | cluster | ch-cluster) want+="clickhouse-cluster " ;;
+		helm) want+="helm " ;;
 		stripe | stripe-mock) want+="stripe " ;;
 		chromium | chrome) want+="chromium " ;;
 		*) am_die "AGENTMARKET_TEST_SERVICES: unknown service '$s' ($ALL_SERVICES, all, none)" ;;
@@ -120,6 +123,7 @@ start_services() {
 				am_start_clickhouse_cluster
 			fi
 			;;
+		helm) am_ensure_helm ;;
 		stripe)
 			if [ -n "${AGENTMARKET_TEST_STRIPE_API_BASE:-}" ]; then
 				am_log "stripe-mock: using AGENTMARKET_TEST_STRIPE_API_BASE from the environment"
@@ -179,13 +183,14 @@ summarize_go_test() {
 # step and in total, and how long the whole run took.
 print_summary() {
 	local label p f s tp=0 tf=0 ts=0 line=""
-	for label in race other; do
+	for label in race other chart; do
 		[ -f "$AM_WORKDIR/counts.$label" ] || continue
 		read -r p f s <"$AM_WORKDIR/counts.$label"
 		tp=$((tp + p)) tf=$((tf + f)) ts=$((ts + s))
 		case $label in
 		race) line+="with the race detector (${RACE_PATTERNS[*]}): $p passed, $f failed, $s skipped; " ;;
 		other) line+="the other packages: $p passed, $f failed, $s skipped; " ;;
+		chart) line+="the Helm chart's check: $p passed, $f failed, $s skipped; " ;;
 		esac
 	done
 	step "summary"
@@ -220,8 +225,9 @@ main() {
 	step "gofmt -l ."
 	run_gofmt || FAILED+=("gofmt")
 
-	step "go vet ./..."
+	step "go vet ./... (and the chart check's module, scripts/chartcheck)"
 	run_go vet ./... || FAILED+=("go vet")
+	run_go -C scripts/chartcheck vet ./... || FAILED+=("go vet (chartcheck)")
 
 	# Only packages that have tests; the dirs may still be empty.
 	local race_pkgs all_pkgs rest_pkgs p
@@ -260,6 +266,11 @@ main() {
 		step "go test -count=1 ./..."
 		run_go test -count=1 -timeout "$GO_TEST_TIMEOUT" ./... || FAILED+=("go test")
 	fi
+
+	# The Helm chart: helm lint, helm template, every manifest decoded strictly into the
+	# Kubernetes API's types (a module of its own: those types stay out of go.mod).
+	step "go test ./scripts/chartcheck (the Helm chart)"
+	run_go -C scripts/chartcheck test -v -count=1 -timeout "$GO_TEST_TIMEOUT" ./... | summarize_go_test chart || FAILED+=("chart check")
 
 	print_summary
 	if [ "${#FAILED[@]}" -gt 0 ]; then

@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # Throwaway services for scripts/test.sh: PostgreSQL, ClickHouse (a server, and a cluster
-# of three with ZooKeeper), stripe-mock, Chromium.
+# of three with ZooKeeper), stripe-mock, Chromium; and the helm binary.
 #
 # Sourced, not run. Every service lives under one work directory ($AM_WORKDIR) and is
 # stopped by am_cleanup, which test.sh installs as its EXIT trap. Each start function
@@ -8,7 +8,8 @@
 #
 # Versions are pinned where the tests depend on behaviour (see shared/infra.md):
 # PostgreSQL 15 (Debian), ClickHouse 18.16 (Debian; the only server installable here),
-# ZooKeeper 3.8 (Debian), stripe-mock v0.162.0 (later versions dropped usage records).
+# ZooKeeper 3.8 (Debian), stripe-mock v0.162.0 (later versions dropped usage records),
+# helm v3.22.0.
 
 AM_STRIPE_MOCK_VERSION=v0.162.0
 
@@ -581,6 +582,29 @@ am_start_clickhouse_cluster() {
 	export AGENTMARKET_TEST_CLICKHOUSE_CLUSTER=$AM_CLUSTER_NAME
 	export AGENTMARKET_TEST_CLICKHOUSE_CLUSTER_NODES=$nodes
 	am_log "ClickHouse cluster $AM_CLUSTER_NAME: nodes 127.0.0.1:${tcp[0]} and ${tcp[1]} (shard 01), ${tcp[2]} (shard 02), ZooKeeper $AM_ZK_PORT; up in $(am_since "$t0")s"
+}
+
+# --- helm (the chart's checks) -------------------------------------------------------------
+
+AM_HELM_VERSION=v3.22.0
+
+# am_ensure_helm installs helm $AM_HELM_VERSION through the Go module proxy when the one in
+# GOBIN is missing or another version (the build takes a minute or two; later runs reuse
+# it), and exports AGENTMARKET_TEST_HELM.
+am_ensure_helm() {
+	local t0 gobin bin
+	t0=$(am_now)
+	gobin=$(go env GOBIN)
+	[ -n "$gobin" ] || gobin=$(go env GOPATH)/bin
+	bin=$gobin/helm
+	if ! { [ -x "$bin" ] && go version -m "$bin" 2>/dev/null | grep -q "helm.sh/helm/v3[[:space:]]*$AM_HELM_VERSION"; }; then
+		am_log "installing helm $AM_HELM_VERSION (go install; a minute or two, once)"
+		# Outside the module, so the project's go.mod is neither read nor changed.
+		(cd / && GOFLAGS=-mod=mod go install "helm.sh/helm/v3/cmd/helm@$AM_HELM_VERSION") ||
+			am_die "go install helm failed"
+	fi
+	export AGENTMARKET_TEST_HELM=$bin
+	am_log "helm $AM_HELM_VERSION at $bin, ready in $(am_since "$t0")s"
 }
 
 # --- stripe-mock ---------------------------------------------------------------------------
