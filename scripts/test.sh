@@ -194,7 +194,7 @@ print_summary() {
 		esac
 	done
 	step "summary"
-	printf '    top-level tests %s\n' "$line"
+	printf '    top-level tests %s\n' "${line%; }"
 	printf '    in total: %d passed, %d failed, %d skipped (plus the %s fuzz run of FuzzReadingRule) in %ss\n' \
 		"$tp" "$tf" "$ts" "${AGENTMARKET_TEST_FUZZTIME:-30s}" "$(am_since "$T0")"
 }
@@ -211,6 +211,8 @@ main() {
 	am_make_workdir
 	am_log "work dir $AM_WORKDIR"
 	start_services
+	# The README's tour and the split deployment's steps run as written: with curl.
+	command -v curl >/dev/null 2>&1 || am_apt_install curl
 	export AGENTMARKET_TEST_SERVICES="${SERVICES// /,}"
 	export AGENTMARKET_TEST_REQUIRE_SERVICES=1
 	env | grep '^AGENTMARKET_TEST_' | sort | sed 's/^/    /'

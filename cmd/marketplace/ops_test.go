@@ -161,7 +161,7 @@ func TestShutdownIsBounded(t *testing.T) {
 		t.Fatal("the marketplace did not stop within 20s")
 	}
 	took := time.Since(t0)
-	if took > 3*time.Second {
+	if took > 4*time.Second { // 2 s, and room for a loaded machine; it took 15 s before
 		t.Errorf("shutdown took %s with a 2s budget", took)
 	}
 	out := m.Output.String()
