@@ -45,13 +45,14 @@ AGENTMARKET_ADDR=127.0.0.1:$PORT AGENTMARKET_DATA_DIR=$WORK/data AGENTMARKET_LOG
 	go run ./cmd/marketplace --demo >"$LOG" 2>&1 </dev/null &
 MARKET_PID=$!
 BASE=http://127.0.0.1:$PORT
+# The demo's lines come last, after the banner.
 for _ in $(seq 1 600); do
-	grep -q "listening on" "$LOG" && break
+	grep -q "Demo ready" "$LOG" && break
 	kill -0 "$MARKET_PID" 2>/dev/null || { cat "$LOG" >&2; am_die "the marketplace exited"; }
 	sleep 0.1
 done
 grep -q "listening on" "$LOG" || { cat "$LOG" >&2; am_die "the marketplace did not start within 60 s"; }
-grep -q "Demo ready" "$LOG" || am_die "no demo in the marketplace's output"
+grep -q "Demo ready" "$LOG" || { cat "$LOG" >&2; am_die "no demo in the marketplace's output within 60 s"; }
 
 KEY=$(tr -d '[:space:]' <"$WORK/data/demo-buyer.key")
 echo "==> calling the demo agents through the meter"

@@ -10,8 +10,10 @@
 #
 # Environment:
 #   AGENTMARKET_TEST_SERVICES  comma list of services to start: postgres, clickhouse,
-#                              stripe (stripe-mock), chromium, or all / none.
-#                              Default: postgres,clickhouse,stripe,chromium.
+#                              clickhouse-cluster (ZooKeeper and three ClickHouse nodes),
+#                              stripe (stripe-mock), helm (the helm binary, for the
+#                              chart's checks), chromium, or all / none.
+#                              Default: all of them.
 #   AGENTMARKET_TEST_TIMEOUT   go test -timeout (default 20m).
 #   AGENTMARKET_TEST_FUZZTIME  how long the reading rule's differential fuzz test
 #                              explores beyond its corpus (default 30s).
@@ -24,6 +26,9 @@
 #   AGENTMARKET_TEST_CLICKHOUSE_DSN    clickhouse://127.0.0.1:PORT/default   (clickhouse)
 #   AGENTMARKET_TEST_STRIPE_API_BASE   http://127.0.0.1:PORT                (stripe)
 #   AGENTMARKET_TEST_STRIPE_SECRET_KEY sk_test_123                          (stripe)
+#   AGENTMARKET_TEST_CLICKHOUSE_CLUSTER       the cluster's name          (clickhouse-cluster)
+#   AGENTMARKET_TEST_CLICKHOUSE_CLUSTER_NODES its nodes' DSNs, comma-separated
+#   AGENTMARKET_TEST_HELM              path of the helm binary              (helm)
 #   AGENTMARKET_TEST_CHROME_PATH       path of the chromium binary          (chromium)
 #   AGENTMARKET_TEST_SERVICES          the services started, normalised
 #   AGENTMARKET_TEST_REQUIRE_SERVICES  1: a test whose service variable is missing fails
@@ -41,6 +46,7 @@ RACE_PATTERNS=(./a2aproxy/... ./metering/...)
 
 T0=$(am_now)
 FAILED=()
+ALL_SERVICES="postgres clickhouse clickhouse-cluster stripe helm chromium"
 
 GO_PID=""
 
@@ -68,23 +74,25 @@ on_signal() {
 step() { printf '\n==> [+%ss] %s\n' "$(am_since "$T0")" "$*"; }
 
 # parse_services turns AGENTMARKET_TEST_SERVICES into the canonical, ordered list
-# "postgres clickhouse stripe chromium" (a subset of it).
+# "postgres clickhouse clickhouse-cluster stripe helm chromium" (a subset of it).
 parse_services() {
 	local raw=$1 s want=" "
 	raw=$(printf '%s' "$raw" | tr 'A-Z,' 'a-z ')
 	for s in $raw; do
 		case $s in
-		all) want+="postgres clickhouse stripe chromium " ;;
+		all) want+="$ALL_SERVICES " ;;
 		none) ;;
 		postgres | postgresql | pg) want+="postgres " ;;
 		clickhouse | ch) want+="clickhouse " ;;
+		clickhouse-cluster | cluster | ch-cluster) want+="clickhouse-cluster " ;;
+		helm) want+="helm " ;;
 		stripe | stripe-mock) want+="stripe " ;;
 		chromium | chrome) want+="chromium " ;;
-		*) am_die "AGENTMARKET_TEST_SERVICES: unknown service '$s' (postgres, clickhouse, stripe, chromium, all, none)" ;;
+		*) am_die "AGENTMARKET_TEST_SERVICES: unknown service '$s' ($ALL_SERVICES, all, none)" ;;
 		esac
 	done
 	local out=""
-	for s in postgres clickhouse stripe chromium; do
+	for s in $ALL_SERVICES; do
 		[[ $want == *" $s "* ]] && out+="$s "
 	done
 	printf '%s' "${out% }"
@@ -108,6 +116,14 @@ start_services() {
 				am_start_clickhouse
 			fi
 			;;
+		clickhouse-cluster)
+			if [ -n "${AGENTMARKET_TEST_CLICKHOUSE_CLUSTER:-}" ]; then
+				am_log "ClickHouse cluster: using AGENTMARKET_TEST_CLICKHOUSE_CLUSTER from the environment"
+			else
+				am_start_clickhouse_cluster
+			fi
+			;;
+		helm) am_ensure_helm ;;
 		stripe)
 			if [ -n "${AGENTMARKET_TEST_STRIPE_API_BASE:-}" ]; then
 				am_log "stripe-mock: using AGENTMARKET_TEST_STRIPE_API_BASE from the environment"
@@ -139,14 +155,18 @@ run_gofmt() {
 	echo "ok: every Go file is gofmt-formatted"
 }
 
-# summarize_go_test filters `go test -v` output down to what a reader needs and
-# closes with a plain "N passed, N failed, N skipped" line over top-level tests.
+# summarize_go_test LABEL filters `go test -v` output down to what a reader needs
+# and closes with a plain "N passed, N failed, N skipped" line over top-level tests;
+# the counts are also kept under LABEL for the run's closing summary.
 summarize_go_test() {
 	# A failed package also gets the last lines of its own output: a crash,
 	# a fatal error, or a helper's log line outside a _test.go file would
 	# otherwise vanish from the summary.
-	awk '
+	awk -v counts="$AM_WORKDIR/counts.$1" '
 		{ buf[n++ % 150] = $0 }
+		# A race report is printed whole: it comes before its test'"'"'s FAIL line.
+		/^==================$/ { inrace = !inrace; print; next }
+		inrace { print; next }
 		/^=== (RUN|PAUSE|CONT|NAME)/ { next }
 		/^--- PASS/ { passed++; print; next }
 		/^--- FAIL/ { failed++; print; show = 1; next }
@@ -162,13 +182,36 @@ summarize_go_test() {
 		/^(ok +|FAIL)\t/ { n = 0; next }
 		/^(\?|PASS$|panic:|fatal error:)/ { next }
 		show || /^ +[^ ].*_test\.go:[0-9]+:/ { print }
-		END { printf "%d passed, %d failed, %d skipped\n", passed, failed, skipped }
+		END {
+			printf "%d passed, %d failed, %d skipped\n", passed, failed, skipped
+			printf "%d %d %d\n", passed, failed, skipped > counts
+		}
 	'
+}
+
+# print_summary closes the run: the top-level tests of every go test step, each
+# step and in total, and how long the whole run took.
+print_summary() {
+	local label p f s tp=0 tf=0 ts=0 line=""
+	for label in race other chart; do
+		[ -f "$AM_WORKDIR/counts.$label" ] || continue
+		read -r p f s <"$AM_WORKDIR/counts.$label"
+		tp=$((tp + p)) tf=$((tf + f)) ts=$((ts + s))
+		case $label in
+		race) line+="with the race detector (${RACE_PATTERNS[*]}): $p passed, $f failed, $s skipped; " ;;
+		other) line+="the other packages: $p passed, $f failed, $s skipped; " ;;
+		chart) line+="the Helm chart's check: $p passed, $f failed, $s skipped; " ;;
+		esac
+	done
+	step "summary"
+	printf '    top-level tests %s\n' "${line%; }"
+	printf '    in total: %d passed, %d failed, %d skipped (plus the %s fuzz run of FuzzReadingRule) in %ss\n' \
+		"$tp" "$tf" "$ts" "${AGENTMARKET_TEST_FUZZTIME:-30s}" "$(am_since "$T0")"
 }
 
 main() {
 	command -v go >/dev/null 2>&1 || am_die "go is not on PATH"
-	SERVICES=$(parse_services "${AGENTMARKET_TEST_SERVICES-postgres,clickhouse,stripe,chromium}")
+	SERVICES=$(parse_services "${AGENTMARKET_TEST_SERVICES-all}")
 
 	trap am_cleanup EXIT
 	trap 'on_signal 130' INT
@@ -178,6 +221,8 @@ main() {
 	am_make_workdir
 	am_log "work dir $AM_WORKDIR"
 	start_services
+	# The README's tour and the split deployment's steps run as written: with curl.
+	command -v curl >/dev/null 2>&1 || am_apt_install curl
 	export AGENTMARKET_TEST_SERVICES="${SERVICES// /,}"
 	export AGENTMARKET_TEST_REQUIRE_SERVICES=1
 	env | grep '^AGENTMARKET_TEST_' | sort | sed 's/^/    /'
@@ -192,8 +237,9 @@ main() {
 	step "gofmt -l ."
 	run_gofmt || FAILED+=("gofmt")
 
-	step "go vet ./..."
+	step "go vet ./... (and the chart check's module, scripts/chartcheck)"
 	run_go vet ./... || FAILED+=("go vet")
+	run_go -C scripts/chartcheck vet ./... || FAILED+=("go vet (chartcheck)")
 
 	# Only packages that have tests; the dirs may still be empty.
 	local race_pkgs all_pkgs rest_pkgs p
@@ -205,7 +251,8 @@ main() {
 	else
 		ensure_cgo
 		# shellcheck disable=SC2086 # one import path per word
-		CGO_ENABLED=1 run_go test -count=1 -race -timeout "$GO_TEST_TIMEOUT" $race_pkgs || FAILED+=("go test -race")
+		CGO_ENABLED=1 run_go test -v -count=1 -race -timeout "$GO_TEST_TIMEOUT" $race_pkgs | summarize_go_test race ||
+			FAILED+=("go test -race")
 	fi
 
 	# The differential fuzz test of the meter's reading rule, for a bounded time
@@ -224,7 +271,7 @@ main() {
 			# -v, filtered: package results, every failure and skip, and each
 			# test's run against a real service (".../postgres") stay visible.
 			# shellcheck disable=SC2086
-			run_go test -v -count=1 -timeout "$GO_TEST_TIMEOUT" $rest_pkgs | summarize_go_test || FAILED+=("go test")
+			run_go test -v -count=1 -timeout "$GO_TEST_TIMEOUT" $rest_pkgs | summarize_go_test other || FAILED+=("go test")
 		fi
 	else
 		# go list could not even load the module: let go test say why.
@@ -232,6 +279,12 @@ main() {
 		run_go test -count=1 -timeout "$GO_TEST_TIMEOUT" ./... || FAILED+=("go test")
 	fi
 
+	# The Helm chart: helm lint, helm template, every manifest decoded strictly into the
+	# Kubernetes API's types (a module of its own: those types stay out of go.mod).
+	step "go test ./scripts/chartcheck (the Helm chart)"
+	run_go -C scripts/chartcheck test -v -count=1 -timeout "$GO_TEST_TIMEOUT" ./... | summarize_go_test chart || FAILED+=("chart check")
+
+	print_summary
 	if [ "${#FAILED[@]}" -gt 0 ]; then
 		printf 'test.sh: FAILED: %s\n' "$(
 			IFS=,
@@ -241,4 +294,7 @@ main() {
 	fi
 }
 
-main "$@"
+# Sourced (scripts/summary_test.go reads the functions), it only defines them.
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
+	main "$@"
+fi

@@ -36,14 +36,26 @@ type demo struct {
 	dataDir  string
 	meterURL string
 	apiURL   string
+	// What start made, for print.
+	key    string
+	listed []demoListing
 }
 
 type demoListing struct {
 	Name, ID, Version string
 	ReportsUsage      bool
+	Behavior          demoagent.Behavior
 }
 
-func (d *demo) start(ctx context.Context, out io.Writer) error {
+// demoPrompts are what the banner's curl lines ask each kind of agent.
+var demoPrompts = map[demoagent.Behavior]string{
+	demoagent.Summarize:      "Summarize the quarterly report for the board",
+	demoagent.Translate:      "Translate hello world",
+	demoagent.ExtractInvoice: "Invoice 17: consulting 1200.00, travel 310.50, VAT 302.10",
+}
+
+// start starts the agents and lists them; print then says what to try.
+func (d *demo) start(ctx context.Context) error {
 	seller, err := d.org(ctx, "Demo Agents Inc.", demoSellerEmail, agentmarket.RoleSeller)
 	if err != nil {
 		return err
@@ -81,9 +93,9 @@ func (d *demo) start(ctx context.Context, out io.Writer) error {
 		if _, err := d.subs.Subscribe(ctx, buyer, contracts.SubscribeInput{ListingID: id}); err != nil && agentmarket.CodeOf(err) != "already_subscribed" {
 			return fmt.Errorf("demo subscription %s: %w", cfg.Name, err)
 		}
-		listed = append(listed, demoListing{Name: cfg.Name, ID: id, Version: cfg.Version, ReportsUsage: cfg.ReportUsage})
+		listed = append(listed, demoListing{Name: cfg.Name, ID: id, Version: cfg.Version, ReportsUsage: cfg.ReportUsage, Behavior: cfg.Behavior})
 	}
-	d.print(out, buyerKey, listed)
+	d.key, d.listed = buyerKey, listed
 	return nil
 }
 
@@ -175,7 +187,8 @@ func fetchCard(ctx context.Context, u string) (json.RawMessage, error) {
 	return b, err
 }
 
-func (d *demo) print(out io.Writer, key string, ls []demoListing) {
+func (d *demo) print(out io.Writer) {
+	key, ls := d.key, d.listed
 	fmt.Fprintf(out, "\nDemo ready. The demo buyer's API key (also in %s):\n  export KEY=%s\n", filepath.Join(d.dataDir, "demo-buyer.key"), key)
 	for _, l := range ls {
 		usage := "estimated usage"
@@ -188,11 +201,11 @@ func (d *demo) print(out io.Writer, key string, ls []demoListing) {
 		if l.Version == "0.3" {
 			fmt.Fprintf(out, "\nCall the %s (A2A 0.3) through the meter:\n", l.Name)
 			fmt.Fprintf(out, "  curl -s %s/a2a/%s -H \"Authorization: Bearer $KEY\" -H 'Content-Type: application/json' \\\n", d.meterURL, l.ID)
-			fmt.Fprintf(out, "    -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"message/send\",\"params\":{\"message\":{\"kind\":\"message\",\"messageId\":\"m1\",\"role\":\"user\",\"parts\":[{\"kind\":\"text\",\"text\":\"Summarize the quarterly report for the board\"}]}}}'\n")
+			fmt.Fprintf(out, "    -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"message/send\",\"params\":{\"message\":{\"kind\":\"message\",\"messageId\":\"m1\",\"role\":\"user\",\"parts\":[{\"kind\":\"text\",\"text\":%q}]}}}'\n", demoPrompts[l.Behavior])
 		} else {
 			fmt.Fprintf(out, "\nStream from the %s (A2A 1.0) through the meter:\n", l.Name)
 			fmt.Fprintf(out, "  curl -sN %s/a2a/%s -H \"Authorization: Bearer $KEY\" -H 'A2A-Version: 1.0' -H 'Content-Type: application/json' \\\n", d.meterURL, l.ID)
-			fmt.Fprintf(out, "    -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"SendStreamingMessage\",\"params\":{\"message\":{\"messageId\":\"m1\",\"role\":\"ROLE_USER\",\"parts\":[{\"text\":\"Translate hello world\"}]}}}'\n")
+			fmt.Fprintf(out, "    -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"SendStreamingMessage\",\"params\":{\"message\":{\"messageId\":\"m1\",\"role\":\"ROLE_USER\",\"parts\":[{\"text\":%q}]}}}'\n", demoPrompts[l.Behavior])
 		}
 	}
 	fmt.Fprintf(out, "\nThen see what it cost (usage reaches the store within a second):\n")

@@ -587,7 +587,14 @@ func TestRevocationReachesEveryMeter(t *testing.T) {
 // (--demo lets the meter reach its agents on 127.0.0.1).
 func TestDemo(t *testing.T) {
 	m := startMarketplace(t, map[string]string{"AGENTMARKET_FETCH_ALLOW_CIDRS": ""}, "--demo")
-	out := m.Output.String()
+	out := waitOutput(t, m, "group_by=task")
+	// Three agents, each asked something of its own kind.
+	for _, want := range []string{"Summarizer ", "Translator ", "Invoice extractor ", `"text":"Summarize the quarterly report for the board"`,
+		`"text":"Translate hello world"`, `"text":"Invoice 17: consulting 1200.00, travel 310.50, VAT 302.10"`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %s:\n%s", want, out)
+		}
+	}
 	var key string
 	var endpoints []string
 	for _, line := range strings.Split(out, "\n") {

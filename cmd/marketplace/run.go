@@ -49,26 +49,48 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	defer market.Close()
 
+	var d *demo
 	if cfg.Demo {
-		d := &demo{accounts: core.Accounts, catalog: core.Catalog, subs: market.Subscriptions, dataDir: cfg.DataDir,
+		d = &demo{accounts: core.Accounts, catalog: core.Catalog, subs: market.Subscriptions, dataDir: cfg.DataDir,
 			meterURL: market.PublicMeterURL, apiURL: baseURL + "/api/v1"}
-		if err := d.start(ctx, stdout); err != nil {
+		if err := d.start(ctx); err != nil {
 			ln.Close()
 			return fmt.Errorf("demo: %w", err)
 		}
 	}
 
 	fmt.Fprintf(stdout, "AgentMarket marketplace listening on %s\n", baseURL)
-	if cfg.Embedded() {
-		fmt.Fprintf(stdout, "  embedded mode: data in %s (SQLite), listings auto-approved=%v\n", cfg.DataDir, cfg.AutoApproveOn())
-	}
+	serve.Announce(ctx, stdout, log, market.Dependencies, banner(cfg, market.PublicMeterURL)...)
 	if operatorKeyFile != "" {
 		fmt.Fprintf(stdout, "  platform operator key written to %s\n", operatorKeyFile)
 	}
 	fmt.Fprintf(stdout, "  web UI: %s/   API: %s/api/v1/openapi.json\n", baseURL, baseURL)
-	fmt.Fprintf(stdout, "  try: curl %s/healthz\n", baseURL)
+	fmt.Fprintf(stdout, "  try: curl %s/readyz\n", baseURL)
+	if d != nil {
+		d.print(stdout)
+	}
 	log.Info("listening", "addr", baseURL, "embedded", cfg.Embedded())
-	return serve.Run(ctx, market.App, ln)
+	return serve.Serve(ctx, market.App, ln, log, cfg.ShutdownTimeout,
+		serve.Step{Name: "embedded meter: ship the usage spool", Run: market.Stop}, core.CloseStep())
+}
+
+// banner names the choices the configuration made that are no service to
+// ping: billing without Stripe, where the meter runs, listing review.
+func banner(cfg *config.Config, meterURL string) [][2]string {
+	var notes [][2]string
+	if cfg.StripeSecretKey == "" {
+		notes = append(notes, [2]string{"stripe", "not configured: billing on the platform's own ledger"})
+	}
+	if cfg.EmbeddedMeter {
+		notes = append(notes, [2]string{"meter", "embedded in this process, at " + meterURL + "/a2a/{listing}"})
+	} else {
+		notes = append(notes, [2]string{"meter", "separate (cmd/meter); buyers reach it at " + meterURL})
+	}
+	review := "new ones are published at once (auto-approve)"
+	if !cfg.AutoApproveOn() {
+		review = "new ones wait for the operator's review (PATCH /api/v1/listings/{id} {\"status\":\"published\"})"
+	}
+	return append(notes, [2]string{"listings", review})
 }
 
 // ensureOperator creates the platform org on first start. Its first key is

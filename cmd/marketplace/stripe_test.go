@@ -143,6 +143,11 @@ func TestStripeEndToEnd(t *testing.T) {
 	}
 	mk := newMarket(t, env) // lists two agents, subscribes the buyer to both
 	calls := rec.take()
+	// At start the marketplace reads the balance: Stripe answers and takes the key.
+	if len(calls) == 0 || calls[0].Method+" "+calls[0].Path != "GET /v1/balance" {
+		t.Fatalf("the first Stripe call is not the start's ping (GET /v1/balance): %v", calls)
+	}
+	calls = calls[1:]
 
 	// listing → subscribe, call by call (two subscriptions: one product
 	// and five prices per listing, one customer, one subscription each).

@@ -40,7 +40,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		publicURL = baseURL
 	}
 	ops := api.NewOps("meter")
-	ops.Checks = append(ops.Checks, api.Check{Name: "database", Check: core.DB.Ping})
+	ops.Log = log
 
 	meterCtx, stopMeter := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopMeter()
@@ -50,12 +50,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	ops.Checks = append(ops.Checks, api.Check{Name: "usage spool", Check: meter.Ready})
 	defer func() {
 		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		meter.Close(flushCtx)
 	}()
+	deps := serve.MeterDependencies(core.Dependencies, cfg, meter)
+	ops.Checks = serve.Checks(deps)
 
 	app := serve.App("meter", func(c *fiber.Ctx, err error) error { return api.WriteError(c, log, err) }, core.MeterBodyLimit())
 	app.Use(ops.Middleware)
@@ -63,6 +64,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	meter.Proxy.Mount(app)
 
 	fmt.Fprintf(stdout, "AgentMarket meter listening on %s\n", baseURL)
+	serve.Announce(ctx, stdout, log, deps, [2]string{"public URL", publicURL + "/a2a/{listing} (written into proxied cards)"})
 	log.Info("listening", "addr", baseURL)
-	return serve.Run(ctx, app, ln)
+	return serve.Serve(ctx, app, ln, log, cfg.ShutdownTimeout,
+		serve.Step{Name: "meter: ship the usage spool", Run: func(ctx context.Context) error {
+			defer stopMeter()
+			return serve.CloseMeter(ctx, meter)
+		}}, core.CloseStep())
 }

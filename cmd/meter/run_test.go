@@ -1,11 +1,11 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"fmt"
+	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,9 +14,17 @@ import (
 	"github.com/agentmarket/agentmarket/migrations/gormdb/gormdbtest"
 )
 
-// TestMeterServesOps starts the real meter on PostgreSQL and checks its
-// health, readiness and metrics endpoints.
-func TestMeterServesOps(t *testing.T) {
+// meterProcess is a meter running in this test process through run().
+type meterProcess struct {
+	URL    string
+	Output *syncBuffer
+}
+
+// runMeter runs the real meter's run() in this process on PostgreSQL with
+// extra settings, waits for its whole banner, and stops it when the test
+// ends.
+func runMeter(t *testing.T, extra map[string]string) *meterProcess {
+	t.Helper()
 	dsn := gormdbtest.PostgresDSN(t)
 	vars := map[string]string{
 		"AGENTMARKET_METER_ADDR":   "127.0.0.1:0",
@@ -25,32 +33,42 @@ func TestMeterServesOps(t *testing.T) {
 		"AGENTMARKET_DATA_DIR":     t.TempDir(),
 		"AGENTMARKET_LOG_LEVEL":    "warn",
 	}
+	for k, v := range extra {
+		vars[k] = v
+	}
 	ctx, cancel := context.WithCancel(context.Background())
-	pr, pw := io.Pipe()
+	m := &meterProcess{Output: &syncBuffer{}}
 	done := make(chan error, 1)
-	go func() {
-		err := run(ctx, nil, func(k string) string { return vars[k] }, pw)
-		pw.CloseWithError(fmt.Errorf("run returned: %v", err))
-		done <- err
-	}()
-	defer func() {
+	go func() { done <- run(ctx, nil, func(k string) string { return vars[k] }, m.Output) }()
+	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("run: %v", err)
 		}
-	}()
-	var base string
-	sc := bufio.NewScanner(pr)
-	for sc.Scan() {
-		if _, after, ok := strings.Cut(sc.Text(), "listening on "); ok {
-			base = after
-			break
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out := m.Output.String()
+		if _, after, ok := strings.Cut(out, "listening on "); ok && strings.Contains(after, "  public URL ") {
+			m.URL, _, _ = strings.Cut(after, "\n")
+			return m
 		}
+		select {
+		case err := <-done:
+			t.Fatalf("meter exited before listening: %v\n%s", err, out)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("meter did not start within 30s:\n%s", out)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
-	go io.Copy(io.Discard, pr)
-	if base == "" {
-		t.Fatal("meter never listened")
-	}
+}
+
+// TestMeterServesOps starts the real meter on PostgreSQL and checks its
+// health, readiness and metrics endpoints.
+func TestMeterServesOps(t *testing.T) {
+	base := runMeter(t, nil).URL
 	client := &http.Client{Timeout: 5 * time.Second}
 	for _, p := range []string{"/healthz", "/readyz", "/metrics"} {
 		res, err := client.Get(base + p)
@@ -100,5 +118,46 @@ func TestMeterServesOps(t *testing.T) {
 	}
 	if status, body := send("POST", "/a2a/lst_x", http.Header{"Content-Type": {"application/json"}}, big); status == 413 || !strings.Contains(body, `"jsonrpc":"2.0"`) {
 		t.Errorf("1.5 MiB POST /a2a/lst_x: %d %.200s, want the meter's JSON-RPC answer", status, body)
+	}
+}
+
+// TestMeterReportsDependencies: the meter names PostgreSQL and an
+// unreachable ClickHouse at start, and stays ready while its spool takes
+// the usage, saying so in /readyz.
+func TestMeterReportsDependencies(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	chAddr := ln.Addr().String()
+	ln.Close()
+	m := runMeter(t, map[string]string{"AGENTMARKET_CLICKHOUSE_URL": "clickhouse://" + chAddr + "/default"})
+	out := m.Output.String()
+	for _, want := range []string{
+		"  database     PostgreSQL at 127.0.0.1:",
+		": up, PostgreSQL ",
+		"  usage_store  ClickHouse at " + chAddr + "/default: DOWN (the usage store (ClickHouse) failed: connection refused); serving without it: calls go on",
+		"  spool        usage spool at ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the banner lacks %q:\n%s", want, out)
+		}
+	}
+	res, err := http.Get(m.URL + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var r struct {
+		Status string
+		Checks map[string]struct{ State, Detail, Error, Impact string }
+	}
+	if err := json.NewDecoder(res.Body).Decode(&r); err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != 200 || r.Status != "degraded" || r.Checks["usage_store"].State != "down" ||
+		!strings.Contains(r.Checks["usage_store"].Impact, "waits in the spool") || r.Checks["database"].State != "up" ||
+		r.Checks["spool"].Detail != "0 rows (0 bytes) waiting to ship" {
+		t.Errorf("/readyz = %d %+v", res.StatusCode, r)
 	}
 }

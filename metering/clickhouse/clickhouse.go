@@ -30,6 +30,10 @@
 // buyer) meet the 200 ms target; seller- and platform-wide ones over a
 // month do not on 18.16, and need a rollup that a re-sent batch cannot
 // double count (not an MV: see migrations/clickhouse/0001_usage.sql).
+//
+// On a cluster (WithCluster) the same migrations create replicated tables
+// on every node behind Distributed ones under the same names, and the SQL
+// above runs unchanged: see cluster.go.
 package clickhouse
 
 import (
@@ -51,19 +55,40 @@ import (
 // Store implements metering.Store over ClickHouse.
 type Store struct {
 	conn driver.Conn
+	// cluster is the cluster the tables live on (cluster.go); empty on a
+	// single server. db is the database the DSN names.
+	cluster, db string
 }
 
 var _ metering.Store = (*Store)(nil)
 
+// Option adjusts Open.
+type Option func(*Store)
+
+// WithCluster makes the store a cluster's (cluster.go): name is a cluster
+// of the servers' remote_servers, whose nodes have the {shard} and
+// {replica} macros and distributed DDL configured.
+func WithCluster(name string) Option { return func(s *Store) { s.cluster = name } }
+
 // Open connects to the database named by dsn (clickhouse://host:9000/db,
 // native protocol), which must exist, and brings its schema up to date.
-func Open(ctx context.Context, dsn string) (*Store, error) {
+func Open(ctx context.Context, dsn string, extra ...Option) (*Store, error) {
 	opts, err := ch.ParseDSN(dsn)
 	if err != nil {
 		return nil, agentmarket.Wrap(agentmarket.Invalid, "invalid_clickhouse_url", err, "the ClickHouse URL is not valid")
 	}
 	if opts.Protocol != ch.Native {
 		return nil, agentmarket.Errorf(agentmarket.Invalid, "invalid_clickhouse_url", "the ClickHouse URL must use the native protocol (clickhouse://host:9000/db)")
+	}
+	s := &Store{db: opts.Auth.Database}
+	for _, o := range extra {
+		o(s)
+	}
+	if s.db == "" {
+		s.db = "default"
+	}
+	if s.cluster != "" && !ValidCluster(s.cluster) {
+		return nil, agentmarket.Errorf(agentmarket.Invalid, "invalid_clickhouse_cluster", "the ClickHouse cluster name must be a plain identifier")
 	}
 	conn, err := ch.Open(opts)
 	if err != nil {
@@ -73,7 +98,7 @@ func Open(ctx context.Context, dsn string) (*Store, error) {
 		conn.Close()
 		return nil, unavailable(err)
 	}
-	s := &Store{conn: conn}
+	s.conn = conn
 	if err := s.migrate(ctx); err != nil {
 		conn.Close()
 		return nil, err
@@ -89,9 +114,23 @@ func (s *Store) Close() error { return s.conn.Close() }
 // processes starting at once may both apply a file, which is why the files
 // are idempotent; the version is then recorded twice, which is harmless.
 func (s *Store) migrate(ctx context.Context) error {
-	if err := s.conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+	tracked, err := s.checkMode(ctx)
+	if err != nil {
+		return err
+	}
+	// On a cluster every DDL statement is a round through ZooKeeper and
+	// every node: a database already set up costs none.
+	if s.cluster != "" && !tracked {
+		// The database the DSN names exists here; the other nodes may lack it.
+		if err := s.conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS "+s.db+" ON CLUSTER "+s.cluster); err != nil {
+			return fmt.Errorf("clickhouse: create database %s on cluster %s: %w", s.db, s.cluster, err)
+		}
+	}
+	if !tracked {
+		if err := s.exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
 		version String, applied_at DateTime) ENGINE = ReplacingMergeTree ORDER BY version`); err != nil {
-		return fmt.Errorf("clickhouse: create schema_migrations: %w", err)
+			return fmt.Errorf("clickhouse: create schema_migrations: %w", err)
+		}
 	}
 	ms, err := migrations.List(migrations.ClickHouse)
 	if err != nil {
@@ -119,11 +158,11 @@ func (s *Store) migrate(ctx context.Context) error {
 			continue
 		}
 		for _, stmt := range Statements(m.SQL) {
-			if err := s.conn.Exec(ctx, stmt); err != nil {
+			if err := s.exec(ctx, stmt); err != nil {
 				return fmt.Errorf("clickhouse: migration %s: %w\n%s", m.Version, err, stmt)
 			}
 		}
-		b, err := s.conn.PrepareBatch(ctx, "INSERT INTO schema_migrations (version, applied_at)")
+		b, err := s.conn.PrepareBatch(s.insertCtx(ctx), "INSERT INTO schema_migrations (version, applied_at)")
 		if err != nil {
 			return fmt.Errorf("clickhouse: record %s: %w", m.Version, err)
 		}
@@ -136,6 +175,34 @@ func (s *Store) migrate(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// exec runs one statement of the schema: as it is on a single server, or
+// rewritten for the cluster (ClusterStatements).
+func (s *Store) exec(ctx context.Context, stmt string) error {
+	stmts := []string{stmt}
+	if s.cluster != "" {
+		var err error
+		if stmts, err = ClusterStatements(stmt, s.cluster, s.db); err != nil {
+			return err
+		}
+	}
+	for _, st := range stmts {
+		if err := s.conn.Exec(ctx, st); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// insertCtx is ctx for an INSERT: on a cluster, the insert into the
+// Distributed table returns once every shard has its rows (not once they
+// are queued on this node), so an acknowledged batch is stored.
+func (s *Store) insertCtx(ctx context.Context) context.Context {
+	if s.cluster == "" {
+		return ctx
+	}
+	return ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_distributed_sync": 1}))
 }
 
 // Statements cuts a migration file at semicolons that end a line, dropping
@@ -181,7 +248,7 @@ func (s *Store) Insert(ctx context.Context, rows []metering.Usage) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	b, err := s.conn.PrepareBatch(ctx, insertSQL)
+	b, err := s.conn.PrepareBatch(s.insertCtx(ctx), insertSQL)
 	if err != nil {
 		return unavailable(err)
 	}
@@ -415,10 +482,14 @@ func (s *Store) Rows(ctx context.Context, q metering.Query) ([]metering.Usage, e
 
 // unavailable wraps a driver or server error. Callers cannot tell a server
 // that is down from one that refuses: the shipper retries both, and its
-// failure counter is what alerts.
+// failure counter is what alerts. The message names the cause where it is
+// safe to show (cause).
 func unavailable(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
+	}
+	if c := cause(err); c != "" {
+		return agentmarket.Wrap(agentmarket.Unavailable, "usage_store", err, "the usage store (ClickHouse) failed: %s", c)
 	}
 	return agentmarket.Wrap(agentmarket.Unavailable, "usage_store", err, "the usage store (ClickHouse) failed")
 }

@@ -20,8 +20,9 @@
 -- No materialized rollups: an MV fires on every insert, re-sent ones too,
 -- and would count a re-sent batch twice.
 --
--- A cluster would run ReplicatedReplacingMergeTree on each shard (same key,
--- shard by id) behind a Distributed table: a deployment variant of this file.
+-- On a cluster (AGENTMARKET_CLICKHOUSE_CLUSTER) metering/clickhouse runs this
+-- file ON CLUSTER as usage_local, ReplicatedReplacingMergeTree with the same
+-- key, behind a Distributed table named usage (metering/clickhouse/cluster.go).
 CREATE TABLE IF NOT EXISTS usage (
     id String,
     time DateTime,

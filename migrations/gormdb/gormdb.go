@@ -118,6 +118,20 @@ func (db *DB) Ping(ctx context.Context) error {
 	return sqlDB.PingContext(ctx)
 }
 
+// Version names the server and its version, like "PostgreSQL 15.5" or
+// "SQLite 3.46.0"; it also proves the database answers.
+func (db *DB) Version(ctx context.Context) (string, error) {
+	q, name := "SHOW server_version", "PostgreSQL"
+	if db.Dialect == migrations.SQLite {
+		q, name = "SELECT sqlite_version()", "SQLite"
+	}
+	var v string
+	if err := db.DB.WithContext(ctx).Raw(q).Scan(&v).Error; err != nil {
+		return "", err
+	}
+	return name + " " + v, nil
+}
+
 // Translate maps a GORM or driver error to the application's error kinds;
 // what names the thing concerned ("listing", "api key").
 func Translate(err error, what string) error {

@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# Throwaway services for scripts/test.sh: PostgreSQL, ClickHouse, stripe-mock, Chromium.
+# Throwaway services for scripts/test.sh: PostgreSQL, ClickHouse (a server, and a cluster
+# of three with ZooKeeper), stripe-mock, Chromium; and the helm binary.
 #
 # Sourced, not run. Every service lives under one work directory ($AM_WORKDIR) and is
 # stopped by am_cleanup, which test.sh installs as its EXIT trap. Each start function
@@ -7,7 +8,8 @@
 #
 # Versions are pinned where the tests depend on behaviour (see shared/infra.md):
 # PostgreSQL 15 (Debian), ClickHouse 18.16 (Debian; the only server installable here),
-# stripe-mock v0.162.0 (later versions dropped usage records).
+# ZooKeeper 3.8 (Debian), stripe-mock v0.162.0 (later versions dropped usage records),
+# helm v3.22.0.
 
 AM_STRIPE_MOCK_VERSION=v0.162.0
 
@@ -16,6 +18,9 @@ AM_PG_BIN=""           # directory holding initdb/pg_ctl
 AM_PG_DATA=""          # data dir of the running cluster, empty when none
 AM_CH_PID=""           # pid of our clickhouse-server, empty when none
 AM_STRIPE_PID=""       # pid of our stripe-mock, empty when none
+AM_CLUSTER_PIDS=""     # pids of our ClickHouse cluster's nodes, space-separated
+AM_ZK_PID=""           # pid of our ZooKeeper, empty when none
+AM_ZK_PORT=""
 AM_APT_UPDATED=0
 AM_USED_PORTS=" "
 
@@ -133,6 +138,27 @@ am_stop_pid() {
 	wait "$pid" 2>/dev/null || true
 }
 
+# am_stop_pids NAME PID... stops several processes at once: SIGTERM to all, up to
+# 10 s for all, then SIGKILL to those left.
+am_stop_pids() {
+	local name=$1 pid i left
+	shift
+	for pid in "$@"; do kill -TERM "$pid" 2>/dev/null || true; done
+	for ((i = 0; i < 200; i++)); do
+		left=0
+		for pid in "$@"; do kill -0 "$pid" 2>/dev/null && left=1; done
+		[ "$left" -eq 0 ] && break
+		sleep 0.05
+	done
+	for pid in "$@"; do
+		if kill -0 "$pid" 2>/dev/null; then
+			am_warn "$name (pid $pid) ignored SIGTERM; killing it"
+			kill -KILL "$pid" 2>/dev/null || true
+		fi
+		wait "$pid" 2>/dev/null || true
+	done
+}
+
 # am_kill_tree PID SIGNAL signals PID and all its descendants (children first), e.g. the
 # go command and the test binaries it runs.
 am_kill_tree() {
@@ -182,7 +208,7 @@ am_sweep_stale() {
 			[ -f "$pidf" ] || continue
 			pid=$(cat "$pidf" 2>/dev/null || true)
 			# Only kill the pid if it still is the service we started (pids get reused).
-			if [ -n "$pid" ] && grep -qa -e clickhouse -e stripe-mock "/proc/$pid/cmdline" 2>/dev/null; then
+			if [ -n "$pid" ] && grep -qa -e clickhouse -e stripe-mock -e zookeeper "/proc/$pid/cmdline" 2>/dev/null; then
 				kill -KILL "$pid" 2>/dev/null || true
 			fi
 		done
@@ -211,6 +237,15 @@ am_cleanup() {
 	if [ -n "$AM_CH_PID" ]; then
 		am_stop_pid "$AM_CH_PID" clickhouse-server
 		AM_CH_PID=""
+	fi
+	if [ -n "$AM_CLUSTER_PIDS" ]; then
+		# shellcheck disable=SC2086 # one pid per word
+		am_stop_pids clickhouse-server $AM_CLUSTER_PIDS
+		AM_CLUSTER_PIDS=""
+	fi
+	if [ -n "$AM_ZK_PID" ]; then
+		am_stop_pid "$AM_ZK_PID" zookeeper
+		AM_ZK_PID=""
 	fi
 	if [ -n "$AM_PG_DATA" ]; then
 		if ! am_as_pg "$AM_PG_BIN/pg_ctl" -D "$AM_PG_DATA" -m fast -w -t 30 stop >/dev/null 2>&1; then
@@ -398,6 +433,178 @@ am_start_clickhouse() {
 	[ "$ok" -eq 1 ] || am_die "ClickHouse did not start"
 	export AGENTMARKET_TEST_CLICKHOUSE_DSN="clickhouse://127.0.0.1:$tcp/default"
 	am_log "ClickHouse $(clickhouse-client --host 127.0.0.1 --port "$tcp" -q 'SELECT version()' 2>/dev/null) on 127.0.0.1:$tcp (http $http), up in $(am_since "$t0")s"
+}
+
+# --- ClickHouse cluster (ZooKeeper and three ClickHouse nodes) ----------------------------
+
+AM_CLUSTER_NAME=agentmarket_test
+
+am_ensure_zookeeper() {
+	[ -f /usr/share/java/zookeeper.jar ] && command -v java >/dev/null 2>&1 && return 0
+	am_apt_install zookeeper
+	[ -f /usr/share/java/zookeeper.jar ] || am_die "zookeeper installed but /usr/share/java/zookeeper.jar is missing"
+}
+
+# am_ch_ok PORT succeeds when a ClickHouse server answers on 127.0.0.1:PORT.
+am_ch_ok() { clickhouse-client --host 127.0.0.1 --port "$1" -q 'SELECT 1' >/dev/null 2>&1; }
+
+# am_zk_ok PORT succeeds when ZooKeeper on 127.0.0.1:PORT says it is fine.
+am_zk_ok() {
+	local out
+	out=$( (exec 3<>"/dev/tcp/127.0.0.1/$1" && printf ruok >&3 && timeout 1 cat <&3) 2>/dev/null) || return 1
+	[ "$out" = imok ]
+}
+
+# am_start_zookeeper starts a standalone ZooKeeper on a free loopback port (no admin
+# server) and sets AM_ZK_PORT.
+am_start_zookeeper() {
+	local dir=$AM_WORKDIR/zookeeper i try
+	am_ensure_zookeeper
+	for try in 1 2 3; do
+		am_pick_port AM_ZK_PORT
+		rm -rf "$dir"
+		mkdir -p "$dir/data"
+		printf '%s\n' "tickTime=500" "initLimit=10" "syncLimit=5" "dataDir=$dir/data" "clientPort=$AM_ZK_PORT" \
+			"clientPortAddress=127.0.0.1" "admin.enableServer=false" "maxClientCnxns=0" "4lw.commands.whitelist=ruok" >"$dir/zoo.cfg"
+		java -Xmx128m -Xss512k -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Dzookeeper.jmx.log4j.disable=true \
+			-cp /usr/share/java/zookeeper.jar org.apache.zookeeper.server.ZooKeeperServerMain "$dir/zoo.cfg" \
+			>"$dir/zookeeper.log" 2>&1 </dev/null &
+		AM_ZK_PID=$!
+		echo "$AM_ZK_PID" >"$AM_WORKDIR/zookeeper.svcpid"
+		for ((i = 0; i < 300; i++)); do # 30 s
+			am_zk_ok "$AM_ZK_PORT" && return 0
+			kill -0 "$AM_ZK_PID" 2>/dev/null || break
+			sleep 0.1
+		done
+		am_warn "ZooKeeper did not start on port $AM_ZK_PORT (try $try)"
+		tail -n 20 "$dir/zookeeper.log" >&2 2>/dev/null
+		am_stop_pid "$AM_ZK_PID" zookeeper
+		AM_ZK_PID=""
+	done
+	am_die "ZooKeeper did not start"
+}
+
+# am_cluster_xml TCP0 TCP1 TCP2 prints the remote_servers entry of the test cluster:
+# shard 01 with two replicas (nodes 1 and 2), shard 02 with one (node 3).
+am_cluster_xml() {
+	printf '<remote_servers><%s>' "$AM_CLUSTER_NAME"
+	printf '<shard><internal_replication>true</internal_replication>'
+	printf '<replica><host>127.0.0.1</host><port>%s</port></replica>' "$1" "$2"
+	printf '</shard><shard><internal_replication>true</internal_replication>'
+	printf '<replica><host>127.0.0.1</host><port>%s</port></replica>' "$3"
+	printf '</shard></%s></remote_servers>' "$AM_CLUSTER_NAME"
+}
+
+# am_cluster_alive TCP... succeeds when every node answers.
+am_cluster_alive() {
+	local port
+	for port in "$@"; do am_ch_ok "$port" || return 1; done
+}
+
+# am_restart_dead_nodes TCP0 TCP1 TCP2 starts again the cluster's nodes that stopped
+# (their config and data are kept) and waits until every node answers.
+am_restart_dead_nodes() {
+	local ports=("$@") pids=() pid n i dir
+	read -r -a pids <<<"$AM_CLUSTER_PIDS"
+	AM_CLUSTER_PIDS=""
+	for n in 0 1 2; do
+		pid=${pids[$n]}
+		if ! kill -0 "$pid" 2>/dev/null; then
+			dir=$AM_WORKDIR/cluster-node$((n + 1))
+			clickhouse-server --config-file="$dir/config.xml" >>"$dir/stdout.log" 2>&1 </dev/null &
+			pid=$!
+			echo "$pid" >"$AM_WORKDIR/cluster-node$((n + 1)).svcpid"
+		fi
+		AM_CLUSTER_PIDS+="$pid "
+	done
+	for ((i = 0; i < 600; i++)); do # 30 s
+		am_cluster_alive "${ports[@]}" && return 0
+		sleep 0.05
+	done
+}
+
+# am_start_clickhouse_cluster starts ZooKeeper and three ClickHouse nodes forming the
+# cluster $AM_CLUSTER_NAME (am_cluster_xml), each with its {shard} and {replica}
+# macros and distributed DDL, and exports AGENTMARKET_TEST_CLICKHOUSE_CLUSTER and
+# AGENTMARKET_TEST_CLICKHOUSE_CLUSTER_NODES (the nodes' DSNs, node 1 first).
+am_start_clickhouse_cluster() {
+	local t0 n dir i ok cluster extra nodes="" tcp=() http=() inter=() shards=(01 01 02)
+	t0=$(am_now)
+	am_ensure_clickhouse
+	am_start_zookeeper
+	for n in 0 1 2; do
+		am_pick_port "tcp[$n]"
+		am_pick_port "http[$n]"
+		am_pick_port "inter[$n]"
+	done
+	cluster=$(am_cluster_xml "${tcp[@]}")
+	for n in 0 1 2; do
+		dir=$AM_WORKDIR/cluster-node$((n + 1))
+		am_write_clickhouse_config "$dir" "${tcp[$n]}" "${http[$n]}"
+		extra="  <interserver_http_port>${inter[$n]}</interserver_http_port>"
+		extra+="<interserver_http_host>127.0.0.1</interserver_http_host>"
+		extra+="<zookeeper><node><host>127.0.0.1</host><port>$AM_ZK_PORT</port></node><session_timeout_ms>10000</session_timeout_ms></zookeeper>"
+		extra+="<distributed_ddl><path>/clickhouse/task_queue/ddl</path></distributed_ddl>"
+		extra+="<macros><shard>${shards[$n]}</shard><replica>node$((n + 1))</replica></macros>$cluster"
+		sed -i "s|</yandex>|$extra\n</yandex>|" "$dir/config.xml"
+		clickhouse-server --config-file="$dir/config.xml" >"$dir/stdout.log" 2>&1 </dev/null &
+		AM_CLUSTER_PIDS+="$! "
+		echo "$!" >"$AM_WORKDIR/cluster-node$((n + 1)).svcpid"
+	done
+	for n in 0 1 2; do
+		ok=0
+		for ((i = 0; i < 600; i++)); do # 30 s
+			if am_ch_ok "${tcp[$n]}"; then
+				ok=1
+				break
+			fi
+			sleep 0.05
+		done
+		if [ "$ok" -ne 1 ]; then
+			tail -n 20 "$AM_WORKDIR/cluster-node$((n + 1))/server.err.log" "$AM_WORKDIR/cluster-node$((n + 1))/stdout.log" >&2 2>/dev/null
+			am_die "ClickHouse cluster node $((n + 1)) did not start on port ${tcp[$n]}"
+		fi
+		nodes+="${nodes:+,}clickhouse://127.0.0.1:${tcp[$n]}/default"
+	done
+	# A distributed DDL query sent right after the start has been seen to crash an 18.16
+	# node (twice in about twenty fresh clusters, never later): one goes round first, and
+	# a node that dies of it is started again.
+	for i in 1 2 3; do
+		if clickhouse-client --host 127.0.0.1 --port "${tcp[0]}" -q "CREATE DATABASE IF NOT EXISTS am_warmup ON CLUSTER $AM_CLUSTER_NAME" >/dev/null 2>&1 &&
+			clickhouse-client --host 127.0.0.1 --port "${tcp[0]}" -q "DROP DATABASE IF EXISTS am_warmup ON CLUSTER $AM_CLUSTER_NAME" >/dev/null 2>&1 &&
+			am_cluster_alive "${tcp[@]}"; then
+			break
+		fi
+		[ "$i" -lt 3 ] || am_die "the ClickHouse cluster does not run distributed DDL (see $AM_WORKDIR/cluster-node*/server.err.log)"
+		am_warn "the ClickHouse cluster failed its first distributed DDL (try $i); starting the nodes that stopped again"
+		am_restart_dead_nodes "${tcp[@]}"
+	done
+	export AGENTMARKET_TEST_CLICKHOUSE_CLUSTER=$AM_CLUSTER_NAME
+	export AGENTMARKET_TEST_CLICKHOUSE_CLUSTER_NODES=$nodes
+	am_log "ClickHouse cluster $AM_CLUSTER_NAME: nodes 127.0.0.1:${tcp[0]} and ${tcp[1]} (shard 01), ${tcp[2]} (shard 02), ZooKeeper $AM_ZK_PORT; up in $(am_since "$t0")s"
+}
+
+# --- helm (the chart's checks) -------------------------------------------------------------
+
+AM_HELM_VERSION=v3.22.0
+
+# am_ensure_helm installs helm $AM_HELM_VERSION through the Go module proxy when the one in
+# GOBIN is missing or another version (the build takes a minute or two; later runs reuse
+# it), and exports AGENTMARKET_TEST_HELM.
+am_ensure_helm() {
+	local t0 gobin bin
+	t0=$(am_now)
+	gobin=$(go env GOBIN)
+	[ -n "$gobin" ] || gobin=$(go env GOPATH)/bin
+	bin=$gobin/helm
+	if ! { [ -x "$bin" ] && go version -m "$bin" 2>/dev/null | grep -q "helm.sh/helm/v3[[:space:]]*$AM_HELM_VERSION"; }; then
+		am_log "installing helm $AM_HELM_VERSION (go install; a minute or two, once)"
+		# Outside the module, so the project's go.mod is neither read nor changed.
+		(cd / && GOFLAGS=-mod=mod go install "helm.sh/helm/v3/cmd/helm@$AM_HELM_VERSION") ||
+			am_die "go install helm failed"
+	fi
+	export AGENTMARKET_TEST_HELM=$bin
+	am_log "helm $AM_HELM_VERSION at $bin, ready in $(am_since "$t0")s"
 }
 
 # --- stripe-mock ---------------------------------------------------------------------------

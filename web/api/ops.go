@@ -2,7 +2,10 @@ package api
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -10,12 +13,38 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/agentmarket/agentmarket"
 )
 
-// Check is one readiness check (a database ping, say).
+// Check is one readiness check: a service the process talks to.
 type Check struct {
-	Name  string
-	Check func(ctx context.Context) error
+	Name string
+	// Optional: the process still serves while the check fails; /readyz
+	// then answers 200 with status "degraded", and Impact says what is
+	// missing meanwhile.
+	Optional bool
+	Impact   string
+	// Check answers with a short detail (the server's version, say) or
+	// why it failed.
+	Check func(ctx context.Context) (string, error)
+}
+
+// CheckState is one check's entry in the /readyz answer.
+type CheckState struct {
+	State    string `json:"state"` // "up" or "down"
+	Detail   string `json:"detail,omitempty"`
+	Error    string `json:"error,omitempty"`
+	Optional bool   `json:"optional,omitempty"`
+	Impact   string `json:"impact,omitempty"`
+}
+
+// Readiness is the /readyz answer.
+type Readiness struct {
+	// Status is "ready" (every check up), "degraded" (optional ones down)
+	// or "unavailable" (a required one down: 503).
+	Status string                `json:"status"`
+	Checks map[string]CheckState `json:"checks"`
 }
 
 // Ops serves /healthz (the process is alive), /readyz (its dependencies
@@ -23,8 +52,80 @@ type Check struct {
 type Ops struct {
 	Registry *prometheus.Registry
 	Checks   []Check
+	// Log, when set, hears when a check goes down or comes back up.
+	Log      *slog.Logger
 	requests *prometheus.CounterVec
 	latency  *prometheus.HistogramVec
+	mu       sync.Mutex
+	down     map[string]bool
+}
+
+// Ready runs every check (each bounded by ctx) and logs the ones whose
+// state changed since the last run.
+func (o *Ops) Ready(ctx context.Context) Readiness {
+	r := Readiness{Status: "ready", Checks: make(map[string]CheckState, len(o.Checks))}
+	states := make([]CheckState, len(o.Checks))
+	var wg sync.WaitGroup
+	for i, ch := range o.Checks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			detail, err := ch.Check(ctx)
+			st := CheckState{State: "up", Detail: detail}
+			if err != nil {
+				st = CheckState{State: "down", Error: SafeCause(err), Optional: ch.Optional, Impact: ch.Impact}
+			}
+			states[i] = st
+			o.noteState(ch, err)
+		}()
+	}
+	wg.Wait()
+	for i, ch := range o.Checks {
+		r.Checks[ch.Name] = states[i]
+		if states[i].State == "up" {
+			continue
+		}
+		if !ch.Optional {
+			r.Status = "unavailable"
+		} else if r.Status == "ready" {
+			r.Status = "degraded"
+		}
+	}
+	return r
+}
+
+// noteState logs a check's changes of state; its first state is the
+// process's to announce at start.
+func (o *Ops) noteState(ch Check, err error) {
+	o.mu.Lock()
+	was, known := o.down[ch.Name]
+	if o.down == nil {
+		o.down = map[string]bool{}
+	}
+	o.down[ch.Name] = err != nil
+	o.mu.Unlock()
+	switch {
+	case o.Log == nil || !known || was == (err != nil):
+	case err != nil:
+		o.Log.Warn("dependency down", "check", ch.Name, "optional", ch.Optional, "impact", ch.Impact, "err", err)
+	default:
+		o.Log.Info("dependency up again", "check", ch.Name)
+	}
+}
+
+// SafeCause says why err happened in words fit for any caller: the
+// message of an application error (written to be shown), else the network
+// failure it names (agentmarket.Cause), else nothing specific. The full
+// error goes to the logs only.
+func SafeCause(err error) string {
+	var ae *agentmarket.Error
+	if errors.As(err, &ae) && ae.Message != "" {
+		return ae.Message
+	}
+	if c := agentmarket.Cause(err); c != "" {
+		return c
+	}
+	return "failed (the logs say why)"
 }
 
 // NewOps makes a registry with the Go and process collectors and the HTTP
@@ -93,16 +194,11 @@ func (o *Ops) Mount(app *fiber.App) {
 	app.Get("/readyz", func(c *fiber.Ctx) error {
 		ctx, cancel := context.WithTimeout(c.UserContext(), 2*time.Second)
 		defer cancel()
-		failed := fiber.Map{}
-		for _, ch := range o.Checks {
-			if err := ch.Check(ctx); err != nil {
-				failed[ch.Name] = err.Error()
-			}
+		r := o.Ready(ctx)
+		if r.Status == "unavailable" {
+			c.Status(fiber.StatusServiceUnavailable)
 		}
-		if len(failed) > 0 {
-			return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "unavailable", "failed": failed})
-		}
-		return c.JSON(fiber.Map{"status": "ready"})
+		return c.JSON(r)
 	})
 	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{})))
 }

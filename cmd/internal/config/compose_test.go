@@ -40,6 +40,18 @@ func TestComposeFile(t *testing.T) {
 	if img := doc.Services["stripe-mock"].Image; !strings.HasSuffix(img, ":v0.162.0") {
 		t.Errorf("stripe-mock image %q: must be pinned to v0.162.0", img)
 	}
+	// Each service's version is one the tests run, or docs/operations.md says it is not.
+	ops, err := os.ReadFile("../../../docs/operations.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, versions, _ := strings.Cut(string(ops), "\n## Versions\n")
+	versions, _, _ = strings.Cut(versions, "\n## ")
+	for _, name := range []string{"postgres", "clickhouse", "stripe-mock"} {
+		if img := doc.Services[name].Image; !strings.Contains(versions, "`"+img+"`") {
+			t.Errorf("service %s runs %s, which the versions table of docs/operations.md does not name", name, img)
+		}
+	}
 	for _, name := range []string{"postgres", "clickhouse", "stripe-mock"} {
 		if doc.Services[name].Healthcheck == nil {
 			t.Errorf("service %s has no healthcheck (the binaries wait for service_healthy)", name)

@@ -16,8 +16,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/listings/aesgcm"
 	"github.com/agentmarket/agentmarket/listings/httpfetch"
+	"github.com/agentmarket/agentmarket/metering/clickhouse"
 )
 
 // Config is every setting of both binaries.
@@ -28,6 +30,7 @@ type Config struct {
 	DataDir             string
 	DatabaseURL         string
 	ClickHouseURL       string
+	ClickHouseCluster   string // cluster mode: the cluster's name in the servers' remote_servers
 	StripeSecretKey     string
 	StripeWebhookSecret string
 	StripeAPIBase       string
@@ -44,6 +47,7 @@ type Config struct {
 	BillingGrace        time.Duration // how long a past-due contract keeps working
 	UsageReportWindow   time.Duration // the windows usage is reported to Stripe in
 	LogLevel            string
+	ShutdownTimeout     time.Duration // the whole way down after SIGTERM
 	Demo                bool
 }
 
@@ -94,6 +98,10 @@ type Setting struct {
 	set     func(c *Config, v string) error
 }
 
+// secretSettings are never echoed in an error.
+var secretSettings = map[string]bool{"secret-key": true, "operator-key": true, "stripe-secret-key": true, "stripe-webhook-secret": true,
+	"database-url": true, "clickhouse-url": true}
+
 // Env is the environment variable of a setting.
 func (s Setting) Env() string {
 	return "AGENTMARKET_" + strings.ToUpper(strings.ReplaceAll(s.Name, "-", "_"))
@@ -107,11 +115,12 @@ func str(f func(*Config) *string) func(*Config, string) error {
 // "meter").
 func Settings(bin string) []Setting {
 	common := []Setting{
-		{"data-dir", "directory for the embedded default's data (SQLite file, usage store, spool, generated keys)", "./agentmarket-data", str(func(c *Config) *string { return &c.DataDir })},
+		{"data-dir", "directory for local data: the embedded default's SQLite files and generated keys, and the meter's usage spool (keep it on a disk that survives restarts)", "./agentmarket-data", str(func(c *Config) *string { return &c.DataDir })},
 		{"database-url", "PostgreSQL DSN; empty = embedded SQLite in the data dir", "", str(func(c *Config) *string { return &c.DatabaseURL })},
 		{"clickhouse-url", "ClickHouse native DSN (clickhouse://host:9000/db); empty = embedded usage store", "", str(func(c *Config) *string { return &c.ClickHouseURL })},
+		{"clickhouse-cluster", "name of the ClickHouse cluster (in the servers' remote_servers) to run on: tables are created ON CLUSTER as replicated tables behind Distributed ones; empty = a single server", "", str(func(c *Config) *string { return &c.ClickHouseCluster })},
 		{"secret-key", "32-byte key (base64) that encrypts stored seller credentials; generated into the data dir when embedded, required with a database URL", "", str(func(c *Config) *string { return &c.SecretKey })},
-		{"fetch-allow-cidrs", "address ranges that card fetches, agents' endpoints (calls from the meter) and webhooks may reach despite the SSRF rules, e.g. 127.0.0.0/8", "", str(func(c *Config) *string { return &c.FetchAllowCIDRs })},
+		{"fetch-allow-cidrs", "address ranges that card fetches, agents' endpoints (calls from the meter) and webhooks may reach despite the SSRF rules, e.g. 127.0.0.0/8 (--demo adds 127.0.0.1, where its agents listen)", "", str(func(c *Config) *string { return &c.FetchAllowCIDRs })},
 		{"policy-reload", "how often policies are re-read from the database", "2s", func(c *Config, v string) error {
 			d, err := time.ParseDuration(v)
 			if err != nil || d < 100*time.Millisecond {
@@ -147,6 +156,7 @@ func Settings(bin string) []Setting {
 		{"push-retention", "how long delivered and failed push deliveries are kept (GET /api/v1/push-deliveries shows them)", "720h", duration(time.Hour, func(c *Config) *time.Duration { return &c.MeterLimits.PushRetention })},
 		{"push-retry-base", "delay before the first retry of a push delivery; doubled each attempt (with jitter), up to push-retry-max", "1s", duration(10*time.Millisecond, func(c *Config) *time.Duration { return &c.MeterLimits.PushRetryBase })},
 		{"push-retry-max", "longest delay between two attempts of a push delivery", "5m", duration(10*time.Millisecond, func(c *Config) *time.Duration { return &c.MeterLimits.PushRetryMax })},
+		{"shutdown-timeout", "longest the process takes to stop after SIGTERM (half of it to finish requests under way, the rest to flush usage and close); then it exits anyway", "10s", duration(time.Second, func(c *Config) *time.Duration { return &c.ShutdownTimeout })},
 		{"log-level", "debug, info, warn or error", "info", func(c *Config, v string) error {
 			switch v {
 			case "debug", "info", "warn", "error":
@@ -156,7 +166,7 @@ func Settings(bin string) []Setting {
 			return errors.New("must be debug, info, warn or error")
 		}},
 	}
-	meterAddr := Setting{"meter-addr", "meter listen address (cmd/meter)", "127.0.0.1:8081", addr(func(c *Config) *string { return &c.MeterAddr })}
+	meterAddr := Setting{"meter-addr", "meter listen address (cmd/meter); a marketplace without its embedded meter derives the meter's public URL from it when that is not set", "127.0.0.1:8081", addr(func(c *Config) *string { return &c.MeterAddr })}
 	publicMeter := Setting{"public-meter-url", "base URL buyers use to reach the meter (written into proxied cards); derived from the address when empty", "", func(c *Config, v string) error {
 		if v == "" {
 			return nil
@@ -174,7 +184,7 @@ func Settings(bin string) []Setting {
 	return append([]Setting{
 		{"addr", "marketplace listen address (API, web UI; the meter too when embedded)", "127.0.0.1:8080", addr(func(c *Config) *string { return &c.Addr })},
 		publicMeter,
-		{"embedded-meter", "serve the meter from the marketplace process", "true", boolean(func(c *Config) *bool { return &c.EmbeddedMeter })},
+		{"embedded-meter", "serve the meter from the marketplace process; false when meters run apart (cmd/meter)", "true", boolean(func(c *Config) *bool { return &c.EmbeddedMeter })},
 		{"stripe-secret-key", "Stripe secret key; empty = the platform's own ledger", "", str(func(c *Config) *string { return &c.StripeSecretKey })},
 		{"stripe-webhook-secret", "Stripe webhook signing secret", "", str(func(c *Config) *string { return &c.StripeWebhookSecret })},
 		{"stripe-api-base", "Stripe API base URL (stripe-mock in tests)", "", str(func(c *Config) *string { return &c.StripeAPIBase })},
@@ -282,15 +292,20 @@ func Load(bin string, args []string, getenv func(string) string, out io.Writer) 
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q (settings are flags like --addr, or AGENTMARKET_* variables)", fs.Arg(0))
 	}
+	// Every setting is read and every rule checked, so that one run lists
+	// all that is wrong. (The rules between settings read only settings
+	// that any value fits, so they never judge a value that failed above.)
 	var errs []string
 	for _, s := range settings {
 		if err := s.set(c, *values[s.Name]); err != nil {
-			errs = append(errs, fmt.Sprintf("--%s / %s: %v (got %q)", s.Name, s.Env(), err, *values[s.Name]))
+			got := fmt.Sprintf("%q", *values[s.Name])
+			if secretSettings[s.Name] {
+				got = "a value that is not shown"
+			}
+			errs = append(errs, fmt.Sprintf("--%s / %s: %v (got %s)", s.Name, s.Env(), err, got))
 		}
 	}
-	if len(errs) == 0 {
-		errs = c.validate(bin)
-	}
+	errs = append(errs, c.validate(bin)...)
 	if len(errs) > 0 {
 		sort.Strings(errs)
 		return nil, fmt.Errorf("invalid configuration:\n  %s", strings.Join(errs, "\n  "))
@@ -332,14 +347,33 @@ func (c *Config) validate(bin string) []string {
 	if c.DatabaseURL != "" && !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
 		errs = append(errs, "--database-url / AGENTMARKET_DATABASE_URL: must be a postgres:// URL (leave empty for embedded SQLite)")
 	}
-	if c.ClickHouseURL != "" && !strings.HasPrefix(c.ClickHouseURL, "clickhouse://") {
-		errs = append(errs, "--clickhouse-url / AGENTMARKET_CLICKHOUSE_URL: must be a clickhouse:// native DSN")
+	if c.ClickHouseURL != "" {
+		if !strings.HasPrefix(c.ClickHouseURL, "clickhouse://") {
+			errs = append(errs, "--clickhouse-url / AGENTMARKET_CLICKHOUSE_URL: must be a clickhouse:// native DSN")
+		} else if err := clickhouse.CheckDSN(c.ClickHouseURL); err != nil {
+			var ae *agentmarket.Error
+			errors.As(err, &ae)
+			errs = append(errs, "--clickhouse-url / AGENTMARKET_CLICKHOUSE_URL: "+ae.Message)
+		}
 	}
 	if bin == "meter" && c.Embedded() {
 		errs = append(errs, "--database-url / AGENTMARKET_DATABASE_URL: the standalone meter needs the shared PostgreSQL (the embedded default runs the meter inside cmd/marketplace)")
 	}
+	if c.ClickHouseCluster != "" {
+		if c.ClickHouseURL == "" {
+			errs = append(errs, "--clickhouse-cluster / AGENTMARKET_CLICKHOUSE_CLUSTER: needs AGENTMARKET_CLICKHOUSE_URL (a node of the cluster)")
+		}
+		if !clickhouse.ValidCluster(c.ClickHouseCluster) {
+			errs = append(errs, "--clickhouse-cluster / AGENTMARKET_CLICKHOUSE_CLUSTER: must be a plain name (letters, digits, _)")
+		}
+	}
 	if c.StripeSecretKey != "" && c.StripeWebhookSecret == "" {
 		errs = append(errs, "--stripe-webhook-secret / AGENTMARKET_STRIPE_WEBHOOK_SECRET: required with a Stripe secret key")
+	}
+	if c.StripeAPIBase != "" {
+		if u, err := url.Parse(c.StripeAPIBase); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, "--stripe-api-base / AGENTMARKET_STRIPE_API_BASE: must be an http(s) URL like https://api.stripe.com")
+		}
 	}
 	return errs
 }

@@ -50,6 +50,17 @@ func TestErrorsNameTheSetting(t *testing.T) {
 		{"marketplace", map[string]string{"AGENTMARKET_STRIPE_SECRET_KEY": "sk_test_1"}, []string{"AGENTMARKET_STRIPE_WEBHOOK_SECRET"}},
 		{"meter", map[string]string{}, []string{"AGENTMARKET_DATABASE_URL"}},
 		{"meter", map[string]string{"AGENTMARKET_METER_ADDR": "x"}, []string{"AGENTMARKET_METER_ADDR"}},
+		// A bad value and a broken rule between settings, in one run.
+		{"marketplace", map[string]string{"AGENTMARKET_ADDR": "nope", "AGENTMARKET_DATABASE_URL": "postgres://x/y", "AGENTMARKET_SHUTDOWN_TIMEOUT": "1ms",
+			"AGENTMARKET_CLICKHOUSE_URL": "clickhouse://127.0.0.1:9000/db?dial_timeout=soon", "AGENTMARKET_STRIPE_SECRET_KEY": "sk_test_1",
+			"AGENTMARKET_STRIPE_API_BASE": "stripe-mock:12111"},
+			[]string{"AGENTMARKET_ADDR", "AGENTMARKET_SECRET_KEY: required", "AGENTMARKET_SHUTDOWN_TIMEOUT", "AGENTMARKET_CLICKHOUSE_URL: the ClickHouse URL is not valid",
+				"AGENTMARKET_STRIPE_WEBHOOK_SECRET", "AGENTMARKET_STRIPE_API_BASE"}},
+		{"meter", map[string]string{"AGENTMARKET_DATABASE_URL": "postgres://x/y", "AGENTMARKET_SECRET_KEY": "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
+			"AGENTMARKET_CLICKHOUSE_CLUSTER": "am"}, []string{"AGENTMARKET_CLICKHOUSE_CLUSTER: needs AGENTMARKET_CLICKHOUSE_URL"}},
+		{"marketplace", map[string]string{"AGENTMARKET_CLICKHOUSE_URL": "clickhouse://127.0.0.1:9000/db", "AGENTMARKET_CLICKHOUSE_CLUSTER": "am; DROP"},
+			[]string{"AGENTMARKET_CLICKHOUSE_CLUSTER: must be a plain name"}},
+		{"meter", map[string]string{"AGENTMARKET_METER_ADDR": "x", "AGENTMARKET_LOG_LEVEL": "loud"}, []string{"AGENTMARKET_METER_ADDR", "AGENTMARKET_LOG_LEVEL", "AGENTMARKET_DATABASE_URL"}},
 	}
 	for _, tc := range cases {
 		_, err := config.Load(tc.bin, nil, env(tc.env), io.Discard)
@@ -91,5 +102,17 @@ func TestAllowCIDRs(t *testing.T) {
 		if got := fmt.Sprint(c.AllowCIDRs()); got != tc.want {
 			t.Errorf("%v %v: AllowCIDRs = %s, want %s", tc.args, tc.env, got, tc.want)
 		}
+	}
+}
+
+// TestSecretsAreNotEchoed: a bad secret is named, its value never shown.
+func TestSecretsAreNotEchoed(t *testing.T) {
+	_, err := config.Load("marketplace", nil, env(map[string]string{"AGENTMARKET_OPERATOR_KEY": "hunter2-not-a-key",
+		"AGENTMARKET_CLICKHOUSE_URL": "clickhouse://u:hunter3@127.0.0.1:9000/db?dial_timeout=soon"}), io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "AGENTMARKET_OPERATOR_KEY") || !strings.Contains(err.Error(), "AGENTMARKET_CLICKHOUSE_URL") {
+		t.Fatalf("err = %v", err)
+	}
+	if strings.Contains(err.Error(), "hunter") {
+		t.Fatalf("the error shows a secret: %v", err)
 	}
 }

@@ -34,6 +34,7 @@ type BillingParts struct {
 	Service  *billing.Service
 	Reporter *billing.Reporter // nil without Stripe
 	Webhooks *billing.Webhooks // nil without Stripe
+	Stripe   *stripe.Provider  // nil without Stripe
 	grace    time.Duration
 	logger   *slog.Logger
 }
@@ -49,6 +50,7 @@ func Billing(ctx context.Context, cfg *config.Config, d BillingDeps) (*BillingPa
 	if cfg.StripeSecretKey != "" {
 		provider := stripe.New(stripe.Config{SecretKey: cfg.StripeSecretKey, APIBase: cfg.StripeAPIBase})
 		svc.Provider = provider
+		parts.Stripe = provider
 		parts.Reporter = &billing.Reporter{Store: store, Provider: provider, Usage: d.Usage, Clock: d.Clock, Window: cfg.UsageReportWindow, Logger: d.Logger}
 		parts.Webhooks = &billing.Webhooks{Verifier: &stripe.WebhookVerifier{Secret: cfg.StripeWebhookSecret}, Store: store, Contracts: d.States,
 			Clock: d.Clock, Logger: d.Logger}

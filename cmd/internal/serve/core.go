@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -41,8 +43,13 @@ type Core struct {
 	Usage        metering.Store
 	// Dialer is the base of every connection toward agents and buyers'
 	// webhooks; Guard(cfg, Dialer) is installed on it everywhere.
-	Dialer  *net.Dialer
-	closers []func() error
+	Dialer *net.Dialer
+	// Dependencies are the services the process talks to (the database,
+	// the usage store; the marketplace adds Stripe), for the banner and
+	// /readyz.
+	Dependencies []Dependency
+	closeMu      sync.Mutex
+	closers      []func() error
 }
 
 // Option adjusts a Core before OpenCore builds anything over it.
@@ -116,15 +123,42 @@ func OpenCore(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ..
 	c.Usage = usage
 	c.closers = append(c.closers, closeUsage)
 	c.Accounts.Spend = storeSpend{store: usage}
+	c.Dependencies = []Dependency{
+		{Name: "database", Where: databaseWhere(cfg), Ping: c.DB.Version},
+		{Name: "usage_store", Where: usageWhere(cfg), Optional: cfg.ClickHouseURL != "", Ping: pingUsage(usage),
+			Impact: "usage reports, invoice previews and budget checks fail until it answers; metered calls go on, their usage waits in the meter's spool"},
+	}
 	return c, nil
 }
 
-// Close releases what OpenCore opened, last first.
-func (c *Core) Close() {
-	for i := len(c.closers) - 1; i >= 0; i-- {
-		c.closers[i]()
+// pingUsage asks the usage store for its version, or (a store without
+// one) for an empty total, which proves it answers.
+func pingUsage(s metering.Store) func(context.Context) (string, error) {
+	if p, ok := s.(interface {
+		Ping(context.Context) (string, error)
+	}); ok {
+		return p.Ping
 	}
+	return func(ctx context.Context) (string, error) {
+		now := time.Now().UTC()
+		if _, err := s.Totals(ctx, metering.Query{GroupBy: metering.ByListing, From: now, To: now.Add(time.Millisecond)}); err != nil {
+			return "", err
+		}
+		return "embedded", nil
+	}
+}
+
+// Close releases what OpenCore opened, last first. Only the first call
+// does anything; another one (a deferred Close after the shutdown step)
+// returns at once.
+func (c *Core) Close() {
+	c.closeMu.Lock()
+	closers := c.closers
 	c.closers = nil
+	c.closeMu.Unlock()
+	for i := len(closers) - 1; i >= 0; i-- {
+		closers[i]()
+	}
 }
 
 // MeterBodyLimit is the largest request body the meter's routes take in:
@@ -141,7 +175,9 @@ type Marketplace struct {
 	Subscriptions  *contracts.Subscriptions
 	Ops            *api.Ops
 	PublicMeterURL string
-	stop           func()
+	// Dependencies are the core's and Stripe's (when configured).
+	Dependencies []Dependency
+	stop         atomic.Pointer[func(context.Context) error]
 }
 
 // NewMarketplace assembles the marketplace app for a server listening at
@@ -149,7 +185,7 @@ type Marketplace struct {
 // pipeline). Close stops it, flushing the meter's spool.
 func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace, error) {
 	cfg := c.Config
-	m := &Marketplace{PublicMeterURL: cfg.PublicMeterURL, stop: func() {}}
+	m := &Marketplace{PublicMeterURL: cfg.PublicMeterURL}
 	if m.PublicMeterURL == "" {
 		m.PublicMeterURL = baseURL // the embedded meter shares the marketplace's address
 		if !cfg.EmbeddedMeter {
@@ -172,8 +208,16 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 		Billing:  bill.Service, Webhooks: bill.Webhooks,
 		Authorizer: c.Authz, Logger: c.Log, PublicMeterURL: m.PublicMeterURL,
 		Tasks: tasks}
+	m.Dependencies = append([]Dependency(nil), c.Dependencies...)
+	if cfg.ClickHouseURL != "" && !cfg.EmbeddedMeter {
+		m.Dependencies[1].Impact = "usage reports, invoice previews and budget checks fail until it answers"
+	}
+	if bill.Stripe != nil {
+		m.Dependencies = append(m.Dependencies, Dependency{Name: "stripe", Where: stripeWhere(cfg), Optional: true, Ping: bill.Stripe.Ping,
+			Impact: "new subscriptions fail and usage reports wait in the outbox until it answers"})
+	}
 	m.Ops = api.NewOps("marketplace")
-	m.Ops.Checks = append(m.Ops.Checks, api.Check{Name: "database", Check: c.DB.Ping})
+	m.Ops.Log = c.Log
 	m.App = App("marketplace", srv.ErrorHandler, c.MeterBodyLimit())
 	m.App.Use(m.Ops.Middleware)
 	m.Ops.Mount(m.App)
@@ -187,15 +231,15 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 			stopMeter()
 			return nil, err
 		}
-		m.Ops.Checks = append(m.Ops.Checks, api.Check{Name: "usage spool", Check: meter.Ready})
-		m.stop = func() {
-			flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			meter.Close(flushCtx)
-			stopMeter()
+		stop := func(ctx context.Context) error {
+			defer stopMeter()
+			return CloseMeter(ctx, meter)
 		}
+		m.stop.Store(&stop)
 		meter.Proxy.Mount(m.App)
+		m.Dependencies = append(m.Dependencies, spoolDependency(cfg, meter))
 	}
+	m.Ops.Checks = Checks(m.Dependencies)
 	srv.Mount(m.App)
 	web.New(web.Deps{Accounts: c.Accounts, Sessions: c.AccountStore, Listings: c.Catalog, Subscriptions: m.Subscriptions,
 		Usage: srv.Usage, Invoices: srv.Invoices, Billing: bill.Service, Authorizer: c.Authz, Logger: c.Log, Clock: c.Clock,
@@ -203,5 +247,20 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 	return m, nil
 }
 
-// Close stops the marketplace's background work, flushing the meter.
-func (m *Marketplace) Close() { m.stop() }
+// Close stops the marketplace's background work, flushing the meter for
+// at most 5 s.
+func (m *Marketplace) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	m.Stop(ctx)
+}
+
+// Stop stops the marketplace's background work, flushing the embedded
+// meter's spool until ctx ends; what is not shipped by then stays in the
+// spool for the next start, and the error says how much.
+func (m *Marketplace) Stop(ctx context.Context) error {
+	if stop := m.stop.Swap(nil); stop != nil {
+		return (*stop)(ctx)
+	}
+	return nil
+}

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -30,9 +31,17 @@ import (
 // embedded store in the data dir.
 func UsageStore(ctx context.Context, cfg *config.Config) (metering.Store, func() error, error) {
 	if cfg.ClickHouseURL != "" {
-		s, err := clickhouse.Open(ctx, cfg.ClickHouseURL)
-		if agentmarket.KindOf(err) == agentmarket.Unavailable {
-			l := &lazyStore{dsn: cfg.ClickHouseURL}
+		// A server that does not answer in time is opened later, like one
+		// that is down: the process must start (and spool) without it.
+		var opts []clickhouse.Option
+		if cfg.ClickHouseCluster != "" {
+			opts = append(opts, clickhouse.WithCluster(cfg.ClickHouseCluster))
+		}
+		octx, cancel := context.WithTimeout(ctx, StartPingTimeout)
+		s, err := clickhouse.Open(octx, cfg.ClickHouseURL, opts...)
+		cancel()
+		if agentmarket.KindOf(err) == agentmarket.Unavailable || (errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil) {
+			l := &lazyStore{dsn: cfg.ClickHouseURL, opts: opts}
 			return l, l.Close, nil
 		}
 		if err != nil {
@@ -66,9 +75,10 @@ func (s storeSpend) Spent(ctx context.Context, apiKeyID, contractID string, from
 // lazyStore opens ClickHouse on first use: the meter must start (and spool)
 // while ClickHouse is down.
 type lazyStore struct {
-	dsn string
-	mu  sync.Mutex
-	s   *clickhouse.Store
+	dsn  string
+	opts []clickhouse.Option
+	mu   sync.Mutex
+	s    *clickhouse.Store
 }
 
 func (l *lazyStore) get(ctx context.Context) (*clickhouse.Store, error) {
@@ -77,7 +87,7 @@ func (l *lazyStore) get(ctx context.Context) (*clickhouse.Store, error) {
 	if l.s != nil {
 		return l.s, nil
 	}
-	s, err := clickhouse.Open(ctx, l.dsn)
+	s, err := clickhouse.Open(ctx, l.dsn, l.opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -107,6 +117,15 @@ func (l *lazyStore) Rows(ctx context.Context, q metering.Query) ([]metering.Usag
 		return nil, err
 	}
 	return s.Rows(ctx, q)
+}
+
+// Ping opens the store if it is not open yet, and asks for its version.
+func (l *lazyStore) Ping(ctx context.Context) (string, error) {
+	s, err := l.get(ctx)
+	if err != nil {
+		return "", err
+	}
+	return s.Ping(ctx)
 }
 
 func (l *lazyStore) Close() error {
@@ -217,10 +236,6 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 	go func() { defer loops.Done(); p.RunPushDelivery(loopsCtx) }()
 	return &Meter{Proxy: p, Spool: spool, Shipper: ship, stopLoops: func() { stop(); loops.Wait() }}, nil
 }
-
-// Ready is the meter's readiness: not ready while it cannot record usage
-// (then it refuses calls too).
-func (m *Meter) Ready(context.Context) error { return m.Proxy.RecordingErr() }
 
 // Close flushes the spool to the store (bounded by ctx) and closes it.
 // Whatever is not shipped stays in the spool for the next start.

@@ -1,0 +1,91 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+// Step is one part of a process's way down, after its HTTP server has
+// stopped: flushing the meter's spool, closing the database.
+type Step struct {
+	Name string
+	Run  func(ctx context.Context) error
+}
+
+// Serve serves app on ln until ctx ends, then shuts down within budget,
+// logging each part with what it took. The server stops accepting and
+// gets half the budget to finish the requests under way (streams and slow
+// clients still open then are left to the steps, which end the meter);
+// then the steps run in turn with whatever remains. A step still running
+// when the budget is spent is left behind, logged, and Serve returns: a
+// process never hangs on its way out, whatever a dependency does.
+func Serve(ctx context.Context, app *fiber.App, ln net.Listener, log *slog.Logger, budget time.Duration, steps ...Step) error {
+	errc := make(chan error, 1)
+	go func() { errc <- app.Listener(lingerListener{ln}) }()
+	var serveErr error
+	select {
+	case serveErr = <-errc:
+		log.Error("server failed; stopping", "err", serveErr)
+	case <-ctx.Done():
+	}
+	t0 := time.Now()
+	deadline := t0.Add(budget)
+	log.Info("shutting down", "budget", budget.String())
+
+	if serveErr == nil {
+		if err := app.ShutdownWithTimeout(budget / 2); errors.Is(err, context.DeadlineExceeded) {
+			log.Warn("http server: requests still open after half the budget; ending them with the process", "took_ms", ms(time.Since(t0)))
+		} else if err != nil {
+			log.Warn("http server shutdown", "err", err, "took_ms", ms(time.Since(t0)))
+		} else {
+			log.Info("http server stopped", "took_ms", ms(time.Since(t0)))
+		}
+	}
+
+	stepCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
+	defer cancel()
+	for i, s := range steps {
+		s0 := time.Now()
+		done := make(chan error, 1)
+		go func() { done <- s.Run(stepCtx) }()
+		// A step that honours ctx returns right at the deadline: a moment
+		// of grace lets it say so.
+		grace := time.NewTimer(time.Until(deadline) + 100*time.Millisecond)
+		select {
+		case err := <-done:
+			grace.Stop()
+			if err != nil {
+				log.Warn("shutdown step failed", "step", s.Name, "err", err, "took_ms", ms(time.Since(s0)))
+			} else {
+				log.Info("shutdown step done", "step", s.Name, "took_ms", ms(time.Since(s0)))
+			}
+		case <-grace.C:
+			left := make([]string, 0, len(steps)-i)
+			for _, l := range steps[i:] {
+				left = append(left, l.Name)
+			}
+			log.Error("shutdown budget spent; exiting without waiting", "budget", budget.String(), "unfinished", left, "took_ms", ms(time.Since(t0)))
+			return serveErr
+		}
+	}
+	log.Info("stopped", "took_ms", ms(time.Since(t0)))
+	return serveErr
+}
+
+func ms(d time.Duration) int64 { return d.Milliseconds() }
+
+// CloseMeter stops the meter, shipping its spool until ctx ends, and says
+// how many rows stay in the spool for the next start.
+func CloseMeter(ctx context.Context, m *Meter) error {
+	err := m.Close(ctx)
+	if left := m.Spool.Stats().Rows; left > 0 {
+		return fmt.Errorf("%d usage rows stay in the spool and ship at the next start (the usage store did not take them in time)", left)
+	}
+	return err
+}

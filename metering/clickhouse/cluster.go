@@ -1,0 +1,108 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/agentmarket/agentmarket"
+)
+
+// Cluster mode (Open with WithCluster): the same migrations, run on every
+// node of a ClickHouse cluster (ON CLUSTER, through the servers'
+// distributed DDL queue in ZooKeeper). Each table T of a migration becomes
+//
+//   - T_local on every node: the Replicated form of T's engine, one
+//     ZooKeeper path per shard ({shard} macro) and one replica name per
+//     node ({replica} macro, unique across the cluster), so the replicas of
+//     a shard hold the same rows and deduplicate a re-sent block;
+//   - T on every node: a Distributed table over T_local, sharded by a hash
+//     of T's sorting key, in front of it.
+//
+// Reads and inserts name T, as on a single server, so the store's SQL is
+// the same in both modes. Because the sorting key of a row decides its
+// shard, the copies of a row (a batch sent again, equal keys) land on the
+// same shard, where the ReplacingMergeTree collapses them and FINAL reads
+// them once; inserts go through the Distributed table synchronously
+// (insert_distributed_sync), so a batch is acknowledged only once every
+// shard has it.
+
+// clusterName is what a cluster name may be: it is written into SQL.
+var clusterName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,63}$`)
+
+// ValidCluster reports whether name can name a cluster here.
+func ValidCluster(name string) bool { return clusterName.MatchString(name) }
+
+var (
+	createTable = regexp.MustCompile(`(?is)^CREATE TABLE IF NOT EXISTS (\w+)\s*\((.*)\)\s*ENGINE\s*=\s*(\w*)MergeTree(?:\(([^()]*)\))?\s*(.*)$`)
+	orderBy     = regexp.MustCompile(`(?is)\bORDER BY\s+(\([^()]*\)|\w+)`)
+	alterTable  = regexp.MustCompile(`(?is)^ALTER TABLE (\w+)\s+((?:ADD|DROP|MODIFY|COMMENT) COLUMN .*)$`)
+)
+
+// ClusterStatements rewrites one statement of a migration (in the form
+// TestMigrationForm allows) for cluster on database db: a CREATE TABLE
+// becomes the replicated local table and the Distributed table in front,
+// an ALTER of a column alters both. Any other statement is refused: the
+// migrations must keep to what both modes can run.
+func ClusterStatements(stmt, cluster, db string) ([]string, error) {
+	stmt = strings.TrimSpace(stmt)
+	if m := createTable.FindStringSubmatch(stmt); m != nil {
+		table, cols, variant, params, rest := m[1], m[2], m[3], strings.TrimSpace(m[4]), strings.TrimSpace(m[5])
+		key := orderBy.FindStringSubmatch(rest)
+		if key == nil {
+			return nil, fmt.Errorf("table %s: no plain ORDER BY to shard by", table)
+		}
+		local := table + "_local"
+		args := fmt.Sprintf("'/clickhouse/tables/{shard}/%s/%s', '{replica}'", db, local)
+		if params != "" {
+			args += ", " + params
+		}
+		return []string{
+			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s.%s ON CLUSTER %s (%s) ENGINE = Replicated%sMergeTree(%s) %s",
+				db, local, cluster, cols, variant, args, rest),
+			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s.%s ON CLUSTER %s AS %s.%s ENGINE = Distributed(%s, %s, %s, cityHash64(%s))",
+				db, table, cluster, db, local, cluster, db, local, strings.Trim(key[1], "()")),
+		}, nil
+	}
+	if m := alterTable.FindStringSubmatch(stmt); m != nil {
+		table, change := m[1], m[2]
+		return []string{
+			fmt.Sprintf("ALTER TABLE %s.%s_local ON CLUSTER %s %s", db, table, cluster, change),
+			fmt.Sprintf("ALTER TABLE %s.%s ON CLUSTER %s %s", db, table, cluster, change),
+		}, nil
+	}
+	return nil, fmt.Errorf("cluster mode cannot run this statement (only CREATE TABLE IF NOT EXISTS … ENGINE = …MergeTree and ALTER TABLE … COLUMN): %.80s", stmt)
+}
+
+// checkMode refuses a database laid out for the other mode: on a cluster,
+// tables a single server made (their CREATE TABLE IF NOT EXISTS would skip
+// the cluster's, and the schema_migrations there would say it is all done);
+// on a single server, a cluster's Distributed tables (a migration would
+// then change one node's table only). docs/operations.md says how to move
+// a single server's usage onto a cluster. It also says whether the
+// database has its schema_migrations table already.
+func (s *Store) checkMode(ctx context.Context) (tracked bool, err error) {
+	rows, err := s.conn.Query(ctx, "SELECT name, engine FROM system.tables WHERE database = ? AND name IN ('usage', 'schema_migrations')", s.db)
+	if err != nil {
+		return false, unavailable(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name, engine string
+		if err := rows.Scan(&name, &engine); err != nil {
+			return false, unavailable(err)
+		}
+		tracked = tracked || name == "schema_migrations"
+		switch {
+		case s.cluster != "" && engine != "Distributed":
+			return false, agentmarket.Errorf(agentmarket.Invalid, "clickhouse_mode",
+				"ClickHouse database %s holds a single server's table %s (%s), not a cluster's: move its rows to the cluster first (docs/operations.md, ClickHouse as a cluster), or leave AGENTMARKET_CLICKHOUSE_CLUSTER empty",
+				s.db, name, engine)
+		case s.cluster == "" && engine == "Distributed":
+			return false, agentmarket.Errorf(agentmarket.Invalid, "clickhouse_mode",
+				"ClickHouse database %s is a cluster's (its table %s is Distributed): set AGENTMARKET_CLICKHOUSE_CLUSTER to the cluster's name", s.db, name)
+		}
+	}
+	return tracked, rows.Err()
+}
