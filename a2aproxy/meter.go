@@ -151,13 +151,17 @@ func (p *Proxy) finish(ctx context.Context, cl *call, latency time.Duration) {
 	if cl.binds != nil && cl.errCode == 0 {
 		u.Binds = cl.binds
 	}
+	// The life events this call records itself (a pause, a resume, a
+	// cancel with who and why) go first: once the row is in the spool the
+	// shipper may record the task's end, which would close a pause before
+	// its resume is written.
+	p.trackLife(ctx, cl)
 	if err := p.Recorder.Record(ctx, u); err != nil {
 		// The answer goes to the buyer (the agent did the work), but the
 		// meter takes no more calls until it can record again.
 		p.recordFailed.Store(time.Now().UnixNano())
 		p.Logger.ErrorContext(ctx, "usage not recorded; the meter refuses calls until it can record again", "trace_id", u.TraceID, "task_id", u.TaskID, "err", err)
 	}
-	p.trackLife(ctx, cl)
 	if p.Metrics != nil {
 		p.Metrics.observe(cl, latency)
 	}

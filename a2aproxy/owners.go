@@ -196,6 +196,26 @@ func (x *ownerIndex) Lookup(ctx context.Context, listingID, taskID string) (*con
 	}
 }
 
+// MarkEnded records in the index that the task's end is recorded, so the
+// projection does not record it again for every later call that sees it.
+func (x *ownerIndex) MarkEnded(listingID, taskID string) {
+	k := ownerKey{listingID, taskID}
+	sh := x.shard(k)
+	sh.mu.Lock()
+	if b, ok := sh.m[k]; ok && b.Ended == nil {
+		c := *b
+		c.Ended = &contracts.TaskEvent{Kind: contracts.TaskEnded}
+		sh.m[k] = &c
+	}
+	sh.mu.Unlock()
+}
+
+// EndedKnown reports whether the index knows the task's end is recorded.
+func (x *ownerIndex) EndedKnown(listingID, taskID string) bool {
+	b := x.Peek(listingID, taskID)
+	return b != nil && b.Ended != nil
+}
+
 // MarkReused records in the index that the task's id was reused for
 // another org (the database is told by the caller).
 func (x *ownerIndex) MarkReused(listingID, taskID string, at time.Time) {

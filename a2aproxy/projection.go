@@ -3,6 +3,7 @@ package a2aproxy
 import (
 	"context"
 
+	"github.com/agentmarket/agentmarket/a2aproxy/wire"
 	"github.com/agentmarket/agentmarket/contracts"
 	"github.com/agentmarket/agentmarket/metering"
 )
@@ -25,13 +26,28 @@ import (
 // before anything is relayed.
 func (p *Proxy) Project(ctx context.Context, rows []metering.Usage) error {
 	var bs []contracts.TaskBinding
+	var ends []contracts.TaskEvent
 	for i := range rows {
 		u := &rows[i]
-		if u.Binds == nil {
-			continue
+		var ended *contracts.TaskEvent
+		// A cancel's end is recorded by the call itself, with who canceled
+		// and why (trackLife); the projection records every other end.
+		if u.TaskID != "" && u.ErrorCode == 0 && wire.Terminal(u.State) && !isCancel(u.Method) {
+			ended = &contracts.TaskEvent{ListingID: u.ListingID, TaskID: u.TaskID, Kind: contracts.TaskEnded, State: u.State, At: u.Time, TraceID: u.TraceID}
+		}
+		if u.Binds == nil || u.Binds.Stored {
+			// A task bound before (or by this call, in the database at
+			// once) that ended with this call.
+			if ended != nil && p.Tasks != nil && !p.owners.EndedKnown(u.ListingID, u.TaskID) {
+				ends = append(ends, *ended)
+			}
+			if u.Binds == nil {
+				continue
+			}
+			ended = nil
 		}
 		b := contracts.TaskBinding{ListingID: u.ListingID, TaskID: u.TaskID, OrgID: u.BuyerOrgID, ContractID: u.ContractID,
-			ContextID: u.ContextID, CreatedAt: u.Time, ParentListingID: u.Binds.ParentListingID, ParentTaskID: u.ParentTaskID}
+			ContextID: u.ContextID, CreatedAt: u.Time, ParentListingID: u.Binds.ParentListingID, ParentTaskID: u.ParentTaskID, Ended: ended}
 		if !u.Binds.DeadlineAt.IsZero() {
 			d := u.Binds.DeadlineAt
 			b.DeadlineAt = &d
@@ -44,10 +60,24 @@ func (p *Proxy) Project(ctx context.Context, rows []metering.Usage) error {
 			return err
 		}
 		for j, b := range bs {
-			if owners[j] != b.OrgID {
+			switch {
+			case owners[j] != b.OrgID:
 				p.reusedAcrossMeters(ctx, b)
+			case b.Ended != nil:
+				// Bound now or before (a replay): its end is recorded either
+				// way, or by the meter's own call if it was bound in the
+				// database first.
+				p.owners.MarkEnded(b.ListingID, b.TaskID)
 			}
 		}
+	}
+	// Every task that ends is recorded as ended (TaskEnded records it
+	// once: a replay or a second observation changes nothing).
+	for _, e := range ends {
+		if _, err := p.Tasks.TaskEnded(ctx, e); err != nil && !isNotFound(err) {
+			return err
+		}
+		p.owners.MarkEnded(e.ListingID, e.TaskID)
 	}
 	if err := metering.Settle(ctx, p.Ledger, rows); err != nil {
 		return err
@@ -56,6 +86,12 @@ func (p *Proxy) Project(ctx context.Context, rows []metering.Usage) error {
 		rows[i].Binds = nil
 	}
 	return nil
+}
+
+// isCancel reports whether a method name is CancelTask's, in either
+// version.
+func isCancel(name string) bool {
+	return name == wire.MethodName(wire.MethodCancelTask, wire.V03) || name == wire.MethodName(wire.MethodCancelTask, wire.V10)
 }
 
 // bindAll stores bindings, in one batch when the store can, and returns

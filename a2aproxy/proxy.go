@@ -1035,7 +1035,7 @@ func (p *Proxy) bindTask(ctx context.Context, cl *call) error {
 			return rpcErr(CodeAgentTaskConflict, http.StatusOK, "the agent answered with a task that is not yours; the meter withheld the answer and marked the listing")
 		}
 	}
-	cl.binds = &metering.Binding{ParentListingID: b.ParentListingID}
+	cl.binds = &metering.Binding{ParentListingID: b.ParentListingID, Stored: p.bindsInDB(cl, &b)}
 	if b.DeadlineAt != nil {
 		cl.binds.DeadlineAt = *b.DeadlineAt
 	}

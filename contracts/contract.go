@@ -310,6 +310,10 @@ type TaskBinding struct {
 	// one id, and the meter relays the task to no one, its owner included.
 	// nil when it never happened.
 	ReusedAt *time.Time
+	// Ended, given to BindTasks, is the end the binding call saw (a task
+	// created and ended in one call): the task is stored ended, with this
+	// event, when the binding is new. Never read back.
+	Ended *TaskEvent
 }
 
 // transitions are the moves billing may make: payment failed (past due),

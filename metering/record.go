@@ -17,8 +17,9 @@ import (
 //	        a row with pending usage is recordV2: the same, then the
 //	        PendingBill (Key, Cum, Add, Rates, in declaration order);
 //	        a row that binds its task is recordV3: the fields, a flags byte
-//	        (1: pending, 2: binds), the PendingBill when flagged, then the
-//	        Binding (ParentListingID, DeadlineAt as varint Unix ms, 0 none)
+//	        (1: pending, 2: binds, 4: the binding is stored already), the
+//	        PendingBill when flagged, then the Binding (ParentListingID,
+//	        DeadlineAt as varint Unix ms, 0 none)
 //
 // The CRC covers the length too, so a zero-filled tail (what some file
 // systems show after a power loss) is never taken for a record. A new field
@@ -31,6 +32,7 @@ const (
 
 	flagPending = 1
 	flagBinds   = 2
+	flagStored  = 4 // the binding is in the database already (Binding.Stored)
 	// maxPayload bounds one record. It is far above any real row and lets
 	// a garbage length in a torn tail be rejected without reading it.
 	maxPayload = 1 << 24
@@ -90,6 +92,9 @@ func appendRecord(b []byte, u *Usage) ([]byte, error) {
 		flags := byte(flagBinds)
 		if u.Pending != nil {
 			flags |= flagPending
+		}
+		if u.Binds.Stored {
+			flags |= flagStored
 		}
 		b = append(b, flags)
 	}
@@ -200,7 +205,7 @@ func decodePayload(p []byte, u *Usage) error {
 		u.Pending = pb
 	}
 	if flags&flagBinds != 0 {
-		bd := &Binding{ParentListingID: d.str()}
+		bd := &Binding{ParentListingID: d.str(), Stored: flags&flagStored != 0}
 		if ms := d.varint(); ms != 0 {
 			bd.DeadlineAt = time.UnixMilli(ms).UTC()
 		}

@@ -112,7 +112,7 @@ func TestSpoolRoundTripPendingAndBinds(t *testing.T) {
 		Add: metering.Counters{InputTokens: 1, ComputeMs: -2}, Rates: metering.Rates{InputTokensPerMillion: 3, PerTask: 7}}
 	want[1].Pending = pending
 	want[2].Binds = &metering.Binding{ParentListingID: "lst_p", DeadlineAt: time.Date(2026, 12, 2, 3, 4, 5, 6_000_000, time.UTC)}
-	want[3].Pending, want[3].Binds = pending, &metering.Binding{}
+	want[3].Pending, want[3].Binds = pending, &metering.Binding{Stored: true}
 	if err := s.Append(want...); err != nil {
 		t.Fatal(err)
 	}

@@ -75,6 +75,10 @@ type Binding struct {
 	// DeadlineAt is when the task's end-to-end budget runs out; zero when
 	// none applies.
 	DeadlineAt time.Time
+	// Stored says the meter wrote the binding to the database itself when
+	// the call made it (a task whose life is recorded at once, a stream):
+	// the row then only confirms it.
+	Stored bool
 }
 
 // GroupBy is a dimension usage is summed over.

@@ -512,6 +512,10 @@ func stateTo10(s string) string {
 	return s
 }
 
+// Terminal reports whether a state (0.3 spelling, as Observation.State
+// has it) is final: completed, failed, canceled, rejected.
+func Terminal(s string) bool { return terminal(s) }
+
 func terminal(s string) bool {
 	switch s {
 	case "completed", "failed", "canceled", "rejected":

@@ -196,7 +196,8 @@ type taskOwnerRow struct {
 	ParentListingID string
 	ParentTaskID    string
 	DeadlineAt      *time.Time
-	// The task's life (TaskLife): written by its methods, never by a bind.
+	// The task's life (TaskLife): written by its methods, and by a bind
+	// only for ended_at (a task created and ended in one call).
 	PausedSince   *time.Time
 	PauseCancelAt *time.Time
 	EndedAt       *time.Time
@@ -258,7 +259,7 @@ func (s *Store) BindTasks(ctx context.Context, ts []contracts.TaskBinding) ([]st
 const bindChunk = 128
 
 // bindCols are task_owners' columns a binding writes, in bindMany's order.
-const bindCols = "listing_id, task_id, org_id, contract_id, context_id, created_at, parent_listing_id, parent_task_id, deadline_at"
+const bindCols = "listing_id, task_id, org_id, contract_id, context_id, created_at, parent_listing_id, parent_task_id, deadline_at, ended_at"
 
 // bindSQLs[n] binds n tasks unless they are bound, and returns the keys
 // of those it bound (RETURNING: PostgreSQL and SQLite ≥ 3.35 alike). The
@@ -274,7 +275,7 @@ var bindSQLs = func() map[int]string {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?)")
+			b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
 		}
 		b.WriteString(" ON CONFLICT (listing_id, task_id) DO NOTHING RETURNING listing_id, task_id")
 		m[n] = b.String()
@@ -292,9 +293,13 @@ func bindMany(tx *gorm.DB, ts []contracts.TaskBinding, owners []string) error {
 		for n > len(ts)-start {
 			n /= 2
 		}
-		args := make([]any, 0, 9*n)
+		args := make([]any, 0, 10*n)
 		for _, t := range ts[start : start+n] {
-			args = append(args, t.ListingID, t.TaskID, t.OrgID, t.ContractID, t.ContextID, t.CreatedAt.UTC(), t.ParentListingID, t.ParentTaskID, utcPtr(t.DeadlineAt))
+			var ended *time.Time
+			if t.Ended != nil {
+				ended = utcPtr(&t.Ended.At)
+			}
+			args = append(args, t.ListingID, t.TaskID, t.OrgID, t.ContractID, t.ContextID, t.CreatedAt.UTC(), t.ParentListingID, t.ParentTaskID, utcPtr(t.DeadlineAt), ended)
 		}
 		rows, err := tx.Raw(bindSQLs[n], args...).Rows()
 		if err != nil {
@@ -315,11 +320,20 @@ func bindMany(tx *gorm.DB, ts []contracts.TaskBinding, owners []string) error {
 		}
 		start += n
 	}
+	var events []*taskEventRow
 	for i, t := range ts {
 		k := key{t.ListingID, t.TaskID}
 		if bound[k] {
 			owners[i] = t.OrgID // the first sight: no need to read it back
 			bound[k] = false    // the same task twice in one batch: the second reads the first back
+			if t.Ended != nil {
+				e := *t.Ended
+				e.ListingID, e.TaskID = t.ListingID, t.TaskID
+				if e.Kind == "" {
+					e.Kind = contracts.TaskEnded
+				}
+				events = append(events, eventToRow(e))
+			}
 			continue
 		}
 		var got taskOwnerRow
@@ -327,6 +341,11 @@ func bindMany(tx *gorm.DB, ts []contracts.TaskBinding, owners []string) error {
 			return gormdb.Translate(err, "task")
 		}
 		owners[i] = got.OrgID
+	}
+	if len(events) > 0 {
+		if err := tx.CreateInBatches(events, 200).Error; err != nil {
+			return gormdb.Translate(err, "task event")
+		}
 	}
 	return nil
 }

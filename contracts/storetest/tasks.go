@@ -225,6 +225,32 @@ func runBindings(t *testing.T, newStore TaskFactory) {
 		wantKind(t, "MarkTaskReused(unseen)", s.MarkTaskReused(ctx, "lst_1", "task-9", first), agentmarket.NotFound)
 	})
 
+	t.Run("bindings: a task bound ended is recorded ended once, with its event", func(t *testing.T) {
+		s, _ := newStore(t)
+		end := t0.Add(3 * time.Second)
+		b := contracts.TaskBinding{ListingID: "lst_1", TaskID: "task-e", OrgID: "org_a", ContractID: "ctr_1", CreatedAt: t0,
+			Ended: &contracts.TaskEvent{State: "completed", At: end, TraceID: "tr-1"}}
+		for range 2 { // bound again (a projection replayed): nothing more
+			owners, errs := s.BindTasks(ctx, []contracts.TaskBinding{b})
+			must(t, errs[0])
+			if owners[0] != "org_a" {
+				t.Fatalf("owner %s", owners[0])
+			}
+		}
+		rec, err := s.TaskRecord(ctx, "lst_1", "task-e")
+		must(t, err)
+		if rec.EndedAt == nil || !rec.EndedAt.Equal(end) || len(rec.Events) != 1 || rec.Events[0].Kind != contracts.TaskEnded ||
+			rec.Events[0].State != "completed" || rec.Events[0].TraceID != "tr-1" {
+			t.Fatalf("record %+v, events %+v", rec, rec.Events)
+		}
+		// A later end (a replayed or re-observed one) records nothing more.
+		changed, err := s.TaskEnded(ctx, contracts.TaskEvent{ListingID: "lst_1", TaskID: "task-e", State: "completed", At: end.Add(time.Second)})
+		must(t, err)
+		if changed {
+			t.Error("TaskEnded changed a task already ended")
+		}
+	})
+
 	t.Run("bindings: a batch keeps parent and deadline", func(t *testing.T) {
 		s, _ := newStore(t)
 		d1 := t0.Add(time.Hour)
