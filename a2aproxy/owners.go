@@ -196,6 +196,26 @@ func (x *ownerIndex) Lookup(ctx context.Context, listingID, taskID string) (*con
 	}
 }
 
+// Forget drops the task's binding from the index (a binding that could
+// not be stored).
+func (x *ownerIndex) Forget(listingID, taskID string) {
+	k := ownerKey{listingID, taskID}
+	sh := x.shard(k)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if _, ok := sh.m[k]; !ok {
+		return
+	}
+	delete(sh.m, k)
+	if ls := slices.DeleteFunc(sh.byTask[taskID], func(l string) bool { return l == listingID }); len(ls) == 0 {
+		delete(sh.byTask, taskID)
+	} else {
+		sh.byTask[taskID] = ls
+	}
+	// Its place in the ring stays; the eviction of a key no longer held
+	// deletes nothing.
+}
+
 // MarkEnded records in the index that the task's end is recorded, so the
 // projection does not record it again for every later call that sees it.
 func (x *ownerIndex) MarkEnded(listingID, taskID string) {

@@ -1011,26 +1011,28 @@ func (p *Proxy) bindTask(ctx context.Context, cl *call) error {
 	// call naming a parent the meter never carried; a cascade reaching it
 	// after it completed finds it not cancelable and records its end.)
 	cl.tracked = b.DeadlineAt != nil || b.ParentListingID != ""
+	// Bound in memory first: this meter's own bindings (projected or not)
+	// decide at once. In steady state that is all: the usage row (Binds)
+	// makes the binding durable and the shipper projects it (Project).
+	got, created := p.owners.Bind(b)
+	if !created && !mayRelay(got, cl.actor.OrgID) {
+		p.agentTaskConflict(ctx, cl)
+		return rpcErr(CodeAgentTaskConflict, http.StatusOK, "the agent answered with a task that is not yours; the meter withheld the answer and marked the listing")
+	}
 	if p.bindsInDB(cl, &b) {
 		// The task's life is recorded at once (a deadline, a parent, a
-		// pause, a push config): its binding must be in the database
-		// first, so it is written now, as before.
+		// pause, a push config) or its row comes late (a stream): its
+		// binding goes to the database now, where another meter's may be.
 		owner, err := p.bindOwner(ctx, b)
 		if err != nil {
+			if created {
+				p.owners.Forget(b.ListingID, b.TaskID)
+			}
 			p.Logger.ErrorContext(ctx, "task binding failed", "trace_id", cl.trace.traceID, "task_id", cl.obs.taskID, "err", err)
 			cl.obs = observed{}
 			return rpcErr(CodeUpstreamUnreachable, http.StatusOK, "the meter could not record who owns the agent's task, so its answer was withheld; try again")
 		}
 		if owner != cl.actor.OrgID {
-			p.agentTaskConflict(ctx, cl)
-			return rpcErr(CodeAgentTaskConflict, http.StatusOK, "the agent answered with a task that is not yours; the meter withheld the answer and marked the listing")
-		}
-		p.owners.Bind(b)
-	} else {
-		// Steady state: bound in memory, made durable by the usage row
-		// (Binds), projected into the database by the shipper (Project).
-		got, created := p.owners.Bind(b)
-		if !created && !mayRelay(got, cl.actor.OrgID) {
 			p.agentTaskConflict(ctx, cl)
 			return rpcErr(CodeAgentTaskConflict, http.StatusOK, "the agent answered with a task that is not yours; the meter withheld the answer and marked the listing")
 		}

@@ -215,6 +215,7 @@ func TestShipperStoreDownKeepsAppending(t *testing.T) {
 	}
 	fcancel()
 	store.fail.Store(0)
+	deadline = time.Now().Add(10 * time.Second) // its own bound: the first wait may have used most of the last one
 	for sh.Stats().SpoolRows != 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("not shipped after the store came back: %+v", sh.Stats())

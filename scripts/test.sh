@@ -163,7 +163,7 @@ summarize_go_test() {
 	# a fatal error, or a helper's log line outside a _test.go file would
 	# otherwise vanish from the summary.
 	awk -v counts="$AM_WORKDIR/counts.$1" '
-		{ buf[n++ % 150] = $0 }
+		!/^=== (RUN|PAUSE|CONT|NAME)/ && !/^ *--- PASS/ { buf[n++ % 150] = $0 }
 		# A race report is printed whole: it comes before its test'"'"'s FAIL line.
 		/^==================$/ { inrace = !inrace; print; next }
 		inrace { print; next }
