@@ -159,7 +159,7 @@ type agent struct {
 }
 
 // url is the URL of the agent of version v.
-func (a *agent) url(v protocol) string { return strings.TrimSuffix(a.base, "/") + v.path() }
+func (a *agent) url(v protocol) string { return under(a.base, v) }
 
 // startAgent serves the canned agent on a free loopback port until ctx
 // ends: version 0.3 under /v03/ (it streams), 1.0 under /v10/, each with

@@ -85,7 +85,7 @@ func setUp(ctx context.Context, o *options, getenv func(string) string, dataDir 
 	default:
 		b.canned, b.agentName = b.builtin.base, "built-in"
 	}
-	cannedURL := func(v protocol) string { return b.canned + strings.TrimPrefix(v.path(), "/") }
+	cannedURL := func(v protocol) string { return under(b.canned, v) }
 
 	var sdk *sdkProxy
 	var sdkWhy string
@@ -104,13 +104,13 @@ func setUp(ctx context.Context, o *options, getenv func(string) string, dataDir 
 	if err != nil {
 		return nil, fmt.Errorf("reverse proxy: %w", err)
 	}
-	streamAgent, streamProxy := b.builtin.url(v03), goProxy+"v03/"
+	streamAgent, streamProxy := b.builtin.url(v03), under(goProxy, v03)
 	if b.canned != b.builtin.base {
 		p, err := startReverseProxy(ctx, b.builtin.base)
 		if err != nil {
 			return nil, fmt.Errorf("reverse proxy: %w", err)
 		}
-		streamProxy = p + "v03/"
+		streamProxy = under(p, v03)
 	}
 
 	m, err := startMarket(ctx, marketEnv(getenv, dataDir, o.logLevel), meterLog)
@@ -139,59 +139,48 @@ func setUp(ctx context.Context, o *options, getenv func(string) string, dataDir 
 	maps.Copy(both, v10h)
 	calls10, calls03 := &callCount{}, &callCount{}
 	body10, body03 := sendBody(v10), sendBody(v03)
-	ifUp := func(up bool, url, why string) (string, string) {
-		if up {
-			return url, ""
-		}
-		return "", why
+	var nginx10URL, nginx03URL, sdkURL string // empty with a why when the peer does not run
+	if ngx != nil {
+		nginx10URL, nginx03URL = under(ngx.proxy, v10), under(ngx.proxy, v03)
 	}
-	nginxURL := func(v protocol) (string, string) {
-		if ngx == nil {
-			return "", nginxWhy
-		}
-		return ngx.proxy + strings.TrimPrefix(v.path(), "/"), ""
-	}
-	type spec struct {
-		target
-		rest  bool
-		calls *callCount
-	}
-	add := func(name, url, why string, body []byte, headers map[string]string) spec {
-		return spec{target: target{name: name, url: url, why: why, body: body, headers: headers}}
-	}
-	var specs []spec
-	specs = append(specs, add(direct10, cannedURL(v10), "", body10, v10h))
-	u, why := nginxURL(v10)
-	specs = append(specs, add(nginx10, u, why, body10, v10h))
-	sdkURL := ""
 	if sdk != nil {
 		sdkURL = sdk.url
 	}
-	u, why = ifUp(sdk != nil, sdkURL, sdkWhy)
-	specs = append(specs, add(sdkProxy10, u, why, body10, v10h))
-	specs = append(specs, add(direct03, cannedURL(v03), "", body03, nil))
-	u, why = nginxURL(v03)
-	specs = append(specs, add(nginx03, u, why, body03, nil))
-	specs = append(specs, add(goProxy03, goProxy+"v03/", "", body03, nil))
+	type spec struct {
+		name, url, why string
+		body           []byte
+		headers        map[string]string
+		rest           bool
+		calls          *callCount
+	}
+	specs := []spec{
+		{name: direct10, url: cannedURL(v10), body: body10, headers: v10h},
+		{name: nginx10, url: nginx10URL, why: nginxWhy, body: body10, headers: v10h},
+		{name: sdkProxy10, url: sdkURL, why: sdkWhy, body: body10, headers: v10h},
+		{name: direct03, url: cannedURL(v03), body: body03},
+		{name: nginx03, url: nginx03URL, why: nginxWhy, body: body03},
+		{name: goProxy03, url: under(goProxy, v03), body: body03},
+	}
 	for _, t := range o.extra {
-		specs = append(specs, add(t.name, t.url, "", body03, nil))
+		specs = append(specs, spec{name: t.name, url: t.url, body: body03})
 	}
 	// The meter's last: the projections are checked as soon as its last
 	// phase ends.
-	meter := []spec{
-		{target: target{name: meter10, url: l10.Endpoint, body: body10, headers: both}, calls: calls10},
-		{target: target{name: meter03, url: l03.Endpoint, body: body03, headers: auth}, calls: calls03},
-		{target: target{name: meterREST, url: l10.Endpoint + "/message:send", body: sendParams10(), headers: both}, rest: true, calls: calls10},
-		{target: target{name: meterBridged, url: l10.Endpoint, body: body03, headers: auth}, calls: calls10},
-	}
-	for _, s := range append(specs, meter...) {
-		if s.why == "" {
-			if s.req, err = newRequest(s.url, s.body, s.headers); err != nil {
+	specs = append(specs,
+		spec{name: meter10, url: l10.Endpoint, body: body10, headers: both, calls: calls10},
+		spec{name: meter03, url: l03.Endpoint, body: body03, headers: auth, calls: calls03},
+		spec{name: meterREST, url: l10.Endpoint + "/message:send", body: sendParams10(), headers: both, rest: true, calls: calls10},
+		spec{name: meterBridged, url: l10.Endpoint, body: body03, headers: auth, calls: calls10},
+	)
+	for _, s := range specs {
+		t := target{name: s.name, url: s.url, why: s.why, body: s.body, headers: s.headers}
+		if t.why == "" {
+			if t.req, err = newRequest(t.url, t.body, t.headers); err != nil {
 				return nil, err
 			}
-			s.req.rest, s.req.calls = s.rest, s.calls
+			t.req.rest, t.req.calls = s.rest, s.calls
 		}
-		b.targets = append(b.targets, s.target)
+		b.targets = append(b.targets, t)
 	}
 	b.metered = []meteredListing{
 		{id: l10.ID, targets: []string{meter10, meterREST, meterBridged}, calls: calls10},
@@ -222,3 +211,7 @@ func storeOf(getenv func(string) string) string {
 }
 
 const storeEmbedded = "embedded"
+
+// under is the URL of the version v agent (or of a proxy to it) at base,
+// which ends in /.
+func under(base string, v protocol) string { return base + strings.TrimPrefix(v.path(), "/") }
