@@ -20,6 +20,9 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	// A closed stdout (| head) must fail the report's write, not kill the
+	// process before it has stopped its peers and removed its data dir.
+	signal.Ignore(syscall.SIGPIPE)
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "meterbench:", err)
 		os.Exit(1)
