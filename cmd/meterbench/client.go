@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -17,6 +18,17 @@ import (
 type request struct {
 	addr string // host:port, always on the loopback
 	raw  []byte
+	rest bool // HTTP+JSON: the answer is the result itself, not a JSON-RPC envelope
+	// calls, when set, counts every call sent with this request, by
+	// outcome, warm-ups and probes included (the usage check).
+	calls *callCount
+}
+
+// callCount is what the meter answered, for comparison with what it
+// billed.
+type callCount struct {
+	answered atomic.Int64 // with a result
+	unknown  atomic.Int64 // no answer read (the meter may have billed it)
 }
 
 // newRequest prepares a keep-alive POST of body to target with the given
@@ -100,6 +112,13 @@ func (c *conn) do() (status int, body []byte, err error) {
 	status, body, keep, err := c.roundTrip()
 	if err != nil || !keep {
 		c.close()
+	}
+	if n := c.req.calls; n != nil {
+		if err != nil {
+			n.unknown.Add(1)
+		} else if c.req.answered(status, body) {
+			n.answered.Add(1)
+		}
 	}
 	return status, body, err
 }

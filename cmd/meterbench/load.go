@@ -27,7 +27,8 @@ type loadSpec struct {
 type Result struct {
 	Target      string  `json:"target"`
 	URL         string  `json:"url"`
-	Mode        string  `json:"mode"` // "closed" (max throughput) or "open" (fixed rate)
+	Round       int     `json:"round,omitempty"` // max throughput: the round (1, 2, …) of targets taken in turn
+	Mode        string  `json:"mode"`            // "closed" (max throughput) or "open" (fixed rate)
 	Connections int     `json:"connections"`
 	Seconds     float64 `json:"seconds"`
 	OfferedRPS  float64 `json:"offered_rps,omitempty"`
@@ -41,7 +42,10 @@ type Result struct {
 	// CPUCores is the CPU time the whole process (load generator, agent
 	// and proxies alike) used per second of the phase: below the machine's
 	// cores with the target saturated, the target waits rather than works.
-	CPUCores    float64 `json:"cpu_cores"`
+	CPUCores float64 `json:"cpu_cores"`
+	// CPUPerCall is the same CPU time per answer, in µs: the meter's own
+	// is the meter's figure minus direct's (see Report.compare).
+	CPUPerCall  float64 `json:"cpu_us_per_call"`
 	NetErrors   int64   `json:"net_errors"`            // dial, write, read or timeout
 	BadStatus   int64   `json:"bad_status"`            // an HTTP status other than 200
 	RPCErrors   int64   `json:"rpc_errors"`            // HTTP 200 without a JSON-RPC result
@@ -49,17 +53,29 @@ type Result struct {
 	Unavailable string  `json:"unavailable,omitempty"` // why the target was skipped
 }
 
-// outcome classifies one answer.
-func outcome(status int, body []byte, err error) (net, bad, rpc bool) {
+// outcome classifies one answer to req.
+func (req request) outcome(status int, body []byte, err error) (net, bad, rpc bool) {
 	switch {
 	case err != nil:
 		return true, false, false
 	case status != 200:
 		return false, true, false
-	case !bytes.Contains(body, []byte(`"result"`)) || bytes.Contains(body, []byte(`"error":{`)):
+	case !req.answered(status, body):
 		return false, false, true
 	}
 	return false, false, false
+}
+
+// answered tells an answer with a result: HTTP 200 with a JSON-RPC result
+// and no error, or for HTTP+JSON, HTTP 200 with a task.
+func (req request) answered(status int, body []byte) bool {
+	if status != 200 {
+		return false
+	}
+	if req.rest {
+		return bytes.Contains(body, []byte(`"task"`))
+	}
+	return bytes.Contains(body, []byte(`"result"`)) && !bytes.Contains(body, []byte(`"error":{`))
 }
 
 // recorder is one worker's tally; merged once at the end.
@@ -68,8 +84,8 @@ type recorder struct {
 	ok, net, bad, rpc int64
 }
 
-func (r *recorder) add(d time.Duration, status int, body []byte, err error) {
-	n, b, p := outcome(status, body, err)
+func (r *recorder) add(req request, d time.Duration, status int, body []byte, err error) {
+	n, b, p := req.outcome(status, body, err)
 	switch {
 	case n:
 		r.net++
@@ -89,7 +105,7 @@ func probe(req request, timeout time.Duration) string {
 	c := newConn(req, timeout)
 	defer c.close()
 	status, body, err := c.do()
-	n, b, p := outcome(status, body, err)
+	n, b, p := req.outcome(status, body, err)
 	switch {
 	case n:
 		return "unreachable: " + err.Error()
@@ -141,7 +157,7 @@ func closedLoop(ctx context.Context, name, target string, req request, spec load
 				start := time.Now()
 				status, body, err := c.do()
 				if m {
-					r.add(time.Since(start), status, body, err)
+					r.add(req, time.Since(start), status, body, err)
 				}
 				if err != nil {
 					pause(ctx, 10*time.Millisecond) // a refused dial must not spin
@@ -203,7 +219,7 @@ func openLoop(ctx context.Context, name, target string, req request, spec loadSp
 					continue
 				}
 				status, body, err := c.do()
-				r.add(time.Since(at), status, body, err)
+				r.add(req, time.Since(at), status, body, err)
 			}
 		})
 	}
@@ -240,6 +256,9 @@ func (r *Result) fill(recs []recorder, elapsed, cpu time.Duration) {
 	if r.Seconds > 0 {
 		r.RPS = float64(r.OK) / r.Seconds
 		r.CPUCores = cpu.Seconds() / r.Seconds
+	}
+	if r.OK > 0 {
+		r.CPUPerCall = float64(cpu.Microseconds()) / float64(r.OK)
 	}
 	slices.Sort(all)
 	r.P50, r.P90, r.P99, r.P999 = pct(all, 0.50), pct(all, 0.90), pct(all, 0.99), pct(all, 0.999)

@@ -112,16 +112,21 @@ var pricing = map[string]any{
 	"per_task_micros":                  1_000,
 }
 
-// subscription is what a buyer needs to call a listing through the meter.
+// subscription is what a buyer needs to call listings through the meter.
 type subscription struct {
-	Endpoint string
 	Key      string
+	Listings []subscribed // in the order of the cards given
+}
+
+type subscribed struct {
+	ID       string // the listing's id
+	Endpoint string // the meter's URL for it
 }
 
 // subscribe goes through the REST API as people would: a seller signs up
-// and lists the agent by its card URL (with credentials for the agent), a
-// buyer signs up and subscribes.
-func subscribe(ctx context.Context, apiBase, agentURL string) (*subscription, error) {
+// and lists each agent by its card URL (with credentials for the agent),
+// a buyer signs up and subscribes to each.
+func subscribe(ctx context.Context, apiBase string, cardURLs []string) (*subscription, error) {
 	c := apiClient{base: strings.TrimRight(apiBase, "/") + "/api/v1"}
 	var signup struct {
 		APIKey struct {
@@ -132,24 +137,33 @@ func subscribe(ctx context.Context, apiBase, agentURL string) (*subscription, er
 		return nil, fmt.Errorf("seller signup: %w", err)
 	}
 	seller := signup.APIKey.Key
-	var listing struct {
+	type listing struct {
 		ID     string `json:"id"`
 		Status string `json:"status"`
 	}
-	if err := c.do(ctx, seller, "POST", "/listings", map[string]any{"card_url": agentURL, "pricing": pricing,
-		"upstream_auth": map[string]string{"header": "Authorization", "value": "Bearer seller-secret-for-the-agent"}}, &listing); err != nil {
-		return nil, fmt.Errorf("list the agent: %w", err)
+	var listed []listing
+	for _, card := range cardURLs {
+		var l listing
+		if err := c.do(ctx, seller, "POST", "/listings", map[string]any{"card_url": card, "pricing": pricing,
+			"upstream_auth": map[string]string{"header": "Authorization", "value": "Bearer seller-secret-for-the-agent"}}, &l); err != nil {
+			return nil, fmt.Errorf("list the agent at %s: %w", card, err)
+		}
+		listed = append(listed, l)
 	}
 	if err := c.do(ctx, "", "POST", "/signup", map[string]any{"org_name": "Bench Buyer", "email": "buyer@bench.example", "password": "correct horse battery"}, &signup); err != nil {
 		return nil, fmt.Errorf("buyer signup: %w", err)
 	}
-	var sub struct {
-		Endpoint string `json:"endpoint"`
+	sub := &subscription{Key: signup.APIKey.Key}
+	for _, l := range listed {
+		var s struct {
+			Endpoint string `json:"endpoint"`
+		}
+		if err := c.do(ctx, sub.Key, "POST", "/subscriptions", map[string]any{"listing_id": l.ID}, &s); err != nil {
+			return nil, fmt.Errorf("subscribe (listing %s is %s): %w", l.ID, l.Status, err)
+		}
+		sub.Listings = append(sub.Listings, subscribed{ID: l.ID, Endpoint: s.Endpoint})
 	}
-	if err := c.do(ctx, signup.APIKey.Key, "POST", "/subscriptions", map[string]any{"listing_id": listing.ID}, &sub); err != nil {
-		return nil, fmt.Errorf("subscribe (listing %s is %s): %w", listing.ID, listing.Status, err)
-	}
-	return &subscription{Endpoint: sub.Endpoint, Key: signup.APIKey.Key}, nil
+	return sub, nil
 }
 
 type apiClient struct{ base string }

@@ -14,13 +14,17 @@ import (
 
 // Report is one run's results.
 type Report struct {
-	Machine  Machine      `json:"machine"`
-	Settings Settings     `json:"settings"`
-	Max      []Result     `json:"max_throughput"`
-	Half     []Result     `json:"half_load,omitempty"`
-	SSE      []SSEResult  `json:"sse,omitempty"`
-	Hold     []HoldResult `json:"held_streams,omitempty"`
-	Ratios   []Ratio      `json:"ratios"`
+	Machine     Machine      `json:"machine"`
+	Settings    Settings     `json:"settings"`
+	Peers       []Peer       `json:"peers"`
+	Max         []Result     `json:"max_throughput"`
+	Projections *Projections `json:"projections,omitempty"`
+	Half        []Result     `json:"half_load,omitempty"`
+	SSE         []SSEResult  `json:"sse,omitempty"`
+	Hold        []HoldResult `json:"held_streams,omitempty"`
+	// Ratios are the product's targets (those with a goal), measured or
+	// not, then other comparisons.
+	Ratios []Ratio `json:"ratios"`
 }
 
 // Machine is where the run happened.
@@ -38,20 +42,15 @@ type Settings struct {
 	Seconds       float64 `json:"seconds"`
 	WarmupSeconds float64 `json:"warmup_seconds"`
 	MaxRequests   int64   `json:"max_requests"`
-	Agent         string  `json:"agent"` // "built-in" or the URL given
-	RequestBytes  int     `json:"request_bytes"`
+	Rounds        int     `json:"rounds"`
+	Agent         string  `json:"agent"`                  // the canned agent of the message/send phases: "nginx return 200" or "built-in"
+	Store         string  `json:"store"`                  // the meter's stores: "embedded", "PostgreSQL" or "PostgreSQL + ClickHouse"
+	RequestBytes  int     `json:"request_bytes"`          // the 0.3 message/send
+	RequestBytes1 int     `json:"request_bytes_1_0"`      // the 1.0 one
+	HalfLoadOf    string  `json:"half_load_of,omitempty"` // whose max rate the half-load phase takes half of
 	SSEStreams    int     `json:"sse_streams,omitempty"`
 	SSEEvents     int     `json:"sse_events,omitempty"`
 	SSEIntervalMs float64 `json:"sse_interval_ms,omitempty"`
-}
-
-// Ratio is one comparison, with the product's target when it has one.
-type Ratio struct {
-	Name   string  `json:"name"`
-	Value  float64 `json:"value"`
-	Unit   string  `json:"unit"` // "x" (a throughput ratio) or "ms" (added latency)
-	Target string  `json:"target,omitempty"`
-	Met    *bool   `json:"met,omitempty"`
 }
 
 func machine() Machine {
@@ -69,13 +68,10 @@ func machine() Machine {
 	return m
 }
 
-func settings(o *options, agentURL string) Settings {
+func settings(o *options, agent, store string) Settings {
 	s := Settings{Connections: o.conns, Seconds: o.duration.Seconds(), WarmupSeconds: o.warmup.Seconds(), MaxRequests: o.maxReqs,
-		Agent: "built-in", RequestBytes: len(sendBody())}
-	if o.agentURL != "" {
-		s.Agent = agentURL
-	}
-	if o.sseStreams > 0 && o.agentURL == "" {
+		Rounds: o.rounds, Agent: agent, Store: store, RequestBytes: len(sendBody(v03)), RequestBytes1: len(sendBody(v10))}
+	if o.sseStreams > 0 {
 		s.SSEStreams, s.SSEEvents, s.SSEIntervalMs = o.sseStreams, o.sseEvents, ms(o.sseInterval)
 	}
 	return s
@@ -101,64 +97,6 @@ func findSSE(rs []SSEResult, name string) *SSEResult {
 	return nil
 }
 
-// compare computes the ratios the product's targets are stated in.
-func (r *Report) compare(extra []namedTarget) {
-	atLeast := func(name string, v, target float64) {
-		met := v >= target
-		r.Ratios = append(r.Ratios, Ratio{Name: name, Value: v, Unit: "x", Target: fmt.Sprintf(">= %.1fx", target), Met: &met})
-	}
-	atMost := func(name string, v, target float64) {
-		met := v <= target
-		r.Ratios = append(r.Ratios, Ratio{Name: name, Value: v, Unit: "ms", Target: fmt.Sprintf("<= %g ms", target), Met: &met})
-	}
-	meter := r.result("meter")
-	if meter != nil {
-		if d := r.result("direct"); d != nil {
-			r.Ratios = append(r.Ratios, Ratio{Name: "throughput meter/direct", Value: meter.RPS / d.RPS, Unit: "x"})
-		}
-		if p := r.result("proxy"); p != nil {
-			atLeast("throughput meter/proxy", meter.RPS/p.RPS, 1.0)
-		}
-		for _, t := range extra {
-			x := r.result(t.name)
-			if x == nil {
-				continue
-			}
-			if strings.Contains(t.name, "nginx") {
-				atLeast("throughput meter/"+t.name, meter.RPS/x.RPS, 0.9)
-			} else {
-				r.Ratios = append(r.Ratios, Ratio{Name: "throughput meter/" + t.name, Value: meter.RPS / x.RPS, Unit: "x"})
-			}
-		}
-	}
-	if hm := find(r.Half, "meter"); hm != nil {
-		if hd := find(r.Half, "direct"); hd != nil {
-			atMost("added p99 at half load, meter-direct", hm.P99-hd.P99, 1)
-		}
-		if hp := find(r.Half, "proxy"); hp != nil {
-			r.Ratios = append(r.Ratios, Ratio{Name: "added p99 at half load, meter-proxy", Value: hm.P99 - hp.P99, Unit: "ms"})
-		}
-	}
-	if sm, sd := findSSE(r.SSE, "meter"), findSSE(r.SSE, "direct"); sm != nil && sd != nil {
-		r.Ratios = append(r.Ratios, Ratio{Name: "SSE added delay p50, meter-direct", Value: sm.P50 - sd.P50, Unit: "ms"})
-		atMost("SSE added delay p99, meter-direct", sm.P99-sd.P99, 1)
-	}
-	var hm, hd *HoldResult
-	for i := range r.Hold {
-		switch r.Hold[i].Target {
-		case "meter":
-			hm = &r.Hold[i]
-		case "direct":
-			hd = &r.Hold[i]
-		}
-	}
-	if hm != nil && hd != nil && hm.Opened > 0 && hd.Opened > 0 {
-		met := hm.HeapStackKB-hd.HeapStackKB <= 30
-		r.Ratios = append(r.Ratios, Ratio{Name: "held stream, meter's own heap+stacks (meter-direct)", Value: hm.HeapStackKB - hd.HeapStackKB, Unit: "KiB",
-			Target: "<= 30 KiB", Met: &met})
-	}
-}
-
 func (r *Report) writeJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
@@ -167,14 +105,23 @@ func (r *Report) writeJSON(w io.Writer) error {
 
 func (r *Report) writeText(w io.Writer) error {
 	m, s := r.Machine, r.Settings
-	fmt.Fprintf(w, "meterbench: %d CPUs (GOMAXPROCS %d), %s, %s; agent %s; %d-byte message/send\n",
-		m.CPUs, m.GOMAXPROCS, m.CPUModel, m.Go, s.Agent, s.RequestBytes)
+	fmt.Fprintf(w, "meterbench: %d CPUs (GOMAXPROCS %d), %s, %s; canned agent: %s; stores: %s; message/send of %d bytes (0.3), %d (1.0); %d round(s)\n",
+		m.CPUs, m.GOMAXPROCS, m.CPUModel, m.Go, s.Agent, s.Store, s.RequestBytes, s.RequestBytes1, s.Rounds)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	if len(r.Peers) > 0 {
+		fmt.Fprintln(w, "\npeers")
+		for _, p := range r.Peers {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", p.Name, p.Status, p.Detail)
+		}
+		tw.Flush()
+	}
 	table := func(title string, rs []Result, rate bool) {
 		fmt.Fprintf(w, "\n%s\n", title)
-		head := "target\treq/s\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\tnet err\tnon-200\trpc err\tcpu cores\t"
+		head := "target\treq/s\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\tnet err\tnon-200\trpc err\tcpu cores\tcpu µs/call\t"
 		if rate {
-			head = "target\toffered/s\treq/s\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\tnet err\tnon-200\trpc err\tcpu cores\tunsent\t"
+			head = "target\toffered/s\treq/s\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\tnet err\tnon-200\trpc err\tcpu cores\tcpu µs/call\tunsent\t"
+		} else if s.Rounds > 1 {
+			head = "round\t" + head
 		}
 		fmt.Fprintln(tw, head)
 		var missing []Result
@@ -183,11 +130,14 @@ func (r *Report) writeText(w io.Writer) error {
 				missing = append(missing, x)
 				continue
 			}
+			if !rate && s.Rounds > 1 {
+				fmt.Fprintf(tw, "%d\t", x.Round)
+			}
 			fmt.Fprintf(tw, "%s\t", x.Target)
 			if rate {
 				fmt.Fprintf(tw, "%.0f\t", x.OfferedRPS)
 			}
-			fmt.Fprintf(tw, "%.0f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%d\t%d\t%d\t%.2f\t", x.RPS, x.P50, x.P90, x.P99, x.P999, x.Max, x.NetErrors, x.BadStatus, x.RPCErrors, x.CPUCores)
+			fmt.Fprintf(tw, "%.0f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%d\t%d\t%d\t%.2f\t%.1f\t", x.RPS, x.P50, x.P90, x.P99, x.P999, x.Max, x.NetErrors, x.BadStatus, x.RPCErrors, x.CPUCores, x.CPUPerCall)
 			if rate {
 				fmt.Fprintf(tw, "%d\t", x.Unsent)
 			}
@@ -198,12 +148,16 @@ func (r *Report) writeText(w io.Writer) error {
 			fmt.Fprintf(w, "%s: unavailable: %s\n", x.Target, x.Unavailable)
 		}
 	}
-	table(fmt.Sprintf("max throughput: closed loop, %d connections, %s each after %s warm-up", s.Connections, secs(s.Seconds), secs(s.WarmupSeconds)), r.Max, false)
+	table(fmt.Sprintf("max throughput: closed loop, %d connections, %s each after %s warm-up, targets in turn", s.Connections, secs(s.Seconds), secs(s.WarmupSeconds)), r.Max, false)
+	fmt.Fprintln(w, "cpu: this process's CPU time (load generator, built-in agent, meter); not nginx's nor the SDK proxy's")
+	if p := r.Projections; p != nil {
+		r.writeProjections(w, tw, p)
+	}
 	if len(r.Half) > 0 {
-		table(fmt.Sprintf("half load: open loop at half the meter's max, %s each", secs(s.Seconds)), r.Half, true)
+		table(fmt.Sprintf("half load: open loop at %s, %s each", s.HalfLoadOf, secs(s.Seconds)), r.Half, true)
 	}
 	if len(r.SSE) > 0 {
-		fmt.Fprintf(w, "\nSSE relay: %d streams x %d events, %gms apart; delay from the agent's write to the client's read\n", s.SSEStreams, s.SSEEvents, s.SSEIntervalMs)
+		fmt.Fprintf(w, "\nSSE relay (built-in agent): %d streams x %d events, %gms apart; delay from the agent's write to the client's read\n", s.SSEStreams, s.SSEEvents, s.SSEIntervalMs)
 		fmt.Fprintln(tw, "target\tevents\tmissing\tp50 ms\tp99 ms\tmax ms\tfirst event p50 ms\tfirst event max ms\terrors\t")
 		for _, x := range r.SSE {
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%d\t\n", x.Target, x.Events, x.Missing, x.P50, x.P99, x.Max, x.FirstP50, x.FirstMax, x.Errors)
@@ -228,25 +182,88 @@ func (r *Report) writeText(w io.Writer) error {
 			}
 		}
 	}
-	fmt.Fprintln(w, "\nratios")
+	fmt.Fprintln(w, "\ntargets (shared/product.md, issue 12); reached: the measure against its goal, 1.00 or more meets it")
+	fmt.Fprintln(tw, "target\tmeasured\tgoal\treached\tverdict\t")
 	for _, x := range r.Ratios {
-		v := fmt.Sprintf("%.2fx", x.Value)
-		switch x.Unit {
-		case "ms":
-			v = fmt.Sprintf("%+.3f ms", x.Value)
-		case "KiB":
-			v = fmt.Sprintf("%.1f KiB", x.Value)
+		if x.Goal != "" {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", x.Name, x.value(), x.Goal, x.reached(), x.verdict())
 		}
-		verdict := ""
-		if x.Met != nil {
-			verdict = "target " + x.Target + ": missed"
-			if *x.Met {
-				verdict = "target " + x.Target + ": met"
-			}
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "\nother comparisons")
+	for _, x := range r.Ratios {
+		if x.Goal == "" {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t\n", x.Name, x.value(), x.NotMeasured)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t  %s\n", x.Name, v, verdict)
 	}
 	return tw.Flush()
+}
+
+func (r *Report) writeProjections(w io.Writer, tw *tabwriter.Writer, p *Projections) {
+	fmt.Fprintln(w, "\nprojections, once the meter's last max-throughput phase ended")
+	switch {
+	case p.Unavailable != "":
+		fmt.Fprintf(w, "  unavailable: %s\n", p.Unavailable)
+		return
+	case p.DrainSeconds < 0:
+		fmt.Fprintf(w, "  spool: %d rows when the load stopped, %d still there after %gs\n", p.SpoolRows, p.RowsLeft, p.WaitSeconds)
+	default:
+		fmt.Fprintf(w, "  spool: %d rows when the load stopped, empty after %.3fs\n", p.SpoolRows, p.DrainSeconds)
+	}
+	fmt.Fprintln(tw, "  listing\ttargets\tanswered\tno answer read\tusage calls\tinput tokens (want)\toutput tokens (want)\tequal\t")
+	for _, u := range p.Usage {
+		fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\t%d\t%d (%d)\t%d (%d)\t%t\t\n", u.Listing, strings.Join(u.Targets, ","), u.Answered, u.Unknown, u.Calls,
+			u.InTokens, u.Answered*answerInputTokens, u.OutTokens, u.Answered*answerOutputTokens, u.Equal())
+	}
+	tw.Flush()
+	for _, u := range p.Usage {
+		if u.Error != "" {
+			fmt.Fprintf(w, "  %s: %s\n", u.Listing, u.Error)
+		}
+	}
+}
+
+func (x Ratio) value() string {
+	if x.NotMeasured != "" && x.Value == 0 {
+		return "n/a"
+	}
+	f := func(v float64) string {
+		switch x.Unit {
+		case "x":
+			return fmt.Sprintf("%.3fx", v)
+		case "ms":
+			return fmt.Sprintf("%.3f ms", v)
+		case "s":
+			return fmt.Sprintf("%.3f s", v)
+		}
+		return fmt.Sprintf("%.1f %s", v, x.Unit)
+	}
+	s := f(x.Value)
+	if len(x.Range) == 2 {
+		s += " (" + strings.TrimSpace(f(x.Range[0])) + " to " + strings.TrimSpace(f(x.Range[1])) + ")"
+	}
+	return s
+}
+
+func (x Ratio) reached() string {
+	if x.Met == nil || x.Reached == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.2f", x.Reached)
+}
+
+func (x Ratio) verdict() string {
+	v := "not measured: " + x.NotMeasured
+	if x.Met != nil {
+		v = "missed"
+		if *x.Met {
+			v = "met"
+		}
+	}
+	if x.Note != "" {
+		v += " (" + x.Note + ")"
+	}
+	return v
 }
 
 func secs(s float64) string { return time.Duration(s * float64(time.Second)).String() }

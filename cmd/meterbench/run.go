@@ -15,25 +15,31 @@ import (
 
 // options are meterbench's flags.
 type options struct {
-	conns       int
-	duration    time.Duration
-	warmup      time.Duration
-	maxReqs     int64
-	timeout     time.Duration
-	halfLoad    bool
-	sseStreams  int
-	sseEvents   int
-	sseInterval time.Duration
-	agentURL    string
-	extra       targetFlags
-	jsonOut     bool
-	cpuProfile  string
-	serveFor    time.Duration
-	logLevel    string
-	dataDir     string
-	nginxConf   bool
-	holdStreams int
-	memProfile  string
+	conns           int
+	duration        time.Duration
+	warmup          time.Duration
+	maxReqs         int64
+	timeout         time.Duration
+	rounds          int
+	halfLoad        bool
+	drainWait       time.Duration
+	sseStreams      int
+	sseEvents       int
+	sseInterval     time.Duration
+	agent           string
+	nginx           string
+	a2a             string
+	a2aBuild        bool
+	a2aBuildTimeout time.Duration
+	extra           targetFlags
+	jsonOut         bool
+	cpuProfile      string
+	serveFor        time.Duration
+	logLevel        string
+	dataDir         string
+	nginxConf       bool
+	holdStreams     int
+	memProfile      string
 }
 
 // targetFlags collects -target name=url.
@@ -55,7 +61,7 @@ func (t *targetFlags) Set(v string) error {
 		return errors.New("want name=http://127.0.0.1:PORT/path")
 	}
 	switch name {
-	case "direct", "proxy", "meter":
+	case direct10, nginx10, sdkProxy10, direct03, nginx03, goProxy03, meter10, meter03, meterREST, meterBridged:
 		return fmt.Errorf("%q is a built-in target", name)
 	}
 	*t = append(*t, namedTarget{name, u})
@@ -71,17 +77,23 @@ func parseOptions(args []string, out io.Writer) (*options, error) {
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "unrecorded load before each max-throughput measurement (at most 1m)")
 	fs.Int64Var(&o.maxReqs, "n", 5_000_000, "at most this many requests per target and phase")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Second, "per-request timeout")
-	fs.BoolVar(&o.halfLoad, "half-load", true, "also measure latency at half the meter's max throughput (open loop)")
-	fs.IntVar(&o.sseStreams, "sse-streams", 16, "concurrent message/stream calls per target for the SSE relay delay; 0 skips it (built-in agent only)")
+	fs.IntVar(&o.rounds, "rounds", 2, "max-throughput rounds: each loads every target in turn, the meter's last (1-10)")
+	fs.BoolVar(&o.halfLoad, "half-load", true, "also measure latency at half of nginx's max rate (open loop; half the meter's when nginx was not measured)")
+	fs.DurationVar(&o.drainWait, "drain-wait", 30*time.Second, "after the max-throughput rounds, wait at most this long (5s-5m) for the meter's spool to drain and the usage API's totals to match the calls answered (the goal is 5s)")
+	fs.IntVar(&o.sseStreams, "sse-streams", 16, "concurrent message/stream calls per target for the SSE relay delay (built-in agent); 0 skips it")
 	fs.IntVar(&o.sseEvents, "sse-events", 100, "events per stream")
 	fs.DurationVar(&o.sseInterval, "sse-interval", 10*time.Millisecond, "time between a stream's events")
-	fs.StringVar(&o.agentURL, "agent", "", "use the canned agent at `url` (its card at /.well-known/agent-card.json) instead of the built-in one, e.g. nginx with return 200 (see -nginx-conf)")
-	fs.Var(&o.extra, "target", "also load this `name=url` (e.g. nginx=http://127.0.0.1:18081/), compared with the meter (a name containing nginx is held to the 0.9x target); repeatable; a missing one is reported, not fatal")
+	fs.StringVar(&o.agent, "agent", "auto", "the canned agent of the message/send phases: nginx, builtin, or auto (nginx when it runs)")
+	fs.StringVar(&o.nginx, "nginx", "nginx", "nginx `program` (a name on PATH or a path) to run as the canned agent and proxy_pass; off skips it")
+	fs.StringVar(&o.a2a, "a2a", "a2a", "the a2a-go "+a2aVersion+" CLI `program` whose serve --proxy is compared; a name on PATH or a path, off skips it; by default, when not on PATH, the one built in the user cache dir (agentmarket/a2a-"+a2aVersion+")")
+	fs.BoolVar(&o.a2aBuild, "a2a-build", true, "build the a2a CLI into the cache dir when it is not there (needs the Go module proxy)")
+	fs.DurationVar(&o.a2aBuildTimeout, "a2a-build-timeout", 10*time.Minute, "at most this long to build the a2a CLI")
+	fs.Var(&o.extra, "target", "also load this `name=url` with the 0.3 message/send (e.g. mine=http://127.0.0.1:18081/v03/), compared with meter/0.3; repeatable; a missing one is reported, not fatal")
 	fs.BoolVar(&o.jsonOut, "json", false, "print the report as JSON")
-	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the meter's max-throughput phase (with -serve-for: of the whole serving time) to `file`; goroutines are labelled role=meter|agent|reverse-proxy|loadgen")
-	fs.DurationVar(&o.serveFor, "serve-for", 0, "set up, print the targets (and a wrk script), serve them for this long (at most 30m) and exit without loading them")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the max-throughput rounds (with -serve-for: of the whole serving time) to `file`; goroutines are labelled role=meter|agent|reverse-proxy|loadgen")
+	fs.DurationVar(&o.serveFor, "serve-for", 0, "set up, print the targets (and wrk scripts), serve them for this long (at most 30m) and exit without loading them")
 	fs.StringVar(&o.logLevel, "log-level", "info", "the meter's log level (its log goes to meter.log in the data dir)")
-	fs.BoolVar(&o.nginxConf, "nginx-conf", false, "print an nginx configuration serving the same canned agent on "+nginxAgentAddr+" and proxy_pass to it on "+nginxProxyAddr+", and exit")
+	fs.BoolVar(&o.nginxConf, "nginx-conf", false, "print the nginx configuration of the canned agent (on "+nginxAgentAddr+") and proxy_pass to it (on "+nginxProxyAddr+"), and exit")
 	fs.IntVar(&o.holdStreams, "hold-streams", 0, "also open this many streams through direct and meter at once, held open, and measure the memory each costs (0 skips it; each stream through the meter uses 4 file descriptors in this process)")
 	fs.StringVar(&o.memProfile, "memprofile", "", "with -hold-streams: write a heap profile to `file` while the streams through the meter are held")
 	fs.StringVar(&o.dataDir, "data-dir", "", "the marketplace's data dir; empty = a temporary one, removed at the end")
@@ -111,15 +123,15 @@ func (o *options) validate() error {
 	check(o.sseInterval >= 0 && time.Duration(o.sseEvents)*o.sseInterval <= 2*time.Minute, "-sse-events × -sse-interval: a stream must last at most 2m")
 	check(o.serveFor >= 0 && o.serveFor <= 30*time.Minute, "-serve-for: must be 0 to 30m")
 	check(o.holdStreams >= 0 && o.holdStreams <= 20_000, "-hold-streams: must be 0 to 20000")
+	check(o.rounds >= 1 && o.rounds <= 10, "-rounds: must be 1 to 10")
+	check(o.drainWait >= drainGoal && o.drainWait <= 5*time.Minute, "-drain-wait: must be 5s to 5m")
+	check(o.a2aBuildTimeout > 0 && o.a2aBuildTimeout <= 30*time.Minute, "-a2a-build-timeout: must be above 0 and at most 30m")
+	check(o.agent == "auto" || o.agent == "nginx" || o.agent == "builtin", "-agent: must be auto, nginx or builtin")
+	check(o.agent != "nginx" || o.nginx != "off", "-agent nginx: not with -nginx off")
 	switch o.logLevel {
 	case "debug", "info", "warn", "error":
 	default:
 		errs = append(errs, errors.New("-log-level: must be debug, info, warn or error"))
-	}
-	if o.agentURL != "" {
-		if _, err := newRequest(o.agentURL, nil, nil); err != nil {
-			errs = append(errs, fmt.Errorf("-agent: %w", err))
-		}
 	}
 	for _, t := range o.extra {
 		if _, err := newRequest(t.url, nil, nil); err != nil {
@@ -130,9 +142,10 @@ func (o *options) validate() error {
 }
 
 // run is the whole program: set up the targets, load each in turn, report.
-// It fails only when the set-up fails; a target that does not answer is
-// reported as unavailable.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
+// It fails only when what it runs itself fails to start; a peer that is
+// not installed or a target that does not answer is reported as such.
+// Progress (building the SDK's CLI) goes to stderr.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	o, err := parseOptions(args, stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
@@ -141,7 +154,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	if o.nginxConf {
-		return writeNginxConf(stdout)
+		return writeNginxConf(stdout, nginxAgentAddr, nginxProxyAddr)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -161,44 +174,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	defer logFile.Close()
 
-	stream := streamSpec{events: o.sseEvents, interval: o.sseInterval}
-	agentURL := o.agentURL
-	if agentURL == "" {
-		a, err := startAgent(ctx, stream)
-		if err != nil {
-			return fmt.Errorf("canned agent: %w", err)
-		}
-		agentURL = a.URL
-	}
-	proxyURL, err := startReverseProxy(ctx, agentURL)
-	if err != nil {
-		return fmt.Errorf("reverse proxy: %w", err)
-	}
-	m, err := startMarket(ctx, marketEnv(getenv, dataDir, o.logLevel), logFile)
-	if err != nil {
-		return fmt.Errorf("marketplace: %w", err)
-	}
-	defer m.stop()
-	sub, err := subscribe(ctx, m.URL, agentURL)
+	b, err := setUp(ctx, o, getenv, dataDir, logFile, stderr)
 	if err != nil {
 		return err
 	}
-
-	body := sendBody()
-	auth := map[string]string{"Authorization": "Bearer " + sub.Key}
-	targets := []namedTarget{{"direct", agentURL}, {"proxy", proxyURL}, {"meter", sub.Endpoint}}
-	targets = append(targets, o.extra...)
-	reqs := map[string]request{}
-	for _, t := range targets {
-		if reqs[t.name], err = newRequest(t.url, body, auth); err != nil {
-			return err
-		}
-	}
-	for _, name := range []string{"direct", "meter"} {
-		if why := probe(reqs[name], o.timeout); why != "" {
-			return fmt.Errorf("%s target %s %s", name, reqs[name].addr, why)
-		}
-	}
+	defer b.stop()
 
 	if o.serveFor > 0 {
 		if o.cpuProfile != "" {
@@ -208,43 +188,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 			}
 			defer stopProfile()
 		}
-		return serveFor(ctx, o.serveFor, dataDir, targets, body, auth, stdout)
+		return b.serveFor(ctx, o.serveFor, dataDir, stdout)
 	}
-
-	rep := &Report{Machine: machine(), Settings: settings(o, agentURL)}
-	spec := loadSpec{conns: o.conns, duration: o.duration, warmup: o.warmup, maxReqs: o.maxReqs, timeout: o.timeout}
-	for _, t := range targets {
-		var stopProfile func()
-		if t.name == "meter" && o.cpuProfile != "" {
-			if stopProfile, err = startProfile(o.cpuProfile); err != nil {
-				return err
-			}
-		}
-		rep.Max = append(rep.Max, closedLoop(ctx, t.name, t.url, reqs[t.name], spec))
-		if stopProfile != nil {
-			stopProfile()
-		}
-	}
-	if meter := rep.result("meter"); o.halfLoad && meter != nil && meter.RPS > 0 {
-		half := spec
-		half.rate = meter.RPS / 2
-		for _, name := range []string{"direct", "proxy", "meter"} {
-			rep.Half = append(rep.Half, openLoop(ctx, name, urlOf(targets, name), reqs[name], half))
-		}
-	}
-	if o.sseStreams > 0 && o.agentURL == "" {
-		for _, name := range []string{"direct", "proxy", "meter"} {
-			rep.SSE = append(rep.SSE, sseDelays(ctx, name, urlOf(targets, name), auth, o.sseStreams, stream))
-		}
-	}
-	if o.holdStreams > 0 && o.agentURL == "" {
-		for _, name := range []string{"direct", "meter"} {
-			profile := ""
-			if name == "meter" {
-				profile = o.memProfile
-			}
-			rep.Hold = append(rep.Hold, holdStreams(ctx, name, urlOf(targets, name), auth, o.holdStreams, profile))
-		}
+	rep, err := b.measure(ctx, o)
+	if err != nil {
+		return err
 	}
 	rep.compare(o.extra)
 	if o.jsonOut {
@@ -253,13 +201,95 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	return rep.writeText(stdout)
 }
 
-func urlOf(ts []namedTarget, name string) string {
-	for _, t := range ts {
-		if t.name == name {
-			return t.url
+// measure runs the phases: the max-throughput rounds, the projections'
+// check, half load, the SSE relay delay, held streams.
+func (b *bench) measure(ctx context.Context, o *options) (*Report, error) {
+	rep := &Report{Machine: machine(), Settings: settings(o, b.agentName, b.store), Peers: b.peers}
+	spec := loadSpec{conns: o.conns, duration: o.duration, warmup: o.warmup, maxReqs: o.maxReqs, timeout: o.timeout}
+	stopProfile := func() {}
+	if o.cpuProfile != "" {
+		var err error
+		if stopProfile, err = startProfile(o.cpuProfile); err != nil {
+			return nil, err
 		}
 	}
-	return ""
+	for round := 1; round <= o.rounds; round++ {
+		for _, t := range b.targets {
+			if t.why != "" {
+				if round == 1 {
+					rep.Max = append(rep.Max, Result{Target: t.name, Mode: "closed", Unavailable: t.why})
+				}
+				continue
+			}
+			res := closedLoop(ctx, t.name, t.url, t.req, spec)
+			res.Round = round
+			rep.Max = append(rep.Max, res)
+		}
+	}
+	stopProfile()
+	rep.Projections = checkProjections(ctx, b.usage, b.metered, o.drainWait)
+
+	if o.halfLoad {
+		b.halfLoad(ctx, rep, spec)
+	}
+	if o.sseStreams > 0 {
+		stream := streamSpec{events: o.sseEvents, interval: o.sseInterval}
+		for _, t := range b.streams {
+			rep.SSE = append(rep.SSE, sseDelays(ctx, t.name, t.url, b.streamHdr, o.sseStreams, stream))
+		}
+	}
+	if o.holdStreams > 0 {
+		for _, t := range b.streams {
+			profile := ""
+			switch t.name {
+			case "go-proxy":
+				continue
+			case "meter":
+				profile = o.memProfile
+			}
+			rep.Hold = append(rep.Hold, holdStreams(ctx, t.name, t.url, b.streamHdr, o.holdStreams, profile))
+		}
+	}
+	return rep, nil
+}
+
+// halfLoad measures direct and the meter in an open loop at half of
+// nginx's max rate of the same version, or of the meter's when nginx was
+// not measured.
+func (b *bench) halfLoad(ctx context.Context, rep *Report, spec loadSpec) {
+	for _, v := range []struct{ nginx, direct, meter string }{{nginx10, direct10, meter10}, {nginx03, direct03, meter03}} {
+		of, basis := halfOfNginx, meanRPS(rep.Max, v.nginx)
+		if basis == 0 {
+			of, basis = "half the meter's max (no nginx)", meanRPS(rep.Max, v.meter)
+		}
+		rep.Settings.HalfLoadOf = of
+		for _, name := range []string{v.direct, v.meter} {
+			if basis == 0 {
+				rep.Half = append(rep.Half, Result{Target: name, Mode: "open", Unavailable: "no max rate to take half of"})
+				continue
+			}
+			half := spec
+			half.rate = basis / 2
+			t := b.target(name)
+			rep.Half = append(rep.Half, openLoop(ctx, name, t.url, t.req, half))
+		}
+	}
+}
+
+// halfOfNginx is the half-load phase's rate, as the target states it.
+const halfOfNginx = "half nginx's max"
+
+// meanRPS is name's mean max throughput over the rounds it ran.
+func meanRPS(rs []Result, name string) float64 {
+	rounds := roundsOf(rs, name)
+	var sum float64
+	for _, x := range rounds {
+		sum += x.RPS
+	}
+	if len(rounds) == 0 {
+		return 0
+	}
+	return sum / float64(len(rounds))
 }
 
 func startProfile(path string) (func(), error) {
@@ -278,24 +308,28 @@ func startProfile(path string) (func(), error) {
 }
 
 // serveFor keeps the targets up for d so another load tool (wrk) can be
-// pointed at them, and writes a wrk script that sends the same request.
-func serveFor(ctx context.Context, d time.Duration, dir string, targets []namedTarget, body []byte, headers map[string]string, out io.Writer) error {
-	script := filepath.Join(dir, "send.lua")
-	var b strings.Builder
-	b.WriteString("-- meterbench: the 1 KiB message/send, with the buyer's key\nwrk.method = \"POST\"\n")
-	fmt.Fprintf(&b, "wrk.body = %q\n", body)
-	b.WriteString("wrk.headers[\"Content-Type\"] = \"application/json\"\n")
-	for k, v := range headers {
-		fmt.Fprintf(&b, "wrk.headers[%q] = %q\n", k, v)
-	}
-	if err := os.WriteFile(script, []byte(b.String()), 0o600); err != nil {
-		return err
-	}
+// pointed at them, and writes a wrk script per target that sends the
+// same request.
+func (b *bench) serveFor(ctx context.Context, d time.Duration, dir string, out io.Writer) error {
 	fmt.Fprintf(out, "serving for %s (until then, or until interrupted)\n", d)
-	for _, t := range targets {
-		fmt.Fprintf(out, "  %-8s %s\n", t.name, t.url)
+	for _, t := range b.targets {
+		if t.why != "" {
+			fmt.Fprintf(out, "  %-14s %s\n", t.name, t.why)
+			continue
+		}
+		script := filepath.Join(dir, "send-"+strings.NewReplacer("/", "-", ".", "").Replace(t.name)+".lua")
+		var s strings.Builder
+		fmt.Fprintf(&s, "-- meterbench: the message/send of %s\nwrk.method = \"POST\"\n", t.name)
+		fmt.Fprintf(&s, "wrk.body = %q\n", t.body)
+		s.WriteString("wrk.headers[\"Content-Type\"] = \"application/json\"\n")
+		for k, v := range t.headers {
+			fmt.Fprintf(&s, "wrk.headers[%q] = %q\n", k, v)
+		}
+		if err := os.WriteFile(script, []byte(s.String()), 0o600); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "  %-14s wrk -t1 -c32 -d10s --latency -s %s %s\n", t.name, script, t.url)
 	}
-	fmt.Fprintf(out, "  wrk script: %s\n  e.g. wrk -t1 -c32 -d10s -s %s %s\n", script, script, urlOf(targets, "meter"))
 	pause(ctx, d)
 	return nil
 }
