@@ -25,6 +25,7 @@ const (
 	CodeUpstreamRefused     = -32055 // the agent's address is one the meter does not connect to (SSRF guard)
 	CodeAgentTaskConflict   = -32056 // the agent answered with another organisation's task: the answer was withheld
 	CodeMeterUnavailable    = -32057 // the meter cannot record usage now (its spool fails): the call is not forwarded
+	CodeMeterBusy           = -32058 // the meter's projections lag too far behind its calls: retry shortly
 	CodeUpstreamInvalid     = -32006 // A2A InvalidAgentResponse: the agent answered something that is not JSON-RPC
 	CodeInternal            = -32603
 )

@@ -21,6 +21,7 @@ type Metrics struct {
 	pushOut  *prometheus.CounterVec
 	canceled *prometheus.CounterVec
 	clamped  *prometheus.CounterVec
+	held     prometheus.Counter
 }
 
 // NewMetrics registers the meter's series on reg.
@@ -46,7 +47,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Calls whose reported or observed usage passed a counter's bound (agentmarket.MaxQuantity) and was counted as the bound, by listing."}, []string{"listing"}),
 	}
 	reg.MustRegister(m.requests, m.latency, m.tokensC, m.cost, m.inflight, m.pushIn, m.pushOut, m.canceled)
-	reg.MustRegister(m.clamped)
+	m.held = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "calls_held_back_total",
+		Help: "Calls the meter held back because too many spooled rows (2,000 by default) waited for their projections (bindings, ledger): the database does not keep up."})
+	reg.MustRegister(m.clamped, m.held)
 	return m
 }
 
@@ -81,7 +84,7 @@ var codeLabels = func() map[int]string {
 		wire.CodeUnsupportedOperation, wire.CodeContentTypeNotSupported, wire.CodeInvalidAgentResponse,
 		wire.CodeExtendedCardNotConfigured, wire.CodeExtensionSupportRequired, wire.CodeVersionNotSupported,
 		CodeUnauthorized, CodeNotEntitled, CodeBudgetExhausted, CodeListingUnavailable, CodeUpstreamUnreachable,
-		CodeUpstreamTimeout, CodeResultTooLarge, CodeRequestTooLarge, CodeStreamIdle, CodeUpstreamRefused, CodeAgentTaskConflict, CodeBudgetUnchecked, CodeMeterUnavailable} {
+		CodeUpstreamTimeout, CodeResultTooLarge, CodeRequestTooLarge, CodeStreamIdle, CodeUpstreamRefused, CodeAgentTaskConflict, CodeBudgetUnchecked, CodeMeterUnavailable, CodeMeterBusy} {
 		out[c] = strconv.Itoa(c)
 	}
 	return out
@@ -114,6 +117,12 @@ func (m *Metrics) pushAttempt(outcome string) {
 func (m *Metrics) taskCanceled(why string) {
 	if m != nil {
 		m.canceled.WithLabelValues(why).Inc()
+	}
+}
+
+func (m *Metrics) heldBack() {
+	if m != nil {
+		m.held.Inc()
 	}
 }
 

@@ -51,6 +51,16 @@ type Limits struct {
 	// the database knows waits for another meter's projection before it
 	// answers TaskNotFound; default 1s.
 	OwnerMissWait time.Duration
+	// MaxUnsettled is how many spooled rows may wait for their projections
+	// (bindings, ledger) before the meter holds new calls back (up to
+	// UnsettledWait, then -32058); default 2,000. It keeps the projections
+	// within a fraction of a second of the calls, so that another meter
+	// finds a new task within OwnerMissWait, and the spool from growing
+	// without bound when calls come faster than the database takes them.
+	MaxUnsettled int
+	// UnsettledWait is how long a call waits for the projections to catch
+	// up before it is refused; default 2s.
+	UnsettledWait time.Duration
 	// StaleWhileDown is how long past CacheTTL the meter goes on with the
 	// keys, listings, contracts, plans and grants it last read while the
 	// database is unreachable (calls go on; their rows wait in the spool);
@@ -75,6 +85,10 @@ func (l *Limits) defaults() {
 	def(&l.EventRetention, 90*24*time.Hour)
 	def(&l.OwnerMissWait, time.Second)
 	def(&l.StaleWhileDown, 10*time.Minute)
+	def(&l.UnsettledWait, 2*time.Second)
+	if l.MaxUnsettled == 0 {
+		l.MaxUnsettled = 2000
+	}
 	if l.OwnerIndexSize == 0 {
 		l.OwnerIndexSize = 200_000
 	}
@@ -139,6 +153,10 @@ type Proxy struct {
 	// Tasks records the life of tasks (pauses, cancels, deadlines); nil:
 	// not recorded, and no task is canceled for its time.
 	Tasks contracts.TaskLife
+	// Unsettled, when set, is how many spooled rows wait for their
+	// projections (metering.Shipper.Unsettled): calls are held back while
+	// it is above Limits.MaxUnsettled.
+	Unsettled func() int
 	// Incidents marks a listing whose agent misbehaved in a way that could
 	// leak one buyer's data to another (nil: only logged).
 	Incidents Incidents
@@ -397,6 +415,9 @@ func (p *Proxy) admit(ctx context.Context, c *fiber.Ctx, cl *call, body []byte, 
 		// A call that cannot be billed is not forwarded.
 		return rpcErr(CodeMeterUnavailable, http.StatusServiceUnavailable, "the meter cannot record usage right now, so it forwards no calls; try another meter or again shortly")
 	}
+	if err := p.awaitProjections(ctx); err != nil {
+		return err
+	}
 	secret, ok := bearer(c.Get(fiber.HeaderAuthorization))
 	if !ok {
 		return rpcErr(CodeUnauthorized, http.StatusUnauthorized, "send your AgentMarket API key as: Authorization: Bearer amk_…")
@@ -468,6 +489,31 @@ func (p *Proxy) admit(ctx context.Context, c *fiber.Ctx, cl *call, body []byte, 
 // what a minute of calls costs. Calls without a budget go on (their usage
 // is spooled).
 const lastSpendGrace = time.Minute
+
+// awaitProjections holds a call back while more rows than MaxUnsettled
+// wait for their projections, for UnsettledWait at most: backpressure
+// that keeps the meter's pace to what its database takes.
+func (p *Proxy) awaitProjections(ctx context.Context) error {
+	if p.Unsettled == nil || p.Unsettled() <= p.Limits.MaxUnsettled {
+		return nil
+	}
+	if p.Metrics != nil {
+		p.Metrics.heldBack()
+	}
+	wait, cancel := context.WithTimeout(ctx, p.Limits.UnsettledWait)
+	defer cancel()
+	t := time.NewTicker(2 * time.Millisecond)
+	defer t.Stop()
+	for p.Unsettled() > p.Limits.MaxUnsettled {
+		select {
+		case <-wait.Done():
+			return rpcErr(CodeMeterBusy, http.StatusServiceUnavailable,
+				fmt.Sprintf("the meter is busy catching up with the usage it recorded (more than %d rows wait); retry shortly or use another meter", p.Limits.MaxUnsettled))
+		case <-t.C:
+		}
+	}
+	return nil
+}
 
 // recordRetry is how long after a usage row could not be recorded the
 // meter refuses calls before it tries again.

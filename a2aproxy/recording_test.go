@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,4 +67,44 @@ func TestRefusesCallsItCannotRecord(t *testing.T) {
 	if status, body := call(p); status != 503 || !strings.Contains(body, `"code":-32057`) {
 		t.Errorf("after a failed append: %d %s, want 503 and -32057", status, body)
 	}
+}
+
+// TestHeldBackWhileProjectionsLag: while more spooled rows than
+// MaxUnsettled wait for their projections, calls wait (UnsettledWait at
+// most) and are then refused with -32058, HTTP 503; once the projections
+// catch up, the wait ends (the call goes on to its other checks: here, a
+// key that does not exist).
+func TestHeldBackWhileProjectionsLag(t *testing.T) {
+	var lag atomic.Int64
+	lag.Store(10_000)
+	p := &a2aproxy.Proxy{Recorder: &failingRecorder{}, Auth: noKeys{}, Clock: agentmarket.NewManualClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)),
+		Unsettled: func() int { return int(lag.Load()) }, Limits: a2aproxy.Limits{MaxUnsettled: 100, UnsettledWait: 50 * time.Millisecond}}
+	p.Init()
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	p.Mount(app)
+	call := func() (int, string) {
+		req := httptest.NewRequest("POST", "/a2a/lst_x", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"message/send","params":{}}`))
+		req.Header.Set("Authorization", "Bearer amk_whatever")
+		res, err := app.Test(req, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	if status, body := call(); status != 503 || !strings.Contains(body, `"code":-32058`) {
+		t.Errorf("while the projections lag: %d %s, want 503 and -32058", status, body)
+	}
+	go func() { time.Sleep(20 * time.Millisecond); lag.Store(5) }()
+	p.Limits.UnsettledWait = 5 * time.Second
+	if status, body := call(); status != 401 {
+		t.Errorf("once they caught up: %d %s, want the next check (401 for an unknown key)", status, body)
+	}
+}
+
+// noKeys knows no key.
+type noKeys struct{}
+
+func (noKeys) Authenticate(context.Context, string) (agentmarket.Actor, error) {
+	return agentmarket.Actor{}, agentmarket.Errorf(agentmarket.Unauthorized, "unknown_key", "unknown key")
 }

@@ -102,6 +102,9 @@ type Shipper struct {
 	ahead      Cursor    // with SettleAhead: rows before it, past pos, are settled
 	scratch    []Usage
 
+	// settledSeq is the spool position (Cursor.Seq) up to which every row
+	// is settled: acknowledged, or settled ahead.
+	settledSeq     atomic.Uint64
 	shippedRows    atomic.Uint64
 	shippedBatches atomic.Uint64
 	failures       atomic.Uint64
@@ -135,7 +138,9 @@ func NewShipper(spool *Spool, store Store, opts ShipperOptions) *Shipper {
 	if opts.SettleRows <= 0 {
 		opts.SettleRows = DefaultSettleRows
 	}
-	return &Shipper{spool: spool, store: store, opts: opts, turn: make(chan struct{}, 1)}
+	s := &Shipper{spool: spool, store: store, opts: opts, turn: make(chan struct{}, 1)}
+	s.settledSeq.Store(spool.Acked().Seq)
+	return s
 }
 
 // Run ships rows as they are appended until ctx ends, and returns ctx's
@@ -250,6 +255,7 @@ func (s *Shipper) release() { <-s.turn }
 func (s *Shipper) start() {
 	if !s.started {
 		s.pos = s.spool.Acked()
+		s.noteSettled(s.pos.Seq)
 		s.started = true
 	}
 }
@@ -293,7 +299,28 @@ func (s *Shipper) settleAhead(ctx context.Context) error {
 	}
 	s.settled = len(s.batch)
 	s.unsettled = time.Time{}
+	s.noteSettled(s.pos.Seq)
 	return nil
+}
+
+// noteSettled raises the settled position to seq.
+func (s *Shipper) noteSettled(seq uint64) {
+	for {
+		old := s.settledSeq.Load()
+		if seq <= old || s.settledSeq.CompareAndSwap(old, seq) {
+			return
+		}
+	}
+}
+
+// Unsettled is how many rows appended to the spool are not settled yet:
+// the lag of the projections that settling applies (bindings, ledger).
+func (s *Shipper) Unsettled() int {
+	appended, settled := s.spool.AppendedRows(), s.settledSeq.Load()
+	if settled >= appended {
+		return 0
+	}
+	return int(appended - settled)
 }
 
 // settleBeyond settles rows appended after the batch, while the batch
@@ -320,6 +347,7 @@ func (s *Shipper) settleBeyond(ctx context.Context) {
 			return // the batch's own attempt reports the failure
 		}
 		s.ahead = next
+		s.noteSettled(next.Seq)
 	}
 }
 
@@ -333,6 +361,7 @@ func (s *Shipper) ship(ctx context.Context) error {
 			err = s.spool.Ack(s.pos)
 		}
 		if err == nil {
+			s.noteSettled(s.pos.Seq)
 			if s.opts.Stored != nil {
 				s.opts.Stored(s.batch)
 			}

@@ -374,3 +374,43 @@ func TestShipperSettlesAheadOfAFailingStore(t *testing.T) {
 	<-done
 	checkStored(t, st.Store, ids)
 }
+
+// TestShipperUnsettled: Unsettled counts the rows appended and not yet
+// settled (settled ahead, or shipped), from a shipper's start.
+func TestShipperUnsettled(t *testing.T) {
+	sp := MustOpenSpool(t, t.TempDir(), metering.SpoolOptions{})
+	st := &recordingStore{Store: mustOpenStore(t)}
+	gate := make(chan struct{})
+	settle := func(ctx context.Context, rows []metering.Usage) error {
+		<-gate
+		for i := range rows {
+			rows[i].Pending = nil
+		}
+		return nil
+	}
+	sh := metering.NewShipper(sp, st, metering.ShipperOptions{BatchRows: 1000, BatchWait: time.Hour, Settle: settle, SettleAhead: true, SettleWait: time.Millisecond})
+	for i := range 40 {
+		u := row(i)
+		u.Pending = &metering.PendingBill{Key: u.TaskID}
+		if err := sp.Append(u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := sh.Unsettled(); n != 40 {
+		t.Fatalf("Unsettled before the shipper ran = %d, want 40", n)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go sh.Run(ctx)
+	close(gate)
+	deadline := time.Now().Add(10 * time.Second)
+	for sh.Unsettled() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("Unsettled = %d after 10s, want 0", sh.Unsettled())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if got := sh.Stats().ShippedRows; got != 0 {
+		t.Fatalf("%d rows shipped: settling ahead must not wait for the batch", got)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentmarket/agentmarket"
@@ -137,7 +138,13 @@ type Spool struct {
 	readBuf  []byte
 
 	ackMu sync.Mutex
+
+	appendedRows atomic.Uint64 // s.seq, readable without the lock
 }
+
+// AppendedRows is the number of rows appended over the spool's life (the
+// end's Cursor.Seq), read without taking the spool's lock.
+func (s *Spool) AppendedRows() uint64 { return s.appendedRows.Load() }
 
 // OpenSpool opens (creating it if needed) the spool in dir. It truncates
 // torn records at the end of segments, removes segments that an earlier
@@ -234,6 +241,7 @@ func (s *Spool) recover() error {
 		s.segs = append(s.segs, segment{num: num, size: size})
 	}
 	s.seq = s.acked.Seq + unshipped
+	s.appendedRows.Store(s.seq)
 	f, err := createSegment(s.segPath(last + 1))
 	if err != nil {
 		return err
@@ -402,6 +410,7 @@ func (s *Spool) write(b []byte, rows int) error {
 	}
 	seg.size += int64(len(b))
 	s.seq += uint64(rows)
+	s.appendedRows.Store(s.seq)
 	s.gen++
 	if !s.syncPending {
 		s.syncPending = true

@@ -75,6 +75,7 @@ const (
 	codeUpstreamRefused     = -32055
 	codeAgentTaskConflict   = -32056
 	codeMeterUnavailable    = -32057
+	codeMeterBusy           = -32058
 )
 
 const (
@@ -907,6 +908,7 @@ func RESTEvent(v Version, m Method, result json.RawMessage) []byte {
 //	-32055  502          FAILED_PRECONDITION UPSTREAM_REFUSED                    agentmarket.dev
 //	-32056  502          INTERNAL            AGENT_TASK_CONFLICT                 agentmarket.dev
 //	-32057  503          UNAVAILABLE         METER_UNAVAILABLE                   agentmarket.dev
+//	-32058  503          UNAVAILABLE         METER_BUSY                          agentmarket.dev
 //	other   500          UNKNOWN             UNKNOWN_ERROR, metadata {"code"}    agentmarket.dev
 //
 // The A2A rows are §5.4's. A spent budget is 402, not 429: 429 invites
@@ -989,6 +991,7 @@ var restErrors = [...]restErr{
 	{codeUpstreamRefused, 502, "FAILED_PRECONDITION", "UPSTREAM_REFUSED", marketplaceDomain},
 	{codeAgentTaskConflict, 502, "INTERNAL", "AGENT_TASK_CONFLICT", marketplaceDomain},
 	{codeMeterUnavailable, 503, "UNAVAILABLE", "METER_UNAVAILABLE", marketplaceDomain},
+	{codeMeterBusy, 503, "UNAVAILABLE", "METER_BUSY", marketplaceDomain},
 }
 
 // unknownReason is the reason of codes outside the table; the code goes

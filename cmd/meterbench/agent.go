@@ -58,20 +58,24 @@ const (
 
 // sendBody is the benchmark's message/send in version v: about 1 KiB, as
 // an orchestrator sends it (the same request as the wire package's
-// benchmarks), the same message in both versions.
+// benchmarks, but naming no parent task: a delegated call, one naming its
+// parent in agentmarket/parentTaskId, binds its task in the database at
+// once so that a cascade of cancels finds it; the common call binds in
+// the meter's memory and through the spool), the same message in both
+// versions.
 func sendBody(v protocol) []byte {
 	if v == v10 {
 		return []byte(`{"jsonrpc":"2.0","id":"req-0001","method":"SendMessage","params":` + string(sendParams10()) + `}`)
 	}
 	return []byte(`{"jsonrpc":"2.0","id":"req-0001","method":"message/send","params":{"message":{"kind":"message","messageId":"` + benchMessageID + `","role":"user","contextId":"` + benchContextID + `","parts":[{"kind":"text","text":"` +
-		filler(570) + `"}],"metadata":{"agentmarket/parentTaskId":"parent-task-1"}},"configuration":{"acceptedOutputModes":["text/plain"],"blocking":true},"metadata":{"trace":"` + benchTrace + `"}}}`)
+		filler(570) + `"}],"metadata":{"orchestrator/step":"summarise-q3-reports"}},"configuration":{"acceptedOutputModes":["text/plain"],"blocking":true},"metadata":{"trace":"` + benchTrace + `"}}}`)
 }
 
 // sendParams10 is the 1.0 SendMessage's params: the body of an HTTP+JSON
 // POST /message:send, and the params of the JSON-RPC call.
 func sendParams10() []byte {
 	return []byte(`{"message":{"messageId":"` + benchMessageID + `","role":"ROLE_USER","contextId":"` + benchContextID + `","parts":[{"text":"` +
-		filler(570) + `"}],"metadata":{"agentmarket/parentTaskId":"parent-task-1"}},"configuration":{"acceptedOutputModes":["text/plain"],"returnImmediately":false},"metadata":{"trace":"` + benchTrace + `"}}`)
+		filler(570) + `"}],"metadata":{"orchestrator/step":"summarise-q3-reports"}},"configuration":{"acceptedOutputModes":["text/plain"],"returnImmediately":false},"metadata":{"trace":"` + benchTrace + `"}}`)
 }
 
 // streamBody is a 0.3 message/stream request with the same message.

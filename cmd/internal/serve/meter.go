@@ -227,6 +227,7 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 				d.Logger.Warn("usage shipping failed; rows stay in the spool and are retried", "err", err, "consecutive", n)
 			}
 		}})
+	p.Unsettled = ship.Unsettled
 	go ship.Run(ctx)
 	registerPipelineMetrics(d.Registry, spool, ship)
 	loopsCtx, stop := context.WithCancel(ctx)
