@@ -37,13 +37,23 @@ func (p *Proxy) trackLife(ctx context.Context, cl *call) {
 			p.Logger.ErrorContext(ctx, "task life not recorded: "+what, "trace_id", cl.trace.traceID, "task_id", cl.obs.taskID, "err", err)
 		}
 	}
+	// The task may be bound in this meter's memory and not projected yet:
+	// a life event finding no task in the database stores the binding the
+	// meter holds, then is written again.
+	stored := func(write func() (bool, error)) (bool, error) {
+		changed, err := write()
+		if isNotFound(err) && p.storeHeldBinding(ctx, cl.target.ListingID, cl.obs.taskID) {
+			changed, err = write()
+		}
+		return changed, err
+	}
 	m := cl.req.Method
 	continuing := cl.req.TaskID() != ""
 	if (m == wire.MethodSend || m == wire.MethodStream) && continuing {
 		// A message to an existing task: the buyer's answer to a pause.
 		e := ev(contracts.TaskResumed)
 		e.Actor = keyActor(cl.actor)
-		_, err := p.Tasks.TaskResumed(ctx, e)
+		_, err := stored(func() (bool, error) { return p.Tasks.TaskResumed(ctx, e) })
 		warn("resume", err)
 	}
 	switch {
@@ -56,7 +66,7 @@ func (p *Proxy) trackLife(ctx context.Context, cl *call) {
 				e.Reason = "canceled by the buyer"
 			}
 		}
-		ended, err := p.Tasks.TaskEnded(ctx, e)
+		ended, err := stored(func() (bool, error) { return p.Tasks.TaskEnded(ctx, e) })
 		warn("cancel", err)
 		p.Logger.InfoContext(ctx, "task canceled", "trace_id", cl.trace.traceID, "listing", cl.target.ListingID,
 			"task_id", cl.obs.taskID, "canceled_by", e.Actor, "reason", e.Reason, "first", ended)
@@ -70,12 +80,27 @@ func (p *Proxy) trackLife(ctx context.Context, cl *call) {
 		}
 	case interrupted(cl.obs.state):
 		at := p.Clock.Now().Add(cl.lim.MaxPause)
-		_, err := p.Tasks.TaskPaused(ctx, ev(contracts.TaskPaused), &at)
+		_, err := stored(func() (bool, error) { return p.Tasks.TaskPaused(ctx, ev(contracts.TaskPaused), &at) })
 		warn("pause", err)
 	case cl.obs.terminal && (continuing || cl.tracked || cl.label != ""):
-		_, err := p.Tasks.TaskEnded(ctx, ev(contracts.TaskEnded))
+		_, err := stored(func() (bool, error) { return p.Tasks.TaskEnded(ctx, ev(contracts.TaskEnded)) })
 		warn("end", err)
 	}
+}
+
+// storeHeldBinding writes the binding this meter holds in memory for a
+// task to the database at once (the projection would, a moment later),
+// and reports whether there was one to write.
+func (p *Proxy) storeHeldBinding(ctx context.Context, listingID, taskID string) bool {
+	b := p.owners.Peek(listingID, taskID)
+	if b == nil {
+		return false
+	}
+	if _, err := p.bindOwner(ctx, *b); err != nil {
+		p.Logger.WarnContext(ctx, "task binding not stored", "task_id", taskID, "err", err)
+		return false
+	}
+	return true
 }
 
 func keyActor(a agentmarket.Actor) string {

@@ -1102,13 +1102,9 @@ func (p *Proxy) agentTaskConflict(ctx context.Context, cl *call) {
 		"listing", cl.target.ListingID, "task_id", cl.obs.taskID, "org", cl.actor.OrgID)
 	now := p.Clock.Now()
 	err := p.Owners.MarkTaskReused(ctx, cl.target.ListingID, cl.obs.taskID, now)
-	if isNotFound(err) {
-		// Bound on this meter and not projected yet: project it now.
-		if b := p.owners.Peek(cl.target.ListingID, cl.obs.taskID); b != nil {
-			if _, err = p.bindOwner(ctx, *b); err == nil {
-				err = p.Owners.MarkTaskReused(ctx, cl.target.ListingID, cl.obs.taskID, now)
-			}
-		}
+	if isNotFound(err) && p.storeHeldBinding(ctx, cl.target.ListingID, cl.obs.taskID) {
+		// Bound on this meter and not projected yet: stored now.
+		err = p.Owners.MarkTaskReused(ctx, cl.target.ListingID, cl.obs.taskID, now)
 	}
 	if err != nil {
 		p.Logger.ErrorContext(ctx, "reused task not marked", "trace_id", cl.trace.traceID, "task_id", cl.obs.taskID, "err", err)
