@@ -153,6 +153,9 @@ type Proxy struct {
 	// Tasks records the life of tasks (pauses, cancels, deadlines); nil:
 	// not recorded, and no task is canceled for its time.
 	Tasks contracts.TaskLife
+	// Sealer seals ListTasks page tokens (they hold the agent's own token,
+	// which could name another org's task); nil: Push's.
+	Sealer Sealer
 	// Unsettled, when set, is how many spooled rows wait for their
 	// projections (metering.Shipper.Unsettled): calls are held back while
 	// it is above Limits.MaxUnsettled.
@@ -217,6 +220,9 @@ func (p *Proxy) Init() {
 	}
 	if p.Push != nil {
 		p.Push.init()
+		if p.Sealer == nil {
+			p.Sealer = p.Push.Sealer
+		}
 	}
 	p.startBatchers()
 }
@@ -404,6 +410,8 @@ func (p *Proxy) serve(c *fiber.Ctx, cl *call, body []byte, parse func() (*wire.R
 		return p.stream(c, cl)
 	case cl.req.Method.Push():
 		return p.pushMethod(c, cl)
+	case cl.req.Method == wire.MethodListTasks && p.Sealer != nil:
+		return p.listTasks(c, cl)
 	}
 	return p.unary(c, cl)
 }
@@ -945,7 +953,8 @@ func resultResponse(id json.RawMessage, result json.RawMessage) []byte {
 	return wire.ResultResponse(id, result)
 }
 
-// ownTasks filters a ListTasks result down to the caller's org's tasks.
+// ownTasks filters a ListTasks result down to the caller's org's tasks,
+// for a Proxy without a Sealer (which pages with listTasks instead).
 // Paging fields are dropped with the others' tasks: their sizes and tokens
 // would tell how many tasks other buyers have.
 func (p *Proxy) ownTasks(ctx context.Context, cl *call, result json.RawMessage) (json.RawMessage, error) {

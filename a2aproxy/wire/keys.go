@@ -197,6 +197,7 @@ var (
 	part03Fields    = []string{"kind", "text", "file", "data"}
 	part10Fields    = []string{"text", "raw", "url", "data"}
 	file03Fields    = []string{"bytes"}
+	listFields      = []string{"pageSize", "pageToken"}
 	taskParamFields = map[string][]string{
 		"id":     {"id", "metadata"},
 		"taskId": {"taskId", "metadata"},

@@ -190,7 +190,14 @@ func (r *Request) readParams() *Error {
 		}
 		return r.readTaskID("taskId")
 	}
-	return nil // ListTasks and GetExtendedAgentCard need nothing
+	if r.Method == MethodListTasks {
+		// The meter pages over the caller's own tasks with these (see
+		// a2aproxy's listTasks): no lookalike may reach the agent instead.
+		var buf [8]member
+		ms, _ := splitObject(r.Params, buf[:0])
+		return readable(ms, "params", listFields)
+	}
+	return nil // GetExtendedAgentCard needs nothing
 }
 
 func (r *Request) readTaskID(field string) *Error {

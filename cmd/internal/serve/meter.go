@@ -209,6 +209,7 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 		Spend:        storeSpend{d.Store},
 		Tasks:        store,
 		Incidents:    d.Catalog,
+		Sealer:       d.Sealer,
 		Push: &a2aproxy.Push{Store: store, Sealer: d.Sealer, Guard: guard, Allow: guard.Allow,
 			MaxAttempts: d.Config.MeterLimits.PushMaxAttempts, RetryBase: d.Config.MeterLimits.PushRetryBase, RetryMax: d.Config.MeterLimits.PushRetryMax, Retention: d.Config.MeterLimits.PushRetention},
 		Guard:   guard,
