@@ -1043,6 +1043,9 @@ func TestPushDeliveryRechecksAddress(t *testing.T) {
 		t.Fatalf("push config: %v", e)
 	}
 	lm.m.stop(t)
+	// What the agent notified while loopback was allowed may have been
+	// delivered already; nothing may be after the restart.
+	before := len(hook.received("/guarded"))
 	env["AGENTMARKET_FETCH_ALLOW_CIDRS"] = "192.0.2.0/24" // no longer loopback
 	lm.m = startMarketplace(t, env)
 	ag.Exec.step(task)
@@ -1056,8 +1059,8 @@ func TestPushDeliveryRechecksAddress(t *testing.T) {
 	if f["attempts"] != float64(1) || !strings.Contains(fmt.Sprint(f["last_error"]), "refused") || !strings.Contains(fmt.Sprint(f["last_error"]), "127.0.0.1") {
 		t.Errorf("refused delivery: %v", f)
 	}
-	if n := len(hook.received("/guarded")); n != 0 {
-		t.Errorf("the webhook got %d deliveries", n)
+	if n := len(hook.received("/guarded")); n != before {
+		t.Errorf("the webhook got %d deliveries after the restart", n-before)
 	}
 }
 
