@@ -558,7 +558,12 @@ func (p *Proxy) RunPushDelivery(ctx context.Context) {
 func (p *Proxy) deliver(ctx context.Context, d contracts.Delivery) {
 	attempts := d.Attempts + 1
 	record := func(status contracts.DeliveryStatus, next time.Time, httpStatus int, msg string) {
-		if err := p.Push.Store.DeliveryAttempted(ctx, d.ID, status, attempts, next, httpStatus, msg, p.Clock.Now()); err != nil && ctx.Err() == nil {
+		// Recorded even when the meter is stopping: a delivery that went
+		// out must not go out again, and one that did not must not stay
+		// leased to a meter that is gone (its lease would hold it back).
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := p.Push.Store.DeliveryAttempted(wctx, d.ID, status, attempts, next, httpStatus, msg, p.Clock.Now()); err != nil {
 			p.Logger.ErrorContext(ctx, "push delivery not recorded", "delivery_id", d.ID, "err", err)
 		}
 		level, outcome := p.Logger.InfoContext, string(status)
@@ -604,6 +609,13 @@ func (p *Proxy) deliver(ctx context.Context, d contracts.Delivery) {
 		req.Header.Set("Authorization", strings.TrimSpace(a.Scheme+" "+a.Credentials))
 	}
 	res, err := p.Push.client.Do(req)
+	if err != nil && ctx.Err() != nil {
+		// The meter stopped during the attempt: it does not count, and the
+		// delivery is due again at once, for whichever meter runs next.
+		attempts = d.Attempts
+		record(contracts.DeliveryPending, p.Clock.Now(), 0, "interrupted: the meter stopped during the attempt")
+		return
+	}
 	if err != nil {
 		var ae *agentmarket.Error
 		if errors.As(err, &ae) && ae.Kind == agentmarket.Invalid {
