@@ -68,5 +68,8 @@ func seedCatalog(ctx context.Context, o *options, out io.Writer) (int, error) {
 		}
 		return nil
 	})
-	return done - int(have), err
+	if err != nil {
+		return done - int(have), err
+	}
+	return done - int(have), store.OptimizeSearch(ctx)
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -67,6 +68,7 @@ func BenchmarkSearch(b *testing.B) {
 				b.Run(c.Name, func(b *testing.B) {
 					var times []time.Duration
 					total := 0
+					cpu0 := cpuTime()
 					for b.Loop() {
 						q := c.Query
 						q.Statuses = []listings.Status{listings.StatusPublished} // what buyers search
@@ -81,6 +83,7 @@ func BenchmarkSearch(b *testing.B) {
 						}
 						total = t
 					}
+					b.ReportMetric(float64((cpuTime()-cpu0).Microseconds())/1000/float64(len(times)), "cpu-ms/op")
 					slices.Sort(times)
 					at := func(p float64) float64 {
 						return float64(times[min(len(times)-1, int(p*float64(len(times))))].Microseconds()) / 1000
@@ -95,6 +98,17 @@ func BenchmarkSearch(b *testing.B) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// cpuTime is the CPU time this process used so far: what a query costs
+// whatever else the machine runs, where its wall time also counts the
+// waits for a core.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 // BenchQueries is the benchmark's mix: what buyers type and click, from
 // broad to narrow, on their own and combined.
@@ -147,6 +161,9 @@ func SeedCatalog(ctx context.Context, db *gormdb.DB, store *gormstore.Store, n i
 	c := synth.Catalog{Seed: 1, Sellers: sellers}
 	start := time.Now()
 	if err := c.Fill(ctx, int(have), n, 500, store.CreateListings); err != nil {
+		return err
+	}
+	if err := store.OptimizeSearch(ctx); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "seeded %d listings in %s\n", n-int(have), time.Since(start).Round(time.Millisecond))

@@ -113,13 +113,35 @@ func (s *Store) index(tx *gorm.DB, l *listings.Listing) ([]string, error) {
 			return nil, err
 		}
 	default:
-		var docID int64
-		err := tx.Raw(`INSERT INTO listing_search (`+cols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT (listing_id) DO UPDATE SET `+set+` RETURNING doc_id`, args...).Scan(&docID).Error
-		if err != nil {
+		// A published listing's document has a positive rowid, any other a
+		// negative one, so a public search reads the published part of the
+		// full-text index alone (rowid > 0) and no status facet. A status
+		// change moves the document to the other side.
+		var old []int64
+		if err := tx.Raw(`SELECT doc_id FROM listing_search WHERE listing_id = ?`, l.ID).Scan(&old).Error; err != nil {
 			return nil, err
 		}
-		if err := tx.Exec(`DELETE FROM listing_fts WHERE rowid = ?`, docID).Error; err != nil {
+		public := l.Status == listings.StatusPublished
+		var docID int64
+		if len(old) == 1 && (old[0] > 0) == public {
+			docID = old[0]
+		} else {
+			next := `SELECT COALESCE(MAX(doc_id), 0) + 1 FROM listing_search`
+			if !public {
+				next = `SELECT COALESCE(MIN(doc_id), 0) - 1 FROM listing_search`
+			}
+			if err := tx.Raw(next).Scan(&docID).Error; err != nil {
+				return nil, err
+			}
+		}
+		if len(old) == 1 {
+			if err := tx.Exec(`DELETE FROM listing_fts WHERE rowid = ?`, old[0]).Error; err != nil {
+				return nil, err
+			}
+		}
+		err := tx.Exec(`INSERT INTO listing_search (doc_id, `+cols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (listing_id) DO UPDATE SET doc_id = excluded.doc_id, `+set, append([]any{docID}, args...)...).Error
+		if err != nil {
 			return nil, err
 		}
 		err = tx.Exec(`INSERT INTO listing_fts (rowid, name, skills, description, facets) VALUES (?, ?, ?, ?, ?)`, docID,
@@ -290,23 +312,52 @@ type plan struct {
 	dialect string
 	q       listings.Query
 	words   []WordMatch
-	// facets are the facet groups the full-text index must match; when the
-	// query has no words and filters on statuses alone, none (the columns
-	// do it).
+	// facets are the facet groups the full-text index must match: every
+	// filter but statuses (see statusFacet).
 	facets [][]string
 }
 
 func newPlan(dialect string, q listings.Query, words []WordMatch) plan {
 	p := plan{dialect: dialect, q: q, words: words}
-	groups := q.FacetGroups()
-	if len(words) > 0 || len(groups) > 1 || (len(groups) == 1 && len(q.Statuses) == 0) {
-		p.facets = groups
+	for _, g := range q.FacetGroups() {
+		if !strings.HasPrefix(g[0], "z"+string(rune(listings.FacetStatus))) {
+			p.facets = append(p.facets, g)
+		}
 	}
 	return p
 }
 
-// fullText reports whether the plan reads the full-text index.
+// fullText reports whether the plan reads the full-text index: for words,
+// or for many-valued filters.
 func (p plan) fullText() bool { return len(p.words) > 0 || len(p.facets) > 0 }
+
+// onlyPublished reports whether the query is the public one: published
+// listings alone.
+func (p plan) onlyPublished() bool {
+	return len(p.q.Statuses) > 0 && !slices.ContainsFunc(p.q.Statuses, func(st listings.Status) bool { return st != listings.StatusPublished })
+}
+
+// statusFacet reports whether the full-text match carries the statuses
+// (SQLite, for any statuses but published alone, which the rowid range
+// selects); otherwise the statuses are a column filter, or none.
+func (p plan) statusFacet() bool {
+	return p.dialect != dialectPostgres && p.fullText() && len(p.q.Statuses) > 0 && !p.onlyPublished()
+}
+
+// rowidRange is SQLite's condition on the document's rowid: positive for
+// published listings, negative for the others (see index).
+func (p plan) rowidRange() string {
+	if p.dialect == dialectPostgres || !p.fullText() || len(p.q.Statuses) == 0 {
+		return ""
+	}
+	if p.onlyPublished() {
+		return "listing_fts.rowid > 0"
+	}
+	if !slices.Contains(p.q.Statuses, listings.StatusPublished) {
+		return "listing_fts.rowid < 0"
+	}
+	return ""
+}
 
 // ftsMatch is the FTS5 MATCH expression: every word, as a prefix or one of
 // its expansions, in the text fields; one token of every facet group in
@@ -320,7 +371,11 @@ func (p plan) ftsMatch() string {
 		}
 		parts = append(parts, "{name skills description}: ("+strings.Join(alts, " OR ")+")")
 	}
-	for _, g := range p.facets {
+	groups := p.facets
+	if p.statusFacet() {
+		groups = p.q.FacetGroups()
+	}
+	for _, g := range groups {
 		var alts []string
 		for _, f := range g {
 			alts = append(alts, ftsString(f))
@@ -364,14 +419,14 @@ func (p plan) tsWords() []string {
 	return parts
 }
 
-// columnWhere renders the filters read from listing_search's columns:
-// seller and price always; statuses when the full-text index does not.
-// The alias of listing_search is "s".
+// columnWhere renders the filters read from listing_search's columns
+// (alias s): seller and price always, statuses unless the full-text match
+// or the rowid range carries them.
 func (p plan) columnWhere() ([]string, []any) {
 	var conds []string
 	var args []any
 	q := p.q
-	if !p.fullText() && len(q.Statuses) > 0 {
+	if len(q.Statuses) > 0 && (!p.fullText() || p.dialect == dialectPostgres) {
 		ph := make([]string, len(q.Statuses))
 		for i, st := range q.Statuses {
 			ph[i] = "?"
@@ -390,6 +445,16 @@ func (p plan) columnWhere() ([]string, []any) {
 	return conds, args
 }
 
+// ftsWhere is SQLite's condition on the full-text index: the match, and
+// the rowid range when there is one.
+func (p plan) ftsWhere() ([]string, []any) {
+	conds, args := []string{"listing_fts MATCH ?"}, []any{p.ftsMatch()}
+	if r := p.rowidRange(); r != "" {
+		conds = append(conds, r)
+	}
+	return conds, args
+}
+
 // from renders the FROM and WHERE of the matches: the full-text index
 // joined to listing_search, or listing_search alone.
 func (p plan) from() (string, []any) {
@@ -404,8 +469,9 @@ func (p plan) from() (string, []any) {
 		args = append([]any{p.tsQuery()}, args...)
 	default:
 		from = "listing_fts JOIN listing_search s ON s.doc_id = listing_fts.rowid"
-		conds = append([]string{"listing_fts MATCH ?"}, conds...)
-		args = append([]any{p.ftsMatch()}, args...)
+		fc, fa := p.ftsWhere()
+		conds = append(fc, conds...)
+		args = append(fa, args...)
 	}
 	if len(conds) == 0 {
 		return from, args
@@ -417,7 +483,8 @@ func (p plan) from() (string, []any) {
 // counts them when no column filters.
 func (p plan) countSQL() (string, []any) {
 	if conds, _ := p.columnWhere(); p.dialect != dialectPostgres && p.fullText() && len(conds) == 0 {
-		return "SELECT COUNT(*) FROM listing_fts WHERE listing_fts MATCH ?", []any{p.ftsMatch()}
+		fc, fa := p.ftsWhere()
+		return "SELECT COUNT(*) FROM listing_fts WHERE " + strings.Join(fc, " AND "), fa
 	}
 	from, args := p.from()
 	return "SELECT COUNT(*) FROM " + from, args
@@ -593,4 +660,16 @@ func (s *Store) listingsByID(ctx context.Context, ids []string) ([]*listings.Lis
 	}
 	slices.SortFunc(rows, func(a, b listingRow) int { return pos[a.ID] - pos[b.ID] })
 	return s.withPlans(ctx, rows)
+}
+
+// OptimizeSearch compacts the full-text index after a bulk load (SQLite:
+// FTS5 merges its segments into one, which the many small ones of a load
+// slow down; PostgreSQL: fresh planner statistics for listing_search).
+// Searches are correct without it.
+func (s *Store) OptimizeSearch(ctx context.Context) error {
+	stmt := `INSERT INTO listing_fts (listing_fts) VALUES ('optimize')`
+	if s.dialect() == dialectPostgres {
+		stmt = `ANALYZE listing_search`
+	}
+	return gormdb.Translate(s.db.WithContext(ctx).Exec(stmt).Error, "listing")
 }

@@ -11,7 +11,11 @@
 -- and the facet tokens of its filterable values (listings.Facet). The
 -- unicode61 tokenizer only splits them at the spaces between them, so
 -- SQLite and PostgreSQL index exactly the same words. Prefix indexes of 2
--- and 3 characters serve short prefix queries.
+-- to 6 characters serve prefix queries (every query word is one): without
+-- them a prefix is the merge of every word it starts, a few times slower
+-- on common prefixes. A published listing's document has a positive rowid,
+-- any other a negative one (gormstore's index), so a public search reads
+-- only rowid > 0.
 --
 -- search_term_variants is the deletion neighbourhood of every word in the
 -- catalog (listings.Variants), for typo matching with plain index lookups.
@@ -40,7 +44,7 @@ CREATE INDEX listing_search_seller ON listing_search (seller_org_id, status, nam
 CREATE VIRTUAL TABLE listing_fts USING fts5(
     name, skills, description, facets,
     tokenize = 'unicode61 remove_diacritics 0',
-    prefix = '2 3'
+    prefix = '2 3 4 5 6'
 );
 
 CREATE TABLE search_term_variants (
