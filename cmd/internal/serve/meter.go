@@ -109,6 +109,10 @@ func (l *lazyStore) Rows(ctx context.Context, q metering.Query) ([]metering.Usag
 	return s.Rows(ctx, q)
 }
 
+// PreferredBatchRows is ClickHouse's, whether or not it is open yet: the
+// shipper reads it once, when it starts.
+func (l *lazyStore) PreferredBatchRows() int { return clickhouse.PreferredBatchRows }
+
 func (l *lazyStore) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
