@@ -135,7 +135,14 @@ func (s *Store) index(tx *gorm.DB, l *listings.Listing) ([]string, error) {
 			}
 		}
 		if len(old) == 1 {
-			if err := tx.Exec(`DELETE FROM listing_fts WHERE rowid = ?`, old[0]).Error; err != nil {
+			// The table is contentless: a document is deleted with the
+			// words it was inserted with (listing_fts_doc).
+			err := tx.Exec(`INSERT INTO listing_fts (listing_fts, rowid, name, skills, description, facets)
+				SELECT 'delete', doc_id, name, skills, description, facets FROM listing_fts_doc WHERE doc_id = ?`, old[0]).Error
+			if err == nil {
+				err = tx.Exec(`DELETE FROM listing_fts_doc WHERE doc_id = ?`, old[0]).Error
+			}
+			if err != nil {
 				return nil, err
 			}
 		}
@@ -144,8 +151,11 @@ func (s *Store) index(tx *gorm.DB, l *listings.Listing) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		err = tx.Exec(`INSERT INTO listing_fts (rowid, name, skills, description, facets) VALUES (?, ?, ?, ?, ?)`, docID,
-			strings.Join(doc.Name, " "), strings.Join(doc.Skills, " "), strings.Join(doc.Description, " "), strings.Join(doc.Facets, " ")).Error
+		fields := []any{docID, strings.Join(doc.Name, " "), strings.Join(doc.Skills, " "), strings.Join(doc.Description, " "), strings.Join(doc.Facets, " ")}
+		err = tx.Exec(`INSERT INTO listing_fts (rowid, name, skills, description, facets) VALUES (?, ?, ?, ?, ?)`, fields...).Error
+		if err == nil {
+			err = tx.Exec(`INSERT INTO listing_fts_doc (doc_id, name, skills, description, facets) VALUES (?, ?, ?, ?, ?)`, fields...).Error
+		}
 		if err != nil {
 			return nil, err
 		}
