@@ -347,11 +347,13 @@ func (p plan) onlyPublished() bool {
 	return len(p.q.Statuses) > 0 && !slices.ContainsFunc(p.q.Statuses, func(st listings.Status) bool { return st != listings.StatusPublished })
 }
 
-// statusFacet reports whether the full-text match carries the statuses
-// (SQLite, for any statuses but published alone, which the rowid range
-// selects); otherwise the statuses are a column filter, or none.
+// statusFacet reports whether the full-text match carries the statuses:
+// on PostgreSQL always when it is read (the GIN index then answers a count
+// without reading a row of the table: status is a facet of the document);
+// on SQLite for any statuses but published alone, which the rowid range
+// selects. Otherwise the statuses are a column filter, or none.
 func (p plan) statusFacet() bool {
-	return p.dialect != dialectPostgres && p.fullText() && len(p.q.Statuses) > 0 && !p.onlyPublished()
+	return p.fullText() && len(p.q.Statuses) > 0 && (p.dialect == dialectPostgres || !p.onlyPublished())
 }
 
 // rowidRange is SQLite's condition on the document's rowid: positive for
@@ -401,7 +403,11 @@ func ftsString(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) 
 // restricted to the text weights (A, B, C), facets to D.
 func (p plan) tsQuery() string {
 	parts := p.tsWords()
-	for _, g := range p.facets {
+	groups := p.facets
+	if p.statusFacet() {
+		groups = p.q.FacetGroups()
+	}
+	for _, g := range groups {
 		var alts []string
 		for _, f := range g {
 			alts = append(alts, quoteLexeme(f)+":D")
@@ -430,13 +436,13 @@ func (p plan) tsWords() []string {
 }
 
 // columnWhere renders the filters read from listing_search's columns
-// (alias s): seller and price always, statuses unless the full-text match
-// or the rowid range carries them.
+// (alias s): seller and price always, statuses when the full-text index is
+// not read (it carries them otherwise: statusFacet, rowidRange).
 func (p plan) columnWhere() ([]string, []any) {
 	var conds []string
 	var args []any
 	q := p.q
-	if len(q.Statuses) > 0 && (!p.fullText() || p.dialect == dialectPostgres) {
+	if len(q.Statuses) > 0 && !p.fullText() {
 		ph := make([]string, len(q.Statuses))
 		for i, st := range q.Statuses {
 			ph[i] = "?"
