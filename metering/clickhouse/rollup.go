@@ -22,11 +22,16 @@ import (
 // from the hourly ones, and the rest (and every per-task total) from the
 // rows.
 
-// Kinds of usage_rollup rows.
+// Kinds of usage_rollup rows. Listing cells (3, 4) are the hour and day
+// cells summed over keys and contracts (those columns empty): most
+// finance reports neither filter nor group by them, and read a third as
+// many cells.
 const (
-	kindMarker = 0
-	kindHour   = 1
-	kindDay    = 2
+	kindMarker     = 0
+	kindHour       = 1
+	kindDay        = 2
+	kindListingHr  = 3
+	kindListingDay = 4
 )
 
 // rollupInsertSQL names every column (18.16 needs the list to append).
@@ -92,16 +97,26 @@ func RollupColumns(rows []metering.Usage) []any {
 		}
 		c.add(u)
 	}
-	for _, k := range order[:len(order):len(order)] {
-		h := cells[k]
-		k.kind, k.bucket = kindDay, k.bucket-k.bucket%86400
-		d := cells[k]
+	fold := func(into cellKey, from *cell) {
+		d := cells[into]
 		if d == nil {
 			d = &cell{}
-			cells[k] = d
-			order = append(order, k)
+			cells[into] = d
+			order = append(order, into)
 		}
-		d.merge(h)
+		d.merge(from)
+	}
+	for _, k := range order[:len(order):len(order)] {
+		h := cells[k]
+		day := k
+		day.kind, day.bucket = kindDay, k.bucket-k.bucket%86400
+		fold(day, h)
+		lh := k
+		lh.kind, lh.apiKey, lh.contract = kindListingHr, "", ""
+		fold(lh, h)
+		ld := lh
+		ld.kind, ld.bucket = kindListingDay, day.bucket
+		fold(ld, h)
 	}
 	n := len(rows) + len(order)
 	kind := make([]uint8, 0, n)
@@ -366,13 +381,20 @@ func partsSum(col string) string {
 // RollupTotalsSQL returns the query Totals runs for q when it reads
 // rollups: one branch per source (rows, hourly cells, daily cells), each
 // summing its spans, added up by key and saturated at the largest Int64.
-// complete is when the rollups began (usage_rollup_state).
+// The listing cells serve every query that neither filters nor groups by
+// key or contract. complete is when the rollups began
+// (usage_rollup_state).
 func RollupTotalsSQL(q metering.Query, complete time.Time) (string, []any) {
 	spans := Spans(q.From, q.To, complete)
 	dims, dimArgs := dimWhere(q)
+	hour, day := uint8(kindListingHr), uint8(kindListingDay)
+	if q.APIKeyID != "" || q.ContractID != "" || q.GroupBy == metering.ByAPIKey {
+		hour, day = kindHour, kindDay
+	}
 	var branches []string
 	var args []any
 	for _, src := range []uint8{sourceRows, kindHour, kindDay} {
+		kind := map[uint8]uint8{kindHour: hour, kindDay: day}[src]
 		var ranges []string
 		var rargs []any
 		for _, sp := range spans {
@@ -393,7 +415,7 @@ func RollupTotalsSQL(q metering.Query, complete time.Time) (string, []any) {
 		}
 		conds := []string{"(" + strings.Join(ranges, " OR ") + ")"}
 		if src != sourceRows {
-			conds = append([]string{fmt.Sprintf("kind = %d", src)}, conds...)
+			conds = append([]string{fmt.Sprintf("kind = %d", kind)}, conds...)
 		}
 		conds = append(conds, dims...)
 		var sel string

@@ -13,6 +13,9 @@
 --   kind 1, an hourly cell, and kind 2, a daily cell: the sums of the rows
 --        of one attribution (buyer, seller, listing, key, contract) in the
 --        hour or UTC day starting at bucket.
+--   kind 3 and 4, the same per listing: summed over keys and contracts
+--        (api_key_id and contract_id empty), for the reports that neither
+--        filter nor group by them, which read a third as many cells.
 -- A row's marker and cells fall in the row's month, so a partition's part
 -- holds a row's marker exactly when it holds the row's contribution.
 --

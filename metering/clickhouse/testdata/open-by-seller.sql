@@ -8,13 +8,13 @@ FROM (
   UNION ALL
   SELECT seller_org_id AS k, sum(toDecimal128(calls, 0)) AS calls, toDecimal128(sum(tasks_hi), 0) * 4294967296 + toDecimal128(sum(tasks_lo), 0) AS tasks, toDecimal128(sum(input_tokens_hi), 0) * 4294967296 + toDecimal128(sum(input_tokens_lo), 0) AS input_tokens, toDecimal128(sum(output_tokens_hi), 0) * 4294967296 + toDecimal128(sum(output_tokens_lo), 0) AS output_tokens, toDecimal128(sum(compute_ms_hi), 0) * 4294967296 + toDecimal128(sum(compute_ms_lo), 0) AS compute_ms, toDecimal128(sum(cost_micros_hi), 0) * 4294967296 + toDecimal128(sum(cost_micros_lo), 0) AS cost_micros, sum(toDecimal128(estimated, 0)) AS estimated
   FROM usage_rollup
-  WHERE kind = 1
+  WHERE kind = 3
     AND ((bucket >= toDateTime(?) AND bucket < toDateTime(?)))
   GROUP BY k
   UNION ALL
   SELECT seller_org_id AS k, sum(toDecimal128(calls, 0)) AS calls, toDecimal128(sum(tasks_hi), 0) * 4294967296 + toDecimal128(sum(tasks_lo), 0) AS tasks, toDecimal128(sum(input_tokens_hi), 0) * 4294967296 + toDecimal128(sum(input_tokens_lo), 0) AS input_tokens, toDecimal128(sum(output_tokens_hi), 0) * 4294967296 + toDecimal128(sum(output_tokens_lo), 0) AS output_tokens, toDecimal128(sum(compute_ms_hi), 0) * 4294967296 + toDecimal128(sum(compute_ms_lo), 0) AS compute_ms, toDecimal128(sum(cost_micros_hi), 0) * 4294967296 + toDecimal128(sum(cost_micros_lo), 0) AS cost_micros, sum(toDecimal128(estimated, 0)) AS estimated
   FROM usage_rollup
-  WHERE kind = 2
+  WHERE kind = 4
     AND ((bucket >= toDateTime(?) AND bucket < toDateTime(?)))
   GROUP BY k
 )
