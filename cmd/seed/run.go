@@ -176,8 +176,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, out io.
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "ingest: offered %.0f rows/s for %s, shipped %.0f rows/s meanwhile (batches of up to %d), largest backlog %d rows, drained %s after the generator stopped: %s\n",
-			rep.Offered, o.ingestFor, rep.Shipped, rep.BatchRows, rep.MaxBacklog, rep.Drain.Round(time.Millisecond), map[bool]string{true: "kept up", false: "fell behind"}[rep.Sustained])
+		fmt.Fprintf(out, "ingest: offered %.0f rows/s for %s, shipped %.0f rows/s meanwhile (batches of up to %d), largest backlog %d rows, %d at the end, drained %s after the generator stopped: %s\n",
+			rep.Offered, o.ingestFor, rep.Shipped, rep.BatchRows, rep.MaxBacklog, rep.EndBacklog, rep.Drain.Round(time.Millisecond),
+			map[bool]string{true: "kept up", false: "fell behind"}[rep.Sustained])
 		if rep.CPUPerRow > 0 {
 			fmt.Fprintf(out, "ingest: CPU per shipped row: %s in this process (generator, spool, shipper)", rep.CPUPerRow)
 			if rep.ServerCPUPerRow > 0 {
