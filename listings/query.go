@@ -1,6 +1,7 @@
 package listings
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/agentmarket/agentmarket"
@@ -8,7 +9,7 @@ import (
 
 // Query is a catalog search. Empty fields do not filter.
 type Query struct {
-	Text       string // every word must appear in name, description, skills or tags
+	Text       string // every word must match a word of the name, description, skills or tags (see SearchWords)
 	Skill      string // a skill id or name, case-insensitive
 	Tag        string // a skill tag, case-insensitive
 	InputMode  string // a media type the agent accepts, e.g. "application/pdf"
@@ -26,7 +27,10 @@ type Query struct {
 }
 
 // Sorts are the accepted sort orders; a leading "-" means descending.
-var Sorts = []string{"name", "-name", "created", "-created", "price", "-price"}
+// "relevance" (the default when there is text to search) ranks by where
+// the words matched (see SearchWords) and breaks ties by name; without
+// text it is the order by name.
+var Sorts = []string{"relevance", "name", "-name", "created", "-created", "price", "-price"}
 
 const (
 	DefaultPageSize = 20
@@ -55,6 +59,9 @@ func (q *Query) Normalize() error {
 	q.OutputMode = strings.ToLower(strings.TrimSpace(q.OutputMode))
 	if q.Sort == "" {
 		q.Sort = "name"
+		if len(q.Words()) > 0 {
+			q.Sort = "relevance"
+		}
 	}
 	ok := false
 	for _, s := range Sorts {
@@ -86,32 +93,14 @@ func (q *Query) Normalize() error {
 	return fe.Err("invalid_query", "the search is not valid")
 }
 
-// Words splits the free text into the lower-case words that must all match.
+// Words returns the distinct words of the free text that search matches
+// (SearchWords), at most MaxSearchWords, in the order typed.
 func (q *Query) Words() []string {
-	return strings.Fields(strings.ToLower(q.Text))
-}
-
-// SearchText is the lower-case text a listing is found by: name,
-// description, skill ids, names, descriptions and tags. Stores keep it in
-// one column so free-text search behaves the same on every database.
-func (l *Listing) SearchText() string {
-	var b strings.Builder
-	add := func(s string) {
-		b.WriteString(strings.ToLower(s))
-		b.WriteByte('\n')
-	}
-	if l.Card == nil {
-		return ""
-	}
-	add(l.Card.Name)
-	add(l.Card.Description)
-	for _, s := range l.Card.Skills {
-		add(s.ID)
-		add(s.Name)
-		add(s.Description)
-		for _, t := range s.Tags {
-			add(t)
+	var out []string
+	for _, w := range SearchWords(q.Text) {
+		if !slices.Contains(out, w) && len(out) < MaxSearchWords {
+			out = append(out, w)
 		}
 	}
-	return b.String()
+	return out
 }

@@ -11,7 +11,8 @@ import (
 
 // ShipperOptions tune a Shipper; zero values take the defaults.
 type ShipperOptions struct {
-	// BatchRows is the most rows one Store.Insert gets. Default 5000.
+	// BatchRows is the most rows one Store.Insert gets. Default: the
+	// store's PreferredBatchRows (BatchSizer), else 5000.
 	BatchRows int
 	// BatchWait is how long the first row of a partial batch waits for
 	// more before the batch is shipped anyway. Default 200 ms.
@@ -118,6 +119,9 @@ type Shipper struct {
 func NewShipper(spool *Spool, store Store, opts ShipperOptions) *Shipper {
 	if opts.BatchRows <= 0 {
 		opts.BatchRows = DefaultBatchRows
+		if bs, ok := store.(BatchSizer); ok && bs.PreferredBatchRows() > 0 {
+			opts.BatchRows = bs.PreferredBatchRows()
+		}
 	}
 	if opts.BatchWait <= 0 {
 		opts.BatchWait = DefaultBatchWait

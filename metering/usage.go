@@ -164,6 +164,13 @@ type Store interface {
 	Rows(ctx context.Context, q Query) ([]Usage, error)
 }
 
+// BatchSizer is a Store that knows how many rows one Insert should carry:
+// ClickHouse, say, wants few large inserts (each is a new part on disk).
+// A Shipper whose options leave BatchRows zero uses it.
+type BatchSizer interface {
+	PreferredBatchRows() int
+}
+
 // TotalRows is the result of a store's aggregate query (database/sql's
 // and clickhouse-go's rows both fit).
 type TotalRows interface {

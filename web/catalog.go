@@ -77,7 +77,7 @@ type catalogData struct {
 
 type sortOption struct{ Value, Label string }
 
-var sortLabels = []sortOption{{"name", "Name, A to Z"}, {"-name", "Name, Z to A"}, {"price", "Monthly fee, lowest first"},
+var sortLabels = []sortOption{{"relevance", "Best match"}, {"name", "Name, A to Z"}, {"-name", "Name, Z to A"}, {"price", "Monthly fee, lowest first"},
 	{"-price", "Monthly fee, highest first"}, {"-created", "Newest first"}, {"created", "Oldest first"}}
 
 // catalogParams are the search form's inputs, named as the API's query

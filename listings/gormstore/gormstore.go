@@ -8,6 +8,8 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -22,7 +24,8 @@ import (
 
 // Store implements listings.Store.
 type Store struct {
-	db *gorm.DB
+	db    *gorm.DB
+	known knownTerms
 }
 
 var _ listings.Store = (*Store)(nil)
@@ -127,7 +130,7 @@ func toRow(l *listings.Listing) *listingRow {
 		CardHash:         l.CardHash,
 		CardEtag:         l.CardETag,
 		CardFetchedAt:    l.CardFetchedAt.UTC(),
-		SearchText:       l.SearchText(),
+		SearchText:       searchText(l),
 		PlanVersion:      l.Plan.Version,
 		Currency:         l.Plan.Currency,
 		MonthlyFeeMicros: l.Plan.MonthlyFeeMicros,
@@ -221,26 +224,60 @@ func planFromRow(r *planRow) listings.Plan {
 	}
 }
 
+// searchText fills the listings.search_text column, which searches no
+// longer read (see listing_search): the words of the listing's text.
+func searchText(l *listings.Listing) string {
+	d := l.SearchDoc()
+	return strings.Join(slices.Concat(d.Name, d.Skills, d.Description), " ")
+}
+
 // CreateListing implements listings.Store.
 func (s *Store) CreateListing(ctx context.Context, l *listings.Listing, v *listings.CardVersion) error {
+	return s.CreateListings(ctx, []*listings.Listing{l}, []*listings.CardVersion{v})
+}
+
+// CreateListings is CreateListing of many listings in one transaction
+// (v[i] is l[i]'s first card version): what seeding and imports use, since
+// a transaction per listing costs a commit per listing.
+func (s *Store) CreateListings(ctx context.Context, ls []*listings.Listing, vs []*listings.CardVersion) error {
+	if len(ls) != len(vs) {
+		return fmt.Errorf("gormstore: %d listings with %d card versions", len(ls), len(vs))
+	}
+	var terms []string
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if err := tx.Create(toRow(l)).Error; err != nil {
-			return err
+		for i, l := range ls {
+			if err := tx.Create(toRow(l)).Error; err != nil {
+				return err
+			}
+			if err := tx.Create(planToRow(l.ID, l.Plan)).Error; err != nil {
+				return err
+			}
+			if err := addVersion(tx, vs[i]); err != nil {
+				return err
+			}
+			if err := reindex(tx, l); err != nil {
+				return err
+			}
+			words, err := s.index(tx, l)
+			if err != nil {
+				return err
+			}
+			terms = append(terms, words...)
 		}
-		if err := tx.Create(planToRow(l.ID, l.Plan)).Error; err != nil {
-			return err
-		}
-		if err := addVersion(tx, v); err != nil {
-			return err
-		}
-		return reindex(tx, l)
+		var err error
+		terms, err = s.writeVariants(tx, terms)
+		return err
 	})
+	if err == nil {
+		s.known.add(terms)
+	}
 	return gormdb.Translate(err, "listing")
 }
 
 // UpdateListing implements listings.Store.
 func (s *Store) UpdateListing(ctx context.Context, l *listings.Listing, v *listings.CardVersion) error {
-	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+	var terms []string
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) (err error) {
 		res := tx.Model(&listingRow{ID: l.ID}).Select("*").Omit("id", "created_at", "seller_org_id", "incident", "incident_at").Updates(toRow(l))
 		if res.Error != nil {
 			return res.Error
@@ -253,14 +290,26 @@ func (s *Store) UpdateListing(ctx context.Context, l *listings.Listing, v *listi
 		if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(planToRow(l.ID, l.Plan)).Error; err != nil {
 			return err
 		}
-		if v == nil {
-			return nil
+		if v != nil {
+			if err := addVersion(tx, v); err != nil {
+				return err
+			}
+			if err := reindex(tx, l); err != nil {
+				return err
+			}
 		}
-		if err := addVersion(tx, v); err != nil {
+		// Status, plan and card all show in search: the search row is
+		// rewritten on every update.
+		words, err := s.index(tx, l)
+		if err != nil {
 			return err
 		}
-		return reindex(tx, l)
+		terms, err = s.writeVariants(tx, words)
+		return err
 	})
+	if err == nil {
+		s.known.add(terms)
+	}
 	return gormdb.Translate(err, "listing")
 }
 
@@ -383,29 +432,6 @@ func (s *Store) Plan(ctx context.Context, listingID string, version int) (*listi
 	return &pl, nil
 }
 
-// Search implements listings.Store.
-func (s *Store) Search(ctx context.Context, q listings.Query) ([]*listings.Listing, int, error) {
-	where, args := searchWhere(q)
-	db := s.db.WithContext(ctx).Model(&listingRow{})
-	if where != "" {
-		db = db.Where(where, args...)
-	}
-	var total int64
-	if err := db.Count(&total).Error; err != nil {
-		return nil, 0, gormdb.Translate(err, "listing")
-	}
-	var rows []listingRow
-	err := db.Order(searchOrder(q.Sort)).Limit(q.PageSize).Offset((q.Page - 1) * q.PageSize).Find(&rows).Error
-	if err != nil {
-		return nil, 0, gormdb.Translate(err, "listing")
-	}
-	out, err := s.withPlans(ctx, rows)
-	if err != nil {
-		return nil, 0, err
-	}
-	return out, int(total), nil
-}
-
 func (s *Store) withPlans(ctx context.Context, rows []listingRow) ([]*listings.Listing, error) {
 	if len(rows) == 0 {
 		return []*listings.Listing{}, nil
@@ -429,85 +455,6 @@ func (s *Store) withPlans(ctx context.Context, rows []listingRow) ([]*listings.L
 		out[i] = fromRow(&rows[i], byID[rows[i].ID])
 	}
 	return out, nil
-}
-
-// searchWhere builds the WHERE clause of a catalog query. It uses only SQL
-// that PostgreSQL and SQLite evaluate alike: lower-cased stored text, LIKE
-// with an explicit escape character, and EXISTS over the index tables.
-func searchWhere(q listings.Query) (string, []any) {
-	var conds []string
-	var args []any
-	for _, w := range q.Words() {
-		conds = append(conds, `listings.search_text LIKE ? ESCAPE '\'`)
-		args = append(args, "%"+escapeLike(w)+"%")
-	}
-	if q.Skill != "" {
-		conds = append(conds, "EXISTS (SELECT 1 FROM listing_skills s WHERE s.listing_id = listings.id AND (LOWER(s.skill_id) = ? OR LOWER(s.name) = ?))")
-		args = append(args, q.Skill, q.Skill)
-	}
-	if q.Tag != "" {
-		conds = append(conds, "EXISTS (SELECT 1 FROM listing_tags t WHERE t.listing_id = listings.id AND t.tag = ?)")
-		args = append(args, q.Tag)
-	}
-	if q.InputMode != "" {
-		conds = append(conds, "EXISTS (SELECT 1 FROM listing_modes m WHERE m.listing_id = listings.id AND m.direction = 'in' AND m.media_type = ?)")
-		args = append(args, q.InputMode)
-	}
-	if q.OutputMode != "" {
-		conds = append(conds, "EXISTS (SELECT 1 FROM listing_modes m WHERE m.listing_id = listings.id AND m.direction = 'out' AND m.media_type = ?)")
-		args = append(args, q.OutputMode)
-	}
-	if q.Streaming != nil {
-		conds = append(conds, "listings.streaming = ?")
-		args = append(args, *q.Streaming)
-	}
-	if q.Push != nil {
-		conds = append(conds, "listings.push_notifications = ?")
-		args = append(args, *q.Push)
-	}
-	if q.MaxMonthlyFeeMicros != nil {
-		conds = append(conds, "listings.monthly_fee_micros <= ?")
-		args = append(args, *q.MaxMonthlyFeeMicros)
-	}
-	if q.Currency != "" {
-		conds = append(conds, "listings.currency = ?")
-		args = append(args, strings.ToLower(q.Currency))
-	}
-	if q.SellerOrgID != "" {
-		conds = append(conds, "listings.seller_org_id = ?")
-		args = append(args, q.SellerOrgID)
-	}
-	if len(q.Statuses) > 0 {
-		ph := make([]string, len(q.Statuses))
-		for i, st := range q.Statuses {
-			ph[i] = "?"
-			args = append(args, string(st))
-		}
-		conds = append(conds, "listings.status IN ("+strings.Join(ph, ", ")+")")
-	}
-	return strings.Join(conds, " AND "), args
-}
-
-func searchOrder(sort string) string {
-	switch sort {
-	case "-name":
-		return "LOWER(listings.name) DESC, listings.id DESC"
-	case "created":
-		return "listings.created_at ASC, listings.id ASC"
-	case "-created":
-		return "listings.created_at DESC, listings.id DESC"
-	case "price":
-		return "listings.monthly_fee_micros ASC, LOWER(listings.name) ASC, listings.id ASC"
-	case "-price":
-		return "listings.monthly_fee_micros DESC, LOWER(listings.name) ASC, listings.id ASC"
-	default:
-		return "LOWER(listings.name) ASC, listings.id ASC"
-	}
-}
-
-func escapeLike(s string) string {
-	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
-	return r.Replace(s)
 }
 
 // DueForRefresh implements listings.Store.

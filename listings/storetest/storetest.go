@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -221,7 +222,8 @@ func Run(t *testing.T, newStore Factory) {
 			{"all published by name", listings.Query{Statuses: pub}, []string{"lst_ex", "lst_su", "lst_tr"}},
 			{"free text in description", listings.Query{Text: "LEGAL contracts", Statuses: pub}, []string{"lst_ex"}},
 			{"free text in skill name", listings.Query{Text: "summar", Statuses: pub}, []string{"lst_su"}},
-			{"free text wildcard characters are literal", listings.Query{Text: "%", Statuses: pub}, nil},
+			{"free text wildcard characters are not wildcards", listings.Query{Text: "su%ize", Statuses: pub}, nil},
+			{"free text without a word filters nothing", listings.Query{Text: "% -- ", Statuses: pub}, []string{"lst_ex", "lst_su", "lst_tr"}},
 			{"skill by id", listings.Query{Skill: "translate", Statuses: pub}, []string{"lst_tr"}},
 			{"skill by name, any case", listings.Query{Skill: "Summarize Document", Statuses: pub}, []string{"lst_su"}},
 			{"tag", listings.Query{Tag: "legal", Statuses: pub}, []string{"lst_ex"}},
@@ -258,6 +260,136 @@ func Run(t *testing.T, newStore Factory) {
 		})
 	})
 
+	t.Run("text search", func(t *testing.T) {
+		s, org := newStore(t)
+		org("org_a")
+		org("org_b")
+		seed := []struct {
+			id, org, card, currency string
+			fee                     int64
+			status                  listings.Status
+		}{
+			{"lst_tr", "org_a", "translator-v1.0.json", "usd", 5_000_000, listings.StatusPublished},
+			{"lst_su", "org_b", "summarizer-v0.3.json", "usd", 20_000_000, listings.StatusPublished},
+			{"lst_ex", "org_a", "extractor-v1.0.json", "usd", 0, listings.StatusPublished},
+			{"lst_cd", "org_b", "contract-drafter-v0.3.json", "eur", 10_000_000, listings.StatusPublished},
+			{"lst_bw", "org_a", "report-writer-v1.0.json", "usd", 15_000_000, listings.StatusPublished},
+			{"lst_dr", "org_b", "translator-v1.0.json", "usd", 1_000_000, listings.StatusDraft},
+		}
+		byID := map[string]*listings.Listing{}
+		for i, sd := range seed {
+			l, v := newListing(t, sd.id, sd.org, sd.card, sd.fee, sd.status, t0.Add(time.Duration(i)*time.Minute))
+			l.Plan.Currency = sd.currency
+			if err := s.CreateListing(ctx, l, v); err != nil {
+				t.Fatal(err)
+			}
+			byID[sd.id] = l
+		}
+		pub := []listings.Status{listings.StatusPublished}
+		tr, fa := true, false
+		fee15 := int64(15_000_000)
+		cases := []struct {
+			name string
+			q    listings.Query
+			// want is the exact order; when first is set, want is the set
+			// of results and first the one that must lead (the ranks of
+			// the others are the databases' own: bm25 or ts_rank).
+			want  []string
+			first string
+		}{
+			{"a name match outranks description matches", listings.Query{Text: "contract"}, []string{"lst_cd", "lst_ex"}, ""},
+			{"every word must match", listings.Query{Text: "legal contract"}, []string{"lst_ex"}, ""},
+			{"words match as prefixes", listings.Query{Text: "writ"}, []string{"lst_bw", "lst_cd", "lst_su"}, "lst_bw"},
+			{"case does not matter", listings.Query{Text: "SUMMARIZE"}, []string{"lst_su"}, ""},
+			{"a letter missing", listings.Query{Text: "sumarize"}, []string{"lst_su"}, ""},
+			{"a letter added", listings.Query{Text: "contracts legall"}, []string{"lst_ex"}, ""},
+			{"two letters swapped", listings.Query{Text: "trnaslate"}, []string{"lst_tr"}, ""},
+			{"a letter changed", listings.Query{Text: "translatpr"}, []string{"lst_tr"}, ""},
+			{"five letters allow a typo", listings.Query{Text: "brisf"}, []string{"lst_bw", "lst_cd", "lst_su"}, "lst_bw"},
+			{"four letters do not", listings.Query{Text: "brif"}, nil, ""},
+			{"shorter words must match exactly or as a prefix", listings.Query{Text: "pdg"}, nil, ""},
+			{"two edits are too many", listings.Query{Text: "smmarise"}, nil, ""},
+			{"stop words are ignored", listings.Query{Text: "the brief"}, []string{"lst_bw", "lst_cd", "lst_su"}, "lst_bw"},
+			{"drafts are not found", listings.Query{Text: "translator"}, []string{"lst_tr"}, ""},
+			{"text and streaming", listings.Query{Text: "brief", Streaming: &tr}, []string{"lst_bw", "lst_su"}, "lst_bw"},
+			{"text and no streaming", listings.Query{Text: "brief", Streaming: &fa}, []string{"lst_cd"}, ""},
+			{"text and push", listings.Query{Text: "brief", Push: &tr}, []string{"lst_cd"}, ""},
+			{"text and input mode", listings.Query{Text: "brief", InputMode: "application/pdf"}, []string{"lst_bw", "lst_su"}, "lst_bw"},
+			{"text and output mode", listings.Query{Text: "brief", OutputMode: "application/json"}, []string{"lst_cd"}, ""},
+			{"text and skill", listings.Query{Text: "brief", Skill: "Write Reports"}, []string{"lst_bw"}, ""},
+			{"text, tag and price ceiling", listings.Query{Text: "brief", Tag: "writing", MaxMonthlyFeeMicros: &fee15}, []string{"lst_bw", "lst_cd"}, "lst_bw"},
+			{"text and currency", listings.Query{Text: "brief", Currency: "EUR"}, []string{"lst_cd"}, ""},
+			{"text and seller", listings.Query{Text: "brief", SellerOrgID: "org_b"}, []string{"lst_cd", "lst_su"}, "lst_su"},
+			{"text and every filter", listings.Query{Text: "reports", Tag: "writing", Skill: "summarize", InputMode: "application/pdf",
+				OutputMode: "text/markdown", Streaming: &tr, Push: &fa, MaxMonthlyFeeMicros: ptr(int64(20_000_000)), Currency: "usd", SellerOrgID: "org_b"},
+				[]string{"lst_su"}, ""},
+			{"text sorted by name", listings.Query{Text: "brief", Sort: "name"}, []string{"lst_bw", "lst_cd", "lst_su"}, ""},
+			{"text sorted by price, highest first", listings.Query{Text: "brief", Sort: "-price"}, []string{"lst_su", "lst_bw", "lst_cd"}, ""},
+			{"text sorted by date", listings.Query{Text: "brief", Sort: "created"}, []string{"lst_su", "lst_cd", "lst_bw"}, ""},
+			{"filters without text, by name", listings.Query{Tag: "writing", Streaming: &tr, OutputMode: "text/markdown"}, []string{"lst_bw", "lst_su"}, ""},
+			{"filters without text, by price", listings.Query{Tag: "writing", Sort: "price"}, []string{"lst_cd", "lst_bw", "lst_su"}, ""},
+			{"currency without text", listings.Query{Currency: "eur"}, []string{"lst_cd"}, ""},
+			{"relevance without text is by name", listings.Query{Sort: "relevance", Push: &tr}, []string{"lst_cd", "lst_tr"}, ""},
+			{"the draft, for its seller", listings.Query{Text: "translator", SellerOrgID: "org_b", Statuses: []listings.Status{listings.StatusDraft, listings.StatusPublished}}, []string{"lst_dr"}, ""},
+		}
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				if tc.q.Statuses == nil {
+					tc.q.Statuses = pub
+				}
+				items, total, err := s.Search(ctx, query(tc.q))
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, want := ids(items), tc.want
+				if want == nil {
+					want = []string{}
+				}
+				if tc.first != "" {
+					if len(got) == 0 || got[0] != tc.first {
+						t.Errorf("got %v, want %s first", got, tc.first)
+					}
+					got = slices.Sorted(slices.Values(got))
+				}
+				if fmt.Sprint(got) != fmt.Sprint(want) || total != len(want) {
+					t.Fatalf("got %v (total %d), want %v", got, total, want)
+				}
+			})
+		}
+		t.Run("relevance is the default with text, and pages follow it", func(t *testing.T) {
+			items, total, err := s.Search(ctx, query(listings.Query{Text: "contract", Statuses: pub, PageSize: 1, Page: 2}))
+			if err != nil || total != 2 || fmt.Sprint(ids(items)) != "[lst_ex]" {
+				t.Fatalf("page 2 = %v total %d err %v", ids(items), total, err)
+			}
+		})
+		t.Run("an update moves the listing in search", func(t *testing.T) {
+			l := byID["lst_bw"]
+			l.Status = listings.StatusSuspended
+			if err := s.UpdateListing(ctx, l, nil); err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				l.Status = listings.StatusPublished
+				if err := s.UpdateListing(ctx, l, nil); err != nil {
+					t.Fatal(err)
+				}
+			}()
+			items, _, err := s.Search(ctx, query(listings.Query{Text: "brief", Statuses: pub, Sort: "name"}))
+			if err != nil || fmt.Sprint(ids(items)) != "[lst_cd lst_su]" {
+				t.Fatalf("after suspending: %v, %v", ids(items), err)
+			}
+			c := byID["lst_cd"]
+			c.Plan = listings.Plan{Version: 2, Currency: "usd", MonthlyFeeMicros: 1, CreatedAt: t0.Add(time.Hour)}
+			if err := s.UpdateListing(ctx, c, nil); err != nil {
+				t.Fatal(err)
+			}
+			items, _, err = s.Search(ctx, query(listings.Query{Text: "brief", Statuses: pub, Currency: "usd", MaxMonthlyFeeMicros: ptr(int64(1))}))
+			if err != nil || fmt.Sprint(ids(items)) != "[lst_cd]" {
+				t.Fatalf("after the plan changed: %v, %v", ids(items), err)
+			}
+		})
+	})
+
 	t.Run("due for refresh", func(t *testing.T) {
 		s, org := newStore(t)
 		org("org_a")
@@ -286,6 +418,8 @@ func query(q listings.Query) listings.Query {
 	}
 	return q
 }
+
+func ptr[T any](v T) *T { return &v }
 
 func ids(ls []*listings.Listing) []string {
 	out := []string{}

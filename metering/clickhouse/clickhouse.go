@@ -8,28 +8,22 @@
 // PrepareBatch with an explicit column list only: INSERT ... VALUES
 // through Exec hangs on 18.16.
 //
-// Idempotency: FINAL on every read. The usage table is a
-// ReplacingMergeTree whose sorting key ends with the row id, so a row
-// inserted twice (a batch re-sent after a crash, or a retry whose first
-// attempt did commit) is stored twice until a background merge collapses
-// the copies. Every read (Totals and Rows) therefore says FINAL, which
-// merges the selected parts at read time and yields each key once.
+// Idempotency of the rows: FINAL. The usage table is a ReplacingMergeTree
+// whose sorting key ends with the row id, so a row inserted twice (a batch
+// re-sent after a crash, or a retry whose first attempt did commit) is
+// stored twice until a background merge collapses the copies. Every read
+// of the rows therefore says FINAL, which merges the selected parts at
+// read time and yields each key once.
 //
-// The cost, measured on ClickHouse 18.16 with 2 cores, 10 million rows over
-// 30 days (BenchmarkTotals; the figures without FINAL are the same query
-// run by clickhouse-client on the same data), Totals by listing:
-//
-//	scoped to one buyer (the key's prefix):  62 ms  (16 ms without FINAL)
-//	scoped to one seller:                   3.3 s  (0.3 s without FINAL)
-//	unscoped (platform):                    2.9 s  (0.4 s without FINAL)
-//
-// FINAL is single-threaded on 18.16 and reads the sorting key columns too;
-// current releases run it in parallel per partition. The alternative, a
-// GROUP BY id subquery, was slower still (4-6 s unscoped): it hashes every
-// id of the range. So buyer-scoped finance queries (cost per agent for a
-// buyer) meet the 200 ms target; seller- and platform-wide ones over a
-// month do not on 18.16, and need a rollup that a re-sent batch cannot
-// double count (not an MV: see migrations/clickhouse/0001_usage.sql).
+// FINAL is what made seller- and platform-wide reports slow: on 18.16 with
+// 2 cores, Totals by listing over 10 million rows and 30 days took 62 ms
+// scoped to one buyer (the key's prefix) but 3.3 s for one seller and 2.9 s
+// unscoped (0.3 and 0.4 s without FINAL); FINAL is single-threaded on 18.16.
+// So Totals read rollups (rollup.go, migrations/clickhouse/0002): hourly and
+// daily sums that Insert maintains itself, counting each row once whatever
+// is re-sent (a row's marker decides, not a materialized view, which would
+// count a re-sent batch twice), and read the rows, with FINAL, only for the
+// parts of a range that are not whole hours, and for per-task totals.
 //
 // On a cluster (WithCluster) the same migrations create replicated tables
 // on every node behind Distributed ones under the same names, and the SQL
@@ -42,6 +36,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
@@ -58,9 +53,31 @@ type Store struct {
 	// cluster is the cluster the tables live on (cluster.go); empty on a
 	// single server. db is the database the DSN names.
 	cluster, db string
+	// complete is when the rollups began holding every row (see
+	// usage_rollup_state): Totals reads rollups only from then on.
+	complete time.Time
+	// mu makes this store's Inserts one at a time: a batch's rollup looks
+	// its rows' markers up, then adds the rows without one, and two
+	// Inserts of the same rows at once would both find none. (Different
+	// processes never insert the same rows: each ships its own spool.)
+	mu sync.Mutex
 }
 
-var _ metering.Store = (*Store)(nil)
+var (
+	_ metering.Store      = (*Store)(nil)
+	_ metering.BatchSizer = (*Store)(nil)
+)
+
+// PreferredBatchRows is how many rows the shipper should give one Insert
+// (metering.BatchSizer). Every INSERT writes a new part per partition, two
+// with the rollups, so the cost per insert dominates small batches: on
+// ClickHouse 18.16 with 2 cores, 5,000-row batches shipped about 25,000
+// rows a second, 50,000-row ones four times that (BENCHMARKS.md). At low
+// rates batches stay small: the shipper sends what a BatchWait gathered.
+const PreferredBatchRows = 50_000
+
+// PreferredBatchRows implements metering.BatchSizer.
+func (s *Store) PreferredBatchRows() int { return PreferredBatchRows }
 
 // Option adjusts Open.
 type Option func(*Store)
@@ -102,6 +119,10 @@ func Open(ctx context.Context, dsn string, extra ...Option) (*Store, error) {
 	if err := s.migrate(ctx); err != nil {
 		conn.Close()
 		return nil, err
+	}
+	if s.complete, err = s.completeFrom(ctx); err != nil {
+		conn.Close()
+		return nil, unavailable(err)
 	}
 	return s, nil
 }
@@ -188,7 +209,7 @@ func (s *Store) exec(ctx context.Context, stmt string) error {
 		}
 	}
 	for _, st := range stmts {
-		if err := s.conn.Exec(ctx, st); err != nil {
+		if err := s.conn.Exec(s.insertCtx(ctx), st); err != nil {
 			return err
 		}
 	}
@@ -236,9 +257,10 @@ const insertSQL = `INSERT INTO usage (id, time, time_ms, trace_id, task_id, cont
 	input_tokens, output_tokens, compute_ms, tasks, cost_micros, currency, estimated,
 	card_hash, model)`
 
-// Insert sends rows as one batch (one INSERT, one new part). A row whose id
-// is stored already is stored again and collapses with it (see the package
-// comment): reads count it once.
+// Insert sends rows as one batch (one INSERT, one new part), then adds the
+// rows not counted yet to the rollups (rollup.go). A row whose id is stored
+// already is stored again and collapses with it (see the package comment),
+// and is not added to the rollups again: reads count it once.
 func (s *Store) Insert(ctx context.Context, rows []metering.Usage) error {
 	for i := range rows {
 		if err := rows[i].Validate(); err != nil {
@@ -248,6 +270,21 @@ func (s *Store) Insert(ctx context.Context, rows []metering.Usage) error {
 	if len(rows) == 0 {
 		return nil
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// The rows and the rollups are independent (each is idempotent on its
+	// own), so both INSERTs run at once, on two connections: an insert is
+	// mostly one server thread, and the batch is done when both are.
+	raw := make(chan error, 1)
+	go func() { raw <- s.insertRows(ctx, rows) }()
+	errRollup := s.rollup(ctx, rows)
+	if err := <-raw; err != nil {
+		return err
+	}
+	return errRollup
+}
+
+func (s *Store) insertRows(ctx context.Context, rows []metering.Usage) error {
 	b, err := s.conn.PrepareBatch(s.insertCtx(ctx), insertSQL)
 	if err != nil {
 		return unavailable(err)
@@ -423,12 +460,27 @@ FROM usage FINAL` + w + `
 ORDER BY time, time_ms, id`, args
 }
 
-// Totals sums usage per key of q.GroupBy, ordered by key.
+// Totals sums usage per key of q.GroupBy, ordered by key: from the
+// rollups for whole hours and days (RollupTotalsSQL), from the rows for
+// the rest and for per-task totals.
 func (s *Store) Totals(ctx context.Context, q metering.Query) ([]metering.Total, error) {
 	if err := q.ValidateTotals(); err != nil {
 		return nil, err
 	}
-	query, args := TotalsSQL(q)
+	if q.GroupBy == metering.ByTask {
+		return s.totals(ctx, q, TotalsSQL)
+	}
+	return s.totals(ctx, q, func(q metering.Query) (string, []any) { return RollupTotalsSQL(q, s.complete) })
+}
+
+// totalsFromRows sums the rows alone, as Totals did before rollups: the
+// reference the rollups are tested against.
+func (s *Store) totalsFromRows(ctx context.Context, q metering.Query) ([]metering.Total, error) {
+	return s.totals(ctx, q, TotalsSQL)
+}
+
+func (s *Store) totals(ctx context.Context, q metering.Query, build func(metering.Query) (string, []any)) ([]metering.Total, error) {
+	query, args := build(q)
 	rows, err := s.conn.Query(ctx, query, args...)
 	if err != nil {
 		return nil, unavailable(err)

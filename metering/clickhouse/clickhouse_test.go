@@ -197,3 +197,11 @@ func TestMigrationForm(t *testing.T) {
 		}
 	}
 }
+
+// TestShipperKilled: SIGKILLs of the shipper in the middle of batches and
+// between insert and acknowledgement lose nothing and count nothing twice,
+// in the rows and in the rollups (storetest.KillShipper).
+func TestShipperKilled(t *testing.T) {
+	storetest.KillShipper(t, func(t *testing.T) string { return clickhousetest.DSN(t) },
+		func(ctx context.Context, dsn string) (metering.Store, error) { return clickhouse.Open(ctx, dsn) })
+}

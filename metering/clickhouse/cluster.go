@@ -38,7 +38,14 @@ var (
 	createTable = regexp.MustCompile(`(?is)^CREATE TABLE IF NOT EXISTS (\w+)\s*\((.*)\)\s*ENGINE\s*=\s*(\w*)MergeTree(?:\(([^()]*)\))?\s*(.*)$`)
 	orderBy     = regexp.MustCompile(`(?is)\bORDER BY\s+(\([^()]*\)|\w+)`)
 	alterTable  = regexp.MustCompile(`(?is)^ALTER TABLE (\w+)\s+((?:ADD|DROP|MODIFY|COMMENT) COLUMN .*)$`)
+	insertInto  = regexp.MustCompile(`(?is)^INSERT INTO (\w+)\s*\(([^()]+)\)\s*(SELECT\s.*)$`)
 )
+
+// shardBy overrides the sharding of a table whose sorting key would split
+// what one INSERT must keep together: a usage row's rollup marker and its
+// cells (rollup.go) share only the buyer, and must land on one shard so
+// that a shard holds both or neither.
+var shardBy = map[string]string{"usage_rollup": "buyer_org_id"}
 
 // ClusterStatements rewrites one statement of a migration (in the form
 // TestMigrationForm allows) for cluster on database db: a CREATE TABLE
@@ -53,6 +60,10 @@ func ClusterStatements(stmt, cluster, db string) ([]string, error) {
 		if key == nil {
 			return nil, fmt.Errorf("table %s: no plain ORDER BY to shard by", table)
 		}
+		shard := strings.Trim(key[1], "()")
+		if by, ok := shardBy[table]; ok {
+			shard = by
+		}
 		local := table + "_local"
 		args := fmt.Sprintf("'/clickhouse/tables/{shard}/%s/%s', '{replica}'", db, local)
 		if params != "" {
@@ -62,7 +73,7 @@ func ClusterStatements(stmt, cluster, db string) ([]string, error) {
 			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s.%s ON CLUSTER %s (%s) ENGINE = Replicated%sMergeTree(%s) %s",
 				db, local, cluster, cols, variant, args, rest),
 			fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s.%s ON CLUSTER %s AS %s.%s ENGINE = Distributed(%s, %s, %s, cityHash64(%s))",
-				db, table, cluster, db, local, cluster, db, local, strings.Trim(key[1], "()")),
+				db, table, cluster, db, local, cluster, db, local, shard),
 		}, nil
 	}
 	if m := alterTable.FindStringSubmatch(stmt); m != nil {
@@ -72,7 +83,12 @@ func ClusterStatements(stmt, cluster, db string) ([]string, error) {
 			fmt.Sprintf("ALTER TABLE %s.%s ON CLUSTER %s %s", db, table, cluster, change),
 		}, nil
 	}
-	return nil, fmt.Errorf("cluster mode cannot run this statement (only CREATE TABLE IF NOT EXISTS … ENGINE = …MergeTree and ALTER TABLE … COLUMN): %.80s", stmt)
+	if m := insertInto.FindStringSubmatch(stmt); m != nil {
+		// Data a migration adds goes in once, through the Distributed
+		// table (the store runs it with insert_distributed_sync).
+		return []string{fmt.Sprintf("INSERT INTO %s.%s (%s) %s", db, m[1], m[2], m[3])}, nil
+	}
+	return nil, fmt.Errorf("cluster mode cannot run this statement (only CREATE TABLE IF NOT EXISTS … ENGINE = …MergeTree, ALTER TABLE … COLUMN and INSERT INTO … (columns) SELECT …): %.80s", stmt)
 }
 
 // checkMode refuses a database laid out for the other mode: on a cluster,

@@ -52,6 +52,15 @@ ORDER BY (buyer_org_id, time, id)`, "am", "agentmarket")
 		t.Errorf("ALTER: %q, %v", got, err)
 	}
 
+	got, err = clickhouse.ClusterStatements("INSERT INTO state (name, value)\nSELECT 'from', now() FROM usage", "am", "db")
+	if err != nil || !reflect.DeepEqual(got, []string{"INSERT INTO db.state (name, value) SELECT 'from', now() FROM usage"}) {
+		t.Errorf("INSERT … SELECT: %q, %v", got, err)
+	}
+	got, err = clickhouse.ClusterStatements("CREATE TABLE IF NOT EXISTS usage_rollup (kind UInt8, buyer_org_id String) ENGINE = SummingMergeTree ORDER BY (kind, buyer_org_id)", "am", "db")
+	if err != nil || !strings.HasSuffix(got[1], "cityHash64(buyer_org_id))") {
+		t.Errorf("usage_rollup is sharded by buyer (a row's marker and cells on one shard): %q, %v", got, err)
+	}
+
 	for _, refused := range []string{
 		"CREATE MATERIALIZED VIEW IF NOT EXISTS v TO t AS SELECT 1",
 		"CREATE TABLE IF NOT EXISTS t (a String) ENGINE = Log",
@@ -168,7 +177,9 @@ func TestClusterSpreadsAndCountsOnce(t *testing.T) {
 		}
 		rs.Close()
 		want := map[string]string{"usage": "Distributed", "usage_local": "ReplicatedReplacingMergeTree",
-			"schema_migrations": "Distributed", "schema_migrations_local": "ReplicatedReplacingMergeTree"}
+			"schema_migrations": "Distributed", "schema_migrations_local": "ReplicatedReplacingMergeTree",
+			"usage_rollup": "Distributed", "usage_rollup_local": "ReplicatedSummingMergeTree",
+			"usage_rollup_state": "Distributed", "usage_rollup_state_local": "ReplicatedReplacingMergeTree"}
 		if !reflect.DeepEqual(engines, want) {
 			t.Errorf("node %d: tables %v, want %v", i+1, engines, want)
 		}

@@ -125,19 +125,27 @@ func sums(cols ...string) string {
 	return strings.Join(out, ", ")
 }
 
-// rollupUpsert adds a new row to its day's cell. Each addition saturates
-// at the largest int64 (an overflowing + gives a REAL, which MIN brings
-// back), as satSum does.
+// rollupUpsert adds a batch's sums to a day's cell. Each addition
+// saturates at the largest int64 (an overflowing + gives a REAL, which MIN
+// brings back), as satSum does.
 const rollupUpsert = `INSERT INTO usage_daily (day, buyer_org_id, seller_org_id, listing_id, api_key_id, contract_id,
 		calls, tasks, input_tokens, output_tokens, compute_ms, cost_micros, estimated)
-	VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?)
+	VALUES %s
 	ON CONFLICT (day, buyer_org_id, seller_org_id, listing_id, api_key_id, contract_id) DO UPDATE SET
-		calls = MIN(calls + 1, 9223372036854775807), tasks = MIN(tasks + excluded.tasks, 9223372036854775807),
+		calls = MIN(calls + excluded.calls, 9223372036854775807), tasks = MIN(tasks + excluded.tasks, 9223372036854775807),
 		input_tokens = MIN(input_tokens + excluded.input_tokens, 9223372036854775807),
 		output_tokens = MIN(output_tokens + excluded.output_tokens, 9223372036854775807),
 		compute_ms = MIN(compute_ms + excluded.compute_ms, 9223372036854775807),
 		cost_micros = MIN(cost_micros + excluded.cost_micros, 9223372036854775807),
 		estimated = MIN(estimated + excluded.estimated, 9223372036854775807)`
+
+// chunkRows is how many rows (or cells) one INSERT carries. The pure-Go
+// driver parses a statement again at every execution (one statement a row
+// spent over half of Insert's time parsing its conflict clause), and binds
+// a statement's parameters in time quadratic in their number (each is
+// looked up among all of them). Twenty rows, 540 parameters, was the best
+// of 1 to 80 measured: 16,500 rows a second against 8,900 for one.
+const chunkRows = 20
 
 const columns = `id, time_ms, trace_id, task_id, context_id, parent_task_id,
 	listing_id, seller_org_id, buyer_org_id, api_key_id, contract_id,
@@ -214,7 +222,9 @@ func (s *Store) migrate() error {
 func (s *Store) Close() error { return s.db.Close() }
 
 // Insert stores rows in one transaction; rows whose ID is stored already
-// are ignored.
+// are ignored. The rows it did store (RETURNING tells) are summed into
+// their days' rollup cells in the same transaction, so a row inserted
+// again counts once there too.
 func (s *Store) Insert(ctx context.Context, rows []metering.Usage) error {
 	for i := range rows {
 		if err := rows[i].Validate(); err != nil {
@@ -231,37 +241,63 @@ func (s *Store) Insert(ctx context.Context, rows []metering.Usage) error {
 		return unavailable(err)
 	}
 	defer tx.Rollback()
-	stmt, err := tx.PrepareContext(ctx, "INSERT OR IGNORE INTO usage ("+columns+") VALUES (?"+strings.Repeat(", ?", 26)+")")
-	if err != nil {
-		return unavailable(err)
-	}
-	defer stmt.Close()
-	up, err := tx.PrepareContext(ctx, rollupUpsert)
-	if err != nil {
-		return unavailable(err)
-	}
-	defer up.Close()
+	byID := make(map[string]*metering.Usage, len(rows))
 	for i := range rows {
-		u := &rows[i]
-		est := 0
-		if u.Estimated {
-			est = 1
+		if _, ok := byID[rows[i].ID]; !ok {
+			byID[rows[i].ID] = &rows[i]
 		}
-		res, err := stmt.ExecContext(ctx, u.ID, u.Time.UnixMilli(), u.TraceID, u.TaskID, u.ContextID, u.ParentTaskID,
-			u.ListingID, u.SellerOrgID, u.BuyerOrgID, u.APIKeyID, u.ContractID,
-			u.Method, u.ProtocolVersion, u.State, u.ErrorCode, u.BytesIn, u.BytesOut, u.LatencyMs,
-			u.InputTokens, u.OutputTokens, u.ComputeMs, u.Tasks, u.CostMicros, u.Currency, est,
-			u.CardHash, u.Model)
+	}
+	cells := map[dayCell]*metering.Total{}
+	var order []dayCell
+	one := "(?" + strings.Repeat(", ?", 26) + ")"
+	for start := 0; start < len(rows); start += chunkRows {
+		chunk := rows[start:min(start+chunkRows, len(rows))]
+		args := make([]any, 0, 27*len(chunk))
+		for i := range chunk {
+			u := &chunk[i]
+			args = append(args, u.ID, u.Time.UnixMilli(), u.TraceID, u.TaskID, u.ContextID, u.ParentTaskID,
+				u.ListingID, u.SellerOrgID, u.BuyerOrgID, u.APIKeyID, u.ContractID,
+				u.Method, u.ProtocolVersion, u.State, u.ErrorCode, u.BytesIn, u.BytesOut, u.LatencyMs,
+				u.InputTokens, u.OutputTokens, u.ComputeMs, u.Tasks, u.CostMicros, u.Currency, boolInt(u.Estimated),
+				u.CardHash, u.Model)
+		}
+		res, err := tx.QueryContext(ctx, "INSERT INTO usage ("+columns+") VALUES "+strings.TrimSuffix(strings.Repeat(one+", ", len(chunk)), ", ")+
+			" ON CONFLICT (id) DO NOTHING RETURNING id", args...)
 		if err != nil {
 			return unavailable(err)
 		}
-		if n, err := res.RowsAffected(); err != nil {
-			return unavailable(err)
-		} else if n == 0 {
-			continue // stored already: it is in the rollup already
+		for res.Next() {
+			var id string
+			if err := res.Scan(&id); err != nil {
+				res.Close()
+				return unavailable(err)
+			}
+			u := byID[id]
+			k := dayCell{u.Time.UnixMilli() / dayMs, u.BuyerOrgID, u.SellerOrgID, u.ListingID, u.APIKeyID, u.ContractID}
+			c := cells[k]
+			if c == nil {
+				c = &metering.Total{}
+				cells[k] = c
+				order = append(order, k)
+			}
+			*c = c.Add(metering.Total{Calls: 1, Tasks: u.Tasks, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
+				ComputeMs: u.ComputeMs, CostMicros: u.CostMicros, Estimated: int64(boolInt(u.Estimated))})
 		}
-		if _, err := up.ExecContext(ctx, u.Time.UnixMilli()/dayMs, u.BuyerOrgID, u.SellerOrgID, u.ListingID, u.APIKeyID, u.ContractID,
-			u.Tasks, u.InputTokens, u.OutputTokens, u.ComputeMs, u.CostMicros, est); err != nil {
+		res.Close()
+		if err := res.Err(); err != nil {
+			return unavailable(err)
+		}
+	}
+	for start := 0; start < len(order); start += chunkRows {
+		chunk := order[start:min(start+chunkRows, len(order))]
+		args := make([]any, 0, 13*len(chunk))
+		for _, k := range chunk {
+			c := cells[k]
+			args = append(args, k.day, k.buyer, k.seller, k.listing, k.apiKey, k.contract,
+				c.Calls, c.Tasks, c.InputTokens, c.OutputTokens, c.ComputeMs, c.CostMicros, c.Estimated)
+		}
+		values := strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?), ", len(chunk)), ", ")
+		if _, err := tx.ExecContext(ctx, fmt.Sprintf(rollupUpsert, values), args...); err != nil {
 			return unavailable(err)
 		}
 	}
@@ -269,6 +305,19 @@ func (s *Store) Insert(ctx context.Context, rows []metering.Usage) error {
 		return unavailable(err)
 	}
 	return nil
+}
+
+// dayCell is a cell of the daily rollup.
+type dayCell struct {
+	day                                      int64
+	buyer, seller, listing, apiKey, contract string
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // keyExpr is the grouping expression of each dimension. Days are UTC day

@@ -99,3 +99,11 @@ func TestTotalsSQL(t *testing.T) {
 		})
 	}
 }
+
+// TestShipperKilled: SIGKILLs of the shipper in the middle of batches and
+// between insert and acknowledgement lose nothing and count nothing twice
+// (storetest.KillShipper).
+func TestShipperKilled(t *testing.T) {
+	storetest.KillShipper(t, func(t *testing.T) string { return filepath.Join(t.TempDir(), "usage.db") },
+		func(_ context.Context, path string) (metering.Store, error) { return embedded.Open(path) })
+}

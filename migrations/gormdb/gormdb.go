@@ -53,7 +53,7 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 			return nil, err
 		}
 	}
-	dsn := path + "?_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)&_txlock=immediate"
+	dsn := path + "?_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)&_pragma=mmap_size(1073741824)&_txlock=immediate"
 	g, err := gorm.Open(sqlite.Open(dsn), config())
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)

@@ -106,6 +106,10 @@ func OpenCore(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ..
 	}
 	go c.Authz.Run(ctx, cfg.PolicyReload, func(err error) { log.Warn("policy reload failed", "err", err) })
 	c.ListingStore = listingsgorm.New(c.DB.DB)
+	// Listings stored before the search index existed (migration 0030).
+	if _, err := c.ListingStore.IndexMissing(ctx); err != nil {
+		return nil, fmt.Errorf("index listings for search: %w", err)
+	}
 	guard := Guard(cfg, c.Dialer)
 	c.Catalog = &listings.Service{
 		Store:          c.ListingStore,

@@ -128,6 +128,10 @@ func (l *lazyStore) Ping(ctx context.Context) (string, error) {
 	return s.Ping(ctx)
 }
 
+// PreferredBatchRows is ClickHouse's, whether or not it is open yet: the
+// shipper reads it once, when it starts.
+func (l *lazyStore) PreferredBatchRows() int { return clickhouse.PreferredBatchRows }
+
 func (l *lazyStore) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()

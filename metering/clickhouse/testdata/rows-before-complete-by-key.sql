@@ -1,0 +1,29 @@
+SELECT k, toInt64(least(sum(calls), toDecimal128(9223372036854775807, 0))), toInt64(least(sum(tasks), toDecimal128(9223372036854775807, 0))), toInt64(least(sum(input_tokens), toDecimal128(9223372036854775807, 0))), toInt64(least(sum(output_tokens), toDecimal128(9223372036854775807, 0))),
+  toInt64(least(sum(compute_ms), toDecimal128(9223372036854775807, 0))), toInt64(least(sum(cost_micros), toDecimal128(9223372036854775807, 0))), toInt64(least(sum(estimated), toDecimal128(9223372036854775807, 0)))
+FROM (
+  SELECT api_key_id AS k, toDecimal128(count(), 0) AS calls, sum(toDecimal128(tasks, 0)) AS tasks, sum(toDecimal128(input_tokens, 0)) AS input_tokens, sum(toDecimal128(output_tokens, 0)) AS output_tokens, sum(toDecimal128(compute_ms, 0)) AS compute_ms, sum(toDecimal128(cost_micros, 0)) AS cost_micros, sum(toDecimal128(estimated, 0)) AS estimated
+  FROM usage FINAL
+  WHERE ((time >= toDateTime(?) AND time <= toDateTime(?) AND (toUInt64(toUInt32(time)) * 1000 + time_ms) >= ? AND (toUInt64(toUInt32(time)) * 1000 + time_ms) < ?))
+    AND listing_id = ?
+    AND contract_id = ?
+  GROUP BY k
+  UNION ALL
+  SELECT api_key_id AS k, sum(toDecimal128(calls, 0)) AS calls, toDecimal128(sum(tasks_hi), 0) * 4294967296 + toDecimal128(sum(tasks_lo), 0) AS tasks, toDecimal128(sum(input_tokens_hi), 0) * 4294967296 + toDecimal128(sum(input_tokens_lo), 0) AS input_tokens, toDecimal128(sum(output_tokens_hi), 0) * 4294967296 + toDecimal128(sum(output_tokens_lo), 0) AS output_tokens, toDecimal128(sum(compute_ms_hi), 0) * 4294967296 + toDecimal128(sum(compute_ms_lo), 0) AS compute_ms, toDecimal128(sum(cost_micros_hi), 0) * 4294967296 + toDecimal128(sum(cost_micros_lo), 0) AS cost_micros, sum(toDecimal128(estimated, 0)) AS estimated
+  FROM usage_rollup
+  WHERE kind = 1
+    AND ((bucket >= toDateTime(?) AND bucket < toDateTime(?)))
+    AND listing_id = ?
+    AND contract_id = ?
+  GROUP BY k
+  UNION ALL
+  SELECT api_key_id AS k, sum(toDecimal128(calls, 0)) AS calls, toDecimal128(sum(tasks_hi), 0) * 4294967296 + toDecimal128(sum(tasks_lo), 0) AS tasks, toDecimal128(sum(input_tokens_hi), 0) * 4294967296 + toDecimal128(sum(input_tokens_lo), 0) AS input_tokens, toDecimal128(sum(output_tokens_hi), 0) * 4294967296 + toDecimal128(sum(output_tokens_lo), 0) AS output_tokens, toDecimal128(sum(compute_ms_hi), 0) * 4294967296 + toDecimal128(sum(compute_ms_lo), 0) AS compute_ms, toDecimal128(sum(cost_micros_hi), 0) * 4294967296 + toDecimal128(sum(cost_micros_lo), 0) AS cost_micros, sum(toDecimal128(estimated, 0)) AS estimated
+  FROM usage_rollup
+  WHERE kind = 2
+    AND ((bucket >= toDateTime(?) AND bucket < toDateTime(?)))
+    AND listing_id = ?
+    AND contract_id = ?
+  GROUP BY k
+)
+GROUP BY k
+ORDER BY k
+-- args: 1793491200, 1793617199, 1793491200000, 1793617200000, "lst_1", "ctr_1", 1793617200, 1793664000, "lst_1", "ctr_1", 1793664000, 1793836800, "lst_1", "ctr_1"
