@@ -55,6 +55,18 @@
 // resubscribing to collect extra allowances is a rule for contracts, not
 // for rating.
 //
+// # Parts
+//
+// A contract's terms may change inside a period: a free trial ends, a
+// plan is replaced. The period is then rated in parts (RateParts), each
+// the span one set of terms was in force, with the usage metered in that
+// span (split at the instant the terms changed, to the millisecond of the
+// usage rows). Each part is rated by the rules below as a contract active
+// for that span only: its flat fee prorated by its whole seconds, its
+// plan's allowance in full. A trial part is rated at zero: its lines show
+// the seconds and the usage at a price of zero. The exact amounts of all
+// parts are summed, and the sum is rounded once.
+//
 // # Usage lines
 //
 // For each counter, billable = max(0, used − included), and:

@@ -39,6 +39,14 @@ type Provider interface {
 	// fee, so the period is billed as Rate bills a contract that ends in
 	// it. See CancelKey for the key.
 	CancelSubscription(ctx context.Context, subscriptionID, idempotencyKey string) error
+	// EndTrialNow ends a subscription's free trial now, before its
+	// scheduled end (its usage allowance is used up): the provider starts
+	// charging from now. See TrialEndKey for the key.
+	EndTrialNow(ctx context.Context, subscriptionID, idempotencyKey string) error
+	// SetCancelAt makes a subscription end by itself at at (the end of its
+	// trial, when the buyer chose to stop then), or no longer (at zero).
+	// Each change carries its own key (TrialCancelKey).
+	SetCancelAt(ctx context.Context, subscriptionID string, at time.Time, idempotencyKey string) error
 	// ReportUsage adds quantity to one metered subscription item at time at
 	// (action increment). quantity is in the units of the line kind's
 	// Usage counter (tokens, milliseconds of compute, tasks) and is the
@@ -84,6 +92,12 @@ type SubscribeInput struct {
 	// Rate prorates it. Zero leaves the provider's default (periods start
 	// when the subscription does).
 	BillingCycleAnchor time.Time
+	// TrialEnd, when set, is the end of the contract's free trial: the
+	// provider charges nothing before it (the first period, from it to
+	// BillingCycleAnchor, is prorated). CancelAtTrialEnd ends the
+	// subscription then instead.
+	TrialEnd         time.Time
+	CancelAtTrialEnd bool
 	// ConnectedAccountID is the seller's connected account that receives
 	// the charges less the platform's fee; empty: the platform keeps all.
 	ConnectedAccountID string
@@ -123,6 +137,12 @@ func (in SubscribeInput) Validate() error {
 			fe.Add("prices.metered_price_ids."+string(k), "unknown", "%q is not a metered line kind", k)
 		}
 	}
+	if in.CancelAtTrialEnd && in.TrialEnd.IsZero() {
+		fe.Add("cancel_at_trial_end", "requires_trial", "cancel_at_trial_end needs a trial_end")
+	}
+	if !in.TrialEnd.IsZero() && !in.BillingCycleAnchor.IsZero() && in.BillingCycleAnchor.Before(in.TrialEnd) {
+		fe.Add("billing_cycle_anchor", "after_trial", "the billing cycle anchor cannot come before the trial's end")
+	}
 	p := in.PlatformFeePercent
 	switch {
 	case math.IsNaN(p) || p < 0 || p > 100:
@@ -153,6 +173,18 @@ func isMetered(k LineKind) bool {
 // CancelKey is the idempotency key of a contract's cancellation.
 func CancelKey(contractID string) string {
 	return "am1/contract/" + contractID + "/cancel"
+}
+
+// TrialEndKey is the idempotency key of ending a contract's trial early.
+func TrialEndKey(contractID string) string {
+	return "am1/contract/" + contractID + "/trial-end"
+}
+
+// TrialCancelKey is the idempotency key of one change of a trialing
+// contract's choice to stop with its trial, made at at: every change is
+// its own call (the same key twice would be answered from the first).
+func TrialCancelKey(contractID string, cancel bool, at time.Time) string {
+	return fmt.Sprintf("am1/contract/%s/trial-cancel/%t/%d", contractID, cancel, at.UnixNano())
 }
 
 // UsageReportKey is the idempotency key of one usage report: a contract's

@@ -49,6 +49,8 @@ type Service struct {
 	// Contracts lists the contracts of a period, for CloseMonth and
 	// Reconcile.
 	Contracts ContractLister
+	// Trials lists the contracts in trial, for EndTrials.
+	Trials TrialLister
 	// PlatformFeePercent is the platform's share of a seller's invoices
 	// when the seller has a connected account (see SubscribeInput).
 	PlatformFeePercent float64
@@ -122,6 +124,12 @@ func (s *Service) Attach(ctx context.Context, c *contracts.Contract, buyer OrgIn
 	}
 
 	in := SubscribeInput{ContractID: c.ID, CustomerID: customer.ID, Prices: prices, BillingCycleAnchor: MonthOf(now).End}
+	var usageFrom time.Time
+	if c.Status == contracts.ContractTrialing && c.TrialEnd != nil && c.TrialEnd.After(now) {
+		usageFrom = c.TrialEnd.UTC()
+		in.TrialEnd, in.CancelAtTrialEnd = usageFrom, c.CancelAtTrialEnd
+		in.BillingCycleAnchor = MonthOf(usageFrom).End
+	}
 	if connectedAccountID != "" {
 		in.ConnectedAccountID, in.PlatformFeePercent = connectedAccountID, s.PlatformFeePercent
 	}
@@ -129,7 +137,8 @@ func (s *Service) Attach(ctx context.Context, c *contracts.Contract, buyer OrgIn
 	if err != nil {
 		return err
 	}
-	if _, err = s.Store.SaveSubscription(ctx, &Subscription{ContractID: c.ID, CustomerID: customer.ID, Refs: refs, CreatedAt: now}); err != nil {
+	if _, err = s.Store.SaveSubscription(ctx, &Subscription{ContractID: c.ID, CustomerID: customer.ID, Refs: refs, CreatedAt: now,
+		UsageFrom: usageFrom}); err != nil {
 		// The provider has a subscription we could not record: the
 		// contract will be canceled (Subscriptions undoes it), so the
 		// subscription must go too, or the buyer would be charged for
@@ -182,6 +191,28 @@ func (s *Service) Detach(ctx context.Context, c *contracts.Contract) error {
 	return s.Store.SetSubscriptionCanceled(ctx, c.ID, now)
 }
 
+// TrialCancel tells the provider whether a trialing contract's
+// subscription ends with the trial (c.CancelAtTrialEnd: it then ends by
+// itself at the trial's end) or converts to paid. Without a Provider, or
+// without a live subscription, it does nothing.
+func (s *Service) TrialCancel(ctx context.Context, c *contracts.Contract) error {
+	if s.Provider == nil || c == nil || c.TrialEnd == nil {
+		return nil
+	}
+	sub, err := s.Store.Subscription(ctx, c.ID)
+	if agentmarket.KindOf(err) == agentmarket.NotFound {
+		return nil
+	}
+	if err != nil || sub.CanceledAt != nil {
+		return err
+	}
+	var at time.Time
+	if c.CancelAtTrialEnd {
+		at = c.TrialEnd.UTC()
+	}
+	return s.Provider.SetCancelAt(ctx, sub.Refs.ID, at, TrialCancelKey(c.ID, c.CancelAtTrialEnd, s.Clock.Now()))
+}
+
 // Hooks attaches and detaches contracts as they are made and canceled
 // (the shape of contracts' billing hooks): it looks up what Attach needs
 // and calls the Service.
@@ -218,6 +249,11 @@ func (h *Hooks) Attach(ctx context.Context, c *contracts.Contract) error {
 // Detach is Service.Detach.
 func (h *Hooks) Detach(ctx context.Context, c *contracts.Contract) error {
 	return h.Service.Detach(ctx, c)
+}
+
+// TrialCancel is Service.TrialCancel.
+func (h *Hooks) TrialCancel(ctx context.Context, c *contracts.Contract) error {
+	return h.Service.TrialCancel(ctx, c)
 }
 
 func (s *Service) settleDelay() time.Duration {

@@ -36,6 +36,10 @@ type Store interface {
 	// SetSubscriptionCanceled records that the subscription ended at at
 	// (the first time only); NotFound for a contract without one.
 	SetSubscriptionCanceled(ctx context.Context, contractID string, at time.Time) error
+	// SetSubscriptionUsageFrom records from when the contract's usage is
+	// reported (the end of its trial); NotFound for a contract without a
+	// subscription.
+	SetSubscriptionUsageFrom(ctx context.Context, contractID string, from time.Time) error
 
 	// Watermark returns how much of a contract's usage of one kind in the
 	// billing period starting at periodStart has been reported; the zero
@@ -100,6 +104,9 @@ type Subscription struct {
 	// CanceledAt is when it was canceled (by Detach, or at the provider);
 	// the reporter stops reporting to it.
 	CanceledAt *time.Time
+	// UsageFrom is when the contract's usage starts to be reported: the
+	// end of its free trial (zero: no trial), whose usage is free.
+	UsageFrom time.Time
 }
 
 // Watermark is how much of a contract's usage of one line kind in one

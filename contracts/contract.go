@@ -10,10 +10,14 @@ import (
 
 // ContractStatus is where a contract is in its life. Billing drives it
 // (paid → active; payment failed → past due, then suspended; subscription
-// deleted → canceled); without Stripe a contract is active from the start.
+// deleted → canceled); without Stripe a contract is active from the start,
+// or in trial when its plan offers one and the buyer org never had one on
+// the listing.
 type ContractStatus string
 
 const (
+	// ContractTrialing: in its free trial (TrialEnd says until when).
+	ContractTrialing  ContractStatus = "trialing"
 	ContractActive    ContractStatus = "active"
 	ContractPastDue   ContractStatus = "past_due"
 	ContractSuspended ContractStatus = "suspended"
@@ -23,7 +27,7 @@ const (
 // Invocable reports whether calls may go through under this status: a past
 // due contract is in its grace period and still works.
 func (s ContractStatus) Invocable() bool {
-	return s == ContractActive || s == ContractPastDue
+	return s == ContractActive || s == ContractPastDue || s == ContractTrialing
 }
 
 // Contract is a buyer org's subscription to a listing, at the plan version
@@ -47,6 +51,19 @@ type Contract struct {
 	// Budgets are the buyer's own time limits for this contract's calls
 	// and tasks (zero fields: the listing's).
 	Budgets TimeBudgets
+	// TrialEnd is when the contract's free trial ends: the scheduled end
+	// while it is trialing, the actual end (which its usage may have
+	// brought forward) once the trial is over. Nil: no trial. Usage before
+	// TrialEnd is free; the flat fee runs from it.
+	TrialEnd *time.Time
+	// CancelAtTrialEnd: the buyer asked to stop when the trial ends
+	// instead of converting to paid.
+	CancelAtTrialEnd bool
+}
+
+// InTrialAt reports whether t falls in the contract's trial.
+func (c *Contract) InTrialAt(t time.Time) bool {
+	return c.TrialEnd != nil && !t.Before(c.CreatedAt) && t.Before(*c.TrialEnd)
 }
 
 // ListingTerms is what a subscription needs to know of a listing.
@@ -55,6 +72,8 @@ type ListingTerms struct {
 	SellerOrgID string
 	Published   bool
 	PlanVersion int
+	// TrialDays is the trial the plan version offers (0: none).
+	TrialDays int64
 }
 
 // ListingSource looks listings up for subscriptions (the catalog, wired
@@ -80,6 +99,21 @@ type ContractStore interface {
 	OverdueContracts(ctx context.Context, cutoff time.Time) ([]Contract, error)
 	// SetContractBudgets replaces the contract's time budgets.
 	SetContractBudgets(ctx context.Context, id string, b TimeBudgets, at time.Time) (*Contract, error)
+
+	// HadTrial reports whether the buyer org ever had a contract to the
+	// listing with a trial (canceled ones included).
+	HadTrial(ctx context.Context, buyerOrgID, listingID string) (bool, error)
+	// TrialingContracts lists the contracts in trial, by id.
+	TrialingContracts(ctx context.Context) ([]Contract, error)
+	// EndTrial ends a trialing contract's trial at end (TrialEnd becomes
+	// end) and moves it to status (active, or canceled at end), revoking
+	// rules in the same transaction; at is the time of the change. A
+	// contract no longer trialing is a Conflict (code trial_over) and is
+	// left as it is, so two sweepers end a trial once.
+	EndTrial(ctx context.Context, id string, end time.Time, status ContractStatus, at time.Time, revoke []Rule) (*Contract, error)
+	// SetCancelAtTrialEnd records the buyer's choice; a contract not
+	// trialing is a Conflict (code trial_over).
+	SetCancelAtTrialEnd(ctx context.Context, id string, cancel bool, at time.Time) (*Contract, error)
 }
 
 // PolicyReloader makes a policy change visible at once in this process
@@ -103,10 +137,14 @@ func ListingObject(listingID string) string { return "listing:" + listingID }
 const ActInvoke = "invoke"
 
 // BillingHooks tell billing (the payment provider) of subscriptions made
-// and canceled.
+// and canceled, and of a trialing contract's choice to stop at the trial's
+// end.
 type BillingHooks interface {
 	Attach(ctx context.Context, c *Contract) error
 	Detach(ctx context.Context, c *Contract) error
+	// TrialCancel tells the provider whether the subscription ends with
+	// the trial (c.CancelAtTrialEnd), before the choice is stored.
+	TrialCancel(ctx context.Context, c *Contract) error
 }
 
 // Subscriptions is the subscription service.
@@ -126,6 +164,10 @@ type SubscribeInput struct {
 	MonthlyBudgetMicros *int64 `json:"monthly_budget_micros"`
 	// Budgets are the contract's own time limits (optional).
 	Budgets *BudgetsInput `json:"budgets"`
+	// CancelAtTrialEnd stops the contract when its trial ends instead of
+	// converting it to paid; it is refused when the subscription gets no
+	// trial.
+	CancelAtTrialEnd bool `json:"cancel_at_trial_end"`
 }
 
 // checkMonthlyBudget reports a monthly budget (of a key or a contract)
@@ -142,7 +184,8 @@ func checkMonthlyBudget(fe *agentmarket.Fields, b *int64) {
 
 // Subscribe creates an active contract for the actor's org at the
 // listing's current plan version and grants the org the right to invoke
-// the listing.
+// the listing. When the plan offers a trial and the org never had one on
+// the listing, the contract starts trialing, for the plan's trial days.
 func (s *Subscriptions) Subscribe(ctx context.Context, actor agentmarket.Actor, in SubscribeInput) (*Contract, error) {
 	var fe agentmarket.Fields
 	if in.ListingID == "" {
@@ -171,6 +214,21 @@ func (s *Subscriptions) Subscribe(ctx context.Context, actor agentmarket.Actor, 
 		PlanVersion: terms.PlanVersion, Status: ContractActive, MonthlyBudgetMicros: in.MonthlyBudgetMicros,
 		CreatedAt: now, UpdatedAt: now, Budgets: budgets,
 	}
+	if terms.TrialDays > 0 {
+		had, err := s.Store.HadTrial(ctx, actor.OrgID, terms.ID)
+		if err != nil {
+			return nil, err
+		}
+		if !had {
+			// On a whole second, as the provider counts it.
+			end := now.Add(time.Duration(terms.TrialDays)*24*time.Hour + time.Second - 1).Truncate(time.Second)
+			c.Status, c.TrialEnd, c.CancelAtTrialEnd = ContractTrialing, &end, in.CancelAtTrialEnd
+		}
+	}
+	if in.CancelAtTrialEnd && c.TrialEnd == nil {
+		fe.Add("cancel_at_trial_end", "no_trial", "this subscription gets no trial (the plan offers none, or your organisation had its trial)")
+		return nil, fe.Err("invalid_subscription", "the subscription request is not valid")
+	}
 	if err := s.Store.CreateContract(ctx, c, []Rule{InvokeRule(c.BuyerOrgID, c.ListingID)}); err != nil {
 		if agentmarket.KindOf(err) == agentmarket.Conflict {
 			return nil, agentmarket.Errorf(agentmarket.Conflict, "already_subscribed", "your organisation already subscribes to listing %q", in.ListingID)
@@ -191,6 +249,12 @@ func (s *Subscriptions) Subscribe(ctx context.Context, actor agentmarket.Actor, 
 		return nil, err
 	}
 	return c, nil
+}
+
+// HadTrial reports whether the actor's org had its free trial on the
+// listing (a subscription to it starts no trial then).
+func (s *Subscriptions) HadTrial(ctx context.Context, actor agentmarket.Actor, listingID string) (bool, error) {
+	return s.Store.HadTrial(ctx, actor.OrgID, listingID)
 }
 
 // List returns the actor's org's contracts.
@@ -316,6 +380,7 @@ type TaskBinding struct {
 // grace over (suspended), paid (active again), subscription deleted
 // (canceled). Canceled is final.
 var transitions = map[ContractStatus][]ContractStatus{
+	ContractTrialing:  {ContractPastDue, ContractSuspended, ContractCanceled},
 	ContractActive:    {ContractPastDue, ContractSuspended, ContractCanceled},
 	ContractPastDue:   {ContractActive, ContractSuspended, ContractCanceled},
 	ContractSuspended: {ContractActive, ContractCanceled},
@@ -326,6 +391,12 @@ var transitions = map[ContractStatus][]ContractStatus{
 // status on every meter within the policy reload interval. Moving to the
 // status it has is a no-op; a move the life cycle does not allow is a
 // Conflict.
+//
+// A trialing contract is not made active by a payment (the provider's
+// invoice of a trial is one, of nothing) while its trial runs: once the
+// trial is due, active (or canceled, when the buyer chose to stop then)
+// ends the trial at its scheduled end (EndTrial), so it is billed from
+// there, not from when the provider's word arrived.
 func (s *Subscriptions) Transition(ctx context.Context, id string, to ContractStatus) (*Contract, error) {
 	c, err := s.Store.GetContract(ctx, id)
 	if err != nil {
@@ -333,6 +404,15 @@ func (s *Subscriptions) Transition(ctx context.Context, id string, to ContractSt
 	}
 	if c.Status == to {
 		return c, nil
+	}
+	if c.Status == ContractTrialing && c.TrialEnd != nil && (to == ContractActive || to == ContractCanceled && c.CancelAtTrialEnd) {
+		if s.Clock.Now().Before(*c.TrialEnd) {
+			if to == ContractActive {
+				return c, nil
+			}
+		} else {
+			return s.EndTrial(ctx, id, *c.TrialEnd)
+		}
 	}
 	allowed := false
 	for _, t := range transitions[c.Status] {
@@ -356,6 +436,68 @@ func (s *Subscriptions) Transition(ctx context.Context, id string, to ContractSt
 		return nil, err
 	}
 	return c, nil
+}
+
+// EndTrial ends a trialing contract's trial at end (never later than its
+// scheduled end, never before the contract began): the contract becomes
+// active, billed from end, or canceled at end when the buyer chose to stop
+// with the trial (the invoke right is revoked). Billing calls it when a
+// trial's days are over or its usage allowance is used up (billing takes
+// care of the provider). A contract no longer trialing is returned as it
+// is: the trial was ended already.
+func (s *Subscriptions) EndTrial(ctx context.Context, id string, end time.Time) (*Contract, error) {
+	c, err := s.Store.GetContract(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if c.Status != ContractTrialing || c.TrialEnd == nil {
+		return c, nil
+	}
+	if end.After(*c.TrialEnd) {
+		end = *c.TrialEnd
+	}
+	if end.Before(c.CreatedAt) {
+		end = c.CreatedAt
+	}
+	to, revoke := ContractActive, []Rule(nil)
+	if c.CancelAtTrialEnd {
+		to, revoke = ContractCanceled, []Rule{InvokeRule(c.BuyerOrgID, c.ListingID)}
+	}
+	c, err = s.Store.EndTrial(ctx, id, end, to, s.Clock.Now(), revoke)
+	if agentmarket.CodeOf(err) == "trial_over" {
+		return s.Store.GetContract(ctx, id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Policies.Reload(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// SetCancelAtTrialEnd records whether the actor's trialing contract stops
+// when its trial ends (true) or converts to paid (false); the provider is
+// told first. A contract not in trial is a Conflict (code trial_over).
+func (s *Subscriptions) SetCancelAtTrialEnd(ctx context.Context, actor agentmarket.Actor, id string, cancel bool) (*Contract, error) {
+	c, err := s.Get(ctx, actor, id)
+	if err != nil {
+		return nil, err
+	}
+	if c.Status != ContractTrialing {
+		return nil, agentmarket.Errorf(agentmarket.Conflict, "trial_over", "subscription %q is not in a trial", id)
+	}
+	if c.CancelAtTrialEnd == cancel {
+		return c, nil
+	}
+	if s.Billing != nil {
+		next := *c
+		next.CancelAtTrialEnd = cancel
+		if err := s.Billing.TrialCancel(ctx, &next); err != nil {
+			return nil, err
+		}
+	}
+	return s.Store.SetCancelAtTrialEnd(ctx, id, cancel, s.Clock.Now())
 }
 
 // SuspendOverdue suspends every contract past due for longer than grace,

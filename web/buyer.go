@@ -154,6 +154,24 @@ func (u *UI) retryDelivery(r *req) error {
 	return redirect(r, "/buyer?notice=retried#deliveries")
 }
 
+// trialChoice records whether a trialing subscription stops with its
+// trial or converts to paid.
+func (u *UI) trialChoice(r *req) error {
+	if err := u.require(r, contracts.ObjSubscriptions, contracts.ActWrite); err != nil {
+		return err
+	}
+	stop := r.c.FormValue("cancel_at_trial_end") == "1"
+	c, err := u.d.Subscriptions.SetCancelAtTrialEnd(r.ctx, r.actor, strings.Clone(r.c.Params("id")), stop)
+	if err != nil {
+		return err
+	}
+	notice := "trialgo"
+	if stop {
+		notice = "trialstop"
+	}
+	return redirect(r, "/buyer?notice="+notice+"#sub-"+c.ID)
+}
+
 func (u *UI) cancelSubscription(r *req) error {
 	if err := u.require(r, contracts.ObjSubscriptions, contracts.ActWrite); err != nil {
 		return err

@@ -130,6 +130,14 @@ var (
 		{"included_compute_ms", "Included compute per month (milliseconds)"},
 		{"included_tasks", "Included tasks per month"},
 	}
+	// The free trial: its days and token allowance are whole numbers, its
+	// cap an amount.
+	trialCountInputs = []struct{ input, label, hint string }{
+		{"trial_days", "Free trial (days)", "Each buyer's first subscription is free this long; empty for none"},
+		{"trial_tokens", "Trial ends after this many tokens", "Input and output together; empty for no limit"},
+	}
+	trialCapInput = struct{ input, field, label, hint string }{"trial_cap", "trial_cap_micros", "Trial ends after usage worth",
+		"List price of the trial's usage, e.g. 5"}
 	// listingFieldInputs maps the catalog's field names to the form's.
 	listingFieldInputs = map[string]string{
 		"card_url":             "card_url",
@@ -149,6 +157,10 @@ func init() {
 	for _, a := range allowanceInputs {
 		listingFieldInputs["pricing."+a.input] = a.input
 	}
+	for _, a := range trialCountInputs {
+		listingFieldInputs["pricing."+a.input] = a.input
+	}
+	listingFieldInputs["pricing."+trialCapInput.field] = trialCapInput.input
 }
 
 var listingFormNames = []string{"source", "card_url", "card", "currency", "auth_header", "auth_value", "refresh_seconds", "draft"}
@@ -157,6 +169,7 @@ type newListingData struct {
 	form
 	Amounts    []inputField
 	Allowances []inputField
+	Trial      []inputField
 }
 
 func (u *UI) listingFormData(f *form) *newListingData {
@@ -167,6 +180,10 @@ func (u *UI) listingFormData(f *form) *newListingData {
 	for _, a := range allowanceInputs {
 		d.Allowances = append(d.Allowances, input(f, a.input, a.label, "text", "mode=numeric"))
 	}
+	for _, a := range trialCountInputs {
+		d.Trial = append(d.Trial, input(f, a.input, a.label, "text", "mode=numeric", "hint="+a.hint))
+	}
+	d.Trial = append(d.Trial, input(f, trialCapInput.input, trialCapInput.label, "text", "mode=decimal", "hint="+trialCapInput.hint))
 	return d
 }
 
@@ -195,6 +212,10 @@ func (u *UI) createListing(r *req) error {
 	for _, a := range allowanceInputs {
 		f.Values[a.input] = r.c.FormValue(a.input)
 	}
+	for _, a := range trialCountInputs {
+		f.Values[a.input] = r.c.FormValue(a.input)
+	}
+	f.Values[trialCapInput.input] = r.c.FormValue(trialCapInput.input)
 	in, ok := listingInput(f)
 	if !ok {
 		// Nothing is listed, but show what else the catalog would refuse
@@ -302,7 +323,11 @@ func listingInput(f *form) (listings.CreateInput, bool) {
 		}
 		pricing[a.field] = n
 	}
-	for _, a := range allowanceInputs {
+	counts := allowanceInputs
+	for _, a := range trialCountInputs {
+		counts = append(counts[:len(counts):len(counts)], struct{ input, label string }{a.input, a.label})
+	}
+	for _, a := range counts {
 		v := strings.ReplaceAll(strings.TrimSpace(f.V(a.input)), ",", "")
 		if v == "" {
 			continue
@@ -313,6 +338,13 @@ func listingInput(f *form) (listings.CreateInput, bool) {
 			continue
 		}
 		pricing[a.input] = n
+	}
+	if v := strings.TrimSpace(f.V(trialCapInput.input)); v != "" {
+		if n, msg := parseAmount(v); msg != "" {
+			f.add(trialCapInput.input, trialCapInput.label+" "+msg+".")
+		} else {
+			pricing[trialCapInput.field] = n
+		}
 	}
 	in.Pricing, _ = json.Marshal(pricing)
 	if v := strings.TrimSpace(f.V("auth_value")); v != "" {

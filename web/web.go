@@ -129,6 +129,7 @@ func (u *UI) Mount(r fiber.Router) {
 
 	r.Get("/buyer", u.page(u.buyer))
 	r.Post("/buyer/subscriptions/:id/cancel", u.page(u.cancelSubscription))
+	r.Post("/buyer/subscriptions/:id/trial", u.page(u.trialChoice))
 	r.Post("/buyer/deliveries/:id/retry", u.page(u.retryDelivery))
 	r.Get("/keys", u.page(u.keys))
 	r.Post("/keys", u.page(u.createKey))
@@ -259,6 +260,8 @@ var notices = map[string]string{
 	"listed":     "Your agent is listed.",
 	"subscribed": "Subscribed. Create an API key below, then hand your orchestrator the endpoint.",
 	"canceled":   "The subscription is canceled.",
+	"trialstop":  "The subscription will stop when its free trial ends.",
+	"trialgo":    "The subscription will convert to paid when its free trial ends.",
 	"revoked":    "The key is revoked.",
 	"status":     "The listing's status changed.",
 	"refreshed":  "The card was fetched again.",

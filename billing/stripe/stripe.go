@@ -224,6 +224,12 @@ func (p *Provider) Subscribe(ctx context.Context, in billing.SubscribeInput) (bi
 		sp.BillingCycleAnchor = stripego.Int64(in.BillingCycleAnchor.Unix())
 		sp.ProrationBehavior = stripego.String("create_prorations")
 	}
+	if !in.TrialEnd.IsZero() {
+		sp.TrialEnd = stripego.Int64(in.TrialEnd.Unix())
+		if in.CancelAtTrialEnd {
+			sp.CancelAt = stripego.Int64(in.TrialEnd.Unix())
+		}
+	}
 	if in.ConnectedAccountID != "" {
 		sp.TransferData = &stripego.SubscriptionTransferDataParams{Destination: stripego.String(in.ConnectedAccountID)}
 		sp.ApplicationFeePercent = stripego.Float64(in.PlatformFeePercent)
@@ -273,6 +279,41 @@ func (p *Provider) CancelSubscription(ctx context.Context, subscriptionID, idemp
 	}
 	_, err := p.api.Subscriptions.Cancel(subscriptionID, cp)
 	return mapError("cancel the subscription", err)
+}
+
+// EndTrialNow implements billing.Provider: trial_end=now, so Stripe
+// starts the paid period, prorated to the billing cycle anchor, at once.
+func (p *Provider) EndTrialNow(ctx context.Context, subscriptionID, idempotencyKey string) error {
+	var fe agentmarket.Fields
+	checkCall(&fe, "subscription_id", subscriptionID, idempotencyKey)
+	if err := fe.Err("invalid_trial_end", "the trial cannot be ended"); err != nil {
+		return err
+	}
+	sp := &stripego.SubscriptionParams{
+		Params:            params(ctx, idempotencyKey),
+		TrialEndNow:       stripego.Bool(true),
+		ProrationBehavior: stripego.String("create_prorations"),
+	}
+	_, err := p.api.Subscriptions.Update(subscriptionID, sp)
+	return mapError("end the trial", err)
+}
+
+// SetCancelAt implements billing.Provider: cancel_at=<at>, or cancel_at=""
+// (Stripe's way to unset it) for a zero at.
+func (p *Provider) SetCancelAt(ctx context.Context, subscriptionID string, at time.Time, idempotencyKey string) error {
+	var fe agentmarket.Fields
+	checkCall(&fe, "subscription_id", subscriptionID, idempotencyKey)
+	if err := fe.Err("invalid_cancel_at", "the subscription's end cannot be set"); err != nil {
+		return err
+	}
+	sp := &stripego.SubscriptionParams{Params: params(ctx, idempotencyKey)}
+	if at.IsZero() {
+		sp.AddExtra("cancel_at", "")
+	} else {
+		sp.CancelAt = stripego.Int64(at.Unix())
+	}
+	_, err := p.api.Subscriptions.Update(subscriptionID, sp)
+	return mapError("set when the subscription ends", err)
 }
 
 // ReportUsage implements billing.Provider.

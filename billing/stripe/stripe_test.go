@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/billing"
 	"github.com/agentmarket/agentmarket/listings"
 )
@@ -255,5 +256,60 @@ func TestStripeMockRefusesBadShapes(t *testing.T) {
 		if resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("stripe-mock answered %d to POST %s %q, want 400", resp.StatusCode, c.path, c.body)
 		}
+	}
+}
+
+// TestTrialOnStripeMock: a subscription that starts in a free trial, the
+// buyer's choice to stop with it set and taken back, and the trial ended
+// early (its usage allowance used up), each call checked in full against
+// stripe-mock.
+func TestTrialOnStripeMock(t *testing.T) {
+	p, rec := mockProvider(t)
+	ctx := context.Background()
+	prices, err := p.EnsurePlan(ctx, "lst_test", "Echo agent", testPlan())
+	if err != nil {
+		t.Fatalf("EnsurePlan: %v", err)
+	}
+	rec.take()
+	trialEnd := time.Date(2026, time.May, 17, 10, 17, 42, 0, time.UTC)
+	refs, err := p.Subscribe(ctx, billing.SubscribeInput{ContractID: "ctr_test", CustomerID: "cus_test", Prices: prices,
+		BillingCycleAnchor: time.Date(2026, time.June, 1, 0, 0, 0, 0, time.UTC), TrialEnd: trialEnd, CancelAtTrialEnd: true})
+	if err != nil {
+		t.Fatalf("Subscribe: %v", err)
+	}
+	checkCalls(t, rec.take(), []want{{"POST", "/v1/subscriptions", "am1/contract/ctr_test/subscription",
+		subscribeForm(prices, map[string]string{
+			"billing_cycle_anchor": "1780272000", // 1 June: the first period, from the trial's end, is prorated
+			"proration_behavior":   "create_prorations",
+			"trial_end":            "1779013062",
+			"cancel_at":            "1779013062",
+		}), 0}})
+
+	at := time.Date(2026, time.May, 4, 9, 0, 0, 0, time.UTC)
+	if err := p.SetCancelAt(ctx, refs.ID, time.Time{}, billing.TrialCancelKey("ctr_test", false, at)); err != nil {
+		t.Fatalf("SetCancelAt(none): %v", err)
+	}
+	if err := p.SetCancelAt(ctx, refs.ID, trialEnd, billing.TrialCancelKey("ctr_test", true, at.Add(time.Second))); err != nil {
+		t.Fatalf("SetCancelAt(trial end): %v", err)
+	}
+	if err := p.EndTrialNow(ctx, refs.ID, billing.TrialEndKey("ctr_test")); err != nil {
+		t.Fatalf("EndTrialNow: %v", err)
+	}
+	checkCalls(t, rec.take(), []want{
+		{"POST", "/v1/subscriptions/" + refs.ID, "am1/contract/ctr_test/trial-cancel/false/1777885200000000000", map[string]string{"cancel_at": ""}, 0},
+		{"POST", "/v1/subscriptions/" + refs.ID, "am1/contract/ctr_test/trial-cancel/true/1777885201000000000", map[string]string{"cancel_at": "1779013062"}, 0},
+		{"POST", "/v1/subscriptions/" + refs.ID, "am1/contract/ctr_test/trial-end",
+			map[string]string{"trial_end": "now", "proration_behavior": "create_prorations"}, 0},
+	})
+	for _, bad := range []billing.SubscribeInput{
+		{ContractID: "ctr_test", CustomerID: "cus_test", Prices: prices, CancelAtTrialEnd: true},
+		{ContractID: "ctr_test", CustomerID: "cus_test", Prices: prices, TrialEnd: trialEnd, BillingCycleAnchor: trialEnd.Add(-time.Hour)},
+	} {
+		if _, err := p.Subscribe(ctx, bad); agentmarket.KindOf(err) != agentmarket.Invalid {
+			t.Errorf("Subscribe(%+v) = %v, want Invalid", bad, err)
+		}
+	}
+	if n := len(rec.take()); n != 0 {
+		t.Errorf("%d calls for refused input", n)
 	}
 }

@@ -33,6 +33,8 @@ type contractRow struct {
 	RequestTimeoutMs int64
 	TaskTimeoutMs    int64
 	MaxPauseMs       int64
+	TrialEnd         *time.Time
+	CancelAtTrialEnd bool
 }
 
 func (contractRow) TableName() string { return "contracts" }
@@ -51,6 +53,7 @@ func contractFromRow(r *contractRow) *contracts.Contract {
 		t := r.PastDueAt.UTC()
 		c.PastDueAt = &t
 	}
+	c.TrialEnd, c.CancelAtTrialEnd = utcPtr(r.TrialEnd), r.CancelAtTrialEnd
 	return c
 }
 
@@ -61,7 +64,7 @@ func (s *Store) CreateContract(ctx context.Context, c *contracts.Contract, grant
 			PlanVersion: c.PlanVersion, Status: string(c.Status), MonthlyBudgetMicros: c.MonthlyBudgetMicros,
 			CreatedAt: c.CreatedAt.UTC(), UpdatedAt: c.UpdatedAt.UTC(),
 			RequestTimeoutMs: c.Budgets.RequestTimeout.Milliseconds(), TaskTimeoutMs: c.Budgets.TaskTimeout.Milliseconds(),
-			MaxPauseMs: c.Budgets.MaxPause.Milliseconds()}
+			MaxPauseMs: c.Budgets.MaxPause.Milliseconds(), TrialEnd: utcPtr(c.TrialEnd), CancelAtTrialEnd: c.CancelAtTrialEnd}
 		if err := tx.Create(row).Error; err != nil {
 			return err
 		}
@@ -133,12 +136,7 @@ func (s *Store) SetContractStatus(ctx context.Context, id string, status contrac
 		if err := addRules(tx, grant); err != nil {
 			return err
 		}
-		var r contractRow
-		if err := tx.Where("id = ?", id).Take(&r).Error; err != nil {
-			return err
-		}
-		out = contractFromRow(&r)
-		return nil
+		return reread(tx, id, &out)
 	})
 	return out, gormdb.Translate(err, "contract")
 }
@@ -157,12 +155,93 @@ func (s *Store) SetContractBudgets(ctx context.Context, id string, b contracts.T
 		if res.RowsAffected == 0 {
 			return gorm.ErrRecordNotFound
 		}
-		var r contractRow
-		if err := tx.Where("id = ?", id).Take(&r).Error; err != nil {
+		return reread(tx, id, &out)
+	})
+	if err != nil {
+		return nil, notFoundAs(gormdb.Translate(err, "subscription"), "subscription_not_found", "no subscription %q", id)
+	}
+	return out, nil
+}
+
+// reread reads a contract back inside the transaction that changed it.
+func reread(tx *gorm.DB, id string, out **contracts.Contract) error {
+	var r contractRow
+	if err := tx.Where("id = ?", id).Take(&r).Error; err != nil {
+		return err
+	}
+	*out = contractFromRow(&r)
+	return nil
+}
+
+// HadTrial implements contracts.ContractStore.
+func (s *Store) HadTrial(ctx context.Context, buyerOrgID, listingID string) (bool, error) {
+	var n int64
+	err := s.db.WithContext(ctx).Model(&contractRow{}).Where("buyer_org_id = ? AND listing_id = ? AND trial_end IS NOT NULL", buyerOrgID, listingID).
+		Count(&n).Error
+	return n > 0, gormdb.Translate(err, "contract")
+}
+
+// TrialingContracts implements contracts.ContractStore.
+func (s *Store) TrialingContracts(ctx context.Context) ([]contracts.Contract, error) {
+	var rows []contractRow
+	if err := s.db.WithContext(ctx).Where("status = ?", string(contracts.ContractTrialing)).Order("id ASC").Find(&rows).Error; err != nil {
+		return nil, gormdb.Translate(err, "contract")
+	}
+	out := make([]contracts.Contract, len(rows))
+	for i := range rows {
+		out[i] = *contractFromRow(&rows[i])
+	}
+	return out, nil
+}
+
+var errTrialOver = agentmarket.Errorf(agentmarket.Conflict, "trial_over", "the subscription is not in a trial")
+
+// EndTrial implements contracts.ContractStore.
+func (s *Store) EndTrial(ctx context.Context, id string, end time.Time, status contracts.ContractStatus, at time.Time, revoke []contracts.Rule) (*contracts.Contract, error) {
+	var out *contracts.Contract
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		updates := map[string]any{"status": string(status), "trial_end": end.UTC(), "updated_at": at.UTC()}
+		if status == contracts.ContractCanceled {
+			updates["canceled_at"] = end.UTC()
+		}
+		res := tx.Model(&contractRow{}).Where("id = ? AND status = ?", id, string(contracts.ContractTrialing)).Updates(updates)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			var n int64
+			if err := tx.Model(&contractRow{}).Where("id = ?", id).Count(&n).Error; err != nil {
+				return err
+			}
+			if n == 0 {
+				return gorm.ErrRecordNotFound
+			}
+			return errTrialOver
+		}
+		if err := removeRules(tx, revoke); err != nil {
 			return err
 		}
-		out = contractFromRow(&r)
-		return nil
+		return reread(tx, id, &out)
+	})
+	if err != nil {
+		return nil, notFoundAs(gormdb.Translate(err, "subscription"), "subscription_not_found", "no subscription %q", id)
+	}
+	return out, nil
+}
+
+// SetCancelAtTrialEnd implements contracts.ContractStore.
+func (s *Store) SetCancelAtTrialEnd(ctx context.Context, id string, cancel bool, at time.Time) (*contracts.Contract, error) {
+	var out *contracts.Contract
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Model(&contractRow{}).Where("id = ? AND status = ?", id, string(contracts.ContractTrialing)).
+			Updates(map[string]any{"cancel_at_trial_end": cancel, "updated_at": at.UTC()})
+		if res.Error != nil {
+			return res.Error
+		}
+		if err := reread(tx, id, &out); err != nil || res.RowsAffected > 0 {
+			return err
+		}
+		return errTrialOver
 	})
 	if err != nil {
 		return nil, notFoundAs(gormdb.Translate(err, "subscription"), "subscription_not_found", "no subscription %q", id)

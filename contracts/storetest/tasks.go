@@ -33,6 +33,7 @@ type TaskFactory func(t *testing.T) (s TaskStore, newListing func(listingID, sel
 // and push notifications.
 func RunTasks(t *testing.T, newStore TaskFactory) {
 	runContracts(t, newStore)
+	runTrials(t, newStore)
 	runBindings(t, newStore)
 	runTaskLife(t, newStore)
 	runPush(t, newStore)
@@ -170,6 +171,124 @@ func runContracts(t *testing.T, newStore TaskFactory) {
 		}
 		_, err = s.SetContractBudgets(ctx, "ctr_nope", nb, at)
 		wantKind(t, "SetContractBudgets(unknown)", err, agentmarket.NotFound)
+	})
+}
+
+func runTrials(t *testing.T, newStore TaskFactory) {
+	ctx := context.Background()
+	setup := func(t *testing.T) TaskStore {
+		s, newListing := newStore(t)
+		for _, id := range []string{"org_b", "org_s"} {
+			must(t, s.CreateOrg(ctx, org(id, false), nil, nil))
+		}
+		newListing("lst_1", "org_s")
+		newListing("lst_2", "org_s")
+		return s
+	}
+	trialEnd := t0.Add(14 * 24 * time.Hour)
+	trialing := func(id, listing string) *contracts.Contract {
+		return &contracts.Contract{ID: id, BuyerOrgID: "org_b", ListingID: listing, SellerOrgID: "org_s", PlanVersion: 1,
+			Status: contracts.ContractTrialing, CreatedAt: t0, UpdatedAt: t0, TrialEnd: &trialEnd}
+	}
+
+	t.Run("trials: a trial round trips and is listed while it runs", func(t *testing.T) {
+		s := setup(t)
+		c := trialing("ctr_t", "lst_1")
+		c.CancelAtTrialEnd = true
+		must(t, s.CreateContract(ctx, c, nil))
+		must(t, s.CreateContract(ctx, &contracts.Contract{ID: "ctr_p", BuyerOrgID: "org_b", ListingID: "lst_2", SellerOrgID: "org_s",
+			PlanVersion: 1, Status: contracts.ContractActive, CreatedAt: t0, UpdatedAt: t0}, nil))
+		got, err := s.GetContract(ctx, "ctr_t")
+		must(t, err)
+		if got.Status != contracts.ContractTrialing || tsp(got.TrialEnd) != ts(trialEnd.UTC()) || !got.CancelAtTrialEnd {
+			t.Errorf("GetContract = %+v, want trialing until %v, canceling at its end", got, trialEnd)
+		}
+		if got, _ := s.GetContract(ctx, "ctr_p"); got.TrialEnd != nil || got.CancelAtTrialEnd {
+			t.Errorf("a contract without a trial = %+v", got)
+		}
+		list, err := s.TrialingContracts(ctx)
+		must(t, err)
+		if len(list) != 1 || list[0].ID != "ctr_t" {
+			t.Errorf("TrialingContracts = %+v, want ctr_t", list)
+		}
+		had, err := s.HadTrial(ctx, "org_b", "lst_1")
+		wantBool(t, "HadTrial(lst_1)", had, err, true)
+		had, err = s.HadTrial(ctx, "org_b", "lst_2")
+		wantBool(t, "HadTrial(lst_2)", had, err, false)
+		had, err = s.HadTrial(ctx, "org_s", "lst_1")
+		wantBool(t, "HadTrial(another org)", had, err, false)
+	})
+
+	t.Run("trials: the buyer's choice, only while trialing", func(t *testing.T) {
+		s := setup(t)
+		must(t, s.CreateContract(ctx, trialing("ctr_t", "lst_1"), nil))
+		at := t0.Add(time.Hour)
+		c, err := s.SetCancelAtTrialEnd(ctx, "ctr_t", true, at)
+		must(t, err)
+		if !c.CancelAtTrialEnd || ts(c.UpdatedAt) != ts(at.UTC()) || c.Status != contracts.ContractTrialing {
+			t.Errorf("SetCancelAtTrialEnd(true) = %+v", c)
+		}
+		c, err = s.SetCancelAtTrialEnd(ctx, "ctr_t", false, at)
+		must(t, err)
+		if c.CancelAtTrialEnd {
+			t.Errorf("SetCancelAtTrialEnd(false) = %+v", c)
+		}
+		_, err = s.SetCancelAtTrialEnd(ctx, "ctr_nope", true, at)
+		wantKind(t, "SetCancelAtTrialEnd(unknown)", err, agentmarket.NotFound)
+		_, err = s.EndTrial(ctx, "ctr_t", t0.Add(time.Hour), contracts.ContractActive, at, nil)
+		must(t, err)
+		_, err = s.SetCancelAtTrialEnd(ctx, "ctr_t", true, at)
+		if agentmarket.CodeOf(err) != "trial_over" {
+			t.Errorf("SetCancelAtTrialEnd after the trial: %v, want trial_over", err)
+		}
+	})
+
+	t.Run("trials: ended once, converted or canceled at the end", func(t *testing.T) {
+		s := setup(t)
+		must(t, s.CreateContract(ctx, trialing("ctr_a", "lst_1"), nil))
+		must(t, s.CreateContract(ctx, trialing("ctr_c", "lst_2"), []contracts.Rule{contracts.InvokeRule("org_b", "lst_2")}))
+		end := t0.Add(26*time.Hour + 1500*time.Millisecond) // brought forward, to the millisecond
+		at := t0.Add(27 * time.Hour)
+		c, err := s.EndTrial(ctx, "ctr_a", end, contracts.ContractActive, at, nil)
+		must(t, err)
+		if c.Status != contracts.ContractActive || tsp(c.TrialEnd) != ts(end.UTC()) || c.CanceledAt != nil || ts(c.UpdatedAt) != ts(at.UTC()) {
+			t.Errorf("EndTrial(active) = %+v, want active with the trial ended at %v", c, end)
+		}
+		_, err = s.EndTrial(ctx, "ctr_a", end, contracts.ContractActive, at, nil)
+		if agentmarket.KindOf(err) != agentmarket.Conflict || agentmarket.CodeOf(err) != "trial_over" {
+			t.Errorf("EndTrial twice: %v, want a Conflict trial_over", err)
+		}
+		_, err = s.EndTrial(ctx, "ctr_nope", end, contracts.ContractActive, at, nil)
+		wantKind(t, "EndTrial(unknown)", err, agentmarket.NotFound)
+
+		c, err = s.EndTrial(ctx, "ctr_c", trialEnd, contracts.ContractCanceled, at, []contracts.Rule{contracts.InvokeRule("org_b", "lst_2")})
+		must(t, err)
+		if c.Status != contracts.ContractCanceled || tsp(c.CanceledAt) != ts(trialEnd.UTC()) || tsp(c.TrialEnd) != ts(trialEnd.UTC()) {
+			t.Errorf("EndTrial(canceled) = %+v, want canceled at the trial's end %v", c, trialEnd)
+		}
+		if ps, ok := s.(contracts.PolicyStore); ok {
+			rules, err := ps.LoadRules(ctx)
+			must(t, err)
+			for _, r := range rules {
+				if r == contracts.InvokeRule("org_b", "lst_2") {
+					t.Errorf("the invoke rule of a contract canceled with its trial is still there")
+				}
+			}
+		}
+		if list, _ := s.TrialingContracts(ctx); len(list) != 0 {
+			t.Errorf("TrialingContracts after both ended = %+v", list)
+		}
+	})
+
+	t.Run("trials: one per buyer org and listing, ever", func(t *testing.T) {
+		s := setup(t)
+		must(t, s.CreateContract(ctx, trialing("ctr_1", "lst_1"), nil))
+		_, err := s.SetContractStatus(ctx, "ctr_1", contracts.ContractCanceled, t0.Add(time.Hour), nil, nil)
+		must(t, err)
+		second := trialing("ctr_2", "lst_1")
+		wantKind(t, "a second trial on the same listing", s.CreateContract(ctx, second, nil), agentmarket.Conflict)
+		second.TrialEnd, second.Status = nil, contracts.ContractActive
+		must(t, s.CreateContract(ctx, second, nil))
 	})
 }
 

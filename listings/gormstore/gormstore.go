@@ -86,6 +86,9 @@ type planRow struct {
 	IncludedOutputTokens         int64
 	IncludedComputeMs            int64
 	IncludedTasks                int64
+	TrialDays                    int64
+	TrialTokens                  int64
+	TrialCapMicros               int64
 	CreatedAt                    time.Time
 }
 
@@ -200,6 +203,9 @@ func planToRow(listingID string, p listings.Plan) *planRow {
 		IncludedOutputTokens:         p.IncludedOutputTokens,
 		IncludedComputeMs:            p.IncludedComputeMs,
 		IncludedTasks:                p.IncludedTasks,
+		TrialDays:                    p.TrialDays,
+		TrialTokens:                  p.TrialTokens,
+		TrialCapMicros:               p.TrialCapMicros,
 		CreatedAt:                    p.CreatedAt.UTC(),
 	}
 }
@@ -217,6 +223,9 @@ func planFromRow(r *planRow) listings.Plan {
 		IncludedOutputTokens:         r.IncludedOutputTokens,
 		IncludedComputeMs:            r.IncludedComputeMs,
 		IncludedTasks:                r.IncludedTasks,
+		TrialDays:                    r.TrialDays,
+		TrialTokens:                  r.TrialTokens,
+		TrialCapMicros:               r.TrialCapMicros,
 		CreatedAt:                    r.CreatedAt.UTC(),
 	}
 }

@@ -137,7 +137,8 @@ func Run(t *testing.T, newStore Factory) {
 		if err := s.CreateListing(ctx, l, v); err != nil {
 			t.Fatal(err)
 		}
-		l.Plan = listings.Plan{Version: 2, Currency: "usd", MonthlyFeeMicros: 9_000_000, CreatedAt: t0.Add(time.Minute)}
+		l.Plan = listings.Plan{Version: 2, Currency: "usd", MonthlyFeeMicros: 9_000_000, TrialDays: 14, TrialTokens: 2_000_000,
+			TrialCapMicros: 5_000_000, CreatedAt: t0.Add(time.Minute)}
 		raw := Card(t, "summarizer-v0.3.json")
 		c, _ := agentcard.Parse(raw)
 		l.Card, l.CardJSON, l.CardHash = c, raw, listings.Hash(raw)
@@ -149,6 +150,9 @@ func Run(t *testing.T, newStore Factory) {
 		got, err := s.GetListing(ctx, "lst_1")
 		if err != nil {
 			t.Fatal(err)
+		}
+		if want := l.Plan; !got.Plan.SamePrices(want) || got.Plan.Version != 2 {
+			t.Fatalf("plan after update = %+v, want %+v", got.Plan, want)
 		}
 		if got.Plan.Version != 2 || got.Plan.MonthlyFeeMicros != 9_000_000 || got.Health != listings.HealthUnhealthy || got.Card.Name != c.Name {
 			t.Fatalf("after update: %+v", got)

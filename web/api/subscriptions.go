@@ -26,13 +26,16 @@ type subscriptionJSON struct {
 	Endpoint            string      `json:"endpoint"`
 	CreatedAt           time.Time   `json:"created_at"`
 	CanceledAt          *time.Time  `json:"canceled_at"`
+	TrialEnd            *time.Time  `json:"trial_end"`
+	CancelAtTrialEnd    bool        `json:"cancel_at_trial_end"`
 }
 
 func (s *Server) subscriptionView(c *contracts.Contract) subscriptionJSON {
 	endpoint := strings.TrimRight(s.PublicMeterURL, "/") + "/a2a/" + c.ListingID
 	return subscriptionJSON{ID: c.ID, ListingID: c.ListingID, BuyerOrgID: c.BuyerOrgID, SellerOrgID: c.SellerOrgID,
 		PlanVersion: c.PlanVersion, Status: string(c.Status), MonthlyBudgetMicros: c.MonthlyBudgetMicros, Budgets: budgetsView(c.Budgets),
-		ProxiedCardURL: endpoint + "/.well-known/agent-card.json", Endpoint: endpoint, CreatedAt: c.CreatedAt, CanceledAt: c.CanceledAt}
+		ProxiedCardURL: endpoint + "/.well-known/agent-card.json", Endpoint: endpoint, CreatedAt: c.CreatedAt, CanceledAt: c.CanceledAt,
+		TrialEnd: c.TrialEnd, CancelAtTrialEnd: c.CancelAtTrialEnd}
 }
 
 func (s *Server) subscribe(c *fiber.Ctx) error {

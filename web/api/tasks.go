@@ -21,7 +21,8 @@ func budgetsView(b contracts.TimeBudgets) budgetsJSON {
 
 func (s *Server) updateSubscription(c *fiber.Ctx) error {
 	var in struct {
-		Budgets *contracts.BudgetsInput `json:"budgets"`
+		Budgets          *contracts.BudgetsInput `json:"budgets"`
+		CancelAtTrialEnd *bool                   `json:"cancel_at_trial_end"`
 	}
 	if err := decode(c, &in); err != nil {
 		return err
@@ -29,6 +30,11 @@ func (s *Server) updateSubscription(c *fiber.Ctx) error {
 	ct, err := s.Subscriptions.SetBudgets(c.UserContext(), actorOf(c), c.Params("id"), in.Budgets)
 	if err != nil {
 		return err
+	}
+	if in.CancelAtTrialEnd != nil {
+		if ct, err = s.Subscriptions.SetCancelAtTrialEnd(c.UserContext(), actorOf(c), ct.ID, *in.CancelAtTrialEnd); err != nil {
+			return err
+		}
 	}
 	return c.JSON(s.subscriptionView(ct))
 }

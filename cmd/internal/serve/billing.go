@@ -43,7 +43,7 @@ type BillingParts struct {
 func Billing(ctx context.Context, cfg *config.Config, d BillingDeps) (*BillingParts, contracts.BillingHooks, error) {
 	store := billinggorm.New(d.DB.DB)
 	svc := &billing.Service{Store: store, Usage: d.Usage, Clock: d.Clock, Plans: d.Listings,
-		Contracts:          billing.ContractsBetween(d.Contracts.ContractsBetween),
+		Contracts: billing.ContractsBetween(d.Contracts.ContractsBetween), Trials: d.Contracts,
 		PlatformFeePercent: float64(cfg.PlatformFeeBasisPts) / 100, Logger: d.Logger}
 	parts := &BillingParts{Service: svc, grace: cfg.BillingGrace, logger: d.Logger}
 	if cfg.StripeSecretKey != "" {
@@ -82,8 +82,9 @@ func Billing(ctx context.Context, cfg *config.Config, d BillingDeps) (*BillingPa
 }
 
 // Run runs billing's background work until ctx ends: the usage reporter
-// (with Stripe), suspending contracts past due beyond the grace period,
-// and closing each month on the own ledger (without Stripe).
+// (with Stripe), ending trials that are over, suspending contracts past
+// due beyond the grace period, and closing each month on the own ledger
+// (without Stripe).
 func (b *BillingParts) Run(ctx context.Context, subs *contracts.Subscriptions) {
 	if b.Reporter != nil {
 		go func() {
@@ -97,6 +98,11 @@ func (b *BillingParts) Run(ctx context.Context, subs *contracts.Subscriptions) {
 	t := time.NewTicker(min(time.Minute, max(b.grace/4, 100*time.Millisecond)))
 	defer t.Stop()
 	for {
+		if n, err := b.Service.EndTrials(ctx, subs); err != nil && ctx.Err() == nil {
+			b.logger.Warn("ending trials failed", "err", err)
+		} else if n > 0 {
+			b.logger.Info("ended trials", "count", n)
+		}
 		if n, err := subs.SuspendOverdue(ctx, b.grace); err != nil && ctx.Err() == nil {
 			b.logger.Warn("suspending overdue contracts failed", "err", err)
 		} else if n > 0 {

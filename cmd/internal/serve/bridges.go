@@ -20,7 +20,8 @@ func (t CatalogTerms) ListingTerms(ctx context.Context, actor agentmarket.Actor,
 	if err != nil {
 		return nil, err
 	}
-	return &contracts.ListingTerms{ID: l.ID, SellerOrgID: l.SellerOrgID, Published: l.Status == listings.StatusPublished, PlanVersion: l.Plan.Version}, nil
+	return &contracts.ListingTerms{ID: l.ID, SellerOrgID: l.SellerOrgID, Published: l.Status == listings.StatusPublished, PlanVersion: l.Plan.Version,
+		TrialDays: l.Plan.TrialDays}, nil
 }
 
 // MeterTargets resolves listings for the meter, opening the sealed seller

@@ -67,6 +67,10 @@ func Guard(cfg *config.Config, dialer *net.Dialer) httpfetch.Guard {
 	return g
 }
 
+// WithClock makes c the clock of everything the core builds (tests move
+// it through trials and billing periods).
+func WithClock(c agentmarket.Clock) Option { return func(core *Core) { core.Clock = c } }
+
 // OpenCore opens everything cfg names and starts the policy reload; Close
 // releases it.
 func OpenCore(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ...Option) (_ *Core, err error) {

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/agentmarket/agentmarket/billing"
+	"github.com/agentmarket/agentmarket/web/webtest"
+)
+
+// browser is a headless Chromium for one test, with helpers that fail the
+// test (and save a screenshot) at the first problem.
+type browser struct {
+	t   *testing.T
+	ctx context.Context
+}
+
+func newBrowser(t *testing.T) *browser {
+	t.Helper()
+	chrome := chromeOrSkip(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, stop, err := webtest.Browser(ctx, chrome, 1280, 900)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	b := &browser{t: t, ctx: ctx}
+	t.Cleanup(func() {
+		if t.Failed() {
+			shot := filepath.Join("testdata", "failures", strings.ReplaceAll(t.Name(), "/", "_")+".png")
+			sctx, c := context.WithTimeout(ctx, 5*time.Second)
+			if err := webtest.Screenshot(sctx, shot); err == nil {
+				t.Logf("screenshot of the page at failure: %s", shot)
+			}
+			c()
+		}
+		stop()
+		cancel()
+	})
+	return b
+}
+
+func (b *browser) must(what string, err error) {
+	b.t.Helper()
+	if err != nil {
+		loc, _ := chromedp.Run(b.ctx, chromedp.Location())
+		b.t.Fatalf("%s (at %s): %v", what, loc, err)
+	}
+}
+
+func (b *browser) open(url string) { b.t.Helper(); b.must("open "+url, webtest.Open(b.ctx, url)) }
+func (b *browser) fill(fields map[string]string) {
+	b.t.Helper()
+	b.must("fill", webtest.Fill(b.ctx, fields))
+}
+func (b *browser) submit(sel, wait string) {
+	b.t.Helper()
+	b.must("submit "+sel, webtest.Submit(b.ctx, sel, wait))
+}
+func (b *browser) click(sel string) {
+	b.t.Helper()
+	b.must("click "+sel, chromedp.Do(b.ctx, chromedp.Click(chromedp.CSS(sel))))
+}
+func (b *browser) signOut(base string) {
+	b.t.Helper()
+	b.must("sign out", webtest.SignOut(b.ctx, base))
+}
+func (b *browser) signUp(base, org, email string) {
+	b.t.Helper()
+	b.open(base + "/signup")
+	b.fill(map[string]string{"#org_name": org, "#email": email, "#password": "correct horse battery"})
+	b.submit(`form[action="/signup"] button[type=submit]`, `p.notice`)
+}
+
+// text is the trimmed text of the first element matching sel.
+func (b *browser) text(sel string) string {
+	b.t.Helper()
+	s, err := webtest.Text(b.ctx, sel)
+	b.must("read "+sel, err)
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// TestWebTrials drives the trial in Chromium: a seller offers a 14-day
+// trial on the listing form; the listing page shows it; a buyer starts it,
+// choosing to stop at its end, then changes its mind on the subscriptions
+// page; after a call, the invoice preview shows the trial's usage at zero
+// and the fee only from the trial's end.
+func TestWebTrials(t *testing.T) {
+	b := newBrowser(t)
+	t0 := browserT0()
+	cm := newCommerceMarketAt(t, nil, commercePricing, t0)
+	base := cm.m.URL
+	days := int64(billing.MonthOf(t0).End.Sub(billing.MonthOf(t0).Start) / (24 * time.Hour))
+
+	b.signUp(base, "Trial Agents", "owner@trial.example")
+	b.open(base + "/seller/new")
+	b.click(`details:has(#trial_days) summary`)
+	b.fill(map[string]string{"#card_url": cm.agentURL + "/", "#monthly_fee": "10", "#input_price": "3", "#output_price": "15",
+		"#trial_days": "14", "#trial_tokens": "30", "#trial_cap": "2.5"})
+	b.submit(`form[action="/seller/new"] button[type=submit]`, `.buy-box`)
+	if got, want := b.text("[data-trial]"), "Free trial: 14 days, or until 30 tokens or $2.50 of usage are used"; got != want {
+		t.Errorf("listing page trial: %q, want %q", got, want)
+	}
+	loc, _ := chromedp.Run(b.ctx, chromedp.Location())
+	listing := strings.TrimPrefix(strings.SplitN(loc[strings.Index(loc, "/listings/"):], "?", 2)[0], "/listings/")
+	b.signOut(base)
+
+	b.signUp(base, "Globex Trials", "it@globex-trials.example")
+	b.open(base + "/listings/" + listing)
+	b.click("#cancel_at_trial_end")
+	if got := b.text(`form[action$="/subscribe"] button[type=submit]`); got != "Start the free trial" {
+		t.Errorf("subscribe button: %q", got)
+	}
+	b.submit(`form[action$="/subscribe"] button[type=submit]`, `[data-trial]`)
+	if got := b.text(".sub .badge"); got != "trialing" {
+		t.Errorf("status badge %q, want trialing", got)
+	}
+	if got, want := b.text("[data-trial]"), "until "+t0.AddDate(0, 0, 14).Format("2006-01-02")+" 00:00 UTC; then it stops. Usage until then is free."; got != want {
+		t.Errorf("trial shown %q, want %q", got, want)
+	}
+	b.submit("[data-trial-toggle]", "p.notice")
+	if got := b.text("p.notice"); got != "The subscription will convert to paid when its free trial ends." {
+		t.Errorf("notice %q", got)
+	}
+	if got := b.text("[data-trial]"); !strings.Contains(got, "then it converts to paid") {
+		t.Errorf("trial shown after the change %q", got)
+	}
+	endpoint := b.text("[data-endpoint]")
+
+	// A key, one call inside the trial, and the invoice preview.
+	b.open(base + "/keys")
+	b.fill(map[string]string{"#name": "orchestrator"})
+	b.submit(`form[action="/keys"] button[type=submit]`, `#new-key`)
+	key := b.text("#new-key")
+	cm.agent, cm.listing = endpoint, listing
+	cm.call(t, key)
+	b.open(base + "/finance/invoices")
+	// The fee from the 17th on: $10 × (days − 16) / days, in cents, half up.
+	paid := days - 16
+	cents := (10_000_000*paid/days + 5_000) / 10_000
+	fee := fmt.Sprintf("$%d.%02d", cents/100, cents%100)
+	for sel, want := range map[string]string{
+		`tr[data-kind="flat_fee"][data-part="0"] th`:                   fmt.Sprintf("Free trial: no monthly fee, prorated for 14 of %d days", days),
+		`tr[data-kind="flat_fee"][data-part="0"] td:last-child`:        "$0.00",
+		`tr[data-kind="input_tokens"][data-part="0"] td:first-of-type`: "9",
+		`tr[data-kind="input_tokens"][data-part="0"] td:last-child`:    "$0.00",
+		`tr[data-kind="flat_fee"][data-part="1"] th`:                   fmt.Sprintf("Monthly fee, prorated for %d of %d days", paid, days),
+		`tr[data-kind="flat_fee"][data-part="1"] td:last-child`:        fee,
+		`.invoice tfoot td:last-child`:                                 fee,
+	} {
+		if got := b.text(sel); got != want {
+			t.Errorf("%s = %q, want %q", sel, got, want)
+		}
+	}
+}
