@@ -24,19 +24,26 @@ import (
 // the others: their errors are returned joined, after the others are
 // closed, and running CloseMonth again closes what is left.
 func (s *Service) CloseMonth(ctx context.Context, period Period) (closed int, err error) {
-	if err := period.Validate(); err != nil {
-		return 0, err
-	}
-	now := s.Clock.Now().UTC()
-	if ready := period.End.Add(s.settleDelay()); now.Before(ready) {
-		return 0, agentmarket.Errorf(agentmarket.Conflict, "period_not_closed",
-			"the period ending %s cannot be closed before %s", period.End.UTC().Format(time.RFC3339), ready.Format(time.RFC3339))
-	}
-	list, err := s.Contracts.ContractsActiveIn(ctx, period)
+	list, now, err := s.closedPeriod(ctx, period)
 	if err != nil {
 		return 0, err
 	}
 	return eachContract(list, func(c *contracts.Contract) (bool, error) { return s.closeContract(ctx, c, period, now) })
+}
+
+// closedPeriod returns the contracts active in a period that is over,
+// SettleDelay included (a Conflict, period_not_closed, before), and now.
+func (s *Service) closedPeriod(ctx context.Context, period Period) ([]contracts.Contract, time.Time, error) {
+	if err := period.Validate(); err != nil {
+		return nil, time.Time{}, err
+	}
+	now := s.Clock.Now().UTC()
+	if ready := period.End.Add(s.settleDelay()); now.Before(ready) {
+		return nil, now, agentmarket.Errorf(agentmarket.Conflict, "period_not_closed",
+			"the period ending %s cannot be closed before %s", period.End.UTC().Format(time.RFC3339), ready.Format(time.RFC3339))
+	}
+	list, err := s.Contracts.ContractsActiveIn(ctx, period)
+	return list, now, err
 }
 
 // eachContract calls do for every contract, going on past failures, and

@@ -47,6 +47,10 @@ type Provider interface {
 	// trial, when the buyer chose to stop then), or no longer (at zero).
 	// Each change carries its own key (TrialCancelKey).
 	SetCancelAt(ctx context.Context, subscriptionID string, at time.Time, idempotencyKey string) error
+	// AddInvoiceItem adds a one-off charge to the subscription's next
+	// invoice (a month's shortfall of its minimum commitment). See
+	// CommitmentKey for the key.
+	AddInvoiceItem(ctx context.Context, in InvoiceItem) error
 	// ReportUsage adds quantity to one metered subscription item at time at
 	// (action increment). quantity is in the units of the line kind's
 	// Usage counter (tokens, milliseconds of compute, tasks) and is the
@@ -55,6 +59,19 @@ type Provider interface {
 	// the reported window (its last second, say), and not in the future.
 	// See UsageReportKey for the key.
 	ReportUsage(ctx context.Context, itemID string, quantity int64, at time.Time, idempotencyKey string) error
+}
+
+// InvoiceItem is a one-off charge on a subscription's next invoice.
+type InvoiceItem struct {
+	CustomerID     string
+	SubscriptionID string
+	Currency       string
+	// AmountMinor is in the currency's minor unit, as Rate rounded it.
+	AmountMinor    int64
+	Description    string
+	IdempotencyKey string
+	// Period is the span the charge is for.
+	Period Period
 }
 
 // MeteredLineKinds are the usage lines, in invoice order: each has a
@@ -173,6 +190,12 @@ func isMetered(k LineKind) bool {
 // CancelKey is the idempotency key of a contract's cancellation.
 func CancelKey(contractID string) string {
 	return "am1/contract/" + contractID + "/cancel"
+}
+
+// CommitmentKey is the idempotency key of a contract's charge for falling
+// short of its minimum commitment in the period starting at periodStart.
+func CommitmentKey(contractID string, periodStart time.Time) string {
+	return fmt.Sprintf("am1/contract/%s/commitment/%d", contractID, periodStart.Unix())
 }
 
 // TrialEndKey is the idempotency key of ending a contract's trial early.

@@ -48,10 +48,15 @@ const (
 	LineOutputTokens LineKind = "output_tokens"
 	LineCompute      LineKind = "compute"
 	LineTasks        LineKind = "tasks"
+	// LineCommitment is what a month falls short of its plan's minimum
+	// commitment (Plan.MinCommitMicros): only on parts whose plan has one.
+	LineCommitment LineKind = "commitment"
 )
 
-// LineKinds is the order of an invoice's lines. Every invoice has one line
-// of each kind, zero or not, so invoices always have the same shape.
+// LineKinds is the order of an invoice's lines. Every part of an invoice
+// has one line of each kind, zero or not, so invoices always have the same
+// shape; a part whose plan has a minimum commitment has a LineCommitment
+// line last.
 var LineKinds = []LineKind{LineFlatFee, LineInputTokens, LineOutputTokens, LineCompute, LineTasks}
 
 // Fraction is a part of one micro-unit: Num/Den with 0 <= Num < Den, in
@@ -60,7 +65,9 @@ type Fraction struct{ Num, Den int64 }
 
 // Line is one invoice line. Its exact amount is
 // Quantity × UnitPriceMicros / PerUnits micros, held as the whole micros
-// AmountMicros plus the fraction of a micro AmountFraction.
+// AmountMicros plus the fraction of a micro AmountFraction; for a
+// LineCommitment line, what that (the commitment for the part's seconds)
+// exceeds the part's other lines by, or zero.
 type Line struct {
 	Kind        LineKind
 	Description string
@@ -354,12 +361,23 @@ func rateParts(billed Period, parts []Part) (*Invoice, error) {
 	var fe agentmarket.Fields
 	amounts := make([]*big.Rat, len(inv.Lines))
 	subtotal := new(big.Rat)
+	partSum := make([]*big.Rat, len(parts)) // each part's lines but its commitment
+	for i := range partSum {
+		partSum[i] = new(big.Rat)
+	}
 	for i := range inv.Lines {
 		l := &inv.Lines[i]
 		l.Quantity = max(0, l.Used-l.Included) // both non-negative: cannot overflow
 		amounts[i] = new(big.Rat).SetFrac(
 			new(big.Int).Mul(big.NewInt(l.Quantity), big.NewInt(l.UnitPriceMicros)),
 			big.NewInt(l.PerUnits))
+		if l.Kind == LineCommitment {
+			if amounts[i].Sub(amounts[i], partSum[l.Part]).Sign() < 0 {
+				amounts[i].SetInt64(0)
+			}
+		} else {
+			partSum[l.Part].Add(partSum[l.Part], amounts[i])
+		}
 		var ok bool
 		if l.AmountMicros, l.AmountFraction, ok = split(amounts[i]); !ok {
 			fe.Add(lineField(inv, l), "range", "%s comes to more than %d micros", l.Kind, int64(math.MaxInt64))
@@ -412,6 +430,10 @@ func partLines(p Part, index int, on Period, periodSec int64) []Line {
 			Used: p.Usage.ComputeMs, Included: plan.IncludedComputeMs, UnitPriceMicros: plan.ComputePerHourMicros, PerUnits: 3_600_000},
 		{Kind: LineTasks, Description: "Tasks, per task",
 			Used: p.Usage.Tasks, Included: plan.IncludedTasks, UnitPriceMicros: plan.PerTaskMicros, PerUnits: 1},
+	}
+	if plan.MinCommitMicros > 0 && !p.Trial {
+		lines = append(lines, Line{Kind: LineCommitment, Description: strings.Replace(flatDescription(activeSec, periodSec), "Monthly fee",
+			"Minimum monthly commitment, less the charges above", 1), Used: activeSec, UnitPriceMicros: plan.MinCommitMicros, PerUnits: periodSec})
 	}
 	for i := range lines {
 		l := &lines[i]

@@ -157,6 +157,16 @@ func (p *fakeProvider) SetCancelAt(_ context.Context, subscriptionID string, at 
 	return nil
 }
 
+func (p *fakeProvider) AddInvoiceItem(_ context.Context, in billing.InvoiceItem) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.record("AddInvoiceItem %s %s %d %s %q %s", in.SubscriptionID, in.CustomerID, in.AmountMinor, in.Currency, in.Description, in.IdempotencyKey)
+	if p.down {
+		return errUnavailable
+	}
+	return nil
+}
+
 func (p *fakeProvider) ReportUsage(_ context.Context, item string, qty int64, at time.Time, key string) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -84,6 +84,15 @@ type Store interface {
 	// a contract, zero when none.
 	LastAppliedEvent(ctx context.Context, contractID string) (time.Time, error)
 
+	// AddCommitmentCharge records a contract's commitment charge of a
+	// period, pending, unless it has one; it returns the one stored.
+	AddCommitmentCharge(ctx context.Context, c *CommitmentCharge) (*CommitmentCharge, error)
+	// MarkCommitmentChargeSent records that the provider took it.
+	MarkCommitmentChargeSent(ctx context.Context, contractID string, periodStart, at time.Time) error
+	// CommitmentCharge returns a contract's charge of the period starting
+	// at periodStart, or NotFound.
+	CommitmentCharge(ctx context.Context, contractID string, periodStart time.Time) (*CommitmentCharge, error)
+
 	// SaveInvoice stores a contract's invoice for a period unless it has
 	// one, and reports whether it stored this one.
 	SaveInvoice(ctx context.Context, inv *LocalInvoice) (bool, error)
@@ -203,6 +212,19 @@ type WebhookEvent struct {
 	// ContractID is the contract it concerns, when known.
 	ContractID string
 	Outcome    WebhookOutcome
+}
+
+// CommitmentCharge is what a contract on the provider is charged for a
+// month that fell short of its minimum commitment: recorded (pending)
+// before the provider is called, marked sent after, so it is charged once.
+type CommitmentCharge struct {
+	ContractID     string
+	PeriodStart    time.Time
+	Currency       string
+	AmountMinor    int64
+	IdempotencyKey string
+	CreatedAt      time.Time
+	SentAt         *time.Time
 }
 
 // LocalInvoice is an invoice of the own ledger: a contract's closed

@@ -59,6 +59,9 @@ type Contract struct {
 	// CancelAtTrialEnd: the buyer asked to stop when the trial ends
 	// instead of converting to paid.
 	CancelAtTrialEnd bool
+	// OfferID is the private offer the contract accepted ("" for none):
+	// PlanVersion is then the offer's private plan.
+	OfferID string
 }
 
 // InTrialAt reports whether t falls in the contract's trial.
@@ -156,6 +159,8 @@ type Subscriptions struct {
 	// Billing, when set, attaches every new contract to the payment
 	// provider; a contract it cannot attach is canceled at once.
 	Billing BillingHooks
+	// Offers are the private offers buyers accept (nil: none).
+	Offers OfferSource
 }
 
 // SubscribeInput is a buyer's request to subscribe.
@@ -191,8 +196,7 @@ func (s *Subscriptions) Subscribe(ctx context.Context, actor agentmarket.Actor, 
 	if in.ListingID == "" {
 		fe.Add("listing_id", "required", "listing_id is required")
 	}
-	checkMonthlyBudget(&fe, in.MonthlyBudgetMicros)
-	budgets := in.Budgets.parse(&fe)
+	budgets := in.check(&fe)
 	if err := fe.Err("invalid_subscription", "the subscription request is not valid"); err != nil {
 		return nil, err
 	}
@@ -200,11 +204,70 @@ func (s *Subscriptions) Subscribe(ctx context.Context, actor agentmarket.Actor, 
 	if err != nil {
 		return nil, err
 	}
-	if !terms.Published {
-		return nil, agentmarket.Errorf(agentmarket.Conflict, "listing_not_published", "listing %q is not published", in.ListingID)
+	return s.create(ctx, actor, terms, "", in, budgets)
+}
+
+// check checks the input's budgets and returns its time budgets.
+func (in *SubscribeInput) check(fe *agentmarket.Fields) TimeBudgets {
+	checkMonthlyBudget(fe, in.MonthlyBudgetMicros)
+	return in.Budgets.parse(fe)
+}
+
+// OfferTerms is what accepting a private offer needs to know of it.
+type OfferTerms struct {
+	ID          string
+	ListingID   string
+	SellerOrgID string
+	// Published is the listing's state.
+	Published bool
+	// PlanVersion is the offer's private plan version, and TrialDays the
+	// trial it offers.
+	PlanVersion int
+	TrialDays   int64
+}
+
+// OfferSource finds the private offers made to an org and records their
+// acceptance (the catalog's offers, wired in cmd/).
+type OfferSource interface {
+	// OfferTerms returns an offer made to the actor's org that is open:
+	// NotFound for any other org's, a Conflict (offer_not_open,
+	// offer_expired) when it can no longer be accepted.
+	OfferTerms(ctx context.Context, actor agentmarket.Actor, offerID string) (*OfferTerms, error)
+	// AcceptOffer records that a contract accepted the offer; a Conflict
+	// (offer_not_open) when it is no longer open.
+	AcceptOffer(ctx context.Context, offerID, contractID string) error
+}
+
+// AcceptOffer subscribes the actor's org to a listing at a private
+// offer's plan (in.ListingID is ignored): the contract freezes the offer's
+// plan version, starts in the offer's trial when it has one (and the org
+// never had one on the listing), and the offer is accepted, once.
+func (s *Subscriptions) AcceptOffer(ctx context.Context, actor agentmarket.Actor, offerID string, in SubscribeInput) (*Contract, error) {
+	var fe agentmarket.Fields
+	budgets := in.check(&fe)
+	if err := fe.Err("invalid_subscription", "the subscription request is not valid"); err != nil {
+		return nil, err
 	}
-	if _, err := s.Store.OpenContract(ctx, actor.OrgID, in.ListingID); err == nil {
-		return nil, agentmarket.Errorf(agentmarket.Conflict, "already_subscribed", "your organisation already subscribes to listing %q", in.ListingID)
+	if s.Offers == nil {
+		return nil, agentmarket.Errorf(agentmarket.NotFound, "offer_not_found", "no offer %q", offerID)
+	}
+	o, err := s.Offers.OfferTerms(ctx, actor, offerID)
+	if err != nil {
+		return nil, err
+	}
+	terms := &ListingTerms{ID: o.ListingID, SellerOrgID: o.SellerOrgID, Published: o.Published, PlanVersion: o.PlanVersion, TrialDays: o.TrialDays}
+	return s.create(ctx, actor, terms, offerID, in, budgets)
+}
+
+// create makes the actor's org's contract on terms (and the offer's, when
+// offerID is set), grants the invoke right and attaches it to billing;
+// whatever fails after the contract is stored undoes it.
+func (s *Subscriptions) create(ctx context.Context, actor agentmarket.Actor, terms *ListingTerms, offerID string, in SubscribeInput, budgets TimeBudgets) (*Contract, error) {
+	if !terms.Published {
+		return nil, agentmarket.Errorf(agentmarket.Conflict, "listing_not_published", "listing %q is not published", terms.ID)
+	}
+	if _, err := s.Store.OpenContract(ctx, actor.OrgID, terms.ID); err == nil {
+		return nil, agentmarket.Errorf(agentmarket.Conflict, "already_subscribed", "your organisation already subscribes to listing %q", terms.ID)
 	} else if agentmarket.KindOf(err) != agentmarket.NotFound {
 		return nil, err
 	}
@@ -212,7 +275,7 @@ func (s *Subscriptions) Subscribe(ctx context.Context, actor agentmarket.Actor, 
 	c := &Contract{
 		ID: agentmarket.NewID("ctr"), BuyerOrgID: actor.OrgID, ListingID: terms.ID, SellerOrgID: terms.SellerOrgID,
 		PlanVersion: terms.PlanVersion, Status: ContractActive, MonthlyBudgetMicros: in.MonthlyBudgetMicros,
-		CreatedAt: now, UpdatedAt: now, Budgets: budgets,
+		CreatedAt: now, UpdatedAt: now, Budgets: budgets, OfferID: offerID,
 	}
 	if terms.TrialDays > 0 {
 		had, err := s.Store.HadTrial(ctx, actor.OrgID, terms.ID)
@@ -226,23 +289,32 @@ func (s *Subscriptions) Subscribe(ctx context.Context, actor agentmarket.Actor, 
 		}
 	}
 	if in.CancelAtTrialEnd && c.TrialEnd == nil {
+		var fe agentmarket.Fields
 		fe.Add("cancel_at_trial_end", "no_trial", "this subscription gets no trial (the plan offers none, or your organisation had its trial)")
 		return nil, fe.Err("invalid_subscription", "the subscription request is not valid")
 	}
 	if err := s.Store.CreateContract(ctx, c, []Rule{InvokeRule(c.BuyerOrgID, c.ListingID)}); err != nil {
 		if agentmarket.KindOf(err) == agentmarket.Conflict {
-			return nil, agentmarket.Errorf(agentmarket.Conflict, "already_subscribed", "your organisation already subscribes to listing %q", in.ListingID)
+			return nil, agentmarket.Errorf(agentmarket.Conflict, "already_subscribed", "your organisation already subscribes to listing %q", terms.ID)
 		}
 		return nil, err
+	}
+	undo := func(err error) (*Contract, error) {
+		if _, cerr := s.Store.SetContractStatus(context.WithoutCancel(ctx), c.ID, ContractCanceled, s.Clock.Now(), nil,
+			[]Rule{InvokeRule(c.BuyerOrgID, c.ListingID)}); cerr != nil {
+			return nil, errors.Join(err, cerr)
+		}
+		return nil, err
+	}
+	if offerID != "" {
+		if err := s.Offers.AcceptOffer(ctx, offerID, c.ID); err != nil {
+			return undo(err) // accepted by another contract meanwhile
+		}
 	}
 	if s.Billing != nil {
 		if err := s.Billing.Attach(ctx, c); err != nil {
 			// No subscription at the provider, no contract: undo it.
-			if _, cerr := s.Store.SetContractStatus(context.WithoutCancel(ctx), c.ID, ContractCanceled, s.Clock.Now(), nil,
-				[]Rule{InvokeRule(c.BuyerOrgID, c.ListingID)}); cerr != nil {
-				return nil, errors.Join(err, cerr)
-			}
-			return nil, err
+			return undo(err)
 		}
 	}
 	if err := s.Policies.Reload(ctx); err != nil {

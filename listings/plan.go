@@ -36,7 +36,14 @@ type Plan struct {
 	TrialDays      int64
 	TrialTokens    int64
 	TrialCapMicros int64
-	CreatedAt      time.Time
+	// MinCommitMicros is a minimum the plan charges per month: a month
+	// whose fee and usage come to less is charged the difference (prorated
+	// by the second like the fee). 0: none.
+	MinCommitMicros int64
+	// BuyerOrgID is the one org a private plan (a private offer's) is for;
+	// empty for the listing's public plans. Other orgs never see it.
+	BuyerOrgID string
+	CreatedAt  time.Time
 }
 
 // MaxTrialDays bounds a plan's trial: a year is no longer a trial.
@@ -46,7 +53,8 @@ const MaxTrialDays = 365
 func (p Plan) HasTrial() bool { return p.TrialDays > 0 }
 
 // SamePrices reports whether two plans charge the same (ignoring version
-// and time), so an unchanged PATCH makes no new plan version.
+// and time; a private plan never charges the same as a public one), so an
+// unchanged PATCH makes no new plan version.
 func (p Plan) SamePrices(q Plan) bool {
 	p.Version, q.Version = 0, 0
 	p.CreatedAt, q.CreatedAt = time.Time{}, time.Time{}
@@ -68,6 +76,7 @@ func (p *Plan) pricingFields() map[string]*int64 {
 		"trial_days":                       &p.TrialDays,
 		"trial_tokens":                     &p.TrialTokens,
 		"trial_cap_micros":                 &p.TrialCapMicros,
+		"min_commit_micros":                &p.MinCommitMicros,
 	}
 }
 
@@ -93,12 +102,12 @@ func (p Plan) CheckAmounts(fe *agentmarket.Fields, prefix string) {
 }
 
 // maxAmount is the bound of a pricing field (see agentmarket.MaxUnitPriceMicros
-// and docs/billing.md): allowances are quantities, the monthly fee has its
-// own bound, a trial's cap is bounded like a budget, every other field is a
-// usage price.
+// and docs/billing.md): allowances are quantities, the monthly fee and a
+// monthly commitment have the fee's bound, a trial's cap is bounded like a
+// budget, every other field is a usage price.
 func maxAmount(field string) int64 {
 	switch {
-	case field == "monthly_fee_micros":
+	case field == "monthly_fee_micros", field == "min_commit_micros":
 		return agentmarket.MaxMonthlyFeeMicros
 	case field == "trial_days":
 		return MaxTrialDays
@@ -115,6 +124,7 @@ var pricingOrder = []string{
 	"monthly_fee_micros", "input_tokens_per_million_micros", "output_tokens_per_million_micros",
 	"compute_per_hour_micros", "per_task_micros", "included_input_tokens", "included_output_tokens",
 	"included_compute_ms", "included_tasks", "trial_days", "trial_tokens", "trial_cap_micros",
+	"min_commit_micros",
 }
 
 // PricingJSON is the plan as the API shows it.

@@ -34,6 +34,9 @@ type buyerData struct {
 	// ones (with a retry button) and ones still being retried.
 	Deliveries []deliveryView
 	CanRetry   bool
+	// Offers are the private offers made to the org that are still open.
+	Offers []offerView
+	OrgID  string
 }
 
 // deliveryView is one push delivery on the buyer's page.
@@ -122,6 +125,18 @@ func (u *UI) buyer(r *req) error {
 	}
 	cur, _ := lb.currency()
 	d.Total = formatMicros(total, cur)
+	d.OrgID = r.actor.OrgID
+	if u.d.Offers != nil {
+		list, err := u.d.Offers.List(r.ctx, r.actor, false, "")
+		if err != nil {
+			return err
+		}
+		for _, o := range u.offerViews(r, list) {
+			if o.Status == "open" {
+				d.Offers = append(d.Offers, o)
+			}
+		}
+	}
 	if u.d.Tasks != nil {
 		d.CanRetry = u.can(r, contracts.ObjSubscriptions, contracts.ActWrite)
 		for _, st := range []contracts.DeliveryStatus{contracts.DeliveryFailed, contracts.DeliveryPending} {

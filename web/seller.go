@@ -114,10 +114,14 @@ func (u *UI) sellerRefresh(r *req) error {
 	return redirect(r, "/listings/"+id+"?notice=refreshed")
 }
 
+// amountInput is an input of an amount, typed in currency units and sent
+// to the catalog as micros.
+type amountInput struct{ input, field, label, hint string }
+
 // The listing form's inputs. Amounts are typed in currency units and sent
 // to the catalog as micros; allowances are whole units.
 var (
-	amountInputs = []struct{ input, field, label, hint string }{
+	amountInputs = []amountInput{
 		{"monthly_fee", "monthly_fee_micros", "Monthly fee", "The flat fee per month, e.g. 19 or 19.99"},
 		{"input_price", "input_tokens_per_million_micros", "Price per million input tokens", "e.g. 3 or 0.25"},
 		{"output_price", "output_tokens_per_million_micros", "Price per million output tokens", "e.g. 15"},
@@ -136,8 +140,11 @@ var (
 		{"trial_days", "Free trial (days)", "Each buyer's first subscription is free this long; empty for none"},
 		{"trial_tokens", "Trial ends after this many tokens", "Input and output together; empty for no limit"},
 	}
-	trialCapInput = struct{ input, field, label, hint string }{"trial_cap", "trial_cap_micros", "Trial ends after usage worth",
+	trialCapInput = amountInput{"trial_cap", "trial_cap_micros", "Trial ends after usage worth",
 		"List price of the trial's usage, e.g. 5"}
+	// commitInput is a plan's minimum monthly commitment (private offers).
+	commitInput = amountInput{"min_commit", "min_commit_micros", "Minimum per month",
+		"A month that comes to less is charged the difference; empty for none"}
 	// listingFieldInputs maps the catalog's field names to the form's.
 	listingFieldInputs = map[string]string{
 		"card_url":             "card_url",
@@ -161,6 +168,7 @@ func init() {
 		listingFieldInputs["pricing."+a.input] = a.input
 	}
 	listingFieldInputs["pricing."+trialCapInput.field] = trialCapInput.input
+	listingFieldInputs["pricing."+commitInput.field] = commitInput.input
 }
 
 var listingFormNames = []string{"source", "card_url", "card", "currency", "auth_header", "auth_value", "refresh_seconds", "draft"}
@@ -297,21 +305,13 @@ func cardFields(err error) error {
 
 // listingInput turns the form into the catalog's input, adding to f what
 // cannot even be sent (text where a number belongs).
-func listingInput(f *form) (listings.CreateInput, bool) {
-	var in listings.CreateInput
-	switch f.V("source") {
-	case "paste":
-		if c := strings.TrimSpace(f.V("card")); c != "" {
-			if !json.Valid([]byte(c)) {
-				f.add("card", "The card is not valid JSON. Paste the whole agent card, from { to }.")
-			}
-			in.Card = json.RawMessage(c)
-		}
-	default:
-		in.CardURL = strings.TrimSpace(f.V("card_url"))
-	}
+// formPricing reads the price plan inputs of a form (the listing form's,
+// the private offer form's) into the API's pricing object; an input that
+// is not a number is a form error.
+func formPricing(f *form) map[string]any {
 	pricing := map[string]any{"currency": strings.ToLower(strings.TrimSpace(f.V("currency")))}
-	for _, a := range amountInputs {
+	amounts := append(amountInputs[:len(amountInputs):len(amountInputs)], trialCapInput, commitInput)
+	for _, a := range amounts {
 		v := strings.TrimSpace(f.V(a.input))
 		if v == "" {
 			continue
@@ -339,14 +339,23 @@ func listingInput(f *form) (listings.CreateInput, bool) {
 		}
 		pricing[a.input] = n
 	}
-	if v := strings.TrimSpace(f.V(trialCapInput.input)); v != "" {
-		if n, msg := parseAmount(v); msg != "" {
-			f.add(trialCapInput.input, trialCapInput.label+" "+msg+".")
-		} else {
-			pricing[trialCapInput.field] = n
+	return pricing
+}
+
+func listingInput(f *form) (listings.CreateInput, bool) {
+	var in listings.CreateInput
+	switch f.V("source") {
+	case "paste":
+		if c := strings.TrimSpace(f.V("card")); c != "" {
+			if !json.Valid([]byte(c)) {
+				f.add("card", "The card is not valid JSON. Paste the whole agent card, from { to }.")
+			}
+			in.Card = json.RawMessage(c)
 		}
+	default:
+		in.CardURL = strings.TrimSpace(f.V("card_url"))
 	}
-	in.Pricing, _ = json.Marshal(pricing)
+	in.Pricing, _ = json.Marshal(formPricing(f))
 	if v := strings.TrimSpace(f.V("auth_value")); v != "" {
 		h := strings.TrimSpace(f.V("auth_header"))
 		if h == "" {

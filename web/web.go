@@ -57,6 +57,8 @@ type Deps struct {
 	PublicMeterURL string
 	// Tasks shows the buyer's push deliveries (nil: not shown).
 	Tasks *contracts.Tasks
+	// Offers are sellers' private offers (nil: none).
+	Offers *listings.Offers
 }
 
 // UI serves the web pages.
@@ -126,10 +128,14 @@ func (u *UI) Mount(r fiber.Router) {
 	r.Post("/seller/new", u.page(u.createListing))
 	r.Post("/seller/listings/:id/status", u.page(u.sellerStatus))
 	r.Post("/seller/listings/:id/refresh", u.page(u.sellerRefresh))
+	r.Get("/seller/offers", u.page(u.sellerOffers))
+	r.Post("/seller/offers", u.page(u.createOffer))
+	r.Post("/seller/offers/:id/withdraw", u.page(u.withdrawOffer))
 
 	r.Get("/buyer", u.page(u.buyer))
 	r.Post("/buyer/subscriptions/:id/cancel", u.page(u.cancelSubscription))
 	r.Post("/buyer/subscriptions/:id/trial", u.page(u.trialChoice))
+	r.Post("/buyer/offers/:id/accept", u.page(u.acceptOffer))
 	r.Post("/buyer/deliveries/:id/retry", u.page(u.retryDelivery))
 	r.Get("/keys", u.page(u.keys))
 	r.Post("/keys", u.page(u.createKey))
@@ -262,6 +268,9 @@ var notices = map[string]string{
 	"canceled":   "The subscription is canceled.",
 	"trialstop":  "The subscription will stop when its free trial ends.",
 	"trialgo":    "The subscription will convert to paid when its free trial ends.",
+	"offered":    "The private offer is made. Only that organisation sees it.",
+	"withdrawn":  "The offer is withdrawn.",
+	"accepted":   "Offer accepted: you subscribe at its terms.",
 	"revoked":    "The key is revoked.",
 	"status":     "The listing's status changed.",
 	"refreshed":  "The card was fetched again.",

@@ -733,3 +733,44 @@ func decodeKinds(s string) (map[billing.LineKind]string, error) {
 	}
 	return out, nil
 }
+
+// ---- commitment charges ----
+
+type commitmentRow struct {
+	ContractID     string    `gorm:"primaryKey"`
+	PeriodStart    time.Time `gorm:"primaryKey"`
+	Currency       string
+	AmountMinor    int64
+	IdempotencyKey string
+	CreatedAt      time.Time
+	SentAt         *time.Time
+}
+
+func (commitmentRow) TableName() string { return "billing_commitment_charges" }
+
+// AddCommitmentCharge implements billing.Store.
+func (s *Store) AddCommitmentCharge(ctx context.Context, c *billing.CommitmentCharge) (*billing.CommitmentCharge, error) {
+	row := &commitmentRow{ContractID: c.ContractID, PeriodStart: ts(c.PeriodStart), Currency: c.Currency, AmountMinor: c.AmountMinor,
+		IdempotencyKey: c.IdempotencyKey, CreatedAt: ts(c.CreatedAt), SentAt: tsp(c.SentAt)}
+	if err := s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(row).Error; err != nil {
+		return nil, gormdb.Translate(err, "commitment charge")
+	}
+	return s.CommitmentCharge(ctx, c.ContractID, c.PeriodStart)
+}
+
+// MarkCommitmentChargeSent implements billing.Store.
+func (s *Store) MarkCommitmentChargeSent(ctx context.Context, contractID string, periodStart, at time.Time) error {
+	err := s.db.WithContext(ctx).Model(&commitmentRow{}).Where("contract_id = ? AND period_start = ? AND sent_at IS NULL", contractID, ts(periodStart)).
+		Update("sent_at", ts(at)).Error
+	return gormdb.Translate(err, "commitment charge")
+}
+
+// CommitmentCharge implements billing.Store.
+func (s *Store) CommitmentCharge(ctx context.Context, contractID string, periodStart time.Time) (*billing.CommitmentCharge, error) {
+	var r commitmentRow
+	if err := s.db.WithContext(ctx).Where("contract_id = ? AND period_start = ?", contractID, ts(periodStart)).Take(&r).Error; err != nil {
+		return nil, gormdb.Translate(err, "commitment charge")
+	}
+	return &billing.CommitmentCharge{ContractID: r.ContractID, PeriodStart: r.PeriodStart.UTC(), Currency: r.Currency, AmountMinor: r.AmountMinor,
+		IdempotencyKey: r.IdempotencyKey, CreatedAt: r.CreatedAt.UTC(), SentAt: tsp(r.SentAt)}, nil
+}

@@ -350,6 +350,33 @@ func Run(t *testing.T, newStore Factory) {
 		}
 	})
 
+	t.Run("commitment charges are recorded once and marked sent", func(t *testing.T) {
+		s := newStore(t)
+		_, err := s.CommitmentCharge(ctx, "ctr_1", may.Start)
+		wantKind(t, err, agentmarket.NotFound)
+		c := &billing.CommitmentCharge{ContractID: "ctr_1", PeriodStart: may.Start, Currency: "usd", AmountMinor: 1451,
+			IdempotencyKey: "am1/contract/ctr_1/commitment/1777593600", CreatedAt: t0}
+		got, err := s.AddCommitmentCharge(ctx, c)
+		must(t, err)
+		if !reflect.DeepEqual(got, c) {
+			t.Fatalf("stored %+v, want %+v", got, c)
+		}
+		again, err := s.AddCommitmentCharge(ctx, &billing.CommitmentCharge{ContractID: "ctr_1", PeriodStart: may.Start, Currency: "usd",
+			AmountMinor: 9, IdempotencyKey: "other", CreatedAt: t0})
+		must(t, err)
+		if !reflect.DeepEqual(again, c) {
+			t.Fatalf("second record returned %+v, want the first", again)
+		}
+		sent := t0.Add(time.Minute)
+		must(t, s.MarkCommitmentChargeSent(ctx, "ctr_1", may.Start, sent))
+		must(t, s.MarkCommitmentChargeSent(ctx, "ctr_1", may.Start, sent.Add(time.Hour)))
+		got, err = s.CommitmentCharge(ctx, "ctr_1", may.Start)
+		must(t, err)
+		if got.SentAt == nil || !got.SentAt.Equal(sent) || got.AmountMinor != 1451 {
+			t.Fatalf("after marking it sent: %+v, want sent at %v (the first mark)", got, sent)
+		}
+	})
+
 	t.Run("invoices are stored once per contract and period", func(t *testing.T) {
 		s := newStore(t)
 		inv := &billing.LocalInvoice{ContractID: "ctr_1", CreatedAt: t0, Invoice: billing.Invoice{

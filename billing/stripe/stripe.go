@@ -316,6 +316,39 @@ func (p *Provider) SetCancelAt(ctx context.Context, subscriptionID string, at ti
 	return mapError("set when the subscription ends", err)
 }
 
+// AddInvoiceItem implements billing.Provider: an invoice item on the
+// subscription, picked up by its next invoice.
+func (p *Provider) AddInvoiceItem(ctx context.Context, in billing.InvoiceItem) error {
+	var fe agentmarket.Fields
+	checkCall(&fe, "subscription_id", in.SubscriptionID, in.IdempotencyKey)
+	if in.CustomerID == "" {
+		fe.Add("customer_id", "required", "customer_id is required")
+	}
+	if in.AmountMinor <= 0 {
+		fe.Add("amount_minor", "positive", "an invoice item's amount must be positive")
+	}
+	if _, err := billing.MinorUnitDigits(in.Currency); err != nil {
+		fe.Add("currency", "unknown_currency", "currency %q is not one AgentMarket can bill in", in.Currency)
+	}
+	if err := fe.Err("invalid_invoice_item", "the charge cannot be added"); err != nil {
+		return err
+	}
+	ip := &stripego.InvoiceItemParams{
+		Params:       params(ctx, in.IdempotencyKey),
+		Customer:     stripego.String(in.CustomerID),
+		Subscription: stripego.String(in.SubscriptionID),
+		Currency:     stripego.String(in.Currency),
+		Amount:       stripego.Int64(in.AmountMinor),
+		Description:  stripego.String(in.Description),
+		Period: &stripego.InvoiceItemPeriodParams{
+			Start: stripego.Int64(in.Period.Start.Unix()),
+			End:   stripego.Int64(in.Period.End.Unix()),
+		},
+	}
+	_, err := p.api.InvoiceItems.New(ip)
+	return mapError("add the invoice item", err)
+}
+
 // ReportUsage implements billing.Provider.
 func (p *Provider) ReportUsage(ctx context.Context, itemID string, quantity int64, at time.Time, idempotencyKey string) error {
 	var fe agentmarket.Fields

@@ -313,3 +313,23 @@ func TestTrialOnStripeMock(t *testing.T) {
 		t.Errorf("%d calls for refused input", n)
 	}
 }
+
+// TestInvoiceItemOnStripeMock: a month's commitment shortfall is one
+// invoice item on the subscription, in minor units, with its key.
+func TestInvoiceItemOnStripeMock(t *testing.T) {
+	p, rec := mockProvider(t)
+	may := billing.MonthOf(time.Date(2026, time.May, 3, 0, 0, 0, 0, time.UTC))
+	err := p.AddInvoiceItem(context.Background(), billing.InvoiceItem{CustomerID: "cus_test", SubscriptionID: "sub_test", Currency: "usd",
+		AmountMinor: 1451, Description: "Minimum commitment shortfall, May 2026", Period: may,
+		IdempotencyKey: billing.CommitmentKey("ctr_test", may.Start)})
+	if err != nil {
+		t.Fatalf("AddInvoiceItem: %v", err)
+	}
+	checkCalls(t, rec.take(), []want{{"POST", "/v1/invoiceitems", "am1/contract/ctr_test/commitment/1777593600", map[string]string{
+		"customer": "cus_test", "subscription": "sub_test", "currency": "usd", "amount": "1451",
+		"description": "Minimum commitment shortfall, May 2026", "period[start]": "1777593600", "period[end]": "1780272000"}, 0}})
+	if err := p.AddInvoiceItem(context.Background(), billing.InvoiceItem{CustomerID: "cus_test", SubscriptionID: "sub_test", Currency: "usd",
+		IdempotencyKey: "k"}); agentmarket.KindOf(err) != agentmarket.Invalid {
+		t.Errorf("a zero invoice item: %v, want Invalid", err)
+	}
+}

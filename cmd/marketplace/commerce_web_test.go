@@ -159,3 +159,93 @@ func TestWebTrials(t *testing.T) {
 		}
 	}
 }
+
+func (b *browser) signIn(base, email string) {
+	b.t.Helper()
+	b.must("sign in "+email, webtest.SignIn(b.ctx, base, email, "correct horse battery"))
+}
+
+// count is how many elements match sel.
+func (b *browser) count(sel string) int {
+	b.t.Helper()
+	n, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](`document.querySelectorAll(`+strconvQuote(sel)+`).length`))
+	b.must("count "+sel, err)
+	return n
+}
+
+func strconvQuote(s string) string { return fmt.Sprintf("%q", s) }
+
+// TestWebPrivateOffers drives a private offer in Chromium: the buyer finds
+// its org id on its page; the seller makes the offer to it; another buyer
+// sees neither the offer nor its price; the buyer accepts it, and the
+// invoice preview charges the month's minimum commitment.
+func TestWebPrivateOffers(t *testing.T) {
+	b := newBrowser(t)
+	t0 := browserT0()
+	cm := newCommerceMarketAt(t, nil, map[string]any{"currency": "usd", "monthly_fee_micros": 10_000_000}, t0)
+	base := cm.m.URL
+	days := int64(billing.MonthOf(t0).End.Sub(billing.MonthOf(t0).Start) / (24 * time.Hour))
+
+	b.signUp(base, "Globex Offers", "it@globex-offers.example")
+	b.open(base + "/buyer")
+	buyerOrg := b.text("[data-org-id]")
+	b.signOut(base)
+	b.signUp(base, "Initech Offers", "it@initech-offers.example")
+	b.signOut(base)
+
+	b.signUp(base, "Offer Agents", "owner@offer-agents.example")
+	b.open(base + "/seller/new")
+	b.fill(map[string]string{"#card_url": cm.agentURL + "/", "#monthly_fee": "10"})
+	b.submit(`form[action="/seller/new"] button[type=submit]`, `.buy-box`)
+	loc, _ := chromedp.Run(b.ctx, chromedp.Location())
+	listing := strings.TrimPrefix(strings.SplitN(loc[strings.Index(loc, "/listings/"):], "?", 2)[0], "/listings/")
+	b.open(base + "/seller")
+	b.click(`a[href="/seller/offers"]`)
+	b.must("the offers page", chromedp.Do(b.ctx, chromedp.WaitVisible(chromedp.CSS(`form[action="/seller/offers"]`))))
+	b.fill(map[string]string{"#buyer_org_id": buyerOrg, "#monthly_fee": "1", "#input_price": "1", "#output_price": "2", "#min_commit": "20",
+		"#expires_days": "30"})
+	b.submit(`form[action="/seller/offers"] button[type=submit]`, `[data-offer] [data-status]`)
+	if got := b.text("p.notice"); got != "The private offer is made. Only that organisation sees it." {
+		t.Errorf("notice %q", got)
+	}
+	if got := b.text("[data-offer] [data-status]"); got != "open" {
+		t.Errorf("offer status %q", got)
+	}
+	b.signOut(base)
+
+	b.signIn(base, "it@initech-offers.example")
+	b.open(base + "/buyer")
+	if n := b.count("#offers"); n != 0 {
+		t.Errorf("another buyer sees %d offer sections", n)
+	}
+	b.open(base + "/listings/" + listing)
+	if got := b.text(".buy-box .big"); !strings.HasPrefix(got, "$10.00") {
+		t.Errorf("another buyer sees the price %q", got)
+	}
+	b.signOut(base)
+
+	b.signIn(base, "it@globex-offers.example")
+	b.open(base + "/buyer")
+	if got := b.text("#offers .terms"); !strings.Contains(got, "Monthly fee: $1.00 per month") || !strings.Contains(got, "Minimum per month: $20.00") {
+		t.Errorf("the offer's terms %q", got)
+	}
+	b.submit(`#offers form button[type=submit]`, `p.notice`)
+	if got := b.text("p.notice"); got != "Offer accepted: you subscribe at its terms." {
+		t.Errorf("notice %q", got)
+	}
+	if got := b.text(".sub .facts"); !strings.Contains(got, "version 2 (private offer)") {
+		t.Errorf("the subscription %q", got)
+	}
+	if n := b.count("#offers"); n != 0 {
+		t.Errorf("the accepted offer is still offered")
+	}
+	b.open(base + "/finance/invoices")
+	// $20 for days − 2 of days days, rounded once (it is more than the fee).
+	cents := (20_000_000*(days-2)/days + 5_000) / 10_000
+	if got, want := b.text(".invoice tfoot td:last-child"), fmt.Sprintf("$%d.%02d", cents/100, cents%100); got != want {
+		t.Errorf("invoice total %q, want %q", got, want)
+	}
+	if got := b.text(`tr[data-kind="commitment"] th`); !strings.HasPrefix(got, "Minimum monthly commitment, less the charges above") {
+		t.Errorf("commitment line %q", got)
+	}
+}

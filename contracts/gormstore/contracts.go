@@ -35,6 +35,7 @@ type contractRow struct {
 	MaxPauseMs       int64
 	TrialEnd         *time.Time
 	CancelAtTrialEnd bool
+	OfferID          string
 }
 
 func (contractRow) TableName() string { return "contracts" }
@@ -53,7 +54,7 @@ func contractFromRow(r *contractRow) *contracts.Contract {
 		t := r.PastDueAt.UTC()
 		c.PastDueAt = &t
 	}
-	c.TrialEnd, c.CancelAtTrialEnd = utcPtr(r.TrialEnd), r.CancelAtTrialEnd
+	c.TrialEnd, c.CancelAtTrialEnd, c.OfferID = utcPtr(r.TrialEnd), r.CancelAtTrialEnd, r.OfferID
 	return c
 }
 
@@ -64,7 +65,8 @@ func (s *Store) CreateContract(ctx context.Context, c *contracts.Contract, grant
 			PlanVersion: c.PlanVersion, Status: string(c.Status), MonthlyBudgetMicros: c.MonthlyBudgetMicros,
 			CreatedAt: c.CreatedAt.UTC(), UpdatedAt: c.UpdatedAt.UTC(),
 			RequestTimeoutMs: c.Budgets.RequestTimeout.Milliseconds(), TaskTimeoutMs: c.Budgets.TaskTimeout.Milliseconds(),
-			MaxPauseMs: c.Budgets.MaxPause.Milliseconds(), TrialEnd: utcPtr(c.TrialEnd), CancelAtTrialEnd: c.CancelAtTrialEnd}
+			MaxPauseMs: c.Budgets.MaxPause.Milliseconds(), TrialEnd: utcPtr(c.TrialEnd), CancelAtTrialEnd: c.CancelAtTrialEnd,
+			OfferID: c.OfferID}
 		if err := tx.Create(row).Error; err != nil {
 			return err
 		}

@@ -197,14 +197,14 @@ func runTrials(t *testing.T, newStore TaskFactory) {
 		c.CancelAtTrialEnd = true
 		must(t, s.CreateContract(ctx, c, nil))
 		must(t, s.CreateContract(ctx, &contracts.Contract{ID: "ctr_p", BuyerOrgID: "org_b", ListingID: "lst_2", SellerOrgID: "org_s",
-			PlanVersion: 1, Status: contracts.ContractActive, CreatedAt: t0, UpdatedAt: t0}, nil))
+			PlanVersion: 7, Status: contracts.ContractActive, CreatedAt: t0, UpdatedAt: t0, OfferID: "ofr_1"}, nil))
 		got, err := s.GetContract(ctx, "ctr_t")
 		must(t, err)
 		if got.Status != contracts.ContractTrialing || tsp(got.TrialEnd) != ts(trialEnd.UTC()) || !got.CancelAtTrialEnd {
 			t.Errorf("GetContract = %+v, want trialing until %v, canceling at its end", got, trialEnd)
 		}
-		if got, _ := s.GetContract(ctx, "ctr_p"); got.TrialEnd != nil || got.CancelAtTrialEnd {
-			t.Errorf("a contract without a trial = %+v", got)
+		if got, _ := s.GetContract(ctx, "ctr_p"); got.TrialEnd != nil || got.CancelAtTrialEnd || got.OfferID != "ofr_1" || got.PlanVersion != 7 {
+			t.Errorf("a contract without a trial, accepting offer ofr_1 at its plan v7 = %+v", got)
 		}
 		list, err := s.TrialingContracts(ctx)
 		must(t, err)

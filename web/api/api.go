@@ -40,8 +40,10 @@ type Server struct {
 	Billing       *billing.Service
 	Webhooks      *billing.Webhooks // nil without Stripe
 	Tasks         *contracts.Tasks
-	Authorizer    Authorizer
-	Logger        *slog.Logger
+	// Offers are sellers' private offers (nil: none).
+	Offers     *listings.Offers
+	Authorizer Authorizer
+	Logger     *slog.Logger
 	// PublicMeterURL is where buyers reach the meter (for proxied URLs).
 	PublicMeterURL string
 }
@@ -77,6 +79,12 @@ func (s *Server) Mount(app *fiber.App) {
 	auth.Patch("/listings/:id", s.allowListingPatch, s.updateListing)
 	auth.Post("/listings/:id/refresh", s.allow(contracts.ObjListings, contracts.ActWrite), s.refreshListing)
 	auth.Get("/listings/:id/versions", s.allow(contracts.ObjListings, contracts.ActRead), s.listingVersions)
+
+	auth.Post("/listings/:id/offers", s.allow(contracts.ObjListings, contracts.ActWrite), s.createOffer)
+	auth.Get("/offers", s.allow(contracts.ObjListings, contracts.ActRead), s.listOffers)
+	auth.Get("/offers/:id", s.allow(contracts.ObjListings, contracts.ActRead), s.getOffer)
+	auth.Delete("/offers/:id", s.allow(contracts.ObjListings, contracts.ActWrite), s.withdrawOffer)
+	auth.Post("/offers/:id/accept", s.allow(contracts.ObjSubscriptions, contracts.ActWrite), s.acceptOffer)
 
 	auth.Post("/subscriptions", s.allow(contracts.ObjSubscriptions, contracts.ActWrite), s.subscribe)
 	auth.Get("/subscriptions", s.allow(contracts.ObjSubscriptions, contracts.ActRead), s.listSubscriptions)

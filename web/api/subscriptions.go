@@ -28,6 +28,7 @@ type subscriptionJSON struct {
 	CanceledAt          *time.Time  `json:"canceled_at"`
 	TrialEnd            *time.Time  `json:"trial_end"`
 	CancelAtTrialEnd    bool        `json:"cancel_at_trial_end"`
+	OfferID             string      `json:"offer_id,omitempty"`
 }
 
 func (s *Server) subscriptionView(c *contracts.Contract) subscriptionJSON {
@@ -35,7 +36,7 @@ func (s *Server) subscriptionView(c *contracts.Contract) subscriptionJSON {
 	return subscriptionJSON{ID: c.ID, ListingID: c.ListingID, BuyerOrgID: c.BuyerOrgID, SellerOrgID: c.SellerOrgID,
 		PlanVersion: c.PlanVersion, Status: string(c.Status), MonthlyBudgetMicros: c.MonthlyBudgetMicros, Budgets: budgetsView(c.Budgets),
 		ProxiedCardURL: endpoint + "/.well-known/agent-card.json", Endpoint: endpoint, CreatedAt: c.CreatedAt, CanceledAt: c.CanceledAt,
-		TrialEnd: c.TrialEnd, CancelAtTrialEnd: c.CancelAtTrialEnd}
+		TrialEnd: c.TrialEnd, CancelAtTrialEnd: c.CancelAtTrialEnd, OfferID: c.OfferID}
 }
 
 func (s *Server) subscribe(c *fiber.Ctx) error {

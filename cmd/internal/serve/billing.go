@@ -83,8 +83,8 @@ func Billing(ctx context.Context, cfg *config.Config, d BillingDeps) (*BillingPa
 
 // Run runs billing's background work until ctx ends: the usage reporter
 // (with Stripe), ending trials that are over, suspending contracts past
-// due beyond the grace period, and closing each month on the own ledger
-// (without Stripe).
+// due beyond the grace period, and closing each month: on the own ledger
+// (without Stripe), or charging the month's minimum commitments (with).
 func (b *BillingParts) Run(ctx context.Context, subs *contracts.Subscriptions) {
 	if b.Reporter != nil {
 		go func() {
@@ -108,11 +108,13 @@ func (b *BillingParts) Run(ctx context.Context, subs *contracts.Subscriptions) {
 		} else if n > 0 {
 			b.logger.Info("suspended overdue contracts", "count", n)
 		}
+		prev := billing.MonthOf(billing.MonthOf(b.Service.Clock.Now()).Start.Add(-time.Second))
 		if b.Reporter == nil {
-			prev := billing.MonthOf(billing.MonthOf(b.Service.Clock.Now()).Start.Add(-time.Second))
 			if _, err := b.Service.CloseMonth(ctx, prev); err != nil && ctx.Err() == nil && agentmarket.KindOf(err) != agentmarket.Invalid {
 				b.logger.Warn("closing the month failed", "period", prev.Start, "err", err)
 			}
+		} else if _, err := b.Service.ChargeCommitments(ctx, prev); err != nil && ctx.Err() == nil && agentmarket.CodeOf(err) != "period_not_closed" {
+			b.logger.Warn("charging minimum commitments failed", "period", prev.Start, "err", err)
 		}
 		select {
 		case <-ctx.Done():

@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"time"
 
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/a2aproxy"
@@ -48,4 +49,55 @@ func (m MeterTargets) Resolve(ctx context.Context, id string) (*a2aproxy.Target,
 	}
 	return &a2aproxy.Target{ListingID: l.ID, SellerOrgID: l.SellerOrgID, Published: l.Status == listings.StatusPublished,
 		Card: l.Card, CardJSON: l.CardJSON, CardHash: l.CardHash, UpstreamAuth: auth, Limits: l.Limits}, nil
+}
+
+// AccountOrgs tells the catalog which orgs exist (a private offer names
+// its buyer).
+type AccountOrgs struct{ Store contracts.Store }
+
+var _ listings.OrgChecker = AccountOrgs{}
+
+// OrgExists implements listings.OrgChecker.
+func (a AccountOrgs) OrgExists(ctx context.Context, orgID string) (bool, error) {
+	_, err := a.Store.GetOrg(ctx, orgID)
+	if agentmarket.KindOf(err) == agentmarket.NotFound {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// CatalogOffers lets subscriptions accept the catalog's private offers.
+type CatalogOffers struct {
+	Offers *listings.Offers
+}
+
+var _ contracts.OfferSource = CatalogOffers{}
+
+// OfferTerms implements contracts.OfferSource.
+func (c CatalogOffers) OfferTerms(ctx context.Context, actor agentmarket.Actor, id string) (*contracts.OfferTerms, error) {
+	o, err := c.Offers.Get(ctx, actor, id)
+	if err != nil {
+		return nil, err
+	}
+	if o.BuyerOrgID != actor.OrgID {
+		return nil, agentmarket.Errorf(agentmarket.Forbidden, "not_offer_buyer", "offer %q is made to another organisation", id)
+	}
+	switch o.StatusAt(c.Offers.Clock.Now()) {
+	case listings.OfferOpen:
+	case listings.OfferExpired:
+		return nil, agentmarket.Errorf(agentmarket.Conflict, "offer_expired", "offer %q expired at %s", id, o.ExpiresAt.Format(time.RFC3339))
+	default:
+		return nil, agentmarket.Errorf(agentmarket.Conflict, "offer_not_open", "offer %q is %s", id, o.Status)
+	}
+	l, err := c.Offers.Listings.GetListing(ctx, o.ListingID)
+	if err != nil {
+		return nil, err
+	}
+	return &contracts.OfferTerms{ID: o.ID, ListingID: o.ListingID, SellerOrgID: o.SellerOrgID, Published: l.Status == listings.StatusPublished,
+		PlanVersion: o.Plan.Version, TrialDays: o.Plan.TrialDays}, nil
+}
+
+// AcceptOffer implements contracts.OfferSource.
+func (c CatalogOffers) AcceptOffer(ctx context.Context, offerID, contractID string) error {
+	return c.Offers.Accepted(ctx, offerID, contractID)
 }

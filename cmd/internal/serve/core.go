@@ -160,7 +160,9 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 			m.PublicMeterURL = "http://" + cfg.MeterAddr
 		}
 	}
-	m.Subscriptions = &contracts.Subscriptions{Store: c.AccountStore, Listings: CatalogTerms{Catalog: c.Catalog}, Policies: c.Authz, Clock: c.Clock}
+	offers := &listings.Offers{Store: c.ListingStore, Listings: c.ListingStore, Orgs: AccountOrgs{Store: c.AccountStore}, Clock: c.Clock}
+	m.Subscriptions = &contracts.Subscriptions{Store: c.AccountStore, Listings: CatalogTerms{Catalog: c.Catalog}, Policies: c.Authz, Clock: c.Clock,
+		Offers: CatalogOffers{Offers: offers}}
 	bill, hooks, err := Billing(ctx, cfg, BillingDeps{DB: c.DB, Usage: c.Usage, Contracts: c.AccountStore, Listings: c.ListingStore,
 		States: m.Subscriptions, Clock: c.Clock, Logger: c.Log})
 	if err != nil {
@@ -175,7 +177,7 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 		Invoices: &billing.Previews{Contracts: m.Subscriptions, Plans: c.ListingStore, Usage: c.Usage, Clock: c.Clock},
 		Billing:  bill.Service, Webhooks: bill.Webhooks,
 		Authorizer: c.Authz, Logger: c.Log, PublicMeterURL: m.PublicMeterURL,
-		Tasks: tasks}
+		Tasks: tasks, Offers: offers}
 	m.Ops = api.NewOps("marketplace")
 	m.Ops.Checks = append(m.Ops.Checks, api.Check{Name: "database", Check: c.DB.Ping})
 	m.App = App("marketplace", srv.ErrorHandler, c.MeterBodyLimit())
@@ -202,7 +204,7 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 	srv.Mount(m.App)
 	web.New(web.Deps{Accounts: c.Accounts, Sessions: c.AccountStore, Listings: c.Catalog, Subscriptions: m.Subscriptions,
 		Usage: srv.Usage, Invoices: srv.Invoices, Billing: bill.Service, Authorizer: c.Authz, Logger: c.Log, Clock: c.Clock,
-		PublicMeterURL: m.PublicMeterURL, Tasks: tasks}).Mount(m.App)
+		PublicMeterURL: m.PublicMeterURL, Tasks: tasks, Offers: offers}).Mount(m.App)
 	return m, nil
 }
 
