@@ -50,7 +50,7 @@ func (s *Service) chargeCommitment(ctx context.Context, c *contracts.Contract, p
 		return false, err
 	}
 	if charge == nil {
-		parts, ok, err := contractParts(ctx, s.Plans, s.Usage, c, period, period.End)
+		parts, ok, err := contractParts(ctx, s.Plans, s.History, s.Usage, c, period, period.End)
 		if err != nil || !ok {
 			return false, err
 		}
@@ -86,7 +86,11 @@ func (s *Service) chargeCommitment(ctx context.Context, c *contracts.Contract, p
 // period is on a plan with a minimum commitment (plans only: no usage is
 // read for the contracts that have none).
 func (s *Service) committed(ctx context.Context, c *contracts.Contract, period Period) (bool, error) {
-	for _, sp := range spansOf(c, stayEnd(c, period)) {
+	changes, err := planChanges(ctx, s.History, c)
+	if err != nil {
+		return false, err
+	}
+	for _, sp := range spansOf(c, changes, stayEnd(c, period)) {
 		if sp.trial || !sp.End.After(period.Start) || !sp.Start.Before(period.End) {
 			continue
 		}

@@ -74,7 +74,7 @@ func (s *Service) closeContract(ctx context.Context, c *contracts.Contract, peri
 	if _, ok := activeIn(c, period); !ok {
 		return false, nil
 	}
-	parts, ok, err := contractParts(ctx, s.Plans, s.Usage, c, period, period.End)
+	parts, ok, err := contractParts(ctx, s.Plans, s.History, s.Usage, c, period, period.End)
 	if err != nil || !ok {
 		return false, err
 	}

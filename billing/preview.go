@@ -26,6 +26,8 @@ type Previews struct {
 	Plans     PlanSource
 	Usage     metering.Store
 	Clock     agentmarket.Clock
+	// History is the contracts' plan changes (nil: none).
+	History PlanHistory
 }
 
 // Preview returns the invoice preview of the actor's contract for the
@@ -42,5 +44,5 @@ func (p *Previews) Preview(ctx context.Context, actor agentmarket.Actor, contrac
 	if err != nil {
 		return nil, err
 	}
-	return previewContract(ctx, p.Plans, p.Usage, c, p.Clock.Now())
+	return previewContract(ctx, p.Plans, p.History, p.Usage, c, p.Clock.Now())
 }

@@ -44,9 +44,16 @@ type Provider interface {
 	// charging from now. See TrialEndKey for the key.
 	EndTrialNow(ctx context.Context, subscriptionID, idempotencyKey string) error
 	// SetCancelAt makes a subscription end by itself at at (the end of its
-	// trial, when the buyer chose to stop then), or no longer (at zero).
-	// Each change carries its own key (TrialCancelKey).
+	// trial, when the buyer chose to stop then; the end of the billing
+	// period), or no longer (at zero). Each change carries its own key
+	// (ScheduleEndKey).
 	SetCancelAt(ctx context.Context, subscriptionID string, at time.Time, idempotencyKey string) error
+	// ChangePlan replaces a subscription's items (its flat fee and metered
+	// items) with the prices of another plan version from in.At: the
+	// provider prorates the flat fee by the second onto the next invoice,
+	// and the usage already reported to the old items is invoiced at the
+	// old prices. It returns the new items. See PlanChangeKey for the key.
+	ChangePlan(ctx context.Context, in PlanChangeInput) (SubscriptionRefs, error)
 	// AddInvoiceItem adds a one-off charge to the subscription's next
 	// invoice (a month's shortfall of its minimum commitment). See
 	// CommitmentKey for the key.
@@ -59,6 +66,17 @@ type Provider interface {
 	// the reported window (its last second, say), and not in the future.
 	// See UsageReportKey for the key.
 	ReportUsage(ctx context.Context, itemID string, quantity int64, at time.Time, idempotencyKey string) error
+}
+
+// PlanChangeInput is a subscription's move to another plan version.
+type PlanChangeInput struct {
+	SubscriptionID string
+	// Old are the subscription's items now, Prices the new plan's.
+	Old    SubscriptionRefs
+	Prices PlanPrices
+	// At is the instant of the change (proration from there).
+	At             time.Time
+	IdempotencyKey string
 }
 
 // InvoiceItem is a one-off charge on a subscription's next invoice.
@@ -203,11 +221,21 @@ func TrialEndKey(contractID string) string {
 	return "am1/contract/" + contractID + "/trial-end"
 }
 
-// TrialCancelKey is the idempotency key of one change of a trialing
-// contract's choice to stop with its trial, made at at: every change is
-// its own call (the same key twice would be answered from the first).
-func TrialCancelKey(contractID string, cancel bool, at time.Time) string {
-	return fmt.Sprintf("am1/contract/%s/trial-cancel/%t/%d", contractID, cancel, at.UnixNano())
+// ScheduleEndKey is the idempotency key of one change, made at now, of
+// when a contract's subscription ends by itself (end; zero: it no longer
+// does): every change is its own call (the same key twice would be
+// answered from the first, however the choice changed in between).
+func ScheduleEndKey(contractID string, end, now time.Time) string {
+	when := "none"
+	if !end.IsZero() {
+		when = fmt.Sprint(end.Unix())
+	}
+	return fmt.Sprintf("am1/contract/%s/cancel-at/%s/%d", contractID, when, now.UnixNano())
+}
+
+// PlanChangeKey is the idempotency key of a contract's seq-th plan change.
+func PlanChangeKey(contractID string, seq int) string {
+	return fmt.Sprintf("am1/contract/%s/plan-change/%d", contractID, seq)
 }
 
 // UsageReportKey is the idempotency key of one usage report: a contract's

@@ -157,6 +157,20 @@ func (p *fakeProvider) SetCancelAt(_ context.Context, subscriptionID string, at 
 	return nil
 }
 
+func (p *fakeProvider) ChangePlan(_ context.Context, in billing.PlanChangeInput) (billing.SubscriptionRefs, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.record("ChangePlan %s %s→%s at %s %s", in.SubscriptionID, in.Old.FlatItemID, in.Prices.FlatPriceID, in.At.UTC().Format(time.RFC3339Nano), in.IdempotencyKey)
+	if p.down {
+		return billing.SubscriptionRefs{}, errUnavailable
+	}
+	refs := billing.SubscriptionRefs{ID: in.SubscriptionID, FlatItemID: in.Old.FlatItemID + "_" + in.Prices.FlatPriceID, MeteredItemIDs: map[billing.LineKind]string{}}
+	for _, k := range billing.MeteredLineKinds {
+		refs.MeteredItemIDs[k] = in.Old.MeteredItemIDs[k] + "+"
+	}
+	return refs, nil
+}
+
 func (p *fakeProvider) AddInvoiceItem(_ context.Context, in billing.InvoiceItem) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()

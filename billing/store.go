@@ -36,6 +36,9 @@ type Store interface {
 	// SetSubscriptionCanceled records that the subscription ended at at
 	// (the first time only); NotFound for a contract without one.
 	SetSubscriptionCanceled(ctx context.Context, contractID string, at time.Time) error
+	// SetSubscriptionItems records a subscription's items after a plan
+	// change; NotFound for a contract without a subscription.
+	SetSubscriptionItems(ctx context.Context, contractID string, refs SubscriptionRefs) error
 	// SetSubscriptionUsageFrom records from when the contract's usage is
 	// reported (the end of its trial); NotFound for a contract without a
 	// subscription.

@@ -16,36 +16,70 @@ type span struct {
 	trial   bool
 }
 
-// spansOf is how a contract's stay splits by its terms: its free trial
-// (until TrialEnd), then paid. stayEnd is when the stay ends (the
-// contract's cancellation, or for a preview whatever end is in sight).
-func spansOf(c *contracts.Contract, stayEnd time.Time) []span {
-	start := c.CreatedAt
-	var out []span
-	if c.TrialEnd != nil {
-		end := *c.TrialEnd
-		if stayEnd.Before(end) {
-			end = stayEnd
-		}
-		out = append(out, span{Period: Period{Start: start, End: end}, version: c.PlanVersion, trial: true})
-		start = *c.TrialEnd
+// PlanHistory lists a contract's plan changes in order
+// (contracts/gormstore implements it).
+type PlanHistory interface {
+	PlanChanges(ctx context.Context, contractID string) ([]contracts.PlanChange, error)
+}
+
+// spansOf is how a contract's stay splits by its terms: by plan version
+// (each change starts the next one's span), and the first span's start by
+// the free trial (until TrialEnd), then paid. stayEnd is when the stay
+// ends (the contract's cancellation, or for a preview whatever end is in
+// sight).
+func spansOf(c *contracts.Contract, changes []contracts.PlanChange, stayEnd time.Time) []span {
+	version := c.PlanVersion
+	if len(changes) > 0 {
+		version = changes[0].FromVersion
 	}
-	if start.Before(stayEnd) {
-		out = append(out, span{Period: Period{Start: start, End: stayEnd}, version: c.PlanVersion})
+	plans := []span{{Period: Period{Start: c.CreatedAt}, version: version}}
+	for _, ch := range changes {
+		plans[len(plans)-1].End = ch.At
+		plans = append(plans, span{Period: Period{Start: ch.At}, version: ch.ToVersion})
+	}
+	plans[len(plans)-1].End = stayEnd
+	var out []span
+	for _, p := range plans {
+		if p.End.After(stayEnd) {
+			p.End = stayEnd
+		}
+		if !p.End.After(p.Start) {
+			continue
+		}
+		if te := c.TrialEnd; te != nil && te.After(p.Start) {
+			trial := p
+			trial.trial = true
+			if te.Before(p.End) {
+				trial.End, p.Start = *te, *te
+				out = append(out, trial)
+			} else {
+				out = append(out, trial)
+				continue
+			}
+		}
+		out = append(out, p)
 	}
 	return out
 }
 
+// planChanges are the contract's plan changes (none without a history).
+func planChanges(ctx context.Context, history PlanHistory, c *contracts.Contract) ([]contracts.PlanChange, error) {
+	if history == nil {
+		return nil, nil
+	}
+	return history.PlanChanges(ctx, c.ID)
+}
+
 // stayEnd is when a contract's stay ends as far as period can tell: its
-// cancellation, the end of its trial when the buyer chose to stop then,
-// else the period's end.
+// cancellation, the end it is scheduled to have (its trial's, when the
+// buyer chose to stop then; the end of a period), else the period's end.
 func stayEnd(c *contracts.Contract, period Period) time.Time {
 	end := period.End
 	switch {
 	case c.CanceledAt != nil:
 		end = *c.CanceledAt
-	case c.Status == contracts.ContractTrialing && c.CancelAtTrialEnd && c.TrialEnd != nil:
-		end = *c.TrialEnd
+	case c.EndsAt() != nil:
+		end = *c.EndsAt()
 	}
 	if end.After(period.End) {
 		end = period.End
@@ -59,9 +93,14 @@ func stayEnd(c *contracts.Contract, period Period) time.Time {
 // start and the last part's up to usageTo (the period's end, or a
 // preview's now). ok is false when the contract has no part in the
 // period.
-func contractParts(ctx context.Context, plans PlanSource, usage metering.Store, c *contracts.Contract, period Period, usageTo time.Time) ([]Part, bool, error) {
+func contractParts(ctx context.Context, plans PlanSource, history PlanHistory, usage metering.Store, c *contracts.Contract, period Period,
+	usageTo time.Time) ([]Part, bool, error) {
+	changes, err := planChanges(ctx, history, c)
+	if err != nil {
+		return nil, false, err
+	}
 	var spans []span
-	for _, s := range spansOf(c, stayEnd(c, period)) {
+	for _, s := range spansOf(c, changes, stayEnd(c, period)) {
 		if s.End.After(period.Start) && s.Start.Before(period.End) && s.End.After(s.Start) {
 			spans = append(spans, s)
 		}
@@ -105,14 +144,14 @@ func clamp(t, lo, hi time.Time) time.Time {
 }
 
 // previewContract rates a contract's open period as of now.
-func previewContract(ctx context.Context, plans PlanSource, usage metering.Store, c *contracts.Contract, now time.Time) (*Invoice, error) {
+func previewContract(ctx context.Context, plans PlanSource, history PlanHistory, usage metering.Store, c *contracts.Contract, now time.Time) (*Invoice, error) {
 	period := MonthOf(now)
 	if c.CreatedAt.After(now) {
 		var fe agentmarket.Fields
 		fe.Add("contract_start", "not_started", "the contract starts after now: there is nothing to preview")
 		return nil, fe.Err("invalid_preview_input", "the invoice preview cannot be rated")
 	}
-	parts, ok, err := contractParts(ctx, plans, usage, c, period, now.Add(time.Millisecond))
+	parts, ok, err := contractParts(ctx, plans, history, usage, c, period, now.Add(time.Millisecond))
 	if err != nil {
 		return nil, err
 	}

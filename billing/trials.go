@@ -21,6 +21,52 @@ type TrialStates interface {
 	EndTrial(ctx context.Context, contractID string, end time.Time) (*contracts.Contract, error)
 }
 
+// ScheduledLister lists the contracts whose scheduled cancellation has
+// come (contracts/gormstore implements it).
+type ScheduledLister interface {
+	DueCancellations(ctx context.Context, now time.Time) ([]contracts.Contract, error)
+}
+
+// ScheduledStates cancels contracts at their scheduled end
+// (contracts.Subscriptions implements it).
+type ScheduledStates interface {
+	CancelScheduled(ctx context.Context, contractID string) (*contracts.Contract, error)
+}
+
+// EndScheduled cancels every contract whose scheduled cancellation (the end
+// of the billing period its buyer asked for) has come, at that instant, and
+// returns how many. With a Provider, the usage metered until then is
+// reported first and the subscription recorded as canceled then: the
+// provider ended it by itself (cancel_at) and invoices that period in
+// full. Usage reaching the usage store later is not reported; Reconcile
+// lists it.
+func (s *Service) EndScheduled(ctx context.Context, states ScheduledStates) (int, error) {
+	if s.Scheduled == nil {
+		return 0, nil
+	}
+	now := s.Clock.Now().UTC()
+	list, err := s.Scheduled.DueCancellations(ctx, now)
+	if err != nil {
+		return 0, err
+	}
+	return eachContract(list, func(c *contracts.Contract) (bool, error) {
+		sub, err := s.liveSubscription(ctx, c)
+		if err != nil {
+			return false, err
+		}
+		if sub != nil {
+			if _, err := s.reporter().flush(ctx, sub, *c.CancelAt, now); err != nil {
+				return false, err
+			}
+			if err := s.Store.SetSubscriptionCanceled(ctx, c.ID, *c.CancelAt); err != nil {
+				return false, err
+			}
+		}
+		_, err = states.CancelScheduled(ctx, c.ID)
+		return err == nil, err
+	})
+}
+
 // EndTrials ends every trial that is over and returns how many it ended.
 // A trial is over when its days are (it ends at its scheduled end), or
 // when its usage reached the plan's trial allowance (TrialTokens input
@@ -67,13 +113,12 @@ func (s *Service) endTrial(ctx context.Context, c *contracts.Contract, states Tr
 		}
 		end = at
 	}
-	if s.Provider != nil {
-		sub, err := s.Store.Subscription(ctx, c.ID)
+	sub, err := s.liveSubscription(ctx, c)
+	if err != nil {
+		return false, err
+	}
+	if sub != nil {
 		switch {
-		case agentmarket.KindOf(err) == agentmarket.NotFound:
-		case err != nil:
-			return false, err
-		case sub.CanceledAt != nil:
 		case end.Before(due) && c.CancelAtTrialEnd:
 			if err := s.Provider.CancelSubscription(ctx, sub.Refs.ID, CancelKey(c.ID)); err != nil && agentmarket.KindOf(err) != agentmarket.NotFound {
 				return false, err

@@ -438,23 +438,23 @@ func TestTrialCancelAtTheProvider(t *testing.T) {
 	e.prov.take()
 	svc := e.service()
 	c.CancelAtTrialEnd = true
-	if err := svc.TrialCancel(ctx, &c); err != nil {
+	if err := svc.ScheduleEnd(ctx, &c); err != nil {
 		t.Fatal(err)
 	}
 	e.clock.Advance(time.Second)
 	c.CancelAtTrialEnd = false
-	if err := svc.TrialCancel(ctx, &c); err != nil {
+	if err := svc.ScheduleEnd(ctx, &c); err != nil {
 		t.Fatal(err)
 	}
 	n := e.clock.Now().UnixNano()
 	wantCalls(t, e.prov.take(),
-		"SetCancelAt sub_ctr_t 2026-05-17T10:17:42Z am1/contract/ctr_t/trial-cancel/true/"+strconv.FormatInt(n-int64(time.Second), 10),
-		"SetCancelAt sub_ctr_t none am1/contract/ctr_t/trial-cancel/false/"+strconv.FormatInt(n, 10))
+		"SetCancelAt sub_ctr_t 2026-05-17T10:17:42Z am1/contract/ctr_t/cancel-at/1779013062/"+strconv.FormatInt(n-int64(time.Second), 10),
+		"SetCancelAt sub_ctr_t none am1/contract/ctr_t/cancel-at/none/"+strconv.FormatInt(n, 10))
 	other := e.trialing(t, "ctr_ledger", false, false)
-	if err := svc.TrialCancel(ctx, &other); err != nil {
+	if err := svc.ScheduleEnd(ctx, &other); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.ledger().TrialCancel(ctx, &c); err != nil {
+	if err := e.ledger().ScheduleEnd(ctx, &c); err != nil {
 		t.Fatal(err)
 	}
 	wantCalls(t, e.prov.take())

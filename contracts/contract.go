@@ -62,6 +62,18 @@ type Contract struct {
 	// OfferID is the private offer the contract accepted ("" for none):
 	// PlanVersion is then the offer's private plan.
 	OfferID string
+	// CancelAt is when the buyer asked the contract to end (the end of the
+	// billing period it asked in); nil: not scheduled.
+	CancelAt *time.Time
+}
+
+// EndsAt is when the contract will end as things stand: its trial's end
+// when the buyer chose to stop then, its scheduled cancellation, or nil.
+func (c *Contract) EndsAt() *time.Time {
+	if c.Status == ContractTrialing && c.CancelAtTrialEnd {
+		return c.TrialEnd
+	}
+	return c.CancelAt
 }
 
 // InTrialAt reports whether t falls in the contract's trial.
@@ -139,15 +151,21 @@ func ListingObject(listingID string) string { return "listing:" + listingID }
 // ActInvoke is the action of calling a listing's agent through the meter.
 const ActInvoke = "invoke"
 
-// BillingHooks tell billing (the payment provider) of subscriptions made
-// and canceled, and of a trialing contract's choice to stop at the trial's
-// end.
+// BillingHooks tell billing (the payment provider) of subscriptions made,
+// changed and canceled. Each is called before the change is stored, so a
+// failure leaves the contract as it was.
 type BillingHooks interface {
 	Attach(ctx context.Context, c *Contract) error
 	Detach(ctx context.Context, c *Contract) error
-	// TrialCancel tells the provider whether the subscription ends with
-	// the trial (c.CancelAtTrialEnd), before the choice is stored.
-	TrialCancel(ctx context.Context, c *Contract) error
+	// ScheduleEnd tells the provider when the subscription ends by itself
+	// (c.EndsAt: the trial's end, a cancellation at the period's end), or
+	// that it no longer does.
+	ScheduleEnd(ctx context.Context, c *Contract) error
+	// ChangePlan moves the subscription to another plan version at ch.At
+	// (the provider prorates the fee by the second, and the usage until
+	// then is billed at the old plan); it refuses a plan it cannot bill in
+	// the contract's currency.
+	ChangePlan(ctx context.Context, c *Contract, ch PlanChange) error
 }
 
 // Subscriptions is the subscription service.
@@ -161,6 +179,8 @@ type Subscriptions struct {
 	Billing BillingHooks
 	// Offers are the private offers buyers accept (nil: none).
 	Offers OfferSource
+	// Changes keeps plan changes and scheduled cancellations.
+	Changes PlanChangeStore
 }
 
 // SubscribeInput is a buyer's request to subscribe.
@@ -241,22 +261,31 @@ type OfferSource interface {
 // AcceptOffer subscribes the actor's org to a listing at a private
 // offer's plan (in.ListingID is ignored): the contract freezes the offer's
 // plan version, starts in the offer's trial when it has one (and the org
-// never had one on the listing), and the offer is accepted, once.
-func (s *Subscriptions) AcceptOffer(ctx context.Context, actor agentmarket.Actor, offerID string, in SubscribeInput) (*Contract, error) {
+// never had one on the listing), and the offer is accepted, once. When the
+// org already subscribes to the listing, the offer changes that
+// contract's plan instead (ChangePlan); created says which.
+func (s *Subscriptions) AcceptOffer(ctx context.Context, actor agentmarket.Actor, offerID string, in SubscribeInput) (c *Contract, created bool, err error) {
 	var fe agentmarket.Fields
 	budgets := in.check(&fe)
 	if err := fe.Err("invalid_subscription", "the subscription request is not valid"); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if s.Offers == nil {
-		return nil, agentmarket.Errorf(agentmarket.NotFound, "offer_not_found", "no offer %q", offerID)
+		return nil, false, agentmarket.Errorf(agentmarket.NotFound, "offer_not_found", "no offer %q", offerID)
 	}
 	o, err := s.Offers.OfferTerms(ctx, actor, offerID)
 	if err != nil {
-		return nil, err
+		return nil, false, err
+	}
+	if open, err := s.Store.OpenContract(ctx, actor.OrgID, o.ListingID); err == nil {
+		c, err := s.ChangePlan(ctx, actor, open.ID, ChangePlanInput{OfferID: offerID})
+		return c, false, err
+	} else if agentmarket.KindOf(err) != agentmarket.NotFound {
+		return nil, false, err
 	}
 	terms := &ListingTerms{ID: o.ListingID, SellerOrgID: o.SellerOrgID, Published: o.Published, PlanVersion: o.PlanVersion, TrialDays: o.TrialDays}
-	return s.create(ctx, actor, terms, offerID, in, budgets)
+	c, err = s.create(ctx, actor, terms, offerID, in, budgets)
+	return c, err == nil, err
 }
 
 // create makes the actor's org's contract on terms (and the offer's, when
@@ -477,6 +506,9 @@ func (s *Subscriptions) Transition(ctx context.Context, id string, to ContractSt
 	if c.Status == to {
 		return c, nil
 	}
+	if to == ContractCanceled && c.CancelAt != nil && !s.Clock.Now().Before(*c.CancelAt) {
+		return s.CancelScheduled(ctx, id) // the provider ended it as asked: at the period's end
+	}
 	if c.Status == ContractTrialing && c.TrialEnd != nil && (to == ContractActive || to == ContractCanceled && c.CancelAtTrialEnd) {
 		if s.Clock.Now().Before(*c.TrialEnd) {
 			if to == ContractActive {
@@ -565,7 +597,7 @@ func (s *Subscriptions) SetCancelAtTrialEnd(ctx context.Context, actor agentmark
 	if s.Billing != nil {
 		next := *c
 		next.CancelAtTrialEnd = cancel
-		if err := s.Billing.TrialCancel(ctx, &next); err != nil {
+		if err := s.Billing.ScheduleEnd(ctx, &next); err != nil {
 			return nil, err
 		}
 	}

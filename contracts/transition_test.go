@@ -123,8 +123,16 @@ func (h *recordingHooks) Detach(_ context.Context, c *contracts.Contract) error 
 	return nil
 }
 
-func (h *recordingHooks) TrialCancel(_ context.Context, c *contracts.Contract) error {
+func (h *recordingHooks) ScheduleEnd(_ context.Context, c *contracts.Contract) error {
 	h.calls = append(h.calls, fmt.Sprintf("trial cancel %v", c.CancelAtTrialEnd))
+	if c.CancelAt != nil {
+		h.calls[len(h.calls)-1] = "end at " + c.CancelAt.Format(time.RFC3339)
+	}
+	return nil
+}
+
+func (h *recordingHooks) ChangePlan(_ context.Context, c *contracts.Contract, ch contracts.PlanChange) error {
+	h.calls = append(h.calls, fmt.Sprintf("change %s #%d v%d→v%d at %s", c.ID[:4], ch.Seq, ch.FromVersion, ch.ToVersion, ch.At.Format(time.RFC3339Nano)))
 	return nil
 }
 
@@ -151,7 +159,7 @@ func newTrialSetup(t *testing.T, db *gormdb.DB) *trialSetup {
 	}
 	hooks := &recordingHooks{}
 	s := &trialSetup{clock: clock, buyer: agentmarket.Actor{OrgID: "org_buyer", Role: agentmarket.RoleBuyer}, hooks: hooks,
-		subs: &contracts.Subscriptions{Store: store, Policies: authz, Clock: clock, Billing: hooks, Listings: listingsFake{
+		subs: &contracts.Subscriptions{Store: store, Changes: store, Policies: authz, Clock: clock, Billing: hooks, Listings: listingsFake{
 			"lst_1": {ID: "lst_1", SellerOrgID: "org_seller", Published: true, PlanVersion: 1, TrialDays: 14},
 			"lst_2": {ID: "lst_2", SellerOrgID: "org_seller", Published: true, PlanVersion: 1, TrialDays: 14},
 		}}}

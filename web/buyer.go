@@ -1,6 +1,7 @@
 package web
 
 import (
+	"strconv"
 	"strings"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/billing"
 	"github.com/agentmarket/agentmarket/contracts"
+	"github.com/agentmarket/agentmarket/listings"
 	"github.com/agentmarket/agentmarket/metering"
 )
 
@@ -23,6 +25,12 @@ type subView struct {
 	Percent  int64 // of the budget spent, 0..100 for the progress bar
 	Over     bool
 	Snippet  string
+	// NewPlan is the listing's public plan when the contract is on another
+	// one and may change to it (nil otherwise); PeriodEnd the end of the
+	// month, when a cancellation at the period's end takes effect.
+	NewPlan   *listings.Plan
+	NewFee    string
+	PeriodEnd time.Time
 }
 
 type buyerData struct {
@@ -121,6 +129,11 @@ func (u *UI) buyer(r *req) error {
 			}
 		}
 		v.Snippet = snippet(l.name, v.Endpoint, v.CardURL)
+		if (c.Status == contracts.ContractActive || c.Status == contracts.ContractPastDue) && l.plan.Version != 0 && l.plan.Version != c.PlanVersion {
+			p := l.plan
+			v.NewPlan, v.NewFee = &p, formatMicros(p.MonthlyFeeMicros, p.Currency)
+		}
+		v.PeriodEnd = billing.MonthOf(u.d.Clock.Now()).End
 		d.Subs = append(d.Subs, v)
 	}
 	cur, _ := lb.currency()
@@ -167,6 +180,40 @@ func (u *UI) retryDelivery(r *req) error {
 		return err
 	}
 	return redirect(r, "/buyer?notice=retried#deliveries")
+}
+
+// changePlan switches a subscription to the listing's current plan.
+func (u *UI) changePlan(r *req) error {
+	if err := u.require(r, contracts.ObjSubscriptions, contracts.ActWrite); err != nil {
+		return err
+	}
+	v, err := strconv.Atoi(r.c.FormValue("plan_version"))
+	if err != nil {
+		return agentmarket.Errorf(agentmarket.Invalid, "invalid_plan_change", "the plan version is not a number")
+	}
+	c, err := u.d.Subscriptions.ChangePlan(r.ctx, r.actor, strings.Clone(r.c.Params("id")), contracts.ChangePlanInput{PlanVersion: v})
+	if err != nil {
+		return err
+	}
+	return redirect(r, "/buyer?notice=planchanged#sub-"+c.ID)
+}
+
+// cancelAtPeriodEnd schedules (end=1) or takes back (end=0) the end of a
+// subscription at the end of the month.
+func (u *UI) cancelAtPeriodEnd(r *req) error {
+	if err := u.require(r, contracts.ObjSubscriptions, contracts.ActWrite); err != nil {
+		return err
+	}
+	end := r.c.FormValue("end") == "1"
+	c, err := u.d.Subscriptions.CancelAtPeriodEnd(r.ctx, r.actor, strings.Clone(r.c.Params("id")), end)
+	if err != nil {
+		return err
+	}
+	notice := "kept"
+	if end {
+		notice = "ending"
+	}
+	return redirect(r, "/buyer?notice="+notice+"#sub-"+c.ID)
 }
 
 // trialChoice records whether a trialing subscription stops with its

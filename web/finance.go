@@ -14,6 +14,7 @@ import (
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/billing"
 	"github.com/agentmarket/agentmarket/contracts"
+	"github.com/agentmarket/agentmarket/listings"
 	"github.com/agentmarket/agentmarket/metering"
 )
 
@@ -102,7 +103,10 @@ type labeler struct {
 	currencies map[string]bool
 }
 
-type listingLabel struct{ name, currency string }
+type listingLabel struct {
+	name, currency string
+	plan           listings.Plan // the public plan in force
+}
 
 func (u *UI) newLabeler(r *req) *labeler {
 	return &labeler{u: u, r: r, listings: map[string]listingLabel{}, currencies: map[string]bool{}}
@@ -114,7 +118,7 @@ func (lb *labeler) listing(id string) listingLabel {
 	}
 	v := listingLabel{name: id}
 	if l, err := lb.u.d.Listings.Get(lb.r.ctx, lb.r.actor, id); err == nil {
-		v.currency = l.Plan.Currency
+		v.currency, v.plan = l.Plan.Currency, l.Plan
 		if l.Card != nil && l.Card.Name != "" {
 			v.name = l.Card.Name
 		}

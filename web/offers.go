@@ -140,7 +140,7 @@ func (u *UI) acceptOffer(r *req) error {
 	if err := u.require(r, contracts.ObjSubscriptions, contracts.ActWrite); err != nil {
 		return err
 	}
-	c, err := u.d.Subscriptions.AcceptOffer(r.ctx, r.actor, strings.Clone(r.c.Params("id")), contracts.SubscribeInput{})
+	c, _, err := u.d.Subscriptions.AcceptOffer(r.ctx, r.actor, strings.Clone(r.c.Params("id")), contracts.SubscribeInput{})
 	if err != nil {
 		return err
 	}

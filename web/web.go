@@ -135,6 +135,8 @@ func (u *UI) Mount(r fiber.Router) {
 	r.Get("/buyer", u.page(u.buyer))
 	r.Post("/buyer/subscriptions/:id/cancel", u.page(u.cancelSubscription))
 	r.Post("/buyer/subscriptions/:id/trial", u.page(u.trialChoice))
+	r.Post("/buyer/subscriptions/:id/plan", u.page(u.changePlan))
+	r.Post("/buyer/subscriptions/:id/end", u.page(u.cancelAtPeriodEnd))
 	r.Post("/buyer/offers/:id/accept", u.page(u.acceptOffer))
 	r.Post("/buyer/deliveries/:id/retry", u.page(u.retryDelivery))
 	r.Get("/keys", u.page(u.keys))
@@ -260,21 +262,24 @@ func (u *UI) render(r *req, name, title string, data any) error {
 // notices are the fixed messages a redirect may ask for (?notice=…), so no
 // text from the URL is ever shown.
 var notices = map[string]string{
-	"signedup":   "Welcome! Your organisation is ready.",
-	"signedin":   "You are signed in.",
-	"signedout":  "You are signed out.",
-	"listed":     "Your agent is listed.",
-	"subscribed": "Subscribed. Create an API key below, then hand your orchestrator the endpoint.",
-	"canceled":   "The subscription is canceled.",
-	"trialstop":  "The subscription will stop when its free trial ends.",
-	"trialgo":    "The subscription will convert to paid when its free trial ends.",
-	"offered":    "The private offer is made. Only that organisation sees it.",
-	"withdrawn":  "The offer is withdrawn.",
-	"accepted":   "Offer accepted: you subscribe at its terms.",
-	"revoked":    "The key is revoked.",
-	"status":     "The listing's status changed.",
-	"refreshed":  "The card was fetched again.",
-	"retried":    "The notification will be sent again now.",
+	"signedup":    "Welcome! Your organisation is ready.",
+	"signedin":    "You are signed in.",
+	"signedout":   "You are signed out.",
+	"listed":      "Your agent is listed.",
+	"subscribed":  "Subscribed. Create an API key below, then hand your orchestrator the endpoint.",
+	"canceled":    "The subscription is canceled.",
+	"trialstop":   "The subscription will stop when its free trial ends.",
+	"trialgo":     "The subscription will convert to paid when its free trial ends.",
+	"offered":     "The private offer is made. Only that organisation sees it.",
+	"withdrawn":   "The offer is withdrawn.",
+	"accepted":    "Offer accepted: you subscribe at its terms.",
+	"planchanged": "The plan changed from now on. This month's invoice charges each plan for its part of the month.",
+	"ending":      "The subscription will end at the end of the month. Calls work until then.",
+	"kept":        "The subscription goes on.",
+	"revoked":     "The key is revoked.",
+	"status":      "The listing's status changed.",
+	"refreshed":   "The card was fetched again.",
+	"retried":     "The notification will be sent again now.",
 }
 
 // can reports whether the actor's role may act on obj.

@@ -774,3 +774,20 @@ func (s *Store) CommitmentCharge(ctx context.Context, contractID string, periodS
 	return &billing.CommitmentCharge{ContractID: r.ContractID, PeriodStart: r.PeriodStart.UTC(), Currency: r.Currency, AmountMinor: r.AmountMinor,
 		IdempotencyKey: r.IdempotencyKey, CreatedAt: r.CreatedAt.UTC(), SentAt: tsp(r.SentAt)}, nil
 }
+
+// SetSubscriptionItems implements billing.Store.
+func (s *Store) SetSubscriptionItems(ctx context.Context, contractID string, refs billing.SubscriptionRefs) error {
+	ids, err := encodeKinds(refs.MeteredItemIDs)
+	if err != nil {
+		return err
+	}
+	res := s.db.WithContext(ctx).Model(&subscriptionRow{}).Where("contract_id = ?", contractID).
+		Updates(map[string]any{"flat_item_id": refs.FlatItemID, "metered_item_ids": ids})
+	if res.Error != nil {
+		return gormdb.Translate(res.Error, "subscription")
+	}
+	if res.RowsAffected == 0 {
+		return gormdb.Translate(gorm.ErrRecordNotFound, "subscription")
+	}
+	return nil
+}

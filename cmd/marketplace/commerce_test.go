@@ -364,8 +364,8 @@ func TestTrialsOnStripe(t *testing.T) {
 	patch(false) // no change: no call
 	t0 := commerceT0.UnixNano()
 	wantLines(t, "the buyer's choice", callLines(rec.take(), "cancel_at"),
-		fmt.Sprintf("POST /v1/subscriptions/sub_test_1 am1/contract/%s/trial-cancel/true/%d cancel_at=%d", sub, t0, trialEnd),
-		fmt.Sprintf("POST /v1/subscriptions/sub_test_1 am1/contract/%s/trial-cancel/false/%d cancel_at=", sub, t0+int64(time.Second)))
+		fmt.Sprintf("POST /v1/subscriptions/sub_test_1 am1/contract/%s/cancel-at/%d/%d cancel_at=%d", sub, trialEnd, t0, trialEnd),
+		fmt.Sprintf("POST /v1/subscriptions/sub_test_1 am1/contract/%s/cancel-at/none/%d cancel_at=", sub, t0+int64(time.Second)))
 
 	// Stripe's invoice of the trial (of nothing) is paid: still trialing.
 	payload, sig := signedEvent("evt_trial_invoice", "invoice.paid", "sub_test_1", cm.clock.Now())
@@ -595,4 +595,180 @@ func TestPrivateOffersOnStripe(t *testing.T) {
 	}
 	wantLines(t, "month end", items, fmt.Sprintf("am1/contract/%s/commitment/%d amount=%d currency=usd subscription=sub_test_1", sub, nov.Start.Unix(),
 		inv.Lines[5].AmountMinor))
+}
+
+// changePricing is version 1 of a plan, and changedPricing version 2:
+// the fee, the input and the output prices double.
+var (
+	changePricing = map[string]any{"currency": "usd", "monthly_fee_micros": 10_000_000, "input_tokens_per_million_micros": 3_000_000,
+		"output_tokens_per_million_micros": 15_000_000}
+	changedPricing = map[string]any{"currency": "usd", "monthly_fee_micros": 20_000_000, "input_tokens_per_million_micros": 6_000_000,
+		"output_tokens_per_million_micros": 30_000_000}
+)
+
+func planOf(t *testing.T, pricing map[string]any, version int) listings.Plan {
+	t.Helper()
+	p, err := listings.ParsePricing([]byte(mustJSON(pricing)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Version = version
+	return p
+}
+
+// TestPlanChanges (issue 14, item 3), without Stripe, on both storage
+// set-ups: a buyer moves to the seller's new plan version mid-month; the
+// preview has two parts, each plan's fee prorated by the second and each
+// call rated by the plan in force when it was made, one total to the
+// micro; a second change that month is refused; a buyer accepting a
+// private offer while subscribed changes plan; a cancellation at the end
+// of the period keeps the calls working until then and ends the contract
+// at that instant.
+func TestPlanChanges(t *testing.T) {
+	meterEnvs(t, func(t *testing.T, e meterEnv) {
+		cm := newCommerceMarket(t, e.env, changePricing)
+		sub := cm.subscribe(t, cm.buyer, map[string]any{}).str("id")
+		cm.clock.Advance(time.Minute)
+		cm.call(t, cm.buyer) // at version 1
+
+		if r := cm.api.with(cm.seller).do("PATCH", "/api/v1/listings/"+cm.listing, map[string]any{"pricing": changedPricing}); r.Status != 200 ||
+			get(r.JSON, "pricing", "version") != float64(2) {
+			t.Fatalf("new prices: %d %s", r.Status, r.Body)
+		}
+		path := "/api/v1/subscriptions/" + sub + "/plan"
+		if r := cm.api.with(cm.buyer).do("POST", path, map[string]any{"plan_version": 1}); r.Status != 422 ||
+			strings.Join(r.errorFields(), " ") != "plan_version:not_current" {
+			t.Errorf("to the old version: %d %s", r.Status, r.Body)
+		}
+		cm.clock.Advance(time.Hour - time.Minute + 500*time.Millisecond) // 11:00:00.5
+		change := cm.clock.Now()
+		r := cm.api.with(cm.buyer).do("POST", path, map[string]any{"plan_version": 2})
+		if r.Status != 200 || r.JSON["plan_version"] != float64(2) {
+			t.Fatalf("change: %d %s", r.Status, r.Body)
+		}
+		time.Sleep(2500 * time.Millisecond) // the meter's contract cache
+		cm.clock.Advance(time.Hour)
+		cm.call(t, cm.buyer) // at version 2
+		if r := cm.api.with(cm.buyer).do("POST", path, map[string]any{"plan_version": 2}); r.Status != 409 || r.code() != "same_plan" {
+			t.Errorf("to the plan it has: %d %s", r.Status, r.Body)
+		}
+
+		now := cm.clock.Now()
+		month := billing.MonthOf(now)
+		before, after := cm.usage(t, cm.buyer, month.Start, change), cm.usage(t, cm.buyer, change, now.Add(time.Millisecond))
+		if before.InputTokens != 9 || after.InputTokens != 9 {
+			t.Fatalf("usage before %+v and after %+v the change", before, after)
+		}
+		want, err := billing.PreviewParts(month, []billing.Part{
+			{Plan: planOf(t, changePricing, 1), Span: billing.Period{Start: commerceT0, End: change}, Usage: before},
+			{Plan: planOf(t, changedPricing, 2), Span: billing.Period{Start: change, End: month.End}, Usage: after},
+		}, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pv := cm.api.with(cm.buyer).do("GET", "/api/v1/invoices/preview?subscription_id="+sub, nil)
+		if got := invoiceSummary(pv); got != wantSummary(want) {
+			t.Errorf("preview\n  %s\nwant\n  %s", got, wantSummary(want))
+		}
+		// By hand: $10 for 3,600 s and $20 for 2,379,600 s of 2,592,000:
+		// 13,888 + 8/9 and 18,361,111 + 1/9, so 18,375,000 of fee; the calls
+		// 9 × 3 + 13 × 15 = 222 and 9 × 6 + 13 × 30 = 444: 1,838 cents.
+		if want.TotalMinor != 1838 || want.SubtotalMicros != 18_375_666 || want.Lines[0].Used != 3600 || want.Lines[5].Used != 2_379_600 {
+			t.Errorf("the expected invoice is not what the rules say: %s", wantSummary(want))
+		}
+
+		// Another buyer subscribed at version 2 accepts a private offer:
+		// its plan changes.
+		other := cm.subscribe(t, cm.other, map[string]any{}).str("id")
+		otherOrg := cm.api.with(cm.other).do("GET", "/api/v1/org", nil).str("id")
+		offer := cm.offer(t, otherOrg, offerPricing, now.Add(24*time.Hour))
+		r = cm.api.with(cm.other).do("POST", "/api/v1/offers/"+offer+"/accept", nil)
+		if r.Status != 200 || r.str("id") != other || r.JSON["plan_version"] != float64(3) {
+			t.Errorf("accepting an offer while subscribed: %d %s", r.Status, r.Body)
+		}
+
+		// A second change this month is refused; the end of the period is not.
+		if r := cm.api.with(cm.other).do("POST", "/api/v1/subscriptions/"+other+"/plan", map[string]any{"plan_version": 2}); r.Status != 409 ||
+			r.code() != "plan_changed_this_period" {
+			t.Errorf("a second change: %d %s", r.Status, r.Body)
+		}
+		r = cm.api.with(cm.buyer).do("DELETE", "/api/v1/subscriptions/"+sub+"?at=period_end", nil)
+		if r.Status != 200 || r.str("cancel_at") != month.End.Format(time.RFC3339) || r.str("status") != "active" {
+			t.Fatalf("cancel at the period's end: %d %s", r.Status, r.Body)
+		}
+		cm.clock.Advance(time.Minute)
+		cm.call(t, cm.buyer) // still works
+		cm.clock.Advance(month.End.Sub(cm.clock.Now()) + time.Minute)
+		waitFor(t, "the cancellation at the period's end", 10*time.Second, func() bool {
+			return cm.subscription(t, cm.buyer, sub).str("status") == "canceled"
+		})
+		if got := cm.subscription(t, cm.buyer, sub).str("canceled_at"); got != month.End.Format(time.RFC3339) {
+			t.Errorf("canceled at %s, want the period's end %s", got, month.End.Format(time.RFC3339))
+		}
+	})
+}
+
+// TestPlanChangesOnStripe (issue 14, item 3, with Stripe on stripe-mock):
+// the change reports the usage until then to the old items, makes the new
+// version's prices and replaces the subscription's items with proration
+// from the change's second, once; a cancellation at the period's end sets
+// cancel_at; at that end, the usage since the change is reported to the
+// new items and no cancel is sent (Stripe ended it itself).
+func TestPlanChangesOnStripe(t *testing.T) {
+	rec := newStripeRecorder(t)
+	cm := newCommerceMarket(t, stripeEnv(rec), changePricing)
+	sub := cm.subscribe(t, cm.buyer, map[string]any{}).str("id")
+	cm.clock.Advance(time.Minute)
+	cm.call(t, cm.buyer)
+	if r := cm.api.with(cm.seller).do("PATCH", "/api/v1/listings/"+cm.listing, map[string]any{"pricing": changedPricing}); r.Status != 200 {
+		t.Fatalf("new prices: %d %s", r.Status, r.Body)
+	}
+	rec.take()
+	cm.clock.Advance(time.Hour - time.Minute + 500*time.Millisecond)
+	change := cm.clock.Now()
+	if r := cm.api.with(cm.buyer).do("POST", "/api/v1/subscriptions/"+sub+"/plan", map[string]any{"plan_version": 2}); r.Status != 200 {
+		t.Fatalf("change: %d %s", r.Status, r.Body)
+	}
+	got := callLines(rec.take(), "quantity", "proration_date", "items[0][id]", "items[0][deleted]", "items[5][price]")
+	for i, l := range got { // usage keys carry the window; the change's is what matters
+		if strings.Contains(l, "/usage/") {
+			got[i] = l[:strings.Index(l, " am1/")] + l[strings.LastIndex(l, " "):]
+		}
+	}
+	l := cm.listing
+	wantLines(t, "the plan change", got,
+		"POST /v1/subscription_items/si_test_1/usage_records quantity=9",
+		"POST /v1/subscription_items/si_test_2/usage_records quantity=13",
+		"POST /v1/subscription_items/si_test_3/usage_records quantity=91",
+		"POST /v1/subscription_items/si_test_4/usage_records quantity=1",
+		"POST /v1/products am1/listing/"+l+"/plan/2/product",
+		"POST /v1/prices am1/listing/"+l+"/plan/2/price/flat_fee",
+		"POST /v1/prices am1/listing/"+l+"/plan/2/price/input_tokens",
+		"POST /v1/prices am1/listing/"+l+"/plan/2/price/output_tokens",
+		"POST /v1/prices am1/listing/"+l+"/plan/2/price/compute",
+		"POST /v1/prices am1/listing/"+l+"/plan/2/price/tasks",
+		fmt.Sprintf("POST /v1/subscriptions/sub_test_1 am1/contract/%s/plan-change/1 proration_date=%d items[0][id]=si_test_0 items[0][deleted]=true items[5][price]=price_test_6",
+			sub, change.Unix()))
+
+	time.Sleep(2500 * time.Millisecond) // the meter's contract cache
+	cm.clock.Advance(time.Hour)
+	cm.call(t, cm.buyer)
+	month := billing.MonthOf(cm.clock.Now())
+	if r := cm.api.with(cm.buyer).do("DELETE", "/api/v1/subscriptions/"+sub+"?at=period_end", nil); r.Status != 200 {
+		t.Fatalf("cancel at the period's end: %d %s", r.Status, r.Body)
+	}
+	wantLines(t, "cancel at the period's end", callLines(rec.take(), "cancel_at"),
+		fmt.Sprintf("POST /v1/subscriptions/sub_test_1 am1/contract/%s/cancel-at/%d/%d cancel_at=%d", sub, month.End.Unix(), cm.clock.Now().UnixNano(),
+			month.End.Unix()))
+	cm.clock.Advance(month.End.Sub(cm.clock.Now()) + time.Minute)
+	waitFor(t, "the end of the period", 10*time.Second, func() bool { return cm.subscription(t, cm.buyer, sub).str("status") == "canceled" })
+	got = callLines(rec.take(), "quantity")
+	for i, l := range got {
+		got[i] = l[:strings.Index(l, " am1/")] + l[strings.LastIndex(l, " "):]
+	}
+	wantLines(t, "the end of the period", got,
+		"POST /v1/subscription_items/si_test_6/usage_records quantity=9",
+		"POST /v1/subscription_items/si_test_7/usage_records quantity=13",
+		"POST /v1/subscription_items/si_test_8/usage_records quantity=91",
+		"POST /v1/subscription_items/si_test_9/usage_records quantity=1")
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math/big"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -247,5 +248,71 @@ func TestWebPrivateOffers(t *testing.T) {
 	}
 	if got := b.text(`tr[data-kind="commitment"] th`); !strings.HasPrefix(got, "Minimum monthly commitment, less the charges above") {
 		t.Errorf("commitment line %q", got)
+	}
+}
+
+// TestWebPlanChanges drives a plan change in Chromium: after the seller's
+// new prices, the buyer's page offers the new version; the buyer switches,
+// the invoice preview shows the month in two parts, one per plan; then the
+// buyer asks to end at the month's end, sees when, and takes it back.
+func TestWebPlanChanges(t *testing.T) {
+	b := newBrowser(t)
+	t0 := browserT0()
+	cm := newCommerceMarketAt(t, nil, changePricing, t0)
+	base := cm.m.URL
+
+	b.signUp(base, "Globex Plans", "it@globex-plans.example")
+	b.open(base + "/listings/" + cm.listing)
+	b.submit(`form[action$="/subscribe"] button[type=submit]`, `[data-endpoint]`)
+	if n := b.count("[data-new-plan]"); n != 0 {
+		t.Errorf("a plan change is offered before there is a new plan")
+	}
+	if r := cm.api.with(cm.seller).do("PATCH", "/api/v1/listings/"+cm.listing, map[string]any{"pricing": changedPricing}); r.Status != 200 {
+		t.Fatalf("new prices: %d %s", r.Status, r.Body)
+	}
+	cm.clock.Advance(6 * time.Hour) // 06:00 (a session lasts 12 hours of the clock)
+	b.open(base + "/buyer")
+	if got := b.text("[data-new-plan] button"); got != "Switch to plan version 2 ($20.00 a month) from now" {
+		t.Errorf("plan change button %q", got)
+	}
+	b.submit("[data-new-plan] button", "p.notice")
+	if got := b.text("p.notice"); !strings.HasPrefix(got, "The plan changed from now on.") {
+		t.Errorf("notice %q", got)
+	}
+	if got := b.text(".sub .facts"); !strings.Contains(got, "version 2,") {
+		t.Errorf("the subscription %q", got)
+	}
+	b.open(base + "/finance/invoices")
+	month := billing.MonthOf(t0)
+	monthSec := month.End.Unix() - month.Start.Unix()
+	after := month.End.Unix() - t0.Add(6*time.Hour).Unix()
+	for sel, want := range map[string]string{
+		`tr[data-kind="flat_fee"][data-part="0"] th`: fmt.Sprintf("Monthly fee, prorated for 21600 of %d seconds", monthSec),
+		`tr[data-kind="flat_fee"][data-part="1"] th`: fmt.Sprintf("Monthly fee, prorated for %d of %d seconds", after, monthSec),
+		`ul.parts li[data-part="0"]`:                 "Plan v1: " + t0.Format("2006-01-02") + " 00:00 UTC to " + t0.Format("2006-01-02") + " 06:00 UTC",
+	} {
+		if got := b.text(sel); got != want {
+			t.Errorf("%s = %q, want %q", sel, got, want)
+		}
+	}
+	// $10 for 6 hours and $20 for the rest: in cents, half up, once.
+	exact := new(big.Rat).SetFrac64(10_000_000*21_600+20_000_000*after, monthSec*10_000)
+	cents := new(big.Int).Quo(new(big.Int).Add(new(big.Int).Mul(exact.Num(), big.NewInt(2)), exact.Denom()), new(big.Int).Mul(exact.Denom(), big.NewInt(2))).Int64()
+	if got, want := b.text(".invoice tfoot td:last-child"), fmt.Sprintf("$%d.%02d", cents/100, cents%100); got != want {
+		t.Errorf("invoice total %q, want %q", got, want)
+	}
+
+	b.open(base + "/buyer")
+	b.submit("[data-end-toggle]", "p.notice")
+	end := billing.MonthOf(t0).End
+	if got := b.text("[data-ends]"); got != end.Format("2006-01-02")+" 00:00 UTC, as you asked. Calls work until then." {
+		t.Errorf("the end shown: %q", got)
+	}
+	if got := b.text("[data-end-toggle]"); !strings.HasPrefix(got, "Keep the subscription") {
+		t.Errorf("the toggle: %q", got)
+	}
+	b.submit("[data-end-toggle]", "p.notice")
+	if got := b.text("p.notice"); got != "The subscription goes on." || b.count("[data-ends]") != 0 {
+		t.Errorf("after keeping it: %q, %d end shown", got, b.count("[data-ends]"))
 	}
 }

@@ -36,6 +36,7 @@ type contractRow struct {
 	TrialEnd         *time.Time
 	CancelAtTrialEnd bool
 	OfferID          string
+	CancelAt         *time.Time
 }
 
 func (contractRow) TableName() string { return "contracts" }
@@ -54,7 +55,7 @@ func contractFromRow(r *contractRow) *contracts.Contract {
 		t := r.PastDueAt.UTC()
 		c.PastDueAt = &t
 	}
-	c.TrialEnd, c.CancelAtTrialEnd, c.OfferID = utcPtr(r.TrialEnd), r.CancelAtTrialEnd, r.OfferID
+	c.TrialEnd, c.CancelAtTrialEnd, c.OfferID, c.CancelAt = utcPtr(r.TrialEnd), r.CancelAtTrialEnd, r.OfferID, utcPtr(r.CancelAt)
 	return c
 }
 
@@ -145,12 +146,18 @@ func (s *Store) SetContractStatus(ctx context.Context, id string, status contrac
 
 // SetContractBudgets implements contracts.ContractStore.
 func (s *Store) SetContractBudgets(ctx context.Context, id string, b contracts.TimeBudgets, at time.Time) (*contracts.Contract, error) {
+	return s.updateContract(ctx, id, map[string]any{
+		"request_timeout_ms": b.RequestTimeout.Milliseconds(), "task_timeout_ms": b.TaskTimeout.Milliseconds(),
+		"max_pause_ms": b.MaxPause.Milliseconds(), "updated_at": at.UTC(),
+	})
+}
+
+// updateContract changes a contract's columns and reads it back; NotFound
+// (subscription_not_found) for an unknown id.
+func (s *Store) updateContract(ctx context.Context, id string, updates map[string]any) (*contracts.Contract, error) {
 	var out *contracts.Contract
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		res := tx.Model(&contractRow{}).Where("id = ?", id).Updates(map[string]any{
-			"request_timeout_ms": b.RequestTimeout.Milliseconds(), "task_timeout_ms": b.TaskTimeout.Milliseconds(),
-			"max_pause_ms": b.MaxPause.Milliseconds(), "updated_at": at.UTC(),
-		})
+		res := tx.Model(&contractRow{}).Where("id = ?", id).Updates(updates)
 		if res.Error != nil {
 			return res.Error
 		}
@@ -185,15 +192,7 @@ func (s *Store) HadTrial(ctx context.Context, buyerOrgID, listingID string) (boo
 
 // TrialingContracts implements contracts.ContractStore.
 func (s *Store) TrialingContracts(ctx context.Context) ([]contracts.Contract, error) {
-	var rows []contractRow
-	if err := s.db.WithContext(ctx).Where("status = ?", string(contracts.ContractTrialing)).Order("id ASC").Find(&rows).Error; err != nil {
-		return nil, gormdb.Translate(err, "contract")
-	}
-	out := make([]contracts.Contract, len(rows))
-	for i := range rows {
-		out[i] = *contractFromRow(&rows[i])
-	}
-	return out, nil
+	return s.findContracts(ctx, "id ASC", "status = ?", string(contracts.ContractTrialing))
 }
 
 var errTrialOver = agentmarket.Errorf(agentmarket.Conflict, "trial_over", "the subscription is not in a trial")
@@ -253,17 +252,7 @@ func (s *Store) SetCancelAtTrialEnd(ctx context.Context, id string, cancel bool,
 
 // OverdueContracts implements contracts.ContractStore.
 func (s *Store) OverdueContracts(ctx context.Context, cutoff time.Time) ([]contracts.Contract, error) {
-	var rows []contractRow
-	err := s.db.WithContext(ctx).Where("status = ? AND past_due_at IS NOT NULL AND past_due_at <= ?", string(contracts.ContractPastDue), cutoff.UTC()).
-		Order("past_due_at ASC, id ASC").Find(&rows).Error
-	if err != nil {
-		return nil, gormdb.Translate(err, "contract")
-	}
-	out := make([]contracts.Contract, len(rows))
-	for i := range rows {
-		out[i] = *contractFromRow(&rows[i])
-	}
-	return out, nil
+	return s.findContracts(ctx, "past_due_at ASC, id ASC", "status = ? AND past_due_at IS NOT NULL AND past_due_at <= ?", string(contracts.ContractPastDue), cutoff.UTC())
 }
 
 type taskOwnerRow struct {
@@ -402,13 +391,10 @@ func notFoundAs(err error, code, format string, args ...any) error {
 	return err
 }
 
-// ContractsBetween returns the contracts active for at least part of
-// [from, to): created before to and not canceled before from, by id.
-func (s *Store) ContractsBetween(ctx context.Context, from, to time.Time) ([]contracts.Contract, error) {
+// findContracts lists the contracts matching a condition, in order.
+func (s *Store) findContracts(ctx context.Context, order string, cond string, args ...any) ([]contracts.Contract, error) {
 	var rows []contractRow
-	err := s.db.WithContext(ctx).Where("created_at < ? AND (canceled_at IS NULL OR canceled_at >= ?)", to.UTC(), from.UTC()).
-		Order("id ASC").Find(&rows).Error
-	if err != nil {
+	if err := s.db.WithContext(ctx).Where(cond, args...).Order(order).Find(&rows).Error; err != nil {
 		return nil, gormdb.Translate(err, "contract")
 	}
 	out := make([]contracts.Contract, len(rows))
@@ -416,4 +402,10 @@ func (s *Store) ContractsBetween(ctx context.Context, from, to time.Time) ([]con
 		out[i] = *contractFromRow(&rows[i])
 	}
 	return out, nil
+}
+
+// ContractsBetween returns the contracts active for at least part of
+// [from, to): created before to and not canceled before from, by id.
+func (s *Store) ContractsBetween(ctx context.Context, from, to time.Time) ([]contracts.Contract, error) {
+	return s.findContracts(ctx, "id ASC", "created_at < ? AND (canceled_at IS NULL OR canceled_at >= ?)", to.UTC(), from.UTC())
 }

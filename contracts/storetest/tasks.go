@@ -19,6 +19,7 @@ import (
 type TaskStore = interface {
 	contracts.Store
 	contracts.ContractStore
+	contracts.PlanChangeStore
 	contracts.BatchTaskOwners
 	contracts.TaskLife
 	contracts.PushStore
@@ -34,6 +35,7 @@ type TaskFactory func(t *testing.T) (s TaskStore, newListing func(listingID, sel
 func RunTasks(t *testing.T, newStore TaskFactory) {
 	runContracts(t, newStore)
 	runTrials(t, newStore)
+	runPlanChanges(t, newStore)
 	runBindings(t, newStore)
 	runTaskLife(t, newStore)
 	runPush(t, newStore)
@@ -289,6 +291,108 @@ func runTrials(t *testing.T, newStore TaskFactory) {
 		wantKind(t, "a second trial on the same listing", s.CreateContract(ctx, second, nil), agentmarket.Conflict)
 		second.TrialEnd, second.Status = nil, contracts.ContractActive
 		must(t, s.CreateContract(ctx, second, nil))
+	})
+}
+
+func runPlanChanges(t *testing.T, newStore TaskFactory) {
+	ctx := context.Background()
+	setup := func(t *testing.T) TaskStore {
+		s, newListing := newStore(t)
+		for _, id := range []string{"org_b", "org_s"} {
+			must(t, s.CreateOrg(ctx, org(id, false), nil, nil))
+		}
+		newListing("lst_1", "org_s")
+		newListing("lst_2", "org_s")
+		for _, id := range []string{"ctr_1", "ctr_2"} {
+			must(t, s.CreateContract(ctx, &contracts.Contract{ID: id, BuyerOrgID: "org_b", ListingID: "lst_" + id[4:], SellerOrgID: "org_s",
+				PlanVersion: 1, Status: contracts.ContractActive, CreatedAt: t0, UpdatedAt: t0}, nil))
+		}
+		return s
+	}
+	show := func(chs []contracts.PlanChange) string {
+		var out []string
+		for _, ch := range chs {
+			out = append(out, fmt.Sprintf("#%d %s v%d→v%d %s", ch.Seq, ts(ch.At), ch.FromVersion, ch.ToVersion, ch.OfferID))
+		}
+		return strings.Join(out, "; ")
+	}
+
+	t.Run("plan changes: recorded in order, the contract moved with them", func(t *testing.T) {
+		s := setup(t)
+		at1 := t0.Add(26*time.Hour + 1500*time.Millisecond)
+		c, err := s.ChangePlan(ctx, contracts.PlanChange{ContractID: "ctr_1", Seq: 1, At: at1, FromVersion: 1, ToVersion: 3})
+		must(t, err)
+		if c.PlanVersion != 3 || ts(c.UpdatedAt) != ts(at1.UTC()) {
+			t.Errorf("after the change: %+v", c)
+		}
+		// A stale change (from the old version, or out of sequence) is refused.
+		_, err = s.ChangePlan(ctx, contracts.PlanChange{ContractID: "ctr_1", Seq: 2, At: at1, FromVersion: 1, ToVersion: 4})
+		if agentmarket.CodeOf(err) != "plan_changed" {
+			t.Errorf("a change from the old version: %v, want plan_changed", err)
+		}
+		_, err = s.ChangePlan(ctx, contracts.PlanChange{ContractID: "ctr_1", Seq: 1, At: at1, FromVersion: 3, ToVersion: 4})
+		if agentmarket.CodeOf(err) != "plan_changed" {
+			t.Errorf("a change out of sequence: %v, want plan_changed", err)
+		}
+		at2 := t0.AddDate(0, 1, 0)
+		_, err = s.ChangePlan(ctx, contracts.PlanChange{ContractID: "ctr_1", Seq: 2, At: at2, FromVersion: 3, ToVersion: 5, OfferID: "ofr_1"})
+		must(t, err)
+		chs, err := s.PlanChanges(ctx, "ctr_1")
+		must(t, err)
+		want := []contracts.PlanChange{{ContractID: "ctr_1", Seq: 1, At: at1.UTC(), FromVersion: 1, ToVersion: 3},
+			{ContractID: "ctr_1", Seq: 2, At: at2.UTC(), FromVersion: 3, ToVersion: 5, OfferID: "ofr_1"}}
+		if show(chs) != show(want) {
+			t.Errorf("PlanChanges = %s\nwant %s", show(chs), show(want))
+		}
+		if chs, _ := s.PlanChanges(ctx, "ctr_2"); len(chs) != 0 {
+			t.Errorf("another contract has changes: %s", show(chs))
+		}
+		if c, _ := s.GetContract(ctx, "ctr_2"); c.PlanVersion != 1 {
+			t.Errorf("another contract moved: %+v", c)
+		}
+		_, err = s.ChangePlan(ctx, contracts.PlanChange{ContractID: "ctr_nope", Seq: 1, At: at1, FromVersion: 1, ToVersion: 2})
+		if agentmarket.KindOf(err) != agentmarket.Conflict && agentmarket.KindOf(err) != agentmarket.NotFound {
+			t.Errorf("an unknown contract: %v", err)
+		}
+	})
+
+	t.Run("plan changes: a cancellation scheduled, taken back, and due", func(t *testing.T) {
+		s := setup(t)
+		end := time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)
+		c, err := s.SetCancelAt(ctx, "ctr_1", &end, t0)
+		must(t, err)
+		if tsp(c.CancelAt) != ts(end) {
+			t.Errorf("cancel_at = %s, want %s", tsp(c.CancelAt), ts(end))
+		}
+		_, err = s.SetCancelAt(ctx, "ctr_2", &end, t0)
+		must(t, err)
+		c, err = s.SetCancelAt(ctx, "ctr_2", nil, t0.Add(time.Minute))
+		must(t, err)
+		if c.CancelAt != nil {
+			t.Errorf("taken back: %+v", c)
+		}
+		_, err = s.SetCancelAt(ctx, "ctr_nope", &end, t0)
+		wantKind(t, "SetCancelAt(unknown)", err, agentmarket.NotFound)
+		due := func(now time.Time) string {
+			cs, err := s.DueCancellations(ctx, now)
+			must(t, err)
+			var ids []string
+			for _, c := range cs {
+				ids = append(ids, c.ID)
+			}
+			return fmt.Sprint(ids)
+		}
+		if got := due(end.Add(-time.Millisecond)); got != "[]" {
+			t.Errorf("due before the end: %s", got)
+		}
+		if got := due(end); got != "[ctr_1]" {
+			t.Errorf("due at the end: %s", got)
+		}
+		_, err = s.SetContractStatus(ctx, "ctr_1", contracts.ContractCanceled, end, nil, nil)
+		must(t, err)
+		if got := due(end.Add(time.Hour)); got != "[]" {
+			t.Errorf("due once canceled: %s", got)
+		}
 	})
 }
 

@@ -108,9 +108,12 @@ func (s *Server) acceptOffer(c *fiber.Ctx) error {
 			return err
 		}
 	}
-	ct, err := s.Subscriptions.AcceptOffer(c.UserContext(), actorOf(c), c.Params("id"), in)
+	ct, created, err := s.Subscriptions.AcceptOffer(c.UserContext(), actorOf(c), c.Params("id"), in)
 	if err != nil {
 		return err
+	}
+	if !created { // the org's subscription changed plan
+		return c.JSON(s.subscriptionView(ct))
 	}
 	c.Location("/api/v1/subscriptions/" + ct.ID)
 	return c.Status(fiber.StatusCreated).JSON(s.subscriptionView(ct))

@@ -29,6 +29,7 @@ type subscriptionJSON struct {
 	TrialEnd            *time.Time  `json:"trial_end"`
 	CancelAtTrialEnd    bool        `json:"cancel_at_trial_end"`
 	OfferID             string      `json:"offer_id,omitempty"`
+	CancelAt            *time.Time  `json:"cancel_at"`
 }
 
 func (s *Server) subscriptionView(c *contracts.Contract) subscriptionJSON {
@@ -36,7 +37,8 @@ func (s *Server) subscriptionView(c *contracts.Contract) subscriptionJSON {
 	return subscriptionJSON{ID: c.ID, ListingID: c.ListingID, BuyerOrgID: c.BuyerOrgID, SellerOrgID: c.SellerOrgID,
 		PlanVersion: c.PlanVersion, Status: string(c.Status), MonthlyBudgetMicros: c.MonthlyBudgetMicros, Budgets: budgetsView(c.Budgets),
 		ProxiedCardURL: endpoint + "/.well-known/agent-card.json", Endpoint: endpoint, CreatedAt: c.CreatedAt, CanceledAt: c.CanceledAt,
-		TrialEnd: c.TrialEnd, CancelAtTrialEnd: c.CancelAtTrialEnd, OfferID: c.OfferID}
+		TrialEnd: c.TrialEnd, CancelAtTrialEnd: c.CancelAtTrialEnd, OfferID: c.OfferID,
+		CancelAt: c.CancelAt}
 }
 
 func (s *Server) subscribe(c *fiber.Ctx) error {
@@ -72,8 +74,36 @@ func (s *Server) getSubscription(c *fiber.Ctx) error {
 	return c.JSON(s.subscriptionView(ct))
 }
 
+// cancelSubscription ends a subscription now, or (at=period_end) at the
+// end of the billing period.
 func (s *Server) cancelSubscription(c *fiber.Ctx) error {
+	switch c.Query("at") {
+	case "", "now":
+	case "period_end":
+		ct, err := s.Subscriptions.CancelAtPeriodEnd(c.UserContext(), actorOf(c), c.Params("id"), true)
+		if err != nil {
+			return err
+		}
+		return c.JSON(s.subscriptionView(ct))
+	default:
+		var fe agentmarket.Fields
+		fe.Add("at", "enum", "at must be now or period_end")
+		return fe.Err("invalid_cancel", "the cancellation is not valid")
+	}
 	ct, err := s.Subscriptions.Cancel(c.UserContext(), actorOf(c), c.Params("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(s.subscriptionView(ct))
+}
+
+// changePlan switches a subscription to another plan from now on.
+func (s *Server) changePlan(c *fiber.Ctx) error {
+	var in contracts.ChangePlanInput
+	if err := decode(c, &in); err != nil {
+		return err
+	}
+	ct, err := s.Subscriptions.ChangePlan(c.UserContext(), actorOf(c), c.Params("id"), in)
 	if err != nil {
 		return err
 	}

@@ -21,8 +21,9 @@ func budgetsView(b contracts.TimeBudgets) budgetsJSON {
 
 func (s *Server) updateSubscription(c *fiber.Ctx) error {
 	var in struct {
-		Budgets          *contracts.BudgetsInput `json:"budgets"`
-		CancelAtTrialEnd *bool                   `json:"cancel_at_trial_end"`
+		Budgets           *contracts.BudgetsInput `json:"budgets"`
+		CancelAtTrialEnd  *bool                   `json:"cancel_at_trial_end"`
+		CancelAtPeriodEnd *bool                   `json:"cancel_at_period_end"`
 	}
 	if err := decode(c, &in); err != nil {
 		return err
@@ -33,6 +34,11 @@ func (s *Server) updateSubscription(c *fiber.Ctx) error {
 	}
 	if in.CancelAtTrialEnd != nil {
 		if ct, err = s.Subscriptions.SetCancelAtTrialEnd(c.UserContext(), actorOf(c), ct.ID, *in.CancelAtTrialEnd); err != nil {
+			return err
+		}
+	}
+	if in.CancelAtPeriodEnd != nil {
+		if ct, err = s.Subscriptions.CancelAtPeriodEnd(c.UserContext(), actorOf(c), ct.ID, *in.CancelAtPeriodEnd); err != nil {
 			return err
 		}
 	}

@@ -44,6 +44,7 @@ func Billing(ctx context.Context, cfg *config.Config, d BillingDeps) (*BillingPa
 	store := billinggorm.New(d.DB.DB)
 	svc := &billing.Service{Store: store, Usage: d.Usage, Clock: d.Clock, Plans: d.Listings,
 		Contracts: billing.ContractsBetween(d.Contracts.ContractsBetween), Trials: d.Contracts,
+		History: d.Contracts, Scheduled: d.Contracts,
 		PlatformFeePercent: float64(cfg.PlatformFeeBasisPts) / 100, Logger: d.Logger}
 	parts := &BillingParts{Service: svc, grace: cfg.BillingGrace, logger: d.Logger}
 	if cfg.StripeSecretKey != "" {
@@ -82,7 +83,8 @@ func Billing(ctx context.Context, cfg *config.Config, d BillingDeps) (*BillingPa
 }
 
 // Run runs billing's background work until ctx ends: the usage reporter
-// (with Stripe), ending trials that are over, suspending contracts past
+// (with Stripe), ending trials that are over, canceling contracts whose
+// scheduled end has come, suspending contracts past
 // due beyond the grace period, and closing each month: on the own ledger
 // (without Stripe), or charging the month's minimum commitments (with).
 func (b *BillingParts) Run(ctx context.Context, subs *contracts.Subscriptions) {
@@ -102,6 +104,11 @@ func (b *BillingParts) Run(ctx context.Context, subs *contracts.Subscriptions) {
 			b.logger.Warn("ending trials failed", "err", err)
 		} else if n > 0 {
 			b.logger.Info("ended trials", "count", n)
+		}
+		if n, err := b.Service.EndScheduled(ctx, subs); err != nil && ctx.Err() == nil {
+			b.logger.Warn("ending scheduled cancellations failed", "err", err)
+		} else if n > 0 {
+			b.logger.Info("canceled subscriptions at their period's end", "count", n)
 		}
 		if n, err := subs.SuspendOverdue(ctx, b.grace); err != nil && ctx.Err() == nil {
 			b.logger.Warn("suspending overdue contracts failed", "err", err)

@@ -162,7 +162,7 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 	}
 	offers := &listings.Offers{Store: c.ListingStore, Listings: c.ListingStore, Orgs: AccountOrgs{Store: c.AccountStore}, Clock: c.Clock}
 	m.Subscriptions = &contracts.Subscriptions{Store: c.AccountStore, Listings: CatalogTerms{Catalog: c.Catalog}, Policies: c.Authz, Clock: c.Clock,
-		Offers: CatalogOffers{Offers: offers}}
+		Offers: CatalogOffers{Offers: offers}, Changes: c.AccountStore}
 	bill, hooks, err := Billing(ctx, cfg, BillingDeps{DB: c.DB, Usage: c.Usage, Contracts: c.AccountStore, Listings: c.ListingStore,
 		States: m.Subscriptions, Clock: c.Clock, Logger: c.Log})
 	if err != nil {
@@ -174,7 +174,7 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 	tasks := &contracts.Tasks{Life: c.AccountStore, Push: c.AccountStore, Listings: CatalogTerms{Catalog: c.Catalog}, Clock: c.Clock}
 	srv := &api.Server{Accounts: c.Accounts, Listings: c.Catalog, Subscriptions: m.Subscriptions,
 		Usage:    &metering.Reports{Store: c.Usage, Clock: c.Clock},
-		Invoices: &billing.Previews{Contracts: m.Subscriptions, Plans: c.ListingStore, Usage: c.Usage, Clock: c.Clock},
+		Invoices: &billing.Previews{Contracts: m.Subscriptions, Plans: c.ListingStore, Usage: c.Usage, Clock: c.Clock, History: c.AccountStore},
 		Billing:  bill.Service, Webhooks: bill.Webhooks,
 		Authorizer: c.Authz, Logger: c.Log, PublicMeterURL: m.PublicMeterURL,
 		Tasks: tasks, Offers: offers}
