@@ -55,8 +55,11 @@ type APIKey struct {
 	// MonthlyBudgetMicros caps what calls made with this key may cost per
 	// month; nil means no cap.
 	MonthlyBudgetMicros *int64
-	CreatedAt           time.Time
-	RevokedAt           *time.Time
+	// AlertThresholds are the budget's own spend alert thresholds, in
+	// percent (nil: the org's).
+	AlertThresholds []int
+	CreatedAt       time.Time
+	RevokedAt       *time.Time
 }
 
 // KeyPrefix starts every AgentMarket API key, so leaked keys are easy to
@@ -238,6 +241,9 @@ type KeyInput struct {
 	Name                string           `json:"name"`
 	Role                agentmarket.Role `json:"role"`
 	MonthlyBudgetMicros *int64           `json:"monthly_budget_micros"`
+	// AlertThresholds are the budget's own spend alert thresholds (nil:
+	// the org's).
+	AlertThresholds []int `json:"alert_thresholds"`
 }
 
 // Validate reports every broken rule of the request itself; whether the
@@ -254,6 +260,7 @@ func (in *KeyInput) Validate() error {
 		fe.Add("role", "enum", "role must be one of admin, seller, buyer, finance")
 	}
 	checkMonthlyBudget(&fe, in.MonthlyBudgetMicros)
+	in.AlertThresholds = checkBudgetThresholds(&fe, in.AlertThresholds, in.MonthlyBudgetMicros)
 	return fe.Err("invalid_api_key_request", "the API key request is not valid")
 }
 
@@ -283,6 +290,7 @@ func (a *Accounts) CreateKey(ctx context.Context, actor agentmarket.Actor, in Ke
 		return nil, "", agentmarket.Errorf(agentmarket.Forbidden, "role_escalation", "a %s key can only create %s keys", actor.Role, actor.Role)
 	}
 	secret, k := newKey(actor.OrgID, in.Name, in.Role, in.MonthlyBudgetMicros, a.Clock.Now())
+	k.AlertThresholds = in.AlertThresholds
 	if actor.KeyBudgetMicros == nil {
 		if err := a.Store.CreateAPIKey(ctx, k); err != nil {
 			return nil, "", err

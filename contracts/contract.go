@@ -65,6 +65,9 @@ type Contract struct {
 	// CancelAt is when the buyer asked the contract to end (the end of the
 	// billing period it asked in); nil: not scheduled.
 	CancelAt *time.Time
+	// AlertThresholds are the budget's own spend alert thresholds, in
+	// percent (nil: the org's).
+	AlertThresholds []int
 }
 
 // EndsAt is when the contract will end as things stand: its trial's end
@@ -193,6 +196,9 @@ type SubscribeInput struct {
 	// converting it to paid; it is refused when the subscription gets no
 	// trial.
 	CancelAtTrialEnd bool `json:"cancel_at_trial_end"`
+	// AlertThresholds are the budget's own spend alert thresholds (nil:
+	// the org's).
+	AlertThresholds []int `json:"alert_thresholds"`
 }
 
 // checkMonthlyBudget reports a monthly budget (of a key or a contract)
@@ -230,6 +236,7 @@ func (s *Subscriptions) Subscribe(ctx context.Context, actor agentmarket.Actor, 
 // check checks the input's budgets and returns its time budgets.
 func (in *SubscribeInput) check(fe *agentmarket.Fields) TimeBudgets {
 	checkMonthlyBudget(fe, in.MonthlyBudgetMicros)
+	in.AlertThresholds = checkBudgetThresholds(fe, in.AlertThresholds, in.MonthlyBudgetMicros)
 	return in.Budgets.parse(fe)
 }
 
@@ -304,7 +311,7 @@ func (s *Subscriptions) create(ctx context.Context, actor agentmarket.Actor, ter
 	c := &Contract{
 		ID: agentmarket.NewID("ctr"), BuyerOrgID: actor.OrgID, ListingID: terms.ID, SellerOrgID: terms.SellerOrgID,
 		PlanVersion: terms.PlanVersion, Status: ContractActive, MonthlyBudgetMicros: in.MonthlyBudgetMicros,
-		CreatedAt: now, UpdatedAt: now, Budgets: budgets, OfferID: offerID,
+		CreatedAt: now, UpdatedAt: now, Budgets: budgets, OfferID: offerID, AlertThresholds: in.AlertThresholds,
 	}
 	if terms.TrialDays > 0 {
 		had, err := s.Store.HadTrial(ctx, actor.OrgID, terms.ID)

@@ -45,6 +45,8 @@ type buyerData struct {
 	// Offers are the private offers made to the org that are still open.
 	Offers []offerView
 	OrgID  string
+	// Alerts are this month's spend alerts, newest first.
+	Alerts []alertView
 }
 
 // deliveryView is one push delivery on the buyer's page.
@@ -139,6 +141,9 @@ func (u *UI) buyer(r *req) error {
 	cur, _ := lb.currency()
 	d.Total = formatMicros(total, cur)
 	d.OrgID = r.actor.OrgID
+	if d.Alerts, err = u.monthAlerts(r); err != nil {
+		return err
+	}
 	if u.d.Offers != nil {
 		list, err := u.d.Offers.List(r.ctx, r.actor, false, "")
 		if err != nil {
@@ -161,7 +166,11 @@ func (u *UI) buyer(r *req) error {
 				if st == contracts.DeliveryPending && x.Attempts == 0 {
 					continue // on its way: nothing to look at
 				}
-				d.Deliveries = append(d.Deliveries, deliveryView{Delivery: x, Listing: lb.listing(x.ListingID).name})
+				name := lb.listing(x.ListingID).name
+				if x.ListingID == "" { // the org's alert webhook
+					name = "Spend alerts"
+				}
+				d.Deliveries = append(d.Deliveries, deliveryView{Delivery: x, Listing: name})
 			}
 		}
 	}

@@ -59,6 +59,8 @@ type Deps struct {
 	Tasks *contracts.Tasks
 	// Offers are sellers' private offers (nil: none).
 	Offers *listings.Offers
+	// Alerts are the orgs' spend alerts (nil: none).
+	Alerts *contracts.Alerts
 }
 
 // UI serves the web pages.
@@ -147,6 +149,8 @@ func (u *UI) Mount(r fiber.Router) {
 	r.Get("/finance/usage.csv", u.page(u.financeCSV))
 	r.Get("/finance/reconciliation", u.page(u.reconciliation))
 	r.Get("/finance/invoices", u.page(u.invoices))
+	r.Get("/finance/alerts", u.page(u.alerts))
+	r.Post("/finance/alerts", u.page(u.saveAlertSettings))
 
 	r.Get("/operator", u.page(u.operator))
 	r.Post("/operator/listings/:id/status", u.page(u.operatorStatus))
@@ -276,6 +280,7 @@ var notices = map[string]string{
 	"planchanged": "The plan changed from now on. This month's invoice charges each plan for its part of the month.",
 	"ending":      "The subscription will end at the end of the month. Calls work until then.",
 	"kept":        "The subscription goes on.",
+	"alertsset":   "The alert settings are saved.",
 	"revoked":     "The key is revoked.",
 	"status":      "The listing's status changed.",
 	"refreshed":   "The card was fetched again.",

@@ -3,9 +3,13 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/big"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +17,7 @@ import (
 	"github.com/agentmarket/agentmarket/a2aproxy/demoagent"
 	"github.com/agentmarket/agentmarket/billing"
 	"github.com/agentmarket/agentmarket/cmd/internal/serve"
+	"github.com/agentmarket/agentmarket/contracts"
 	"github.com/agentmarket/agentmarket/listings"
 )
 
@@ -771,4 +776,134 @@ func TestPlanChangesOnStripe(t *testing.T) {
 		"POST /v1/subscription_items/si_test_7/usage_records quantity=13",
 		"POST /v1/subscription_items/si_test_8/usage_records quantity=91",
 		"POST /v1/subscription_items/si_test_9/usage_records quantity=1")
+}
+
+// alertHook is an org's alert webhook: it answers 500 to its first
+// request, then 200, and records every request.
+type alertHook struct {
+	srv  *httptest.Server
+	mu   sync.Mutex
+	reqs []hookRequest
+}
+
+type hookRequest struct {
+	token, contentType, deliveryID string
+	body                           contracts.AlertBody
+}
+
+func newAlertHook(t *testing.T) *alertHook {
+	h := &alertHook{}
+	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		raw, _ := io.ReadAll(r.Body)
+		var b contracts.AlertBody
+		json.Unmarshal(raw, &b)
+		h.mu.Lock()
+		h.reqs = append(h.reqs, hookRequest{r.Header.Get("X-A2A-Notification-Token"), r.Header.Get("Content-Type"), r.Header.Get("X-AgentMarket-Delivery-Id"), b})
+		first := len(h.reqs) == 1
+		h.mu.Unlock()
+		if first {
+			http.Error(w, "not now", http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(h.srv.Close)
+	return h
+}
+
+func (h *alertHook) received() []hookRequest {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]hookRequest(nil), h.reqs...)
+}
+
+// alerted is the org's alerts this month, as "budget_kind percent".
+func (cm *commerceMarket) alerted(t *testing.T, key string) []string {
+	r := cm.api.with(key).do("GET", "/api/v1/alerts", nil)
+	if r.Status != 200 {
+		t.Fatalf("alerts: %d %s", r.Status, r.Body)
+	}
+	var out []string
+	items, _ := r.JSON["items"].([]any)
+	for _, it := range items {
+		m := it.(map[string]any)
+		out = append(out, fmt.Sprintf("%s %v%% %v/%v", m["budget_kind"], m["threshold_percent"], m["spent_micros"], m["monthly_budget_micros"]))
+	}
+	return out
+}
+
+// TestSpendAlerts (issue 14, item 4), on both storage set-ups: an org sets
+// its thresholds and its alert webhook; a key's budget reaches 50% then
+// 100% through metered calls; each threshold is alerted once, listed by
+// the API, and POSTed to the webhook by the meter's push delivery outbox
+// with the org's token, retried after the webhook's first failure; bad
+// webhook addresses are refused. (Alerts involve no payment provider: the
+// same with Stripe.)
+func TestSpendAlerts(t *testing.T) {
+	meterEnvs(t, func(t *testing.T, e meterEnv) {
+		env := map[string]string{"AGENTMARKET_PUSH_RETRY_BASE": "100ms"}
+		for k, v := range e.env {
+			env[k] = v
+		}
+		pricing := map[string]any{}
+		for k, v := range commercePricing {
+			if !strings.HasPrefix(k, "trial") {
+				pricing[k] = v
+			}
+		}
+		cm := newCommerceMarket(t, env, pricing)
+		hook := newAlertHook(t)
+		cm.subscribe(t, cm.buyer, map[string]any{})
+		r := cm.api.with(cm.buyer).do("POST", "/api/v1/api-keys", map[string]any{"name": "orchestrator", "role": "buyer", "monthly_budget_micros": 2_000})
+		if r.Status != 201 {
+			t.Fatalf("key: %d %s", r.Status, r.Body)
+		}
+		key, keyID := r.str("key"), r.str("id")
+
+		if r := cm.api.with(cm.buyer).do("PUT", "/api/v1/alerts/settings", map[string]any{"webhook": map[string]any{"url": "https://10.0.0.1/alerts"}}); r.Status != 422 ||
+			strings.Join(r.errorFields(), " ") != "webhook.url:refused" {
+			t.Errorf("a private webhook: %d %s", r.Status, r.Body)
+		}
+		r = cm.api.with(cm.buyer).do("PUT", "/api/v1/alerts/settings", map[string]any{"thresholds": []int{100, 50},
+			"webhook": map[string]any{"url": hook.srv.URL + "/alerts", "token": "tok-1"}})
+		if r.Status != 200 || fmt.Sprint(r.JSON["thresholds"]) != "[50 100]" || r.str("webhook_url") != hook.srv.URL+"/alerts" {
+			t.Fatalf("settings: %d %s", r.Status, r.Body)
+		}
+		if r := cm.api.with(cm.buyer).do("GET", "/api/v1/alerts/settings", nil); strings.Contains(string(r.Body), "tok-1") {
+			t.Errorf("the token is shown back: %s", r.Body)
+		}
+
+		// 1,231 micros a call (27 + 195 + 9 + 1,000), a budget of 2,000.
+		cm.clock.Advance(time.Minute)
+		cm.call(t, key)
+		waitFor(t, "the 50% alert", 10*time.Second, func() bool { return len(cm.alerted(t, cm.buyer)) == 1 })
+		cm.clock.Advance(time.Minute)
+		cm.call(t, key)
+		waitFor(t, "the 100% alert", 10*time.Second, func() bool { return len(cm.alerted(t, cm.buyer)) == 2 })
+		waitFor(t, "the webhook's deliveries", 15*time.Second, func() bool {
+			cm.clock.Advance(time.Second) // the retry's backoff runs on the clock
+			return len(hook.received()) >= 3
+		})
+		time.Sleep(time.Second) // more sweeps and deliveries: none repeats
+		if got, want := strings.Join(cm.alerted(t, cm.buyer), "; "), "api_key 100% 2462/2000; api_key 50% 1231/2000"; got != want {
+			t.Errorf("alerts: %s, want %s", got, want)
+		}
+		reqs := hook.received()
+		if len(reqs) != 3 {
+			t.Fatalf("the webhook got %d requests, want 3 (the first one twice): %+v", len(reqs), reqs)
+		}
+		if reqs[0].deliveryID != reqs[1].deliveryID || reqs[1].deliveryID == reqs[2].deliveryID {
+			t.Errorf("delivery ids %s %s %s: the first retried, then another", reqs[0].deliveryID, reqs[1].deliveryID, reqs[2].deliveryID)
+		}
+		for i, req := range reqs {
+			wantPct := []int{50, 50, 100}[i]
+			if req.token != "tok-1" || req.contentType != "application/json" || req.body.Type != "spend_alert" || req.body.BudgetID != keyID ||
+				req.body.Percent != wantPct || req.body.BudgetName != "orchestrator" || req.body.BudgetMicros != 2000 {
+				t.Errorf("request %d: %+v", i, req)
+			}
+		}
+		if r := cm.api.with(cm.buyer).do("GET", "/api/v1/push-deliveries?status=delivered", nil); len(r.JSON["items"].([]any)) != 2 {
+			t.Errorf("the outbox's delivered deliveries: %s", r.Body)
+		}
+	})
 }

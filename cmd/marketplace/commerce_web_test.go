@@ -316,3 +316,53 @@ func TestWebPlanChanges(t *testing.T) {
 		t.Errorf("after keeping it: %q, %d end shown", got, b.count("[data-ends]"))
 	}
 }
+
+// TestWebSpendAlerts drives spend alerts in Chromium: the buyer sets its
+// thresholds and webhook on the finance alerts page, makes a key with a
+// budget, and once calls spend half of it the alert shows on its
+// Subscriptions page and on the alerts page.
+func TestWebSpendAlerts(t *testing.T) {
+	b := newBrowser(t)
+	// The wall clock's time: the meter reads budgets' spend up to the wall
+	// clock (cmd/internal/serve's storeSpend), so a clock in the future
+	// would leave it nothing to read.
+	cm := newCommerceMarketAt(t, map[string]string{"AGENTMARKET_PUSH_RETRY_BASE": "100ms"}, changePricing, time.Now().UTC().Truncate(time.Second))
+	hook := newAlertHook(t)
+	base := cm.m.URL
+
+	b.signUp(base, "Globex Alerts", "it@globex-alerts.example")
+	b.open(base + "/finance/alerts")
+	if n := b.count("[data-no-alerts]"); n != 1 {
+		t.Errorf("alerts before any spend")
+	}
+	b.fill(map[string]string{"#thresholds": "50, 100", "#webhook_url": hook.srv.URL + "/alerts", "#webhook_token": "tok-web"})
+	b.submit(`form[action="/finance/alerts"] button.primary`, "p.notice")
+	if got := b.text("p.notice"); got != "The alert settings are saved." {
+		t.Errorf("notice %q", got)
+	}
+	b.open(base + "/listings/" + cm.listing)
+	b.submit(`form[action$="/subscribe"] button[type=submit]`, `[data-endpoint]`)
+	cm.agent = b.text("[data-endpoint]")
+	b.open(base + "/keys")
+	b.fill(map[string]string{"#name": "orchestrator", "#budget": "0.0004"})
+	b.submit(`form[action="/keys"] button[type=submit]`, `#new-key`)
+	key := b.text("#new-key")
+
+	// 222 micros a call (9 × 3 + 13 × 15), a budget of 400: past 50%.
+	cm.call(t, key)
+	waitFor(t, "the webhook's alert", 15*time.Second, func() bool {
+		cm.clock.Advance(time.Second)
+		return len(hook.received()) >= 2 // refused once, then taken
+	})
+	b.open(base + "/buyer")
+	if got := b.text("#alerts li"); !strings.HasPrefix(got, "50% of the $0.0004 budget of key orchestrator") || !strings.Contains(got, "($0.000222 spent") {
+		t.Errorf("the buyer page's alert: %q", got)
+	}
+	b.open(base + "/finance/alerts")
+	if got := b.text("[data-alert] [data-percent]"); got != "50%" {
+		t.Errorf("the alerts page: %q", got)
+	}
+	if got := hook.received()[1]; got.token != "tok-web" || got.body.Percent != 50 {
+		t.Errorf("the webhook got %+v", got)
+	}
+}

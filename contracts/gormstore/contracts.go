@@ -37,6 +37,7 @@ type contractRow struct {
 	CancelAtTrialEnd bool
 	OfferID          string
 	CancelAt         *time.Time
+	AlertThresholds  string
 }
 
 func (contractRow) TableName() string { return "contracts" }
@@ -56,6 +57,7 @@ func contractFromRow(r *contractRow) *contracts.Contract {
 		c.PastDueAt = &t
 	}
 	c.TrialEnd, c.CancelAtTrialEnd, c.OfferID, c.CancelAt = utcPtr(r.TrialEnd), r.CancelAtTrialEnd, r.OfferID, utcPtr(r.CancelAt)
+	c.AlertThresholds = decodeThresholds(r.AlertThresholds)
 	return c
 }
 
@@ -67,7 +69,7 @@ func (s *Store) CreateContract(ctx context.Context, c *contracts.Contract, grant
 			CreatedAt: c.CreatedAt.UTC(), UpdatedAt: c.UpdatedAt.UTC(),
 			RequestTimeoutMs: c.Budgets.RequestTimeout.Milliseconds(), TaskTimeoutMs: c.Budgets.TaskTimeout.Milliseconds(),
 			MaxPauseMs: c.Budgets.MaxPause.Milliseconds(), TrialEnd: utcPtr(c.TrialEnd), CancelAtTrialEnd: c.CancelAtTrialEnd,
-			OfferID: c.OfferID}
+			OfferID: c.OfferID, AlertThresholds: encodeThresholds(c.AlertThresholds)}
 		if err := tx.Create(row).Error; err != nil {
 			return err
 		}

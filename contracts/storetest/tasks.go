@@ -20,6 +20,7 @@ type TaskStore = interface {
 	contracts.Store
 	contracts.ContractStore
 	contracts.PlanChangeStore
+	contracts.AlertStore
 	contracts.BatchTaskOwners
 	contracts.TaskLife
 	contracts.PushStore
@@ -36,6 +37,7 @@ func RunTasks(t *testing.T, newStore TaskFactory) {
 	runContracts(t, newStore)
 	runTrials(t, newStore)
 	runPlanChanges(t, newStore)
+	runAlerts(t, newStore)
 	runBindings(t, newStore)
 	runTaskLife(t, newStore)
 	runPush(t, newStore)
@@ -392,6 +394,101 @@ func runPlanChanges(t *testing.T, newStore TaskFactory) {
 		must(t, err)
 		if got := due(end.Add(time.Hour)); got != "[]" {
 			t.Errorf("due once canceled: %s", got)
+		}
+	})
+}
+
+func runAlerts(t *testing.T, newStore TaskFactory) {
+	ctx := context.Background()
+	budget := int64(1_000_000)
+
+	t.Run("alerts: the budgets watched, thresholds kept per org and per budget", func(t *testing.T) {
+		s, newListing := newStore(t)
+		for _, id := range []string{"org_b", "org_s"} {
+			must(t, s.CreateOrg(ctx, org(id, false), nil, nil))
+		}
+		newListing("lst_1", "org_s")
+		newListing("lst_2", "org_s")
+		for i, k := range []*contracts.APIKey{key("k_budget", "org_b", t0), key("k_none", "org_b", t0), key("k_revoked", "org_b", t0)} {
+			if i != 1 {
+				k.MonthlyBudgetMicros = &budget
+			}
+			if i == 0 {
+				k.AlertThresholds = []int{10, 90}
+			}
+			must(t, s.CreateAPIKey(ctx, k))
+		}
+		_, err := s.RevokeAPIKey(ctx, "org_b", "k_revoked", t0)
+		must(t, err)
+		for i, id := range []string{"ctr_1", "ctr_2"} {
+			must(t, s.CreateContract(ctx, &contracts.Contract{ID: id, BuyerOrgID: "org_b", ListingID: "lst_" + id[4:], SellerOrgID: "org_s",
+				PlanVersion: 1, Status: contracts.ContractActive, CreatedAt: t0, UpdatedAt: t0, MonthlyBudgetMicros: &budget,
+				AlertThresholds: []int{75}[:i]}, nil))
+		}
+		_, err = s.SetContractStatus(ctx, "ctr_2", contracts.ContractCanceled, t0, nil, nil)
+		must(t, err)
+		keys, err := s.BudgetedKeys(ctx)
+		must(t, err)
+		if len(keys) != 1 || keys[0].ID != "k_budget" || fmt.Sprint(keys[0].AlertThresholds) != "[10 90]" {
+			t.Errorf("BudgetedKeys = %+v", keys)
+		}
+		cs, err := s.BudgetedContracts(ctx)
+		must(t, err)
+		if len(cs) != 1 || cs[0].ID != "ctr_1" || cs[0].AlertThresholds != nil {
+			t.Errorf("BudgetedContracts = %+v", cs)
+		}
+		th, err := s.OrgAlertThresholds(ctx, "org_b")
+		if err != nil || th != nil {
+			t.Errorf("thresholds never set = %v, %v", th, err)
+		}
+		must(t, s.SetOrgAlertThresholds(ctx, "org_b", []int{25, 50}, t0))
+		must(t, s.SetOrgAlertThresholds(ctx, "org_b", []int{30}, t0))
+		if th, _ := s.OrgAlertThresholds(ctx, "org_b"); fmt.Sprint(th) != "[30]" {
+			t.Errorf("thresholds = %v, want [30]", th)
+		}
+		must(t, s.SetBudgetAlertThresholds(ctx, "org_b", contracts.BudgetSubscription, "ctr_1", []int{60}))
+		must(t, s.SetBudgetAlertThresholds(ctx, "org_b", contracts.BudgetAPIKey, "k_budget", nil))
+		if c, _ := s.GetContract(ctx, "ctr_1"); fmt.Sprint(c.AlertThresholds) != "[60]" {
+			t.Errorf("the contract's thresholds = %v", c.AlertThresholds)
+		}
+		if keys, _ := s.BudgetedKeys(ctx); keys[0].AlertThresholds != nil {
+			t.Errorf("the key's thresholds after clearing = %v", keys[0].AlertThresholds)
+		}
+		wantKind(t, "another org's budget", s.SetBudgetAlertThresholds(ctx, "org_s", contracts.BudgetAPIKey, "k_budget", []int{1}), agentmarket.NotFound)
+	})
+
+	t.Run("alerts: recorded once with their delivery, listed by month", func(t *testing.T) {
+		s, _ := newStore(t)
+		month := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+		alert := func(pct int, at time.Time) *contracts.Alert {
+			return &contracts.Alert{ID: contracts.AlertID(contracts.BudgetAPIKey, "k_1", month, pct), OrgID: "org_b", Kind: contracts.BudgetAPIKey,
+				Subject: "k_1", PeriodStart: month, Percent: pct, BudgetMicros: budget, SpentMicros: int64(pct) * 10_000, CreatedAt: at}
+		}
+		d := &contracts.Delivery{ID: "dlv_1", ConfigID: contracts.AlertConfigID("org_b"), OrgID: "org_b", Body: []byte(`{"a":1}`), CreatedAt: t0}
+		ok, err := s.RecordAlert(ctx, alert(50, t0), d)
+		wantBool(t, "RecordAlert(50%)", ok, err, true)
+		d2 := *d
+		d2.ID = "dlv_2"
+		ok, err = s.RecordAlert(ctx, alert(50, t0.Add(time.Hour)), &d2)
+		wantBool(t, "RecordAlert(50%) again", ok, err, false)
+		ok, err = s.RecordAlert(ctx, alert(80, t0.Add(time.Minute)), nil)
+		wantBool(t, "RecordAlert(80%) without a webhook", ok, err, true)
+		ds, err := s.Deliveries(ctx, contracts.DeliveryQuery{OrgID: "org_b", Limit: 10})
+		must(t, err)
+		if len(ds) != 1 || ds[0].ID != "dlv_1" || string(ds[0].Body) != `{"a":1}` || ds[0].Status != contracts.DeliveryPending {
+			t.Errorf("deliveries = %+v, want dlv_1 only", ds)
+		}
+		list, err := s.Alerts(ctx, "org_b", month)
+		must(t, err)
+		if len(list) != 2 || list[0].Percent != 80 || list[1].Percent != 50 || ts(list[1].CreatedAt) != ts(t0.UTC()) ||
+			list[1].SpentMicros != 500_000 || list[1].Kind != contracts.BudgetAPIKey || ts(list[1].PeriodStart) != ts(month) {
+			t.Errorf("Alerts = %+v", list)
+		}
+		if list, _ := s.Alerts(ctx, "org_b", month.AddDate(0, 1, 0)); len(list) != 0 {
+			t.Errorf("alerts of another month: %+v", list)
+		}
+		if list, _ := s.Alerts(ctx, "org_s", month); len(list) != 0 {
+			t.Errorf("alerts of another org: %+v", list)
 		}
 	})
 }

@@ -41,7 +41,9 @@ type Server struct {
 	Webhooks      *billing.Webhooks // nil without Stripe
 	Tasks         *contracts.Tasks
 	// Offers are sellers' private offers (nil: none).
-	Offers     *listings.Offers
+	Offers *listings.Offers
+	// Alerts are the orgs' spend alerts (nil: none).
+	Alerts     *contracts.Alerts
 	Authorizer Authorizer
 	Logger     *slog.Logger
 	// PublicMeterURL is where buyers reach the meter (for proxied URLs).
@@ -99,6 +101,9 @@ func (s *Server) Mount(app *fiber.App) {
 	auth.Get("/invoices/preview", s.allow(contracts.ObjBilling, contracts.ActRead), s.invoicePreview)
 	auth.Get("/invoices", s.allow(contracts.ObjBilling, contracts.ActRead), s.issuedInvoices)
 	auth.Get("/reconciliation", s.allow(contracts.ObjBilling, contracts.ActRead), s.reconciliation)
+	auth.Get("/alerts", s.allow(contracts.ObjUsage, contracts.ActRead), s.listAlerts)
+	auth.Get("/alerts/settings", s.allow(contracts.ObjUsage, contracts.ActRead), s.alertSettings)
+	auth.Put("/alerts/settings", s.allow(contracts.ObjSubscriptions, contracts.ActWrite), s.setAlertSettings)
 
 	v1.Use(func(c *fiber.Ctx) error {
 		return agentmarket.Errorf(agentmarket.NotFound, "route_not_found", "no route %s %s", c.Method(), c.Path())

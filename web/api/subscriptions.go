@@ -30,6 +30,7 @@ type subscriptionJSON struct {
 	CancelAtTrialEnd    bool        `json:"cancel_at_trial_end"`
 	OfferID             string      `json:"offer_id,omitempty"`
 	CancelAt            *time.Time  `json:"cancel_at"`
+	AlertThresholds     []int       `json:"alert_thresholds"`
 }
 
 func (s *Server) subscriptionView(c *contracts.Contract) subscriptionJSON {
@@ -38,7 +39,7 @@ func (s *Server) subscriptionView(c *contracts.Contract) subscriptionJSON {
 		PlanVersion: c.PlanVersion, Status: string(c.Status), MonthlyBudgetMicros: c.MonthlyBudgetMicros, Budgets: budgetsView(c.Budgets),
 		ProxiedCardURL: endpoint + "/.well-known/agent-card.json", Endpoint: endpoint, CreatedAt: c.CreatedAt, CanceledAt: c.CanceledAt,
 		TrialEnd: c.TrialEnd, CancelAtTrialEnd: c.CancelAtTrialEnd, OfferID: c.OfferID,
-		CancelAt: c.CancelAt}
+		CancelAt: c.CancelAt, AlertThresholds: c.AlertThresholds}
 }
 
 func (s *Server) subscribe(c *fiber.Ctx) error {

@@ -24,6 +24,7 @@ func (s *Server) updateSubscription(c *fiber.Ctx) error {
 		Budgets           *contracts.BudgetsInput `json:"budgets"`
 		CancelAtTrialEnd  *bool                   `json:"cancel_at_trial_end"`
 		CancelAtPeriodEnd *bool                   `json:"cancel_at_period_end"`
+		AlertThresholds   *[]int                  `json:"alert_thresholds"`
 	}
 	if err := decode(c, &in); err != nil {
 		return err
@@ -34,6 +35,14 @@ func (s *Server) updateSubscription(c *fiber.Ctx) error {
 	}
 	if in.CancelAtTrialEnd != nil {
 		if ct, err = s.Subscriptions.SetCancelAtTrialEnd(c.UserContext(), actorOf(c), ct.ID, *in.CancelAtTrialEnd); err != nil {
+			return err
+		}
+	}
+	if in.AlertThresholds != nil && s.Alerts != nil {
+		if err := s.Alerts.SetBudgetThresholds(c.UserContext(), actorOf(c), contracts.BudgetSubscription, ct.ID, *in.AlertThresholds); err != nil {
+			return err
+		}
+		if ct, err = s.Subscriptions.Get(c.UserContext(), actorOf(c), ct.ID); err != nil {
 			return err
 		}
 	}

@@ -82,6 +82,25 @@ func Billing(ctx context.Context, cfg *config.Config, d BillingDeps) (*BillingPa
 	return parts, hooks, nil
 }
 
+// runAlerts records budgets' spend alerts until ctx ends, as often as
+// billing sweeps (a minute, or a quarter of a short grace period).
+func runAlerts(ctx context.Context, alerts *contracts.Alerts, grace time.Duration, log *slog.Logger) {
+	t := time.NewTicker(min(time.Minute, max(grace/4, 100*time.Millisecond)))
+	defer t.Stop()
+	for {
+		if n, err := alerts.Evaluate(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("spend alerts not evaluated", "err", err)
+		} else if n > 0 {
+			log.Info("spend alerts recorded", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
 // Run runs billing's background work until ctx ends: the usage reporter
 // (with Stripe), ending trials that are over, canceling contracts whose
 // scheduled end has come, suspending contracts past

@@ -2,12 +2,15 @@ package serve
 
 import (
 	"context"
+	"net/netip"
+	"net/url"
 	"time"
 
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/a2aproxy"
 	"github.com/agentmarket/agentmarket/contracts"
 	"github.com/agentmarket/agentmarket/listings"
+	"github.com/agentmarket/agentmarket/listings/httpfetch"
 )
 
 // CatalogTerms lets subscriptions read listings from the catalog.
@@ -100,4 +103,30 @@ func (c CatalogOffers) OfferTerms(ctx context.Context, actor agentmarket.Actor, 
 // AcceptOffer implements contracts.OfferSource.
 func (c CatalogOffers) AcceptOffer(ctx context.Context, offerID, contractID string) error {
 	return c.Offers.Accepted(ctx, offerID, contractID)
+}
+
+// WebhookGuard judges an org's alert webhook as the meter judges push
+// webhooks: https to a public address; plain http, and private
+// addresses, only in AGENTMARKET_FETCH_ALLOW_CIDRS.
+type WebhookGuard struct{ Guard httpfetch.Guard }
+
+var _ contracts.URLChecker = WebhookGuard{}
+
+// CheckWebhook implements contracts.URLChecker.
+func (w WebhookGuard) CheckWebhook(ctx context.Context, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return agentmarket.Errorf(agentmarket.Invalid, "webhook_refused", "%q is not an absolute URL", raw)
+	}
+	if u.Scheme != "https" {
+		ip, err := netip.ParseAddr(u.Hostname())
+		allowed := false
+		for _, p := range w.Guard.Allow {
+			allowed = allowed || err == nil && p.Contains(ip)
+		}
+		if !allowed {
+			return agentmarket.Errorf(agentmarket.Invalid, "webhook_refused", "the webhook must use https")
+		}
+	}
+	return w.Guard.CheckHost(ctx, u.Hostname())
 }
