@@ -35,6 +35,8 @@ type PlanChangeStore interface {
 	// DueCancellations lists the contracts not canceled whose scheduled
 	// cancellation is at or before now, by id.
 	DueCancellations(ctx context.Context, now time.Time) ([]Contract, error)
+	// SetContractTags replaces a contract's cost allocation tags.
+	SetContractTags(ctx context.Context, id string, tags agentmarket.Tags, at time.Time) (*Contract, error)
 }
 
 // ChangePlanInput is the plan a buyer switches a contract to: the

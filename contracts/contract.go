@@ -68,6 +68,9 @@ type Contract struct {
 	// AlertThresholds are the budget's own spend alert thresholds, in
 	// percent (nil: the org's).
 	AlertThresholds []int
+	// Tags are the contract's cost allocation tags: the usage rows of its
+	// calls carry them, under the calling key's own (which win).
+	Tags agentmarket.Tags
 }
 
 // EndsAt is when the contract will end as things stand: its trial's end
@@ -199,6 +202,9 @@ type SubscribeInput struct {
 	// AlertThresholds are the budget's own spend alert thresholds (nil:
 	// the org's).
 	AlertThresholds []int `json:"alert_thresholds"`
+	// Tags are the contract's cost allocation tags.
+	Tags map[string]string `json:"tags"`
+	tags agentmarket.Tags
 }
 
 // checkMonthlyBudget reports a monthly budget (of a key or a contract)
@@ -237,6 +243,7 @@ func (s *Subscriptions) Subscribe(ctx context.Context, actor agentmarket.Actor, 
 func (in *SubscribeInput) check(fe *agentmarket.Fields) TimeBudgets {
 	checkMonthlyBudget(fe, in.MonthlyBudgetMicros)
 	in.AlertThresholds = checkBudgetThresholds(fe, in.AlertThresholds, in.MonthlyBudgetMicros)
+	in.tags = agentmarket.ParseTags(fe, "tags", in.Tags)
 	return in.Budgets.parse(fe)
 }
 
@@ -312,6 +319,7 @@ func (s *Subscriptions) create(ctx context.Context, actor agentmarket.Actor, ter
 		ID: agentmarket.NewID("ctr"), BuyerOrgID: actor.OrgID, ListingID: terms.ID, SellerOrgID: terms.SellerOrgID,
 		PlanVersion: terms.PlanVersion, Status: ContractActive, MonthlyBudgetMicros: in.MonthlyBudgetMicros,
 		CreatedAt: now, UpdatedAt: now, Budgets: budgets, OfferID: offerID, AlertThresholds: in.AlertThresholds,
+		Tags: in.tags,
 	}
 	if terms.TrialDays > 0 {
 		had, err := s.Store.HadTrial(ctx, actor.OrgID, terms.ID)
@@ -357,6 +365,20 @@ func (s *Subscriptions) create(ctx context.Context, actor agentmarket.Actor, ter
 		return nil, err
 	}
 	return c, nil
+}
+
+// SetTags replaces the cost allocation tags of the actor's contract; calls
+// carry them from then on (within the meter's cache interval).
+func (s *Subscriptions) SetTags(ctx context.Context, actor agentmarket.Actor, id string, tags map[string]string) (*Contract, error) {
+	var fe agentmarket.Fields
+	t := agentmarket.ParseTags(&fe, "tags", tags)
+	if err := fe.Err("invalid_subscription", "the tags are not valid"); err != nil {
+		return nil, err
+	}
+	if _, err := s.Get(ctx, actor, id); err != nil {
+		return nil, err
+	}
+	return s.Changes.SetContractTags(ctx, id, t, s.Clock.Now())
 }
 
 // HadTrial reports whether the actor's org had its free trial on the

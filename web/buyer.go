@@ -311,8 +311,9 @@ func (u *UI) createKey(r *req) error {
 	if err := u.require(r, contracts.ObjAPIKeys, contracts.ActWrite); err != nil {
 		return err
 	}
-	d := &keysData{form: form{Values: map[string]string{"name": r.c.FormValue("name"), "role": r.c.FormValue("role"), "budget": r.c.FormValue("budget")}}}
-	in := contracts.KeyInput{Name: d.V("name"), Role: agentmarket.Role(d.V("role"))}
+	d := &keysData{form: form{Values: map[string]string{"name": r.c.FormValue("name"), "role": r.c.FormValue("role"), "budget": r.c.FormValue("budget"),
+		"tags": r.c.FormValue("tags")}}}
+	in := contracts.KeyInput{Name: d.V("name"), Role: agentmarket.Role(d.V("role")), Tags: parseTagList(d.V("tags"))}
 	if v := strings.TrimSpace(d.V("budget")); v != "" {
 		n, msg := parseAmount(v)
 		if msg != "" {
@@ -331,6 +332,9 @@ func (u *UI) createKey(r *req) error {
 			if f == "monthly_budget_micros" {
 				return "budget"
 			}
+			if strings.HasPrefix(f, "tags") {
+				return "tags"
+			}
 			return f
 		}) {
 			return err
@@ -338,6 +342,20 @@ func (u *UI) createKey(r *req) error {
 	}
 	r.c.Status(fiber.StatusUnprocessableEntity)
 	return u.keysPage(r, d)
+}
+
+// parseTagList reads tags typed as "team=payments, project=kyc" (a tag
+// without "=" has an empty value, which the rules then refuse).
+func parseTagList(s string) map[string]string {
+	out := map[string]string{}
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(part, "=")
+		out[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	return out
 }
 
 func (u *UI) revokeKey(r *req) error {

@@ -92,6 +92,46 @@ var groupTitles = map[metering.GroupBy]string{
 	metering.ByAPIKey: "API key", metering.ByDay: "Day", metering.ByTask: "Task",
 }
 
+// groupTitle names a grouping: a tag key's is "Tag team".
+func groupTitle(g metering.GroupBy) string {
+	if key, ok := g.TagKey(); ok {
+		return "Tag " + key
+	}
+	return groupTitles[g]
+}
+
+// untagged is how usage without the grouping's tag is shown.
+const untagged = "(untagged)"
+
+// tagKeys are the tag keys of the actor's org's API keys and
+// subscriptions, sorted: the tag groupings the finance view offers.
+func (u *UI) tagKeys(r *req) []string {
+	seen := map[string]bool{}
+	add := func(t agentmarket.Tags) {
+		for k := range t.Map() {
+			seen[k] = true
+		}
+	}
+	if ks, err := u.d.Accounts.ListKeys(r.ctx, r.actor); err == nil {
+		for _, k := range ks {
+			add(k.Tags)
+		}
+	}
+	if u.d.Subscriptions != nil {
+		if cs, err := u.d.Subscriptions.List(r.ctx, r.actor); err == nil {
+			for _, c := range cs {
+				add(c.Tags)
+			}
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for k := range seen {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // labeler names the keys of usage groupings for one request, and tracks
 // the currencies of the listings it met (usage totals carry no currency:
 // the org's listings decide it).
@@ -168,6 +208,9 @@ func (lb *labeler) label(g metering.GroupBy, key string) (label, href string) {
 			return lb.listing(l).name + " / " + t, ""
 		}
 	}
+	if _, tag := g.TagKey(); tag && key == "" {
+		return untagged, ""
+	}
 	return key, ""
 }
 
@@ -224,7 +267,7 @@ func (u *UI) usageTables(r *req, lb *labeler, scope metering.Scope, p periodForm
 }
 
 func (lb *labeler) table(g metering.GroupBy, totals []metering.Total, scope metering.Scope, p periodForm) usageTable {
-	t := usageTable{Group: g, Title: groupTitles[g], Total: usageRow{Label: "Total", Total: metering.Sum(totals)}}
+	t := usageTable{Group: g, Title: groupTitle(g), Total: usageRow{Label: "Total", Total: metering.Sum(totals)}}
 	rows := slices.Clone(totals)
 	if g != metering.ByDay {
 		slices.SortStableFunc(rows, func(a, b metering.Total) int { return cmp.Compare(b.CostMicros, a.CostMicros) })
@@ -282,8 +325,16 @@ func (u *UI) finance(r *req) error {
 	p := u.parsePeriod(r, "/finance")
 	d.Scope = metering.Scope(r.c.Query("scope", string(metering.ScopeBuyer)))
 	group := metering.GroupBy(r.c.Query("group", string(metering.ByListing)))
-	if !slices.Contains(tableGroups, group) || !d.Scope.Allows(group) {
+	_, tag := group.TagKey()
+	if !slices.Contains(tableGroups, group) && !tag || !d.Scope.Allows(group) {
 		group = metering.ByListing
+	}
+	groups := slices.Clone(tableGroups)
+	for _, k := range u.tagKeys(r) {
+		groups = append(groups, metering.ByTag(k))
+	}
+	if tag && !slices.Contains(groups, group) {
+		groups = append(groups, group)
 	}
 	p.Keep = map[string]string{"scope": string(d.Scope), "group": string(group)}
 	for _, s := range scopeLabels {
@@ -293,24 +344,24 @@ func (u *UI) finance(r *req) error {
 		q := url.Values{"scope": {s.Value}, "from": {p.From}, "to": {p.To}, "group": {string(group)}}
 		d.Scopes = append(d.Scopes, option{Value: s.Value, Label: s.Label, Current: s.Value == string(d.Scope), Href: "/finance?" + q.Encode()})
 	}
-	for _, g := range tableGroups {
+	for _, g := range groups {
 		if !d.Scope.Allows(g) {
 			continue
 		}
 		q := url.Values{"scope": {string(d.Scope)}, "from": {p.From}, "to": {p.To}, "group": {string(g)}}
-		d.Groups = append(d.Groups, option{Value: string(g), Label: groupTitles[g], Current: g == group, Href: "/finance?" + q.Encode()})
+		d.Groups = append(d.Groups, option{Value: string(g), Label: groupTitle(g), Current: g == group, Href: "/finance?" + q.Encode()})
 	}
 	d.CSVTasks = "/finance/usage.csv?" + url.Values{"group_by": {"task"}, "from": {p.From}, "to": {p.To}, "scope": {string(d.Scope)}}.Encode()
 	d.Period = &p
 	if len(p.Errors) > 0 {
 		return u.render(r, "finance", "Finance", d)
 	}
-	groups := []metering.GroupBy{metering.ByDay, metering.ByListing}
+	queried := []metering.GroupBy{metering.ByDay, metering.ByListing}
 	if group != metering.ByDay && group != metering.ByListing {
-		groups = append(groups, group)
+		queried = append(queried, group)
 	}
 	lb := u.newLabeler(r)
-	tables, err := u.usageTables(r, lb, d.Scope, p, "", groups...)
+	tables, err := u.usageTables(r, lb, d.Scope, p, "", queried...)
 	if err != nil {
 		return err
 	}

@@ -907,3 +907,88 @@ func TestSpendAlerts(t *testing.T) {
 		}
 	})
 }
+
+// byTag is the usage API's totals grouped by a tag key, as "value=cost".
+func (cm *commerceMarket) byTag(t *testing.T, key, tag, accept string) (string, response) {
+	t.Helper()
+	r := cm.api.with(key).do("GET", "/api/v1/usage?group_by=tag:"+tag+"&from=2026-11-01&to=2026-12-01", nil)
+	if r.Status != 200 {
+		t.Fatalf("usage by tag %s: %d %s", tag, r.Status, r.Body)
+	}
+	var out []string
+	items, _ := r.JSON["items"].([]any)
+	for _, it := range items {
+		m := it.(map[string]any)
+		out = append(out, fmt.Sprintf("%s=%v/%v", m["key"], m["calls"], m["cost_micros"]))
+	}
+	return strings.Join(out, " "), r
+}
+
+// TestCostAllocation (issue 14, item 5), on both storage set-ups: API keys
+// and a subscription carry tags; every usage row carries, at call time,
+// the subscription's tags under the key's (which win); the usage API groups
+// by any tag key, usage without it under "" (untagged), in JSON and CSV;
+// a change of the subscription's tags applies to later calls only; sellers
+// cannot group their buyers' usage by tag.
+func TestCostAllocation(t *testing.T) {
+	meterEnvs(t, func(t *testing.T, e meterEnv) {
+		cm := newCommerceMarket(t, e.env, changePricing)
+		sub := cm.subscribe(t, cm.buyer, map[string]any{"tags": map[string]string{"env": "prod", "team": "platform"}}).str("id")
+		key := func(name string, tags map[string]string) string {
+			r := cm.api.with(cm.buyer).do("POST", "/api/v1/api-keys", map[string]any{"name": name, "role": "buyer", "tags": tags})
+			if r.Status != 201 {
+				t.Fatalf("key: %d %s", r.Status, r.Body)
+			}
+			return r.str("key")
+		}
+		payments := key("payments", map[string]string{"team": "payments", "project": "kyc"})
+		plain := key("plain", nil)
+		if r := cm.api.with(cm.buyer).do("POST", "/api/v1/api-keys", map[string]any{"name": "bad", "tags": map[string]string{"Team": "x"}}); r.Status != 422 ||
+			strings.Join(r.errorFields(), " ") != "tags:tag_key" {
+			t.Errorf("a bad tag key: %d %s", r.Status, r.Body)
+		}
+
+		cm.clock.Advance(time.Minute)
+		cm.call(t, payments) // team=payments (the key's), env=prod, project=kyc
+		cm.clock.Advance(time.Minute)
+		cm.call(t, plain) // team=platform, env=prod
+		r := cm.api.with(cm.buyer).do("PATCH", "/api/v1/subscriptions/"+sub, map[string]any{"tags": map[string]string{"env": "staging"}})
+		if r.Status != 200 || fmt.Sprint(r.JSON["tags"]) != "map[env:staging]" {
+			t.Fatalf("new tags: %d %s", r.Status, r.Body)
+		}
+		time.Sleep(2500 * time.Millisecond) // the meter's contract cache
+		cm.clock.Advance(time.Minute)
+		cm.call(t, plain) // env=staging only
+
+		// 222 micros a call (9 × 3 + 13 × 15).
+		for tag, want := range map[string]string{
+			"team":    "=1/222 payments=1/222 platform=1/222",
+			"env":     "prod=2/444 staging=1/222",
+			"project": "=2/444 kyc=1/222",
+			"nowhere": "=3/666",
+		} {
+			if got, _ := cm.byTag(t, cm.buyer, tag, ""); got != want {
+				t.Errorf("by tag %s: %s, want %s", tag, got, want)
+			}
+		}
+		csvReq, _ := http.NewRequest("GET", cm.m.URL+"/api/v1/usage?group_by=tag:team&from=2026-11-01&to=2026-12-01", nil)
+		csvReq.Header.Set("Authorization", "Bearer "+cm.buyer)
+		csvReq.Header.Set("Accept", "text/csv")
+		res, err := http.DefaultClient.Do(csvReq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if want := "tag:team,calls,tasks,input_tokens,output_tokens,compute_ms,cost_micros,estimated_calls\n,1,1,9,13,91,222,0\npayments,1,1,9,13,91,222,0\nplatform,1,1,9,13,91,222,0\n"; string(body) != want {
+			t.Errorf("CSV:\n%s\nwant\n%s", body, want)
+		}
+		r = cm.api.with(cm.seller).do("GET", "/api/v1/usage?scope=seller&group_by=tag:team", nil)
+		if r.Status != 422 || strings.Join(r.errorFields(), " ") != "group_by:scope" {
+			t.Errorf("a seller groups by its buyers' tags: %d %s", r.Status, r.Body)
+		}
+		if r := cm.api.with(cm.buyer).do("GET", "/api/v1/usage?group_by=tag:Team", nil); r.Status != 422 {
+			t.Errorf("a bad tag key in group_by: %d %s", r.Status, r.Body)
+		}
+	})
+}

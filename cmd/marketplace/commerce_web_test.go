@@ -366,3 +366,52 @@ func TestWebSpendAlerts(t *testing.T) {
 		t.Errorf("the webhook got %+v", got)
 	}
 }
+
+// TestWebCostAllocation drives tags in Chromium: the buyer makes a tagged
+// key and an untagged one on the keys page; after a call with each, the
+// finance view offers the tag's grouping and shows each value's cost, and
+// the untagged usage as such.
+func TestWebCostAllocation(t *testing.T) {
+	b := newBrowser(t)
+	cm := newCommerceMarketAt(t, nil, changePricing, browserT0())
+	base := cm.m.URL
+
+	b.signUp(base, "Globex Tags", "it@globex-tags.example")
+	b.open(base + "/listings/" + cm.listing)
+	b.submit(`form[action$="/subscribe"] button[type=submit]`, `[data-endpoint]`)
+	cm.agent = b.text("[data-endpoint]")
+	keys := map[string]string{}
+	for name, tags := range map[string]string{"payments": "team=payments, project=kyc", "plain": ""} {
+		b.open(base + "/keys")
+		fields := map[string]string{"#name": name}
+		if tags != "" {
+			fields["#tags"] = tags
+		}
+		b.fill(fields)
+		b.submit(`form[action="/keys"] button[type=submit]`, `#new-key`)
+		keys[name] = b.text("#new-key")
+	}
+	b.open(base + "/keys")
+	tagged, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`[...document.querySelectorAll("[data-tags]")].map(e => e.textContent.trim()).filter(s => s).join("|")`))
+	if err != nil || strings.Join(strings.Fields(tagged), " ") != "project=kyc team=payments" {
+		t.Errorf("the tagged key's tags on the keys page: %q, %v", tagged, err)
+	}
+	cm.clock.Advance(time.Minute)
+	cm.call(t, keys["payments"])
+	cm.clock.Advance(time.Minute)
+	cm.call(t, keys["plain"])
+
+	b.open(base + "/finance")
+	b.click(`nav.tabs a[href*="group=tag%3Ateam"]`)
+	b.must("the tag grouping", chromedp.Do(b.ctx, chromedp.WaitVisible(chromedp.CSS(`tr[data-key="payments"]`))))
+	for sel, want := range map[string]string{
+		`tr[data-key="payments"] td.cost`: "$0.000222",
+		`tr[data-key=""] th`:              "(untagged)",
+		`tr[data-key=""] td.cost`:         "$0.000222",
+		`#table-heading`:                  "Cost per tag team",
+	} {
+		if got := b.text(sel); got != want {
+			t.Errorf("%s = %q, want %q", sel, got, want)
+		}
+	}
+}

@@ -76,6 +76,11 @@ func (s *Store) SetCancelAt(ctx context.Context, id string, cancelAt *time.Time,
 	return s.updateContract(ctx, id, map[string]any{"cancel_at": utcPtr(cancelAt), "updated_at": at.UTC()})
 }
 
+// SetContractTags implements contracts.PlanChangeStore.
+func (s *Store) SetContractTags(ctx context.Context, id string, tags agentmarket.Tags, at time.Time) (*contracts.Contract, error) {
+	return s.updateContract(ctx, id, map[string]any{"tags": string(tags), "updated_at": at.UTC()})
+}
+
 // DueCancellations implements contracts.PlanChangeStore.
 func (s *Store) DueCancellations(ctx context.Context, now time.Time) ([]contracts.Contract, error) {
 	return s.findContracts(ctx, "id ASC", "cancel_at IS NOT NULL AND cancel_at <= ? AND status <> ?", now.UTC(), string(contracts.ContractCanceled))

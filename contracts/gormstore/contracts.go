@@ -38,6 +38,7 @@ type contractRow struct {
 	OfferID          string
 	CancelAt         *time.Time
 	AlertThresholds  string
+	Tags             string
 }
 
 func (contractRow) TableName() string { return "contracts" }
@@ -57,7 +58,7 @@ func contractFromRow(r *contractRow) *contracts.Contract {
 		c.PastDueAt = &t
 	}
 	c.TrialEnd, c.CancelAtTrialEnd, c.OfferID, c.CancelAt = utcPtr(r.TrialEnd), r.CancelAtTrialEnd, r.OfferID, utcPtr(r.CancelAt)
-	c.AlertThresholds = decodeThresholds(r.AlertThresholds)
+	c.AlertThresholds, c.Tags = decodeThresholds(r.AlertThresholds), agentmarket.Tags(r.Tags)
 	return c
 }
 
@@ -69,7 +70,7 @@ func (s *Store) CreateContract(ctx context.Context, c *contracts.Contract, grant
 			CreatedAt: c.CreatedAt.UTC(), UpdatedAt: c.UpdatedAt.UTC(),
 			RequestTimeoutMs: c.Budgets.RequestTimeout.Milliseconds(), TaskTimeoutMs: c.Budgets.TaskTimeout.Milliseconds(),
 			MaxPauseMs: c.Budgets.MaxPause.Milliseconds(), TrialEnd: utcPtr(c.TrialEnd), CancelAtTrialEnd: c.CancelAtTrialEnd,
-			OfferID: c.OfferID, AlertThresholds: encodeThresholds(c.AlertThresholds)}
+			OfferID: c.OfferID, AlertThresholds: encodeThresholds(c.AlertThresholds), Tags: string(c.Tags)}
 		if err := tx.Create(row).Error; err != nil {
 			return err
 		}

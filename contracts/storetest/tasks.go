@@ -414,7 +414,7 @@ func runAlerts(t *testing.T, newStore TaskFactory) {
 				k.MonthlyBudgetMicros = &budget
 			}
 			if i == 0 {
-				k.AlertThresholds = []int{10, 90}
+				k.AlertThresholds, k.Tags = []int{10, 90}, `{"project":"kyc","team":"payments"}`
 			}
 			must(t, s.CreateAPIKey(ctx, k))
 		}
@@ -429,7 +429,7 @@ func runAlerts(t *testing.T, newStore TaskFactory) {
 		must(t, err)
 		keys, err := s.BudgetedKeys(ctx)
 		must(t, err)
-		if len(keys) != 1 || keys[0].ID != "k_budget" || fmt.Sprint(keys[0].AlertThresholds) != "[10 90]" {
+		if len(keys) != 1 || keys[0].ID != "k_budget" || fmt.Sprint(keys[0].AlertThresholds) != "[10 90]" || keys[0].Tags != `{"project":"kyc","team":"payments"}` {
 			t.Errorf("BudgetedKeys = %+v", keys)
 		}
 		cs, err := s.BudgetedContracts(ctx)
@@ -447,6 +447,15 @@ func runAlerts(t *testing.T, newStore TaskFactory) {
 			t.Errorf("thresholds = %v, want [30]", th)
 		}
 		must(t, s.SetBudgetAlertThresholds(ctx, "org_b", contracts.BudgetSubscription, "ctr_1", []int{60}))
+		c, err := s.SetContractTags(ctx, "ctr_1", `{"team":"risk"}`, t0.Add(time.Hour))
+		if err != nil || c.Tags != `{"team":"risk"}` {
+			t.Errorf("SetContractTags = %+v, %v", c, err)
+		}
+		if c, _ := s.GetContract(ctx, "ctr_1"); c.Tags != `{"team":"risk"}` {
+			t.Errorf("the contract's tags = %q", c.Tags)
+		}
+		_, err = s.SetContractTags(ctx, "ctr_nope", "", t0)
+		wantKind(t, "SetContractTags(unknown)", err, agentmarket.NotFound)
 		must(t, s.SetBudgetAlertThresholds(ctx, "org_b", contracts.BudgetAPIKey, "k_budget", nil))
 		if c, _ := s.GetContract(ctx, "ctr_1"); fmt.Sprint(c.AlertThresholds) != "[60]" {
 			t.Errorf("the contract's thresholds = %v", c.AlertThresholds)

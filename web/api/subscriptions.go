@@ -14,23 +14,24 @@ import (
 )
 
 type subscriptionJSON struct {
-	ID                  string      `json:"id"`
-	ListingID           string      `json:"listing_id"`
-	BuyerOrgID          string      `json:"buyer_org_id"`
-	SellerOrgID         string      `json:"seller_org_id"`
-	PlanVersion         int         `json:"plan_version"`
-	Status              string      `json:"status"`
-	MonthlyBudgetMicros *int64      `json:"monthly_budget_micros"`
-	Budgets             budgetsJSON `json:"budgets"`
-	ProxiedCardURL      string      `json:"proxied_card_url"`
-	Endpoint            string      `json:"endpoint"`
-	CreatedAt           time.Time   `json:"created_at"`
-	CanceledAt          *time.Time  `json:"canceled_at"`
-	TrialEnd            *time.Time  `json:"trial_end"`
-	CancelAtTrialEnd    bool        `json:"cancel_at_trial_end"`
-	OfferID             string      `json:"offer_id,omitempty"`
-	CancelAt            *time.Time  `json:"cancel_at"`
-	AlertThresholds     []int       `json:"alert_thresholds"`
+	ID                  string            `json:"id"`
+	ListingID           string            `json:"listing_id"`
+	BuyerOrgID          string            `json:"buyer_org_id"`
+	SellerOrgID         string            `json:"seller_org_id"`
+	PlanVersion         int               `json:"plan_version"`
+	Status              string            `json:"status"`
+	MonthlyBudgetMicros *int64            `json:"monthly_budget_micros"`
+	Budgets             budgetsJSON       `json:"budgets"`
+	ProxiedCardURL      string            `json:"proxied_card_url"`
+	Endpoint            string            `json:"endpoint"`
+	CreatedAt           time.Time         `json:"created_at"`
+	CanceledAt          *time.Time        `json:"canceled_at"`
+	TrialEnd            *time.Time        `json:"trial_end"`
+	CancelAtTrialEnd    bool              `json:"cancel_at_trial_end"`
+	OfferID             string            `json:"offer_id,omitempty"`
+	CancelAt            *time.Time        `json:"cancel_at"`
+	AlertThresholds     []int             `json:"alert_thresholds"`
+	Tags                map[string]string `json:"tags"`
 }
 
 func (s *Server) subscriptionView(c *contracts.Contract) subscriptionJSON {
@@ -39,7 +40,7 @@ func (s *Server) subscriptionView(c *contracts.Contract) subscriptionJSON {
 		PlanVersion: c.PlanVersion, Status: string(c.Status), MonthlyBudgetMicros: c.MonthlyBudgetMicros, Budgets: budgetsView(c.Budgets),
 		ProxiedCardURL: endpoint + "/.well-known/agent-card.json", Endpoint: endpoint, CreatedAt: c.CreatedAt, CanceledAt: c.CanceledAt,
 		TrialEnd: c.TrialEnd, CancelAtTrialEnd: c.CancelAtTrialEnd, OfferID: c.OfferID,
-		CancelAt: c.CancelAt, AlertThresholds: c.AlertThresholds}
+		CancelAt: c.CancelAt, AlertThresholds: c.AlertThresholds, Tags: c.Tags.Map()}
 }
 
 func (s *Server) subscribe(c *fiber.Ctx) error {

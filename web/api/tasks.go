@@ -25,6 +25,7 @@ func (s *Server) updateSubscription(c *fiber.Ctx) error {
 		CancelAtTrialEnd  *bool                   `json:"cancel_at_trial_end"`
 		CancelAtPeriodEnd *bool                   `json:"cancel_at_period_end"`
 		AlertThresholds   *[]int                  `json:"alert_thresholds"`
+		Tags              *map[string]string      `json:"tags"`
 	}
 	if err := decode(c, &in); err != nil {
 		return err
@@ -43,6 +44,11 @@ func (s *Server) updateSubscription(c *fiber.Ctx) error {
 			return err
 		}
 		if ct, err = s.Subscriptions.Get(c.UserContext(), actorOf(c), ct.ID); err != nil {
+			return err
+		}
+	}
+	if in.Tags != nil {
+		if ct, err = s.Subscriptions.SetTags(c.UserContext(), actorOf(c), ct.ID, *in.Tags); err != nil {
 			return err
 		}
 	}
