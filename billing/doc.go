@@ -115,6 +115,15 @@
 // line amount rounded either down or up, and the AmountMinor of all lines
 // sum to TotalMinor.
 //
+// # Exports
+//
+// The FOCUS export (Focus) divides an invoice among the tasks and tags
+// that used it: each line's AmountMinor, in micros, is apportioned among
+// its resources in proportion to their units by largest remainder
+// (apportion), so the rows sum to the line, and the lines to the total,
+// exactly. Apportioning divides an amount already rounded; it rounds
+// nothing.
+//
 // # Limits
 //
 // Every amount must fit an int64 of micros (up to 9,223,372,036,854,775,807

@@ -88,16 +88,48 @@ func stayEnd(c *contracts.Contract, period Period) time.Time {
 }
 
 // contractParts are a contract's parts in a period, each with the usage
-// metered under its terms: usage is split at the instants the terms
-// changed (to the millisecond), the first part's taken from the period's
-// start and the last part's up to usageTo (the period's end, or a
-// preview's now). ok is false when the contract has no part in the
-// period.
+// metered under its terms (in the window contractWindows gives it). ok is
+// false when the contract has no part in the period.
 func contractParts(ctx context.Context, plans PlanSource, history PlanHistory, usage metering.Store, c *contracts.Contract, period Period,
 	usageTo time.Time) ([]Part, bool, error) {
+	parts, _, err := partsIn(ctx, plans, history, usage, c, period, usageTo)
+	return parts, len(parts) > 0, err
+}
+
+// partsIn are contractParts with the usage window of each part (none
+// when the contract has no part in the period).
+func partsIn(ctx context.Context, plans PlanSource, history PlanHistory, usage metering.Store, c *contracts.Contract, period Period,
+	usageTo time.Time) ([]Part, []Period, error) {
+	spans, windows, err := contractWindows(ctx, history, c, period, usageTo)
+	if err != nil || len(spans) == 0 {
+		return nil, nil, err
+	}
+	parts := make([]Part, len(spans))
+	for i, s := range spans {
+		plan, err := plans.Plan(ctx, c.ListingID, s.version)
+		if err != nil {
+			return nil, nil, err
+		}
+		u := Usage{}
+		if w := windows[i]; w.End.After(w.Start) {
+			if u, err = usageIn(ctx, usage, c.ID, w); err != nil {
+				return nil, nil, err
+			}
+		}
+		parts[i] = Part{Plan: *plan, Span: s.Period, Usage: u, Trial: s.trial}
+	}
+	return parts, windows, nil
+}
+
+// contractWindows are the spans of a contract's terms in a period and,
+// for each, the window of usage rated under it: usage is split at the
+// instants the terms changed (to the millisecond), the first span's taken
+// from the period's start and the last one's up to usageTo (the period's
+// end, or a preview's now). A window may be empty (Start = End).
+func contractWindows(ctx context.Context, history PlanHistory, c *contracts.Contract, period Period, usageTo time.Time) ([]span, []Period, error) {
 	changes, err := planChanges(ctx, history, c)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, err
 	}
 	var spans []span
 	for _, s := range spansOf(c, changes, stayEnd(c, period)) {
@@ -105,15 +137,8 @@ func contractParts(ctx context.Context, plans PlanSource, history PlanHistory, u
 			spans = append(spans, s)
 		}
 	}
-	if len(spans) == 0 {
-		return nil, false, nil
-	}
-	parts := make([]Part, len(spans))
+	windows := make([]Period, len(spans))
 	for i, s := range spans {
-		plan, err := plans.Plan(ctx, c.ListingID, s.version)
-		if err != nil {
-			return nil, false, err
-		}
 		from, to := period.Start, usageTo
 		if i > 0 {
 			from = s.Start
@@ -122,15 +147,12 @@ func contractParts(ctx context.Context, plans PlanSource, history PlanHistory, u
 			to = spans[i+1].Start
 		}
 		from, to = clamp(from, period.Start, usageTo), clamp(to, period.Start, usageTo)
-		u := Usage{}
-		if to.After(from) {
-			if u, err = usageIn(ctx, usage, c.ID, Period{Start: from, End: to}); err != nil {
-				return nil, false, err
-			}
+		if to.Before(from) {
+			to = from
 		}
-		parts[i] = Part{Plan: *plan, Span: s.Period, Usage: u, Trial: s.trial}
+		windows[i] = Period{Start: from, End: to}
 	}
-	return parts, true, nil
+	return spans, windows, nil
 }
 
 func clamp(t, lo, hi time.Time) time.Time {

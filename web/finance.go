@@ -545,5 +545,49 @@ func (u *UI) invoices(r *req) error {
 		v.Invoice = inv
 		out = append(out, v)
 	}
-	return u.render(r, "invoices", "Invoice previews", map[string]any{"Invoices": out, "Month": month.Start.Format("January 2006")})
+	data := map[string]any{"Invoices": out, "Month": month.Start.Format("January 2006")}
+	if u.d.Focus != nil {
+		prev := billing.MonthOf(month.Start.Add(-time.Second))
+		data["Exports"] = []focusLink{
+			{Month: month.Start.Format("January 2006"), Href: "/finance/focus.csv?period=" + month.Start.Format("2006-01"), Open: true},
+			{Month: prev.Start.Format("January 2006"), Href: "/finance/focus.csv?period=" + prev.Start.Format("2006-01")},
+		}
+	}
+	return u.render(r, "invoices", "Invoice previews", data)
+}
+
+// focusLink is a month's FOCUS export; Open marks the month not over.
+type focusLink struct {
+	Month, Href string
+	Open        bool
+}
+
+// focusCSV downloads the org's FOCUS cost and usage rows of a month
+// (period=YYYY-MM, default the current one), as the API's
+// /exports/focus does.
+func (u *UI) focusCSV(r *req) error {
+	if err := u.require(r, contracts.ObjBilling, contracts.ActRead); err != nil {
+		return err
+	}
+	if u.d.Focus == nil {
+		return agentmarket.Errorf(agentmarket.NotFound, "not_found", "this marketplace has no FOCUS export")
+	}
+	period := billing.MonthOf(u.d.Clock.Now())
+	if v := strings.TrimSpace(r.c.Query("period")); v != "" {
+		t, err := time.Parse("2006-01", v)
+		if err != nil {
+			var fe agentmarket.Fields
+			fe.Add("period", "format", "The month must look like 2026-11.")
+			return fe.Err("invalid_focus_export", "the FOCUS export request is not valid")
+		}
+		period = billing.MonthOf(t)
+	}
+	rows, err := u.d.Focus.Rows(r.ctx, billing.FocusInput{OrgID: r.actor.OrgID, Period: period})
+	if err != nil {
+		return err
+	}
+	r.c.Set("Content-Type", "text/csv; charset=utf-8")
+	r.c.Set("Content-Disposition", `attachment; filename="focus-`+period.Start.Format("2006-01")+`.csv"`)
+	r.c.Set("Cache-Control", "no-store")
+	return billing.WriteFocusCSV(r.c.Response().BodyWriter(), rows)
 }

@@ -61,6 +61,8 @@ type Deps struct {
 	Offers *listings.Offers
 	// Alerts are the orgs' spend alerts (nil: none).
 	Alerts *contracts.Alerts
+	// Focus exports the orgs' FOCUS cost and usage rows (nil: none).
+	Focus *billing.Focus
 }
 
 // UI serves the web pages.
@@ -149,6 +151,7 @@ func (u *UI) Mount(r fiber.Router) {
 	r.Get("/finance/usage.csv", u.page(u.financeCSV))
 	r.Get("/finance/reconciliation", u.page(u.reconciliation))
 	r.Get("/finance/invoices", u.page(u.invoices))
+	r.Get("/finance/focus.csv", u.page(u.focusCSV))
 	r.Get("/finance/alerts", u.page(u.alerts))
 	r.Post("/finance/alerts", u.page(u.saveAlertSettings))
 

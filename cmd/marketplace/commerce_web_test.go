@@ -79,6 +79,15 @@ func (b *browser) signUp(base, org, email string) {
 	b.submit(`form[action="/signup"] button[type=submit]`, `p.notice`)
 }
 
+// subscribe subscribes the signed-in org to cm's listing on its page
+// and points cm's calls at the endpoint the page shows.
+func (b *browser) subscribe(base string, cm *commerceMarket) {
+	b.t.Helper()
+	b.open(base + "/listings/" + cm.listing)
+	b.submit(`form[action$="/subscribe"] button[type=submit]`, `[data-endpoint]`)
+	cm.agent = b.text("[data-endpoint]")
+}
+
 // text is the trimmed text of the first element matching sel.
 func (b *browser) text(sel string) string {
 	b.t.Helper()
@@ -262,8 +271,7 @@ func TestWebPlanChanges(t *testing.T) {
 	base := cm.m.URL
 
 	b.signUp(base, "Globex Plans", "it@globex-plans.example")
-	b.open(base + "/listings/" + cm.listing)
-	b.submit(`form[action$="/subscribe"] button[type=submit]`, `[data-endpoint]`)
+	b.subscribe(base, cm)
 	if n := b.count("[data-new-plan]"); n != 0 {
 		t.Errorf("a plan change is offered before there is a new plan")
 	}
@@ -340,9 +348,7 @@ func TestWebSpendAlerts(t *testing.T) {
 	if got := b.text("p.notice"); got != "The alert settings are saved." {
 		t.Errorf("notice %q", got)
 	}
-	b.open(base + "/listings/" + cm.listing)
-	b.submit(`form[action$="/subscribe"] button[type=submit]`, `[data-endpoint]`)
-	cm.agent = b.text("[data-endpoint]")
+	b.subscribe(base, cm)
 	b.open(base + "/keys")
 	b.fill(map[string]string{"#name": "orchestrator", "#budget": "0.0004"})
 	b.submit(`form[action="/keys"] button[type=submit]`, `#new-key`)
@@ -377,9 +383,7 @@ func TestWebCostAllocation(t *testing.T) {
 	base := cm.m.URL
 
 	b.signUp(base, "Globex Tags", "it@globex-tags.example")
-	b.open(base + "/listings/" + cm.listing)
-	b.submit(`form[action$="/subscribe"] button[type=submit]`, `[data-endpoint]`)
-	cm.agent = b.text("[data-endpoint]")
+	b.subscribe(base, cm)
 	keys := map[string]string{}
 	for name, tags := range map[string]string{"payments": "team=payments, project=kyc", "plain": ""} {
 		b.open(base + "/keys")
@@ -413,5 +417,58 @@ func TestWebCostAllocation(t *testing.T) {
 		if got := b.text(sel); got != want {
 			t.Errorf("%s = %q, want %q", sel, got, want)
 		}
+	}
+}
+
+// TestWebFocusExport: the invoice previews page offers the org's FOCUS
+// CSV of this month and the last; the browser downloads this month's with
+// its session, and the rows' micros add up to the invoice total the page
+// shows.
+func TestWebFocusExport(t *testing.T) {
+	b := newBrowser(t)
+	t0 := browserT0()
+	cm := newCommerceMarketAt(t, nil, changePricing, t0)
+	base := cm.m.URL
+
+	b.signUp(base, "Globex Focus", "it@globex-focus.example")
+	b.subscribe(base, cm)
+	b.open(base + "/keys")
+	b.fill(map[string]string{"#name": "payments", "#tags": "team=payments"})
+	b.submit(`form[action="/keys"] button[type=submit]`, `#new-key`)
+	key := b.text("#new-key")
+	cm.clock.Advance(time.Minute)
+	cm.call(t, key)
+
+	b.open(base + "/finance/invoices")
+	month := t0.Format("January 2006")
+	if got := b.text("#focus-export"); got != "Cost and usage export" {
+		t.Errorf("the export's heading: %q", got)
+	}
+	if got := b.text("a.focus-export"); got != "FOCUS CSV, "+month {
+		t.Errorf("the export's link: %q", got)
+	}
+	if n := b.count("a.focus-export"); n != 2 {
+		t.Errorf("%d export links, want this month's and the last's", n)
+	}
+	total := b.text("section.invoice tfoot strong")
+	cents := atoi64(strings.NewReplacer("$", "", ",", "", ".", "").Replace(total))
+	type download struct {
+		Status int
+		Type   string
+		Body   string
+	}
+	d, err := chromedp.Run(b.ctx, chromedp.Evaluate[download](`(async () => {
+		const r = await fetch(document.querySelector("a.focus-export").href);
+		return {Status: r.status, Type: r.headers.get("content-type"), Body: await r.text()};
+	})()`, chromedp.EvalAwaitPromise))
+	if err != nil || d.Status != 200 || !strings.HasPrefix(d.Type, "text/csv") {
+		t.Fatalf("the download: %v %d %s %s", err, d.Status, d.Type, d.Body)
+	}
+	rows := focusRecords(t, d.Body)
+	if got := focusTotal(rows); got != cents*10_000 || cents == 0 {
+		t.Errorf("the CSV's rows add up to %d micros, the page's total is %s", got, total)
+	}
+	if got := tagsOf(rows, "input_tokens", "1"); len(got) != 1 || got[0] != `Task {"team":"payments"} 9` {
+		t.Errorf("the call's row: %q", got)
 	}
 }

@@ -43,7 +43,9 @@ type Server struct {
 	// Offers are sellers' private offers (nil: none).
 	Offers *listings.Offers
 	// Alerts are the orgs' spend alerts (nil: none).
-	Alerts     *contracts.Alerts
+	Alerts *contracts.Alerts
+	// Focus exports the orgs' FOCUS cost and usage rows (nil: none).
+	Focus      *billing.Focus
 	Authorizer Authorizer
 	Logger     *slog.Logger
 	// PublicMeterURL is where buyers reach the meter (for proxied URLs).
@@ -101,6 +103,7 @@ func (s *Server) Mount(app *fiber.App) {
 	auth.Get("/invoices/preview", s.allow(contracts.ObjBilling, contracts.ActRead), s.invoicePreview)
 	auth.Get("/invoices", s.allow(contracts.ObjBilling, contracts.ActRead), s.issuedInvoices)
 	auth.Get("/reconciliation", s.allow(contracts.ObjBilling, contracts.ActRead), s.reconciliation)
+	auth.Get("/exports/focus", s.allow(contracts.ObjBilling, contracts.ActRead), s.focusExport)
 	auth.Get("/alerts", s.allow(contracts.ObjUsage, contracts.ActRead), s.listAlerts)
 	auth.Get("/alerts/settings", s.allow(contracts.ObjUsage, contracts.ActRead), s.alertSettings)
 	auth.Put("/alerts/settings", s.allow(contracts.ObjSubscriptions, contracts.ActWrite), s.setAlertSettings)

@@ -34,8 +34,10 @@ type BillingParts struct {
 	Service  *billing.Service
 	Reporter *billing.Reporter // nil without Stripe
 	Webhooks *billing.Webhooks // nil without Stripe
-	grace    time.Duration
-	logger   *slog.Logger
+	// Focus exports the orgs' FOCUS cost and usage rows.
+	Focus  *billing.Focus
+	grace  time.Duration
+	logger *slog.Logger
 }
 
 // Billing builds billing: on Stripe when a secret key is configured, on the
@@ -54,6 +56,24 @@ func Billing(ctx context.Context, cfg *config.Config, d BillingDeps) (*BillingPa
 		parts.Webhooks = &billing.Webhooks{Verifier: &stripe.WebhookVerifier{Secret: cfg.StripeWebhookSecret}, Store: store, Contracts: d.States,
 			Clock: d.Clock, Logger: d.Logger}
 	}
+	orgName := func(ctx context.Context, orgID string) (string, error) {
+		o, err := d.Contracts.GetOrg(ctx, orgID)
+		if err != nil {
+			return "", err
+		}
+		return o.Name, nil
+	}
+	listingName := func(ctx context.Context, listingID string) (string, error) {
+		l, err := d.Listings.GetListing(ctx, listingID)
+		if err != nil {
+			return "", err
+		}
+		if l.Card != nil {
+			return l.Card.Name, nil
+		}
+		return l.ID, nil
+	}
+	parts.Focus = &billing.Focus{Service: svc, OrgName: orgName, ListingName: listingName}
 	hooks := &billing.Hooks{
 		Service: svc,
 		Buyer: func(ctx context.Context, orgID string) (billing.OrgInfo, error) {

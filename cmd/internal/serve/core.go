@@ -180,7 +180,7 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 		Invoices: &billing.Previews{Contracts: m.Subscriptions, Plans: c.ListingStore, Usage: c.Usage, Clock: c.Clock, History: c.AccountStore},
 		Billing:  bill.Service, Webhooks: bill.Webhooks,
 		Authorizer: c.Authz, Logger: c.Log, PublicMeterURL: m.PublicMeterURL,
-		Tasks: tasks, Offers: offers, Alerts: alerts}
+		Tasks: tasks, Offers: offers, Alerts: alerts, Focus: bill.Focus}
 	m.Ops = api.NewOps("marketplace")
 	m.Ops.Checks = append(m.Ops.Checks, api.Check{Name: "database", Check: c.DB.Ping})
 	m.App = App("marketplace", srv.ErrorHandler, c.MeterBodyLimit())
@@ -207,7 +207,7 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 	srv.Mount(m.App)
 	web.New(web.Deps{Accounts: c.Accounts, Sessions: c.AccountStore, Listings: c.Catalog, Subscriptions: m.Subscriptions,
 		Usage: srv.Usage, Invoices: srv.Invoices, Billing: bill.Service, Authorizer: c.Authz, Logger: c.Log, Clock: c.Clock,
-		PublicMeterURL: m.PublicMeterURL, Tasks: tasks, Offers: offers, Alerts: alerts}).Mount(m.App)
+		PublicMeterURL: m.PublicMeterURL, Tasks: tasks, Offers: offers, Alerts: alerts, Focus: bill.Focus}).Mount(m.App)
 	return m, nil
 }
 
