@@ -22,6 +22,8 @@ type listingCard struct {
 	Streaming, Push                        bool
 	Fee                                    string
 	Rates                                  []string
+	// Verified is what the meter measured (nil: too few calls).
+	Verified *verifiedView
 }
 
 func firstN(s []string, n int) []string {
@@ -49,7 +51,7 @@ func rates(p listings.Plan) []string {
 func (u *UI) card(r *req, l *listings.Listing) listingCard {
 	health, _ := l.HealthShown()
 	c := listingCard{ID: l.ID, Name: l.ID, Seller: u.orgName(r.ctx, l.SellerOrgID), SellerID: l.SellerOrgID, Status: l.Status, Health: health,
-		Fee: formatMicros(l.Plan.MonthlyFeeMicros, l.Plan.Currency), Rates: rates(l.Plan)}
+		Fee: formatMicros(l.Plan.MonthlyFeeMicros, l.Plan.Currency), Rates: rates(l.Plan), Verified: u.verified(r, l.ID)}
 	if k := l.Card; k != nil {
 		c.Name, c.Description, c.Version = k.Name, k.Description, k.Version
 		for _, s := range k.Skills {
@@ -238,6 +240,9 @@ type listingData struct {
 	// the signed-in org had it already.
 	Trial    string
 	HadTrial bool
+	// StatsMinCalls is the fewest calls for verified stats to show (0:
+	// the marketplace shows none).
+	StatsMinCalls int64
 }
 
 func (u *UI) meterEndpoint(listingID string) string {
@@ -261,6 +266,9 @@ func (u *UI) listingPage(r *req, id string, f *form) error {
 	d := &listingData{form: *f, L: l, Card: u.card(r, l), Prices: planRows(l.Plan), PlanVersion: l.Plan.Version, Currency: l.Plan.Currency,
 		Versions: vs, Endpoint: u.meterEndpoint(l.ID), Own: r.signedIn && l.SellerOrgID == r.actor.OrgID, SignedIn: r.signedIn}
 	d.CardURL = d.Endpoint + "/.well-known/agent-card.json"
+	if u.d.Verified != nil {
+		d.StatsMinCalls = u.d.Verified.MinCallsShown()
+	}
 	if r.signedIn && u.d.Subscriptions != nil && u.can(r, contracts.ObjSubscriptions, contracts.ActWrite) {
 		cs, err := u.d.Subscriptions.List(r.ctx, r.actor)
 		if err != nil {

@@ -63,6 +63,8 @@ type Deps struct {
 	Alerts *contracts.Alerts
 	// Focus exports the orgs' FOCUS cost and usage rows (nil: none).
 	Focus *billing.Focus
+	// Verified is the listings' verified stats (nil: none shown).
+	Verified *metering.Verified
 }
 
 // UI serves the web pages.

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,6 +48,9 @@ type commerceMarket struct {
 	buyerOrg       string
 	listing, agent string // listing id, its meter endpoint
 	agentURL       string // the agent's own URL
+	// agentLag is how far the agent moves the clock while it answers a
+	// call (nanoseconds; 0: not at all).
+	agentLag atomic.Int64
 }
 
 func newCommerceMarket(t *testing.T, env map[string]string, pricing map[string]any) *commerceMarket {
@@ -69,7 +73,15 @@ func newCommerceMarketAt(t *testing.T, env map[string]string, pricing map[string
 		vars[k] = v
 	}
 	cm := &commerceMarket{clock: agentmarket.NewManualClock(t0)}
-	srv := agentServer(t, demoagent.New(demoagent.Config{Version: "0.3", ReportUsage: true, Name: "Trial Summarizer"}))
+	agent := demoagent.New(demoagent.Config{Version: "0.3", ReportUsage: true, Name: "Trial Summarizer"})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if lag := time.Duration(cm.agentLag.Load()); lag > 0 && r.Method == http.MethodPost {
+			cm.clock.Advance(lag) // the agent's work, as the meter's clock sees it
+		}
+		agent.ServeHTTP(w, r)
+	}))
+	agent.SetBaseURL(srv.URL + "/")
+	t.Cleanup(srv.Close)
 	cm.agentURL = srv.URL
 	cm.m = startMarketplaceWith(t, vars, []serve.Option{serve.WithClock(cm.clock)})
 	cm.api = client{t: t, base: cm.m.URL}

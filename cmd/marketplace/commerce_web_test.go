@@ -472,3 +472,38 @@ func TestWebFocusExport(t *testing.T) {
 		t.Errorf("the call's row: %q", got)
 	}
 }
+
+// TestWebVerifiedStats: a listing's page says its figures are hidden
+// below 20 metered calls; after 20 calls, the catalog's card and the
+// listing page show what the meter measured.
+func TestWebVerifiedStats(t *testing.T) {
+	b := newBrowser(t)
+	cm := newCommerceMarketAt(t, nil, changePricing, browserT0())
+	base := cm.m.URL
+
+	b.open(base + "/listings/" + cm.listing)
+	if got := b.text(`[data-stat="hidden"]`); got != "Fewer than 20 metered calls in the last 30 days: not enough traffic to show measured figures yet." {
+		t.Errorf("before any call: %q", got)
+	}
+	if n := b.count(`[data-stat="calls"]`); n != 0 {
+		t.Errorf("figures shown before any call")
+	}
+	cm.subscribe(t, cm.buyer, map[string]any{})
+	cm.timedCalls(t, cm.buyer, 1, 20) // the agent takes 10 ms, 20 ms, … 200 ms
+	cm.clock.Advance(6 * time.Minute) // past the five minutes figures are kept
+
+	b.open(base + "/")
+	if got, want := b.text(`[data-verified]`), "Measured over the last 30 days: 20 calls · 100.0 % success · p50 110 ms · p95 200 ms · $0.000222 a task"; got != want {
+		t.Errorf("the catalog card: %q, want %q", got, want)
+	}
+	b.open(base + "/listings/" + cm.listing)
+	for stat, want := range map[string]string{"calls": "20", "success": "100.0 %", "latency": "110 ms / 200 ms", "cost": "$0.000222",
+		"estimated": "0.0 %"} {
+		if got := b.text(`[data-stat="` + stat + `"]`); got != want {
+			t.Errorf("%s: %q, want %q", stat, got, want)
+		}
+	}
+	if got := b.text("#verified-heading"); got != "Measured by AgentMarket (last 30 days)" {
+		t.Errorf("heading %q", got)
+	}
+}

@@ -45,7 +45,9 @@ type Server struct {
 	// Alerts are the orgs' spend alerts (nil: none).
 	Alerts *contracts.Alerts
 	// Focus exports the orgs' FOCUS cost and usage rows (nil: none).
-	Focus      *billing.Focus
+	Focus *billing.Focus
+	// Verified is the listings' verified stats (nil: none).
+	Verified   *metering.Verified
 	Authorizer Authorizer
 	Logger     *slog.Logger
 	// PublicMeterURL is where buyers reach the meter (for proxied URLs).
@@ -83,6 +85,7 @@ func (s *Server) Mount(app *fiber.App) {
 	auth.Patch("/listings/:id", s.allowListingPatch, s.updateListing)
 	auth.Post("/listings/:id/refresh", s.allow(contracts.ObjListings, contracts.ActWrite), s.refreshListing)
 	auth.Get("/listings/:id/versions", s.allow(contracts.ObjListings, contracts.ActRead), s.listingVersions)
+	auth.Get("/listings/:id/stats", s.allow(contracts.ObjListings, contracts.ActRead), s.listingStats)
 
 	auth.Post("/listings/:id/offers", s.allow(contracts.ObjListings, contracts.ActWrite), s.createOffer)
 	auth.Get("/offers", s.allow(contracts.ObjListings, contracts.ActRead), s.listOffers)

@@ -175,12 +175,16 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 	alerts := &contracts.Alerts{Store: c.AccountStore, Push: c.AccountStore, Spend: storeSpend{store: c.Usage}, Clock: c.Clock, Sealer: c.Sealer,
 		URLs: WebhookGuard{Guard: Guard(cfg, c.Dialer)}}
 	go runAlerts(ctx, alerts, cfg.BillingGrace, c.Log)
+	var verified *metering.Verified
+	if stats, ok := c.Usage.(metering.StatsStore); ok {
+		verified = &metering.Verified{Store: stats, Clock: c.Clock, TTL: 5 * time.Minute}
+	}
 	srv := &api.Server{Accounts: c.Accounts, Listings: c.Catalog, Subscriptions: m.Subscriptions,
 		Usage:    &metering.Reports{Store: c.Usage, Clock: c.Clock},
 		Invoices: &billing.Previews{Contracts: m.Subscriptions, Plans: c.ListingStore, Usage: c.Usage, Clock: c.Clock, History: c.AccountStore},
 		Billing:  bill.Service, Webhooks: bill.Webhooks,
 		Authorizer: c.Authz, Logger: c.Log, PublicMeterURL: m.PublicMeterURL,
-		Tasks: tasks, Offers: offers, Alerts: alerts, Focus: bill.Focus}
+		Tasks: tasks, Offers: offers, Alerts: alerts, Focus: bill.Focus, Verified: verified}
 	m.Ops = api.NewOps("marketplace")
 	m.Ops.Checks = append(m.Ops.Checks, api.Check{Name: "database", Check: c.DB.Ping})
 	m.App = App("marketplace", srv.ErrorHandler, c.MeterBodyLimit())
@@ -207,7 +211,7 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 	srv.Mount(m.App)
 	web.New(web.Deps{Accounts: c.Accounts, Sessions: c.AccountStore, Listings: c.Catalog, Subscriptions: m.Subscriptions,
 		Usage: srv.Usage, Invoices: srv.Invoices, Billing: bill.Service, Authorizer: c.Authz, Logger: c.Log, Clock: c.Clock,
-		PublicMeterURL: m.PublicMeterURL, Tasks: tasks, Offers: offers, Alerts: alerts, Focus: bill.Focus}).Mount(m.App)
+		PublicMeterURL: m.PublicMeterURL, Tasks: tasks, Offers: offers, Alerts: alerts, Focus: bill.Focus, Verified: verified}).Mount(m.App)
 	return m, nil
 }
 
