@@ -60,9 +60,24 @@ func (b *browser) fill(fields map[string]string) {
 	b.t.Helper()
 	b.must("fill", webtest.Fill(b.ctx, fields))
 }
+// submit clicks a form's button and waits for the page that answers to
+// have an element matching wait. The page before is marked, so that an
+// element it has already (a notice) is not taken for the answer.
 func (b *browser) submit(sel, wait string) {
 	b.t.Helper()
-	b.must("submit "+sel, webtest.Submit(b.ctx, sel, wait))
+	b.must("mark the page", chromedp.Do(b.ctx, chromedp.Evaluate[chromedp.Void](`window.amBefore = true`)))
+	b.click(sel)
+	ready := `!window.amBefore && document.readyState === "complete" && document.querySelector(` + strconvQuote(wait) + `) !== null`
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		ok, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](ready)) // fails while the next page loads
+		if err == nil && ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.must("submit "+sel+", wait for "+wait, fmt.Errorf("no answering page with it (%v)", err))
+		}
+	}
+	b.must("submit "+sel+", wait for "+wait, chromedp.Do(b.ctx, chromedp.WaitVisible(chromedp.CSS(wait))))
 }
 func (b *browser) click(sel string) {
 	b.t.Helper()
