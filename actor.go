@@ -35,4 +35,7 @@ type Actor struct {
 	Operator bool
 	// KeyBudgetMicros is the API key's monthly spending cap, nil for none.
 	KeyBudgetMicros *int64
+	// KeyTags are the API key's cost allocation tags, which the meter
+	// copies onto the usage rows of its calls.
+	KeyTags Tags
 }

@@ -111,6 +111,8 @@ func (p *Proxy) finish(ctx context.Context, cl *call, latency time.Duration) {
 	if cl.plan != nil {
 		u.Currency = cl.plan.Currency
 	}
+	// Cost allocation: the contract's tags, under the key's own.
+	u.Tags = cl.contract.Tags.Merge(cl.actor.KeyTags)
 	if cl.req != nil {
 		u.Method = cl.req.Name
 		if cl.label != "" {

@@ -55,6 +55,18 @@
 // resubscribing to collect extra allowances is a rule for contracts, not
 // for rating.
 //
+// # Parts
+//
+// A contract's terms may change inside a period: a free trial ends, a
+// plan is replaced. The period is then rated in parts (RateParts), each
+// the span one set of terms was in force, with the usage metered in that
+// span (split at the instant the terms changed, to the millisecond of the
+// usage rows). Each part is rated by the rules below as a contract active
+// for that span only: its flat fee prorated by its whole seconds, its
+// plan's allowance in full. A trial part is rated at zero: its lines show
+// the seconds and the usage at a price of zero. The exact amounts of all
+// parts are summed, and the sum is rounded once.
+//
 // # Usage lines
 //
 // For each counter, billable = max(0, used − included), and:
@@ -102,6 +114,15 @@
 // earlier line (the order of LineKinds). So every AmountMinor is its exact
 // line amount rounded either down or up, and the AmountMinor of all lines
 // sum to TotalMinor.
+//
+// # Exports
+//
+// The FOCUS export (Focus) divides an invoice among the tasks and tags
+// that used it: each line's AmountMinor, in micros, is apportioned among
+// its resources in proportion to their units by largest remainder
+// (apportion), so the rows sum to the line, and the lines to the total,
+// exactly. Apportioning divides an amount already rounded; it rounds
+// nothing.
 //
 // # Limits
 //

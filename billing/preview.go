@@ -2,7 +2,6 @@ package billing
 
 import (
 	"context"
-	"time"
 
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/contracts"
@@ -27,10 +26,14 @@ type Previews struct {
 	Plans     PlanSource
 	Usage     metering.Store
 	Clock     agentmarket.Clock
+	// History is the contracts' plan changes (nil: none).
+	History PlanHistory
 }
 
 // Preview returns the invoice preview of the actor's contract for the
-// current calendar month (UTC).
+// current calendar month (UTC): the usage so far, split by the terms in
+// force when it happened (a trial's is free), and the fee for the rest of
+// the month the contract covers.
 func (p *Previews) Preview(ctx context.Context, actor agentmarket.Actor, contractID string) (*Invoice, error) {
 	if contractID == "" {
 		var fe agentmarket.Fields
@@ -41,16 +44,5 @@ func (p *Previews) Preview(ctx context.Context, actor agentmarket.Actor, contrac
 	if err != nil {
 		return nil, err
 	}
-	plan, err := p.Plans.Plan(ctx, c.ListingID, c.PlanVersion)
-	if err != nil {
-		return nil, err
-	}
-	now := p.Clock.Now()
-	period := MonthOf(now)
-	u, err := usageIn(ctx, p.Usage, c.ID, Period{Start: period.Start, End: now.Add(time.Millisecond)})
-	if err != nil {
-		return nil, err
-	}
-	start := c.CreatedAt
-	return Preview(*plan, u, period, &start, c.CanceledAt, now)
+	return previewContract(ctx, p.Plans, p.History, p.Usage, c, p.Clock.Now())
 }

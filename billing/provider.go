@@ -39,6 +39,25 @@ type Provider interface {
 	// fee, so the period is billed as Rate bills a contract that ends in
 	// it. See CancelKey for the key.
 	CancelSubscription(ctx context.Context, subscriptionID, idempotencyKey string) error
+	// EndTrialNow ends a subscription's free trial now, before its
+	// scheduled end (its usage allowance is used up): the provider starts
+	// charging from now. See TrialEndKey for the key.
+	EndTrialNow(ctx context.Context, subscriptionID, idempotencyKey string) error
+	// SetCancelAt makes a subscription end by itself at at (the end of its
+	// trial, when the buyer chose to stop then; the end of the billing
+	// period), or no longer (at zero). Each change carries its own key
+	// (ScheduleEndKey).
+	SetCancelAt(ctx context.Context, subscriptionID string, at time.Time, idempotencyKey string) error
+	// ChangePlan replaces a subscription's items (its flat fee and metered
+	// items) with the prices of another plan version from in.At: the
+	// provider prorates the flat fee by the second onto the next invoice,
+	// and the usage already reported to the old items is invoiced at the
+	// old prices. It returns the new items. See PlanChangeKey for the key.
+	ChangePlan(ctx context.Context, in PlanChangeInput) (SubscriptionRefs, error)
+	// AddInvoiceItem adds a one-off charge to the subscription's next
+	// invoice (a month's shortfall of its minimum commitment). See
+	// CommitmentKey for the key.
+	AddInvoiceItem(ctx context.Context, in InvoiceItem) error
 	// ReportUsage adds quantity to one metered subscription item at time at
 	// (action increment). quantity is in the units of the line kind's
 	// Usage counter (tokens, milliseconds of compute, tasks) and is the
@@ -47,6 +66,30 @@ type Provider interface {
 	// the reported window (its last second, say), and not in the future.
 	// See UsageReportKey for the key.
 	ReportUsage(ctx context.Context, itemID string, quantity int64, at time.Time, idempotencyKey string) error
+}
+
+// PlanChangeInput is a subscription's move to another plan version.
+type PlanChangeInput struct {
+	SubscriptionID string
+	// Old are the subscription's items now, Prices the new plan's.
+	Old    SubscriptionRefs
+	Prices PlanPrices
+	// At is the instant of the change (proration from there).
+	At             time.Time
+	IdempotencyKey string
+}
+
+// InvoiceItem is a one-off charge on a subscription's next invoice.
+type InvoiceItem struct {
+	CustomerID     string
+	SubscriptionID string
+	Currency       string
+	// AmountMinor is in the currency's minor unit, as Rate rounded it.
+	AmountMinor    int64
+	Description    string
+	IdempotencyKey string
+	// Period is the span the charge is for.
+	Period Period
 }
 
 // MeteredLineKinds are the usage lines, in invoice order: each has a
@@ -84,6 +127,12 @@ type SubscribeInput struct {
 	// Rate prorates it. Zero leaves the provider's default (periods start
 	// when the subscription does).
 	BillingCycleAnchor time.Time
+	// TrialEnd, when set, is the end of the contract's free trial: the
+	// provider charges nothing before it (the first period, from it to
+	// BillingCycleAnchor, is prorated). CancelAtTrialEnd ends the
+	// subscription then instead.
+	TrialEnd         time.Time
+	CancelAtTrialEnd bool
 	// ConnectedAccountID is the seller's connected account that receives
 	// the charges less the platform's fee; empty: the platform keeps all.
 	ConnectedAccountID string
@@ -123,6 +172,12 @@ func (in SubscribeInput) Validate() error {
 			fe.Add("prices.metered_price_ids."+string(k), "unknown", "%q is not a metered line kind", k)
 		}
 	}
+	if in.CancelAtTrialEnd && in.TrialEnd.IsZero() {
+		fe.Add("cancel_at_trial_end", "requires_trial", "cancel_at_trial_end needs a trial_end")
+	}
+	if !in.TrialEnd.IsZero() && !in.BillingCycleAnchor.IsZero() && in.BillingCycleAnchor.Before(in.TrialEnd) {
+		fe.Add("billing_cycle_anchor", "after_trial", "the billing cycle anchor cannot come before the trial's end")
+	}
 	p := in.PlatformFeePercent
 	switch {
 	case math.IsNaN(p) || p < 0 || p > 100:
@@ -153,6 +208,34 @@ func isMetered(k LineKind) bool {
 // CancelKey is the idempotency key of a contract's cancellation.
 func CancelKey(contractID string) string {
 	return "am1/contract/" + contractID + "/cancel"
+}
+
+// CommitmentKey is the idempotency key of a contract's charge for falling
+// short of its minimum commitment in the period starting at periodStart.
+func CommitmentKey(contractID string, periodStart time.Time) string {
+	return fmt.Sprintf("am1/contract/%s/commitment/%d", contractID, periodStart.Unix())
+}
+
+// TrialEndKey is the idempotency key of ending a contract's trial early.
+func TrialEndKey(contractID string) string {
+	return "am1/contract/" + contractID + "/trial-end"
+}
+
+// ScheduleEndKey is the idempotency key of one change, made at now, of
+// when a contract's subscription ends by itself (end; zero: it no longer
+// does): every change is its own call (the same key twice would be
+// answered from the first, however the choice changed in between).
+func ScheduleEndKey(contractID string, end, now time.Time) string {
+	when := "none"
+	if !end.IsZero() {
+		when = fmt.Sprint(end.Unix())
+	}
+	return fmt.Sprintf("am1/contract/%s/cancel-at/%s/%d", contractID, when, now.UnixNano())
+}
+
+// PlanChangeKey is the idempotency key of a contract's seq-th plan change.
+func PlanChangeKey(contractID string, seq int) string {
+	return fmt.Sprintf("am1/contract/%s/plan-change/%d", contractID, seq)
 }
 
 // UsageReportKey is the idempotency key of one usage report: a contract's

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/big"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/agentmarket/agentmarket"
@@ -47,10 +48,15 @@ const (
 	LineOutputTokens LineKind = "output_tokens"
 	LineCompute      LineKind = "compute"
 	LineTasks        LineKind = "tasks"
+	// LineCommitment is what a month falls short of its plan's minimum
+	// commitment (Plan.MinCommitMicros): only on parts whose plan has one.
+	LineCommitment LineKind = "commitment"
 )
 
-// LineKinds is the order of an invoice's lines. Every invoice has one line
-// of each kind, zero or not, so invoices always have the same shape.
+// LineKinds is the order of an invoice's lines. Every part of an invoice
+// has one line of each kind, zero or not, so invoices always have the same
+// shape; a part whose plan has a minimum commitment has a LineCommitment
+// line last.
 var LineKinds = []LineKind{LineFlatFee, LineInputTokens, LineOutputTokens, LineCompute, LineTasks}
 
 // Fraction is a part of one micro-unit: Num/Den with 0 <= Num < Den, in
@@ -59,7 +65,9 @@ type Fraction struct{ Num, Den int64 }
 
 // Line is one invoice line. Its exact amount is
 // Quantity × UnitPriceMicros / PerUnits micros, held as the whole micros
-// AmountMicros plus the fraction of a micro AmountFraction.
+// AmountMicros plus the fraction of a micro AmountFraction; for a
+// LineCommitment line, what that (the commitment for the part's seconds)
+// exceeds the part's other lines by, or zero.
 type Line struct {
 	Kind        LineKind
 	Description string
@@ -82,6 +90,8 @@ type Line struct {
 	// AmountMinor is the line's share of the invoice's TotalMinor, in minor
 	// units (largest remainder): the lines' AmountMinor sum to TotalMinor.
 	AmountMinor int64
+	// Part is the index in Invoice.Parts of the part the line rates.
+	Part int
 }
 
 // ExactMicros is the line's exact amount in micros.
@@ -89,15 +99,46 @@ func (l Line) ExactMicros() *big.Rat {
 	return exact(l.AmountMicros, l.AmountFraction)
 }
 
+// Part is a span of a billed period under one set of terms: a plan, paid
+// or in a free trial, and the usage metered in the span. A contract whose
+// terms did not change in the period is one part.
+type Part struct {
+	Plan listings.Plan
+	// Span is when the terms were in force; the flat fee is charged for
+	// its overlap with the billed period, in whole seconds.
+	Span Period
+	// Usage is what was metered under these terms.
+	Usage Usage
+	// Trial marks a free trial: its fee and usage are rated at zero.
+	Trial bool
+}
+
+// PartInfo is a part as an invoice shows it.
+type PartInfo struct {
+	PlanVersion int
+	// Active is the part's overlap with the billed period in whole
+	// seconds (Start = End when it has none: a part may carry usage but
+	// no whole second).
+	Active Period
+	Trial  bool
+}
+
+// MaxParts bounds the parts of one invoice.
+const MaxParts = 32
+
 // Invoice is a rated period of one contract.
 type Invoice struct {
-	Currency    string
+	Currency string
+	// PlanVersion is the plan version of the last part.
 	PlanVersion int
 	// Period is the billed period; Active the part of it, in whole seconds,
-	// in which the contract was active.
+	// in which the contract was active (from its first part's start to its
+	// last part's end).
 	Period Period
 	Active Period
-	// Lines has one line per LineKinds, in that order.
+	// Parts are the spans rated under one set of terms, in time order.
+	Parts []PartInfo
+	// Lines has one line per LineKinds for each part, part after part.
 	Lines []Line
 	// SubtotalMicros is the exact sum of the lines rounded down to whole
 	// micros, and SubtotalFraction the rest: together they are exact.
@@ -148,7 +189,69 @@ func Rate(plan listings.Plan, usage Usage, billed Period, active Period) (*Invoi
 		return nil, err
 	}
 	on, _ := overlap(billed, active)
-	return rate(plan, usage, billed, on)
+	return rateParts(billed, []Part{{Plan: plan, Span: on, Usage: usage}})
+}
+
+// RateParts rates a contract's billed period made of parts (a trial and
+// then paid; one plan, then another), as one invoice with one rounding:
+// each part is rated as Rate rates a contract active for its span (the
+// fee prorated by the second, the plan's allowance in full), a trial part
+// at zero, and the exact amounts of all parts are summed before the total
+// is rounded. Parts must be in time order, not overlap, share a currency,
+// and together overlap the billed period by a whole second at least.
+func RateParts(billed Period, parts []Part) (*Invoice, error) {
+	var fe agentmarket.Fields
+	if billed.check(&fe, "billed") {
+		checkLength(&fe, billed, "billed")
+	}
+	checkParts(&fe, parts)
+	if len(fe) == 0 {
+		if _, ok := overlap(billed, Period{Start: parts[0].Span.Start, End: parts[len(parts)-1].Span.End}); !ok {
+			fe.Add("parts", "outside_period", "the contract was not active in the billed period")
+		}
+	}
+	if err := fe.Err("invalid_rating_input", "the invoice cannot be rated"); err != nil {
+		return nil, err
+	}
+	return rateParts(billed, parts)
+}
+
+// PreviewParts rates an open period made of parts as of now (see
+// RateParts): the last part's span should reach to the period's end (or
+// the contract's), its fee being due whatever happens until then.
+func PreviewParts(period Period, parts []Part, now time.Time) (*Invoice, error) {
+	if !period.Contains(now) {
+		var fe agentmarket.Fields
+		fe.Add("now", "outside_period", "now must fall inside the period: a preview is of an open period")
+		return nil, fe.Err("invalid_preview_input", "the invoice preview cannot be rated")
+	}
+	inv, err := RateParts(period, parts)
+	if err != nil {
+		return nil, err
+	}
+	inv.Preview, inv.AsOf = true, now
+	return inv, nil
+}
+
+func checkParts(fe *agentmarket.Fields, parts []Part) {
+	switch {
+	case len(parts) == 0:
+		fe.Add("parts", "required", "an invoice has one part at least")
+		return
+	case len(parts) > MaxParts:
+		fe.Add("parts", "max", "an invoice has at most %d parts", MaxParts)
+		return
+	}
+	for i, p := range parts {
+		prefix := fmt.Sprintf("parts[%d]", i)
+		checkTerms(fe, p.Plan, p.Usage, prefix+".")
+		if p.Span.check(fe, prefix+".span") && i > 0 && p.Span.Start.Before(parts[i-1].Span.End) {
+			fe.Add(prefix+".span.start", "ordered", "a part starts when the one before it ends, or later")
+		}
+		if i > 0 && p.Plan.Currency != parts[0].Plan.Currency {
+			fe.Add(prefix+".plan.currency", "same_currency", "every part of an invoice is in %q", parts[0].Plan.Currency)
+		}
+	}
 }
 
 // Preview rates an open period as of now: the usage so far, and the flat
@@ -185,7 +288,7 @@ func Preview(plan listings.Plan, usage Usage, period Period, contractStart, cont
 		return nil, err
 	}
 	on, _ := overlap(period, active)
-	inv, err := rate(plan, usage, period, on)
+	inv, err := rateParts(period, []Part{{Plan: plan, Span: on, Usage: usage}})
 	if err != nil {
 		return nil, err
 	}
@@ -193,12 +296,13 @@ func Preview(plan listings.Plan, usage Usage, period Period, contractStart, cont
 	return inv, nil
 }
 
-func checkTerms(fe *agentmarket.Fields, plan listings.Plan, usage Usage) {
+func checkTerms(fe *agentmarket.Fields, plan listings.Plan, usage Usage, prefix ...string) {
+	pre := strings.Join(prefix, "")
 	if _, err := MinorUnitDigits(plan.Currency); err != nil {
-		fe.Add("plan.currency", "unknown_currency", "currency %q is not one AgentMarket can bill in", plan.Currency)
+		fe.Add(pre+"plan.currency", "unknown_currency", "currency %q is not one AgentMarket can bill in", plan.Currency)
 	}
-	plan.CheckAmounts(fe, "plan.")
-	usage.check(fe, "usage")
+	plan.CheckAmounts(fe, pre+"plan.")
+	usage.check(fe, pre+"usage")
 }
 
 func checkLength(fe *agentmarket.Fields, p Period, prefix string) {
@@ -219,47 +323,64 @@ func overlap(a, b Period) (Period, bool) {
 	return Period{Start: time.Unix(s, 0).UTC(), End: time.Unix(e, 0).UTC()}, true
 }
 
-// rate computes the invoice of valid input; on is the active overlap.
-func rate(plan listings.Plan, usage Usage, billed, on Period) (*Invoice, error) {
-	digits, err := MinorUnitDigits(plan.Currency)
+// clip is the overlap of p with billed in whole seconds, empty (Start =
+// End) when there is none.
+func clip(billed, p Period) Period {
+	if on, ok := overlap(billed, p); ok {
+		return on
+	}
+	bs, be := billed.seconds()
+	s := min(max(p.Start.Unix(), bs), be)
+	return Period{Start: time.Unix(s, 0).UTC(), End: time.Unix(s, 0).UTC()}
+}
+
+// rateParts computes the invoice of valid input.
+func rateParts(billed Period, parts []Part) (*Invoice, error) {
+	digits, err := MinorUnitDigits(parts[0].Plan.Currency)
 	if err != nil {
 		return nil, err
 	}
 	bs, be := billed.seconds()
-	as, ae := on.seconds()
-	periodSec, activeSec := be-bs, ae-as
+	periodSec := be - bs
 	inv := &Invoice{
-		Currency:        plan.Currency,
-		PlanVersion:     plan.Version,
+		Currency:        parts[0].Plan.Currency,
+		PlanVersion:     parts[len(parts)-1].Plan.Version,
 		Period:          Period{Start: time.Unix(bs, 0).UTC(), End: time.Unix(be, 0).UTC()},
-		Active:          on,
 		MinorUnitDigits: digits,
 	}
-	inv.Lines = []Line{
-		{Kind: LineFlatFee, Description: flatDescription(activeSec, periodSec),
-			Used: activeSec, UnitPriceMicros: plan.MonthlyFeeMicros, PerUnits: periodSec},
-		{Kind: LineInputTokens, Description: "Input tokens, per million",
-			Used: usage.InputTokens, Included: plan.IncludedInputTokens, UnitPriceMicros: plan.InputTokensPerMillionMicros, PerUnits: 1_000_000},
-		{Kind: LineOutputTokens, Description: "Output tokens, per million",
-			Used: usage.OutputTokens, Included: plan.IncludedOutputTokens, UnitPriceMicros: plan.OutputTokensPerMillionMicros, PerUnits: 1_000_000},
-		{Kind: LineCompute, Description: "Compute, per hour, billed per millisecond",
-			Used: usage.ComputeMs, Included: plan.IncludedComputeMs, UnitPriceMicros: plan.ComputePerHourMicros, PerUnits: 3_600_000},
-		{Kind: LineTasks, Description: "Tasks, per task",
-			Used: usage.Tasks, Included: plan.IncludedTasks, UnitPriceMicros: plan.PerTaskMicros, PerUnits: 1},
+	for i, p := range parts {
+		on := clip(billed, p.Span)
+		if i == 0 {
+			inv.Active.Start = on.Start
+		}
+		inv.Active.End = on.End
+		inv.Parts = append(inv.Parts, PartInfo{PlanVersion: p.Plan.Version, Active: on, Trial: p.Trial})
+		inv.Lines = append(inv.Lines, partLines(p, i, on, periodSec)...)
 	}
 
 	var fe agentmarket.Fields
 	amounts := make([]*big.Rat, len(inv.Lines))
 	subtotal := new(big.Rat)
+	partSum := make([]*big.Rat, len(parts)) // each part's lines but its commitment
+	for i := range partSum {
+		partSum[i] = new(big.Rat)
+	}
 	for i := range inv.Lines {
 		l := &inv.Lines[i]
 		l.Quantity = max(0, l.Used-l.Included) // both non-negative: cannot overflow
 		amounts[i] = new(big.Rat).SetFrac(
 			new(big.Int).Mul(big.NewInt(l.Quantity), big.NewInt(l.UnitPriceMicros)),
 			big.NewInt(l.PerUnits))
+		if l.Kind == LineCommitment {
+			if amounts[i].Sub(amounts[i], partSum[l.Part]).Sign() < 0 {
+				amounts[i].SetInt64(0)
+			}
+		} else {
+			partSum[l.Part].Add(partSum[l.Part], amounts[i])
+		}
 		var ok bool
 		if l.AmountMicros, l.AmountFraction, ok = split(amounts[i]); !ok {
-			fe.Add("lines."+string(l.Kind), "range", "%s comes to more than %d micros", l.Kind, int64(math.MaxInt64))
+			fe.Add(lineField(inv, l), "range", "%s comes to more than %d micros", l.Kind, int64(math.MaxInt64))
 		}
 		subtotal.Add(subtotal, amounts[i])
 	}
@@ -279,6 +400,54 @@ func rate(plan listings.Plan, usage Usage, billed, on Period) (*Invoice, error) 
 
 	allocate(inv.Lines, amounts, perMinor, inv.TotalMinor)
 	return inv, nil
+}
+
+// lineField names a line in an error: lines.<kind>, or
+// parts[i].lines.<kind> on an invoice of several parts.
+func lineField(inv *Invoice, l *Line) string {
+	if len(inv.Parts) == 1 {
+		return "lines." + string(l.Kind)
+	}
+	return fmt.Sprintf("parts[%d].lines.%s", l.Part, l.Kind)
+}
+
+// partLines are the lines of one part (Quantity and amounts still to be
+// computed): the fee for the part's whole seconds in the period, and the
+// usage less the plan's allowance, in full. A trial's lines carry what was
+// used at a price of zero.
+func partLines(p Part, index int, on Period, periodSec int64) []Line {
+	plan := p.Plan
+	as, ae := on.seconds()
+	activeSec := ae - as
+	lines := []Line{
+		{Kind: LineFlatFee, Description: flatDescription(activeSec, periodSec),
+			Used: activeSec, UnitPriceMicros: plan.MonthlyFeeMicros, PerUnits: periodSec},
+		{Kind: LineInputTokens, Description: "Input tokens, per million",
+			Used: p.Usage.InputTokens, Included: plan.IncludedInputTokens, UnitPriceMicros: plan.InputTokensPerMillionMicros, PerUnits: 1_000_000},
+		{Kind: LineOutputTokens, Description: "Output tokens, per million",
+			Used: p.Usage.OutputTokens, Included: plan.IncludedOutputTokens, UnitPriceMicros: plan.OutputTokensPerMillionMicros, PerUnits: 1_000_000},
+		{Kind: LineCompute, Description: "Compute, per hour, billed per millisecond",
+			Used: p.Usage.ComputeMs, Included: plan.IncludedComputeMs, UnitPriceMicros: plan.ComputePerHourMicros, PerUnits: 3_600_000},
+		{Kind: LineTasks, Description: "Tasks, per task",
+			Used: p.Usage.Tasks, Included: plan.IncludedTasks, UnitPriceMicros: plan.PerTaskMicros, PerUnits: 1},
+	}
+	if plan.MinCommitMicros > 0 && !p.Trial {
+		lines = append(lines, Line{Kind: LineCommitment, Description: strings.Replace(flatDescription(activeSec, periodSec), "Monthly fee",
+			"Minimum monthly commitment, less the charges above", 1), Used: activeSec, UnitPriceMicros: plan.MinCommitMicros, PerUnits: periodSec})
+	}
+	for i := range lines {
+		l := &lines[i]
+		l.Part = index
+		if p.Trial {
+			l.Included, l.UnitPriceMicros = 0, 0
+			if l.Kind == LineFlatFee {
+				l.Description = strings.Replace(l.Description, "Monthly fee", "Free trial: no monthly fee", 1)
+			} else {
+				l.Description += ", free trial"
+			}
+		}
+	}
+	return lines
 }
 
 // split divides a non-negative amount into whole micros and the fraction

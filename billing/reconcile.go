@@ -35,7 +35,9 @@ type Drift struct {
 	Kind        LineKind
 	// Source is the side that differs from Metered.
 	Source DriftSource
-	// Metered is the usage in the usage store.
+	// Metered is the usage in the usage store; compared with what was
+	// reported, only from the end of the contract's free trial (a trial's
+	// usage is free, and never reported).
 	Metered int64
 	// Reported is what the provider was sent, nil when the contract has
 	// no subscription at the provider.
@@ -95,8 +97,8 @@ func (s *Service) Reconcile(ctx context.Context, period Period) ([]Drift, error)
 			continue // an invoice of another period starting there
 		}
 		m := map[LineKind]int64{}
-		for _, l := range inv.Invoice.Lines {
-			m[l.Kind] = l.Used
+		for _, l := range inv.Invoice.Lines { // every part's, a trial's too
+			m[l.Kind] = agentmarket.AddSat(m[l.Kind], l.Used)
 		}
 		invoiced[inv.ContractID] = m
 		ids[inv.ContractID] = true
@@ -114,8 +116,17 @@ func (s *Service) Reconcile(ctx context.Context, period Period) ([]Drift, error)
 			return nil, err
 		}
 		hasSub := reported[id] != nil
-		if _, err := s.Store.Subscription(ctx, id); err == nil {
+		reportable := usage // what the provider should have been sent
+		if sub, err := s.Store.Subscription(ctx, id); err == nil {
 			hasSub = true
+			if from := sub.UsageFrom; from.After(period.Start) {
+				reportable = Usage{}
+				if from.Before(period.End) {
+					if reportable, err = usageIn(ctx, s.Usage, id, Period{Start: from, End: period.End}); err != nil {
+						return nil, err
+					}
+				}
+			}
 		} else if agentmarket.KindOf(err) != agentmarket.NotFound {
 			return nil, err
 		}
@@ -132,9 +143,9 @@ func (s *Service) Reconcile(ctx context.Context, period Period) ([]Drift, error)
 				v := inv[kind]
 				d.Invoiced = &v
 			}
-			if d.Reported != nil && *d.Reported != d.Metered {
+			if r := reportable.Of(kind); d.Reported != nil && *d.Reported != r {
 				e := d
-				e.Source, e.Difference = DriftReported, *d.Reported-d.Metered
+				e.Source, e.Metered, e.Difference = DriftReported, r, *d.Reported-r
 				out = append(out, e)
 			}
 			if d.Invoiced != nil && *d.Invoiced != d.Metered {

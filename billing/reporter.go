@@ -28,7 +28,9 @@ const (
 // Windows are aligned on the UTC day (hourly by default), so they never
 // straddle a billing period; a window is closed when now ≥ its end +
 // SettleDelay. What a window reports is the usage of the whole period so
-// far, [period start, window end), minus what the period's reports have
+// far, [period start, window end) (from the end of the contract's free
+// trial, when that is later: Subscription.UsageFrom), minus what the
+// period's reports have
 // already carried (the watermark): usage that reaches the usage store late
 // (a meter that was cut off, say) goes out with the next window instead of
 // being lost, and the quantities are the usage itself, in full, since the
@@ -208,6 +210,13 @@ func (r *Reporter) report(ctx context.Context, sub *Subscription, through, now t
 	// Usage per [period start, end): one query serves every kind.
 	usage := map[Period]Usage{}
 	usageOf := func(p Period) (Usage, error) {
+		// A trial's usage is free: it is never reported.
+		if from := sub.UsageFrom; from.After(p.Start) {
+			if !from.Before(p.End) {
+				return Usage{}, nil
+			}
+			p.Start = from
+		}
 		if u, ok := usage[p]; ok {
 			return u, nil
 		}

@@ -49,6 +49,12 @@ type Service struct {
 	// Contracts lists the contracts of a period, for CloseMonth and
 	// Reconcile.
 	Contracts ContractLister
+	// Trials lists the contracts in trial, for EndTrials.
+	Trials TrialLister
+	// History is the contracts' plan changes (nil: none), and Scheduled
+	// lists their scheduled cancellations, for EndScheduled.
+	History   PlanHistory
+	Scheduled ScheduledLister
 	// PlatformFeePercent is the platform's share of a seller's invoices
 	// when the seller has a connected account (see SubscribeInput).
 	PlatformFeePercent float64
@@ -101,12 +107,7 @@ func (s *Service) Attach(ctx context.Context, c *contracts.Contract, buyer OrgIn
 	}
 	now := s.Clock.Now().UTC()
 
-	prices, err := s.Store.PlanPrices(ctx, c.ListingID, plan.Version)
-	if agentmarket.KindOf(err) == agentmarket.NotFound {
-		if prices, err = s.Provider.EnsurePlan(ctx, c.ListingID, listingName, plan); err == nil {
-			prices, err = s.Store.SavePlanPrices(ctx, c.ListingID, plan.Version, prices, now)
-		}
-	}
+	prices, err := s.planPrices(ctx, c.ListingID, listingName, plan, now)
 	if err != nil {
 		return err
 	}
@@ -122,6 +123,12 @@ func (s *Service) Attach(ctx context.Context, c *contracts.Contract, buyer OrgIn
 	}
 
 	in := SubscribeInput{ContractID: c.ID, CustomerID: customer.ID, Prices: prices, BillingCycleAnchor: MonthOf(now).End}
+	var usageFrom time.Time
+	if c.Status == contracts.ContractTrialing && c.TrialEnd != nil && c.TrialEnd.After(now) {
+		usageFrom = c.TrialEnd.UTC()
+		in.TrialEnd, in.CancelAtTrialEnd = usageFrom, c.CancelAtTrialEnd
+		in.BillingCycleAnchor = MonthOf(usageFrom).End
+	}
 	if connectedAccountID != "" {
 		in.ConnectedAccountID, in.PlatformFeePercent = connectedAccountID, s.PlatformFeePercent
 	}
@@ -129,7 +136,8 @@ func (s *Service) Attach(ctx context.Context, c *contracts.Contract, buyer OrgIn
 	if err != nil {
 		return err
 	}
-	if _, err = s.Store.SaveSubscription(ctx, &Subscription{ContractID: c.ID, CustomerID: customer.ID, Refs: refs, CreatedAt: now}); err != nil {
+	if _, err = s.Store.SaveSubscription(ctx, &Subscription{ContractID: c.ID, CustomerID: customer.ID, Refs: refs, CreatedAt: now,
+		UsageFrom: usageFrom}); err != nil {
 		// The provider has a subscription we could not record: the
 		// contract will be canceled (Subscriptions undoes it), so the
 		// subscription must go too, or the buyer would be charged for
@@ -172,14 +180,101 @@ func (s *Service) Detach(ctx context.Context, c *contracts.Contract) error {
 		return nil
 	}
 	now := s.Clock.Now().UTC()
-	r := &Reporter{Store: s.Store, Provider: s.Provider, Usage: s.Usage, Clock: s.Clock, Logger: s.Logger}
-	if _, err := r.flush(ctx, sub, now.Truncate(time.Second), now); err != nil {
+	if _, err := s.reporter().flush(ctx, sub, now.Truncate(time.Second), now); err != nil {
 		return err
 	}
 	if err := s.Provider.CancelSubscription(ctx, sub.Refs.ID, CancelKey(c.ID)); err != nil && agentmarket.KindOf(err) != agentmarket.NotFound {
 		return err
 	}
 	return s.Store.SetSubscriptionCanceled(ctx, c.ID, now)
+}
+
+// ScheduleEnd tells the provider when a contract's subscription ends by
+// itself (c.EndsAt: the trial's end when the buyer chose to stop then, or
+// the end of the billing period it asked for), or that it no longer does.
+// Without a Provider, or without a live subscription, it does nothing.
+func (s *Service) ScheduleEnd(ctx context.Context, c *contracts.Contract) error {
+	sub, err := s.liveSubscription(ctx, c)
+	if err != nil || sub == nil {
+		return err
+	}
+	var end time.Time
+	if e := c.EndsAt(); e != nil {
+		end = e.UTC()
+	}
+	return s.Provider.SetCancelAt(ctx, sub.Refs.ID, end, ScheduleEndKey(c.ID, end, s.Clock.Now()))
+}
+
+// ChangePlan moves a contract's subscription to plan version ch.ToVersion
+// from ch.At. The new plan must be in the contract's currency. With a
+// Provider: the usage metered until ch.At is reported to the old items
+// first (so the old prices bill it), the new version's prices are made
+// (once, as Attach makes them), and the subscription's items are replaced
+// (PlanChangeKey), the fee prorated by the provider; the reporter then
+// reports to the new items.
+func (s *Service) ChangePlan(ctx context.Context, c *contracts.Contract, ch contracts.PlanChange, listingName string) error {
+	from, err := s.Plans.Plan(ctx, c.ListingID, ch.FromVersion)
+	if err != nil {
+		return err
+	}
+	to, err := s.Plans.Plan(ctx, c.ListingID, ch.ToVersion)
+	if err != nil {
+		return err
+	}
+	if to.Currency != from.Currency {
+		var fe agentmarket.Fields
+		fe.Add("plan_version", "same_currency", "the subscription is billed in %s; plan version %d is in %s", from.Currency, to.Version, to.Currency)
+		return fe.Err("invalid_plan_change", "the plan change is not valid")
+	}
+	sub, err := s.liveSubscription(ctx, c)
+	if err != nil || sub == nil {
+		return err
+	}
+	now := s.Clock.Now().UTC()
+	if _, err := s.reporter().flush(ctx, sub, ch.At, now); err != nil {
+		return err
+	}
+	prices, err := s.planPrices(ctx, c.ListingID, listingName, *to, now)
+	if err != nil {
+		return err
+	}
+	refs, err := s.Provider.ChangePlan(ctx, PlanChangeInput{SubscriptionID: sub.Refs.ID, Old: sub.Refs, Prices: prices, At: ch.At,
+		IdempotencyKey: PlanChangeKey(c.ID, ch.Seq)})
+	if err != nil {
+		return err
+	}
+	return s.Store.SetSubscriptionItems(ctx, c.ID, refs)
+}
+
+// liveSubscription is the contract's subscription at the provider when
+// there is a provider and it is not canceled; nil otherwise.
+func (s *Service) liveSubscription(ctx context.Context, c *contracts.Contract) (*Subscription, error) {
+	if s.Provider == nil || c == nil {
+		return nil, nil
+	}
+	sub, err := s.Store.Subscription(ctx, c.ID)
+	if agentmarket.KindOf(err) == agentmarket.NotFound || err == nil && sub.CanceledAt != nil {
+		return nil, nil
+	}
+	return sub, err
+}
+
+// reporter is a Reporter over the service's stores and provider, for the
+// reports that must go out before a subscription changes.
+func (s *Service) reporter() *Reporter {
+	return &Reporter{Store: s.Store, Provider: s.Provider, Usage: s.Usage, Clock: s.Clock, Logger: s.Logger}
+}
+
+// planPrices returns a plan version's prices at the provider, made (and
+// stored) the first time.
+func (s *Service) planPrices(ctx context.Context, listingID, listingName string, plan listings.Plan, now time.Time) (PlanPrices, error) {
+	prices, err := s.Store.PlanPrices(ctx, listingID, plan.Version)
+	if agentmarket.KindOf(err) == agentmarket.NotFound {
+		if prices, err = s.Provider.EnsurePlan(ctx, listingID, listingName, plan); err == nil {
+			prices, err = s.Store.SavePlanPrices(ctx, listingID, plan.Version, prices, now)
+		}
+	}
+	return prices, err
 }
 
 // Hooks attaches and detaches contracts as they are made and canceled
@@ -218,6 +313,24 @@ func (h *Hooks) Attach(ctx context.Context, c *contracts.Contract) error {
 // Detach is Service.Detach.
 func (h *Hooks) Detach(ctx context.Context, c *contracts.Contract) error {
 	return h.Service.Detach(ctx, c)
+}
+
+// ScheduleEnd is Service.ScheduleEnd.
+func (h *Hooks) ScheduleEnd(ctx context.Context, c *contracts.Contract) error {
+	return h.Service.ScheduleEnd(ctx, c)
+}
+
+// ChangePlan is Service.ChangePlan, with the listing's name (for the new
+// version's product prices).
+func (h *Hooks) ChangePlan(ctx context.Context, c *contracts.Contract, ch contracts.PlanChange) error {
+	name := c.ListingID
+	if h.Service.Provider != nil {
+		var err error
+		if name, _, err = h.Listing(ctx, c.ListingID); err != nil {
+			return err
+		}
+	}
+	return h.Service.ChangePlan(ctx, c, ch, name)
 }
 
 func (s *Service) settleDelay() time.Duration {

@@ -97,7 +97,12 @@ func (p *fakeProvider) EnsureCustomer(_ context.Context, orgID, orgName, email s
 func (p *fakeProvider) Subscribe(_ context.Context, in billing.SubscribeInput) (billing.SubscriptionRefs, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.record("Subscribe %s", in.ContractID)
+	if in.TrialEnd.IsZero() {
+		p.record("Subscribe %s", in.ContractID)
+	} else {
+		p.record("Subscribe %s trial_end=%s cancel_at_trial_end=%v anchor=%s", in.ContractID, in.TrialEnd.Format(time.RFC3339),
+			in.CancelAtTrialEnd, in.BillingCycleAnchor.Format(time.RFC3339))
+	}
 	if err := in.Validate(); err != nil {
 		return billing.SubscriptionRefs{}, err
 	}
@@ -125,6 +130,54 @@ func (p *fakeProvider) CancelSubscription(_ context.Context, subscriptionID, key
 		return errUnavailable
 	}
 	p.canceled = append(p.canceled, subscriptionID)
+	return nil
+}
+
+func (p *fakeProvider) EndTrialNow(_ context.Context, subscriptionID, key string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.record("EndTrialNow %s %s", subscriptionID, key)
+	if p.down {
+		return errUnavailable
+	}
+	return nil
+}
+
+func (p *fakeProvider) SetCancelAt(_ context.Context, subscriptionID string, at time.Time, key string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	when := "none"
+	if !at.IsZero() {
+		when = at.UTC().Format(time.RFC3339)
+	}
+	p.record("SetCancelAt %s %s %s", subscriptionID, when, key)
+	if p.down {
+		return errUnavailable
+	}
+	return nil
+}
+
+func (p *fakeProvider) ChangePlan(_ context.Context, in billing.PlanChangeInput) (billing.SubscriptionRefs, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.record("ChangePlan %s %s→%s at %s %s", in.SubscriptionID, in.Old.FlatItemID, in.Prices.FlatPriceID, in.At.UTC().Format(time.RFC3339Nano), in.IdempotencyKey)
+	if p.down {
+		return billing.SubscriptionRefs{}, errUnavailable
+	}
+	refs := billing.SubscriptionRefs{ID: in.SubscriptionID, FlatItemID: in.Old.FlatItemID + "_" + in.Prices.FlatPriceID, MeteredItemIDs: map[billing.LineKind]string{}}
+	for _, k := range billing.MeteredLineKinds {
+		refs.MeteredItemIDs[k] = in.Old.MeteredItemIDs[k] + "+"
+	}
+	return refs, nil
+}
+
+func (p *fakeProvider) AddInvoiceItem(_ context.Context, in billing.InvoiceItem) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.record("AddInvoiceItem %s %s %d %s %q %s", in.SubscriptionID, in.CustomerID, in.AmountMinor, in.Currency, in.Description, in.IdempotencyKey)
+	if p.down {
+		return errUnavailable
+	}
 	return nil
 }
 

@@ -36,6 +36,13 @@ type Store interface {
 	// SetSubscriptionCanceled records that the subscription ended at at
 	// (the first time only); NotFound for a contract without one.
 	SetSubscriptionCanceled(ctx context.Context, contractID string, at time.Time) error
+	// SetSubscriptionItems records a subscription's items after a plan
+	// change; NotFound for a contract without a subscription.
+	SetSubscriptionItems(ctx context.Context, contractID string, refs SubscriptionRefs) error
+	// SetSubscriptionUsageFrom records from when the contract's usage is
+	// reported (the end of its trial); NotFound for a contract without a
+	// subscription.
+	SetSubscriptionUsageFrom(ctx context.Context, contractID string, from time.Time) error
 
 	// Watermark returns how much of a contract's usage of one kind in the
 	// billing period starting at periodStart has been reported; the zero
@@ -80,6 +87,15 @@ type Store interface {
 	// a contract, zero when none.
 	LastAppliedEvent(ctx context.Context, contractID string) (time.Time, error)
 
+	// AddCommitmentCharge records a contract's commitment charge of a
+	// period, pending, unless it has one; it returns the one stored.
+	AddCommitmentCharge(ctx context.Context, c *CommitmentCharge) (*CommitmentCharge, error)
+	// MarkCommitmentChargeSent records that the provider took it.
+	MarkCommitmentChargeSent(ctx context.Context, contractID string, periodStart, at time.Time) error
+	// CommitmentCharge returns a contract's charge of the period starting
+	// at periodStart, or NotFound.
+	CommitmentCharge(ctx context.Context, contractID string, periodStart time.Time) (*CommitmentCharge, error)
+
 	// SaveInvoice stores a contract's invoice for a period unless it has
 	// one, and reports whether it stored this one.
 	SaveInvoice(ctx context.Context, inv *LocalInvoice) (bool, error)
@@ -100,6 +116,9 @@ type Subscription struct {
 	// CanceledAt is when it was canceled (by Detach, or at the provider);
 	// the reporter stops reporting to it.
 	CanceledAt *time.Time
+	// UsageFrom is when the contract's usage starts to be reported: the
+	// end of its free trial (zero: no trial), whose usage is free.
+	UsageFrom time.Time
 }
 
 // Watermark is how much of a contract's usage of one line kind in one
@@ -196,6 +215,19 @@ type WebhookEvent struct {
 	// ContractID is the contract it concerns, when known.
 	ContractID string
 	Outcome    WebhookOutcome
+}
+
+// CommitmentCharge is what a contract on the provider is charged for a
+// month that fell short of its minimum commitment: recorded (pending)
+// before the provider is called, marked sent after, so it is charged once.
+type CommitmentCharge struct {
+	ContractID     string
+	PeriodStart    time.Time
+	Currency       string
+	AmountMinor    int64
+	IdempotencyKey string
+	CreatedAt      time.Time
+	SentAt         *time.Time
 }
 
 // LocalInvoice is an invoice of the own ledger: a contract's closed

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -346,4 +347,58 @@ func (m *memContracts) SetContractBudgets(_ context.Context, id string, b contra
 	c.Budgets, c.UpdatedAt = b, at
 	m.byID[id] = c
 	return &c, nil
+}
+
+func (m *memContracts) HadTrial(_ context.Context, buyerOrgID, listingID string) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, c := range m.byID {
+		if c.BuyerOrgID == buyerOrgID && c.ListingID == listingID && c.TrialEnd != nil {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+func (m *memContracts) TrialingContracts(context.Context) ([]contracts.Contract, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []contracts.Contract
+	for _, c := range m.byID {
+		if c.Status == contracts.ContractTrialing {
+			out = append(out, c)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// trialing changes a trialing contract under the lock; NotFound or
+// trial_over otherwise.
+func (m *memContracts) trialing(id string, change func(c *contracts.Contract)) (*contracts.Contract, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.byID[id]
+	if !ok {
+		return nil, agentmarket.Errorf(agentmarket.NotFound, "subscription_not_found", "no subscription %q", id)
+	}
+	if c.Status != contracts.ContractTrialing {
+		return nil, agentmarket.Errorf(agentmarket.Conflict, "trial_over", "not in a trial")
+	}
+	change(&c)
+	m.byID[id] = c
+	return &c, nil
+}
+
+func (m *memContracts) EndTrial(_ context.Context, id string, end time.Time, status contracts.ContractStatus, at time.Time, _ []contracts.Rule) (*contracts.Contract, error) {
+	return m.trialing(id, func(c *contracts.Contract) {
+		c.Status, c.TrialEnd, c.UpdatedAt = status, &end, at
+		if status == contracts.ContractCanceled {
+			c.CanceledAt = &end
+		}
+	})
+}
+
+func (m *memContracts) SetCancelAtTrialEnd(_ context.Context, id string, cancel bool, at time.Time) (*contracts.Contract, error) {
+	return m.trialing(id, func(c *contracts.Contract) { c.CancelAtTrialEnd, c.UpdatedAt = cancel, at })
 }

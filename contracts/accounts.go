@@ -55,8 +55,14 @@ type APIKey struct {
 	// MonthlyBudgetMicros caps what calls made with this key may cost per
 	// month; nil means no cap.
 	MonthlyBudgetMicros *int64
-	CreatedAt           time.Time
-	RevokedAt           *time.Time
+	// AlertThresholds are the budget's own spend alert thresholds, in
+	// percent (nil: the org's).
+	AlertThresholds []int
+	// Tags are the key's cost allocation tags: the usage rows of its calls
+	// carry them.
+	Tags      agentmarket.Tags
+	CreatedAt time.Time
+	RevokedAt *time.Time
 }
 
 // KeyPrefix starts every AgentMarket API key, so leaked keys are easy to
@@ -238,6 +244,12 @@ type KeyInput struct {
 	Name                string           `json:"name"`
 	Role                agentmarket.Role `json:"role"`
 	MonthlyBudgetMicros *int64           `json:"monthly_budget_micros"`
+	// AlertThresholds are the budget's own spend alert thresholds (nil:
+	// the org's).
+	AlertThresholds []int `json:"alert_thresholds"`
+	// Tags are the key's cost allocation tags, e.g. {"team": "payments"}.
+	Tags map[string]string `json:"tags"`
+	tags agentmarket.Tags
 }
 
 // Validate reports every broken rule of the request itself; whether the
@@ -254,6 +266,8 @@ func (in *KeyInput) Validate() error {
 		fe.Add("role", "enum", "role must be one of admin, seller, buyer, finance")
 	}
 	checkMonthlyBudget(&fe, in.MonthlyBudgetMicros)
+	in.AlertThresholds = checkBudgetThresholds(&fe, in.AlertThresholds, in.MonthlyBudgetMicros)
+	in.tags = agentmarket.ParseTags(&fe, "tags", in.Tags)
 	return fe.Err("invalid_api_key_request", "the API key request is not valid")
 }
 
@@ -283,6 +297,7 @@ func (a *Accounts) CreateKey(ctx context.Context, actor agentmarket.Actor, in Ke
 		return nil, "", agentmarket.Errorf(agentmarket.Forbidden, "role_escalation", "a %s key can only create %s keys", actor.Role, actor.Role)
 	}
 	secret, k := newKey(actor.OrgID, in.Name, in.Role, in.MonthlyBudgetMicros, a.Clock.Now())
+	k.AlertThresholds, k.Tags = in.AlertThresholds, in.tags
 	if actor.KeyBudgetMicros == nil {
 		if err := a.Store.CreateAPIKey(ctx, k); err != nil {
 			return nil, "", err
@@ -370,7 +385,8 @@ func (a *Accounts) Authenticate(ctx context.Context, secret string) (agentmarket
 	if err != nil {
 		return agentmarket.Actor{}, err
 	}
-	return agentmarket.Actor{OrgID: k.OrgID, KeyID: k.ID, Role: k.Role, Operator: o.Platform, KeyBudgetMicros: k.MonthlyBudgetMicros}, nil
+	return agentmarket.Actor{OrgID: k.OrgID, KeyID: k.ID, Role: k.Role, Operator: o.Platform, KeyBudgetMicros: k.MonthlyBudgetMicros,
+		KeyTags: k.Tags}, nil
 }
 
 var connectAccountRE = regexp.MustCompile(`^acct_[A-Za-z0-9]{6,64}$`)

@@ -10,10 +10,14 @@ import (
 
 // ContractStatus is where a contract is in its life. Billing drives it
 // (paid → active; payment failed → past due, then suspended; subscription
-// deleted → canceled); without Stripe a contract is active from the start.
+// deleted → canceled); without Stripe a contract is active from the start,
+// or in trial when its plan offers one and the buyer org never had one on
+// the listing.
 type ContractStatus string
 
 const (
+	// ContractTrialing: in its free trial (TrialEnd says until when).
+	ContractTrialing  ContractStatus = "trialing"
 	ContractActive    ContractStatus = "active"
 	ContractPastDue   ContractStatus = "past_due"
 	ContractSuspended ContractStatus = "suspended"
@@ -23,7 +27,7 @@ const (
 // Invocable reports whether calls may go through under this status: a past
 // due contract is in its grace period and still works.
 func (s ContractStatus) Invocable() bool {
-	return s == ContractActive || s == ContractPastDue
+	return s == ContractActive || s == ContractPastDue || s == ContractTrialing
 }
 
 // Contract is a buyer org's subscription to a listing, at the plan version
@@ -47,6 +51,40 @@ type Contract struct {
 	// Budgets are the buyer's own time limits for this contract's calls
 	// and tasks (zero fields: the listing's).
 	Budgets TimeBudgets
+	// TrialEnd is when the contract's free trial ends: the scheduled end
+	// while it is trialing, the actual end (which its usage may have
+	// brought forward) once the trial is over. Nil: no trial. Usage before
+	// TrialEnd is free; the flat fee runs from it.
+	TrialEnd *time.Time
+	// CancelAtTrialEnd: the buyer asked to stop when the trial ends
+	// instead of converting to paid.
+	CancelAtTrialEnd bool
+	// OfferID is the private offer the contract accepted ("" for none):
+	// PlanVersion is then the offer's private plan.
+	OfferID string
+	// CancelAt is when the buyer asked the contract to end (the end of the
+	// billing period it asked in); nil: not scheduled.
+	CancelAt *time.Time
+	// AlertThresholds are the budget's own spend alert thresholds, in
+	// percent (nil: the org's).
+	AlertThresholds []int
+	// Tags are the contract's cost allocation tags: the usage rows of its
+	// calls carry them, under the calling key's own (which win).
+	Tags agentmarket.Tags
+}
+
+// EndsAt is when the contract will end as things stand: its trial's end
+// when the buyer chose to stop then, its scheduled cancellation, or nil.
+func (c *Contract) EndsAt() *time.Time {
+	if c.Status == ContractTrialing && c.CancelAtTrialEnd {
+		return c.TrialEnd
+	}
+	return c.CancelAt
+}
+
+// InTrialAt reports whether t falls in the contract's trial.
+func (c *Contract) InTrialAt(t time.Time) bool {
+	return c.TrialEnd != nil && !t.Before(c.CreatedAt) && t.Before(*c.TrialEnd)
 }
 
 // ListingTerms is what a subscription needs to know of a listing.
@@ -55,6 +93,8 @@ type ListingTerms struct {
 	SellerOrgID string
 	Published   bool
 	PlanVersion int
+	// TrialDays is the trial the plan version offers (0: none).
+	TrialDays int64
 }
 
 // ListingSource looks listings up for subscriptions (the catalog, wired
@@ -80,6 +120,21 @@ type ContractStore interface {
 	OverdueContracts(ctx context.Context, cutoff time.Time) ([]Contract, error)
 	// SetContractBudgets replaces the contract's time budgets.
 	SetContractBudgets(ctx context.Context, id string, b TimeBudgets, at time.Time) (*Contract, error)
+
+	// HadTrial reports whether the buyer org ever had a contract to the
+	// listing with a trial (canceled ones included).
+	HadTrial(ctx context.Context, buyerOrgID, listingID string) (bool, error)
+	// TrialingContracts lists the contracts in trial, by id.
+	TrialingContracts(ctx context.Context) ([]Contract, error)
+	// EndTrial ends a trialing contract's trial at end (TrialEnd becomes
+	// end) and moves it to status (active, or canceled at end), revoking
+	// rules in the same transaction; at is the time of the change. A
+	// contract no longer trialing is a Conflict (code trial_over) and is
+	// left as it is, so two sweepers end a trial once.
+	EndTrial(ctx context.Context, id string, end time.Time, status ContractStatus, at time.Time, revoke []Rule) (*Contract, error)
+	// SetCancelAtTrialEnd records the buyer's choice; a contract not
+	// trialing is a Conflict (code trial_over).
+	SetCancelAtTrialEnd(ctx context.Context, id string, cancel bool, at time.Time) (*Contract, error)
 }
 
 // PolicyReloader makes a policy change visible at once in this process
@@ -102,11 +157,21 @@ func ListingObject(listingID string) string { return "listing:" + listingID }
 // ActInvoke is the action of calling a listing's agent through the meter.
 const ActInvoke = "invoke"
 
-// BillingHooks tell billing (the payment provider) of subscriptions made
-// and canceled.
+// BillingHooks tell billing (the payment provider) of subscriptions made,
+// changed and canceled. Each is called before the change is stored, so a
+// failure leaves the contract as it was.
 type BillingHooks interface {
 	Attach(ctx context.Context, c *Contract) error
 	Detach(ctx context.Context, c *Contract) error
+	// ScheduleEnd tells the provider when the subscription ends by itself
+	// (c.EndsAt: the trial's end, a cancellation at the period's end), or
+	// that it no longer does.
+	ScheduleEnd(ctx context.Context, c *Contract) error
+	// ChangePlan moves the subscription to another plan version at ch.At
+	// (the provider prorates the fee by the second, and the usage until
+	// then is billed at the old plan); it refuses a plan it cannot bill in
+	// the contract's currency.
+	ChangePlan(ctx context.Context, c *Contract, ch PlanChange) error
 }
 
 // Subscriptions is the subscription service.
@@ -118,6 +183,10 @@ type Subscriptions struct {
 	// Billing, when set, attaches every new contract to the payment
 	// provider; a contract it cannot attach is canceled at once.
 	Billing BillingHooks
+	// Offers are the private offers buyers accept (nil: none).
+	Offers OfferSource
+	// Changes keeps plan changes and scheduled cancellations.
+	Changes PlanChangeStore
 }
 
 // SubscribeInput is a buyer's request to subscribe.
@@ -126,6 +195,16 @@ type SubscribeInput struct {
 	MonthlyBudgetMicros *int64 `json:"monthly_budget_micros"`
 	// Budgets are the contract's own time limits (optional).
 	Budgets *BudgetsInput `json:"budgets"`
+	// CancelAtTrialEnd stops the contract when its trial ends instead of
+	// converting it to paid; it is refused when the subscription gets no
+	// trial.
+	CancelAtTrialEnd bool `json:"cancel_at_trial_end"`
+	// AlertThresholds are the budget's own spend alert thresholds (nil:
+	// the org's).
+	AlertThresholds []int `json:"alert_thresholds"`
+	// Tags are the contract's cost allocation tags.
+	Tags map[string]string `json:"tags"`
+	tags agentmarket.Tags
 }
 
 // checkMonthlyBudget reports a monthly budget (of a key or a contract)
@@ -142,14 +221,14 @@ func checkMonthlyBudget(fe *agentmarket.Fields, b *int64) {
 
 // Subscribe creates an active contract for the actor's org at the
 // listing's current plan version and grants the org the right to invoke
-// the listing.
+// the listing. When the plan offers a trial and the org never had one on
+// the listing, the contract starts trialing, for the plan's trial days.
 func (s *Subscriptions) Subscribe(ctx context.Context, actor agentmarket.Actor, in SubscribeInput) (*Contract, error) {
 	var fe agentmarket.Fields
 	if in.ListingID == "" {
 		fe.Add("listing_id", "required", "listing_id is required")
 	}
-	checkMonthlyBudget(&fe, in.MonthlyBudgetMicros)
-	budgets := in.Budgets.parse(&fe)
+	budgets := in.check(&fe)
 	if err := fe.Err("invalid_subscription", "the subscription request is not valid"); err != nil {
 		return nil, err
 	}
@@ -157,11 +236,81 @@ func (s *Subscriptions) Subscribe(ctx context.Context, actor agentmarket.Actor, 
 	if err != nil {
 		return nil, err
 	}
-	if !terms.Published {
-		return nil, agentmarket.Errorf(agentmarket.Conflict, "listing_not_published", "listing %q is not published", in.ListingID)
+	return s.create(ctx, actor, terms, "", in, budgets)
+}
+
+// check checks the input's budgets and returns its time budgets.
+func (in *SubscribeInput) check(fe *agentmarket.Fields) TimeBudgets {
+	checkMonthlyBudget(fe, in.MonthlyBudgetMicros)
+	in.AlertThresholds = checkBudgetThresholds(fe, in.AlertThresholds, in.MonthlyBudgetMicros)
+	in.tags = agentmarket.ParseTags(fe, "tags", in.Tags)
+	return in.Budgets.parse(fe)
+}
+
+// OfferTerms is what accepting a private offer needs to know of it.
+type OfferTerms struct {
+	ID          string
+	ListingID   string
+	SellerOrgID string
+	// Published is the listing's state.
+	Published bool
+	// PlanVersion is the offer's private plan version, and TrialDays the
+	// trial it offers.
+	PlanVersion int
+	TrialDays   int64
+}
+
+// OfferSource finds the private offers made to an org and records their
+// acceptance (the catalog's offers, wired in cmd/).
+type OfferSource interface {
+	// OfferTerms returns an offer made to the actor's org that is open:
+	// NotFound for any other org's, a Conflict (offer_not_open,
+	// offer_expired) when it can no longer be accepted.
+	OfferTerms(ctx context.Context, actor agentmarket.Actor, offerID string) (*OfferTerms, error)
+	// AcceptOffer records that a contract accepted the offer; a Conflict
+	// (offer_not_open) when it is no longer open.
+	AcceptOffer(ctx context.Context, offerID, contractID string) error
+}
+
+// AcceptOffer subscribes the actor's org to a listing at a private
+// offer's plan (in.ListingID is ignored): the contract freezes the offer's
+// plan version, starts in the offer's trial when it has one (and the org
+// never had one on the listing), and the offer is accepted, once. When the
+// org already subscribes to the listing, the offer changes that
+// contract's plan instead (ChangePlan); created says which.
+func (s *Subscriptions) AcceptOffer(ctx context.Context, actor agentmarket.Actor, offerID string, in SubscribeInput) (c *Contract, created bool, err error) {
+	var fe agentmarket.Fields
+	budgets := in.check(&fe)
+	if err := fe.Err("invalid_subscription", "the subscription request is not valid"); err != nil {
+		return nil, false, err
 	}
-	if _, err := s.Store.OpenContract(ctx, actor.OrgID, in.ListingID); err == nil {
-		return nil, agentmarket.Errorf(agentmarket.Conflict, "already_subscribed", "your organisation already subscribes to listing %q", in.ListingID)
+	if s.Offers == nil {
+		return nil, false, agentmarket.Errorf(agentmarket.NotFound, "offer_not_found", "no offer %q", offerID)
+	}
+	o, err := s.Offers.OfferTerms(ctx, actor, offerID)
+	if err != nil {
+		return nil, false, err
+	}
+	if open, err := s.Store.OpenContract(ctx, actor.OrgID, o.ListingID); err == nil {
+		c, err := s.ChangePlan(ctx, actor, open.ID, ChangePlanInput{OfferID: offerID})
+		return c, false, err
+	} else if agentmarket.KindOf(err) != agentmarket.NotFound {
+		return nil, false, err
+	}
+	terms := &ListingTerms{ID: o.ListingID, SellerOrgID: o.SellerOrgID, Published: o.Published, PlanVersion: o.PlanVersion, TrialDays: o.TrialDays}
+	c, err = s.create(ctx, actor, terms, offerID, in, budgets)
+	return c, err == nil, err
+}
+
+// create makes the actor's org's contract on terms (and the offer's, when
+// offerID is set), grants the invoke right and attaches it to billing;
+// whatever fails after the contract is stored undoes it.
+func (s *Subscriptions) create(ctx context.Context, actor agentmarket.Actor, terms *ListingTerms, offerID string, in SubscribeInput, budgets TimeBudgets) (*Contract, error) {
+	if !terms.Published {
+		return nil, agentmarket.Errorf(agentmarket.Conflict, "listing_not_published", "listing %q is not published", terms.ID)
+	}
+	if _, err := s.Store.OpenContract(ctx, actor.OrgID, terms.ID); err == nil {
+		return nil, agentmarket.Errorf(agentmarket.Conflict, "already_subscribed", "your organisation already subscribes to listing %q", terms.ID)
 	} else if agentmarket.KindOf(err) != agentmarket.NotFound {
 		return nil, err
 	}
@@ -169,28 +318,73 @@ func (s *Subscriptions) Subscribe(ctx context.Context, actor agentmarket.Actor, 
 	c := &Contract{
 		ID: agentmarket.NewID("ctr"), BuyerOrgID: actor.OrgID, ListingID: terms.ID, SellerOrgID: terms.SellerOrgID,
 		PlanVersion: terms.PlanVersion, Status: ContractActive, MonthlyBudgetMicros: in.MonthlyBudgetMicros,
-		CreatedAt: now, UpdatedAt: now, Budgets: budgets,
+		CreatedAt: now, UpdatedAt: now, Budgets: budgets, OfferID: offerID, AlertThresholds: in.AlertThresholds,
+		Tags: in.tags,
+	}
+	if terms.TrialDays > 0 {
+		had, err := s.Store.HadTrial(ctx, actor.OrgID, terms.ID)
+		if err != nil {
+			return nil, err
+		}
+		if !had {
+			// On a whole second, as the provider counts it.
+			end := now.Add(time.Duration(terms.TrialDays)*24*time.Hour + time.Second - 1).Truncate(time.Second)
+			c.Status, c.TrialEnd, c.CancelAtTrialEnd = ContractTrialing, &end, in.CancelAtTrialEnd
+		}
+	}
+	if in.CancelAtTrialEnd && c.TrialEnd == nil {
+		var fe agentmarket.Fields
+		fe.Add("cancel_at_trial_end", "no_trial", "this subscription gets no trial (the plan offers none, or your organisation had its trial)")
+		return nil, fe.Err("invalid_subscription", "the subscription request is not valid")
 	}
 	if err := s.Store.CreateContract(ctx, c, []Rule{InvokeRule(c.BuyerOrgID, c.ListingID)}); err != nil {
 		if agentmarket.KindOf(err) == agentmarket.Conflict {
-			return nil, agentmarket.Errorf(agentmarket.Conflict, "already_subscribed", "your organisation already subscribes to listing %q", in.ListingID)
+			return nil, agentmarket.Errorf(agentmarket.Conflict, "already_subscribed", "your organisation already subscribes to listing %q", terms.ID)
 		}
 		return nil, err
+	}
+	undo := func(err error) (*Contract, error) {
+		if _, cerr := s.Store.SetContractStatus(context.WithoutCancel(ctx), c.ID, ContractCanceled, s.Clock.Now(), nil,
+			[]Rule{InvokeRule(c.BuyerOrgID, c.ListingID)}); cerr != nil {
+			return nil, errors.Join(err, cerr)
+		}
+		return nil, err
+	}
+	if offerID != "" {
+		if err := s.Offers.AcceptOffer(ctx, offerID, c.ID); err != nil {
+			return undo(err) // accepted by another contract meanwhile
+		}
 	}
 	if s.Billing != nil {
 		if err := s.Billing.Attach(ctx, c); err != nil {
 			// No subscription at the provider, no contract: undo it.
-			if _, cerr := s.Store.SetContractStatus(context.WithoutCancel(ctx), c.ID, ContractCanceled, s.Clock.Now(), nil,
-				[]Rule{InvokeRule(c.BuyerOrgID, c.ListingID)}); cerr != nil {
-				return nil, errors.Join(err, cerr)
-			}
-			return nil, err
+			return undo(err)
 		}
 	}
 	if err := s.Policies.Reload(ctx); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// SetTags replaces the cost allocation tags of the actor's contract; calls
+// carry them from then on (within the meter's cache interval).
+func (s *Subscriptions) SetTags(ctx context.Context, actor agentmarket.Actor, id string, tags map[string]string) (*Contract, error) {
+	var fe agentmarket.Fields
+	t := agentmarket.ParseTags(&fe, "tags", tags)
+	if err := fe.Err("invalid_subscription", "the tags are not valid"); err != nil {
+		return nil, err
+	}
+	if _, err := s.Get(ctx, actor, id); err != nil {
+		return nil, err
+	}
+	return s.Changes.SetContractTags(ctx, id, t, s.Clock.Now())
+}
+
+// HadTrial reports whether the actor's org had its free trial on the
+// listing (a subscription to it starts no trial then).
+func (s *Subscriptions) HadTrial(ctx context.Context, actor agentmarket.Actor, listingID string) (bool, error) {
+	return s.Store.HadTrial(ctx, actor.OrgID, listingID)
 }
 
 // List returns the actor's org's contracts.
@@ -320,6 +514,7 @@ type TaskBinding struct {
 // grace over (suspended), paid (active again), subscription deleted
 // (canceled). Canceled is final.
 var transitions = map[ContractStatus][]ContractStatus{
+	ContractTrialing:  {ContractPastDue, ContractSuspended, ContractCanceled},
 	ContractActive:    {ContractPastDue, ContractSuspended, ContractCanceled},
 	ContractPastDue:   {ContractActive, ContractSuspended, ContractCanceled},
 	ContractSuspended: {ContractActive, ContractCanceled},
@@ -330,6 +525,12 @@ var transitions = map[ContractStatus][]ContractStatus{
 // status on every meter within the policy reload interval. Moving to the
 // status it has is a no-op; a move the life cycle does not allow is a
 // Conflict.
+//
+// A trialing contract is not made active by a payment (the provider's
+// invoice of a trial is one, of nothing) while its trial runs: once the
+// trial is due, active (or canceled, when the buyer chose to stop then)
+// ends the trial at its scheduled end (EndTrial), so it is billed from
+// there, not from when the provider's word arrived.
 func (s *Subscriptions) Transition(ctx context.Context, id string, to ContractStatus) (*Contract, error) {
 	c, err := s.Store.GetContract(ctx, id)
 	if err != nil {
@@ -337,6 +538,18 @@ func (s *Subscriptions) Transition(ctx context.Context, id string, to ContractSt
 	}
 	if c.Status == to {
 		return c, nil
+	}
+	if to == ContractCanceled && c.CancelAt != nil && !s.Clock.Now().Before(*c.CancelAt) {
+		return s.CancelScheduled(ctx, id) // the provider ended it as asked: at the period's end
+	}
+	if c.Status == ContractTrialing && c.TrialEnd != nil && (to == ContractActive || to == ContractCanceled && c.CancelAtTrialEnd) {
+		if s.Clock.Now().Before(*c.TrialEnd) {
+			if to == ContractActive {
+				return c, nil
+			}
+		} else {
+			return s.EndTrial(ctx, id, *c.TrialEnd)
+		}
 	}
 	allowed := false
 	for _, t := range transitions[c.Status] {
@@ -360,6 +573,68 @@ func (s *Subscriptions) Transition(ctx context.Context, id string, to ContractSt
 		return nil, err
 	}
 	return c, nil
+}
+
+// EndTrial ends a trialing contract's trial at end (never later than its
+// scheduled end, never before the contract began): the contract becomes
+// active, billed from end, or canceled at end when the buyer chose to stop
+// with the trial (the invoke right is revoked). Billing calls it when a
+// trial's days are over or its usage allowance is used up (billing takes
+// care of the provider). A contract no longer trialing is returned as it
+// is: the trial was ended already.
+func (s *Subscriptions) EndTrial(ctx context.Context, id string, end time.Time) (*Contract, error) {
+	c, err := s.Store.GetContract(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if c.Status != ContractTrialing || c.TrialEnd == nil {
+		return c, nil
+	}
+	if end.After(*c.TrialEnd) {
+		end = *c.TrialEnd
+	}
+	if end.Before(c.CreatedAt) {
+		end = c.CreatedAt
+	}
+	to, revoke := ContractActive, []Rule(nil)
+	if c.CancelAtTrialEnd {
+		to, revoke = ContractCanceled, []Rule{InvokeRule(c.BuyerOrgID, c.ListingID)}
+	}
+	c, err = s.Store.EndTrial(ctx, id, end, to, s.Clock.Now(), revoke)
+	if agentmarket.CodeOf(err) == "trial_over" {
+		return s.Store.GetContract(ctx, id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Policies.Reload(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// SetCancelAtTrialEnd records whether the actor's trialing contract stops
+// when its trial ends (true) or converts to paid (false); the provider is
+// told first. A contract not in trial is a Conflict (code trial_over).
+func (s *Subscriptions) SetCancelAtTrialEnd(ctx context.Context, actor agentmarket.Actor, id string, cancel bool) (*Contract, error) {
+	c, err := s.Get(ctx, actor, id)
+	if err != nil {
+		return nil, err
+	}
+	if c.Status != ContractTrialing {
+		return nil, agentmarket.Errorf(agentmarket.Conflict, "trial_over", "subscription %q is not in a trial", id)
+	}
+	if c.CancelAtTrialEnd == cancel {
+		return c, nil
+	}
+	if s.Billing != nil {
+		next := *c
+		next.CancelAtTrialEnd = cancel
+		if err := s.Billing.ScheduleEnd(ctx, &next); err != nil {
+			return nil, err
+		}
+	}
+	return s.Store.SetCancelAtTrialEnd(ctx, id, cancel, s.Clock.Now())
 }
 
 // SuspendOverdue suspends every contract past due for longer than grace,

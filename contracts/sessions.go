@@ -125,7 +125,7 @@ func (s *Sessions) Resolve(ctx context.Context, token string) (agentmarket.Actor
 		if key == nil || key.RevokedAt != nil {
 			return agentmarket.Actor{}, nil, errNoSession
 		}
-		actor.KeyID, actor.Role, actor.KeyBudgetMicros = key.ID, key.Role, key.MonthlyBudgetMicros
+		actor.KeyID, actor.Role, actor.KeyBudgetMicros, actor.KeyTags = key.ID, key.Role, key.MonthlyBudgetMicros, key.Tags
 	}
 	return actor, sess, nil
 }

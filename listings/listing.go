@@ -129,14 +129,19 @@ type Store interface {
 	CreateListing(ctx context.Context, l *Listing, v *CardVersion) error
 	// UpdateListing stores l. When v is not nil the card in force changed:
 	// v is appended to the history and the search index rebuilt. A plan
-	// version not yet stored is added (plan versions are never rewritten).
+	// version not yet stored is added (plan versions are never rewritten);
+	// a version a private plan holds is a Conflict (plan_version_taken).
 	UpdateListing(ctx context.Context, l *Listing, v *CardVersion) error
 	// GetListing returns the listing, or a NotFound error.
 	GetListing(ctx context.Context, id string) (*Listing, error)
 	// CardVersions returns the card history, newest first.
 	CardVersions(ctx context.Context, listingID string) ([]CardVersion, error)
-	// Plan returns one stored plan version of a listing.
+	// Plan returns one stored plan version of a listing, public or
+	// private.
 	Plan(ctx context.Context, listingID string, version int) (*Plan, error)
+	// NextPlanVersion is the version a new plan of the listing gets: one
+	// more than any stored, public or private (a private offer's).
+	NextPlanVersion(ctx context.Context, listingID string) (int, error)
 	// Search returns one page of listings matching q and the total count.
 	Search(ctx context.Context, q Query) ([]*Listing, int, error)
 	// DueForRefresh returns up to limit listings whose NextRefreshAt is not

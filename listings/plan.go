@@ -28,11 +28,33 @@ type Plan struct {
 	IncludedOutputTokens         int64
 	IncludedComputeMs            int64
 	IncludedTasks                int64
-	CreatedAt                    time.Time
+	// The free trial a buyer's first subscription to the listing starts
+	// in: TrialDays long (0: no trial), ending earlier once the trial's
+	// input and output tokens together reach TrialTokens, or the list
+	// price of its usage reaches TrialCapMicros (0: no such limit). Usage
+	// in the trial is free; docs/billing.md has the rules.
+	TrialDays      int64
+	TrialTokens    int64
+	TrialCapMicros int64
+	// MinCommitMicros is a minimum the plan charges per month: a month
+	// whose fee and usage come to less is charged the difference (prorated
+	// by the second like the fee). 0: none.
+	MinCommitMicros int64
+	// BuyerOrgID is the one org a private plan (a private offer's) is for;
+	// empty for the listing's public plans. Other orgs never see it.
+	BuyerOrgID string
+	CreatedAt  time.Time
 }
 
+// MaxTrialDays bounds a plan's trial: a year is no longer a trial.
+const MaxTrialDays = 365
+
+// HasTrial reports whether the plan offers a free trial.
+func (p Plan) HasTrial() bool { return p.TrialDays > 0 }
+
 // SamePrices reports whether two plans charge the same (ignoring version
-// and time), so an unchanged PATCH makes no new plan version.
+// and time; a private plan never charges the same as a public one), so an
+// unchanged PATCH makes no new plan version.
 func (p Plan) SamePrices(q Plan) bool {
 	p.Version, q.Version = 0, 0
 	p.CreatedAt, q.CreatedAt = time.Time{}, time.Time{}
@@ -51,6 +73,10 @@ func (p *Plan) pricingFields() map[string]*int64 {
 		"included_output_tokens":           &p.IncludedOutputTokens,
 		"included_compute_ms":              &p.IncludedComputeMs,
 		"included_tasks":                   &p.IncludedTasks,
+		"trial_days":                       &p.TrialDays,
+		"trial_tokens":                     &p.TrialTokens,
+		"trial_cap_micros":                 &p.TrialCapMicros,
+		"min_commit_micros":                &p.MinCommitMicros,
 	}
 }
 
@@ -68,16 +94,26 @@ func (p Plan) CheckAmounts(fe *agentmarket.Fields, prefix string) {
 			fe.Add(prefix+k, "max", "%s must be at most %d", k, limit)
 		}
 	}
+	for _, k := range []string{"trial_tokens", "trial_cap_micros"} {
+		if *fields[k] > 0 && p.TrialDays == 0 {
+			fe.Add(prefix+k, "requires_trial_days", "%s limits a trial: set trial_days too", k)
+		}
+	}
 }
 
 // maxAmount is the bound of a pricing field (see agentmarket.MaxUnitPriceMicros
-// and docs/billing.md): allowances are quantities, the monthly fee has its
-// own bound, every other field is a usage price.
+// and docs/billing.md): allowances are quantities, the monthly fee and a
+// monthly commitment have the fee's bound, a trial's cap is bounded like a
+// budget, every other field is a usage price.
 func maxAmount(field string) int64 {
 	switch {
-	case field == "monthly_fee_micros":
+	case field == "monthly_fee_micros", field == "min_commit_micros":
 		return agentmarket.MaxMonthlyFeeMicros
-	case strings.HasPrefix(field, "included_"):
+	case field == "trial_days":
+		return MaxTrialDays
+	case field == "trial_cap_micros":
+		return agentmarket.MaxBudgetMicros
+	case strings.HasPrefix(field, "included_"), field == "trial_tokens":
 		return agentmarket.MaxQuantity
 	}
 	return agentmarket.MaxUnitPriceMicros
@@ -87,7 +123,8 @@ func maxAmount(field string) int64 {
 var pricingOrder = []string{
 	"monthly_fee_micros", "input_tokens_per_million_micros", "output_tokens_per_million_micros",
 	"compute_per_hour_micros", "per_task_micros", "included_input_tokens", "included_output_tokens",
-	"included_compute_ms", "included_tasks",
+	"included_compute_ms", "included_tasks", "trial_days", "trial_tokens", "trial_cap_micros",
+	"min_commit_micros",
 }
 
 // PricingJSON is the plan as the API shows it.

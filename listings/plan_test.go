@@ -66,6 +66,15 @@ func TestParsePricing(t *testing.T) {
 			errs: "pricing.monthly_fee_micros:max pricing.input_tokens_per_million_micros:max pricing.output_tokens_per_million_micros:max " +
 				"pricing.compute_per_hour_micros:max pricing.per_task_micros:max pricing.included_input_tokens:max pricing.included_output_tokens:max " +
 				"pricing.included_compute_ms:max pricing.included_tasks:max"},
+		{name: "a trial: days, tokens and a cap", raw: `{"currency": "usd", "trial_days": 14, "trial_tokens": 2000000, "trial_cap_micros": 5000000}`,
+			want: listings.Plan{Currency: "usd", TrialDays: 14, TrialTokens: 2000000, TrialCapMicros: 5000000}},
+		{name: "the longest trial", raw: `{"currency": "usd", "trial_days": 365, "trial_tokens": 1000000000000, "trial_cap_micros": 1000000000000000}`,
+			want: listings.Plan{Currency: "usd", TrialDays: listings.MaxTrialDays, TrialTokens: agentmarket.MaxQuantity, TrialCapMicros: agentmarket.MaxBudgetMicros}},
+		{name: "a trial past its bounds", raw: `{"currency": "usd", "trial_days": 366, "trial_tokens": 1000000000001, "trial_cap_micros": 1000000000000001}`,
+			errs: "pricing.trial_days:max pricing.trial_tokens:max pricing.trial_cap_micros:max"},
+		{name: "trial limits without trial days", raw: `{"currency": "usd", "trial_tokens": 10, "trial_cap_micros": 10}`,
+			errs: "pricing.trial_tokens:requires_trial_days pricing.trial_cap_micros:requires_trial_days"},
+		{name: "trial days that are not whole", raw: `{"currency": "usd", "trial_days": 1.5}`, errs: "pricing.trial_days:integer"},
 		{name: "the largest int64 as a price", raw: `{"currency": "usd", "per_task_micros": 9223372036854775807}`, errs: "pricing.per_task_micros:max"},
 		{name: "version echoed back is ignored", raw: `{"currency": "usd", "version": 7, "monthly_fee_micros": 1}`,
 			want: listings.Plan{Currency: "usd", MonthlyFeeMicros: 1}},
@@ -132,7 +141,8 @@ func TestParsePricing(t *testing.T) {
 
 func TestPricingJSONRoundTrip(t *testing.T) {
 	p := listings.Plan{Version: 3, Currency: "gbp", MonthlyFeeMicros: 1, InputTokensPerMillionMicros: 2, OutputTokensPerMillionMicros: 3,
-		ComputePerHourMicros: 4, PerTaskMicros: 5, IncludedInputTokens: 6, IncludedOutputTokens: 7, IncludedComputeMs: 8, IncludedTasks: 9}
+		ComputePerHourMicros: 4, PerTaskMicros: 5, IncludedInputTokens: 6, IncludedOutputTokens: 7, IncludedComputeMs: 8, IncludedTasks: 9,
+		TrialDays: 10, TrialTokens: 11, TrialCapMicros: 12}
 	raw, err := json.Marshal(p.PricingJSON())
 	if err != nil {
 		t.Fatal(err)
@@ -164,6 +174,8 @@ func TestSamePrices(t *testing.T) {
 		{"other currency", with(func(p *listings.Plan) { p.Currency = "eur" }), false},
 		{"other allowance", with(func(p *listings.Plan) { p.IncludedTasks = 11 }), false},
 		{"other usage rate", with(func(p *listings.Plan) { p.OutputTokensPerMillionMicros = 1 }), false},
+		{"other trial", with(func(p *listings.Plan) { p.TrialDays = 7 }), false},
+		{"other trial cap", with(func(p *listings.Plan) { p.TrialCapMicros = 1 }), false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -397,7 +397,10 @@ func (s *Service) Update(ctx context.Context, actor agentmarket.Actor, id string
 		}
 	}
 	if in.Pricing != nil && !plan.SamePrices(l.Plan) {
-		plan.Version = l.Plan.Version + 1
+		// Private offers take versions too: the next one after all.
+		if plan.Version, err = s.Store.NextPlanVersion(ctx, l.ID); err != nil {
+			return nil, err
+		}
 		plan.CreatedAt = now
 		l.Plan = plan
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"hash/crc32"
 	"time"
+
+	"github.com/agentmarket/agentmarket"
 )
 
 // A spool record is
@@ -19,7 +21,9 @@ import (
 //	        a row that binds its task is recordV3: the fields, a flags byte
 //	        (1: pending, 2: binds, 4: the binding is stored already), the
 //	        PendingBill when flagged, then the Binding (ParentListingID,
-//	        DeadlineAt as varint Unix ms, 0 none)
+//	        DeadlineAt as varint Unix ms, 0 none);
+//	        a row with tags is recordV4: that byte, then one of the above
+//	        (its own version byte and fields), then the Tags string
 //
 // The CRC covers the length too, so a zero-filled tail (what some file
 // systems show after a power loss) is never taken for a record. A new field
@@ -29,6 +33,7 @@ const (
 	recordV1     = 1
 	recordV2     = 2
 	recordV3     = 3
+	recordV4     = 4 // a tagged row: recordV4, then a V1-V3 payload, then its tags
 
 	flagPending = 1
 	flagBinds   = 2
@@ -56,7 +61,11 @@ func appendRecord(b []byte, u *Usage) ([]byte, error) {
 	case u.Pending != nil:
 		version = recordV2
 	}
-	b = append(b, 0, 0, 0, 0, 0, 0, 0, 0, version)
+	b = append(b, 0, 0, 0, 0, 0, 0, 0, 0)
+	if u.Tags != "" {
+		b = append(b, recordV4)
+	}
+	b = append(b, version)
 	b = appendString(b, u.ID)
 	b = binary.AppendVarint(b, u.Time.UnixMilli())
 	b = appendString(b, u.TraceID)
@@ -113,6 +122,9 @@ func appendRecord(b []byte, u *Usage) ([]byte, error) {
 		}
 		b = binary.AppendVarint(b, ms)
 	}
+	if u.Tags != "" {
+		b = appendString(b, string(u.Tags))
+	}
 
 	n := len(b) - start - recordHeader
 	if n > maxPayload {
@@ -157,6 +169,10 @@ func nextRecord(b []byte) (payload []byte, n int, err error) {
 // decodePayload fills u from a record payload whose CRC checked out. All
 // strings of a row share one allocation.
 func decodePayload(p []byte, u *Usage) error {
+	tagged := len(p) > 1 && p[0] == recordV4
+	if tagged {
+		p = p[1:]
+	}
 	if len(p) == 0 || p[0] < recordV1 || p[0] > recordV3 {
 		return errVersion
 	}
@@ -210,6 +226,10 @@ func decodePayload(p []byte, u *Usage) error {
 			bd.DeadlineAt = time.UnixMilli(ms).UTC()
 		}
 		u.Binds = bd
+	}
+	u.Tags = ""
+	if tagged {
+		u.Tags = agentmarket.Tags(d.str())
 	}
 	if d.bad || d.i != len(d.s) {
 		return errTorn

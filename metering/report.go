@@ -19,10 +19,11 @@ const (
 )
 
 // Allows reports whether usage in scope s may be grouped by g. Sellers see
-// which orgs use their agents, never which of a buyer's API keys did:
-// those ids (and the names they lead to) are the buyer's.
+// which orgs use their agents, never which of a buyer's API keys did, nor
+// the buyer's tags: those (and the names they lead to) are the buyer's.
 func (s Scope) Allows(g GroupBy) bool {
-	return s != ScopeSeller || g != ByAPIKey
+	_, tag := g.TagKey()
+	return s != ScopeSeller || g != ByAPIKey && !tag
 }
 
 // Reports answers usage questions for the API, within the caller's scope.
@@ -54,16 +55,12 @@ func (r *Reports) Totals(ctx context.Context, actor agentmarket.Actor, in Report
 func (r *Reports) query(actor agentmarket.Actor, in ReportInput) (Query, error) {
 	var fe agentmarket.Fields
 	q := Query{GroupBy: in.GroupBy, From: in.From, To: in.To, ListingID: in.ListingID, APIKeyID: in.APIKeyID}
-	ok := false
-	for _, g := range GroupBys {
-		ok = ok || g == q.GroupBy
-	}
-	if !ok {
+	if !q.GroupBy.Valid() {
 		names := make([]string, len(GroupBys))
 		for i, g := range GroupBys {
 			names[i] = string(g)
 		}
-		fe.Add("group_by", "enum", "group_by must be one of %s", strings.Join(names, ", "))
+		fe.Add("group_by", "enum", "group_by must be one of %s, or tag:<key> (a tag key: lower-case letters, digits, '_', '.', '-')", strings.Join(names, ", "))
 	}
 	now := r.Clock.Now()
 	if q.From.IsZero() {
@@ -81,7 +78,7 @@ func (r *Reports) query(actor agentmarket.Actor, in ReportInput) (Query, error) 
 	case ScopeSeller:
 		q.SellerOrgID = actor.OrgID
 		if !ScopeSeller.Allows(q.GroupBy) {
-			fe.Add("group_by", "scope", "group_by=%s is not available with scope=seller: a buyer's API keys are the buyer's own; group by buyer instead", q.GroupBy)
+			fe.Add("group_by", "scope", "group_by=%s is not available with scope=seller: a buyer's API keys and tags are the buyer's own; group by buyer instead", q.GroupBy)
 		}
 		if q.APIKeyID != "" {
 			fe.Add("api_key_id", "scope", "api_key_id is not available with scope=seller: a buyer's API keys are the buyer's own")

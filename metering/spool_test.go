@@ -587,3 +587,36 @@ func TestSpoolSkipsASegmentDamagedLater(t *testing.T) {
 		t.Errorf("stats = %+v, want corrupt bytes counted", st)
 	}
 }
+
+// TestSpoolRoundTripTags: tagged rows (record version 4, wrapping versions
+// 1 to 3) read back whole, beside untagged ones, whose records are the
+// versions they always were: spools written before tags read as before.
+func TestSpoolRoundTripTags(t *testing.T) {
+	s := MustOpenSpool(t, t.TempDir(), metering.SpoolOptions{})
+	want := []metering.Usage{row(1), row(2), row(3), row(4)}
+	tags := agentmarket.Tags(`{"project":"kyc","team":"payments"}`)
+	want[0].Tags = tags
+	want[1].Tags, want[1].Pending = tags, &metering.PendingBill{Key: "task-9", Cum: metering.Counters{InputTokens: 10}}
+	want[2].Tags, want[2].Binds = `{"team":"risk"}`, &metering.Binding{ParentListingID: "lst_p"}
+	if err := s.Append(want...); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := readAll(t, s)
+	if len(got) != len(want) {
+		t.Fatalf("read %d rows, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if w := storetest.Stored(want[i]); !reflect.DeepEqual(got[i], w) {
+			t.Errorf("row %d\n got  %+v\n want %+v", i, got[i], w)
+		}
+	}
+	// The version bytes: untagged rows keep theirs, tagged ones wrap them.
+	for _, tc := range []struct {
+		u    metering.Usage
+		want []byte
+	}{{want[3], []byte{1}}, {want[0], []byte{4, 1}}, {want[1], []byte{4, 2}}, {want[2], []byte{4, 3}}} {
+		if rec := metering.EncodeRecord(tc.u); !bytes.Equal(rec[8:8+len(tc.want)], tc.want) {
+			t.Errorf("row %s: version bytes %v, want %v", tc.u.ID, rec[8:8+len(tc.want)], tc.want)
+		}
+	}
+}

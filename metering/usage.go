@@ -8,6 +8,7 @@ package metering
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/agentmarket/agentmarket"
@@ -53,6 +54,10 @@ type Usage struct {
 	CardHash string // the card version in force
 	Model    string // the model the agent reported, if any
 
+	// Tags are the cost allocation tags of the call's contract and API key
+	// at call time (the key's win on a shared key).
+	Tags agentmarket.Tags
+
 	// Pending, when set, is usage the meter could not bill when it
 	// recorded the row; Settle bills it before the row is stored. Stores
 	// never see a row with Pending set.
@@ -93,8 +98,22 @@ const (
 	ByDay     GroupBy = "day"
 )
 
-// GroupBys lists the dimensions in documentation order.
+// GroupBys lists the dimensions in documentation order. A tag key is one
+// more: ByTag("team") groups by the value of the rows' tag team, rows
+// without it under "" (untagged).
 var GroupBys = []GroupBy{ByListing, BySeller, ByBuyer, ByAPIKey, ByTask, ByDay}
+
+// tagPrefix starts a GroupBy of a tag key.
+const tagPrefix = "tag:"
+
+// ByTag is the grouping by a tag key's value.
+func ByTag(key string) GroupBy { return GroupBy(tagPrefix + key) }
+
+// TagKey is the tag key g groups by, and whether g is such a grouping.
+func (g GroupBy) TagKey() (string, bool) {
+	k, ok := strings.CutPrefix(string(g), tagPrefix)
+	return k, ok && agentmarket.ValidTagKey(k)
+}
 
 // Query selects usage rows to sum. Empty filters match everything; From is
 // inclusive, To exclusive.

@@ -13,13 +13,14 @@ var (
 	maxTime = time.Unix(1<<32-1, 0).UTC()
 )
 
-// Valid reports whether g is one of GroupBys.
+// Valid reports whether g is one of GroupBys, or a tag key (ByTag).
 func (g GroupBy) Valid() bool {
 	switch g {
 	case ByListing, BySeller, ByBuyer, ByAPIKey, ByTask, ByDay:
 		return true
 	}
-	return false
+	_, ok := g.TagKey()
+	return ok
 }
 
 // Validate checks what every store relies on: a row has an ID (it is what
@@ -31,6 +32,9 @@ func (u *Usage) Validate() error {
 	}
 	if u.Time.Before(minTime) || u.Time.After(maxTime) {
 		f.Add("time", "range", "time %s is outside 1970-01-01 .. 2106-02-07 UTC", u.Time.Format(time.RFC3339))
+	}
+	if u.Tags != "" && u.Tags.Map() == nil {
+		f.Add("tags", "format", "tags must be a JSON object of strings")
 	}
 	return f.Err("invalid_usage", "invalid usage row")
 }
@@ -47,7 +51,7 @@ func (q Query) Validate() error {
 func (q Query) ValidateTotals() error {
 	var f agentmarket.Fields
 	if q.GroupBy == "" {
-		f.Add("group_by", "required", "group_by is required (one of listing, seller, buyer, api_key, task, day)")
+		f.Add("group_by", "required", "group_by is required (one of listing, seller, buyer, api_key, task, day, tag:<key>)")
 	}
 	q.validate(&f)
 	return f.Err("invalid_usage_query", "invalid usage query")
@@ -55,7 +59,7 @@ func (q Query) ValidateTotals() error {
 
 func (q Query) validate(f *agentmarket.Fields) {
 	if q.GroupBy != "" && !q.GroupBy.Valid() {
-		f.Add("group_by", "enum", "group_by %q is not one of listing, seller, buyer, api_key, task, day", q.GroupBy)
+		f.Add("group_by", "enum", "group_by %q is not one of listing, seller, buyer, api_key, task, day, tag:<key>", q.GroupBy)
 	}
 	if !q.From.IsZero() && !q.To.IsZero() && q.To.Before(q.From) {
 		f.Add("to", "after_from", "to (%s) is before from (%s)", q.To.Format(time.RFC3339), q.From.Format(time.RFC3339))

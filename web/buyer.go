@@ -1,6 +1,7 @@
 package web
 
 import (
+	"strconv"
 	"strings"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/billing"
 	"github.com/agentmarket/agentmarket/contracts"
+	"github.com/agentmarket/agentmarket/listings"
 	"github.com/agentmarket/agentmarket/metering"
 )
 
@@ -23,6 +25,12 @@ type subView struct {
 	Percent  int64 // of the budget spent, 0..100 for the progress bar
 	Over     bool
 	Snippet  string
+	// NewPlan is the listing's public plan when the contract is on another
+	// one and may change to it (nil otherwise); PeriodEnd the end of the
+	// month, when a cancellation at the period's end takes effect.
+	NewPlan   *listings.Plan
+	NewFee    string
+	PeriodEnd time.Time
 }
 
 type buyerData struct {
@@ -34,6 +42,11 @@ type buyerData struct {
 	// ones (with a retry button) and ones still being retried.
 	Deliveries []deliveryView
 	CanRetry   bool
+	// Offers are the private offers made to the org that are still open.
+	Offers []offerView
+	OrgID  string
+	// Alerts are this month's spend alerts, newest first.
+	Alerts []alertView
 }
 
 // deliveryView is one push delivery on the buyer's page.
@@ -118,10 +131,30 @@ func (u *UI) buyer(r *req) error {
 			}
 		}
 		v.Snippet = snippet(l.name, v.Endpoint, v.CardURL)
+		if (c.Status == contracts.ContractActive || c.Status == contracts.ContractPastDue) && l.plan.Version != 0 && l.plan.Version != c.PlanVersion {
+			p := l.plan
+			v.NewPlan, v.NewFee = &p, formatMicros(p.MonthlyFeeMicros, p.Currency)
+		}
+		v.PeriodEnd = billing.MonthOf(u.d.Clock.Now()).End
 		d.Subs = append(d.Subs, v)
 	}
 	cur, _ := lb.currency()
 	d.Total = formatMicros(total, cur)
+	d.OrgID = r.actor.OrgID
+	if d.Alerts, err = u.monthAlerts(r); err != nil {
+		return err
+	}
+	if u.d.Offers != nil {
+		list, err := u.d.Offers.List(r.ctx, r.actor, false, "")
+		if err != nil {
+			return err
+		}
+		for _, o := range u.offerViews(r, list) {
+			if o.Status == "open" {
+				d.Offers = append(d.Offers, o)
+			}
+		}
+	}
 	if u.d.Tasks != nil {
 		d.CanRetry = u.can(r, contracts.ObjSubscriptions, contracts.ActWrite)
 		for _, st := range []contracts.DeliveryStatus{contracts.DeliveryFailed, contracts.DeliveryPending} {
@@ -133,7 +166,11 @@ func (u *UI) buyer(r *req) error {
 				if st == contracts.DeliveryPending && x.Attempts == 0 {
 					continue // on its way: nothing to look at
 				}
-				d.Deliveries = append(d.Deliveries, deliveryView{Delivery: x, Listing: lb.listing(x.ListingID).name})
+				name := lb.listing(x.ListingID).name
+				if x.ListingID == "" { // the org's alert webhook
+					name = "Spend alerts"
+				}
+				d.Deliveries = append(d.Deliveries, deliveryView{Delivery: x, Listing: name})
 			}
 		}
 	}
@@ -152,6 +189,58 @@ func (u *UI) retryDelivery(r *req) error {
 		return err
 	}
 	return redirect(r, "/buyer?notice=retried#deliveries")
+}
+
+// changePlan switches a subscription to the listing's current plan.
+func (u *UI) changePlan(r *req) error {
+	if err := u.require(r, contracts.ObjSubscriptions, contracts.ActWrite); err != nil {
+		return err
+	}
+	v, err := strconv.Atoi(r.c.FormValue("plan_version"))
+	if err != nil {
+		return agentmarket.Errorf(agentmarket.Invalid, "invalid_plan_change", "the plan version is not a number")
+	}
+	c, err := u.d.Subscriptions.ChangePlan(r.ctx, r.actor, strings.Clone(r.c.Params("id")), contracts.ChangePlanInput{PlanVersion: v})
+	if err != nil {
+		return err
+	}
+	return redirect(r, "/buyer?notice=planchanged#sub-"+c.ID)
+}
+
+// cancelAtPeriodEnd schedules (end=1) or takes back (end=0) the end of a
+// subscription at the end of the month.
+func (u *UI) cancelAtPeriodEnd(r *req) error {
+	if err := u.require(r, contracts.ObjSubscriptions, contracts.ActWrite); err != nil {
+		return err
+	}
+	end := r.c.FormValue("end") == "1"
+	c, err := u.d.Subscriptions.CancelAtPeriodEnd(r.ctx, r.actor, strings.Clone(r.c.Params("id")), end)
+	if err != nil {
+		return err
+	}
+	notice := "kept"
+	if end {
+		notice = "ending"
+	}
+	return redirect(r, "/buyer?notice="+notice+"#sub-"+c.ID)
+}
+
+// trialChoice records whether a trialing subscription stops with its
+// trial or converts to paid.
+func (u *UI) trialChoice(r *req) error {
+	if err := u.require(r, contracts.ObjSubscriptions, contracts.ActWrite); err != nil {
+		return err
+	}
+	stop := r.c.FormValue("cancel_at_trial_end") == "1"
+	c, err := u.d.Subscriptions.SetCancelAtTrialEnd(r.ctx, r.actor, strings.Clone(r.c.Params("id")), stop)
+	if err != nil {
+		return err
+	}
+	notice := "trialgo"
+	if stop {
+		notice = "trialstop"
+	}
+	return redirect(r, "/buyer?notice="+notice+"#sub-"+c.ID)
 }
 
 func (u *UI) cancelSubscription(r *req) error {
@@ -222,8 +311,9 @@ func (u *UI) createKey(r *req) error {
 	if err := u.require(r, contracts.ObjAPIKeys, contracts.ActWrite); err != nil {
 		return err
 	}
-	d := &keysData{form: form{Values: map[string]string{"name": r.c.FormValue("name"), "role": r.c.FormValue("role"), "budget": r.c.FormValue("budget")}}}
-	in := contracts.KeyInput{Name: d.V("name"), Role: agentmarket.Role(d.V("role"))}
+	d := &keysData{form: form{Values: map[string]string{"name": r.c.FormValue("name"), "role": r.c.FormValue("role"), "budget": r.c.FormValue("budget"),
+		"tags": r.c.FormValue("tags")}}}
+	in := contracts.KeyInput{Name: d.V("name"), Role: agentmarket.Role(d.V("role")), Tags: parseTagList(d.V("tags"))}
 	if v := strings.TrimSpace(d.V("budget")); v != "" {
 		n, msg := parseAmount(v)
 		if msg != "" {
@@ -242,6 +332,9 @@ func (u *UI) createKey(r *req) error {
 			if f == "monthly_budget_micros" {
 				return "budget"
 			}
+			if strings.HasPrefix(f, "tags") {
+				return "tags"
+			}
 			return f
 		}) {
 			return err
@@ -249,6 +342,20 @@ func (u *UI) createKey(r *req) error {
 	}
 	r.c.Status(fiber.StatusUnprocessableEntity)
 	return u.keysPage(r, d)
+}
+
+// parseTagList reads tags typed as "team=payments, project=kyc" (a tag
+// without "=" has an empty value, which the rules then refuse).
+func parseTagList(s string) map[string]string {
+	out := map[string]string{}
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
+		}
+		k, v, _ := strings.Cut(part, "=")
+		out[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	return out
 }
 
 func (u *UI) revokeKey(r *req) error {

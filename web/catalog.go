@@ -22,6 +22,8 @@ type listingCard struct {
 	Streaming, Push                        bool
 	Fee                                    string
 	Rates                                  []string
+	// Verified is what the meter measured (nil: too few calls).
+	Verified *verifiedView
 }
 
 func firstN(s []string, n int) []string {
@@ -49,7 +51,7 @@ func rates(p listings.Plan) []string {
 func (u *UI) card(r *req, l *listings.Listing) listingCard {
 	health, _ := l.HealthShown()
 	c := listingCard{ID: l.ID, Name: l.ID, Seller: u.orgName(r.ctx, l.SellerOrgID), SellerID: l.SellerOrgID, Status: l.Status, Health: health,
-		Fee: formatMicros(l.Plan.MonthlyFeeMicros, l.Plan.Currency), Rates: rates(l.Plan)}
+		Fee: formatMicros(l.Plan.MonthlyFeeMicros, l.Plan.Currency), Rates: rates(l.Plan), Verified: u.verified(r, l.ID)}
 	if k := l.Card; k != nil {
 		c.Name, c.Description, c.Version = k.Name, k.Description, k.Version
 		for _, s := range k.Skills {
@@ -192,7 +194,32 @@ func planRows(p listings.Plan) []priceRow {
 	if len(inc) > 0 {
 		rows = append(rows, priceRow{"Included each month", strings.Join(inc, ", ")})
 	}
+	if t := trialText(p); t != "" {
+		rows = append(rows, priceRow{"Free trial", t})
+	}
 	return rows
+}
+
+// trialText describes a plan's free trial ("" when it has none).
+func trialText(p listings.Plan) string {
+	if !p.HasTrial() {
+		return ""
+	}
+	t := formatCount(p.TrialDays) + " days"
+	if p.TrialDays == 1 {
+		t = "1 day"
+	}
+	var limits []string
+	if p.TrialTokens > 0 {
+		limits = append(limits, formatCount(p.TrialTokens)+" tokens")
+	}
+	if p.TrialCapMicros > 0 {
+		limits = append(limits, formatMicros(p.TrialCapMicros, p.Currency)+" of usage")
+	}
+	if len(limits) > 0 {
+		t += ", or until " + strings.Join(limits, " or ") + " are used"
+	}
+	return t
 }
 
 type listingData struct {
@@ -209,6 +236,13 @@ type listingData struct {
 	CanSubscribe bool
 	Subscription *contracts.Contract
 	SignedIn     bool
+	// Trial describes the plan's free trial ("" when none); HadTrial says
+	// the signed-in org had it already.
+	Trial    string
+	HadTrial bool
+	// StatsMinCalls is the fewest calls for verified stats to show (0:
+	// the marketplace shows none).
+	StatsMinCalls int64
 }
 
 func (u *UI) meterEndpoint(listingID string) string {
@@ -232,6 +266,9 @@ func (u *UI) listingPage(r *req, id string, f *form) error {
 	d := &listingData{form: *f, L: l, Card: u.card(r, l), Prices: planRows(l.Plan), PlanVersion: l.Plan.Version, Currency: l.Plan.Currency,
 		Versions: vs, Endpoint: u.meterEndpoint(l.ID), Own: r.signedIn && l.SellerOrgID == r.actor.OrgID, SignedIn: r.signedIn}
 	d.CardURL = d.Endpoint + "/.well-known/agent-card.json"
+	if u.d.Verified != nil {
+		d.StatsMinCalls = u.d.Verified.MinCallsShown()
+	}
 	if r.signedIn && u.d.Subscriptions != nil && u.can(r, contracts.ObjSubscriptions, contracts.ActWrite) {
 		cs, err := u.d.Subscriptions.List(r.ctx, r.actor)
 		if err != nil {
@@ -243,6 +280,13 @@ func (u *UI) listingPage(r *req, id string, f *form) error {
 			}
 		}
 		d.CanSubscribe = d.Subscription == nil && l.Status == listings.StatusPublished
+		if d.Trial = trialText(l.Plan); d.Trial != "" {
+			if d.HadTrial, err = u.d.Subscriptions.HadTrial(r.ctx, r.actor, l.ID); err != nil {
+				return err
+			}
+		}
+	} else {
+		d.Trial = trialText(l.Plan)
 	}
 	return u.render(r, "listing", d.Card.Name, d)
 }
@@ -254,8 +298,8 @@ func (u *UI) subscribe(r *req) error {
 		return err
 	}
 	id := strings.Clone(r.c.Params("id"))
-	f := &form{Values: map[string]string{"budget": r.c.FormValue("budget")}}
-	in := contracts.SubscribeInput{ListingID: id}
+	f := &form{Values: map[string]string{"budget": r.c.FormValue("budget"), "cancel_at_trial_end": r.c.FormValue("cancel_at_trial_end")}}
+	in := contracts.SubscribeInput{ListingID: id, CancelAtTrialEnd: f.V("cancel_at_trial_end") != ""}
 	if v := strings.TrimSpace(f.V("budget")); v != "" {
 		n, msg := parseAmount(v)
 		if msg != "" {
@@ -271,8 +315,11 @@ func (u *UI) subscribe(r *req) error {
 	c, err := u.d.Subscriptions.Subscribe(r.ctx, r.actor, in)
 	if err != nil {
 		if f.absorb(err, func(field string) string {
-			if field == "monthly_budget_micros" {
+			switch field {
+			case "monthly_budget_micros":
 				return "budget"
+			case "cancel_at_trial_end":
+				return field
 			}
 			return ""
 		}) {

@@ -14,6 +14,7 @@ import (
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/billing"
 	"github.com/agentmarket/agentmarket/contracts"
+	"github.com/agentmarket/agentmarket/listings"
 	"github.com/agentmarket/agentmarket/metering"
 )
 
@@ -91,6 +92,46 @@ var groupTitles = map[metering.GroupBy]string{
 	metering.ByAPIKey: "API key", metering.ByDay: "Day", metering.ByTask: "Task",
 }
 
+// groupTitle names a grouping: a tag key's is "Tag team".
+func groupTitle(g metering.GroupBy) string {
+	if key, ok := g.TagKey(); ok {
+		return "Tag " + key
+	}
+	return groupTitles[g]
+}
+
+// untagged is how usage without the grouping's tag is shown.
+const untagged = "(untagged)"
+
+// tagKeys are the tag keys of the actor's org's API keys and
+// subscriptions, sorted: the tag groupings the finance view offers.
+func (u *UI) tagKeys(r *req) []string {
+	seen := map[string]bool{}
+	add := func(t agentmarket.Tags) {
+		for k := range t.Map() {
+			seen[k] = true
+		}
+	}
+	if ks, err := u.d.Accounts.ListKeys(r.ctx, r.actor); err == nil {
+		for _, k := range ks {
+			add(k.Tags)
+		}
+	}
+	if u.d.Subscriptions != nil {
+		if cs, err := u.d.Subscriptions.List(r.ctx, r.actor); err == nil {
+			for _, c := range cs {
+				add(c.Tags)
+			}
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for k := range seen {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
 // labeler names the keys of usage groupings for one request, and tracks
 // the currencies of the listings it met (usage totals carry no currency:
 // the org's listings decide it).
@@ -102,7 +143,10 @@ type labeler struct {
 	currencies map[string]bool
 }
 
-type listingLabel struct{ name, currency string }
+type listingLabel struct {
+	name, currency string
+	plan           listings.Plan // the public plan in force
+}
 
 func (u *UI) newLabeler(r *req) *labeler {
 	return &labeler{u: u, r: r, listings: map[string]listingLabel{}, currencies: map[string]bool{}}
@@ -114,7 +158,7 @@ func (lb *labeler) listing(id string) listingLabel {
 	}
 	v := listingLabel{name: id}
 	if l, err := lb.u.d.Listings.Get(lb.r.ctx, lb.r.actor, id); err == nil {
-		v.currency = l.Plan.Currency
+		v.currency, v.plan = l.Plan.Currency, l.Plan
 		if l.Card != nil && l.Card.Name != "" {
 			v.name = l.Card.Name
 		}
@@ -163,6 +207,9 @@ func (lb *labeler) label(g metering.GroupBy, key string) (label, href string) {
 		if l, t, ok := strings.Cut(key, "/"); ok {
 			return lb.listing(l).name + " / " + t, ""
 		}
+	}
+	if _, tag := g.TagKey(); tag && key == "" {
+		return untagged, ""
 	}
 	return key, ""
 }
@@ -220,7 +267,7 @@ func (u *UI) usageTables(r *req, lb *labeler, scope metering.Scope, p periodForm
 }
 
 func (lb *labeler) table(g metering.GroupBy, totals []metering.Total, scope metering.Scope, p periodForm) usageTable {
-	t := usageTable{Group: g, Title: groupTitles[g], Total: usageRow{Label: "Total", Total: metering.Sum(totals)}}
+	t := usageTable{Group: g, Title: groupTitle(g), Total: usageRow{Label: "Total", Total: metering.Sum(totals)}}
 	rows := slices.Clone(totals)
 	if g != metering.ByDay {
 		slices.SortStableFunc(rows, func(a, b metering.Total) int { return cmp.Compare(b.CostMicros, a.CostMicros) })
@@ -278,8 +325,16 @@ func (u *UI) finance(r *req) error {
 	p := u.parsePeriod(r, "/finance")
 	d.Scope = metering.Scope(r.c.Query("scope", string(metering.ScopeBuyer)))
 	group := metering.GroupBy(r.c.Query("group", string(metering.ByListing)))
-	if !slices.Contains(tableGroups, group) || !d.Scope.Allows(group) {
+	_, tag := group.TagKey()
+	if !slices.Contains(tableGroups, group) && !tag || !d.Scope.Allows(group) {
 		group = metering.ByListing
+	}
+	groups := slices.Clone(tableGroups)
+	for _, k := range u.tagKeys(r) {
+		groups = append(groups, metering.ByTag(k))
+	}
+	if tag && !slices.Contains(groups, group) {
+		groups = append(groups, group)
 	}
 	p.Keep = map[string]string{"scope": string(d.Scope), "group": string(group)}
 	for _, s := range scopeLabels {
@@ -289,24 +344,24 @@ func (u *UI) finance(r *req) error {
 		q := url.Values{"scope": {s.Value}, "from": {p.From}, "to": {p.To}, "group": {string(group)}}
 		d.Scopes = append(d.Scopes, option{Value: s.Value, Label: s.Label, Current: s.Value == string(d.Scope), Href: "/finance?" + q.Encode()})
 	}
-	for _, g := range tableGroups {
+	for _, g := range groups {
 		if !d.Scope.Allows(g) {
 			continue
 		}
 		q := url.Values{"scope": {string(d.Scope)}, "from": {p.From}, "to": {p.To}, "group": {string(g)}}
-		d.Groups = append(d.Groups, option{Value: string(g), Label: groupTitles[g], Current: g == group, Href: "/finance?" + q.Encode()})
+		d.Groups = append(d.Groups, option{Value: string(g), Label: groupTitle(g), Current: g == group, Href: "/finance?" + q.Encode()})
 	}
 	d.CSVTasks = "/finance/usage.csv?" + url.Values{"group_by": {"task"}, "from": {p.From}, "to": {p.To}, "scope": {string(d.Scope)}}.Encode()
 	d.Period = &p
 	if len(p.Errors) > 0 {
 		return u.render(r, "finance", "Finance", d)
 	}
-	groups := []metering.GroupBy{metering.ByDay, metering.ByListing}
+	queried := []metering.GroupBy{metering.ByDay, metering.ByListing}
 	if group != metering.ByDay && group != metering.ByListing {
-		groups = append(groups, group)
+		queried = append(queried, group)
 	}
 	lb := u.newLabeler(r)
-	tables, err := u.usageTables(r, lb, d.Scope, p, "", groups...)
+	tables, err := u.usageTables(r, lb, d.Scope, p, "", queried...)
 	if err != nil {
 		return err
 	}
@@ -490,5 +545,49 @@ func (u *UI) invoices(r *req) error {
 		v.Invoice = inv
 		out = append(out, v)
 	}
-	return u.render(r, "invoices", "Invoice previews", map[string]any{"Invoices": out, "Month": month.Start.Format("January 2006")})
+	data := map[string]any{"Invoices": out, "Month": month.Start.Format("January 2006")}
+	if u.d.Focus != nil {
+		prev := billing.MonthOf(month.Start.Add(-time.Second))
+		data["Exports"] = []focusLink{
+			{Month: month.Start.Format("January 2006"), Href: "/finance/focus.csv?period=" + month.Start.Format("2006-01"), Open: true},
+			{Month: prev.Start.Format("January 2006"), Href: "/finance/focus.csv?period=" + prev.Start.Format("2006-01")},
+		}
+	}
+	return u.render(r, "invoices", "Invoice previews", data)
+}
+
+// focusLink is a month's FOCUS export; Open marks the month not over.
+type focusLink struct {
+	Month, Href string
+	Open        bool
+}
+
+// focusCSV downloads the org's FOCUS cost and usage rows of a month
+// (period=YYYY-MM, default the current one), as the API's
+// /exports/focus does.
+func (u *UI) focusCSV(r *req) error {
+	if err := u.require(r, contracts.ObjBilling, contracts.ActRead); err != nil {
+		return err
+	}
+	if u.d.Focus == nil {
+		return agentmarket.Errorf(agentmarket.NotFound, "not_found", "this marketplace has no FOCUS export")
+	}
+	period := billing.MonthOf(u.d.Clock.Now())
+	if v := strings.TrimSpace(r.c.Query("period")); v != "" {
+		t, err := time.Parse("2006-01", v)
+		if err != nil {
+			var fe agentmarket.Fields
+			fe.Add("period", "format", "The month must look like 2026-11.")
+			return fe.Err("invalid_focus_export", "the FOCUS export request is not valid")
+		}
+		period = billing.MonthOf(t)
+	}
+	rows, err := u.d.Focus.Rows(r.ctx, billing.FocusInput{OrgID: r.actor.OrgID, Period: period})
+	if err != nil {
+		return err
+	}
+	r.c.Set("Content-Type", "text/csv; charset=utf-8")
+	r.c.Set("Content-Disposition", `attachment; filename="focus-`+period.Start.Format("2006-01")+`.csv"`)
+	r.c.Set("Cache-Control", "no-store")
+	return billing.WriteFocusCSV(r.c.Response().BodyWriter(), rows)
 }

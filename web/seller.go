@@ -114,10 +114,14 @@ func (u *UI) sellerRefresh(r *req) error {
 	return redirect(r, "/listings/"+id+"?notice=refreshed")
 }
 
+// amountInput is an input of an amount, typed in currency units and sent
+// to the catalog as micros.
+type amountInput struct{ input, field, label, hint string }
+
 // The listing form's inputs. Amounts are typed in currency units and sent
 // to the catalog as micros; allowances are whole units.
 var (
-	amountInputs = []struct{ input, field, label, hint string }{
+	amountInputs = []amountInput{
 		{"monthly_fee", "monthly_fee_micros", "Monthly fee", "The flat fee per month, e.g. 19 or 19.99"},
 		{"input_price", "input_tokens_per_million_micros", "Price per million input tokens", "e.g. 3 or 0.25"},
 		{"output_price", "output_tokens_per_million_micros", "Price per million output tokens", "e.g. 15"},
@@ -130,6 +134,17 @@ var (
 		{"included_compute_ms", "Included compute per month (milliseconds)"},
 		{"included_tasks", "Included tasks per month"},
 	}
+	// The free trial: its days and token allowance are whole numbers, its
+	// cap an amount.
+	trialCountInputs = []struct{ input, label, hint string }{
+		{"trial_days", "Free trial (days)", "Each buyer's first subscription is free this long; empty for none"},
+		{"trial_tokens", "Trial ends after this many tokens", "Input and output together; empty for no limit"},
+	}
+	trialCapInput = amountInput{"trial_cap", "trial_cap_micros", "Trial ends after usage worth",
+		"List price of the trial's usage, e.g. 5"}
+	// commitInput is a plan's minimum monthly commitment (private offers).
+	commitInput = amountInput{"min_commit", "min_commit_micros", "Minimum per month",
+		"A month that comes to less is charged the difference; empty for none"}
 	// listingFieldInputs maps the catalog's field names to the form's.
 	listingFieldInputs = map[string]string{
 		"card_url":             "card_url",
@@ -149,6 +164,11 @@ func init() {
 	for _, a := range allowanceInputs {
 		listingFieldInputs["pricing."+a.input] = a.input
 	}
+	for _, a := range trialCountInputs {
+		listingFieldInputs["pricing."+a.input] = a.input
+	}
+	listingFieldInputs["pricing."+trialCapInput.field] = trialCapInput.input
+	listingFieldInputs["pricing."+commitInput.field] = commitInput.input
 }
 
 var listingFormNames = []string{"source", "card_url", "card", "currency", "auth_header", "auth_value", "refresh_seconds", "draft"}
@@ -157,6 +177,7 @@ type newListingData struct {
 	form
 	Amounts    []inputField
 	Allowances []inputField
+	Trial      []inputField
 }
 
 func (u *UI) listingFormData(f *form) *newListingData {
@@ -167,6 +188,10 @@ func (u *UI) listingFormData(f *form) *newListingData {
 	for _, a := range allowanceInputs {
 		d.Allowances = append(d.Allowances, input(f, a.input, a.label, "text", "mode=numeric"))
 	}
+	for _, a := range trialCountInputs {
+		d.Trial = append(d.Trial, input(f, a.input, a.label, "text", "mode=numeric", "hint="+a.hint))
+	}
+	d.Trial = append(d.Trial, input(f, trialCapInput.input, trialCapInput.label, "text", "mode=decimal", "hint="+trialCapInput.hint))
 	return d
 }
 
@@ -195,6 +220,10 @@ func (u *UI) createListing(r *req) error {
 	for _, a := range allowanceInputs {
 		f.Values[a.input] = r.c.FormValue(a.input)
 	}
+	for _, a := range trialCountInputs {
+		f.Values[a.input] = r.c.FormValue(a.input)
+	}
+	f.Values[trialCapInput.input] = r.c.FormValue(trialCapInput.input)
 	in, ok := listingInput(f)
 	if !ok {
 		// Nothing is listed, but show what else the catalog would refuse
@@ -276,6 +305,43 @@ func cardFields(err error) error {
 
 // listingInput turns the form into the catalog's input, adding to f what
 // cannot even be sent (text where a number belongs).
+// formPricing reads the price plan inputs of a form (the listing form's,
+// the private offer form's) into the API's pricing object; an input that
+// is not a number is a form error.
+func formPricing(f *form) map[string]any {
+	pricing := map[string]any{"currency": strings.ToLower(strings.TrimSpace(f.V("currency")))}
+	amounts := append(amountInputs[:len(amountInputs):len(amountInputs)], trialCapInput, commitInput)
+	for _, a := range amounts {
+		v := strings.TrimSpace(f.V(a.input))
+		if v == "" {
+			continue
+		}
+		n, msg := parseAmount(v)
+		if msg != "" {
+			f.add(a.input, a.label+" "+msg+".")
+			continue
+		}
+		pricing[a.field] = n
+	}
+	counts := allowanceInputs
+	for _, a := range trialCountInputs {
+		counts = append(counts[:len(counts):len(counts)], struct{ input, label string }{a.input, a.label})
+	}
+	for _, a := range counts {
+		v := strings.ReplaceAll(strings.TrimSpace(f.V(a.input)), ",", "")
+		if v == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			f.add(a.input, a.label+" must be a whole number.")
+			continue
+		}
+		pricing[a.input] = n
+	}
+	return pricing
+}
+
 func listingInput(f *form) (listings.CreateInput, bool) {
 	var in listings.CreateInput
 	switch f.V("source") {
@@ -289,32 +355,7 @@ func listingInput(f *form) (listings.CreateInput, bool) {
 	default:
 		in.CardURL = strings.TrimSpace(f.V("card_url"))
 	}
-	pricing := map[string]any{"currency": strings.ToLower(strings.TrimSpace(f.V("currency")))}
-	for _, a := range amountInputs {
-		v := strings.TrimSpace(f.V(a.input))
-		if v == "" {
-			continue
-		}
-		n, msg := parseAmount(v)
-		if msg != "" {
-			f.add(a.input, a.label+" "+msg+".")
-			continue
-		}
-		pricing[a.field] = n
-	}
-	for _, a := range allowanceInputs {
-		v := strings.ReplaceAll(strings.TrimSpace(f.V(a.input)), ",", "")
-		if v == "" {
-			continue
-		}
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			f.add(a.input, a.label+" must be a whole number.")
-			continue
-		}
-		pricing[a.input] = n
-	}
-	in.Pricing, _ = json.Marshal(pricing)
+	in.Pricing, _ = json.Marshal(formPricing(f))
 	if v := strings.TrimSpace(f.V("auth_value")); v != "" {
 		h := strings.TrimSpace(f.V("auth_header"))
 		if h == "" {

@@ -57,6 +57,14 @@ type Deps struct {
 	PublicMeterURL string
 	// Tasks shows the buyer's push deliveries (nil: not shown).
 	Tasks *contracts.Tasks
+	// Offers are sellers' private offers (nil: none).
+	Offers *listings.Offers
+	// Alerts are the orgs' spend alerts (nil: none).
+	Alerts *contracts.Alerts
+	// Focus exports the orgs' FOCUS cost and usage rows (nil: none).
+	Focus *billing.Focus
+	// Verified is the listings' verified stats (nil: none shown).
+	Verified *metering.Verified
 }
 
 // UI serves the web pages.
@@ -126,9 +134,16 @@ func (u *UI) Mount(r fiber.Router) {
 	r.Post("/seller/new", u.page(u.createListing))
 	r.Post("/seller/listings/:id/status", u.page(u.sellerStatus))
 	r.Post("/seller/listings/:id/refresh", u.page(u.sellerRefresh))
+	r.Get("/seller/offers", u.page(u.sellerOffers))
+	r.Post("/seller/offers", u.page(u.createOffer))
+	r.Post("/seller/offers/:id/withdraw", u.page(u.withdrawOffer))
 
 	r.Get("/buyer", u.page(u.buyer))
 	r.Post("/buyer/subscriptions/:id/cancel", u.page(u.cancelSubscription))
+	r.Post("/buyer/subscriptions/:id/trial", u.page(u.trialChoice))
+	r.Post("/buyer/subscriptions/:id/plan", u.page(u.changePlan))
+	r.Post("/buyer/subscriptions/:id/end", u.page(u.cancelAtPeriodEnd))
+	r.Post("/buyer/offers/:id/accept", u.page(u.acceptOffer))
 	r.Post("/buyer/deliveries/:id/retry", u.page(u.retryDelivery))
 	r.Get("/keys", u.page(u.keys))
 	r.Post("/keys", u.page(u.createKey))
@@ -138,6 +153,9 @@ func (u *UI) Mount(r fiber.Router) {
 	r.Get("/finance/usage.csv", u.page(u.financeCSV))
 	r.Get("/finance/reconciliation", u.page(u.reconciliation))
 	r.Get("/finance/invoices", u.page(u.invoices))
+	r.Get("/finance/focus.csv", u.page(u.focusCSV))
+	r.Get("/finance/alerts", u.page(u.alerts))
+	r.Post("/finance/alerts", u.page(u.saveAlertSettings))
 
 	r.Get("/operator", u.page(u.operator))
 	r.Post("/operator/listings/:id/status", u.page(u.operatorStatus))
@@ -253,16 +271,25 @@ func (u *UI) render(r *req, name, title string, data any) error {
 // notices are the fixed messages a redirect may ask for (?notice=…), so no
 // text from the URL is ever shown.
 var notices = map[string]string{
-	"signedup":   "Welcome! Your organisation is ready.",
-	"signedin":   "You are signed in.",
-	"signedout":  "You are signed out.",
-	"listed":     "Your agent is listed.",
-	"subscribed": "Subscribed. Create an API key below, then hand your orchestrator the endpoint.",
-	"canceled":   "The subscription is canceled.",
-	"revoked":    "The key is revoked.",
-	"status":     "The listing's status changed.",
-	"refreshed":  "The card was fetched again.",
-	"retried":    "The notification will be sent again now.",
+	"signedup":    "Welcome! Your organisation is ready.",
+	"signedin":    "You are signed in.",
+	"signedout":   "You are signed out.",
+	"listed":      "Your agent is listed.",
+	"subscribed":  "Subscribed. Create an API key below, then hand your orchestrator the endpoint.",
+	"canceled":    "The subscription is canceled.",
+	"trialstop":   "The subscription will stop when its free trial ends.",
+	"trialgo":     "The subscription will convert to paid when its free trial ends.",
+	"offered":     "The private offer is made. Only that organisation sees it.",
+	"withdrawn":   "The offer is withdrawn.",
+	"accepted":    "Offer accepted: you subscribe at its terms.",
+	"planchanged": "The plan changed from now on. This month's invoice charges each plan for its part of the month.",
+	"ending":      "The subscription will end at the end of the month. Calls work until then.",
+	"kept":        "The subscription goes on.",
+	"alertsset":   "The alert settings are saved.",
+	"revoked":     "The key is revoked.",
+	"status":      "The listing's status changed.",
+	"refreshed":   "The card was fetched again.",
+	"retried":     "The notification will be sent again now.",
 }
 
 // can reports whether the actor's role may act on obj.

@@ -127,6 +127,7 @@ type subscriptionRow struct {
 	MeteredItemIDs string `gorm:"column:metered_item_ids"`
 	CreatedAt      time.Time
 	CanceledAt     *time.Time
+	UsageFrom      *time.Time
 }
 
 func (subscriptionRow) TableName() string { return "billing_subscriptions" }
@@ -141,6 +142,9 @@ func subscriptionFromRow(r *subscriptionRow) (*billing.Subscription, error) {
 	if r.CanceledAt != nil {
 		t := r.CanceledAt.UTC()
 		sub.CanceledAt = &t
+	}
+	if r.UsageFrom != nil {
+		sub.UsageFrom = r.UsageFrom.UTC()
 	}
 	return sub, nil
 }
@@ -162,6 +166,10 @@ func (s *Store) SaveSubscription(ctx context.Context, sub *billing.Subscription)
 	}
 	row := &subscriptionRow{ContractID: sub.ContractID, SubscriptionID: sub.Refs.ID, CustomerID: sub.CustomerID,
 		FlatItemID: sub.Refs.FlatItemID, MeteredItemIDs: ids, CreatedAt: ts(sub.CreatedAt), CanceledAt: tsp(sub.CanceledAt)}
+	if !sub.UsageFrom.IsZero() {
+		u := ts(sub.UsageFrom)
+		row.UsageFrom = &u
+	}
 	// Only a second row for the same contract is ignored: the same
 	// provider subscription for another contract is a Conflict.
 	if err := s.db.WithContext(ctx).Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "contract_id"}}, DoNothing: true}).
@@ -211,6 +219,18 @@ func (s *Store) SetSubscriptionCanceled(ctx context.Context, contractID string, 
 			Update("canceled_at", ts(at)).Error
 	})
 	return gormdb.Translate(err, "subscription")
+}
+
+// SetSubscriptionUsageFrom implements billing.Store.
+func (s *Store) SetSubscriptionUsageFrom(ctx context.Context, contractID string, from time.Time) error {
+	res := s.db.WithContext(ctx).Model(&subscriptionRow{}).Where("contract_id = ?", contractID).Update("usage_from", ts(from))
+	if res.Error != nil {
+		return gormdb.Translate(res.Error, "subscription")
+	}
+	if res.RowsAffected == 0 {
+		return gormdb.Translate(gorm.ErrRecordNotFound, "subscription")
+	}
+	return nil
 }
 
 // ---- usage reports and watermarks ----
@@ -552,6 +572,7 @@ type invoiceRow struct {
 	SubtotalFractionDen int64
 	TotalMinor          int64
 	Lines               string
+	Parts               string
 	CreatedAt           time.Time
 }
 
@@ -571,6 +592,15 @@ type lineJSON struct {
 	FractionNum     int64  `json:"amount_fraction_num"`
 	FractionDen     int64  `json:"amount_fraction_den"`
 	AmountMinor     int64  `json:"amount_minor"`
+	Part            int    `json:"part,omitempty"`
+}
+
+// partJSON is an invoice part as stored; the names are part of the schema.
+type partJSON struct {
+	PlanVersion int       `json:"plan_version"`
+	ActiveStart time.Time `json:"active_start"`
+	ActiveEnd   time.Time `json:"active_end"`
+	Trial       bool      `json:"trial,omitempty"`
 }
 
 func invoiceToRow(inv *billing.LocalInvoice) (*invoiceRow, error) {
@@ -578,18 +608,28 @@ func invoiceToRow(inv *billing.LocalInvoice) (*invoiceRow, error) {
 	for i, l := range inv.Invoice.Lines {
 		lines[i] = lineJSON{Kind: string(l.Kind), Description: l.Description, Used: l.Used, Included: l.Included, Quantity: l.Quantity,
 			UnitPriceMicros: l.UnitPriceMicros, PerUnits: l.PerUnits, AmountMicros: l.AmountMicros,
-			FractionNum: l.AmountFraction.Num, FractionDen: l.AmountFraction.Den, AmountMinor: l.AmountMinor}
+			FractionNum: l.AmountFraction.Num, FractionDen: l.AmountFraction.Den, AmountMinor: l.AmountMinor, Part: l.Part}
 	}
 	raw, err := json.Marshal(lines)
 	if err != nil {
 		return nil, agentmarket.Wrap(agentmarket.Internal, "invoice_encode_failed", err, "could not store the invoice")
+	}
+	var rawParts []byte
+	if len(inv.Invoice.Parts) > 0 {
+		parts := make([]partJSON, len(inv.Invoice.Parts))
+		for i, p := range inv.Invoice.Parts {
+			parts[i] = partJSON{PlanVersion: p.PlanVersion, ActiveStart: p.Active.Start.UTC(), ActiveEnd: p.Active.End.UTC(), Trial: p.Trial}
+		}
+		if rawParts, err = json.Marshal(parts); err != nil {
+			return nil, agentmarket.Wrap(agentmarket.Internal, "invoice_encode_failed", err, "could not store the invoice")
+		}
 	}
 	i := &inv.Invoice
 	return &invoiceRow{ContractID: inv.ContractID, PeriodStart: ts(i.Period.Start), PeriodEnd: ts(i.Period.End),
 		ActiveStart: ts(i.Active.Start), ActiveEnd: ts(i.Active.End), PlanVersion: i.PlanVersion, Currency: i.Currency,
 		MinorUnitDigits: i.MinorUnitDigits, SubtotalMicros: i.SubtotalMicros,
 		SubtotalFractionNum: i.SubtotalFraction.Num, SubtotalFractionDen: i.SubtotalFraction.Den,
-		TotalMinor: i.TotalMinor, Lines: string(raw), CreatedAt: ts(inv.CreatedAt)}, nil
+		TotalMinor: i.TotalMinor, Lines: string(raw), Parts: string(rawParts), CreatedAt: ts(inv.CreatedAt)}, nil
 }
 
 func invoiceFromRow(r *invoiceRow) (*billing.LocalInvoice, error) {
@@ -610,7 +650,20 @@ func invoiceFromRow(r *invoiceRow) (*billing.LocalInvoice, error) {
 	for i, l := range lines {
 		inv.Lines[i] = billing.Line{Kind: billing.LineKind(l.Kind), Description: l.Description, Used: l.Used, Included: l.Included,
 			Quantity: l.Quantity, UnitPriceMicros: l.UnitPriceMicros, PerUnits: l.PerUnits, AmountMicros: l.AmountMicros,
-			AmountFraction: billing.Fraction{Num: l.FractionNum, Den: l.FractionDen}, AmountMinor: l.AmountMinor}
+			AmountFraction: billing.Fraction{Num: l.FractionNum, Den: l.FractionDen}, AmountMinor: l.AmountMinor, Part: l.Part}
+	}
+	// Invoices stored before parts existed have none (Invoice.Parts is
+	// nil): they are one part, the active span.
+	if r.Parts != "" {
+		var parts []partJSON
+		if err := json.Unmarshal([]byte(r.Parts), &parts); err != nil {
+			return nil, agentmarket.Wrap(agentmarket.Internal, "invoice_decode_failed",
+				fmt.Errorf("invoice parts of %s for %s: %w", r.ContractID, r.PeriodStart, err), "could not read the invoice")
+		}
+		inv.Parts = make([]billing.PartInfo, len(parts))
+		for i, p := range parts {
+			inv.Parts[i] = billing.PartInfo{PlanVersion: p.PlanVersion, Active: billing.Period{Start: p.ActiveStart.UTC(), End: p.ActiveEnd.UTC()}, Trial: p.Trial}
+		}
 	}
 	return &billing.LocalInvoice{ContractID: r.ContractID, Invoice: inv, CreatedAt: r.CreatedAt.UTC()}, nil
 }
@@ -679,4 +732,62 @@ func decodeKinds(s string) (map[billing.LineKind]string, error) {
 		out[billing.LineKind(k)] = v
 	}
 	return out, nil
+}
+
+// ---- commitment charges ----
+
+type commitmentRow struct {
+	ContractID     string    `gorm:"primaryKey"`
+	PeriodStart    time.Time `gorm:"primaryKey"`
+	Currency       string
+	AmountMinor    int64
+	IdempotencyKey string
+	CreatedAt      time.Time
+	SentAt         *time.Time
+}
+
+func (commitmentRow) TableName() string { return "billing_commitment_charges" }
+
+// AddCommitmentCharge implements billing.Store.
+func (s *Store) AddCommitmentCharge(ctx context.Context, c *billing.CommitmentCharge) (*billing.CommitmentCharge, error) {
+	row := &commitmentRow{ContractID: c.ContractID, PeriodStart: ts(c.PeriodStart), Currency: c.Currency, AmountMinor: c.AmountMinor,
+		IdempotencyKey: c.IdempotencyKey, CreatedAt: ts(c.CreatedAt), SentAt: tsp(c.SentAt)}
+	if err := s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(row).Error; err != nil {
+		return nil, gormdb.Translate(err, "commitment charge")
+	}
+	return s.CommitmentCharge(ctx, c.ContractID, c.PeriodStart)
+}
+
+// MarkCommitmentChargeSent implements billing.Store.
+func (s *Store) MarkCommitmentChargeSent(ctx context.Context, contractID string, periodStart, at time.Time) error {
+	err := s.db.WithContext(ctx).Model(&commitmentRow{}).Where("contract_id = ? AND period_start = ? AND sent_at IS NULL", contractID, ts(periodStart)).
+		Update("sent_at", ts(at)).Error
+	return gormdb.Translate(err, "commitment charge")
+}
+
+// CommitmentCharge implements billing.Store.
+func (s *Store) CommitmentCharge(ctx context.Context, contractID string, periodStart time.Time) (*billing.CommitmentCharge, error) {
+	var r commitmentRow
+	if err := s.db.WithContext(ctx).Where("contract_id = ? AND period_start = ?", contractID, ts(periodStart)).Take(&r).Error; err != nil {
+		return nil, gormdb.Translate(err, "commitment charge")
+	}
+	return &billing.CommitmentCharge{ContractID: r.ContractID, PeriodStart: r.PeriodStart.UTC(), Currency: r.Currency, AmountMinor: r.AmountMinor,
+		IdempotencyKey: r.IdempotencyKey, CreatedAt: r.CreatedAt.UTC(), SentAt: tsp(r.SentAt)}, nil
+}
+
+// SetSubscriptionItems implements billing.Store.
+func (s *Store) SetSubscriptionItems(ctx context.Context, contractID string, refs billing.SubscriptionRefs) error {
+	ids, err := encodeKinds(refs.MeteredItemIDs)
+	if err != nil {
+		return err
+	}
+	res := s.db.WithContext(ctx).Model(&subscriptionRow{}).Where("contract_id = ?", contractID).
+		Updates(map[string]any{"flat_item_id": refs.FlatItemID, "metered_item_ids": ids})
+	if res.Error != nil {
+		return gormdb.Translate(res.Error, "subscription")
+	}
+	if res.RowsAffected == 0 {
+		return gormdb.Translate(gorm.ErrRecordNotFound, "subscription")
+	}
+	return nil
 }

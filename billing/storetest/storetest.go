@@ -132,6 +132,25 @@ func Run(t *testing.T, newStore Factory) {
 		if len(open) != 1 || open[0].ContractID != "ctr_2" || !reflect.DeepEqual(open[0].Refs, refs("sub_2")) {
 			t.Fatalf("open after cancel = %+v", open)
 		}
+
+		// A trial's subscription reports usage from the trial's end, which
+		// may be brought forward.
+		trialEnd := t0.Add(14 * 24 * time.Hour)
+		trial := &billing.Subscription{ContractID: "ctr_3", CustomerID: "cus_1", Refs: refs("sub_3"), CreatedAt: t0, UsageFrom: trialEnd}
+		got, err = s.SaveSubscription(ctx, trial)
+		must(t, err)
+		if !got.UsageFrom.Equal(trialEnd) || got.UsageFrom.Location() != time.UTC {
+			t.Fatalf("usage from %v, want %v in UTC", got.UsageFrom, trialEnd)
+		}
+		early := t0.Add(3*24*time.Hour + 1500*time.Millisecond)
+		must(t, s.SetSubscriptionUsageFrom(ctx, "ctr_3", early))
+		if got, err := s.Subscription(ctx, "ctr_3"); err != nil || !got.UsageFrom.Equal(early) {
+			t.Fatalf("usage from after the trial ended early = %v, %v; want %v", got.UsageFrom, err, early)
+		}
+		wantKind(t, s.SetSubscriptionUsageFrom(ctx, "ctr_nope", early), agentmarket.NotFound)
+		if got, _ := s.Subscription(ctx, "ctr_2"); !got.UsageFrom.IsZero() {
+			t.Fatalf("a subscription without a trial reports from %v", got.UsageFrom)
+		}
 	})
 
 	t.Run("usage outbox and watermark", func(t *testing.T) {
@@ -331,6 +350,33 @@ func Run(t *testing.T, newStore Factory) {
 		}
 	})
 
+	t.Run("commitment charges are recorded once and marked sent", func(t *testing.T) {
+		s := newStore(t)
+		_, err := s.CommitmentCharge(ctx, "ctr_1", may.Start)
+		wantKind(t, err, agentmarket.NotFound)
+		c := &billing.CommitmentCharge{ContractID: "ctr_1", PeriodStart: may.Start, Currency: "usd", AmountMinor: 1451,
+			IdempotencyKey: "am1/contract/ctr_1/commitment/1777593600", CreatedAt: t0}
+		got, err := s.AddCommitmentCharge(ctx, c)
+		must(t, err)
+		if !reflect.DeepEqual(got, c) {
+			t.Fatalf("stored %+v, want %+v", got, c)
+		}
+		again, err := s.AddCommitmentCharge(ctx, &billing.CommitmentCharge{ContractID: "ctr_1", PeriodStart: may.Start, Currency: "usd",
+			AmountMinor: 9, IdempotencyKey: "other", CreatedAt: t0})
+		must(t, err)
+		if !reflect.DeepEqual(again, c) {
+			t.Fatalf("second record returned %+v, want the first", again)
+		}
+		sent := t0.Add(time.Minute)
+		must(t, s.MarkCommitmentChargeSent(ctx, "ctr_1", may.Start, sent))
+		must(t, s.MarkCommitmentChargeSent(ctx, "ctr_1", may.Start, sent.Add(time.Hour)))
+		got, err = s.CommitmentCharge(ctx, "ctr_1", may.Start)
+		must(t, err)
+		if got.SentAt == nil || !got.SentAt.Equal(sent) || got.AmountMinor != 1451 {
+			t.Fatalf("after marking it sent: %+v, want sent at %v (the first mark)", got, sent)
+		}
+	})
+
 	t.Run("invoices are stored once per contract and period", func(t *testing.T) {
 		s := newStore(t)
 		inv := &billing.LocalInvoice{ContractID: "ctr_1", CreatedAt: t0, Invoice: billing.Invoice{
@@ -362,6 +408,24 @@ func Run(t *testing.T, newStore Factory) {
 		if !reflect.DeepEqual(got, inv) {
 			t.Fatalf("invoice = %+v\nwant %+v", got, inv)
 		}
+		// An invoice of parts (a trial, then paid) keeps them, and which
+		// part each line rates.
+		trialEnd := time.Date(2026, 5, 20, 7, 30, 0, 0, time.UTC)
+		parts := *inv
+		parts.ContractID = "ctr_parts"
+		parts.Invoice.Parts = []billing.PartInfo{
+			{PlanVersion: 3, Active: billing.Period{Start: inv.Invoice.Active.Start, End: trialEnd}, Trial: true},
+			{PlanVersion: 4, Active: billing.Period{Start: trialEnd, End: may.End}},
+		}
+		parts.Invoice.Lines = append([]billing.Line{{Kind: billing.LineFlatFee, Description: "Free trial", Used: 5, Quantity: 5, PerUnits: 2678400,
+			AmountFraction: billing.Fraction{Num: 0, Den: 1}}}, inv.Invoice.Lines...)
+		parts.Invoice.Lines[1].Part, parts.Invoice.Lines[2].Part = 1, 1
+		must2(t)(s.SaveInvoice(ctx, &parts))
+		got, err = s.Invoice(ctx, "ctr_parts", may.Start)
+		must(t, err)
+		if !reflect.DeepEqual(got, &parts) {
+			t.Fatalf("invoice of parts = %+v\nwant %+v", got, &parts)
+		}
 		june := *inv
 		june.Invoice.Period = billing.MonthOf(may.End)
 		must2(t)(s.SaveInvoice(ctx, &june))
@@ -370,7 +434,7 @@ func Run(t *testing.T, newStore Factory) {
 		must2(t)(s.SaveInvoice(ctx, &b))
 		list, err := s.Invoices(ctx, may.Start)
 		must(t, err)
-		if len(list) != 2 || list[0].ContractID != "ctr_0" || list[1].ContractID != "ctr_1" {
+		if len(list) != 3 || list[0].ContractID != "ctr_0" || list[1].ContractID != "ctr_1" || list[2].ContractID != "ctr_parts" {
 			t.Fatalf("May's invoices = %+v", list)
 		}
 	})

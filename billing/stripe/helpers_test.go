@@ -84,7 +84,8 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	c := call{Method: req.Method, Path: req.URL.Path, Form: form, Key: req.Header.Get("Idempotency-Key")}
 	if err == nil {
 		c.Status = resp.StatusCode
-		if r.echoItems && req.Method == http.MethodPost && req.URL.Path == "/v1/subscriptions" && resp.StatusCode == http.StatusOK {
+		if r.echoItems && req.Method == http.MethodPost && strings.HasPrefix(req.URL.Path, "/v1/subscriptions") && form.Get("items[0][price]")+form.Get("items[0][id]") != "" &&
+			resp.StatusCode == http.StatusOK {
 			resp, err = echoItems(resp, form)
 		}
 	}
@@ -95,7 +96,8 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // echoItems replaces the response's items.data with one item per
-// requested price, with ids si_echo_<index>.
+// requested price (items deleted by id are left out), with ids
+// si_echo_<index>.
 func echoItems(resp *http.Response, form url.Values) (*http.Response, error) {
 	raw, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -107,10 +109,10 @@ func echoItems(resp *http.Response, form url.Values) (*http.Response, error) {
 		return nil, fmt.Errorf("recorder: subscription response: %v", err)
 	}
 	var data []any
-	for i := 0; ; i++ {
+	for i := 0; form.Get(fmt.Sprintf("items[%d][price]", i))+form.Get(fmt.Sprintf("items[%d][id]", i)) != ""; i++ {
 		price := form.Get(fmt.Sprintf("items[%d][price]", i))
 		if price == "" {
-			break
+			continue // an item deleted by id
 		}
 		data = append(data, map[string]any{
 			"id": fmt.Sprintf("si_echo_%d", i), "object": "subscription_item",

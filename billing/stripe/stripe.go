@@ -208,21 +208,17 @@ func (p *Provider) Subscribe(ctx context.Context, in billing.SubscribeInput) (bi
 		Params:   params(ctx, key),
 		Customer: stripego.String(in.CustomerID),
 		Metadata: map[string]string{"agentmarket_contract_id": in.ContractID},
-		Items: []*stripego.SubscriptionItemsParams{{
-			Price:    stripego.String(in.Prices.FlatPriceID),
-			Quantity: stripego.Int64(1),
-			Metadata: map[string]string{"agentmarket_line_kind": string(billing.LineFlatFee)},
-		}},
-	}
-	for _, kind := range billing.MeteredLineKinds {
-		sp.Items = append(sp.Items, &stripego.SubscriptionItemsParams{
-			Price:    stripego.String(in.Prices.MeteredPriceIDs[kind]),
-			Metadata: map[string]string{"agentmarket_line_kind": string(kind)},
-		})
+		Items:    items(in.Prices),
 	}
 	if !in.BillingCycleAnchor.IsZero() {
 		sp.BillingCycleAnchor = stripego.Int64(in.BillingCycleAnchor.Unix())
 		sp.ProrationBehavior = stripego.String("create_prorations")
+	}
+	if !in.TrialEnd.IsZero() {
+		sp.TrialEnd = stripego.Int64(in.TrialEnd.Unix())
+		if in.CancelAtTrialEnd {
+			sp.CancelAt = stripego.Int64(in.TrialEnd.Unix())
+		}
 	}
 	if in.ConnectedAccountID != "" {
 		sp.TransferData = &stripego.SubscriptionTransferDataParams{Destination: stripego.String(in.ConnectedAccountID)}
@@ -232,7 +228,29 @@ func (p *Provider) Subscribe(ctx context.Context, in billing.SubscribeInput) (bi
 	if err != nil {
 		return billing.SubscriptionRefs{}, mapError("create the subscription", err)
 	}
+	return refsOf(sub, in.Prices, in.ContractID)
+}
 
+// items are a plan's subscription items: the flat price (quantity 1)
+// first, then the metered prices in billing.MeteredLineKinds order.
+func items(prices billing.PlanPrices) []*stripego.SubscriptionItemsParams {
+	out := []*stripego.SubscriptionItemsParams{{
+		Price:    stripego.String(prices.FlatPriceID),
+		Quantity: stripego.Int64(1),
+		Metadata: map[string]string{"agentmarket_line_kind": string(billing.LineFlatFee)},
+	}}
+	for _, kind := range billing.MeteredLineKinds {
+		out = append(out, &stripego.SubscriptionItemsParams{
+			Price:    stripego.String(prices.MeteredPriceIDs[kind]),
+			Metadata: map[string]string{"agentmarket_line_kind": string(kind)},
+		})
+	}
+	return out
+}
+
+// refsOf matches the items Stripe answered with to our line kinds, by
+// price (a subscription holds each price once).
+func refsOf(sub *stripego.Subscription, prices billing.PlanPrices, contractID string) (billing.SubscriptionRefs, error) {
 	itemOf := map[string]string{} // price id → item id
 	if sub.Items != nil {
 		for _, it := range sub.Items.Data {
@@ -241,20 +259,60 @@ func (p *Provider) Subscribe(ctx context.Context, in billing.SubscribeInput) (bi
 			}
 		}
 	}
-	refs := billing.SubscriptionRefs{ID: sub.ID, FlatItemID: itemOf[in.Prices.FlatPriceID],
+	refs := billing.SubscriptionRefs{ID: sub.ID, FlatItemID: itemOf[prices.FlatPriceID],
 		MeteredItemIDs: make(map[billing.LineKind]string, len(billing.MeteredLineKinds))}
 	missing := refs.ID == "" || refs.FlatItemID == ""
 	for _, kind := range billing.MeteredLineKinds {
-		id := itemOf[in.Prices.MeteredPriceIDs[kind]]
+		id := itemOf[prices.MeteredPriceIDs[kind]]
 		missing = missing || id == ""
 		refs.MeteredItemIDs[kind] = id
 	}
 	if missing {
 		return billing.SubscriptionRefs{}, agentmarket.Wrap(agentmarket.Internal, "payment_provider_unexpected_response",
-			fmt.Errorf("stripe: subscription %q for contract %s lacks an item for one of our prices (it has %v)", sub.ID, in.ContractID, itemOf),
+			fmt.Errorf("stripe: subscription %q for contract %s lacks an item for one of our prices (it has %v)", sub.ID, contractID, itemOf),
 			"payment provider error")
 	}
 	return refs, nil
+}
+
+// ChangePlan implements billing.Provider: one update that deletes the old
+// items and adds the new plan's, proration_behavior=create_prorations with
+// proration_date at the change (Stripe credits the old fee and charges the
+// new one for the rest of the period on the next invoice, by the second).
+// The old metered items' usage is not cleared: the next invoice bills it
+// at the old prices.
+func (p *Provider) ChangePlan(ctx context.Context, in billing.PlanChangeInput) (billing.SubscriptionRefs, error) {
+	var fe agentmarket.Fields
+	checkCall(&fe, "subscription_id", in.SubscriptionID, in.IdempotencyKey)
+	if in.At.IsZero() {
+		fe.Add("at", "required", "the change's time is required")
+	}
+	if in.Old.FlatItemID == "" || in.Prices.FlatPriceID == "" {
+		fe.Add("items", "required", "the old items and the new prices are required")
+	}
+	for _, k := range billing.MeteredLineKinds {
+		if in.Old.MeteredItemIDs[k] == "" || in.Prices.MeteredPriceIDs[k] == "" {
+			fe.Add("items."+string(k), "required", "the old %s item and the new %s price are required", k, k)
+		}
+	}
+	if err := fe.Err("invalid_plan_change", "the plan change cannot be made"); err != nil {
+		return billing.SubscriptionRefs{}, err
+	}
+	sp := &stripego.SubscriptionParams{
+		Params:            params(ctx, in.IdempotencyKey),
+		ProrationBehavior: stripego.String("create_prorations"),
+		ProrationDate:     stripego.Int64(in.At.Unix()),
+		Items:             []*stripego.SubscriptionItemsParams{{ID: stripego.String(in.Old.FlatItemID), Deleted: stripego.Bool(true)}},
+	}
+	for _, k := range billing.MeteredLineKinds {
+		sp.Items = append(sp.Items, &stripego.SubscriptionItemsParams{ID: stripego.String(in.Old.MeteredItemIDs[k]), Deleted: stripego.Bool(true)})
+	}
+	sp.Items = append(sp.Items, items(in.Prices)...)
+	sub, err := p.api.Subscriptions.Update(in.SubscriptionID, sp)
+	if err != nil {
+		return billing.SubscriptionRefs{}, mapError("change the subscription's plan", err)
+	}
+	return refsOf(sub, in.Prices, in.SubscriptionID)
 }
 
 // CancelSubscription implements billing.Provider: the subscription ends
@@ -273,6 +331,74 @@ func (p *Provider) CancelSubscription(ctx context.Context, subscriptionID, idemp
 	}
 	_, err := p.api.Subscriptions.Cancel(subscriptionID, cp)
 	return mapError("cancel the subscription", err)
+}
+
+// EndTrialNow implements billing.Provider: trial_end=now, so Stripe
+// starts the paid period, prorated to the billing cycle anchor, at once.
+func (p *Provider) EndTrialNow(ctx context.Context, subscriptionID, idempotencyKey string) error {
+	var fe agentmarket.Fields
+	checkCall(&fe, "subscription_id", subscriptionID, idempotencyKey)
+	if err := fe.Err("invalid_trial_end", "the trial cannot be ended"); err != nil {
+		return err
+	}
+	sp := &stripego.SubscriptionParams{
+		Params:            params(ctx, idempotencyKey),
+		TrialEndNow:       stripego.Bool(true),
+		ProrationBehavior: stripego.String("create_prorations"),
+	}
+	_, err := p.api.Subscriptions.Update(subscriptionID, sp)
+	return mapError("end the trial", err)
+}
+
+// SetCancelAt implements billing.Provider: cancel_at=<at>, or cancel_at=""
+// (Stripe's way to unset it) for a zero at.
+func (p *Provider) SetCancelAt(ctx context.Context, subscriptionID string, at time.Time, idempotencyKey string) error {
+	var fe agentmarket.Fields
+	checkCall(&fe, "subscription_id", subscriptionID, idempotencyKey)
+	if err := fe.Err("invalid_cancel_at", "the subscription's end cannot be set"); err != nil {
+		return err
+	}
+	sp := &stripego.SubscriptionParams{Params: params(ctx, idempotencyKey)}
+	if at.IsZero() {
+		sp.AddExtra("cancel_at", "")
+	} else {
+		sp.CancelAt = stripego.Int64(at.Unix())
+	}
+	_, err := p.api.Subscriptions.Update(subscriptionID, sp)
+	return mapError("set when the subscription ends", err)
+}
+
+// AddInvoiceItem implements billing.Provider: an invoice item on the
+// subscription, picked up by its next invoice.
+func (p *Provider) AddInvoiceItem(ctx context.Context, in billing.InvoiceItem) error {
+	var fe agentmarket.Fields
+	checkCall(&fe, "subscription_id", in.SubscriptionID, in.IdempotencyKey)
+	if in.CustomerID == "" {
+		fe.Add("customer_id", "required", "customer_id is required")
+	}
+	if in.AmountMinor <= 0 {
+		fe.Add("amount_minor", "positive", "an invoice item's amount must be positive")
+	}
+	if _, err := billing.MinorUnitDigits(in.Currency); err != nil {
+		fe.Add("currency", "unknown_currency", "currency %q is not one AgentMarket can bill in", in.Currency)
+	}
+	if err := fe.Err("invalid_invoice_item", "the charge cannot be added"); err != nil {
+		return err
+	}
+	ip := &stripego.InvoiceItemParams{
+		Params:       params(ctx, in.IdempotencyKey),
+		Customer:     stripego.String(in.CustomerID),
+		Subscription: stripego.String(in.SubscriptionID),
+		Currency:     stripego.String(in.Currency),
+		Amount:       stripego.Int64(in.AmountMinor),
+		Description:  stripego.String(in.Description),
+		Period: &stripego.InvoiceItemPeriodParams{
+			Start: stripego.Int64(in.Period.Start.Unix()),
+			End:   stripego.Int64(in.Period.End.Unix()),
+		},
+	}
+	_, err := p.api.InvoiceItems.New(ip)
+	return mapError("add the invoice item", err)
 }
 
 // ReportUsage implements billing.Provider.

@@ -2,11 +2,13 @@ package stripe_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/billing"
 	"github.com/agentmarket/agentmarket/listings"
 )
@@ -255,5 +257,116 @@ func TestStripeMockRefusesBadShapes(t *testing.T) {
 		if resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("stripe-mock answered %d to POST %s %q, want 400", resp.StatusCode, c.path, c.body)
 		}
+	}
+}
+
+// TestTrialOnStripeMock: a subscription that starts in a free trial, the
+// buyer's choice to stop with it set and taken back, and the trial ended
+// early (its usage allowance used up), each call checked in full against
+// stripe-mock.
+func TestTrialOnStripeMock(t *testing.T) {
+	p, rec := mockProvider(t)
+	ctx := context.Background()
+	prices, err := p.EnsurePlan(ctx, "lst_test", "Echo agent", testPlan())
+	if err != nil {
+		t.Fatalf("EnsurePlan: %v", err)
+	}
+	rec.take()
+	trialEnd := time.Date(2026, time.May, 17, 10, 17, 42, 0, time.UTC)
+	refs, err := p.Subscribe(ctx, billing.SubscribeInput{ContractID: "ctr_test", CustomerID: "cus_test", Prices: prices,
+		BillingCycleAnchor: time.Date(2026, time.June, 1, 0, 0, 0, 0, time.UTC), TrialEnd: trialEnd, CancelAtTrialEnd: true})
+	if err != nil {
+		t.Fatalf("Subscribe: %v", err)
+	}
+	checkCalls(t, rec.take(), []want{{"POST", "/v1/subscriptions", "am1/contract/ctr_test/subscription",
+		subscribeForm(prices, map[string]string{
+			"billing_cycle_anchor": "1780272000", // 1 June: the first period, from the trial's end, is prorated
+			"proration_behavior":   "create_prorations",
+			"trial_end":            "1779013062",
+			"cancel_at":            "1779013062",
+		}), 0}})
+
+	at := time.Date(2026, time.May, 4, 9, 0, 0, 0, time.UTC)
+	if err := p.SetCancelAt(ctx, refs.ID, time.Time{}, billing.ScheduleEndKey("ctr_test", time.Time{}, at)); err != nil {
+		t.Fatalf("SetCancelAt(none): %v", err)
+	}
+	if err := p.SetCancelAt(ctx, refs.ID, trialEnd, billing.ScheduleEndKey("ctr_test", trialEnd, at.Add(time.Second))); err != nil {
+		t.Fatalf("SetCancelAt(trial end): %v", err)
+	}
+	if err := p.EndTrialNow(ctx, refs.ID, billing.TrialEndKey("ctr_test")); err != nil {
+		t.Fatalf("EndTrialNow: %v", err)
+	}
+	checkCalls(t, rec.take(), []want{
+		{"POST", "/v1/subscriptions/" + refs.ID, "am1/contract/ctr_test/cancel-at/none/1777885200000000000", map[string]string{"cancel_at": ""}, 0},
+		{"POST", "/v1/subscriptions/" + refs.ID, "am1/contract/ctr_test/cancel-at/1779013062/1777885201000000000", map[string]string{"cancel_at": "1779013062"}, 0},
+		{"POST", "/v1/subscriptions/" + refs.ID, "am1/contract/ctr_test/trial-end",
+			map[string]string{"trial_end": "now", "proration_behavior": "create_prorations"}, 0},
+	})
+	for _, bad := range []billing.SubscribeInput{
+		{ContractID: "ctr_test", CustomerID: "cus_test", Prices: prices, CancelAtTrialEnd: true},
+		{ContractID: "ctr_test", CustomerID: "cus_test", Prices: prices, TrialEnd: trialEnd, BillingCycleAnchor: trialEnd.Add(-time.Hour)},
+	} {
+		if _, err := p.Subscribe(ctx, bad); agentmarket.KindOf(err) != agentmarket.Invalid {
+			t.Errorf("Subscribe(%+v) = %v, want Invalid", bad, err)
+		}
+	}
+	if n := len(rec.take()); n != 0 {
+		t.Errorf("%d calls for refused input", n)
+	}
+}
+
+// TestInvoiceItemOnStripeMock: a month's commitment shortfall is one
+// invoice item on the subscription, in minor units, with its key.
+func TestInvoiceItemOnStripeMock(t *testing.T) {
+	p, rec := mockProvider(t)
+	may := billing.MonthOf(time.Date(2026, time.May, 3, 0, 0, 0, 0, time.UTC))
+	err := p.AddInvoiceItem(context.Background(), billing.InvoiceItem{CustomerID: "cus_test", SubscriptionID: "sub_test", Currency: "usd",
+		AmountMinor: 1451, Description: "Minimum commitment shortfall, May 2026", Period: may,
+		IdempotencyKey: billing.CommitmentKey("ctr_test", may.Start)})
+	if err != nil {
+		t.Fatalf("AddInvoiceItem: %v", err)
+	}
+	checkCalls(t, rec.take(), []want{{"POST", "/v1/invoiceitems", "am1/contract/ctr_test/commitment/1777593600", map[string]string{
+		"customer": "cus_test", "subscription": "sub_test", "currency": "usd", "amount": "1451",
+		"description": "Minimum commitment shortfall, May 2026", "period[start]": "1777593600", "period[end]": "1780272000"}, 0}})
+	if err := p.AddInvoiceItem(context.Background(), billing.InvoiceItem{CustomerID: "cus_test", SubscriptionID: "sub_test", Currency: "usd",
+		IdempotencyKey: "k"}); agentmarket.KindOf(err) != agentmarket.Invalid {
+		t.Errorf("a zero invoice item: %v, want Invalid", err)
+	}
+}
+
+// TestPlanChangeOnStripeMock: a plan change is one update of the
+// subscription that deletes its five items and adds the new version's
+// five, prorated from the change's second, with the change's key; the new
+// items are matched to our line kinds.
+func TestPlanChangeOnStripeMock(t *testing.T) {
+	p, rec := mockProvider(t)
+	ctx := context.Background()
+	prices := billing.PlanPrices{ProductID: "am_lst_test", FlatPriceID: "price_v4_flat", MeteredPriceIDs: map[billing.LineKind]string{
+		billing.LineInputTokens: "price_v4_in", billing.LineOutputTokens: "price_v4_out", billing.LineCompute: "price_v4_ms", billing.LineTasks: "price_v4_task"}}
+	old := billing.SubscriptionRefs{ID: "sub_test", FlatItemID: "si_flat", MeteredItemIDs: map[billing.LineKind]string{
+		billing.LineInputTokens: "si_in", billing.LineOutputTokens: "si_out", billing.LineCompute: "si_ms", billing.LineTasks: "si_task"}}
+	at := time.Date(2026, time.May, 10, 12, 0, 0, 250_000_000, time.UTC)
+	refs, err := p.ChangePlan(ctx, billing.PlanChangeInput{SubscriptionID: "sub_test", Old: old, Prices: prices, At: at,
+		IdempotencyKey: billing.PlanChangeKey("ctr_test", 1)})
+	if err != nil {
+		t.Fatalf("ChangePlan: %v", err)
+	}
+	form := map[string]string{"proration_behavior": "create_prorations", "proration_date": "1778414400",
+		"items[0][id]": "si_flat", "items[0][deleted]": "true", "items[1][id]": "si_in", "items[1][deleted]": "true",
+		"items[2][id]": "si_out", "items[2][deleted]": "true", "items[3][id]": "si_ms", "items[3][deleted]": "true",
+		"items[4][id]": "si_task", "items[4][deleted]": "true",
+		"items[5][price]": "price_v4_flat", "items[5][quantity]": "1", "items[5][metadata][agentmarket_line_kind]": "flat_fee"}
+	for i, k := range billing.MeteredLineKinds {
+		n := fmt.Sprint(6 + i)
+		form["items["+n+"][price]"] = prices.MeteredPriceIDs[k]
+		form["items["+n+"][metadata][agentmarket_line_kind]"] = string(k)
+	}
+	checkCalls(t, rec.take(), []want{{"POST", "/v1/subscriptions/sub_test", "am1/contract/ctr_test/plan-change/1", form, 0}})
+	if refs.FlatItemID != "si_echo_5" || refs.MeteredItemIDs[billing.LineTasks] != "si_echo_9" {
+		t.Errorf("refs %+v", refs)
+	}
+	if _, err := p.ChangePlan(ctx, billing.PlanChangeInput{SubscriptionID: "sub_test", IdempotencyKey: "k"}); agentmarket.KindOf(err) != agentmarket.Invalid {
+		t.Errorf("a change without items: %v", err)
 	}
 }

@@ -35,6 +35,7 @@ type stripeRecorder struct {
 	calls  []stripeCall
 	prices int
 	subs   int
+	items  int
 	srv    *httptest.Server
 }
 
@@ -71,12 +72,15 @@ func newStripeRecorder(t *testing.T) *stripeRecorder {
 				case "/v1/subscriptions":
 					r.subs++
 					obj["id"] = fmt.Sprintf("sub_test_%d", r.subs)
-					var data []any
-					for i := 0; form.Get(fmt.Sprintf("items[%d][price]", i)) != ""; i++ {
-						data = append(data, map[string]any{"id": fmt.Sprintf("si_test_%d", i), "object": "subscription_item",
-							"price": map[string]any{"id": form.Get(fmt.Sprintf("items[%d][price]", i)), "object": "price"}})
+					r.echoItems(obj, form)
+				default:
+					// An update that replaces items (a plan change):
+					// Stripe answers with the items the subscription
+					// now has.
+					if strings.HasPrefix(req.URL.Path, "/v1/subscriptions/") && form.Get("items[0][id]") != "" {
+						obj["id"] = strings.TrimPrefix(req.URL.Path, "/v1/subscriptions/")
+						r.echoItems(obj, form)
 					}
-					obj["items"] = map[string]any{"object": "list", "data": data, "has_more": false}
 				}
 				raw, _ = json.Marshal(obj)
 			}
@@ -88,6 +92,23 @@ func newStripeRecorder(t *testing.T) *stripeRecorder {
 	}))
 	t.Cleanup(r.srv.Close)
 	return r
+}
+
+// echoItems sets a subscription's items to one per price the request
+// names (items deleted by id are left out), each with a new id
+// si_test_<n>: the first subscription's are si_test_0 to si_test_4.
+func (r *stripeRecorder) echoItems(obj map[string]any, form url.Values) {
+	var data []any
+	for i := 0; form.Get(fmt.Sprintf("items[%d][price]", i))+form.Get(fmt.Sprintf("items[%d][id]", i)) != ""; i++ {
+		price := form.Get(fmt.Sprintf("items[%d][price]", i))
+		if price == "" {
+			continue
+		}
+		data = append(data, map[string]any{"id": fmt.Sprintf("si_test_%d", r.items), "object": "subscription_item",
+			"price": map[string]any{"id": price, "object": "price"}})
+		r.items++
+	}
+	obj["items"] = map[string]any{"object": "list", "data": data, "has_more": false}
 }
 
 func (r *stripeRecorder) take() []stripeCall {

@@ -34,6 +34,12 @@ type contractRow struct {
 	RequestTimeoutMs int64
 	TaskTimeoutMs    int64
 	MaxPauseMs       int64
+	TrialEnd         *time.Time
+	CancelAtTrialEnd bool
+	OfferID          string
+	CancelAt         *time.Time
+	AlertThresholds  string
+	Tags             string
 }
 
 func (contractRow) TableName() string { return "contracts" }
@@ -52,6 +58,8 @@ func contractFromRow(r *contractRow) *contracts.Contract {
 		t := r.PastDueAt.UTC()
 		c.PastDueAt = &t
 	}
+	c.TrialEnd, c.CancelAtTrialEnd, c.OfferID, c.CancelAt = utcPtr(r.TrialEnd), r.CancelAtTrialEnd, r.OfferID, utcPtr(r.CancelAt)
+	c.AlertThresholds, c.Tags = decodeThresholds(r.AlertThresholds), agentmarket.Tags(r.Tags)
 	return c
 }
 
@@ -62,7 +70,8 @@ func (s *Store) CreateContract(ctx context.Context, c *contracts.Contract, grant
 			PlanVersion: c.PlanVersion, Status: string(c.Status), MonthlyBudgetMicros: c.MonthlyBudgetMicros,
 			CreatedAt: c.CreatedAt.UTC(), UpdatedAt: c.UpdatedAt.UTC(),
 			RequestTimeoutMs: c.Budgets.RequestTimeout.Milliseconds(), TaskTimeoutMs: c.Budgets.TaskTimeout.Milliseconds(),
-			MaxPauseMs: c.Budgets.MaxPause.Milliseconds()}
+			MaxPauseMs: c.Budgets.MaxPause.Milliseconds(), TrialEnd: utcPtr(c.TrialEnd), CancelAtTrialEnd: c.CancelAtTrialEnd,
+			OfferID: c.OfferID, AlertThresholds: encodeThresholds(c.AlertThresholds), Tags: string(c.Tags)}
 		if err := tx.Create(row).Error; err != nil {
 			return err
 		}
@@ -134,36 +143,110 @@ func (s *Store) SetContractStatus(ctx context.Context, id string, status contrac
 		if err := addRules(tx, grant); err != nil {
 			return err
 		}
-		var r contractRow
-		if err := tx.Where("id = ?", id).Take(&r).Error; err != nil {
-			return err
-		}
-		out = contractFromRow(&r)
-		return nil
+		return reread(tx, id, &out)
 	})
 	return out, gormdb.Translate(err, "contract")
 }
 
 // SetContractBudgets implements contracts.ContractStore.
 func (s *Store) SetContractBudgets(ctx context.Context, id string, b contracts.TimeBudgets, at time.Time) (*contracts.Contract, error) {
+	return s.updateContract(ctx, id, map[string]any{
+		"request_timeout_ms": b.RequestTimeout.Milliseconds(), "task_timeout_ms": b.TaskTimeout.Milliseconds(),
+		"max_pause_ms": b.MaxPause.Milliseconds(), "updated_at": at.UTC(),
+	})
+}
+
+// updateContract changes a contract's columns and reads it back; NotFound
+// (subscription_not_found) for an unknown id.
+func (s *Store) updateContract(ctx context.Context, id string, updates map[string]any) (*contracts.Contract, error) {
 	var out *contracts.Contract
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		res := tx.Model(&contractRow{}).Where("id = ?", id).Updates(map[string]any{
-			"request_timeout_ms": b.RequestTimeout.Milliseconds(), "task_timeout_ms": b.TaskTimeout.Milliseconds(),
-			"max_pause_ms": b.MaxPause.Milliseconds(), "updated_at": at.UTC(),
-		})
+		res := tx.Model(&contractRow{}).Where("id = ?", id).Updates(updates)
 		if res.Error != nil {
 			return res.Error
 		}
 		if res.RowsAffected == 0 {
 			return gorm.ErrRecordNotFound
 		}
-		var r contractRow
-		if err := tx.Where("id = ?", id).Take(&r).Error; err != nil {
+		return reread(tx, id, &out)
+	})
+	if err != nil {
+		return nil, notFoundAs(gormdb.Translate(err, "subscription"), "subscription_not_found", "no subscription %q", id)
+	}
+	return out, nil
+}
+
+// reread reads a contract back inside the transaction that changed it.
+func reread(tx *gorm.DB, id string, out **contracts.Contract) error {
+	var r contractRow
+	if err := tx.Where("id = ?", id).Take(&r).Error; err != nil {
+		return err
+	}
+	*out = contractFromRow(&r)
+	return nil
+}
+
+// HadTrial implements contracts.ContractStore.
+func (s *Store) HadTrial(ctx context.Context, buyerOrgID, listingID string) (bool, error) {
+	var n int64
+	err := s.db.WithContext(ctx).Model(&contractRow{}).Where("buyer_org_id = ? AND listing_id = ? AND trial_end IS NOT NULL", buyerOrgID, listingID).
+		Count(&n).Error
+	return n > 0, gormdb.Translate(err, "contract")
+}
+
+// TrialingContracts implements contracts.ContractStore.
+func (s *Store) TrialingContracts(ctx context.Context) ([]contracts.Contract, error) {
+	return s.findContracts(ctx, "id ASC", "status = ?", string(contracts.ContractTrialing))
+}
+
+var errTrialOver = agentmarket.Errorf(agentmarket.Conflict, "trial_over", "the subscription is not in a trial")
+
+// EndTrial implements contracts.ContractStore.
+func (s *Store) EndTrial(ctx context.Context, id string, end time.Time, status contracts.ContractStatus, at time.Time, revoke []contracts.Rule) (*contracts.Contract, error) {
+	var out *contracts.Contract
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		updates := map[string]any{"status": string(status), "trial_end": end.UTC(), "updated_at": at.UTC()}
+		if status == contracts.ContractCanceled {
+			updates["canceled_at"] = end.UTC()
+		}
+		res := tx.Model(&contractRow{}).Where("id = ? AND status = ?", id, string(contracts.ContractTrialing)).Updates(updates)
+		if res.Error != nil {
+			return res.Error
+		}
+		if res.RowsAffected == 0 {
+			var n int64
+			if err := tx.Model(&contractRow{}).Where("id = ?", id).Count(&n).Error; err != nil {
+				return err
+			}
+			if n == 0 {
+				return gorm.ErrRecordNotFound
+			}
+			return errTrialOver
+		}
+		if err := removeRules(tx, revoke); err != nil {
 			return err
 		}
-		out = contractFromRow(&r)
-		return nil
+		return reread(tx, id, &out)
+	})
+	if err != nil {
+		return nil, notFoundAs(gormdb.Translate(err, "subscription"), "subscription_not_found", "no subscription %q", id)
+	}
+	return out, nil
+}
+
+// SetCancelAtTrialEnd implements contracts.ContractStore.
+func (s *Store) SetCancelAtTrialEnd(ctx context.Context, id string, cancel bool, at time.Time) (*contracts.Contract, error) {
+	var out *contracts.Contract
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Model(&contractRow{}).Where("id = ? AND status = ?", id, string(contracts.ContractTrialing)).
+			Updates(map[string]any{"cancel_at_trial_end": cancel, "updated_at": at.UTC()})
+		if res.Error != nil {
+			return res.Error
+		}
+		if err := reread(tx, id, &out); err != nil || res.RowsAffected > 0 {
+			return err
+		}
+		return errTrialOver
 	})
 	if err != nil {
 		return nil, notFoundAs(gormdb.Translate(err, "subscription"), "subscription_not_found", "no subscription %q", id)
@@ -173,17 +256,7 @@ func (s *Store) SetContractBudgets(ctx context.Context, id string, b contracts.T
 
 // OverdueContracts implements contracts.ContractStore.
 func (s *Store) OverdueContracts(ctx context.Context, cutoff time.Time) ([]contracts.Contract, error) {
-	var rows []contractRow
-	err := s.db.WithContext(ctx).Where("status = ? AND past_due_at IS NOT NULL AND past_due_at <= ?", string(contracts.ContractPastDue), cutoff.UTC()).
-		Order("past_due_at ASC, id ASC").Find(&rows).Error
-	if err != nil {
-		return nil, gormdb.Translate(err, "contract")
-	}
-	out := make([]contracts.Contract, len(rows))
-	for i := range rows {
-		out[i] = *contractFromRow(&rows[i])
-	}
-	return out, nil
+	return s.findContracts(ctx, "past_due_at ASC, id ASC", "status = ? AND past_due_at IS NOT NULL AND past_due_at <= ?", string(contracts.ContractPastDue), cutoff.UTC())
 }
 
 type taskOwnerRow struct {
@@ -387,13 +460,10 @@ func notFoundAs(err error, code, format string, args ...any) error {
 	return err
 }
 
-// ContractsBetween returns the contracts active for at least part of
-// [from, to): created before to and not canceled before from, by id.
-func (s *Store) ContractsBetween(ctx context.Context, from, to time.Time) ([]contracts.Contract, error) {
+// findContracts lists the contracts matching a condition, in order.
+func (s *Store) findContracts(ctx context.Context, order string, cond string, args ...any) ([]contracts.Contract, error) {
 	var rows []contractRow
-	err := s.db.WithContext(ctx).Where("created_at < ? AND (canceled_at IS NULL OR canceled_at >= ?)", to.UTC(), from.UTC()).
-		Order("id ASC").Find(&rows).Error
-	if err != nil {
+	if err := s.db.WithContext(ctx).Where(cond, args...).Order(order).Find(&rows).Error; err != nil {
 		return nil, gormdb.Translate(err, "contract")
 	}
 	out := make([]contracts.Contract, len(rows))
@@ -401,4 +471,10 @@ func (s *Store) ContractsBetween(ctx context.Context, from, to time.Time) ([]con
 		out[i] = *contractFromRow(&rows[i])
 	}
 	return out, nil
+}
+
+// ContractsBetween returns the contracts active for at least part of
+// [from, to): created before to and not canceled before from, by id.
+func (s *Store) ContractsBetween(ctx context.Context, from, to time.Time) ([]contracts.Contract, error) {
+	return s.findContracts(ctx, "id ASC", "created_at < ? AND (canceled_at IS NULL OR canceled_at >= ?)", to.UTC(), from.UTC())
 }

@@ -76,6 +76,8 @@ type keyRow struct {
 	Hash                string
 	Role                string
 	MonthlyBudgetMicros *int64
+	AlertThresholds     string
+	Tags                string
 	CreatedAt           time.Time
 	RevokedAt           *time.Time
 }
@@ -97,7 +99,8 @@ func (ruleRow) TableName() string { return "casbin_rules" }
 
 func keyToRow(k *contracts.APIKey) *keyRow {
 	r := &keyRow{ID: k.ID, OrgID: k.OrgID, Name: k.Name, Prefix: k.Prefix, Hash: k.Hash, Role: string(k.Role),
-		MonthlyBudgetMicros: k.MonthlyBudgetMicros, CreatedAt: k.CreatedAt.UTC()}
+		MonthlyBudgetMicros: k.MonthlyBudgetMicros, AlertThresholds: encodeThresholds(k.AlertThresholds), Tags: string(k.Tags),
+		CreatedAt: k.CreatedAt.UTC()}
 	if k.RevokedAt != nil {
 		t := k.RevokedAt.UTC()
 		r.RevokedAt = &t
@@ -107,7 +110,8 @@ func keyToRow(k *contracts.APIKey) *keyRow {
 
 func keyFromRow(r *keyRow) *contracts.APIKey {
 	k := &contracts.APIKey{ID: r.ID, OrgID: r.OrgID, Name: r.Name, Prefix: r.Prefix, Hash: r.Hash, Role: agentmarket.Role(r.Role),
-		MonthlyBudgetMicros: r.MonthlyBudgetMicros, CreatedAt: r.CreatedAt.UTC()}
+		MonthlyBudgetMicros: r.MonthlyBudgetMicros, AlertThresholds: decodeThresholds(r.AlertThresholds),
+		Tags: agentmarket.Tags(r.Tags), CreatedAt: r.CreatedAt.UTC()}
 	if r.RevokedAt != nil {
 		t := r.RevokedAt.UTC()
 		k.RevokedAt = &t

@@ -89,6 +89,11 @@ type planRow struct {
 	IncludedOutputTokens         int64
 	IncludedComputeMs            int64
 	IncludedTasks                int64
+	TrialDays                    int64
+	TrialTokens                  int64
+	TrialCapMicros               int64
+	MinCommitMicros              int64
+	BuyerOrgID                   string
 	CreatedAt                    time.Time
 }
 
@@ -203,6 +208,11 @@ func planToRow(listingID string, p listings.Plan) *planRow {
 		IncludedOutputTokens:         p.IncludedOutputTokens,
 		IncludedComputeMs:            p.IncludedComputeMs,
 		IncludedTasks:                p.IncludedTasks,
+		TrialDays:                    p.TrialDays,
+		TrialTokens:                  p.TrialTokens,
+		TrialCapMicros:               p.TrialCapMicros,
+		MinCommitMicros:              p.MinCommitMicros,
+		BuyerOrgID:                   p.BuyerOrgID,
 		CreatedAt:                    p.CreatedAt.UTC(),
 	}
 }
@@ -220,6 +230,11 @@ func planFromRow(r *planRow) listings.Plan {
 		IncludedOutputTokens:         r.IncludedOutputTokens,
 		IncludedComputeMs:            r.IncludedComputeMs,
 		IncludedTasks:                r.IncludedTasks,
+		TrialDays:                    r.TrialDays,
+		TrialTokens:                  r.TrialTokens,
+		TrialCapMicros:               r.TrialCapMicros,
+		MinCommitMicros:              r.MinCommitMicros,
+		BuyerOrgID:                   r.BuyerOrgID,
 		CreatedAt:                    r.CreatedAt.UTC(),
 	}
 }
@@ -286,7 +301,11 @@ func (s *Store) UpdateListing(ctx context.Context, l *listings.Listing, v *listi
 			return gorm.ErrRecordNotFound
 		}
 		// Plan versions are immutable: an existing (listing, version) is left
-		// exactly as it was first written.
+		// exactly as it was first written. A private offer's version never
+		// becomes the listing's (a race with the offer took it).
+		if err := privateVersion(tx, l.ID, l.Plan.Version); err != nil {
+			return err
+		}
 		if err := tx.Clauses(clause.OnConflict{DoNothing: true}).Create(planToRow(l.ID, l.Plan)).Error; err != nil {
 			return err
 		}

@@ -27,3 +27,22 @@ func TestStore(t *testing.T) {
 		})
 	}
 }
+
+func TestOfferStore(t *testing.T) {
+	for _, o := range gormdbtest.Openers {
+		t.Run(o.Name, func(t *testing.T) {
+			storetest.RunOffers(t, func(t *testing.T) (interface {
+				listings.Store
+				listings.OfferStore
+			}, func(string)) {
+				db := o.Open(t)
+				orgs := contractsgorm.New(db.DB)
+				return gormstore.New(db.DB), func(id string) {
+					if err := orgs.CreateOrg(t.Context(), &contracts.Org{ID: id, Name: id, CreatedAt: time.Now()}, nil, nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+			})
+		})
+	}
+}

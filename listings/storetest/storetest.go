@@ -138,7 +138,8 @@ func Run(t *testing.T, newStore Factory) {
 		if err := s.CreateListing(ctx, l, v); err != nil {
 			t.Fatal(err)
 		}
-		l.Plan = listings.Plan{Version: 2, Currency: "usd", MonthlyFeeMicros: 9_000_000, CreatedAt: t0.Add(time.Minute)}
+		l.Plan = listings.Plan{Version: 2, Currency: "usd", MonthlyFeeMicros: 9_000_000, TrialDays: 14, TrialTokens: 2_000_000,
+			TrialCapMicros: 5_000_000, CreatedAt: t0.Add(time.Minute)}
 		raw := Card(t, "summarizer-v0.3.json")
 		c, _ := agentcard.Parse(raw)
 		l.Card, l.CardJSON, l.CardHash = c, raw, listings.Hash(raw)
@@ -150,6 +151,9 @@ func Run(t *testing.T, newStore Factory) {
 		got, err := s.GetListing(ctx, "lst_1")
 		if err != nil {
 			t.Fatal(err)
+		}
+		if want := l.Plan; !got.Plan.SamePrices(want) || got.Plan.Version != 2 {
+			t.Fatalf("plan after update = %+v, want %+v", got.Plan, want)
 		}
 		if got.Plan.Version != 2 || got.Plan.MonthlyFeeMicros != 9_000_000 || got.Health != listings.HealthUnhealthy || got.Card.Name != c.Name {
 			t.Fatalf("after update: %+v", got)
@@ -427,4 +431,125 @@ func ids(ls []*listings.Listing) []string {
 		out = append(out, l.ID)
 	}
 	return out
+}
+
+// RunOffers runs the contract suite of private offers on a store that
+// keeps them beside listings.
+func RunOffers(t *testing.T, newStore func(t *testing.T) (interface {
+	listings.Store
+	listings.OfferStore
+}, func(orgID string))) {
+	ctx := context.Background()
+	setup := func(t *testing.T) (interface {
+		listings.Store
+		listings.OfferStore
+	}, *listings.Listing) {
+		s, org := newStore(t)
+		for _, o := range []string{"org_s", "org_b", "org_c"} {
+			org(o)
+		}
+		l, v := newListing(t, "lst_1", "org_s", "translator-v1.0.json", 5_000_000, listings.StatusPublished, t0)
+		if err := s.CreateListing(ctx, l, v); err != nil {
+			t.Fatal(err)
+		}
+		return s, l
+	}
+	offer := func(id, buyer string, version int, at time.Time) *listings.Offer {
+		return &listings.Offer{ID: id, ListingID: "lst_1", SellerOrgID: "org_s", BuyerOrgID: buyer,
+			Plan: listings.Plan{Version: version, Currency: "usd", MonthlyFeeMicros: 1_000_000, MinCommitMicros: 20_000_000, TrialDays: 7,
+				BuyerOrgID: buyer, CreatedAt: at},
+			ExpiresAt: at.Add(30 * 24 * time.Hour), Status: listings.OfferOpen, CreatedAt: at}
+	}
+
+	t.Run("offers: a private plan version, numbered after every other", func(t *testing.T) {
+		s, l := setup(t)
+		if v, err := s.NextPlanVersion(ctx, "lst_1"); err != nil || v != 2 {
+			t.Fatalf("NextPlanVersion = %d, %v; want 2", v, err)
+		}
+		if v, err := s.NextPlanVersion(ctx, "lst_none"); err != nil || v != 1 {
+			t.Fatalf("NextPlanVersion(no plans) = %d, %v; want 1", v, err)
+		}
+		o := offer("ofr_1", "org_b", 2, t0.Add(time.Hour))
+		if err := s.CreateOffer(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.GetOffer(ctx, "ofr_1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(*got) != fmt.Sprint(*o) {
+			t.Fatalf("GetOffer =\n  %+v\nwant\n  %+v", *got, *o)
+		}
+		p, err := s.Plan(ctx, "lst_1", 2)
+		if err != nil || p.BuyerOrgID != "org_b" || p.MinCommitMicros != 20_000_000 || p.TrialDays != 7 {
+			t.Fatalf("the offer's plan = %+v, %v", p, err)
+		}
+		if v, _ := s.NextPlanVersion(ctx, "lst_1"); v != 3 {
+			t.Fatalf("NextPlanVersion after the offer = %d, want 3", v)
+		}
+		if got, _ := s.GetListing(ctx, "lst_1"); got.Plan.Version != 1 || got.Plan.BuyerOrgID != "" {
+			t.Fatalf("the listing's plan became %+v", got.Plan)
+		}
+		// The same version twice is a Conflict; a public update onto the
+		// private version is refused.
+		if err := s.CreateOffer(ctx, offer("ofr_2", "org_c", 2, t0)); agentmarket.KindOf(err) != agentmarket.Conflict {
+			t.Fatalf("an offer on a taken version: %v", err)
+		}
+		if _, err := s.GetOffer(ctx, "ofr_2"); agentmarket.KindOf(err) != agentmarket.NotFound {
+			t.Fatalf("a refused offer was stored: %v", err)
+		}
+		l.Plan = listings.Plan{Version: 2, Currency: "usd", MonthlyFeeMicros: 1, CreatedAt: t0}
+		if err := s.UpdateListing(ctx, l, nil); agentmarket.CodeOf(err) != "plan_version_taken" {
+			t.Fatalf("a public plan on a private version: %v", err)
+		}
+	})
+
+	t.Run("offers: listed by seller and by buyer, decided once", func(t *testing.T) {
+		s, _ := setup(t)
+		for i, o := range []*listings.Offer{offer("ofr_1", "org_b", 2, t0), offer("ofr_2", "org_c", 3, t0.Add(time.Minute)),
+			offer("ofr_3", "org_b", 4, t0.Add(2*time.Minute))} {
+			if err := s.CreateOffer(ctx, o); err != nil {
+				t.Fatalf("offer %d: %v", i, err)
+			}
+		}
+		ids := func(q listings.OfferQuery) string {
+			os, err := s.ListOffers(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var out []string
+			for _, o := range os {
+				out = append(out, o.ID)
+			}
+			return fmt.Sprint(out)
+		}
+		for q, want := range map[listings.OfferQuery]string{
+			{SellerOrgID: "org_s"}:                    "[ofr_3 ofr_2 ofr_1]",
+			{BuyerOrgID: "org_b"}:                     "[ofr_3 ofr_1]",
+			{BuyerOrgID: "org_c", ListingID: "lst_1"}: "[ofr_2]",
+			{BuyerOrgID: "org_s"}:                     "[]",
+			{SellerOrgID: "org_s", ListingID: "x"}:    "[]",
+		} {
+			if got := ids(q); got != want {
+				t.Errorf("ListOffers(%+v) = %s, want %s", q, got, want)
+			}
+		}
+		at := t0.Add(time.Hour)
+		o, err := s.DecideOffer(ctx, "ofr_1", listings.OfferAccepted, "ctr_1", at)
+		if err != nil || o.Status != listings.OfferAccepted || o.ContractID != "ctr_1" || !o.DecidedAt.Equal(at) {
+			t.Fatalf("DecideOffer(accepted) = %+v, %v", o, err)
+		}
+		if _, err := s.DecideOffer(ctx, "ofr_1", listings.OfferWithdrawn, "", at); agentmarket.CodeOf(err) != "offer_not_open" {
+			t.Fatalf("withdrawing an accepted offer: %v", err)
+		}
+		if _, err := s.DecideOffer(ctx, "ofr_none", listings.OfferWithdrawn, "", at); agentmarket.KindOf(err) != agentmarket.NotFound {
+			t.Fatalf("deciding an unknown offer: %v", err)
+		}
+		if o, _ := s.GetOffer(ctx, "ofr_1"); o.Status != listings.OfferAccepted || o.ContractID != "ctr_1" {
+			t.Fatalf("after the refused withdrawal: %+v", o)
+		}
+		if o := offer("x", "org_b", 9, t0); o.StatusAt(o.ExpiresAt) != listings.OfferExpired || o.StatusAt(o.ExpiresAt.Add(-time.Second)) != listings.OfferOpen {
+			t.Errorf("StatusAt around the expiry is wrong")
+		}
+	})
 }

@@ -35,6 +35,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -179,6 +180,12 @@ func (s *Store) migrate(ctx context.Context) error {
 			continue
 		}
 		for _, stmt := range Statements(m.SQL) {
+			if has, err := s.hasColumn(ctx, stmt); err != nil || has {
+				if err != nil {
+					return fmt.Errorf("clickhouse: migration %s: %w", m.Version, err)
+				}
+				continue // added already (18.16 has no ADD COLUMN IF NOT EXISTS)
+			}
 			if err := s.exec(ctx, stmt); err != nil {
 				return fmt.Errorf("clickhouse: migration %s: %w\n%s", m.Version, err, stmt)
 			}
@@ -226,6 +233,22 @@ func (s *Store) insertCtx(ctx context.Context) context.Context {
 	return ch.Context(ctx, ch.WithSettings(ch.Settings{"insert_distributed_sync": 1}))
 }
 
+// addColumn is the form of a statement that adds a column.
+var addColumn = regexp.MustCompile(`(?is)^ALTER TABLE (\w+)\s+ADD COLUMN (\w+)\s`)
+
+// hasColumn reports whether stmt adds a column its table has already: two
+// processes may apply a file at once, and ClickHouse 18.16 has no ADD
+// COLUMN IF NOT EXISTS.
+func (s *Store) hasColumn(ctx context.Context, stmt string) (bool, error) {
+	m := addColumn.FindStringSubmatch(stmt)
+	if m == nil {
+		return false, nil
+	}
+	var n uint64
+	err := s.conn.QueryRow(ctx, "SELECT count() FROM system.columns WHERE database = currentDatabase() AND table = ? AND name = ?", m[1], m[2]).Scan(&n)
+	return n > 0, err
+}
+
 // Statements cuts a migration file at semicolons that end a line, dropping
 // whole-line comments: the same form as the SQL dialects' files.
 func Statements(sqlText string) []string {
@@ -255,7 +278,7 @@ const insertSQL = `INSERT INTO usage (id, time, time_ms, trace_id, task_id, cont
 	listing_id, seller_org_id, buyer_org_id, api_key_id, contract_id,
 	method, protocol_version, state, error_code, bytes_in, bytes_out, latency_ms,
 	input_tokens, output_tokens, compute_ms, tasks, cost_micros, currency, estimated,
-	card_hash, model)`
+	card_hash, model, tags)`
 
 // Insert sends rows as one batch (one INSERT, one new part), then adds the
 // rows not counted yet to the rollups (rollup.go). A row whose id is stored
@@ -359,6 +382,7 @@ func toColumns(rows []metering.Usage) []any {
 		estimated,
 		str(func(u *metering.Usage) string { return u.CardHash }),
 		str(func(u *metering.Usage) string { return u.Model }),
+		str(func(u *metering.Usage) string { return string(u.Tags) }),
 	}
 }
 
@@ -372,6 +396,18 @@ var keyExpr = map[metering.GroupBy]string{
 	metering.ByAPIKey:  "api_key_id",
 	metering.ByTask:    "concat(listing_id, '/', task_id)",
 	metering.ByDay:     "toInt64(intDiv(toUInt32(time), 86400))",
+}
+
+// groupExpr is the grouping expression of g: keyExpr's, or for a tag key
+// its value in the row's tags (” when the row has none: untagged). Tags
+// are a flat JSON object, which visitParamExtractString reads on 18.16 and
+// current releases alike; the key is inlined, TagKey having checked it is
+// letters, digits, '_', '.' and '-' only.
+func groupExpr(g metering.GroupBy) string {
+	if key, ok := g.TagKey(); ok {
+		return "visitParamExtractString(tags, '" + key + "')"
+	}
+	return keyExpr[g]
 }
 
 // msExpr is a row's time in epoch milliseconds.
@@ -440,7 +476,7 @@ func satSum(col string) string {
 // TotalsSQL returns the query Totals runs for q, and its arguments.
 func TotalsSQL(q metering.Query) (string, []any) {
 	w, args := where(q)
-	return `SELECT ` + keyExpr[q.GroupBy] + ` AS k, toInt64(count()), ` + satSum("tasks") + `,
+	return `SELECT ` + groupExpr(q.GroupBy) + ` AS k, toInt64(count()), ` + satSum("tasks") + `,
   ` + satSum("input_tokens") + `, ` + satSum("output_tokens") + `, ` + satSum("compute_ms") + `,
   ` + satSum("cost_micros") + `, toInt64(sum(estimated))
 FROM usage FINAL` + w + `
@@ -455,7 +491,7 @@ func RowsSQL(q metering.Query) (string, []any) {
   listing_id, seller_org_id, buyer_org_id, api_key_id, contract_id,
   method, protocol_version, state, error_code, bytes_in, bytes_out, latency_ms,
   input_tokens, output_tokens, compute_ms, tasks, cost_micros, currency, estimated,
-  card_hash, model
+  card_hash, model, tags
 FROM usage FINAL` + w + `
 ORDER BY time, time_ms, id`, args
 }
@@ -467,7 +503,8 @@ func (s *Store) Totals(ctx context.Context, q metering.Query) ([]metering.Total,
 	if err := q.ValidateTotals(); err != nil {
 		return nil, err
 	}
-	if q.GroupBy == metering.ByTask {
+	// The rollups have neither tasks nor tags: those groupings read the rows.
+	if _, tag := q.GroupBy.TagKey(); tag || q.GroupBy == metering.ByTask {
 		return s.totals(ctx, q, TotalsSQL)
 	}
 	return s.totals(ctx, q, func(q metering.Query) (string, []any) { return RollupTotalsSQL(q, s.complete) })
@@ -513,14 +550,16 @@ func (s *Store) Rows(ctx context.Context, q metering.Query) ([]metering.Usage, e
 			ms      uint16
 			errCode int32
 			est     uint8
+			tags    string
 		)
 		if err := rows.Scan(&u.ID, &sec, &ms, &u.TraceID, &u.TaskID, &u.ContextID, &u.ParentTaskID,
 			&u.ListingID, &u.SellerOrgID, &u.BuyerOrgID, &u.APIKeyID, &u.ContractID,
 			&u.Method, &u.ProtocolVersion, &u.State, &errCode, &u.BytesIn, &u.BytesOut, &u.LatencyMs,
 			&u.InputTokens, &u.OutputTokens, &u.ComputeMs, &u.Tasks, &u.CostMicros, &u.Currency, &est,
-			&u.CardHash, &u.Model); err != nil {
+			&u.CardHash, &u.Model, &tags); err != nil {
 			return nil, unavailable(err)
 		}
+		u.Tags = agentmarket.Tags(tags)
 		u.Time = time.UnixMilli(sec.Unix()*1000 + int64(ms)).UTC()
 		u.ErrorCode = int(errCode)
 		u.Estimated = est != 0

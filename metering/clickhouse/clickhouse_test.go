@@ -104,6 +104,7 @@ func TestTotalsSQL(t *testing.T) {
 	}{
 		{"no filter", metering.Query{GroupBy: metering.ByListing}, "listing_id", nil, nil},
 		{"day", metering.Query{GroupBy: metering.ByDay}, "toInt64(intDiv(toUInt32(time), 86400))", nil, nil},
+		{"tag", metering.Query{GroupBy: metering.ByTag("cost-center.eu")}, "visitParamExtractString(tags, 'cost-center.eu')", nil, nil},
 		{
 			"range and filters",
 			metering.Query{GroupBy: metering.BySeller, From: from, To: to, BuyerOrgID: "org_b", ContractID: "ctr_1"},

@@ -23,7 +23,7 @@ import (
 
 // schemaVersion is kept in PRAGMA user_version; migrations[v] lists the
 // statements that bring a file from version v to v+1.
-const schemaVersion = 3
+const schemaVersion = 4
 
 var schema = []string{
 	`CREATE TABLE IF NOT EXISTS usage (
@@ -103,7 +103,11 @@ var saturated = func() []string {
 	return out
 }()
 
-var migrations = [][]string{schema, rollup, saturated}
+// tags: each row's cost allocation tags (a JSON object, ” for none). The
+// daily rollup has none: grouping by a tag reads the rows.
+var tags = []string{`ALTER TABLE usage ADD COLUMN tags TEXT NOT NULL DEFAULT ''`}
+
+var migrations = [][]string{schema, rollup, saturated, tags}
 
 // satSum is the SQL of a sum that cannot overflow. SQLite's SUM fails
 // ("integer overflow") past int64, so each value is summed in two parts,
@@ -151,7 +155,7 @@ const columns = `id, time_ms, trace_id, task_id, context_id, parent_task_id,
 	listing_id, seller_org_id, buyer_org_id, api_key_id, contract_id,
 	method, protocol_version, state, error_code, bytes_in, bytes_out, latency_ms,
 	input_tokens, output_tokens, compute_ms, tasks, cost_micros, currency, estimated,
-	card_hash, model`
+	card_hash, model, tags`
 
 // Store implements metering.Store over a SQLite file.
 type Store struct {
@@ -207,6 +211,12 @@ func (s *Store) migrate() error {
 	}
 	for ; v < schemaVersion; v++ {
 		for _, stmt := range migrations[v] {
+			if has, err := hasColumn(ctx, tx, stmt); err != nil || has {
+				if err != nil {
+					return fmt.Errorf("embedded usage store: migrate to %d: %w", v+1, err)
+				}
+				continue // added already: SQLite has no ADD COLUMN IF NOT EXISTS
+			}
 			if _, err := tx.ExecContext(ctx, stmt); err != nil {
 				return fmt.Errorf("embedded usage store: migrate to %d: %w", v+1, err)
 			}
@@ -216,6 +226,18 @@ func (s *Store) migrate() error {
 		return fmt.Errorf("embedded usage store: %w", err)
 	}
 	return tx.Commit()
+}
+
+// hasColumn reports whether stmt adds a column (ALTER TABLE t ADD COLUMN
+// c …) that t has already.
+func hasColumn(ctx context.Context, tx *sql.Tx, stmt string) (bool, error) {
+	f := strings.Fields(stmt)
+	if len(f) < 6 || !strings.EqualFold(f[0]+" "+f[1], "ALTER TABLE") || !strings.EqualFold(f[3]+" "+f[4], "ADD COLUMN") {
+		return false, nil
+	}
+	var n int
+	err := tx.QueryRowContext(ctx, "SELECT COUNT(*) FROM pragma_table_info(?) WHERE name = ?", f[2], f[5]).Scan(&n)
+	return n > 0, err
 }
 
 // Close closes the database.
@@ -249,17 +271,17 @@ func (s *Store) Insert(ctx context.Context, rows []metering.Usage) error {
 	}
 	cells := map[dayCell]*metering.Total{}
 	var order []dayCell
-	one := "(?" + strings.Repeat(", ?", 26) + ")"
+	one := "(?" + strings.Repeat(", ?", 27) + ")"
 	for start := 0; start < len(rows); start += chunkRows {
 		chunk := rows[start:min(start+chunkRows, len(rows))]
-		args := make([]any, 0, 27*len(chunk))
+		args := make([]any, 0, 28*len(chunk))
 		for i := range chunk {
 			u := &chunk[i]
 			args = append(args, u.ID, u.Time.UnixMilli(), u.TraceID, u.TaskID, u.ContextID, u.ParentTaskID,
 				u.ListingID, u.SellerOrgID, u.BuyerOrgID, u.APIKeyID, u.ContractID,
 				u.Method, u.ProtocolVersion, u.State, u.ErrorCode, u.BytesIn, u.BytesOut, u.LatencyMs,
 				u.InputTokens, u.OutputTokens, u.ComputeMs, u.Tasks, u.CostMicros, u.Currency, boolInt(u.Estimated),
-				u.CardHash, u.Model)
+				u.CardHash, u.Model, string(u.Tags))
 		}
 		res, err := tx.QueryContext(ctx, "INSERT INTO usage ("+columns+") VALUES "+strings.TrimSuffix(strings.Repeat(one+", ", len(chunk)), ", ")+
 			" ON CONFLICT (id) DO NOTHING RETURNING id", args...)
@@ -381,7 +403,7 @@ func (s *Store) Totals(ctx context.Context, q metering.Query) ([]metering.Total,
 // rollup; the rest, and per-task totals, read the rows. Every sum
 // saturates (satSum).
 func TotalsSQL(q metering.Query) (string, []any) {
-	if q.GroupBy != metering.ByTask && onDays(q.From) && onDays(q.To) {
+	if _, tag := q.GroupBy.TagKey(); !tag && q.GroupBy != metering.ByTask && onDays(q.From) && onDays(q.To) {
 		return rollupTotalsSQL(q)
 	}
 	return rowsTotalsSQL(q)
@@ -415,9 +437,20 @@ func rollupTotalsSQL(q metering.Query) (string, []any) {
 		` FROM usage_daily` + w + ` GROUP BY k ORDER BY k`, args
 }
 
+// groupExpr is the grouping expression of g over the rows: keyExpr's, or
+// for a tag key its value in the row's tags (” when the row has none:
+// untagged). The key is inlined in the JSON path, TagKey having checked
+// it is letters, digits, '_', '.' and '-' only.
+func groupExpr(g metering.GroupBy) string {
+	if key, ok := g.TagKey(); ok {
+		return `COALESCE(json_extract(NULLIF(tags, ''), '$."` + key + `"'), '')`
+	}
+	return keyExpr[g]
+}
+
 func rowsTotalsSQL(q metering.Query) (string, []any) {
 	w, args := where(q)
-	return `SELECT ` + keyExpr[q.GroupBy] + ` AS k, COUNT(*), ` + sums("tasks", "input_tokens", "output_tokens", "compute_ms", "cost_micros", "estimated") +
+	return `SELECT ` + groupExpr(q.GroupBy) + ` AS k, COUNT(*), ` + sums("tasks", "input_tokens", "output_tokens", "compute_ms", "cost_micros", "estimated") +
 		` FROM usage` + w + ` GROUP BY k ORDER BY k`, args
 }
 
@@ -458,13 +491,15 @@ func (s *Store) Rows(ctx context.Context, q metering.Query) ([]metering.Usage, e
 	for rows.Next() {
 		var u metering.Usage
 		var ms, est int64
+		var tags string
 		if err := rows.Scan(&u.ID, &ms, &u.TraceID, &u.TaskID, &u.ContextID, &u.ParentTaskID,
 			&u.ListingID, &u.SellerOrgID, &u.BuyerOrgID, &u.APIKeyID, &u.ContractID,
 			&u.Method, &u.ProtocolVersion, &u.State, &u.ErrorCode, &u.BytesIn, &u.BytesOut, &u.LatencyMs,
 			&u.InputTokens, &u.OutputTokens, &u.ComputeMs, &u.Tasks, &u.CostMicros, &u.Currency, &est,
-			&u.CardHash, &u.Model); err != nil {
+			&u.CardHash, &u.Model, &tags); err != nil {
 			return nil, unavailable(err)
 		}
+		u.Tags = agentmarket.Tags(tags)
 		u.Time = time.UnixMilli(ms).UTC()
 		u.Estimated = est != 0
 		out = append(out, u)

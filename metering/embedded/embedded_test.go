@@ -86,6 +86,12 @@ func TestTotalsSQL(t *testing.T) {
 		{"by task: the rows", metering.Query{GroupBy: metering.ByTask, From: day, To: day.Add(24 * time.Hour)},
 			"SELECT listing_id || '/' || task_id AS k, " + rowSums + " FROM usage WHERE time_ms >= ? AND time_ms < ? GROUP BY k ORDER BY k",
 			[]any{day.UnixMilli(), day.Add(24 * time.Hour).UnixMilli()}},
+		// The rollup has no tags: a tag grouping reads the rows, whole days
+		// or not, and the key (checked by TagKey) is inlined in the path.
+		{"by tag: the rows", metering.Query{GroupBy: metering.ByTag("team"), From: day, To: day.AddDate(0, 1, 0), BuyerOrgID: "org_b"},
+			`SELECT COALESCE(json_extract(NULLIF(tags, ''), '$."team"'), '') AS k, ` + rowSums +
+				" FROM usage WHERE time_ms >= ? AND time_ms < ? AND buyer_org_id = ? GROUP BY k ORDER BY k",
+			[]any{day.UnixMilli(), day.AddDate(0, 1, 0).UnixMilli(), "org_b"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -154,6 +155,10 @@ func Key(u metering.Usage, g metering.GroupBy) string {
 	case metering.ByDay:
 		return u.Time.UTC().Format(time.DateOnly)
 	}
+	if key, ok := g.TagKey(); ok {
+		v, _ := u.Tags.Get(key)
+		return v
+	}
 	panic("storetest: unknown group by " + string(g))
 }
 
@@ -214,6 +219,7 @@ func Run(t *testing.T, newStore Factory) {
 			InputTokens: 1_000_000_007, OutputTokens: 2_000_000_011, ComputeMs: 3_600_000, Tasks: 1,
 			CostMicros: 9_007_199_254_740_993, Currency: "eur", Estimated: true,
 			CardHash: "sha256:0123456789abcdef", Model: "modèle-✓ v2",
+			Tags: `{"cost-center":"EU / 42 \"north\"","team":"paiements ✓"}`,
 		}
 		insert(t, s, []metering.Usage{u})
 		got := rowsOf(t, s, metering.Query{})
@@ -312,6 +318,31 @@ func Run(t *testing.T, newStore Factory) {
 		got = totals(t, s, metering.Query{GroupBy: metering.ByTask})
 		if len(got) != 4 || got[0].Key != "lst_1/task_a" || got[0].Calls != 2 || got[3].Key != "lst_3/" || got[3].Calls != 1 {
 			t.Errorf("by task: %+v", got)
+		}
+	})
+
+	t.Run("totals by tag: its values, untagged rows under the empty key", func(t *testing.T) {
+		s := newStore(t)
+		rows := fixture()
+		tags := []agentmarket.Tags{`{"project":"kyc","team":"payments"}`, `{"team":"risk"}`, `{"project":"kyc"}`, "",
+			`{"team":"payments"}`, `{"team.sub":"x","team":"risk"}`}
+		for i := range rows {
+			rows[i].Tags = tags[i%len(tags)]
+		}
+		insert(t, s, rows)
+		for _, key := range []string{"team", "project", "team.sub", "nowhere"} {
+			t.Run(key, func(t *testing.T) {
+				checkTotals(t, s, rows, metering.Query{GroupBy: metering.ByTag(key)})
+				checkTotals(t, s, rows, metering.Query{GroupBy: metering.ByTag(key), BuyerOrgID: "org_b1", From: t0, To: t0.Add(3 * time.Hour)})
+			})
+		}
+		got := totals(t, s, metering.Query{GroupBy: metering.ByTag("team")})
+		var keys []string
+		for _, g := range got {
+			keys = append(keys, g.Key)
+		}
+		if strings.Join(keys, ",") != ",payments,risk" {
+			t.Errorf("team's values: %q, want untagged, payments, risk", keys)
 		}
 	})
 

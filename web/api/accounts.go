@@ -9,19 +9,21 @@ import (
 )
 
 type keyJSON struct {
-	ID                  string     `json:"id"`
-	Name                string     `json:"name"`
-	Role                string     `json:"role"`
-	Prefix              string     `json:"prefix"`
-	Key                 string     `json:"key,omitempty"` // only in the answer that creates it
-	MonthlyBudgetMicros *int64     `json:"monthly_budget_micros"`
-	CreatedAt           time.Time  `json:"created_at"`
-	RevokedAt           *time.Time `json:"revoked_at"`
+	ID                  string            `json:"id"`
+	Name                string            `json:"name"`
+	Role                string            `json:"role"`
+	Prefix              string            `json:"prefix"`
+	Key                 string            `json:"key,omitempty"` // only in the answer that creates it
+	MonthlyBudgetMicros *int64            `json:"monthly_budget_micros"`
+	AlertThresholds     []int             `json:"alert_thresholds"`
+	Tags                map[string]string `json:"tags"`
+	CreatedAt           time.Time         `json:"created_at"`
+	RevokedAt           *time.Time        `json:"revoked_at"`
 }
 
 func keyView(k *contracts.APIKey, secret string) keyJSON {
 	return keyJSON{ID: k.ID, Name: k.Name, Role: string(k.Role), Prefix: k.Prefix, Key: secret,
-		MonthlyBudgetMicros: k.MonthlyBudgetMicros, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
+		MonthlyBudgetMicros: k.MonthlyBudgetMicros, AlertThresholds: k.AlertThresholds, Tags: k.Tags.Map(), CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
 }
 
 func (s *Server) signup(c *fiber.Ctx) error {

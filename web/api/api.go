@@ -40,8 +40,16 @@ type Server struct {
 	Billing       *billing.Service
 	Webhooks      *billing.Webhooks // nil without Stripe
 	Tasks         *contracts.Tasks
-	Authorizer    Authorizer
-	Logger        *slog.Logger
+	// Offers are sellers' private offers (nil: none).
+	Offers *listings.Offers
+	// Alerts are the orgs' spend alerts (nil: none).
+	Alerts *contracts.Alerts
+	// Focus exports the orgs' FOCUS cost and usage rows (nil: none).
+	Focus *billing.Focus
+	// Verified is the listings' verified stats (nil: none).
+	Verified   *metering.Verified
+	Authorizer Authorizer
+	Logger     *slog.Logger
 	// PublicMeterURL is where buyers reach the meter (for proxied URLs).
 	PublicMeterURL string
 }
@@ -77,12 +85,20 @@ func (s *Server) Mount(app *fiber.App) {
 	auth.Patch("/listings/:id", s.allowListingPatch, s.updateListing)
 	auth.Post("/listings/:id/refresh", s.allow(contracts.ObjListings, contracts.ActWrite), s.refreshListing)
 	auth.Get("/listings/:id/versions", s.allow(contracts.ObjListings, contracts.ActRead), s.listingVersions)
+	auth.Get("/listings/:id/stats", s.allow(contracts.ObjListings, contracts.ActRead), s.listingStats)
+
+	auth.Post("/listings/:id/offers", s.allow(contracts.ObjListings, contracts.ActWrite), s.createOffer)
+	auth.Get("/offers", s.allow(contracts.ObjListings, contracts.ActRead), s.listOffers)
+	auth.Get("/offers/:id", s.allow(contracts.ObjListings, contracts.ActRead), s.getOffer)
+	auth.Delete("/offers/:id", s.allow(contracts.ObjListings, contracts.ActWrite), s.withdrawOffer)
+	auth.Post("/offers/:id/accept", s.allow(contracts.ObjSubscriptions, contracts.ActWrite), s.acceptOffer)
 
 	auth.Post("/subscriptions", s.allow(contracts.ObjSubscriptions, contracts.ActWrite), s.subscribe)
 	auth.Get("/subscriptions", s.allow(contracts.ObjSubscriptions, contracts.ActRead), s.listSubscriptions)
 	auth.Get("/subscriptions/:id", s.allow(contracts.ObjSubscriptions, contracts.ActRead), s.getSubscription)
 	auth.Delete("/subscriptions/:id", s.allow(contracts.ObjSubscriptions, contracts.ActWrite), s.cancelSubscription)
 	auth.Patch("/subscriptions/:id", s.allow(contracts.ObjSubscriptions, contracts.ActWrite), s.updateSubscription)
+	auth.Post("/subscriptions/:id/plan", s.allow(contracts.ObjSubscriptions, contracts.ActWrite), s.changePlan)
 	auth.Get("/tasks/:listing/:task", s.allow(contracts.ObjUsage, contracts.ActRead), s.getTask)
 	auth.Get("/push-deliveries", s.allow(contracts.ObjSubscriptions, contracts.ActRead), s.listDeliveries)
 	auth.Post("/push-deliveries/:id/retry", s.allow(contracts.ObjSubscriptions, contracts.ActWrite), s.retryDelivery)
@@ -90,6 +106,10 @@ func (s *Server) Mount(app *fiber.App) {
 	auth.Get("/invoices/preview", s.allow(contracts.ObjBilling, contracts.ActRead), s.invoicePreview)
 	auth.Get("/invoices", s.allow(contracts.ObjBilling, contracts.ActRead), s.issuedInvoices)
 	auth.Get("/reconciliation", s.allow(contracts.ObjBilling, contracts.ActRead), s.reconciliation)
+	auth.Get("/exports/focus", s.allow(contracts.ObjBilling, contracts.ActRead), s.focusExport)
+	auth.Get("/alerts", s.allow(contracts.ObjUsage, contracts.ActRead), s.listAlerts)
+	auth.Get("/alerts/settings", s.allow(contracts.ObjUsage, contracts.ActRead), s.alertSettings)
+	auth.Put("/alerts/settings", s.allow(contracts.ObjSubscriptions, contracts.ActWrite), s.setAlertSettings)
 
 	v1.Use(func(c *fiber.Ctx) error {
 		return agentmarket.Errorf(agentmarket.NotFound, "route_not_found", "no route %s %s", c.Method(), c.Path())

@@ -18,6 +18,13 @@ type invoiceLineJSON struct {
 	PerUnits        int64            `json:"per_units"`
 	AmountMicros    int64            `json:"amount_micros"`
 	AmountMinor     int64            `json:"amount_minor"`
+	Part            int              `json:"part"`
+}
+
+type partJSON struct {
+	PlanVersion int        `json:"plan_version"`
+	Active      periodJSON `json:"active"`
+	Trial       bool       `json:"trial"`
 }
 
 type periodJSON struct {
@@ -39,7 +46,14 @@ func invoiceJSON(id string, inv *billing.Invoice) fiber.Map {
 	lines := make([]invoiceLineJSON, len(inv.Lines))
 	for i, l := range inv.Lines {
 		lines[i] = invoiceLineJSON{Kind: l.Kind, Description: l.Description, Used: l.Used, Included: l.Included, Quantity: l.Quantity,
-			UnitPriceMicros: l.UnitPriceMicros, PerUnits: l.PerUnits, AmountMicros: l.AmountMicros, AmountMinor: l.AmountMinor}
+			UnitPriceMicros: l.UnitPriceMicros, PerUnits: l.PerUnits, AmountMicros: l.AmountMicros, AmountMinor: l.AmountMinor, Part: l.Part}
+	}
+	parts := make([]partJSON, len(inv.Parts))
+	for i, p := range inv.Parts {
+		parts[i] = partJSON{PlanVersion: p.PlanVersion, Active: periodJSON{p.Active.Start, p.Active.End}, Trial: p.Trial}
+	}
+	if len(parts) == 0 { // issued before invoices had parts: one, the active span
+		parts = []partJSON{{PlanVersion: inv.PlanVersion, Active: periodJSON{inv.Active.Start, inv.Active.End}}}
 	}
 	return fiber.Map{
 		"subscription_id":   id,
@@ -47,6 +61,7 @@ func invoiceJSON(id string, inv *billing.Invoice) fiber.Map {
 		"plan_version":      inv.PlanVersion,
 		"period":            periodJSON{inv.Period.Start, inv.Period.End},
 		"active":            periodJSON{inv.Active.Start, inv.Active.End},
+		"parts":             parts,
 		"lines":             lines,
 		"subtotal_micros":   inv.SubtotalMicros,
 		"minor_unit_digits": inv.MinorUnitDigits,

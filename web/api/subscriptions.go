@@ -14,25 +14,33 @@ import (
 )
 
 type subscriptionJSON struct {
-	ID                  string      `json:"id"`
-	ListingID           string      `json:"listing_id"`
-	BuyerOrgID          string      `json:"buyer_org_id"`
-	SellerOrgID         string      `json:"seller_org_id"`
-	PlanVersion         int         `json:"plan_version"`
-	Status              string      `json:"status"`
-	MonthlyBudgetMicros *int64      `json:"monthly_budget_micros"`
-	Budgets             budgetsJSON `json:"budgets"`
-	ProxiedCardURL      string      `json:"proxied_card_url"`
-	Endpoint            string      `json:"endpoint"`
-	CreatedAt           time.Time   `json:"created_at"`
-	CanceledAt          *time.Time  `json:"canceled_at"`
+	ID                  string            `json:"id"`
+	ListingID           string            `json:"listing_id"`
+	BuyerOrgID          string            `json:"buyer_org_id"`
+	SellerOrgID         string            `json:"seller_org_id"`
+	PlanVersion         int               `json:"plan_version"`
+	Status              string            `json:"status"`
+	MonthlyBudgetMicros *int64            `json:"monthly_budget_micros"`
+	Budgets             budgetsJSON       `json:"budgets"`
+	ProxiedCardURL      string            `json:"proxied_card_url"`
+	Endpoint            string            `json:"endpoint"`
+	CreatedAt           time.Time         `json:"created_at"`
+	CanceledAt          *time.Time        `json:"canceled_at"`
+	TrialEnd            *time.Time        `json:"trial_end"`
+	CancelAtTrialEnd    bool              `json:"cancel_at_trial_end"`
+	OfferID             string            `json:"offer_id,omitempty"`
+	CancelAt            *time.Time        `json:"cancel_at"`
+	AlertThresholds     []int             `json:"alert_thresholds"`
+	Tags                map[string]string `json:"tags"`
 }
 
 func (s *Server) subscriptionView(c *contracts.Contract) subscriptionJSON {
 	endpoint := strings.TrimRight(s.PublicMeterURL, "/") + "/a2a/" + c.ListingID
 	return subscriptionJSON{ID: c.ID, ListingID: c.ListingID, BuyerOrgID: c.BuyerOrgID, SellerOrgID: c.SellerOrgID,
 		PlanVersion: c.PlanVersion, Status: string(c.Status), MonthlyBudgetMicros: c.MonthlyBudgetMicros, Budgets: budgetsView(c.Budgets),
-		ProxiedCardURL: endpoint + "/.well-known/agent-card.json", Endpoint: endpoint, CreatedAt: c.CreatedAt, CanceledAt: c.CanceledAt}
+		ProxiedCardURL: endpoint + "/.well-known/agent-card.json", Endpoint: endpoint, CreatedAt: c.CreatedAt, CanceledAt: c.CanceledAt,
+		TrialEnd: c.TrialEnd, CancelAtTrialEnd: c.CancelAtTrialEnd, OfferID: c.OfferID,
+		CancelAt: c.CancelAt, AlertThresholds: c.AlertThresholds, Tags: c.Tags.Map()}
 }
 
 func (s *Server) subscribe(c *fiber.Ctx) error {
@@ -68,8 +76,36 @@ func (s *Server) getSubscription(c *fiber.Ctx) error {
 	return c.JSON(s.subscriptionView(ct))
 }
 
+// cancelSubscription ends a subscription now, or (at=period_end) at the
+// end of the billing period.
 func (s *Server) cancelSubscription(c *fiber.Ctx) error {
+	switch c.Query("at") {
+	case "", "now":
+	case "period_end":
+		ct, err := s.Subscriptions.CancelAtPeriodEnd(c.UserContext(), actorOf(c), c.Params("id"), true)
+		if err != nil {
+			return err
+		}
+		return c.JSON(s.subscriptionView(ct))
+	default:
+		var fe agentmarket.Fields
+		fe.Add("at", "enum", "at must be now or period_end")
+		return fe.Err("invalid_cancel", "the cancellation is not valid")
+	}
 	ct, err := s.Subscriptions.Cancel(c.UserContext(), actorOf(c), c.Params("id"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(s.subscriptionView(ct))
+}
+
+// changePlan switches a subscription to another plan from now on.
+func (s *Server) changePlan(c *fiber.Ctx) error {
+	var in contracts.ChangePlanInput
+	if err := decode(c, &in); err != nil {
+		return err
+	}
+	ct, err := s.Subscriptions.ChangePlan(c.UserContext(), actorOf(c), c.Params("id"), in)
 	if err != nil {
 		return err
 	}

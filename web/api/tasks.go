@@ -21,7 +21,11 @@ func budgetsView(b contracts.TimeBudgets) budgetsJSON {
 
 func (s *Server) updateSubscription(c *fiber.Ctx) error {
 	var in struct {
-		Budgets *contracts.BudgetsInput `json:"budgets"`
+		Budgets           *contracts.BudgetsInput `json:"budgets"`
+		CancelAtTrialEnd  *bool                   `json:"cancel_at_trial_end"`
+		CancelAtPeriodEnd *bool                   `json:"cancel_at_period_end"`
+		AlertThresholds   *[]int                  `json:"alert_thresholds"`
+		Tags              *map[string]string      `json:"tags"`
 	}
 	if err := decode(c, &in); err != nil {
 		return err
@@ -29,6 +33,29 @@ func (s *Server) updateSubscription(c *fiber.Ctx) error {
 	ct, err := s.Subscriptions.SetBudgets(c.UserContext(), actorOf(c), c.Params("id"), in.Budgets)
 	if err != nil {
 		return err
+	}
+	if in.CancelAtTrialEnd != nil {
+		if ct, err = s.Subscriptions.SetCancelAtTrialEnd(c.UserContext(), actorOf(c), ct.ID, *in.CancelAtTrialEnd); err != nil {
+			return err
+		}
+	}
+	if in.AlertThresholds != nil && s.Alerts != nil {
+		if err := s.Alerts.SetBudgetThresholds(c.UserContext(), actorOf(c), contracts.BudgetSubscription, ct.ID, *in.AlertThresholds); err != nil {
+			return err
+		}
+		if ct, err = s.Subscriptions.Get(c.UserContext(), actorOf(c), ct.ID); err != nil {
+			return err
+		}
+	}
+	if in.Tags != nil {
+		if ct, err = s.Subscriptions.SetTags(c.UserContext(), actorOf(c), ct.ID, *in.Tags); err != nil {
+			return err
+		}
+	}
+	if in.CancelAtPeriodEnd != nil {
+		if ct, err = s.Subscriptions.CancelAtPeriodEnd(c.UserContext(), actorOf(c), ct.ID, *in.CancelAtPeriodEnd); err != nil {
+			return err
+		}
 	}
 	return c.JSON(s.subscriptionView(ct))
 }

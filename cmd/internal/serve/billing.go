@@ -35,8 +35,10 @@ type BillingParts struct {
 	Reporter *billing.Reporter // nil without Stripe
 	Webhooks *billing.Webhooks // nil without Stripe
 	Stripe   *stripe.Provider  // nil without Stripe
-	grace    time.Duration
-	logger   *slog.Logger
+	// Focus exports the orgs' FOCUS cost and usage rows.
+	Focus  *billing.Focus
+	grace  time.Duration
+	logger *slog.Logger
 }
 
 // Billing builds billing: on Stripe when a secret key is configured, on the
@@ -44,7 +46,8 @@ type BillingParts struct {
 func Billing(ctx context.Context, cfg *config.Config, d BillingDeps) (*BillingParts, contracts.BillingHooks, error) {
 	store := billinggorm.New(d.DB.DB)
 	svc := &billing.Service{Store: store, Usage: d.Usage, Clock: d.Clock, Plans: d.Listings,
-		Contracts:          billing.ContractsBetween(d.Contracts.ContractsBetween),
+		Contracts: billing.ContractsBetween(d.Contracts.ContractsBetween), Trials: d.Contracts,
+		History: d.Contracts, Scheduled: d.Contracts,
 		PlatformFeePercent: float64(cfg.PlatformFeeBasisPts) / 100, Logger: d.Logger}
 	parts := &BillingParts{Service: svc, grace: cfg.BillingGrace, logger: d.Logger}
 	if cfg.StripeSecretKey != "" {
@@ -55,6 +58,24 @@ func Billing(ctx context.Context, cfg *config.Config, d BillingDeps) (*BillingPa
 		parts.Webhooks = &billing.Webhooks{Verifier: &stripe.WebhookVerifier{Secret: cfg.StripeWebhookSecret}, Store: store, Contracts: d.States,
 			Clock: d.Clock, Logger: d.Logger}
 	}
+	orgName := func(ctx context.Context, orgID string) (string, error) {
+		o, err := d.Contracts.GetOrg(ctx, orgID)
+		if err != nil {
+			return "", err
+		}
+		return o.Name, nil
+	}
+	listingName := func(ctx context.Context, listingID string) (string, error) {
+		l, err := d.Listings.GetListing(ctx, listingID)
+		if err != nil {
+			return "", err
+		}
+		if l.Card != nil {
+			return l.Card.Name, nil
+		}
+		return l.ID, nil
+	}
+	parts.Focus = &billing.Focus{Service: svc, OrgName: orgName, ListingName: listingName}
 	hooks := &billing.Hooks{
 		Service: svc,
 		Buyer: func(ctx context.Context, orgID string) (billing.OrgInfo, error) {
@@ -83,9 +104,30 @@ func Billing(ctx context.Context, cfg *config.Config, d BillingDeps) (*BillingPa
 	return parts, hooks, nil
 }
 
+// runAlerts records budgets' spend alerts until ctx ends, as often as
+// billing sweeps (a minute, or a quarter of a short grace period).
+func runAlerts(ctx context.Context, alerts *contracts.Alerts, grace time.Duration, log *slog.Logger) {
+	t := time.NewTicker(min(time.Minute, max(grace/4, 100*time.Millisecond)))
+	defer t.Stop()
+	for {
+		if n, err := alerts.Evaluate(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("spend alerts not evaluated", "err", err)
+		} else if n > 0 {
+			log.Info("spend alerts recorded", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
 // Run runs billing's background work until ctx ends: the usage reporter
-// (with Stripe), suspending contracts past due beyond the grace period,
-// and closing each month on the own ledger (without Stripe).
+// (with Stripe), ending trials that are over, canceling contracts whose
+// scheduled end has come, suspending contracts past
+// due beyond the grace period, and closing each month: on the own ledger
+// (without Stripe), or charging the month's minimum commitments (with).
 func (b *BillingParts) Run(ctx context.Context, subs *contracts.Subscriptions) {
 	if b.Reporter != nil {
 		go func() {
@@ -99,16 +141,28 @@ func (b *BillingParts) Run(ctx context.Context, subs *contracts.Subscriptions) {
 	t := time.NewTicker(min(time.Minute, max(b.grace/4, 100*time.Millisecond)))
 	defer t.Stop()
 	for {
+		if n, err := b.Service.EndTrials(ctx, subs); err != nil && ctx.Err() == nil {
+			b.logger.Warn("ending trials failed", "err", err)
+		} else if n > 0 {
+			b.logger.Info("ended trials", "count", n)
+		}
+		if n, err := b.Service.EndScheduled(ctx, subs); err != nil && ctx.Err() == nil {
+			b.logger.Warn("ending scheduled cancellations failed", "err", err)
+		} else if n > 0 {
+			b.logger.Info("canceled subscriptions at their period's end", "count", n)
+		}
 		if n, err := subs.SuspendOverdue(ctx, b.grace); err != nil && ctx.Err() == nil {
 			b.logger.Warn("suspending overdue contracts failed", "err", err)
 		} else if n > 0 {
 			b.logger.Info("suspended overdue contracts", "count", n)
 		}
+		prev := billing.MonthOf(billing.MonthOf(b.Service.Clock.Now()).Start.Add(-time.Second))
 		if b.Reporter == nil {
-			prev := billing.MonthOf(billing.MonthOf(b.Service.Clock.Now()).Start.Add(-time.Second))
 			if _, err := b.Service.CloseMonth(ctx, prev); err != nil && ctx.Err() == nil && agentmarket.KindOf(err) != agentmarket.Invalid {
 				b.logger.Warn("closing the month failed", "period", prev.Start, "err", err)
 			}
+		} else if _, err := b.Service.ChargeCommitments(ctx, prev); err != nil && ctx.Err() == nil && agentmarket.CodeOf(err) != "period_not_closed" {
+			b.logger.Warn("charging minimum commitments failed", "period", prev.Start, "err", err)
 		}
 		select {
 		case <-ctx.Done():

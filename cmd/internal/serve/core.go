@@ -74,6 +74,10 @@ func Guard(cfg *config.Config, dialer *net.Dialer) httpfetch.Guard {
 	return g
 }
 
+// WithClock makes c the clock of everything the core builds (tests move
+// it through trials and billing periods).
+func WithClock(c agentmarket.Clock) Option { return func(core *Core) { core.Clock = c } }
+
 // OpenCore opens everything cfg names and starts the policy reload; Close
 // releases it.
 func OpenCore(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ...Option) (_ *Core, err error) {
@@ -196,7 +200,9 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 			m.PublicMeterURL = "http://" + cfg.MeterAddr
 		}
 	}
-	m.Subscriptions = &contracts.Subscriptions{Store: c.AccountStore, Listings: CatalogTerms{Catalog: c.Catalog}, Policies: c.Authz, Clock: c.Clock}
+	offers := &listings.Offers{Store: c.ListingStore, Listings: c.ListingStore, Orgs: AccountOrgs{Store: c.AccountStore}, Clock: c.Clock}
+	m.Subscriptions = &contracts.Subscriptions{Store: c.AccountStore, Listings: CatalogTerms{Catalog: c.Catalog}, Policies: c.Authz, Clock: c.Clock,
+		Offers: CatalogOffers{Offers: offers}, Changes: c.AccountStore}
 	bill, hooks, err := Billing(ctx, cfg, BillingDeps{DB: c.DB, Usage: c.Usage, Contracts: c.AccountStore, Listings: c.ListingStore,
 		States: m.Subscriptions, Clock: c.Clock, Logger: c.Log})
 	if err != nil {
@@ -206,12 +212,19 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 	go bill.Run(ctx, m.Subscriptions)
 
 	tasks := &contracts.Tasks{Life: c.AccountStore, Push: c.AccountStore, Listings: CatalogTerms{Catalog: c.Catalog}, Clock: c.Clock}
+	alerts := &contracts.Alerts{Store: c.AccountStore, Push: c.AccountStore, Spend: storeSpend{store: c.Usage}, Clock: c.Clock, Sealer: c.Sealer,
+		URLs: WebhookGuard{Guard: Guard(cfg, c.Dialer)}}
+	go runAlerts(ctx, alerts, cfg.BillingGrace, c.Log)
+	var verified *metering.Verified
+	if stats, ok := c.Usage.(metering.StatsStore); ok {
+		verified = &metering.Verified{Store: stats, Clock: c.Clock, TTL: 5 * time.Minute}
+	}
 	srv := &api.Server{Accounts: c.Accounts, Listings: c.Catalog, Subscriptions: m.Subscriptions,
 		Usage:    &metering.Reports{Store: c.Usage, Clock: c.Clock},
-		Invoices: &billing.Previews{Contracts: m.Subscriptions, Plans: c.ListingStore, Usage: c.Usage, Clock: c.Clock},
+		Invoices: &billing.Previews{Contracts: m.Subscriptions, Plans: c.ListingStore, Usage: c.Usage, Clock: c.Clock, History: c.AccountStore},
 		Billing:  bill.Service, Webhooks: bill.Webhooks,
 		Authorizer: c.Authz, Logger: c.Log, PublicMeterURL: m.PublicMeterURL,
-		Tasks: tasks}
+		Tasks: tasks, Offers: offers, Alerts: alerts, Focus: bill.Focus, Verified: verified}
 	m.Dependencies = append([]Dependency(nil), c.Dependencies...)
 	if cfg.ClickHouseURL != "" && !cfg.EmbeddedMeter {
 		m.Dependencies[1].Impact = "usage reports, invoice previews and budget checks fail until it answers"
@@ -247,7 +260,7 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 	srv.Mount(m.App)
 	web.New(web.Deps{Accounts: c.Accounts, Sessions: c.AccountStore, Listings: c.Catalog, Subscriptions: m.Subscriptions,
 		Usage: srv.Usage, Invoices: srv.Invoices, Billing: bill.Service, Authorizer: c.Authz, Logger: c.Log, Clock: c.Clock,
-		PublicMeterURL: m.PublicMeterURL, Tasks: tasks}).Mount(m.App)
+		PublicMeterURL: m.PublicMeterURL, Tasks: tasks, Offers: offers, Alerts: alerts, Focus: bill.Focus, Verified: verified}).Mount(m.App)
 	return m, nil
 }
 

@@ -1,0 +1,186 @@
+package billing
+
+import (
+	"context"
+	"time"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/contracts"
+	"github.com/agentmarket/agentmarket/metering"
+)
+
+// span is a stretch of a contract's stay under one set of terms.
+type span struct {
+	Period
+	version int
+	trial   bool
+}
+
+// PlanHistory lists a contract's plan changes in order
+// (contracts/gormstore implements it).
+type PlanHistory interface {
+	PlanChanges(ctx context.Context, contractID string) ([]contracts.PlanChange, error)
+}
+
+// spansOf is how a contract's stay splits by its terms: by plan version
+// (each change starts the next one's span), and the first span's start by
+// the free trial (until TrialEnd), then paid. stayEnd is when the stay
+// ends (the contract's cancellation, or for a preview whatever end is in
+// sight).
+func spansOf(c *contracts.Contract, changes []contracts.PlanChange, stayEnd time.Time) []span {
+	version := c.PlanVersion
+	if len(changes) > 0 {
+		version = changes[0].FromVersion
+	}
+	plans := []span{{Period: Period{Start: c.CreatedAt}, version: version}}
+	for _, ch := range changes {
+		plans[len(plans)-1].End = ch.At
+		plans = append(plans, span{Period: Period{Start: ch.At}, version: ch.ToVersion})
+	}
+	plans[len(plans)-1].End = stayEnd
+	var out []span
+	for _, p := range plans {
+		if p.End.After(stayEnd) {
+			p.End = stayEnd
+		}
+		if !p.End.After(p.Start) {
+			continue
+		}
+		if te := c.TrialEnd; te != nil && te.After(p.Start) {
+			trial := p
+			trial.trial = true
+			if te.Before(p.End) {
+				trial.End, p.Start = *te, *te
+				out = append(out, trial)
+			} else {
+				out = append(out, trial)
+				continue
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// planChanges are the contract's plan changes (none without a history).
+func planChanges(ctx context.Context, history PlanHistory, c *contracts.Contract) ([]contracts.PlanChange, error) {
+	if history == nil {
+		return nil, nil
+	}
+	return history.PlanChanges(ctx, c.ID)
+}
+
+// stayEnd is when a contract's stay ends as far as period can tell: its
+// cancellation, the end it is scheduled to have (its trial's, when the
+// buyer chose to stop then; the end of a period), else the period's end.
+func stayEnd(c *contracts.Contract, period Period) time.Time {
+	end := period.End
+	switch {
+	case c.CanceledAt != nil:
+		end = *c.CanceledAt
+	case c.EndsAt() != nil:
+		end = *c.EndsAt()
+	}
+	if end.After(period.End) {
+		end = period.End
+	}
+	return end
+}
+
+// contractParts are a contract's parts in a period, each with the usage
+// metered under its terms (in the window contractWindows gives it). ok is
+// false when the contract has no part in the period.
+func contractParts(ctx context.Context, plans PlanSource, history PlanHistory, usage metering.Store, c *contracts.Contract, period Period,
+	usageTo time.Time) ([]Part, bool, error) {
+	parts, _, err := partsIn(ctx, plans, history, usage, c, period, usageTo)
+	return parts, len(parts) > 0, err
+}
+
+// partsIn are contractParts with the usage window of each part (none
+// when the contract has no part in the period).
+func partsIn(ctx context.Context, plans PlanSource, history PlanHistory, usage metering.Store, c *contracts.Contract, period Period,
+	usageTo time.Time) ([]Part, []Period, error) {
+	spans, windows, err := contractWindows(ctx, history, c, period, usageTo)
+	if err != nil || len(spans) == 0 {
+		return nil, nil, err
+	}
+	parts := make([]Part, len(spans))
+	for i, s := range spans {
+		plan, err := plans.Plan(ctx, c.ListingID, s.version)
+		if err != nil {
+			return nil, nil, err
+		}
+		u := Usage{}
+		if w := windows[i]; w.End.After(w.Start) {
+			if u, err = usageIn(ctx, usage, c.ID, w); err != nil {
+				return nil, nil, err
+			}
+		}
+		parts[i] = Part{Plan: *plan, Span: s.Period, Usage: u, Trial: s.trial}
+	}
+	return parts, windows, nil
+}
+
+// contractWindows are the spans of a contract's terms in a period and,
+// for each, the window of usage rated under it: usage is split at the
+// instants the terms changed (to the millisecond), the first span's taken
+// from the period's start and the last one's up to usageTo (the period's
+// end, or a preview's now). A window may be empty (Start = End).
+func contractWindows(ctx context.Context, history PlanHistory, c *contracts.Contract, period Period, usageTo time.Time) ([]span, []Period, error) {
+	changes, err := planChanges(ctx, history, c)
+	if err != nil {
+		return nil, nil, err
+	}
+	var spans []span
+	for _, s := range spansOf(c, changes, stayEnd(c, period)) {
+		if s.End.After(period.Start) && s.Start.Before(period.End) && s.End.After(s.Start) {
+			spans = append(spans, s)
+		}
+	}
+	windows := make([]Period, len(spans))
+	for i, s := range spans {
+		from, to := period.Start, usageTo
+		if i > 0 {
+			from = s.Start
+		}
+		if i < len(spans)-1 {
+			to = spans[i+1].Start
+		}
+		from, to = clamp(from, period.Start, usageTo), clamp(to, period.Start, usageTo)
+		if to.Before(from) {
+			to = from
+		}
+		windows[i] = Period{Start: from, End: to}
+	}
+	return spans, windows, nil
+}
+
+func clamp(t, lo, hi time.Time) time.Time {
+	if t.Before(lo) {
+		return lo
+	}
+	if t.After(hi) {
+		return hi
+	}
+	return t
+}
+
+// previewContract rates a contract's open period as of now.
+func previewContract(ctx context.Context, plans PlanSource, history PlanHistory, usage metering.Store, c *contracts.Contract, now time.Time) (*Invoice, error) {
+	period := MonthOf(now)
+	if c.CreatedAt.After(now) {
+		var fe agentmarket.Fields
+		fe.Add("contract_start", "not_started", "the contract starts after now: there is nothing to preview")
+		return nil, fe.Err("invalid_preview_input", "the invoice preview cannot be rated")
+	}
+	parts, ok, err := contractParts(ctx, plans, history, usage, c, period, now.Add(time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		var fe agentmarket.Fields
+		fe.Add("contract_end", "outside_period", "the contract is not active in the period")
+		return nil, fe.Err("invalid_preview_input", "the invoice preview cannot be rated")
+	}
+	return PreviewParts(period, parts, now)
+}

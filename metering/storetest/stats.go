@@ -1,0 +1,325 @@
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/metering"
+)
+
+// StatsStore is a usage store that computes verified listing stats.
+type StatsStore interface {
+	metering.Store
+	metering.StatsStore
+}
+
+// StatsFactory returns a fresh, empty store.
+type StatsFactory func(t *testing.T) StatsStore
+
+// w0 starts the stats cases' window.
+var w0 = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+
+// call is a usage row of the stats cases: one call to a listing.
+type call struct {
+	listing, task, method, state string
+	code                         int
+	latency, cost                int64
+	estimated                    bool
+	at                           time.Duration // after w0
+	currency                     string
+}
+
+func (c call) row(n int) metering.Usage {
+	u := Row(n, w0.Add(c.at))
+	u.ListingID, u.TaskID, u.Method, u.State, u.ErrorCode = c.listing, c.task, c.method, c.state, c.code
+	u.LatencyMs, u.CostMicros, u.Estimated = c.latency, c.cost, c.estimated
+	if u.Method == "" {
+		u.Method = "message/send"
+	}
+	if c.currency != "" {
+		u.Currency = c.currency
+	}
+	return u
+}
+
+// sends are n message/send calls to a listing, each its own completed
+// task, with latencies and costs from the lists.
+func sends(listing string, latencies, costs []int64) []call {
+	out := make([]call, len(latencies))
+	for i := range latencies {
+		out[i] = call{listing: listing, task: fmt.Sprintf("%s-t%d", listing, i), state: "completed", latency: latencies[i], cost: costs[i],
+			at: time.Duration(i+1) * time.Minute}
+	}
+	return out
+}
+
+// seq is 1, 2, … n.
+func seq(n int) []int64 {
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = int64(i + 1)
+	}
+	return out
+}
+
+// RunStats is the contract of metering.StatsStore: a table of usage rows
+// and the stats they must give, then random rows checked against
+// StatsReference, the rules written in Go.
+func RunStats(t *testing.T, open StatsFactory) {
+	window := metering.StatsQuery{From: w0, To: w0.Add(metering.StatsWindow), MinCalls: 1}
+	cases := []struct {
+		name  string
+		calls []call
+		q     func(q metering.StatsQuery) metering.StatsQuery
+		want  []metering.ListingStats
+	}{
+		{
+			name:  "percentiles at rank floor(p × n / 100)",
+			calls: sends("lst_a", []int64{100, 90, 80, 70, 60, 50, 40, 30, 20, 10}, []int64{10, 9, 8, 7, 6, 5, 4, 3, 2, 1}),
+			want: []metering.ListingStats{{ListingID: "lst_a", Calls: 10, Completed: 10, Sends: 10, LatencyP50Ms: 60, LatencyP95Ms: 100,
+				Tasks: 10, MedianTaskCostMicros: 6, Currency: "usd"}},
+		},
+		{
+			name:  "twenty values: p50 the 11th, p95 the 20th",
+			calls: sends("lst_20", seq(20), seq(20)),
+			want: []metering.ListingStats{{ListingID: "lst_20", Calls: 20, Completed: 20, Sends: 20, LatencyP50Ms: 11, LatencyP95Ms: 20,
+				Tasks: 20, MedianTaskCostMicros: 11, Currency: "usd"}},
+		},
+		{
+			name: "one value, two values: the upper one",
+			calls: append(sends("lst_one", []int64{42}, []int64{7}),
+				sends("lst_two", []int64{20, 10}, []int64{5, 9})...),
+			want: []metering.ListingStats{
+				{ListingID: "lst_one", Calls: 1, Completed: 1, Sends: 1, LatencyP50Ms: 42, LatencyP95Ms: 42, Tasks: 1, MedianTaskCostMicros: 7, Currency: "usd"},
+				{ListingID: "lst_two", Calls: 2, Completed: 2, Sends: 2, LatencyP50Ms: 20, LatencyP95Ms: 20, Tasks: 2, MedianTaskCostMicros: 9, Currency: "usd"},
+			},
+		},
+		{
+			name: "outcomes per task, agent errors per call, buyers' errors and the meter's rows apart",
+			calls: []call{
+				{listing: "lst_o", task: "t1", state: "working", latency: 30, at: time.Minute},
+				{listing: "lst_o", task: "t1", method: "tasks/get", state: "completed", latency: 1, at: 2 * time.Minute},
+				{listing: "lst_o", task: "t1", method: "tasks/get", state: "completed", latency: 1, at: 3 * time.Minute},
+				{listing: "lst_o", task: "t2", method: "SendMessage", state: "failed", latency: 50, at: 4 * time.Minute},
+				{listing: "lst_o", task: "t3", method: "message/stream", state: "rejected", latency: 900, at: 5 * time.Minute},
+				{listing: "lst_o", task: "t4", state: "canceled", latency: 40, at: 6 * time.Minute},
+				{listing: "lst_o", code: -32051, latency: 30_000, at: 7 * time.Minute},                             // the agent timed out
+				{listing: "lst_o", code: -32042, latency: 2, at: 8 * time.Minute},                                  // the buyer's budget
+				{listing: "lst_o", task: "t9", method: "tasks/get", code: -32001, latency: 3, at: 9 * time.Minute}, // no such task
+				{listing: "lst_o", task: "t5", state: "working", latency: 20, estimated: true, at: 10 * time.Minute},
+				{listing: "lst_o", task: "t5", method: "push", state: "completed", at: 11 * time.Minute}, // the meter's: no call
+				{listing: "lst_o", task: "t6", method: "sweep", state: "failed", at: 12 * time.Minute},
+			},
+			// Calls: 10 (not push, sweep). Completed t1, t5; failed t2, t3,
+			// t6 and the timeout. Latencies of error-free sends: 30, 50,
+			// 40, 20 → sorted 20 30 40 50: p50 rank 2 = 40, p95 rank 3 = 50.
+			// Tasks t1..t6, t9: 7 of cost 0.
+			want: []metering.ListingStats{{ListingID: "lst_o", Calls: 10, Completed: 2, Failed: 4, Sends: 4, LatencyP50Ms: 40, LatencyP95Ms: 50,
+				Tasks: 7, Currency: "usd", EstimatedCalls: 1}},
+		},
+		{
+			name: "a task's cost is its rows' sum; calls without a task are no task",
+			calls: []call{
+				{listing: "lst_c", task: "a", cost: 100, at: time.Minute},
+				{listing: "lst_c", task: "a", method: "tasks/get", cost: 200, at: 2 * time.Minute},
+				{listing: "lst_c", task: "a", method: "push", cost: 300, at: 3 * time.Minute},
+				{listing: "lst_c", task: "b", cost: 50, at: 4 * time.Minute},
+				{listing: "lst_c", task: "c", cost: 1000, at: 5 * time.Minute},
+				{listing: "lst_c", cost: 5000, at: 6 * time.Minute},
+				{listing: "lst_c", cost: 7000, at: 7 * time.Minute, currency: "eur"},
+			},
+			want: []metering.ListingStats{{ListingID: "lst_c", Calls: 6, Sends: 5, LatencyP50Ms: 0, LatencyP95Ms: 0, Tasks: 3,
+				MedianTaskCostMicros: 600, Currency: "usd"}},
+		},
+		{
+			name: "the window: its start in, its end out",
+			calls: []call{
+				{listing: "lst_w", task: "in1", latency: 1, at: 0},
+				{listing: "lst_w", task: "in2", latency: 2, at: metering.StatsWindow - time.Millisecond},
+				{listing: "lst_w", task: "before", latency: 3, at: -time.Millisecond},
+				{listing: "lst_w", task: "end", latency: 4, at: metering.StatsWindow},
+			},
+			want: []metering.ListingStats{{ListingID: "lst_w", Calls: 2, Sends: 2, LatencyP50Ms: 2, LatencyP95Ms: 2, Tasks: 2, Currency: "usd"}},
+		},
+		{
+			name: "fewer calls than the minimum: hidden (the meter's rows do not count)",
+			calls: append(append(sends("lst_few", []int64{1, 2}, []int64{1, 1}),
+				call{listing: "lst_few", task: "lst_few-t0", method: "push", state: "completed", at: time.Hour}),
+				sends("lst_enough", []int64{1, 2, 3}, []int64{1, 1, 1})...),
+			q: func(q metering.StatsQuery) metering.StatsQuery { q.MinCalls = 3; return q },
+			want: []metering.ListingStats{{ListingID: "lst_enough", Calls: 3, Completed: 3, Sends: 3, LatencyP50Ms: 2, LatencyP95Ms: 3,
+				Tasks: 3, MedianTaskCostMicros: 1, Currency: "usd"}},
+		},
+		{
+			name:  "only the listings asked for",
+			calls: append(sends("lst_x", []int64{5}, []int64{1}), append(sends("lst_y", []int64{6}, []int64{2}), sends("lst_z", []int64{7}, []int64{3})...)...),
+			q:     func(q metering.StatsQuery) metering.StatsQuery { q.ListingIDs = []string{"lst_z", "lst_x"}; return q },
+			want: []metering.ListingStats{
+				{ListingID: "lst_x", Calls: 1, Completed: 1, Sends: 1, LatencyP50Ms: 5, LatencyP95Ms: 5, Tasks: 1, MedianTaskCostMicros: 1, Currency: "usd"},
+				{ListingID: "lst_z", Calls: 1, Completed: 1, Sends: 1, LatencyP50Ms: 7, LatencyP95Ms: 7, Tasks: 1, MedianTaskCostMicros: 3, Currency: "usd"},
+			},
+		},
+		{
+			name:  "nothing in the window",
+			calls: []call{{listing: "lst_old", task: "t", at: -time.Hour}},
+			want:  []metering.ListingStats{},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := open(t)
+			rows := make([]metering.Usage, len(tc.calls))
+			for i, c := range tc.calls {
+				rows[i] = c.row(i)
+			}
+			ctx := context.Background()
+			// Twice: a row stored twice counts once.
+			for range 2 {
+				if err := s.Insert(ctx, rows); err != nil {
+					t.Fatal(err)
+				}
+			}
+			q := window
+			if tc.q != nil {
+				q = tc.q(q)
+			}
+			got, err := s.ListingStats(ctx, q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("stats\n got  %+v\n want %+v", got, tc.want)
+			}
+			if ref := StatsReference(rows, q); !reflect.DeepEqual(ref, tc.want) {
+				t.Errorf("the reference disagrees with the case\n ref  %+v\n want %+v", ref, tc.want)
+			}
+		})
+	}
+
+	t.Run("random rows give the reference's stats", func(t *testing.T) {
+		r := rand.New(rand.NewPCG(14, 7))
+		s := open(t)
+		methods := []string{"message/send", "SendMessage", "message/stream", "tasks/get", "push", "sweep"}
+		states := []string{"", "working", "completed", "failed", "rejected", "canceled", "input-required"}
+		codes := []int{0, 0, 0, 0, -32051, -32603, -32042, -32001, -32006}
+		var rows []metering.Usage
+		for i := range 400 {
+			c := call{listing: fmt.Sprintf("lst_%d", r.IntN(4)), method: methods[r.IntN(len(methods))], state: states[r.IntN(len(states))],
+				code: codes[r.IntN(len(codes))], latency: r.Int64N(5000), cost: r.Int64N(100_000), estimated: r.IntN(3) == 0,
+				at: time.Duration(r.Int64N(int64(metering.StatsWindow+2*time.Hour))) - time.Hour}
+			if r.IntN(5) > 0 {
+				c.task = fmt.Sprintf("t%d", r.IntN(60))
+			}
+			rows = append(rows, c.row(i))
+		}
+		if err := s.Insert(context.Background(), rows); err != nil {
+			t.Fatal(err)
+		}
+		for _, minCalls := range []int64{1, 60, 64} {
+			q := window
+			q.MinCalls = minCalls
+			got, err := s.ListingStats(context.Background(), q)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := StatsReference(rows, q); !reflect.DeepEqual(got, want) {
+				t.Errorf("min %d:\n got  %+v\n want %+v", minCalls, got, want)
+			}
+		}
+	})
+
+	t.Run("invalid queries", func(t *testing.T) {
+		s := open(t)
+		for _, q := range []metering.StatsQuery{{}, {From: w0, To: w0, MinCalls: 1}, {From: w0, To: w0.Add(time.Hour)}} {
+			if _, err := s.ListingStats(context.Background(), q); agentmarket.KindOf(err) != agentmarket.Invalid {
+				t.Errorf("%+v: %v, want Invalid", q, err)
+			}
+		}
+	})
+}
+
+// StatsReference computes what ListingStats must answer, by brute force,
+// from the rules of metering's StatsStore, counting each row ID once.
+func StatsReference(rows []metering.Usage, q metering.StatsQuery) []metering.ListingStats {
+	type task struct {
+		cost                 int64
+		completed, failed, n bool
+	}
+	type acc struct {
+		st    metering.ListingStats
+		lats  []int64
+		tasks map[string]*task
+	}
+	seen := map[string]bool{}
+	by := map[string]*acc{}
+	for _, u := range rows {
+		if seen[u.ID] || u.Time.Before(q.From) || !u.Time.Before(q.To) || (len(q.ListingIDs) > 0 && !slices.Contains(q.ListingIDs, u.ListingID)) {
+			continue
+		}
+		seen[u.ID] = true
+		a := by[u.ListingID]
+		if a == nil {
+			a = &acc{st: metering.ListingStats{ListingID: u.ListingID}, tasks: map[string]*task{}}
+			by[u.ListingID] = a
+		}
+		if !slices.Contains(metering.MeterMethods, u.Method) {
+			a.st.Calls++
+			if u.Estimated {
+				a.st.EstimatedCalls++
+			}
+		}
+		if slices.Contains(metering.AgentErrorCodes, u.ErrorCode) {
+			a.st.Failed++
+		}
+		if slices.Contains(metering.SendMethods, u.Method) && u.ErrorCode == 0 {
+			a.lats = append(a.lats, u.LatencyMs)
+		}
+		a.st.Currency = max(a.st.Currency, u.Currency)
+		if u.TaskID == "" {
+			continue
+		}
+		tk := a.tasks[u.TaskID]
+		if tk == nil {
+			tk = &task{}
+			a.tasks[u.TaskID] = tk
+		}
+		tk.cost = agentmarket.AddSat(tk.cost, u.CostMicros)
+		tk.completed = tk.completed || u.State == "completed"
+		tk.failed = tk.failed || slices.Contains(metering.FailedStates, u.State)
+	}
+	rank := func(v []int64, p int) int64 {
+		if len(v) == 0 {
+			return 0
+		}
+		sort.Slice(v, func(i, j int) bool { return v[i] < v[j] })
+		return v[len(v)*p/100]
+	}
+	out := []metering.ListingStats{}
+	for _, a := range by {
+		if a.st.Calls < q.MinCalls {
+			continue
+		}
+		var costs []int64
+		for _, tk := range a.tasks {
+			costs = append(costs, tk.cost)
+			if tk.completed {
+				a.st.Completed++
+			}
+			if tk.failed {
+				a.st.Failed++
+			}
+		}
+		a.st.Sends, a.st.LatencyP50Ms, a.st.LatencyP95Ms = int64(len(a.lats)), rank(a.lats, 50), rank(a.lats, 95)
+		a.st.Tasks, a.st.MedianTaskCostMicros = int64(len(costs)), rank(costs, 50)
+		out = append(out, a.st)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ListingID < out[j].ListingID })
+	return out
+}
