@@ -180,7 +180,7 @@ func (s *Store) migrate(ctx context.Context) error {
 			continue
 		}
 		for _, stmt := range Statements(m.SQL) {
-			if has, err := s.hasColumn(ctx, stmt); err != nil || has {
+			if has, err := s.hasColumn(ctx, "", stmt); err != nil || has {
 				if err != nil {
 					return fmt.Errorf("clickhouse: migration %s: %w", m.Version, err)
 				}
@@ -206,19 +206,33 @@ func (s *Store) migrate(ctx context.Context) error {
 }
 
 // exec runs one statement of the schema: as it is on a single server, or
-// rewritten for the cluster (ClusterStatements).
+// rewritten for the cluster (ClusterStatements), where an ALTER of a table
+// alters the replicated local table (unless this node's has the added
+// column already: a migration that stopped half way) and then recreates
+// the Distributed table in front.
 func (s *Store) exec(ctx context.Context, stmt string) error {
-	stmts := []string{stmt}
-	if s.cluster != "" {
-		var err error
-		if stmts, err = ClusterStatements(stmt, s.cluster, s.db); err != nil {
+	if s.cluster == "" {
+		return s.conn.Exec(s.insertCtx(ctx), stmt)
+	}
+	stmts, err := ClusterStatements(stmt, s.cluster, s.db)
+	if err != nil {
+		return err
+	}
+	alter := alterTable.FindStringSubmatch(strings.TrimSpace(stmt))
+	if alter != nil {
+		if has, err := s.hasColumn(ctx, alter[1]+"_local", stmt); err != nil {
 			return err
+		} else if has {
+			stmts = nil
 		}
 	}
 	for _, st := range stmts {
 		if err := s.conn.Exec(s.insertCtx(ctx), st); err != nil {
 			return err
 		}
+	}
+	if alter != nil {
+		return s.recreateDistributed(ctx, alter[1])
 	}
 	return nil
 }
@@ -239,13 +253,18 @@ var addColumn = regexp.MustCompile(`(?is)^ALTER TABLE (\w+)\s+ADD COLUMN (\w+)\s
 // hasColumn reports whether stmt adds a column its table has already: two
 // processes may apply a file at once, and ClickHouse 18.16 has no ADD
 // COLUMN IF NOT EXISTS.
-func (s *Store) hasColumn(ctx context.Context, stmt string) (bool, error) {
+// On a cluster, table is the Distributed table the statement names, or
+// its local table.
+func (s *Store) hasColumn(ctx context.Context, table, stmt string) (bool, error) {
 	m := addColumn.FindStringSubmatch(stmt)
 	if m == nil {
 		return false, nil
 	}
+	if table == "" {
+		table = m[1]
+	}
 	var n uint64
-	err := s.conn.QueryRow(ctx, "SELECT count() FROM system.columns WHERE database = currentDatabase() AND table = ? AND name = ?", m[1], m[2]).Scan(&n)
+	err := s.conn.QueryRow(ctx, "SELECT count() FROM system.columns WHERE database = currentDatabase() AND table = ? AND name = ?", table, m[2]).Scan(&n)
 	return n > 0, err
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/agentmarket/agentmarket"
 )
@@ -77,11 +79,12 @@ func ClusterStatements(stmt, cluster, db string) ([]string, error) {
 		}, nil
 	}
 	if m := alterTable.FindStringSubmatch(stmt); m != nil {
+		// The Distributed table in front cannot be altered ON CLUSTER when
+		// the shards are replicated (18.16: "Table usage isn't replicated,
+		// but shard #1 is replicated"): the store recreates it after
+		// (Store.recreateDistributed).
 		table, change := m[1], m[2]
-		return []string{
-			fmt.Sprintf("ALTER TABLE %s.%s_local ON CLUSTER %s %s", db, table, cluster, change),
-			fmt.Sprintf("ALTER TABLE %s.%s ON CLUSTER %s %s", db, table, cluster, change),
-		}, nil
+		return []string{fmt.Sprintf("ALTER TABLE %s.%s_local ON CLUSTER %s %s", db, table, cluster, change)}, nil
 	}
 	if m := insertInto.FindStringSubmatch(stmt); m != nil {
 		// Data a migration adds goes in once, through the Distributed
@@ -121,4 +124,68 @@ func (s *Store) checkMode(ctx context.Context) (tracked bool, err error) {
 		}
 	}
 	return tracked, rows.Err()
+}
+
+// recreateDistributed makes the Distributed table in front of table_local
+// again, on every node, with the columns table_local has on this node once
+// an ALTER of it has reached this node (ALTER ON CLUSTER of a replicated
+// table runs on one replica of each shard, and replication brings it to
+// the others). Between the DROP and the CREATE, inserts fail and the
+// shippers retry them from their spools.
+func (s *Store) recreateDistributed(ctx context.Context, table string) error {
+	local := table + "_local"
+	var cols []string
+	for deadline := time.Now().Add(time.Minute); ; {
+		var err error
+		if cols, err = s.describe(ctx, local); err != nil {
+			return err
+		}
+		front, err := s.describe(ctx, table)
+		if err != nil {
+			return err
+		}
+		if !slices.Equal(cols, front) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil // the ALTER changed nothing the Distributed table shows (a comment)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	var engine string
+	if err := s.conn.QueryRow(ctx, "SELECT engine_full FROM system.tables WHERE database = ? AND name = ?", s.db, table).Scan(&engine); err != nil {
+		return fmt.Errorf("read the engine of %s.%s: %w", s.db, table, err)
+	}
+	if err := s.conn.Exec(ctx, fmt.Sprintf("DROP TABLE IF EXISTS %s.%s ON CLUSTER %s", s.db, table, s.cluster)); err != nil {
+		return err
+	}
+	return s.conn.Exec(ctx, fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s.%s ON CLUSTER %s (%s) ENGINE = %s",
+		s.db, table, s.cluster, strings.Join(cols, ", "), engine))
+}
+
+// describe lists table's columns on this node as a CREATE TABLE writes
+// them: name, type and default.
+func (s *Store) describe(ctx context.Context, table string) ([]string, error) {
+	rows, err := s.conn.Query(ctx, "SELECT name, type, default_kind, default_expression FROM system.columns WHERE database = ? AND table = ?", s.db, table)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var name, typ, kind, expr string
+		if err := rows.Scan(&name, &typ, &kind, &expr); err != nil {
+			return nil, err
+		}
+		col := "`" + name + "` " + typ
+		if kind != "" {
+			col += " " + kind + " " + expr
+		}
+		out = append(out, col)
+	}
+	return out, rows.Err()
 }
