@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/agentmarket/agentmarket"
 )
 
 // FocusColumns are the columns of the FOCUS CSV, in order: the FOCUS 1.2
@@ -85,7 +87,7 @@ func WriteFocusCSV(w io.Writer, rows []FocusRow) error {
 		return err
 	}
 	for _, r := range rows {
-		if err := cw.Write(r.Record()); err != nil {
+		if err := cw.Write(agentmarket.CSVRecord(r.Record())); err != nil {
 			return err
 		}
 	}

@@ -177,6 +177,24 @@ func TestFocusRowsAddUpToTheInvoice(t *testing.T) {
 			t.Errorf("record %d %s = %q, want %q", rec, c.name, got, c.want)
 		}
 	}
+
+	// A hostile seller's names reach the buyer's spreadsheet as text, not
+	// formulas; amounts, negative ones too, stay numbers.
+	rows[0].ListingName, rows[0].SellerName, rows[0].ResourceID = `=HYPERLINK("https://evil.example","x")`, "@SUM(A1)", "+1+1"
+	rows[0].CostMicros = -1_500_000
+	buf.Reset()
+	if err := billing.WriteFocusCSV(&buf, rows); err != nil {
+		t.Fatal(err)
+	}
+	if records, err = csv.NewReader(&buf).ReadAll(); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"ServiceName": `'=HYPERLINK("https://evil.example","x")`, "PublisherName": "'@SUM(A1)",
+		"ResourceId": "'+1+1", "x_BilledCostMicros": "-1500000"} {
+		if got := col(1, name); got != want {
+			t.Errorf("hostile record %s = %q, want %q", name, got, want)
+		}
+	}
 }
 
 // getter is a ContractSource of fixed contracts.

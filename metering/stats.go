@@ -36,6 +36,10 @@ import (
 //
 // A listing with fewer than MinCalls calls in the window has no stats: a
 // handful of calls says nothing, and would reveal single buyers' use.
+//
+// A seller's own calls to its listing (buyer org = seller org) are not
+// counted: a seller may subscribe to its own listing, and must not make
+// its own figures. SelfTrafficSQL is that rule in SQL.
 
 // MeterMethods are the Usage.Method of rows the meter makes on its own.
 var MeterMethods = []string{"push", "sweep"}
@@ -243,3 +247,7 @@ func (v *Verified) all(ctx context.Context) (map[string]ListingStats, Period, er
 	v.stats, v.at, v.from = m, now, from
 	return m, Period{Start: from, End: now}, nil
 }
+
+// SelfTrafficSQL is the condition that leaves a seller's own calls out of
+// the stats, in both stores' SQL.
+const SelfTrafficSQL = "buyer_org_id <> seller_org_id"

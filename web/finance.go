@@ -436,7 +436,7 @@ func (u *UI) financeCSV(r *req) error {
 		if g != metering.ByDay {
 			name, _ = lb.label(g, t.Key)
 		}
-		w.Write([]string{t.Key, name, i64(t.Calls), i64(t.Tasks), i64(t.InputTokens), i64(t.OutputTokens), i64(t.ComputeMs), i64(t.CostMicros), i64(t.Estimated)})
+		w.Write([]string{agentmarket.CSVCell(t.Key), agentmarket.CSVCell(name), i64(t.Calls), i64(t.Tasks), i64(t.InputTokens), i64(t.OutputTokens), i64(t.ComputeMs), i64(t.CostMicros), i64(t.Estimated)})
 	}
 	w.Flush()
 	return w.Error()

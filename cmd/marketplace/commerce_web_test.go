@@ -60,6 +60,7 @@ func (b *browser) fill(fields map[string]string) {
 	b.t.Helper()
 	b.must("fill", webtest.Fill(b.ctx, fields))
 }
+
 // submit clicks a form's button and waits for the page that answers to
 // have an element matching wait. The page before is marked, so that an
 // element it has already (a notice) is not taken for the answer.

@@ -21,6 +21,7 @@ func StatsSQL(q metering.StatsQuery) (string, []any) {
 	if cond, ids := q.ListingFilter(); cond != "" {
 		w, args = w+"\n  AND "+cond, append(args, ids...)
 	}
+	w += "\n  AND " + metering.SelfTrafficSQL
 	args = append(args, q.MinCalls)
 	return `SELECT listing_id, n_calls, n_completed, n_failed,
   toInt64(length(lats)), toInt64(arrayElement(lats, intDiv(length(lats) * 50, 100) + 1)),

@@ -32,10 +32,10 @@ func TestStatsSQL(t *testing.T) {
 		wantWhere string
 		wantArgs  []any
 	}{
-		{"every listing", metering.StatsQuery{From: from, To: to, MinCalls: 20}, bounds,
+		{"every listing", metering.StatsQuery{From: from, To: to, MinCalls: 20}, bounds + "\n      AND buyer_org_id <> seller_org_id",
 			[]any{uint64(from.Unix()), uint64(from.UnixMilli()), uint64(to.Unix()), uint64(to.UnixMilli()), int64(20)}},
 		{"two listings", metering.StatsQuery{From: from, To: to, MinCalls: 1, ListingIDs: []string{"lst_b", "lst_a"}},
-			bounds + "\n      AND listing_id IN (?, ?)",
+			bounds + "\n      AND listing_id IN (?, ?)\n      AND buyer_org_id <> seller_org_id",
 			[]any{uint64(from.Unix()), uint64(from.UnixMilli()), uint64(to.Unix()), uint64(to.UnixMilli()), "lst_b", "lst_a", int64(1)}},
 	}
 	for _, tt := range tests {

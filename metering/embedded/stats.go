@@ -19,6 +19,7 @@ func StatsSQL(q metering.StatsQuery) (string, []any) {
 	if cond, ids := q.ListingFilter(); cond != "" {
 		w, args = w+" AND "+cond, append(args, ids...)
 	}
+	w += " AND " + metering.SelfTrafficSQL
 	args = append(args, q.MinCalls)
 	return `WITH w AS (SELECT listing_id, task_id, method, state, error_code, latency_ms, cost_micros, currency, estimated FROM usage` + w + `),
 per_task AS (SELECT listing_id, task_id, SUM(method NOT IN ` + meter + `) AS calls,

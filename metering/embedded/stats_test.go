@@ -28,9 +28,9 @@ func TestStatsSQL(t *testing.T) {
 		wantArgs  []any
 	}{
 		{"every listing", metering.StatsQuery{From: from, To: to, MinCalls: 20},
-			" WHERE time_ms >= ? AND time_ms < ?", []any{from.UnixMilli(), to.UnixMilli(), int64(20)}},
+			" WHERE time_ms >= ? AND time_ms < ? AND buyer_org_id <> seller_org_id", []any{from.UnixMilli(), to.UnixMilli(), int64(20)}},
 		{"two listings", metering.StatsQuery{From: from, To: to, MinCalls: 1, ListingIDs: []string{"lst_b", "lst_a"}},
-			" WHERE time_ms >= ? AND time_ms < ? AND listing_id IN (?, ?)", []any{from.UnixMilli(), to.UnixMilli(), "lst_b", "lst_a", int64(1)}},
+			" WHERE time_ms >= ? AND time_ms < ? AND listing_id IN (?, ?) AND buyer_org_id <> seller_org_id", []any{from.UnixMilli(), to.UnixMilli(), "lst_b", "lst_a", int64(1)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

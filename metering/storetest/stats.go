@@ -34,6 +34,7 @@ type call struct {
 	estimated                    bool
 	at                           time.Duration // after w0
 	currency                     string
+	own                          bool // the seller calls its own listing
 }
 
 func (c call) row(n int) metering.Usage {
@@ -45,6 +46,9 @@ func (c call) row(n int) metering.Usage {
 	}
 	if c.currency != "" {
 		u.Currency = c.currency
+	}
+	if c.own {
+		u.BuyerOrgID = u.SellerOrgID
 	}
 	return u
 }
@@ -167,6 +171,16 @@ func RunStats(t *testing.T, open StatsFactory) {
 			},
 		},
 		{
+			name: "the seller's own calls to its listing do not count",
+			calls: append(sends("lst_s", []int64{10, 20}, []int64{1, 2}),
+				call{listing: "lst_s", task: "own1", state: "completed", latency: 1, cost: 100, at: time.Hour, own: true},
+				call{listing: "lst_s", task: "own2", state: "completed", latency: 1, cost: 100, at: time.Hour, own: true},
+				call{listing: "lst_s", task: "own3", state: "completed", latency: 1, cost: 100, at: time.Hour, own: true},
+				call{listing: "lst_only_own", task: "own4", state: "completed", latency: 1, cost: 100, at: time.Hour, own: true}),
+			want: []metering.ListingStats{{ListingID: "lst_s", Calls: 2, Completed: 2, Sends: 2, LatencyP50Ms: 20, LatencyP95Ms: 20,
+				Tasks: 2, MedianTaskCostMicros: 2, Currency: "usd"}},
+		},
+		{
 			name:  "nothing in the window",
 			calls: []call{{listing: "lst_old", task: "t", at: -time.Hour}},
 			want:  []metering.ListingStats{},
@@ -260,7 +274,8 @@ func StatsReference(rows []metering.Usage, q metering.StatsQuery) []metering.Lis
 	seen := map[string]bool{}
 	by := map[string]*acc{}
 	for _, u := range rows {
-		if seen[u.ID] || u.Time.Before(q.From) || !u.Time.Before(q.To) || (len(q.ListingIDs) > 0 && !slices.Contains(q.ListingIDs, u.ListingID)) {
+		if seen[u.ID] || u.Time.Before(q.From) || !u.Time.Before(q.To) || (len(q.ListingIDs) > 0 && !slices.Contains(q.ListingIDs, u.ListingID)) ||
+			u.BuyerOrgID == u.SellerOrgID {
 			continue
 		}
 		seen[u.ID] = true

@@ -166,7 +166,7 @@ func (s *Server) usage(c *fiber.Ctx) error {
 		w := csv.NewWriter(c.Response().BodyWriter())
 		w.Write([]string{string(q.GroupBy), "calls", "tasks", "input_tokens", "output_tokens", "compute_ms", "cost_micros", "estimated_calls"})
 		for _, t := range items {
-			w.Write([]string{t.Key, itoa(t.Calls), itoa(t.Tasks), itoa(t.InputTokens), itoa(t.OutputTokens), itoa(t.ComputeMs), itoa(t.CostMicros), itoa(t.EstimatedCalls)})
+			w.Write([]string{agentmarket.CSVCell(t.Key), itoa(t.Calls), itoa(t.Tasks), itoa(t.InputTokens), itoa(t.OutputTokens), itoa(t.ComputeMs), itoa(t.CostMicros), itoa(t.EstimatedCalls)})
 		}
 		w.Flush()
 		return w.Error()
