@@ -187,6 +187,11 @@ func (s *Store) migrate(ctx context.Context) error {
 				continue // added already (18.16 has no ADD COLUMN IF NOT EXISTS)
 			}
 			if err := s.exec(ctx, stmt); err != nil {
+				// Another process starting at the same moment may have
+				// added the column between the check and the ALTER.
+				if has, herr := s.hasColumn(ctx, "", stmt); herr == nil && has {
+					continue
+				}
 				return fmt.Errorf("clickhouse: migration %s: %w\n%s", m.Version, err, stmt)
 			}
 		}
