@@ -34,12 +34,17 @@ import (
 // secret per task config that every notification must present. What
 // arrives is metered, stored in a durable outbox, and delivered to the
 // buyer's webhook with the buyer's authentication and token, in the
-// buyer's A2A version, retried with backoff and jitter, in order per
-// config, under a delivery id that stays the same across retries.
+// buyer's A2A version, signed with the marketplace's published keys
+// (Signer), retried with backoff and jitter, in order per config, under a
+// delivery id that stays the same across retries.
 type Push struct {
 	Store  contracts.PushStore
 	Sealer Sealer
 	Guard  AddressGuard
+	// Signer signs every attempt of a delivery, over the exact body sent;
+	// the signature goes in the SignatureHeader. Nil: deliveries go
+	// unsigned.
+	Signer DeliverySigner
 	// Allow lists the ranges where a webhook may use plain http (and be
 	// reached despite the SSRF rules: the Guard's own allow list).
 	Allow []netip.Prefix
@@ -94,6 +99,16 @@ func (ps *Push) kick() {
 	default:
 	}
 }
+
+// DeliverySigner signs a delivery attempt (pushsign.Keys): a JWS with a
+// detached payload over d.Body, naming the delivery, task, listing and
+// config, signed now.
+type DeliverySigner interface {
+	SignDelivery(ctx context.Context, d contracts.Delivery) (string, error)
+}
+
+// SignatureHeader carries a delivery's signature (pushsign.Header).
+const SignatureHeader = "AgentMarket-Signature"
 
 // MaxPushConfigsPerTask bounds a task's push configs: each costs the
 // agent a callback and every notification a delivery.
@@ -607,6 +622,22 @@ func (p *Proxy) deliver(ctx context.Context, d contracts.Delivery) {
 	}
 	if a := bc.Authentication; a != nil && a.Scheme != "" {
 		req.Header.Set("Authorization", strings.TrimSpace(a.Scheme+" "+a.Credentials))
+	}
+	if p.Push.Signer != nil {
+		// Each attempt is signed anew (a fresh iat), over the bytes sent:
+		// the body in the buyer's version, as stored.
+		sig, err := p.Push.Signer.SignDelivery(ctx, d)
+		if err != nil && ctx.Err() != nil {
+			attempts = d.Attempts
+			record(contracts.DeliveryPending, p.Clock.Now(), 0, "interrupted: the meter stopped during the attempt")
+			return
+		}
+		if err != nil {
+			// Never sent unsigned: a buyer may refuse what is not signed.
+			p.retry(d, attempts, 0, "not signed: "+err.Error(), record)
+			return
+		}
+		req.Header.Set(SignatureHeader, sig)
 	}
 	res, err := p.Push.client.Do(req)
 	if err != nil && ctx.Err() != nil {

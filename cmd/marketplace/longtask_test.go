@@ -219,6 +219,9 @@ type webhook struct {
 type hookCall struct {
 	Path, Auth, Token, Token03, DeliveryID, ContentType string
 	Body                                                map[string]any
+	// Raw is the body as received, Signature its AgentMarket-Signature.
+	Raw       []byte
+	Signature string
 }
 
 func startWebhook(t *testing.T) *webhook {
@@ -228,12 +231,13 @@ func startWebhook(t *testing.T) *webhook {
 			http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
 			return
 		}
+		raw, _ := io.ReadAll(r.Body)
 		var body map[string]any
-		json.NewDecoder(r.Body).Decode(&body)
+		json.Unmarshal(raw, &body)
 		h.mu.Lock()
 		h.got = append(h.got, hookCall{Path: r.URL.Path, Auth: r.Header.Get("Authorization"), Token: r.Header.Get("A2A-Notification-Token"),
 			Token03: r.Header.Get("X-A2A-Notification-Token"), DeliveryID: r.Header.Get("X-AgentMarket-Delivery-Id"),
-			ContentType: r.Header.Get("Content-Type"), Body: body})
+			ContentType: r.Header.Get("Content-Type"), Body: body, Raw: raw, Signature: r.Header.Get("AgentMarket-Signature")})
 		h.mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
 	}))
@@ -461,6 +465,9 @@ func TestPushNotifications(t *testing.T) {
 		if strings.Join(kinds, " ") != strings.Join(want, " ") {
 			t.Errorf("webhook got %q, want %q", kinds, want)
 		}
+		// Each is signed over the bytes sent, by a key the marketplace
+		// publishes (the same before and after the restart).
+		verifyDeliveries(t, lm.m.URL, calls, listing, task, "cfg-1")
 		if n := len(deliveries("delivered")); n != 5 {
 			t.Errorf("%d delivered deliveries in the API, want 5", n)
 		}
@@ -955,6 +962,8 @@ func TestPushNotifications03(t *testing.T) {
 	if strings.Join(kinds, " ") != "artifact-update artifact-update status-update" {
 		t.Errorf("0.3 deliveries: %v", kinds)
 	}
+	// The 0.3 bodies are signed as sent, like 1.0 ones.
+	verifyDeliveries(t, lm.m.URL, hook.received("/hook03"), listing, task, task)
 }
 
 // TestPushConfigsOverREST: the push-config paths of the HTTP+JSON binding

@@ -93,6 +93,7 @@ func TestReadmeTour(t *testing.T) {
 			`"max_pause_ms":600000`,
 			`"code":-32003`,
 			`"task_id":"` + task + `"`,
+			`"kty":"EC","kid":"`, // the push signing keys
 		} {
 			if !strings.Contains(got, want) {
 				t.Errorf("run %d: the tour's output lacks %s:\n%s", run, want, got)

@@ -39,7 +39,12 @@ func TestSDKPush(t *testing.T) {
 			endpoint := r.str("endpoint")
 			for _, clientBinding := range bindings {
 				c := &sdkCombo{version: version, agent: agentBinding, client: clientBinding, ag: ag, listing: listing, endpoint: endpoint}
-				t.Run(c.name(), func(t *testing.T) { runSDKPush(t, c, buyer, hook) })
+				t.Run(c.name(), func(t *testing.T) {
+					runSDKPush(t, c, buyer, hook)
+					// Signed over the bytes sent, in either version.
+					path := "/sdk/" + strings.NewReplacer("/", "-", "=", "-").Replace(c.name())
+					verifyDeliveries(t, m.URL, hook.received(path), listing, "", "hook-1")
+				})
 			}
 		}
 	}

@@ -50,3 +50,11 @@ func insertListing(t *testing.T, db *gorm.DB, id, sellerOrgID string) {
 		t.Fatalf("insert listing %s: %v", id, err)
 	}
 }
+
+func TestPushKeyStore(t *testing.T) {
+	for _, o := range gormdbtest.Openers {
+		t.Run(o.Name, func(t *testing.T) {
+			storetest.RunPushKeys(t, func(t *testing.T) contracts.PushKeyStore { return gormstore.New(o.Open(t).DB) })
+		})
+	}
+}

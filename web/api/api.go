@@ -52,6 +52,9 @@ type Server struct {
 	Logger     *slog.Logger
 	// PublicMeterURL is where buyers reach the meter (for proxied URLs).
 	PublicMeterURL string
+	// PushKeys publishes the keys push deliveries are signed with; nil:
+	// GET /api/v1/push/jwks is 404.
+	PushKeys PushKeys
 }
 
 // MaxBodyBytes is the largest request body the control plane (this API
@@ -71,6 +74,7 @@ func (s *Server) Mount(app *fiber.App) {
 	})
 	v1.Post("/signup", s.signup)
 	v1.Post("/webhooks/stripe", s.stripeWebhook)
+	v1.Get("/push/jwks", s.pushJWKS)
 
 	auth := v1.Group("", s.authenticate)
 	auth.Get("/org", s.allow(contracts.ObjOrg, contracts.ActRead), s.getOrg)

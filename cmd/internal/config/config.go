@@ -66,6 +66,11 @@ type MeterLimits struct {
 	PushRetention     time.Duration
 	PushRetryMax      time.Duration
 	EventRetention    time.Duration
+	// PushKeyRotation is how long a push signing key signs before the
+	// next one takes over; PushKeyRetention how long a replaced key stays
+	// in the JWKS after that.
+	PushKeyRotation  time.Duration
+	PushKeyRetention time.Duration
 }
 
 func duration(min time.Duration, f func(*Config) *time.Duration) func(*Config, string) error {
@@ -156,6 +161,8 @@ func Settings(bin string) []Setting {
 		{"push-retention", "how long delivered and failed push deliveries are kept (GET /api/v1/push-deliveries shows them)", "720h", duration(time.Hour, func(c *Config) *time.Duration { return &c.MeterLimits.PushRetention })},
 		{"push-retry-base", "delay before the first retry of a push delivery; doubled each attempt (with jitter), up to push-retry-max", "1s", duration(10*time.Millisecond, func(c *Config) *time.Duration { return &c.MeterLimits.PushRetryBase })},
 		{"push-retry-max", "longest delay between two attempts of a push delivery", "5m", duration(10*time.Millisecond, func(c *Config) *time.Duration { return &c.MeterLimits.PushRetryMax })},
+		{"push-key-rotation", "how long a key that signs push deliveries signs before the next one takes over (the next is published in the JWKS an hour before)", "720h", duration(2*time.Hour, func(c *Config) *time.Duration { return &c.MeterLimits.PushKeyRotation })},
+		{"push-key-retention", "how long a replaced push signing key stays in the JWKS (GET /api/v1/push/jwks), so that what it signed still verifies; longer than a delivery's retries last", "168h", duration(time.Hour, func(c *Config) *time.Duration { return &c.MeterLimits.PushKeyRetention })},
 		{"shutdown-timeout", "longest the process takes to stop after SIGTERM (half of it to finish requests under way, the rest to flush usage and close); then it exits anyway", "10s", duration(time.Second, func(c *Config) *time.Duration { return &c.ShutdownTimeout })},
 		{"log-level", "debug, info, warn or error", "info", func(c *Config, v string) error {
 			switch v {
@@ -367,6 +374,10 @@ func (c *Config) validate(bin string) []string {
 			errs = append(errs, "--clickhouse-cluster / AGENTMARKET_CLICKHOUSE_CLUSTER: must be a plain name (letters, digits, _)")
 		}
 	}
+	if l := c.MeterLimits; l.PushKeyRetention > 0 && l.PushKeyRetention <= PushRetrySpan(l) {
+		errs = append(errs, fmt.Sprintf("--push-key-retention / AGENTMARKET_PUSH_KEY_RETENTION: must be longer than a push delivery's retries may last (%s: push-max-attempts × (push-retry-max + %s per attempt)), so that every attempt's signature still verifies at the end",
+			PushRetrySpan(l), PushAttemptTimeout))
+	}
 	if c.StripeSecretKey != "" && c.StripeWebhookSecret == "" {
 		errs = append(errs, "--stripe-webhook-secret / AGENTMARKET_STRIPE_WEBHOOK_SECRET: required with a Stripe secret key")
 	}
@@ -376,6 +387,16 @@ func (c *Config) validate(bin string) []string {
 		}
 	}
 	return errs
+}
+
+// PushAttemptTimeout is how long one attempt of a push delivery may take
+// (a2aproxy.Push's default Timeout).
+const PushAttemptTimeout = 10 * time.Second
+
+// PushRetrySpan is the longest a push delivery's attempts may go on: each
+// attempt, and the longest wait before each.
+func PushRetrySpan(l MeterLimits) time.Duration {
+	return time.Duration(l.PushMaxAttempts) * (l.PushRetryMax + PushAttemptTimeout)
 }
 
 // SealerKey returns the credential-encryption key: the configured one, or

@@ -12,6 +12,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/a2aproxy/pushsign"
 	"github.com/agentmarket/agentmarket/billing"
 	"github.com/agentmarket/agentmarket/cmd/internal/config"
 	"github.com/agentmarket/agentmarket/contracts"
@@ -44,10 +45,15 @@ type Core struct {
 	// Dialer is the base of every connection toward agents and buyers'
 	// webhooks; Guard(cfg, Dialer) is installed on it everywhere.
 	Dialer *net.Dialer
+	// PushKeys signs the meters' push deliveries and publishes the keys
+	// (the marketplace's JWKS); every process shares them through the
+	// database.
+	PushKeys *pushsign.Keys
 	// Dependencies are the services the process talks to (the database,
 	// the usage store; the marketplace adds Stripe), for the banner and
 	// /readyz.
 	Dependencies []Dependency
+	pushKeyClock agentmarket.Clock
 	closeMu      sync.Mutex
 	closers      []func() error
 }
@@ -60,6 +66,12 @@ type Option func(*Core)
 // checks of agent endpoints. Tests give it an in-memory resolver and a
 // loopback-only safety net.
 func WithDialer(d *net.Dialer) Option { return func(c *Core) { c.Dialer = d } }
+
+// WithPushKeyClock gives the push signing keys their own clock: tests move
+// it to rotate keys and let them expire.
+func WithPushKeyClock(clock agentmarket.Clock) Option {
+	return func(c *Core) { c.pushKeyClock = clock }
+}
 
 // Guard is the one SSRF policy of every connection the processes make to
 // agents and buyers' webhooks: card fetches, the listing-time checks of a
@@ -109,6 +121,12 @@ func OpenCore(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ..
 		return nil, err
 	}
 	go c.Authz.Run(ctx, cfg.PolicyReload, func(err error) { log.Warn("policy reload failed", "err", err) })
+	keyClock := c.pushKeyClock
+	if keyClock == nil {
+		keyClock = c.Clock
+	}
+	c.PushKeys = &pushsign.Keys{Store: c.AccountStore, Sealer: sealer, Clock: keyClock, Logger: log,
+		RotateEvery: cfg.MeterLimits.PushKeyRotation, Retention: cfg.MeterLimits.PushKeyRetention}
 	c.ListingStore = listingsgorm.New(c.DB.DB)
 	// Listings stored before the search index existed (migration 0030).
 	if _, err := c.ListingStore.IndexMissing(ctx); err != nil {
@@ -210,6 +228,12 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 	}
 	m.Subscriptions.Billing = hooks
 	go bill.Run(ctx, m.Subscriptions)
+	// The marketplace publishes the push signing keys: it makes the first
+	// at start, and rotates on time even while no meter signs.
+	if err := c.PushKeys.Ensure(ctx); err != nil {
+		c.Log.Warn("push signing keys not ready; retried every minute", "err", err)
+	}
+	go c.PushKeys.Run(ctx)
 
 	tasks := &contracts.Tasks{Life: c.AccountStore, Push: c.AccountStore, Listings: CatalogTerms{Catalog: c.Catalog}, Clock: c.Clock}
 	alerts := &contracts.Alerts{Store: c.AccountStore, Push: c.AccountStore, Spend: storeSpend{store: c.Usage}, Clock: c.Clock, Sealer: c.Sealer,
@@ -224,7 +248,7 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 		Invoices: &billing.Previews{Contracts: m.Subscriptions, Plans: c.ListingStore, Usage: c.Usage, Clock: c.Clock, History: c.AccountStore},
 		Billing:  bill.Service, Webhooks: bill.Webhooks,
 		Authorizer: c.Authz, Logger: c.Log, PublicMeterURL: m.PublicMeterURL,
-		Tasks: tasks, Offers: offers, Alerts: alerts, Focus: bill.Focus, Verified: verified}
+		Tasks: tasks, Offers: offers, Alerts: alerts, Focus: bill.Focus, Verified: verified, PushKeys: c.PushKeys}
 	m.Dependencies = append([]Dependency(nil), c.Dependencies...)
 	if cfg.ClickHouseURL != "" && !cfg.EmbeddedMeter {
 		m.Dependencies[1].Impact = "usage reports, invoice previews and budget checks fail until it answers"
@@ -242,8 +266,8 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 	if cfg.EmbeddedMeter {
 		meterCtx, stopMeter := context.WithCancel(context.WithoutCancel(ctx))
 		meter, err := StartMeter(meterCtx, MeterDeps{Config: cfg, DB: c.DB, Store: c.Usage, Accounts: c.Accounts, Authz: c.Authz,
-			Catalog: c.Catalog, Listings: c.ListingStore, Sealer: c.Sealer, Registry: m.Ops.Registry, Logger: c.Log, Clock: c.Clock, PublicURL: m.PublicMeterURL,
-			Dialer: c.Dialer})
+			Catalog: c.Catalog, Listings: c.ListingStore, Sealer: c.Sealer, PushKeys: c.PushKeys, Registry: m.Ops.Registry, Logger: c.Log, Clock: c.Clock,
+			PublicURL: m.PublicMeterURL, Dialer: c.Dialer})
 		if err != nil {
 			stopMeter()
 			return nil, err

@@ -158,6 +158,9 @@ type MeterDeps struct {
 	Catalog  *listings.Service
 	Listings listings.Store
 	Sealer   listings.Sealer
+	// PushKeys signs every push delivery attempt (Core.PushKeys); nil
+	// sends them unsigned.
+	PushKeys a2aproxy.DeliverySigner
 	Registry prometheus.Registerer
 	Logger   *slog.Logger
 	Clock    agentmarket.Clock
@@ -214,7 +217,7 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 		Tasks:        store,
 		Incidents:    d.Catalog,
 		Sealer:       d.Sealer,
-		Push: &a2aproxy.Push{Store: store, Sealer: d.Sealer, Guard: guard, Allow: guard.Allow,
+		Push: &a2aproxy.Push{Store: store, Sealer: d.Sealer, Signer: d.PushKeys, Guard: guard, Allow: guard.Allow,
 			MaxAttempts: d.Config.MeterLimits.PushMaxAttempts, RetryBase: d.Config.MeterLimits.PushRetryBase, RetryMax: d.Config.MeterLimits.PushRetryMax, Retention: d.Config.MeterLimits.PushRetention},
 		Guard:   guard,
 		Dialer:  d.Dialer,

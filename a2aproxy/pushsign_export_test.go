@@ -1,0 +1,24 @@
+package a2aproxy
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+
+	"github.com/agentmarket/agentmarket/contracts"
+)
+
+// DeliverOnce makes one attempt of d, as the delivery loop does.
+func (p *Proxy) DeliverOnce(ctx context.Context, d contracts.Delivery) {
+	p.Push.init()
+	if p.Logger == nil {
+		p.Logger = slog.New(slog.DiscardHandler)
+	}
+	p.deliver(ctx, d)
+}
+
+// SealPushSecrets seals a buyer's token and credentials as pushSet does.
+func (ps *Push) SealPushSecrets(c contracts.PushConfig, token, credentials string) ([]byte, error) {
+	plain, _ := json.Marshal(pushSecrets{Token: token, Credentials: credentials})
+	return ps.Sealer.Seal(plain, sealContext(c.ListingID, c.TaskID, c.ConfigID))
+}
