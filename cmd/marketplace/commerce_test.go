@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
@@ -19,6 +22,7 @@ import (
 	"github.com/agentmarket/agentmarket/billing"
 	"github.com/agentmarket/agentmarket/cmd/internal/serve"
 	"github.com/agentmarket/agentmarket/contracts"
+	"github.com/agentmarket/agentmarket/docs/examples/pushverify"
 	"github.com/agentmarket/agentmarket/listings"
 )
 
@@ -801,6 +805,8 @@ type alertHook struct {
 type hookRequest struct {
 	token, contentType, deliveryID string
 	body                           contracts.AlertBody
+	raw                            []byte
+	signature                      string
 }
 
 func newAlertHook(t *testing.T) *alertHook {
@@ -810,7 +816,8 @@ func newAlertHook(t *testing.T) *alertHook {
 		var b contracts.AlertBody
 		json.Unmarshal(raw, &b)
 		h.mu.Lock()
-		h.reqs = append(h.reqs, hookRequest{r.Header.Get("X-A2A-Notification-Token"), r.Header.Get("Content-Type"), r.Header.Get("X-AgentMarket-Delivery-Id"), b})
+		h.reqs = append(h.reqs, hookRequest{r.Header.Get("X-A2A-Notification-Token"), r.Header.Get("Content-Type"), r.Header.Get("X-AgentMarket-Delivery-Id"), b,
+			raw, r.Header.Get("AgentMarket-Signature")})
 		first := len(h.reqs) == 1
 		h.mu.Unlock()
 		if first {
@@ -906,6 +913,17 @@ func TestSpendAlerts(t *testing.T) {
 		}
 		if reqs[0].deliveryID != reqs[1].deliveryID || reqs[1].deliveryID == reqs[2].deliveryID {
 			t.Errorf("delivery ids %s %s %s: the first retried, then another", reqs[0].deliveryID, reqs[1].deliveryID, reqs[2].deliveryID)
+		}
+		// Signed like push deliveries: verified as a buyer would, against
+		// the marketplace's key set.
+		v := &pushverify.Verifier{JWKSURL: cm.m.URL + "/api/v1/push/jwks", Now: cm.clock.Now}
+		for i, req := range reqs {
+			if d, err := v.Verify(context.Background(), req.signature, req.raw); err != nil || d.DeliveryID != req.deliveryID {
+				t.Errorf("alert %d's signature: %+v, %v", i, d, err)
+			}
+			if _, err := v.Verify(context.Background(), req.signature, append(bytes.Clone(req.raw), ' ')); !errors.Is(err, pushverify.ErrBadSig) {
+				t.Errorf("alert %d with a byte added: %v, want ErrBadSig", i, err)
+			}
 		}
 		for i, req := range reqs {
 			wantPct := []int{50, 50, 100}[i]

@@ -109,7 +109,10 @@ func (v *Verifier) Verify(ctx context.Context, signature string, body []byte) (*
 	str := func(name string) string { s, _ := h.ExtraHeaders[jose.HeaderKey(name)].(string); return s }
 	d.DeliveryID, d.TaskID, d.ListingID, d.ConfigID = str("agentmarket-delivery"), str("agentmarket-task"), str("agentmarket-listing"), str("agentmarket-config")
 	iat, ok := h.ExtraHeaders["iat"].(float64)
-	if !ok || d.DeliveryID == "" || d.TaskID == "" {
+	// agentmarket-task is present always, empty in a delivery about no
+	// task (a spend alert).
+	_, hasTask := h.ExtraHeaders["agentmarket-task"].(string)
+	if !ok || d.DeliveryID == "" || !hasTask {
 		return nil, fmt.Errorf("%w: iat, agentmarket-delivery or agentmarket-task missing", ErrMalformed)
 	}
 	d.IssuedAt = time.Unix(int64(iat), 0)
