@@ -139,6 +139,16 @@ type Total struct {
 	ComputeMs    int64
 	CostMicros   int64
 	Estimated    int64 // how many of the calls carry estimated tokens
+	// Task names the task of a ByTask total; zero for other groupings.
+	Task TaskRef
+}
+
+// TaskRef is a task as the usage rows name it: its listing, its id (the
+// agent's own, unique per listing; "" for calls without a task) and its
+// context (the largest context id among its rows: one, unless the agent
+// changed it).
+type TaskRef struct {
+	ListingID, TaskID, ContextID string
 }
 
 // Add returns t with u's counters added (Key stays t's). Sums saturate at
@@ -191,7 +201,8 @@ type BatchSizer interface {
 }
 
 // TotalRows is the result of a store's aggregate query (database/sql's
-// and clickhouse-go's rows both fit).
+// and clickhouse-go's rows both fit): the key, the seven sums in Total's
+// order, and for ByTask the task's context id.
 type TotalRows interface {
 	Next() bool
 	Scan(dest ...any) error
@@ -211,11 +222,18 @@ func ReadTotals(rows TotalRows, g GroupBy) ([]Total, error) {
 		if g == ByDay {
 			key = &day
 		}
-		if err := rows.Scan(key, &t.Calls, &t.Tasks, &t.InputTokens, &t.OutputTokens, &t.ComputeMs, &t.CostMicros, &t.Estimated); err != nil {
+		dest := []any{key, &t.Calls, &t.Tasks, &t.InputTokens, &t.OutputTokens, &t.ComputeMs, &t.CostMicros, &t.Estimated}
+		if g == ByTask {
+			dest = append(dest, &t.Task.ContextID)
+		}
+		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
-		if g == ByDay {
+		switch g {
+		case ByDay:
 			t.Key = DayKey(day)
+		case ByTask:
+			t.Task.ListingID, t.Task.TaskID, _ = strings.Cut(t.Key, "/")
 		}
 		out = append(out, t)
 	}

@@ -432,6 +432,30 @@ func TestMeterEndToEnd(t *testing.T) {
 		if calls != 8 {
 			t.Errorf("usage API counts %v calls, want 8", calls)
 		}
+		// Rows carry display names, and rows by task the task's fields.
+		names := map[string]string{}
+		for _, it := range r.JSON["items"].([]any) {
+			row := it.(map[string]any)
+			names[fmt.Sprint(row["key"])] = fmt.Sprint(row["name"])
+		}
+		if names[mk.id03] != "Summarizer 03" || names[mk.id10] != "Translator 10" {
+			t.Errorf("usage by listing, the names: %v", names)
+		}
+		if r := mk.api.with(mk.buyer).do("GET", "/api/v1/usage?group_by=seller", nil); len(r.JSON["items"].([]any)) != 1 ||
+			r.JSON["items"].([]any)[0].(map[string]any)["name"] != "Acme Agents" {
+			t.Errorf("usage by seller: %s", r.Body)
+		}
+		r = mk.api.with(mk.buyer).do("GET", "/api/v1/usage?group_by=task", nil)
+		var task10Row map[string]any
+		for _, it := range r.JSON["items"].([]any) {
+			if row := it.(map[string]any); row["key"] == task10 {
+				task10Row = row
+			}
+		}
+		if task10Row == nil || task10Row["listing_id"] != mk.id10 || mk.id10+"/"+fmt.Sprint(task10Row["task_id"]) != task10 ||
+			task10Row["context_id"] == nil || task10Row["context_id"] == "" || task10Row["name"] != "Translator 10" {
+			t.Errorf("usage by task, task %s: %v", task10, task10Row)
+		}
 		req, _ := http.NewRequest("GET", mk.m.URL+"/api/v1/usage?group_by=task", nil)
 		req.Header.Set("Authorization", "Bearer "+mk.buyer)
 		req.Header.Set("Accept", "text/csv")

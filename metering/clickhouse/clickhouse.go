@@ -500,9 +500,13 @@ func satSum(col string) string {
 // TotalsSQL returns the query Totals runs for q, and its arguments.
 func TotalsSQL(q metering.Query) (string, []any) {
 	w, args := where(q)
+	task := ""
+	if q.GroupBy == metering.ByTask {
+		task = ", max(context_id)"
+	}
 	return `SELECT ` + groupExpr(q.GroupBy) + ` AS k, toInt64(count()), ` + satSum("tasks") + `,
   ` + satSum("input_tokens") + `, ` + satSum("output_tokens") + `, ` + satSum("compute_ms") + `,
-  ` + satSum("cost_micros") + `, toInt64(sum(estimated))
+  ` + satSum("cost_micros") + `, toInt64(sum(estimated))` + task + `
 FROM usage FINAL` + w + `
 GROUP BY k
 ORDER BY k`, args

@@ -450,8 +450,12 @@ func groupExpr(g metering.GroupBy) string {
 
 func rowsTotalsSQL(q metering.Query) (string, []any) {
 	w, args := where(q)
+	task := ""
+	if q.GroupBy == metering.ByTask {
+		task = ", MAX(context_id)"
+	}
 	return `SELECT ` + groupExpr(q.GroupBy) + ` AS k, COUNT(*), ` + sums("tasks", "input_tokens", "output_tokens", "compute_ms", "cost_micros", "estimated") +
-		` FROM usage` + w + ` GROUP BY k ORDER BY k`, args
+		task + ` FROM usage` + w + ` GROUP BY k ORDER BY k`, args
 }
 
 func (s *Store) totalsFromRollup(ctx context.Context, q metering.Query) ([]metering.Total, error) {

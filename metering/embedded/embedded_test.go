@@ -84,7 +84,7 @@ func TestTotalsSQL(t *testing.T) {
 			"SELECT seller_org_id AS k, " + rowSums + " FROM usage WHERE time_ms >= ? AND contract_id = ? GROUP BY k ORDER BY k",
 			[]any{day.UnixMilli() + 1, "ctr_1"}},
 		{"by task: the rows", metering.Query{GroupBy: metering.ByTask, From: day, To: day.Add(24 * time.Hour)},
-			"SELECT listing_id || '/' || task_id AS k, " + rowSums + " FROM usage WHERE time_ms >= ? AND time_ms < ? GROUP BY k ORDER BY k",
+			"SELECT listing_id || '/' || task_id AS k, " + rowSums + ", MAX(context_id) FROM usage WHERE time_ms >= ? AND time_ms < ? GROUP BY k ORDER BY k",
 			[]any{day.UnixMilli(), day.Add(24 * time.Hour).UnixMilli()}},
 		// The rollup has no tags: a tag grouping reads the rows, whole days
 		// or not, and the key (checked by TagKey) is inlined in the path.

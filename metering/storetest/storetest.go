@@ -110,7 +110,13 @@ func Reference(rows []metering.Usage, q metering.Query) []metering.Total {
 		t := sums[k]
 		if t == nil {
 			t = &metering.Total{Key: k}
+			if q.GroupBy == metering.ByTask {
+				t.Task = metering.TaskRef{ListingID: u.ListingID, TaskID: u.TaskID}
+			}
 			sums[k] = t
+		}
+		if q.GroupBy == metering.ByTask {
+			t.Task.ContextID = max(t.Task.ContextID, u.ContextID)
 		}
 		row := metering.Total{Calls: 1, Tasks: u.Tasks, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
 			ComputeMs: u.ComputeMs, CostMicros: u.CostMicros}
@@ -318,6 +324,9 @@ func Run(t *testing.T, newStore Factory) {
 		got = totals(t, s, metering.Query{GroupBy: metering.ByTask})
 		if len(got) != 4 || got[0].Key != "lst_1/task_a" || got[0].Calls != 2 || got[3].Key != "lst_3/" || got[3].Calls != 1 {
 			t.Errorf("by task: %+v", got)
+		} else if want := (metering.TaskRef{ListingID: "lst_1", TaskID: "task_a", ContextID: max(rows[0].ContextID, rows[1].ContextID)}); got[0].Task != want || want.ContextID == "" ||
+			got[3].Task.ListingID != "lst_3" || got[3].Task.TaskID != "" {
+			t.Errorf("by task, the tasks: %+v and %+v, want %+v first", got[0].Task, got[3].Task, want)
 		}
 	})
 

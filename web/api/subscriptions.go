@@ -113,14 +113,22 @@ func (s *Server) changePlan(c *fiber.Ctx) error {
 }
 
 type totalJSON struct {
-	Key            string `json:"key"`
-	Calls          int64  `json:"calls"`
-	Tasks          int64  `json:"tasks"`
-	InputTokens    int64  `json:"input_tokens"`
-	OutputTokens   int64  `json:"output_tokens"`
-	ComputeMs      int64  `json:"compute_ms"`
-	CostMicros     int64  `json:"cost_micros"`
-	EstimatedCalls int64  `json:"estimated_calls"`
+	Key string `json:"key"`
+	// Name is the display name of the key, grouped by listing (its
+	// card's name; by task, the task's listing's), seller or buyer (the
+	// org's name), when it can be found.
+	Name string `json:"name,omitempty"`
+	// The task's fields, grouped by task.
+	ListingID      string  `json:"listing_id,omitempty"`
+	TaskID         *string `json:"task_id,omitempty"`
+	ContextID      string  `json:"context_id,omitempty"`
+	Calls          int64   `json:"calls"`
+	Tasks          int64   `json:"tasks"`
+	InputTokens    int64   `json:"input_tokens"`
+	OutputTokens   int64   `json:"output_tokens"`
+	ComputeMs      int64   `json:"compute_ms"`
+	CostMicros     int64   `json:"cost_micros"`
+	EstimatedCalls int64   `json:"estimated_calls"`
 }
 
 // parseTime accepts RFC 3339 times and plain dates (UTC midnight).
@@ -156,9 +164,20 @@ func (s *Server) usage(c *fiber.Ctx) error {
 		return err
 	}
 	items := make([]totalJSON, len(totals))
+	names := s.namer(c)
 	for i, t := range totals {
 		items[i] = totalJSON{Key: t.Key, Calls: t.Calls, Tasks: t.Tasks, InputTokens: t.InputTokens, OutputTokens: t.OutputTokens,
 			ComputeMs: t.ComputeMs, CostMicros: t.CostMicros, EstimatedCalls: t.Estimated}
+		switch q.GroupBy {
+		case metering.ByListing:
+			items[i].Name = names.listing(t.Key)
+		case metering.BySeller, metering.ByBuyer:
+			items[i].Name = names.org(t.Key)
+		case metering.ByTask:
+			task := t.Task.TaskID
+			items[i].ListingID, items[i].TaskID, items[i].ContextID = t.Task.ListingID, &task, t.Task.ContextID
+			items[i].Name = names.listing(t.Task.ListingID)
+		}
 	}
 	if strings.Contains(c.Get(fiber.HeaderAccept), "text/csv") {
 		c.Set(fiber.HeaderContentType, "text/csv; charset=utf-8")
@@ -175,3 +194,39 @@ func (s *Server) usage(c *fiber.Ctx) error {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// namer finds display names for one answer, each once.
+type namer struct {
+	s     *Server
+	c     *fiber.Ctx
+	names map[string]string
+}
+
+func (s *Server) namer(c *fiber.Ctx) *namer { return &namer{s: s, c: c, names: map[string]string{}} }
+
+// listing is the listing's card name as the caller may see the listing;
+// "" when it cannot (no longer listed, say).
+func (n *namer) listing(id string) string {
+	if v, ok := n.names[id]; ok {
+		return v
+	}
+	v := ""
+	if l, err := n.s.Listings.Get(n.c.UserContext(), actorOf(n.c), id); err == nil && l.Card != nil {
+		v = l.Card.Name
+	}
+	n.names[id] = v
+	return v
+}
+
+// org is the org's name.
+func (n *namer) org(id string) string {
+	if v, ok := n.names[id]; ok {
+		return v
+	}
+	v := ""
+	if o, err := n.s.Accounts.Store.GetOrg(n.c.UserContext(), id); err == nil {
+		v = o.Name
+	}
+	n.names[id] = v
+	return v
+}
