@@ -141,8 +141,12 @@ func TestTotalsSQL(t *testing.T) {
 			sat := func(c string) string {
 				return "toInt64(least(sum(toDecimal128(" + c + ", 0)), toDecimal128(9223372036854775807, 0)))"
 			}
+			task := "" // by task, the task's context too
+			if tt.q.GroupBy == metering.ByTask {
+				task = ", max(context_id)"
+			}
 			cols := "toInt64(count()), " + sat("tasks") + ",\n  " + sat("input_tokens") + ", " + sat("output_tokens") + ", " +
-				sat("compute_ms") + ",\n  " + sat("cost_micros") + ", toInt64(sum(estimated))\nFROM usage FINAL"
+				sat("compute_ms") + ",\n  " + sat("cost_micros") + ", toInt64(sum(estimated))" + task + "\nFROM usage FINAL"
 			if !strings.Contains(sql, " AS k, "+cols) {
 				t.Errorf("sums are not saturating:\n%s\nwant the columns\n%s", sql, cols)
 			}
