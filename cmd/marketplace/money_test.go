@@ -132,7 +132,7 @@ func TestPriceCeiling(t *testing.T) {
 		}
 		r = api.with(buyer).do("GET", "/api/v1/usage?group_by=listing", nil)
 		if items, _ := r.JSON["items"].([]any); len(items) != 1 ||
-			fmt.Sprint(items[0]) != fmt.Sprint(map[string]any{"key": dear, "calls": float64(2), "tasks": float64(2),
+			fmt.Sprint(items[0]) != fmt.Sprint(map[string]any{"key": dear, "name": "Bottomless", "calls": float64(2), "tasks": float64(2),
 				"input_tokens": float64(2 * bound), "output_tokens": float64(2 * bound), "compute_ms": float64(2 * bound),
 				"cost_micros": float64(2 * rowCost), "estimated_calls": float64(0)}) {
 			t.Errorf("the buyer's usage: %s", r.Body)
