@@ -319,16 +319,22 @@ func (s *Store) Insert(ctx context.Context, rows []metering.Usage) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	// The rows and the rollups are independent (each is idempotent on its
-	// own), so both INSERTs run at once, on two connections: an insert is
-	// mostly one server thread, and the batch is done when both are.
+	// The rows are stored first, the cells after: the cells never count a
+	// row that the rows lack (a report by tag or by task, which reads the
+	// rows, then agrees with one by listing, which reads the cells, as soon
+	// as the cells have it), and a batch whose rows failed adds nothing to
+	// them. What the rollup needs first, the lookup of the batch's markers
+	// and the layout of its cells, runs meanwhile on another connection.
 	raw := make(chan error, 1)
 	go func() { raw <- s.insertRows(ctx, rows) }()
-	errRollup := s.rollup(ctx, rows)
+	pending, errPrep := s.prepareRollup(ctx, rows)
 	if err := <-raw; err != nil {
 		return err
 	}
-	return errRollup
+	if errPrep != nil {
+		return errPrep
+	}
+	return s.writeRollup(ctx, pending)
 }
 
 func (s *Store) insertRows(ctx context.Context, rows []metering.Usage) error {

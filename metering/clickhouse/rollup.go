@@ -201,19 +201,27 @@ func (s *Store) counted(ctx context.Context, rows []metering.Usage) (map[string]
 	return seen, res.Err()
 }
 
-// rollup adds the rows not counted yet to the cells, with their markers,
-// in one INSERT. Its query id is derived from the batch's first row, so a
-// batch sent again while the server still runs the first attempt's INSERT
-// (a client that gave up waiting) is refused by the server ("already
-// running") until that attempt ends, instead of both counting.
-func (s *Store) rollup(ctx context.Context, rows []metering.Usage) error {
-	qid := "agentmarket-rollup-" + rows[0].ID
-	if err := s.waitQuery(ctx, qid); err != nil {
-		return err
+// pendingRollup is what a batch adds to the cells: its rows not counted
+// yet, laid out as rollupInsertSQL's columns.
+type pendingRollup struct {
+	qid  string
+	cols []any // nil: nothing to add
+}
+
+// prepareRollup finds the rows of a batch that the cells do not count yet
+// and lays them out; writeRollup adds them to the cells, with their
+// markers, in one INSERT. Its query id is derived from the batch's first
+// row, so a batch sent again while the server still runs the first
+// attempt's INSERT (a client that gave up waiting) waits here until that
+// attempt ends, instead of both counting.
+func (s *Store) prepareRollup(ctx context.Context, rows []metering.Usage) (pendingRollup, error) {
+	r := pendingRollup{qid: "agentmarket-rollup-" + rows[0].ID}
+	if err := s.waitQuery(ctx, r.qid); err != nil {
+		return r, err
 	}
 	seen, err := s.counted(ctx, rows)
 	if err != nil {
-		return unavailable(err)
+		return r, unavailable(err)
 	}
 	fresh := make([]metering.Usage, 0, len(rows))
 	dup := make(map[string]bool, len(rows))
@@ -223,14 +231,21 @@ func (s *Store) rollup(ctx context.Context, rows []metering.Usage) error {
 			fresh = append(fresh, rows[i])
 		}
 	}
-	if len(fresh) == 0 {
+	if len(fresh) > 0 {
+		r.cols = RollupColumns(fresh)
+	}
+	return r, nil
+}
+
+func (s *Store) writeRollup(ctx context.Context, r pendingRollup) error {
+	if r.cols == nil {
 		return nil
 	}
-	b, err := s.conn.PrepareBatch(ch.Context(s.insertCtx(ctx), ch.WithQueryID(qid)), rollupInsertSQL)
+	b, err := s.conn.PrepareBatch(ch.Context(s.insertCtx(ctx), ch.WithQueryID(r.qid)), rollupInsertSQL)
 	if err != nil {
 		return unavailable(err)
 	}
-	for i, c := range RollupColumns(fresh) {
+	for i, c := range r.cols {
 		if err := b.Column(i).Append(c); err != nil {
 			b.Abort()
 			return agentmarket.Wrap(agentmarket.Internal, "usage_store", err, "the usage store refused a rollup column")
