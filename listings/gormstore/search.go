@@ -15,11 +15,12 @@ import (
 	"github.com/agentmarket/agentmarket/migrations/gormdb"
 )
 
-// Catalog search (migrations 0030_catalog_search). Each listing has a
-// narrow listing_search row (the columns filters and orders read) and a
-// document of its words by field plus its facet tokens: an FTS5 row in
-// SQLite, a tsvector in PostgreSQL. Both are built from the same
-// listings.SearchDoc, so both databases match the same words.
+// Catalog search (migrations 0030_catalog_search, 0031_search_documents).
+// Each listing has a narrow listing_search row (the columns filters and
+// orders read) and a document of its words by field plus its facet tokens:
+// an FTS5 row in SQLite, a listing_documents row (a tsvector) in
+// PostgreSQL. Both are built from the same listings.SearchDoc, so both
+// databases match the same words.
 //
 // A search runs in two steps: a count, then one page. Which SQL serves the
 // page is chosen from the count (searchPlan): relevance needs every match
@@ -107,8 +108,13 @@ func (s *Store) index(tx *gorm.DB, l *listings.Listing) ([]string, error) {
 		streaming = excluded.streaming, push_notifications = excluded.push_notifications`
 	switch s.dialect() {
 	case dialectPostgres:
-		err := tx.Exec(`INSERT INTO listing_search (`+cols+`, document) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, CAST(? AS tsvector))
-			ON CONFLICT (listing_id) DO UPDATE SET `+set+`, document = excluded.document`, append(args, TSVector(doc))...).Error
+		err := tx.Exec(`INSERT INTO listing_search (`+cols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (listing_id) DO UPDATE SET `+set, args...).Error
+		if err == nil {
+			err = tx.Exec(`INSERT INTO listing_documents (doc_id, listing_id, name_key, document)
+				SELECT doc_id, listing_id, name_key, CAST(? AS tsvector) FROM listing_search WHERE listing_id = ?
+				ON CONFLICT (doc_id) DO UPDATE SET name_key = excluded.name_key, document = excluded.document`, TSVector(doc), l.ID).Error
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -238,12 +244,14 @@ func (s *Store) IndexMissing(ctx context.Context) (int, error) {
 
 // TSVector renders a search document as a PostgreSQL tsvector literal:
 // each word at its position, weighted by field (A name, B skills, C
-// description, D facets). The literal is read by tsvector's input
-// function, which keeps every lexeme exactly as written.
+// description), then each facet token as a lexeme without position,
+// marked with facetMark. The literal is read by tsvector's input function,
+// which keeps every lexeme exactly as written. Migration 0031 converts the
+// documents of 0030 (facets at weight D) to this form.
 func TSVector(d listings.SearchDoc) string {
 	var b strings.Builder
 	pos := 0
-	for i, words := range [][]string{d.Name, d.Skills, d.Description, d.Facets} {
+	for i, words := range [][]string{d.Name, d.Skills, d.Description} {
 		for _, w := range words {
 			pos = min(pos+1, 16383) // tsvector's largest position
 			if b.Len() > 0 {
@@ -252,11 +260,25 @@ func TSVector(d listings.SearchDoc) string {
 			b.WriteString(quoteLexeme(w))
 			b.WriteByte(':')
 			b.WriteString(strconv.Itoa(pos))
-			b.WriteByte("ABCD"[i])
+			b.WriteByte("ABC"[i])
 		}
+	}
+	for _, f := range d.Facets {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(quoteLexeme(facetMark + f))
 	}
 	return b.String()
 }
+
+// facetMark starts every facet lexeme of a PostgreSQL document: no word
+// starts with it (words are letters and digits), so a word, even as a
+// prefix, never matches a facet, and a query needs no weight restriction
+// to keep them apart. That matters for speed: the GIN index does not store
+// weights, so a restricted query makes PostgreSQL recheck every
+// candidate's document in the table.
+const facetMark = "~"
 
 func quoteLexeme(w string) string {
 	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `''`).Replace(w) + "'"
@@ -348,8 +370,9 @@ func (p plan) onlyPublished() bool {
 }
 
 // statusFacet reports whether the full-text match carries the statuses:
-// on PostgreSQL always when it is read (the GIN index then answers a count
-// without reading a row of the table: status is a facet of the document);
+// on PostgreSQL always when it is read (the GIN index then selects by
+// status too, and a count needs no join with listing_search: status is a
+// facet of the document);
 // on SQLite for any statuses but published alone, which the rowid range
 // selects. Otherwise the statuses are a column filter, or none.
 func (p plan) statusFacet() bool {
@@ -400,7 +423,7 @@ func (p plan) ftsMatch() string {
 func ftsString(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
 // tsQuery is the PostgreSQL tsquery literal of the same expression: words
-// restricted to the text weights (A, B, C), facets to D.
+// as prefixes or expansions, facets as their marked lexemes (facetMark).
 func (p plan) tsQuery() string {
 	parts := p.tsWords()
 	groups := p.facets
@@ -410,7 +433,7 @@ func (p plan) tsQuery() string {
 	for _, g := range groups {
 		var alts []string
 		for _, f := range g {
-			alts = append(alts, quoteLexeme(f)+":D")
+			alts = append(alts, quoteLexeme(facetMark+f))
 		}
 		parts = append(parts, "("+strings.Join(alts, " | ")+")")
 	}
@@ -426,9 +449,9 @@ func (p plan) tsRankQuery() string { return strings.Join(p.tsWords(), " | ") }
 func (p plan) tsWords() []string {
 	var parts []string
 	for _, w := range p.words {
-		alts := []string{quoteLexeme(w.Word) + ":*ABC"}
+		alts := []string{quoteLexeme(w.Word) + ":*"}
 		for _, e := range w.Expanded {
-			alts = append(alts, quoteLexeme(e)+":ABC")
+			alts = append(alts, quoteLexeme(e))
 		}
 		parts = append(parts, "("+strings.Join(alts, " | ")+")")
 	}
@@ -472,16 +495,21 @@ func (p plan) ftsWhere() ([]string, []any) {
 }
 
 // from renders the FROM and WHERE of the matches: the full-text index
-// joined to listing_search, or listing_search alone.
-func (p plan) from() (string, []any) {
+// joined to listing_search, or listing_search alone. On PostgreSQL the
+// documents are read alone unless a column filter, or sorted (the sort
+// order's columns: see docOrder), needs listing_search.
+func (p plan) from(sorted bool) (string, []any) {
 	conds, args := p.columnWhere()
 	var from string
 	switch {
 	case !p.fullText():
 		from = "listing_search s"
 	case p.dialect == dialectPostgres:
-		from = "listing_search s"
-		conds = append([]string{"s.document @@ CAST(? AS tsquery)"}, conds...)
+		from = "listing_documents d"
+		if len(conds) > 0 || (sorted && !p.docOrder()) {
+			from += " JOIN listing_search s ON s.doc_id = d.doc_id"
+		}
+		conds = append([]string{"d.document @@ CAST(? AS tsquery)"}, conds...)
 		args = append([]any{p.tsQuery()}, args...)
 	default:
 		from = "listing_fts JOIN listing_search s ON s.doc_id = listing_fts.rowid"
@@ -502,7 +530,7 @@ func (p plan) countSQL() (string, []any) {
 		fc, fa := p.ftsWhere()
 		return "SELECT COUNT(*) FROM listing_fts WHERE " + strings.Join(fc, " AND "), fa
 	}
-	from, args := p.from()
+	from, args := p.from(false)
 	return "SELECT COUNT(*) FROM " + from, args
 }
 
@@ -524,12 +552,32 @@ func order(sort string) string {
 	}
 }
 
+// docOrder reports whether the page's order is read from PostgreSQL's
+// documents (which carry the name key and listing id): relevance and the
+// orders by name; by price or date it is listing_search's.
+func (p plan) docOrder() bool {
+	switch p.q.Sort {
+	case "created", "-created", "price", "-price":
+		return false
+	}
+	return p.dialect == dialectPostgres && p.fullText()
+}
+
+// pageOrder is the ORDER BY of a sort, on the documents' columns where
+// docOrder says so.
+func (p plan) pageOrder(sort string) string {
+	if p.docOrder() {
+		return strings.ReplaceAll(order(sort), "s.", "d.")
+	}
+	return order(sort)
+}
+
 // relevance is the rank expression, smaller first (bm25 is negative, the
 // better the lower; ts_rank is negated to match).
 func (p plan) relevance() (string, []any) {
 	w := fieldWeights
 	if p.dialect == dialectPostgres {
-		return fmt.Sprintf("-ts_rank('{0, %g, %g, %g}', s.document, CAST(? AS tsquery))", w[2], w[1], w[0]), []any{p.tsRankQuery()}
+		return fmt.Sprintf("-ts_rank('{0, %g, %g, %g}', d.document, CAST(? AS tsquery))", w[2], w[1], w[0]), []any{p.tsRankQuery()}
 	}
 	return fmt.Sprintf("bm25(listing_fts, %g, %g, %g, 0)", w[0], w[1], w[2]), nil
 }
@@ -565,16 +613,24 @@ func (p plan) pageSQL(walk bool) (string, []any) {
 		sql += " ORDER BY " + order(p.q.Sort)
 		args = cargs
 	case p.q.Sort == "relevance" && len(p.words) > 0:
-		from, fargs := p.from()
+		from, fargs := p.from(true)
 		rank, rargs := p.relevance()
-		sql = "SELECT s.listing_id FROM " + from + " ORDER BY " + rank + ", " + order("name")
+		sql = "SELECT " + p.idColumn() + " FROM " + from + " ORDER BY " + rank + ", " + p.pageOrder("name")
 		args = append(fargs, rargs...)
 	default:
-		from, fargs := p.from()
-		sql = "SELECT s.listing_id FROM " + from + " ORDER BY " + order(p.q.Sort)
+		from, fargs := p.from(true)
+		sql = "SELECT " + p.idColumn() + " FROM " + from + " ORDER BY " + p.pageOrder(p.q.Sort)
 		args = fargs
 	}
 	return sql + limit, args
+}
+
+// idColumn is the listing id a page of matches selects.
+func (p plan) idColumn() string {
+	if p.dialect == dialectPostgres && p.fullText() {
+		return "d.listing_id"
+	}
+	return "s.listing_id"
 }
 
 // walkWhere renders every filter of a query without words on
@@ -680,12 +736,13 @@ func (s *Store) listingsByID(ctx context.Context, ids []string) ([]*listings.Lis
 
 // OptimizeSearch compacts the full-text index after a bulk load (SQLite:
 // FTS5 merges its segments into one, which the many small ones of a load
-// slow down; PostgreSQL: fresh planner statistics for listing_search).
+// slow down; PostgreSQL: fresh planner statistics for listing_search and
+// listing_documents).
 // Searches are correct without it.
 func (s *Store) OptimizeSearch(ctx context.Context) error {
 	stmt := `INSERT INTO listing_fts (listing_fts) VALUES ('optimize')`
 	if s.dialect() == dialectPostgres {
-		stmt = `ANALYZE listing_search`
+		stmt = `ANALYZE listing_search, listing_documents`
 	}
 	return gormdb.Translate(s.db.WithContext(ctx).Exec(stmt).Error, "listing")
 }

@@ -16,9 +16,10 @@ func TestSearchSQL(t *testing.T) {
 	const (
 		ftsJoin  = "SELECT COUNT(*) FROM listing_fts JOIN listing_search s ON s.doc_id = listing_fts.rowid WHERE listing_fts MATCH ?"
 		ftsAlone = "SELECT COUNT(*) FROM listing_fts WHERE listing_fts MATCH ?"
-		pgCount  = "SELECT COUNT(*) FROM listing_search s WHERE s.document @@ CAST(? AS tsquery)"
+		pgCount  = "SELECT COUNT(*) FROM listing_documents d WHERE d.document @@ CAST(? AS tsquery)"
+		pgJoin   = "FROM listing_documents d JOIN listing_search s ON s.doc_id = d.doc_id WHERE d.document @@ CAST(? AS tsquery)"
 		pubFacet = `"zs7075626c6973686564"`
-		pubLex   = `'zs7075626c6973686564':D`
+		pubLex   = `'~zs7075626c6973686564'`
 	)
 	cases := []struct {
 		name       string
@@ -57,16 +58,34 @@ func TestSearchSQL(t *testing.T) {
 				"org_b", int64(5)},
 		},
 		{
-			name: "the same on postgres: words in the text weights, facets in D, ranked on the words alone", dialect: "postgres",
+			name: "the same on postgres: facets as marked lexemes, no weights; column filters join listing_search", dialect: "postgres",
 			q:     listings.Query{Statuses: pub, Text: "legal sumarize", SellerOrgID: "org_b", MaxMonthlyFeeMicros: &fee},
 			words: []gormstore.WordMatch{{Word: "legal"}, {Word: "sumarize", Expanded: []string{"summarize", "sumerize"}}},
-			count: pgCount + " AND s.seller_org_id = ? AND s.monthly_fee_micros <= ?",
-			countArgs: []any{"('legal':*ABC) & ('sumarize':*ABC | 'summarize':ABC | 'sumerize':ABC) & (" + pubLex + ")",
+			count: "SELECT COUNT(*) " + pgJoin + " AND s.seller_org_id = ? AND s.monthly_fee_micros <= ?",
+			countArgs: []any{"('legal':*) & ('sumarize':* | 'summarize' | 'sumerize') & (" + pubLex + ")",
 				"org_b", int64(5)},
-			page: "SELECT s.listing_id FROM listing_search s WHERE s.document @@ CAST(? AS tsquery) AND s.seller_org_id = ? AND s.monthly_fee_micros <= ?" +
-				" ORDER BY -ts_rank('{0, 0.1, 0.5, 1}', s.document, CAST(? AS tsquery)), s.name_key ASC, s.listing_id ASC LIMIT 20 OFFSET 0",
-			pageArgs: []any{"('legal':*ABC) & ('sumarize':*ABC | 'summarize':ABC | 'sumerize':ABC) & (" + pubLex + ")",
-				"org_b", int64(5), "('legal':*ABC) | ('sumarize':*ABC | 'summarize':ABC | 'sumerize':ABC)"},
+			page: "SELECT d.listing_id " + pgJoin + " AND s.seller_org_id = ? AND s.monthly_fee_micros <= ?" +
+				" ORDER BY -ts_rank('{0, 0.1, 0.5, 1}', d.document, CAST(? AS tsquery)), d.name_key ASC, d.listing_id ASC LIMIT 20 OFFSET 0",
+			pageArgs: []any{"('legal':*) & ('sumarize':* | 'summarize' | 'sumerize') & (" + pubLex + ")",
+				"org_b", int64(5), "('legal':*) | ('sumarize':* | 'summarize' | 'sumerize')"},
+		},
+		{
+			name: "words alone on postgres: counted and ranked from the documents, no join", dialect: "postgres",
+			q:         listings.Query{Statuses: pub, Text: "agent"},
+			words:     []gormstore.WordMatch{{Word: "agent"}},
+			count:     pgCount,
+			countArgs: []any{"('agent':*) & (" + pubLex + ")"},
+			page: "SELECT d.listing_id FROM listing_documents d WHERE d.document @@ CAST(? AS tsquery)" +
+				" ORDER BY -ts_rank('{0, 0.1, 0.5, 1}', d.document, CAST(? AS tsquery)), d.name_key ASC, d.listing_id ASC LIMIT 20 OFFSET 0",
+			pageArgs: []any{"('agent':*) & (" + pubLex + ")", "('agent':*)"},
+		},
+		{
+			name: "facets by name on postgres, page 2: the documents' name keys, no join", dialect: "postgres",
+			q:         listings.Query{Statuses: pub, Tag: "legal", Sort: "-name", Page: 2},
+			count:     pgCount,
+			countArgs: []any{"(" + pubLex + ") & ('~zt6c6567616c')"},
+			page:      "SELECT d.listing_id FROM listing_documents d WHERE d.document @@ CAST(? AS tsquery) ORDER BY d.name_key DESC, d.listing_id DESC LIMIT 20 OFFSET 20",
+			pageArgs:  []any{"(" + pubLex + ") & ('~zt6c6567616c')"},
 		},
 		{
 			name: "facets counted in the published part of the index alone; a walk checks each row", dialect: "sqlite", walk: true,
@@ -86,9 +105,9 @@ func TestSearchSQL(t *testing.T) {
 			name: "the same collected from the index, on postgres", dialect: "postgres",
 			q:         listings.Query{Statuses: pub, Tag: "legal", Streaming: &tr, Sort: "price"},
 			count:     pgCount,
-			countArgs: []any{"(" + pubLex + ") & ('zt6c6567616c':D) & ('zm31':D)"},
-			page:      "SELECT s.listing_id FROM listing_search s WHERE s.document @@ CAST(? AS tsquery) ORDER BY s.monthly_fee_micros ASC, s.name_key ASC, s.listing_id ASC LIMIT 20 OFFSET 0",
-			pageArgs:  []any{"(" + pubLex + ") & ('zt6c6567616c':D) & ('zm31':D)"},
+			countArgs: []any{"(" + pubLex + ") & ('~zt6c6567616c') & ('~zm31')"},
+			page:      "SELECT d.listing_id " + pgJoin + " ORDER BY s.monthly_fee_micros ASC, s.name_key ASC, s.listing_id ASC LIMIT 20 OFFSET 0",
+			pageArgs:  []any{"(" + pubLex + ") & ('~zt6c6567616c') & ('~zm31')"},
 		},
 		{
 			name: "any of several statuses, words sorted by name", dialect: "sqlite",
@@ -112,9 +131,9 @@ func TestSearchSQL(t *testing.T) {
 			q:         listings.Query{Text: "it's", Sort: "created"},
 			words:     []gormstore.WordMatch{{Word: `it's\`}},
 			count:     pgCount,
-			countArgs: []any{`('it''s\\':*ABC)`},
-			page:      "SELECT s.listing_id FROM listing_search s WHERE s.document @@ CAST(? AS tsquery) ORDER BY s.created_at ASC, s.listing_id ASC LIMIT 20 OFFSET 0",
-			pageArgs:  []any{`('it''s\\':*ABC)`},
+			countArgs: []any{`('it''s\\':*)`},
+			page:      "SELECT d.listing_id " + pgJoin + " ORDER BY s.created_at ASC, s.listing_id ASC LIMIT 20 OFFSET 0",
+			pageArgs:  []any{`('it''s\\':*)`},
 		},
 	}
 	for _, tc := range cases {
@@ -135,8 +154,8 @@ func TestSearchSQL(t *testing.T) {
 }
 
 func TestTSVector(t *testing.T) {
-	d := listings.SearchDoc{Name: []string{"brief", "writer"}, Skills: []string{"write"}, Description: []string{"brief", `it's\`}, Facets: []string{"zm31"}}
-	if got, want := gormstore.TSVector(d), `'brief':1A 'writer':2A 'write':3B 'brief':4C 'it''s\\':5C 'zm31':6D`; got != want {
+	d := listings.SearchDoc{Name: []string{"brief", "writer"}, Skills: []string{"write"}, Description: []string{"brief", `it's\`}, Facets: []string{"zm31", "zs6472616674"}}
+	if got, want := gormstore.TSVector(d), `'brief':1A 'writer':2A 'write':3B 'brief':4C 'it''s\\':5C '~zm31' '~zs6472616674'`; got != want {
 		t.Errorf("TSVector = %s, want %s", got, want)
 	}
 }
