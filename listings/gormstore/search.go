@@ -111,9 +111,10 @@ func (s *Store) index(tx *gorm.DB, l *listings.Listing) ([]string, error) {
 		err := tx.Exec(`INSERT INTO listing_search (`+cols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (listing_id) DO UPDATE SET `+set, args...).Error
 		if err == nil {
-			err = tx.Exec(`INSERT INTO listing_documents (doc_id, listing_id, name_key, document)
-				SELECT doc_id, listing_id, name_key, CAST(? AS tsvector) FROM listing_search WHERE listing_id = ?
-				ON CONFLICT (doc_id) DO UPDATE SET name_key = excluded.name_key, document = excluded.document`, TSVector(doc), l.ID).Error
+			err = tx.Exec(`INSERT INTO listing_documents (doc_id, listing_id, seller_org_id, name_key, created_at, monthly_fee_micros, document)
+				SELECT doc_id, listing_id, seller_org_id, name_key, created_at, monthly_fee_micros, CAST(? AS tsvector) FROM listing_search WHERE listing_id = ?
+				ON CONFLICT (doc_id) DO UPDATE SET seller_org_id = excluded.seller_org_id, name_key = excluded.name_key,
+					created_at = excluded.created_at, monthly_fee_micros = excluded.monthly_fee_micros, document = excluded.document`, TSVector(doc), l.ID).Error
 		}
 		if err != nil {
 			return nil, err
@@ -458,9 +459,20 @@ func (p plan) tsWords() []string {
 	return parts
 }
 
+// alias names the table whose columns a search filters and sorts on:
+// listing_search (s), or on PostgreSQL, when the documents are read, their
+// copies of those columns in listing_documents (d).
+func (p plan) alias() string {
+	if p.dialect == dialectPostgres && p.fullText() {
+		return "d"
+	}
+	return "s"
+}
+
 // columnWhere renders the filters read from listing_search's columns
-// (alias s): seller and price always, statuses when the full-text index is
-// not read (it carries them otherwise: statusFacet, rowidRange).
+// (or the documents' copies: alias): seller and price always, statuses when
+// the full-text index is not read (it carries them otherwise:
+// statusFacet, rowidRange).
 func (p plan) columnWhere() ([]string, []any) {
 	var conds []string
 	var args []any
@@ -474,11 +486,11 @@ func (p plan) columnWhere() ([]string, []any) {
 		conds = append(conds, "s.status IN ("+strings.Join(ph, ", ")+")")
 	}
 	if q.SellerOrgID != "" {
-		conds = append(conds, "s.seller_org_id = ?")
+		conds = append(conds, p.alias()+".seller_org_id = ?")
 		args = append(args, q.SellerOrgID)
 	}
 	if q.MaxMonthlyFeeMicros != nil {
-		conds = append(conds, "s.monthly_fee_micros <= ?")
+		conds = append(conds, p.alias()+".monthly_fee_micros <= ?")
 		args = append(args, *q.MaxMonthlyFeeMicros)
 	}
 	return conds, args
@@ -495,10 +507,9 @@ func (p plan) ftsWhere() ([]string, []any) {
 }
 
 // from renders the FROM and WHERE of the matches: the full-text index
-// joined to listing_search, or listing_search alone. On PostgreSQL the
-// documents are read alone unless a column filter, or sorted (the sort
-// order's columns: see docOrder), needs listing_search.
-func (p plan) from(sorted bool) (string, []any) {
+// joined to listing_search, or listing_search alone; on PostgreSQL the
+// documents alone (they carry the columns a search needs).
+func (p plan) from() (string, []any) {
 	conds, args := p.columnWhere()
 	var from string
 	switch {
@@ -506,9 +517,6 @@ func (p plan) from(sorted bool) (string, []any) {
 		from = "listing_search s"
 	case p.dialect == dialectPostgres:
 		from = "listing_documents d"
-		if len(conds) > 0 || (sorted && !p.docOrder()) {
-			from += " JOIN listing_search s ON s.doc_id = d.doc_id"
-		}
 		conds = append([]string{"d.document @@ CAST(? AS tsquery)"}, conds...)
 		args = append([]any{p.tsQuery()}, args...)
 	default:
@@ -530,7 +538,7 @@ func (p plan) countSQL() (string, []any) {
 		fc, fa := p.ftsWhere()
 		return "SELECT COUNT(*) FROM listing_fts WHERE " + strings.Join(fc, " AND "), fa
 	}
-	from, args := p.from(false)
+	from, args := p.from()
 	return "SELECT COUNT(*) FROM " + from, args
 }
 
@@ -552,22 +560,10 @@ func order(sort string) string {
 	}
 }
 
-// docOrder reports whether the page's order is read from PostgreSQL's
-// documents (which carry the name key and listing id): relevance and the
-// orders by name; by price or date it is listing_search's.
-func (p plan) docOrder() bool {
-	switch p.q.Sort {
-	case "created", "-created", "price", "-price":
-		return false
-	}
-	return p.dialect == dialectPostgres && p.fullText()
-}
-
-// pageOrder is the ORDER BY of a sort, on the documents' columns where
-// docOrder says so.
+// pageOrder is the ORDER BY of a sort on the columns of alias.
 func (p plan) pageOrder(sort string) string {
-	if p.docOrder() {
-		return strings.ReplaceAll(order(sort), "s.", "d.")
+	if a := p.alias(); a != "s" {
+		return strings.ReplaceAll(order(sort), "s.", a+".")
 	}
 	return order(sort)
 }
@@ -613,12 +609,12 @@ func (p plan) pageSQL(walk bool) (string, []any) {
 		sql += " ORDER BY " + order(p.q.Sort)
 		args = cargs
 	case p.q.Sort == "relevance" && len(p.words) > 0:
-		from, fargs := p.from(true)
+		from, fargs := p.from()
 		rank, rargs := p.relevance()
 		sql = "SELECT " + p.idColumn() + " FROM " + from + " ORDER BY " + rank + ", " + p.pageOrder("name")
 		args = append(fargs, rargs...)
 	default:
-		from, fargs := p.from(true)
+		from, fargs := p.from()
 		sql = "SELECT " + p.idColumn() + " FROM " + from + " ORDER BY " + p.pageOrder(p.q.Sort)
 		args = fargs
 	}
@@ -626,12 +622,7 @@ func (p plan) pageSQL(walk bool) (string, []any) {
 }
 
 // idColumn is the listing id a page of matches selects.
-func (p plan) idColumn() string {
-	if p.dialect == dialectPostgres && p.fullText() {
-		return "d.listing_id"
-	}
-	return "s.listing_id"
-}
+func (p plan) idColumn() string { return p.alias() + ".listing_id" }
 
 // walkWhere renders every filter of a query without words on
 // listing_search's columns, and the many-valued ones (skills, tags, media

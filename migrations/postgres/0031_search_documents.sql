@@ -1,11 +1,12 @@
 -- Catalog search documents in their own table (issue 17).
 --
--- listing_search keeps the narrow columns filters and sort orders read;
--- listing_documents holds each listing's tsvector, with the listing's id
--- and name key, so a ranked page (relevance, then name) reads that table
--- alone, and an order by price, name or date joins only the narrow rows.
--- Before, the tsvector (about 900 bytes) sat inline in listing_search and
--- every candidate of a column filter or order read it.
+-- listing_search keeps the narrow columns that browsing (no words, no
+-- many-valued filter) reads, walking its indexes; before, the tsvector
+-- (about 900 bytes) sat inline in it and made every row it read wide.
+-- listing_documents holds each listing's tsvector with copies of the
+-- columns a full-text search filters or sorts on (seller, name key, date,
+-- price), so a full-text search reads that table alone, never a join: the
+-- copies are rewritten with the document whenever a listing is stored.
 --
 -- The document changes form: the text words keep their positions and
 -- weights (A name, B skills and tags, C description), and the facet tokens
@@ -16,17 +17,20 @@
 -- makes PostgreSQL read every candidate's tsvector to check it). ts_rank
 -- reads only the lexemes a query names, so relevance is unchanged.
 CREATE TABLE listing_documents (
-    doc_id     BIGINT PRIMARY KEY REFERENCES listing_search(doc_id) ON DELETE CASCADE,
-    listing_id TEXT NOT NULL UNIQUE,
-    name_key   TEXT COLLATE "C" NOT NULL,
-    document   TSVECTOR NOT NULL
+    doc_id             BIGINT PRIMARY KEY REFERENCES listing_search(doc_id) ON DELETE CASCADE,
+    listing_id         TEXT NOT NULL UNIQUE,
+    seller_org_id      TEXT NOT NULL,
+    name_key           TEXT COLLATE "C" NOT NULL,
+    created_at         TIMESTAMP NOT NULL,
+    monthly_fee_micros BIGINT NOT NULL,
+    document           TSVECTOR NOT NULL
 );
 
 -- The existing documents, converted: text positions (weights A, B, C) as
 -- they are, facets (weight D) as '~' lexemes. gormstore.TSVector writes
 -- the same form.
-INSERT INTO listing_documents (doc_id, listing_id, name_key, document)
-SELECT doc_id, listing_id, name_key,
+INSERT INTO listing_documents (doc_id, listing_id, seller_org_id, name_key, created_at, monthly_fee_micros, document)
+SELECT doc_id, listing_id, seller_org_id, name_key, created_at, monthly_fee_micros,
        ts_filter(document, '{a,b,c}')
        || array_to_tsvector(ARRAY(SELECT '~' || f.lexeme FROM unnest(ts_filter(document, '{d}')) AS f))
 FROM listing_search;
@@ -41,3 +45,7 @@ ALTER TABLE listing_search DROP COLUMN document;
 -- (PostgreSQL's documented way to reclaim them), so listing_search is
 -- narrow at once.
 ALTER TABLE listing_search ALTER COLUMN status TYPE TEXT USING status || '';
+
+-- Fresh planner statistics for both tables (the new one has none).
+ANALYZE listing_search;
+ANALYZE listing_documents;
