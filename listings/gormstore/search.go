@@ -331,7 +331,8 @@ func closest(w string, terms []string) []string {
 // SearchSQL returns the statements Search runs for q (normalized) on a
 // dialect ("sqlite" or "postgres"), given its words with their typo
 // expansions: the count, and the page, read by walking the order's index
-// (walk) or by collecting the matches.
+// (walk) or by collecting the matches. When count is empty, the page
+// counts too (countsPage).
 func SearchSQL(dialect string, q listings.Query, words []WordMatch, walk bool) (count string, countArgs []any, page string, pageArgs []any) {
 	p := newPlan(dialect, q, words)
 	count, countArgs = p.countSQL()
@@ -532,8 +533,12 @@ func (p plan) from() (string, []any) {
 }
 
 // countSQL counts the matches. On SQLite, the full-text index alone
-// counts them when no column filters.
+// counts them when no column filters. Empty when the page counts them
+// (countsPage).
 func (p plan) countSQL() (string, []any) {
+	if p.countsPage() {
+		return "", nil
+	}
 	if conds, _ := p.columnWhere(); p.dialect != dialectPostgres && p.fullText() && len(conds) == 0 {
 		fc, fa := p.ftsWhere()
 		return "SELECT COUNT(*) FROM listing_fts WHERE " + strings.Join(fc, " AND "), fa
@@ -600,6 +605,8 @@ func (p plan) pageSQL(walk bool) (string, []any) {
 	var args []any
 	limit := fmt.Sprintf(" LIMIT %d OFFSET %d", p.q.PageSize, (p.q.Page-1)*p.q.PageSize)
 	switch {
+	case p.countsPage():
+		return p.countedPageSQL(limit)
 	case walk || !p.fullText():
 		conds, cargs := p.walkWhere()
 		sql = "SELECT s.listing_id FROM listing_search s"
@@ -619,6 +626,32 @@ func (p plan) pageSQL(walk bool) (string, []any) {
 		args = fargs
 	}
 	return sql + limit, args
+}
+
+// countsPage reports whether one statement counts the matches and reads
+// the page: on PostgreSQL, for a query with words. Such a query always
+// collects its matches (walks), and reading each match's document once
+// rather than twice (a count, then the page) is what a broad word costs
+// most: PostgreSQL visits every match's row in the table, for a count too.
+func (p plan) countsPage() bool { return p.dialect == dialectPostgres && len(p.words) > 0 }
+
+// countedPageSQL is that statement: the matches, with the columns their
+// order needs, are read once into a materialized CTE, then counted and
+// sorted. Every row carries the count; a page past the end is one row
+// whose listing id is NULL.
+func (p plan) countedPageSQL(limit string) (string, []any) {
+	from, args := p.from()
+	cols := "d.listing_id, d.name_key, d.created_at, d.monthly_fee_micros"
+	orderBy := order(p.q.Sort)
+	if p.q.Sort == "relevance" {
+		rank, rargs := p.relevance()
+		cols += ", " + rank + " AS rank"
+		args = append(rargs, args...) // the rank's argument comes first, in the select list
+		orderBy = "s.rank, " + order("name")
+	}
+	return "WITH m AS MATERIALIZED (SELECT " + cols + " FROM " + from + ")" +
+		" SELECT c.total, pg.listing_id FROM (SELECT COUNT(*) AS total FROM m) c" +
+		" LEFT JOIN LATERAL (SELECT m.listing_id FROM m ORDER BY " + strings.ReplaceAll(orderBy, "s.", "m.") + limit + ") pg ON true", args
 }
 
 // idColumn is the listing id a page of matches selects.
@@ -681,6 +714,9 @@ func (s *Store) Search(ctx context.Context, q listings.Query) ([]*listings.Listi
 	}
 	p := newPlan(s.dialect(), q, words)
 	db := s.db.WithContext(ctx)
+	if p.countsPage() {
+		return s.searchCounted(ctx, p)
+	}
 	var total int64
 	query, args := p.countSQL()
 	if err := db.Raw(query, args...).Scan(&total).Error; err != nil {
@@ -707,6 +743,35 @@ func (s *Store) Search(ctx context.Context, q listings.Query) ([]*listings.Listi
 		return nil, 0, err
 	}
 	return out, int(total), nil
+}
+
+// searchCounted runs a search whose page statement counts too
+// (countsPage).
+func (s *Store) searchCounted(ctx context.Context, p plan) ([]*listings.Listing, int, error) {
+	query, args := p.pageSQL(false)
+	var rows []struct {
+		Total     int64
+		ListingID *string
+	}
+	if err := s.db.WithContext(ctx).Raw(query, args...).Scan(&rows).Error; err != nil {
+		return nil, 0, gormdb.Translate(err, "listing")
+	}
+	total := 0
+	var ids []string
+	for _, r := range rows {
+		total = int(r.Total)
+		if r.ListingID != nil {
+			ids = append(ids, *r.ListingID)
+		}
+	}
+	if len(ids) == 0 {
+		return []*listings.Listing{}, total, nil
+	}
+	out, err := s.listingsByID(ctx, ids)
+	if err != nil {
+		return nil, 0, err
+	}
+	return out, total, nil
 }
 
 // listingsByID reads listings with their plans, in the order of ids.

@@ -18,8 +18,13 @@ func TestSearchSQL(t *testing.T) {
 		ftsAlone = "SELECT COUNT(*) FROM listing_fts WHERE listing_fts MATCH ?"
 		pgCount  = "SELECT COUNT(*) FROM listing_documents d WHERE d.document @@ CAST(? AS tsquery)"
 		pgDocs   = "FROM listing_documents d WHERE d.document @@ CAST(? AS tsquery)"
-		pubFacet = `"zs7075626c6973686564"`
-		pubLex   = `'~zs7075626c6973686564'`
+		// A PostgreSQL query with words counts and reads its page in one
+		// statement: the matches once, then their count and the page.
+		pgCTE     = "WITH m AS MATERIALIZED (SELECT d.listing_id, d.name_key, d.created_at, d.monthly_fee_micros"
+		pgRank    = ", -ts_rank('{0, 0.1, 0.5, 1}', d.document, CAST(? AS tsquery)) AS rank"
+		pgCounted = " SELECT c.total, pg.listing_id FROM (SELECT COUNT(*) AS total FROM m) c LEFT JOIN LATERAL (SELECT m.listing_id FROM m ORDER BY "
+		pubFacet  = `"zs7075626c6973686564"`
+		pubLex    = `'~zs7075626c6973686564'`
 	)
 	cases := []struct {
 		name       string
@@ -61,23 +66,18 @@ func TestSearchSQL(t *testing.T) {
 			name: "the same on postgres: facets as marked lexemes, no weights; column filters on the documents' copies", dialect: "postgres",
 			q:     listings.Query{Statuses: pub, Text: "legal sumarize", SellerOrgID: "org_b", MaxMonthlyFeeMicros: &fee},
 			words: []gormstore.WordMatch{{Word: "legal"}, {Word: "sumarize", Expanded: []string{"summarize", "sumerize"}}},
-			count: "SELECT COUNT(*) " + pgDocs + " AND d.seller_org_id = ? AND d.monthly_fee_micros <= ?",
-			countArgs: []any{"('legal':*) & ('sumarize':* | 'summarize' | 'sumerize') & (" + pubLex + ")",
-				"org_b", int64(5)},
-			page: "SELECT d.listing_id " + pgDocs + " AND d.seller_org_id = ? AND d.monthly_fee_micros <= ?" +
-				" ORDER BY -ts_rank('{0, 0.1, 0.5, 1}', d.document, CAST(? AS tsquery)), d.name_key ASC, d.listing_id ASC LIMIT 20 OFFSET 0",
-			pageArgs: []any{"('legal':*) & ('sumarize':* | 'summarize' | 'sumerize') & (" + pubLex + ")",
-				"org_b", int64(5), "('legal':*) | ('sumarize':* | 'summarize' | 'sumerize')"},
+			page: pgCTE + pgRank + " " + pgDocs + " AND d.seller_org_id = ? AND d.monthly_fee_micros <= ?)" +
+				pgCounted + "m.rank, m.name_key ASC, m.listing_id ASC LIMIT 20 OFFSET 0) pg ON true",
+			pageArgs: []any{"('legal':*) | ('sumarize':* | 'summarize' | 'sumerize')",
+				"('legal':*) & ('sumarize':* | 'summarize' | 'sumerize') & (" + pubLex + ")", "org_b", int64(5)},
 		},
 		{
-			name: "words alone on postgres: counted and ranked from the documents", dialect: "postgres",
-			q:         listings.Query{Statuses: pub, Text: "agent"},
-			words:     []gormstore.WordMatch{{Word: "agent"}},
-			count:     pgCount,
-			countArgs: []any{"('agent':*) & (" + pubLex + ")"},
-			page: "SELECT d.listing_id FROM listing_documents d WHERE d.document @@ CAST(? AS tsquery)" +
-				" ORDER BY -ts_rank('{0, 0.1, 0.5, 1}', d.document, CAST(? AS tsquery)), d.name_key ASC, d.listing_id ASC LIMIT 20 OFFSET 0",
-			pageArgs: []any{"('agent':*) & (" + pubLex + ")", "('agent':*)"},
+			name: "words alone on postgres, page 3: counted and ranked from the documents", dialect: "postgres",
+			q:     listings.Query{Statuses: pub, Text: "agent", Page: 3},
+			words: []gormstore.WordMatch{{Word: "agent"}},
+			page: pgCTE + pgRank + " " + pgDocs + ")" +
+				pgCounted + "m.rank, m.name_key ASC, m.listing_id ASC LIMIT 20 OFFSET 40) pg ON true",
+			pageArgs: []any{"('agent':*)", "('agent':*) & (" + pubLex + ")"},
 		},
 		{
 			name: "facets by name on postgres, page 2: the documents' name keys", dialect: "postgres",
@@ -128,12 +128,10 @@ func TestSearchSQL(t *testing.T) {
 		},
 		{
 			name: "no status at all (an operator): no status group", dialect: "postgres",
-			q:         listings.Query{Text: "it's", Sort: "created"},
-			words:     []gormstore.WordMatch{{Word: `it's\`}},
-			count:     pgCount,
-			countArgs: []any{`('it''s\\':*)`},
-			page:      "SELECT d.listing_id " + pgDocs + " ORDER BY d.created_at ASC, d.listing_id ASC LIMIT 20 OFFSET 0",
-			pageArgs:  []any{`('it''s\\':*)`},
+			q:        listings.Query{Text: "it's", Sort: "created"},
+			words:    []gormstore.WordMatch{{Word: `it's\`}},
+			page:     pgCTE + " " + pgDocs + ")" + pgCounted + "m.created_at ASC, m.listing_id ASC LIMIT 20 OFFSET 0) pg ON true",
+			pageArgs: []any{`('it''s\\':*)`},
 		},
 	}
 	for _, tc := range cases {
