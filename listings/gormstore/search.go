@@ -2,6 +2,7 @@ package gormstore
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strconv"
@@ -245,8 +246,8 @@ func (s *Store) IndexMissing(ctx context.Context) (int, error) {
 
 // TSVector renders a search document as a PostgreSQL tsvector literal:
 // each word at its position, weighted by field (A name, B skills, C
-// description), then each facet token as a lexeme without position,
-// marked with facetMark. The literal is read by tsvector's input function,
+// description), then each facet token as a lexeme without position
+// (facetLexeme). The literal is read by tsvector's input function,
 // which keeps every lexeme exactly as written. Migration 0031 converts the
 // documents of 0030 (facets at weight D) to this form.
 func TSVector(d listings.SearchDoc) string {
@@ -268,9 +269,26 @@ func TSVector(d listings.SearchDoc) string {
 		if b.Len() > 0 {
 			b.WriteByte(' ')
 		}
-		b.WriteString(quoteLexeme(facetMark + f))
+		b.WriteString(quoteLexeme(facetLexeme(f)))
 	}
 	return b.String()
+}
+
+// facetLexeme is a facet token (listings.Facet: "z", the kind, the
+// value's bytes in hex) as PostgreSQL documents and queries spell it:
+// facetMark, the kind, and the value itself when it is printable ASCII
+// (media types, tags, skill names mostly are), else "z" and the token's
+// hex as it is (no kind is "z", so the two forms never meet; a lexeme
+// must not hold a NUL or invalid UTF-8). The plain value halves what
+// facets take: they were almost half of a document's bytes, and a search
+// reads every match's document. Migration 0031 spells them the same way.
+func facetLexeme(f string) string {
+	if len(f) >= 2 {
+		if v, err := hex.DecodeString(f[2:]); err == nil && !slices.ContainsFunc(v, func(c byte) bool { return c < 0x20 || c > 0x7e }) {
+			return facetMark + f[1:2] + string(v)
+		}
+	}
+	return facetMark + f
 }
 
 // facetMark starts every facet lexeme of a PostgreSQL document: no word
@@ -435,7 +453,7 @@ func (p plan) tsQuery() string {
 	for _, g := range groups {
 		var alts []string
 		for _, f := range g {
-			alts = append(alts, quoteLexeme(facetMark+f))
+			alts = append(alts, quoteLexeme(facetLexeme(f)))
 		}
 		parts = append(parts, "("+strings.Join(alts, " | ")+")")
 	}
@@ -641,13 +659,21 @@ func (p plan) countsPage() bool { return p.dialect == dialectPostgres && len(p.w
 // whose listing id is NULL.
 func (p plan) countedPageSQL(limit string) (string, []any) {
 	from, args := p.from()
-	cols := "d.listing_id, d.name_key, d.created_at, d.monthly_fee_micros"
 	orderBy := order(p.q.Sort)
+	if p.q.Sort == "relevance" {
+		orderBy = order("name")
+	}
+	cols := "d.listing_id"
+	for _, c := range []string{"name_key", "created_at", "monthly_fee_micros"} {
+		if strings.Contains(orderBy, "s."+c) {
+			cols += ", d." + c
+		}
+	}
 	if p.q.Sort == "relevance" {
 		rank, rargs := p.relevance()
 		cols += ", " + rank + " AS rank"
 		args = append(rargs, args...) // the rank's argument comes first, in the select list
-		orderBy = "s.rank, " + order("name")
+		orderBy = "s.rank, " + orderBy
 	}
 	return "WITH m AS MATERIALIZED (SELECT " + cols + " FROM " + from + ")" +
 		" SELECT c.total, pg.listing_id FROM (SELECT COUNT(*) AS total FROM m) c" +
