@@ -277,9 +277,9 @@ func TSVector(d listings.SearchDoc) string {
 // facetLexeme is a facet token (listings.Facet: "z", the kind, the
 // value's bytes in hex) as PostgreSQL documents and queries spell it:
 // facetMark, the kind, and the value itself when it is printable ASCII
-// (media types, tags, skill names mostly are), else "z" and the token's
-// hex as it is (no kind is "z", so the two forms never meet; a lexeme
-// must not hold a NUL or invalid UTF-8). The plain value halves what
+// (media types, tags, skill names mostly are), else facetMark and the
+// whole token, hex and all ("~zt636166c3a9": no kind is "z", so the two
+// forms never meet; a lexeme must not hold a NUL or invalid UTF-8). The plain value halves what
 // facets take: they were almost half of a document's bytes, and a search
 // reads every match's document. Migration 0031 spells them the same way.
 func facetLexeme(f string) string {
