@@ -2,6 +2,7 @@ package gormstore
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strconv"
@@ -15,11 +16,12 @@ import (
 	"github.com/agentmarket/agentmarket/migrations/gormdb"
 )
 
-// Catalog search (migrations 0030_catalog_search). Each listing has a
-// narrow listing_search row (the columns filters and orders read) and a
-// document of its words by field plus its facet tokens: an FTS5 row in
-// SQLite, a tsvector in PostgreSQL. Both are built from the same
-// listings.SearchDoc, so both databases match the same words.
+// Catalog search (migrations 0030_catalog_search, 0031_search_documents).
+// Each listing has a narrow listing_search row (the columns filters and
+// orders read) and a document of its words by field plus its facet tokens:
+// an FTS5 row in SQLite, a listing_documents row (a tsvector) in
+// PostgreSQL. Both are built from the same listings.SearchDoc, so both
+// databases match the same words.
 //
 // A search runs in two steps: a count, then one page. Which SQL serves the
 // page is chosen from the count (searchPlan): relevance needs every match
@@ -107,8 +109,14 @@ func (s *Store) index(tx *gorm.DB, l *listings.Listing) ([]string, error) {
 		streaming = excluded.streaming, push_notifications = excluded.push_notifications`
 	switch s.dialect() {
 	case dialectPostgres:
-		err := tx.Exec(`INSERT INTO listing_search (`+cols+`, document) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, CAST(? AS tsvector))
-			ON CONFLICT (listing_id) DO UPDATE SET `+set+`, document = excluded.document`, append(args, TSVector(doc))...).Error
+		err := tx.Exec(`INSERT INTO listing_search (`+cols+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (listing_id) DO UPDATE SET `+set, args...).Error
+		if err == nil {
+			err = tx.Exec(`INSERT INTO listing_documents (doc_id, listing_id, seller_org_id, name_key, created_at, monthly_fee_micros, document)
+				SELECT doc_id, listing_id, seller_org_id, name_key, created_at, monthly_fee_micros, CAST(? AS tsvector) FROM listing_search WHERE listing_id = ?
+				ON CONFLICT (doc_id) DO UPDATE SET seller_org_id = excluded.seller_org_id, name_key = excluded.name_key,
+					created_at = excluded.created_at, monthly_fee_micros = excluded.monthly_fee_micros, document = excluded.document`, TSVector(doc), l.ID).Error
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -238,12 +246,14 @@ func (s *Store) IndexMissing(ctx context.Context) (int, error) {
 
 // TSVector renders a search document as a PostgreSQL tsvector literal:
 // each word at its position, weighted by field (A name, B skills, C
-// description, D facets). The literal is read by tsvector's input
-// function, which keeps every lexeme exactly as written.
+// description), then each facet token as a lexeme without position
+// (facetLexeme). The literal is read by tsvector's input function,
+// which keeps every lexeme exactly as written. Migration 0031 converts the
+// documents of 0030 (facets at weight D) to this form.
 func TSVector(d listings.SearchDoc) string {
 	var b strings.Builder
 	pos := 0
-	for i, words := range [][]string{d.Name, d.Skills, d.Description, d.Facets} {
+	for i, words := range [][]string{d.Name, d.Skills, d.Description} {
 		for _, w := range words {
 			pos = min(pos+1, 16383) // tsvector's largest position
 			if b.Len() > 0 {
@@ -252,11 +262,42 @@ func TSVector(d listings.SearchDoc) string {
 			b.WriteString(quoteLexeme(w))
 			b.WriteByte(':')
 			b.WriteString(strconv.Itoa(pos))
-			b.WriteByte("ABCD"[i])
+			b.WriteByte("ABC"[i])
 		}
+	}
+	for _, f := range d.Facets {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(quoteLexeme(facetLexeme(f)))
 	}
 	return b.String()
 }
+
+// facetLexeme is a facet token (listings.Facet: "z", the kind, the
+// value's bytes in hex) as PostgreSQL documents and queries spell it:
+// facetMark, the kind, and the value itself when it is printable ASCII
+// (media types, tags, skill names mostly are), else facetMark and the
+// whole token, hex and all ("~zt636166c3a9": no kind is "z", so the two
+// forms never meet; a lexeme must not hold a NUL or invalid UTF-8). The plain value halves what
+// facets take: they were almost half of a document's bytes, and a search
+// reads every match's document. Migration 0031 spells them the same way.
+func facetLexeme(f string) string {
+	if len(f) >= 2 {
+		if v, err := hex.DecodeString(f[2:]); err == nil && !slices.ContainsFunc(v, func(c byte) bool { return c < 0x20 || c > 0x7e }) {
+			return facetMark + f[1:2] + string(v)
+		}
+	}
+	return facetMark + f
+}
+
+// facetMark starts every facet lexeme of a PostgreSQL document: no word
+// starts with it (words are letters and digits), so a word, even as a
+// prefix, never matches a facet, and a query needs no weight restriction
+// to keep them apart. That matters for speed: the GIN index does not store
+// weights, so a restricted query makes PostgreSQL recheck every
+// candidate's document in the table.
+const facetMark = "~"
 
 func quoteLexeme(w string) string {
 	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `''`).Replace(w) + "'"
@@ -308,7 +349,8 @@ func closest(w string, terms []string) []string {
 // SearchSQL returns the statements Search runs for q (normalized) on a
 // dialect ("sqlite" or "postgres"), given its words with their typo
 // expansions: the count, and the page, read by walking the order's index
-// (walk) or by collecting the matches.
+// (walk) or by collecting the matches. When count is empty, the page
+// counts too (countsPage).
 func SearchSQL(dialect string, q listings.Query, words []WordMatch, walk bool) (count string, countArgs []any, page string, pageArgs []any) {
 	p := newPlan(dialect, q, words)
 	count, countArgs = p.countSQL()
@@ -348,8 +390,9 @@ func (p plan) onlyPublished() bool {
 }
 
 // statusFacet reports whether the full-text match carries the statuses:
-// on PostgreSQL always when it is read (the GIN index then answers a count
-// without reading a row of the table: status is a facet of the document);
+// on PostgreSQL always when it is read (the GIN index then selects by
+// status too, and a count needs no join with listing_search: status is a
+// facet of the document);
 // on SQLite for any statuses but published alone, which the rowid range
 // selects. Otherwise the statuses are a column filter, or none.
 func (p plan) statusFacet() bool {
@@ -400,7 +443,7 @@ func (p plan) ftsMatch() string {
 func ftsString(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
 // tsQuery is the PostgreSQL tsquery literal of the same expression: words
-// restricted to the text weights (A, B, C), facets to D.
+// as prefixes or expansions, facets as their marked lexemes (facetMark).
 func (p plan) tsQuery() string {
 	parts := p.tsWords()
 	groups := p.facets
@@ -410,7 +453,7 @@ func (p plan) tsQuery() string {
 	for _, g := range groups {
 		var alts []string
 		for _, f := range g {
-			alts = append(alts, quoteLexeme(f)+":D")
+			alts = append(alts, quoteLexeme(facetLexeme(f)))
 		}
 		parts = append(parts, "("+strings.Join(alts, " | ")+")")
 	}
@@ -426,18 +469,29 @@ func (p plan) tsRankQuery() string { return strings.Join(p.tsWords(), " | ") }
 func (p plan) tsWords() []string {
 	var parts []string
 	for _, w := range p.words {
-		alts := []string{quoteLexeme(w.Word) + ":*ABC"}
+		alts := []string{quoteLexeme(w.Word) + ":*"}
 		for _, e := range w.Expanded {
-			alts = append(alts, quoteLexeme(e)+":ABC")
+			alts = append(alts, quoteLexeme(e))
 		}
 		parts = append(parts, "("+strings.Join(alts, " | ")+")")
 	}
 	return parts
 }
 
+// alias names the table whose columns a search filters and sorts on:
+// listing_search (s), or on PostgreSQL, when the documents are read, their
+// copies of those columns in listing_documents (d).
+func (p plan) alias() string {
+	if p.dialect == dialectPostgres && p.fullText() {
+		return "d"
+	}
+	return "s"
+}
+
 // columnWhere renders the filters read from listing_search's columns
-// (alias s): seller and price always, statuses when the full-text index is
-// not read (it carries them otherwise: statusFacet, rowidRange).
+// (or the documents' copies: alias): seller and price always, statuses when
+// the full-text index is not read (it carries them otherwise:
+// statusFacet, rowidRange).
 func (p plan) columnWhere() ([]string, []any) {
 	var conds []string
 	var args []any
@@ -451,11 +505,11 @@ func (p plan) columnWhere() ([]string, []any) {
 		conds = append(conds, "s.status IN ("+strings.Join(ph, ", ")+")")
 	}
 	if q.SellerOrgID != "" {
-		conds = append(conds, "s.seller_org_id = ?")
+		conds = append(conds, p.alias()+".seller_org_id = ?")
 		args = append(args, q.SellerOrgID)
 	}
 	if q.MaxMonthlyFeeMicros != nil {
-		conds = append(conds, "s.monthly_fee_micros <= ?")
+		conds = append(conds, p.alias()+".monthly_fee_micros <= ?")
 		args = append(args, *q.MaxMonthlyFeeMicros)
 	}
 	return conds, args
@@ -472,7 +526,8 @@ func (p plan) ftsWhere() ([]string, []any) {
 }
 
 // from renders the FROM and WHERE of the matches: the full-text index
-// joined to listing_search, or listing_search alone.
+// joined to listing_search, or listing_search alone; on PostgreSQL the
+// documents alone (they carry the columns a search needs).
 func (p plan) from() (string, []any) {
 	conds, args := p.columnWhere()
 	var from string
@@ -480,8 +535,8 @@ func (p plan) from() (string, []any) {
 	case !p.fullText():
 		from = "listing_search s"
 	case p.dialect == dialectPostgres:
-		from = "listing_search s"
-		conds = append([]string{"s.document @@ CAST(? AS tsquery)"}, conds...)
+		from = "listing_documents d"
+		conds = append([]string{"d.document @@ CAST(? AS tsquery)"}, conds...)
 		args = append([]any{p.tsQuery()}, args...)
 	default:
 		from = "listing_fts JOIN listing_search s ON s.doc_id = listing_fts.rowid"
@@ -496,8 +551,12 @@ func (p plan) from() (string, []any) {
 }
 
 // countSQL counts the matches. On SQLite, the full-text index alone
-// counts them when no column filters.
+// counts them when no column filters. Empty when the page counts them
+// (countsPage).
 func (p plan) countSQL() (string, []any) {
+	if p.countsPage() {
+		return "", nil
+	}
 	if conds, _ := p.columnWhere(); p.dialect != dialectPostgres && p.fullText() && len(conds) == 0 {
 		fc, fa := p.ftsWhere()
 		return "SELECT COUNT(*) FROM listing_fts WHERE " + strings.Join(fc, " AND "), fa
@@ -524,12 +583,20 @@ func order(sort string) string {
 	}
 }
 
+// pageOrder is the ORDER BY of a sort on the columns of alias.
+func (p plan) pageOrder(sort string) string {
+	if a := p.alias(); a != "s" {
+		return strings.ReplaceAll(order(sort), "s.", a+".")
+	}
+	return order(sort)
+}
+
 // relevance is the rank expression, smaller first (bm25 is negative, the
 // better the lower; ts_rank is negated to match).
 func (p plan) relevance() (string, []any) {
 	w := fieldWeights
 	if p.dialect == dialectPostgres {
-		return fmt.Sprintf("-ts_rank('{0, %g, %g, %g}', s.document, CAST(? AS tsquery))", w[2], w[1], w[0]), []any{p.tsRankQuery()}
+		return fmt.Sprintf("-ts_rank('{0, %g, %g, %g}', d.document, CAST(? AS tsquery))", w[2], w[1], w[0]), []any{p.tsRankQuery()}
 	}
 	return fmt.Sprintf("bm25(listing_fts, %g, %g, %g, 0)", w[0], w[1], w[2]), nil
 }
@@ -556,6 +623,8 @@ func (p plan) pageSQL(walk bool) (string, []any) {
 	var args []any
 	limit := fmt.Sprintf(" LIMIT %d OFFSET %d", p.q.PageSize, (p.q.Page-1)*p.q.PageSize)
 	switch {
+	case p.countsPage():
+		return p.countedPageSQL(limit)
 	case walk || !p.fullText():
 		conds, cargs := p.walkWhere()
 		sql = "SELECT s.listing_id FROM listing_search s"
@@ -567,15 +636,52 @@ func (p plan) pageSQL(walk bool) (string, []any) {
 	case p.q.Sort == "relevance" && len(p.words) > 0:
 		from, fargs := p.from()
 		rank, rargs := p.relevance()
-		sql = "SELECT s.listing_id FROM " + from + " ORDER BY " + rank + ", " + order("name")
+		sql = "SELECT " + p.idColumn() + " FROM " + from + " ORDER BY " + rank + ", " + p.pageOrder("name")
 		args = append(fargs, rargs...)
 	default:
 		from, fargs := p.from()
-		sql = "SELECT s.listing_id FROM " + from + " ORDER BY " + order(p.q.Sort)
+		sql = "SELECT " + p.idColumn() + " FROM " + from + " ORDER BY " + p.pageOrder(p.q.Sort)
 		args = fargs
 	}
 	return sql + limit, args
 }
+
+// countsPage reports whether one statement counts the matches and reads
+// the page: on PostgreSQL, for a query with words. Such a query always
+// collects its matches (walks), and reading each match's document once
+// rather than twice (a count, then the page) is what a broad word costs
+// most: PostgreSQL visits every match's row in the table, for a count too.
+func (p plan) countsPage() bool { return p.dialect == dialectPostgres && len(p.words) > 0 }
+
+// countedPageSQL is that statement: the matches, with the columns their
+// order needs, are read once into a materialized CTE, then counted and
+// sorted. Every row carries the count; a page past the end is one row
+// whose listing id is NULL.
+func (p plan) countedPageSQL(limit string) (string, []any) {
+	from, args := p.from()
+	orderBy := order(p.q.Sort)
+	if p.q.Sort == "relevance" {
+		orderBy = order("name")
+	}
+	cols := "d.listing_id"
+	for _, c := range []string{"name_key", "created_at", "monthly_fee_micros"} {
+		if strings.Contains(orderBy, "s."+c) {
+			cols += ", d." + c
+		}
+	}
+	if p.q.Sort == "relevance" {
+		rank, rargs := p.relevance()
+		cols += ", " + rank + " AS rank"
+		args = append(rargs, args...) // the rank's argument comes first, in the select list
+		orderBy = "s.rank, " + orderBy
+	}
+	return "WITH m AS MATERIALIZED (SELECT " + cols + " FROM " + from + ")" +
+		" SELECT c.total, pg.listing_id FROM (SELECT COUNT(*) AS total FROM m) c" +
+		" LEFT JOIN LATERAL (SELECT m.listing_id FROM m ORDER BY " + strings.ReplaceAll(orderBy, "s.", "m.") + limit + ") pg ON true", args
+}
+
+// idColumn is the listing id a page of matches selects.
+func (p plan) idColumn() string { return p.alias() + ".listing_id" }
 
 // walkWhere renders every filter of a query without words on
 // listing_search's columns, and the many-valued ones (skills, tags, media
@@ -634,6 +740,9 @@ func (s *Store) Search(ctx context.Context, q listings.Query) ([]*listings.Listi
 	}
 	p := newPlan(s.dialect(), q, words)
 	db := s.db.WithContext(ctx)
+	if p.countsPage() {
+		return s.searchCounted(ctx, p)
+	}
 	var total int64
 	query, args := p.countSQL()
 	if err := db.Raw(query, args...).Scan(&total).Error; err != nil {
@@ -662,6 +771,35 @@ func (s *Store) Search(ctx context.Context, q listings.Query) ([]*listings.Listi
 	return out, int(total), nil
 }
 
+// searchCounted runs a search whose page statement counts too
+// (countsPage).
+func (s *Store) searchCounted(ctx context.Context, p plan) ([]*listings.Listing, int, error) {
+	query, args := p.pageSQL(false)
+	var rows []struct {
+		Total     int64
+		ListingID *string
+	}
+	if err := s.db.WithContext(ctx).Raw(query, args...).Scan(&rows).Error; err != nil {
+		return nil, 0, gormdb.Translate(err, "listing")
+	}
+	total := 0
+	var ids []string
+	for _, r := range rows {
+		total = int(r.Total)
+		if r.ListingID != nil {
+			ids = append(ids, *r.ListingID)
+		}
+	}
+	if len(ids) == 0 {
+		return []*listings.Listing{}, total, nil
+	}
+	out, err := s.listingsByID(ctx, ids)
+	if err != nil {
+		return nil, 0, err
+	}
+	return out, total, nil
+}
+
 // listingsByID reads listings with their plans, in the order of ids.
 func (s *Store) listingsByID(ctx context.Context, ids []string) ([]*listings.Listing, error) {
 	var rows []listingRow
@@ -680,12 +818,13 @@ func (s *Store) listingsByID(ctx context.Context, ids []string) ([]*listings.Lis
 
 // OptimizeSearch compacts the full-text index after a bulk load (SQLite:
 // FTS5 merges its segments into one, which the many small ones of a load
-// slow down; PostgreSQL: fresh planner statistics for listing_search).
+// slow down; PostgreSQL: fresh planner statistics for listing_search and
+// listing_documents).
 // Searches are correct without it.
 func (s *Store) OptimizeSearch(ctx context.Context) error {
 	stmt := `INSERT INTO listing_fts (listing_fts) VALUES ('optimize')`
 	if s.dialect() == dialectPostgres {
-		stmt = `ANALYZE listing_search`
+		stmt = `ANALYZE listing_search, listing_documents`
 	}
 	return gormdb.Translate(s.db.WithContext(ctx).Exec(stmt).Error, "listing")
 }

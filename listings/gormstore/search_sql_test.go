@@ -16,9 +16,15 @@ func TestSearchSQL(t *testing.T) {
 	const (
 		ftsJoin  = "SELECT COUNT(*) FROM listing_fts JOIN listing_search s ON s.doc_id = listing_fts.rowid WHERE listing_fts MATCH ?"
 		ftsAlone = "SELECT COUNT(*) FROM listing_fts WHERE listing_fts MATCH ?"
-		pgCount  = "SELECT COUNT(*) FROM listing_search s WHERE s.document @@ CAST(? AS tsquery)"
-		pubFacet = `"zs7075626c6973686564"`
-		pubLex   = `'zs7075626c6973686564':D`
+		pgCount  = "SELECT COUNT(*) FROM listing_documents d WHERE d.document @@ CAST(? AS tsquery)"
+		pgDocs   = "FROM listing_documents d WHERE d.document @@ CAST(? AS tsquery)"
+		// A PostgreSQL query with words counts and reads its page in one
+		// statement: the matches once, then their count and the page.
+		pgCTE     = "WITH m AS MATERIALIZED (SELECT d.listing_id, d.name_key"
+		pgRank    = ", -ts_rank('{0, 0.1, 0.5, 1}', d.document, CAST(? AS tsquery)) AS rank"
+		pgCounted = " SELECT c.total, pg.listing_id FROM (SELECT COUNT(*) AS total FROM m) c LEFT JOIN LATERAL (SELECT m.listing_id FROM m ORDER BY "
+		pubFacet  = `"zs7075626c6973686564"`
+		pubLex    = `'~spublished'`
 	)
 	cases := []struct {
 		name       string
@@ -57,16 +63,29 @@ func TestSearchSQL(t *testing.T) {
 				"org_b", int64(5)},
 		},
 		{
-			name: "the same on postgres: words in the text weights, facets in D, ranked on the words alone", dialect: "postgres",
+			name: "the same on postgres: facets as marked lexemes, no weights; column filters on the documents' copies", dialect: "postgres",
 			q:     listings.Query{Statuses: pub, Text: "legal sumarize", SellerOrgID: "org_b", MaxMonthlyFeeMicros: &fee},
 			words: []gormstore.WordMatch{{Word: "legal"}, {Word: "sumarize", Expanded: []string{"summarize", "sumerize"}}},
-			count: pgCount + " AND s.seller_org_id = ? AND s.monthly_fee_micros <= ?",
-			countArgs: []any{"('legal':*ABC) & ('sumarize':*ABC | 'summarize':ABC | 'sumerize':ABC) & (" + pubLex + ")",
-				"org_b", int64(5)},
-			page: "SELECT s.listing_id FROM listing_search s WHERE s.document @@ CAST(? AS tsquery) AND s.seller_org_id = ? AND s.monthly_fee_micros <= ?" +
-				" ORDER BY -ts_rank('{0, 0.1, 0.5, 1}', s.document, CAST(? AS tsquery)), s.name_key ASC, s.listing_id ASC LIMIT 20 OFFSET 0",
-			pageArgs: []any{"('legal':*ABC) & ('sumarize':*ABC | 'summarize':ABC | 'sumerize':ABC) & (" + pubLex + ")",
-				"org_b", int64(5), "('legal':*ABC) | ('sumarize':*ABC | 'summarize':ABC | 'sumerize':ABC)"},
+			page: pgCTE + pgRank + " " + pgDocs + " AND d.seller_org_id = ? AND d.monthly_fee_micros <= ?)" +
+				pgCounted + "m.rank, m.name_key ASC, m.listing_id ASC LIMIT 20 OFFSET 0) pg ON true",
+			pageArgs: []any{"('legal':*) | ('sumarize':* | 'summarize' | 'sumerize')",
+				"('legal':*) & ('sumarize':* | 'summarize' | 'sumerize') & (" + pubLex + ")", "org_b", int64(5)},
+		},
+		{
+			name: "words alone on postgres, page 3: counted and ranked from the documents", dialect: "postgres",
+			q:     listings.Query{Statuses: pub, Text: "agent", Page: 3},
+			words: []gormstore.WordMatch{{Word: "agent"}},
+			page: pgCTE + pgRank + " " + pgDocs + ")" +
+				pgCounted + "m.rank, m.name_key ASC, m.listing_id ASC LIMIT 20 OFFSET 40) pg ON true",
+			pageArgs: []any{"('agent':*)", "('agent':*) & (" + pubLex + ")"},
+		},
+		{
+			name: "facets by name on postgres, page 2: the documents' name keys", dialect: "postgres",
+			q:         listings.Query{Statuses: pub, Tag: "legal", Sort: "-name", Page: 2},
+			count:     pgCount,
+			countArgs: []any{"(" + pubLex + ") & ('~tlegal')"},
+			page:      "SELECT d.listing_id FROM listing_documents d WHERE d.document @@ CAST(? AS tsquery) ORDER BY d.name_key DESC, d.listing_id DESC LIMIT 20 OFFSET 20",
+			pageArgs:  []any{"(" + pubLex + ") & ('~tlegal')"},
 		},
 		{
 			name: "facets counted in the published part of the index alone; a walk checks each row", dialect: "sqlite", walk: true,
@@ -86,9 +105,9 @@ func TestSearchSQL(t *testing.T) {
 			name: "the same collected from the index, on postgres", dialect: "postgres",
 			q:         listings.Query{Statuses: pub, Tag: "legal", Streaming: &tr, Sort: "price"},
 			count:     pgCount,
-			countArgs: []any{"(" + pubLex + ") & ('zt6c6567616c':D) & ('zm31':D)"},
-			page:      "SELECT s.listing_id FROM listing_search s WHERE s.document @@ CAST(? AS tsquery) ORDER BY s.monthly_fee_micros ASC, s.name_key ASC, s.listing_id ASC LIMIT 20 OFFSET 0",
-			pageArgs:  []any{"(" + pubLex + ") & ('zt6c6567616c':D) & ('zm31':D)"},
+			countArgs: []any{"(" + pubLex + ") & ('~tlegal') & ('~m1')"},
+			page:      "SELECT d.listing_id " + pgDocs + " ORDER BY d.monthly_fee_micros ASC, d.name_key ASC, d.listing_id ASC LIMIT 20 OFFSET 0",
+			pageArgs:  []any{"(" + pubLex + ") & ('~tlegal') & ('~m1')"},
 		},
 		{
 			name: "any of several statuses, words sorted by name", dialect: "sqlite",
@@ -109,12 +128,11 @@ func TestSearchSQL(t *testing.T) {
 		},
 		{
 			name: "no status at all (an operator): no status group", dialect: "postgres",
-			q:         listings.Query{Text: "it's", Sort: "created"},
-			words:     []gormstore.WordMatch{{Word: `it's\`}},
-			count:     pgCount,
-			countArgs: []any{`('it''s\\':*ABC)`},
-			page:      "SELECT s.listing_id FROM listing_search s WHERE s.document @@ CAST(? AS tsquery) ORDER BY s.created_at ASC, s.listing_id ASC LIMIT 20 OFFSET 0",
-			pageArgs:  []any{`('it''s\\':*ABC)`},
+			q:     listings.Query{Text: "it's", Sort: "created"},
+			words: []gormstore.WordMatch{{Word: `it's\`}},
+			page: "WITH m AS MATERIALIZED (SELECT d.listing_id, d.created_at " + pgDocs + ")" +
+				pgCounted + "m.created_at ASC, m.listing_id ASC LIMIT 20 OFFSET 0) pg ON true",
+			pageArgs: []any{`('it''s\\':*)`},
 		},
 	}
 	for _, tc := range cases {
@@ -135,8 +153,11 @@ func TestSearchSQL(t *testing.T) {
 }
 
 func TestTSVector(t *testing.T) {
-	d := listings.SearchDoc{Name: []string{"brief", "writer"}, Skills: []string{"write"}, Description: []string{"brief", `it's\`}, Facets: []string{"zm31"}}
-	if got, want := gormstore.TSVector(d), `'brief':1A 'writer':2A 'write':3B 'brief':4C 'it''s\\':5C 'zm31':6D`; got != want {
+	d := listings.SearchDoc{Name: []string{"brief", "writer"}, Skills: []string{"write"}, Description: []string{"brief", `it's\`}, Facets: []string{
+		listings.Facet(listings.FacetStreaming, "1"), listings.Facet(listings.FacetSkill, "It's Summed Up"), listings.Facet(listings.FacetTag, "café"), "zt"}}
+	// Facets: the value itself when printable ASCII, else the token in hex
+	// behind "~z" (no kind is "z"); an empty value is the kind alone.
+	if got, want := gormstore.TSVector(d), `'brief':1A 'writer':2A 'write':3B 'brief':4C 'it''s\\':5C '~m1' '~kit''s summed up' '~zt636166c3a9' '~t'`; got != want {
 		t.Errorf("TSVector = %s, want %s", got, want)
 	}
 }

@@ -366,6 +366,12 @@ func Run(t *testing.T, newStore Factory) {
 				t.Fatalf("page 2 = %v total %d err %v", ids(items), total, err)
 			}
 		})
+		t.Run("a page past the end is empty, with the total", func(t *testing.T) {
+			items, total, err := s.Search(ctx, query(listings.Query{Text: "contract", Statuses: pub, PageSize: 2, Page: 2}))
+			if err != nil || total != 2 || len(items) != 0 {
+				t.Fatalf("page 2 = %v total %d err %v", ids(items), total, err)
+			}
+		})
 		t.Run("an update moves the listing in search", func(t *testing.T) {
 			l := byID["lst_bw"]
 			l.Status = listings.StatusSuspended
