@@ -22,8 +22,17 @@ type batchItem[Req, Res any] struct {
 }
 
 func newBatcher[Req, Res any](ctx context.Context, max int, run func(ctx context.Context, reqs []Req) []Res) *batcher[Req, Res] {
+	return newBatchers(ctx, 1, max, run)
+}
+
+// newBatchers is a batcher with n writers taking from one queue: up to n
+// batches in flight at once (reads, which the database serves side by
+// side).
+func newBatchers[Req, Res any](ctx context.Context, n, max int, run func(ctx context.Context, reqs []Req) []Res) *batcher[Req, Res] {
 	b := &batcher[Req, Res]{in: make(chan batchItem[Req, Res], max), run: run, max: max}
-	go b.loop(ctx)
+	for range n {
+		go b.loop(ctx)
+	}
 	return b
 }
 

@@ -26,6 +26,7 @@ const (
 	CodeAgentTaskConflict   = -32056 // the agent answered with another organisation's task: the answer was withheld
 	CodeMeterUnavailable    = -32057 // the meter cannot record usage now (its spool fails): the call is not forwarded
 	CodeMeterBusy           = -32058 // the meter's projections lag too far behind its calls: retry shortly
+	CodeMessageIDReused     = -32059 // the messageId was sent before (within the window) with another message
 	CodeUpstreamInvalid     = -32006 // A2A InvalidAgentResponse: the agent answered something that is not JSON-RPC
 	CodeInternal            = -32603
 )

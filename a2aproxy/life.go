@@ -25,7 +25,7 @@ func interrupted(state string) bool { return state == "input-required" || state 
 // may need them: a pause, a resume, a cancel, or the end of a task that
 // has a deadline or could have been paused before.
 func (p *Proxy) trackLife(ctx context.Context, cl *call) {
-	if p.Tasks == nil || cl.errCode != 0 || cl.req == nil || cl.obs.taskID == "" {
+	if p.Tasks == nil || cl.errCode != 0 || cl.req == nil || cl.obs.taskID == "" || cl.replayed {
 		return
 	}
 	ev := func(kind contracts.TaskEventKind) contracts.TaskEvent {
@@ -311,6 +311,7 @@ func (p *Proxy) RunTaskSweeper(ctx context.Context, interval time.Duration) {
 		p.Sweep(ctx)
 		if now := p.Clock.Now(); now.Sub(pruned) >= time.Hour {
 			pruned = now
+			p.pruneSent(ctx, now)
 			if n, err := p.Tasks.PruneEvents(ctx, now.Add(-p.Limits.EventRetention)); err != nil && ctx.Err() == nil {
 				p.Logger.WarnContext(ctx, "old task events not pruned", "err", err)
 			} else if n > 0 {

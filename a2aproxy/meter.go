@@ -124,7 +124,7 @@ func (p *Proxy) finish(ctx context.Context, cl *call, latency time.Duration) {
 			u.TaskID = cl.req.TaskID()
 		}
 	}
-	if cl.errCode == 0 && cl.req != nil {
+	if cl.errCode == 0 && cl.req != nil && !cl.replayed {
 		var cum, add metering.Counters
 		if r := cl.obs.reported; r != nil {
 			cum = metering.Counters{InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, ComputeMs: r.ComputeMs}
@@ -152,6 +152,9 @@ func (p *Proxy) finish(ctx context.Context, cl *call, latency time.Duration) {
 	}
 	if cl.binds != nil && cl.errCode == 0 {
 		u.Binds = cl.binds
+	}
+	if cl.sent != nil {
+		u.Sent = p.sentEnded(cl, &u)
 	}
 	// The life events this call records itself (a pause, a resume, a
 	// cancel with who and why) go first: once the row is in the spool the

@@ -22,6 +22,7 @@ type Metrics struct {
 	canceled *prometheus.CounterVec
 	clamped  *prometheus.CounterVec
 	held     prometheus.Counter
+	sent     *prometheus.CounterVec
 }
 
 // NewMetrics registers the meter's series on reg.
@@ -49,7 +50,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.requests, m.latency, m.tokensC, m.cost, m.inflight, m.pushIn, m.pushOut, m.canceled)
 	m.held = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "calls_held_back_total",
 		Help: "Calls the meter held back because too many spooled rows (2,000 by default) waited for their projections (bindings, ledger): the database does not keep up."})
-	reg.MustRegister(m.clamped, m.held)
+	m.sent = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "sends_deduplicated_total",
+		Help: "Sends whose messageId the buyer org had sent to the listing before (idempotent sends), by listing and outcome: replayed (answered with what the first send created, not forwarded), refused (another message under the same messageId, -32059), unchecked (the store could not be read, so the send was forwarded)."},
+		[]string{"listing", "outcome"})
+	reg.MustRegister(m.clamped, m.held, m.sent)
 	return m
 }
 
@@ -84,7 +88,7 @@ var codeLabels = func() map[int]string {
 		wire.CodeUnsupportedOperation, wire.CodeContentTypeNotSupported, wire.CodeInvalidAgentResponse,
 		wire.CodeExtendedCardNotConfigured, wire.CodeExtensionSupportRequired, wire.CodeVersionNotSupported,
 		CodeUnauthorized, CodeNotEntitled, CodeBudgetExhausted, CodeListingUnavailable, CodeUpstreamUnreachable,
-		CodeUpstreamTimeout, CodeResultTooLarge, CodeRequestTooLarge, CodeStreamIdle, CodeUpstreamRefused, CodeAgentTaskConflict, CodeBudgetUnchecked, CodeMeterUnavailable, CodeMeterBusy} {
+		CodeUpstreamTimeout, CodeResultTooLarge, CodeRequestTooLarge, CodeStreamIdle, CodeUpstreamRefused, CodeAgentTaskConflict, CodeBudgetUnchecked, CodeMeterUnavailable, CodeMeterBusy, CodeMessageIDReused} {
 		out[c] = strconv.Itoa(c)
 	}
 	return out
@@ -123,6 +127,12 @@ func (m *Metrics) taskCanceled(why string) {
 func (m *Metrics) heldBack() {
 	if m != nil {
 		m.held.Inc()
+	}
+}
+
+func (m *Metrics) sentOutcome(listing, outcome string) {
+	if m != nil {
+		m.sent.WithLabelValues(listing, outcome).Inc()
 	}
 }
 

@@ -79,11 +79,18 @@ func (p *Proxy) Project(ctx context.Context, rows []metering.Usage) error {
 		}
 		p.owners.MarkEnded(e.ListingID, e.TaskID)
 	}
+	// How each forwarded send ended (idempotent sends): after the
+	// bindings, so another meter replaying a send finds its task's owner.
+	if recs := sentRecords(rows); len(recs) > 0 && p.Sent != nil {
+		if _, err := p.Sent.RecordSent(ctx, recs, p.Clock.Now()); err != nil {
+			return err
+		}
+	}
 	if err := metering.Settle(ctx, p.Ledger, rows); err != nil {
 		return err
 	}
 	for i := range rows {
-		rows[i].Binds = nil
+		rows[i].Binds, rows[i].Sent = nil, nil
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package a2aproxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -61,6 +62,15 @@ type Limits struct {
 	// UnsettledWait is how long a call waits for the projections to catch
 	// up before it is refused; default 2s.
 	UnsettledWait time.Duration
+	// IdempotencyWindow is how long a send's messageId holds (idem.go): a
+	// send whose messageId the same buyer org sent to the same listing
+	// within it is answered with what the first send created, not
+	// forwarded again; default 24h, negative: off (a listing may still set
+	// its own).
+	IdempotencyWindow time.Duration
+	// SentIndexSize is how many sent messages the meter keeps in memory (a
+	// messageId not held is looked up in the store); default 100,000.
+	SentIndexSize int
 	// StaleWhileDown is how long past CacheTTL the meter goes on with the
 	// keys, listings, contracts, plans and grants it last read while the
 	// database is unreachable (calls go on; their rows wait in the spool);
@@ -86,6 +96,10 @@ func (l *Limits) defaults() {
 	def(&l.OwnerMissWait, time.Second)
 	def(&l.StaleWhileDown, 10*time.Minute)
 	def(&l.UnsettledWait, 2*time.Second)
+	def(&l.IdempotencyWindow, 24*time.Hour)
+	if l.SentIndexSize == 0 {
+		l.SentIndexSize = 100_000
+	}
 	if l.MaxUnsettled == 0 {
 		l.MaxUnsettled = 2000
 	}
@@ -120,6 +134,9 @@ func (l Limits) with(o listings.Limits) Limits {
 	if o.MaxPause > 0 {
 		l.MaxPause = o.MaxPause
 	}
+	if o.IdempotencyWindow > 0 {
+		l.IdempotencyWindow = o.IdempotencyWindow
+	}
 	return l
 }
 
@@ -153,6 +170,9 @@ type Proxy struct {
 	// Tasks records the life of tasks (pauses, cancels, deadlines); nil:
 	// not recorded, and no task is canceled for its time.
 	Tasks contracts.TaskLife
+	// Sent keeps the records of the messages forwarded, for idempotent
+	// sends (idem.go); nil: every send is forwarded.
+	Sent contracts.SentMessages
 	// Sealer seals ListTasks page tokens (they hold the agent's own token,
 	// which could name another org's task); nil: Push's.
 	Sealer Sealer
@@ -192,8 +212,11 @@ type Proxy struct {
 	// ns, 0: never), for RecordingErr.
 	recordFailed atomic.Int64
 	binds        *batcher[contracts.TaskBinding, bindResult]
-	dialects     dialectCache // of 0.3 HTTP+JSON agent interfaces (dialect.go)
-	upstream     *http.Client // to agents, under Guard (upstream.go)
+	sentIdx      *sentIndex                             // idem.go
+	sentFinds    *batcher[contracts.SentKey, sentFound] // idem.go
+	sentWrites   chan sentWrite                         // idem.go
+	dialects     dialectCache                           // of 0.3 HTTP+JSON agent interfaces (dialect.go)
+	upstream     *http.Client                           // to agents, under Guard (upstream.go)
 	// background counts work that outlives a request (cascades).
 	background sync.WaitGroup
 }
@@ -225,6 +248,7 @@ func (p *Proxy) Init() {
 		}
 	}
 	p.startBatchers()
+	p.initSent()
 }
 
 // Wait waits for the background work requests started (cascades of
@@ -347,6 +371,18 @@ type call struct {
 	// binds is set when this call bound its task: the usage row carries
 	// the binding to the spool, which makes it durable.
 	binds *metering.Binding
+	// out is the request as the agent gets it, once made (outbound).
+	out *wire.Request
+	// sent is this call's hold on its send's messageId (idem.go); sentAcked
+	// is set once the agent took the message, sentResult is its answer
+	// when it was a message (in sentResultVersion, the agent's).
+	sent              *sentEntry
+	sentAcked         bool
+	sentResult        []byte
+	sentResultVersion wire.Version
+	// replayed is set when the call repeated an earlier send and was
+	// answered with what that one created: it bills nothing.
+	replayed bool
 }
 
 func (p *Proxy) rpc(c *fiber.Ctx) error {
@@ -404,6 +440,11 @@ func (p *Proxy) serve(c *fiber.Ctx, cl *call, body []byte, parse func() (*wire.R
 	}
 	if err := p.admit(c.UserContext(), c, cl, body, parse); err != nil {
 		return p.fail(c, cl, err)
+	}
+	if replied, err := p.idempotent(c, cl); err != nil {
+		return p.fail(c, cl, err)
+	} else if replied {
+		return nil
 	}
 	switch {
 	case cl.req.Method.Streaming():
@@ -753,6 +794,9 @@ func (p *Proxy) upstreamRequest(ctx context.Context, cl *call, r *wire.Request, 
 // outbound returns the request as the agent must get it: in its version
 // (translated when the buyer spoke the other).
 func outbound(cl *call) (*wire.Request, error) {
+	if cl.out != nil {
+		return cl.out, nil
+	}
 	if cl.upVersion == cl.req.Version {
 		return cl.req, nil
 	}
@@ -866,10 +910,14 @@ func (p *Proxy) unaryFrom(c *fiber.Ctx, cl *call, res *http.Response) error {
 		}
 		modified = true
 	default:
-		cl.obs.add(wire.Observe(cl.upVersion, cl.req.Method, result))
+		ob := wire.Observe(cl.upVersion, cl.req.Method, result)
+		cl.obs.add(ob)
+		if cl.sent != nil && ob.Kind == wire.KindMessage && cl.obs.taskID == "" {
+			cl.sentResult, cl.sentResultVersion = bytes.Clone(result), cl.upVersion
+		}
 	}
 	if cl.passthrough() && !modified {
-		if err := p.bindTask(ctx, cl); err != nil {
+		if err := p.bindAnswer(ctx, cl); err != nil {
 			return p.fail(c, cl, err)
 		}
 		return p.reply(c, cl, ctx, http.StatusOK, raw)
@@ -881,7 +929,7 @@ func (p *Proxy) unaryFrom(c *fiber.Ctx, cl *call, res *http.Response) error {
 		}
 		result = tr
 	}
-	if err := p.bindTask(ctx, cl); err != nil {
+	if err := p.bindAnswer(ctx, cl); err != nil {
 		return p.fail(c, cl, err)
 	}
 	return p.answer(c, cl, ctx, result)
@@ -1032,6 +1080,16 @@ func (p *Proxy) fail(c *fiber.Ctx, cl *call, err error) error {
 	}
 	c.Set(fiber.HeaderContentType, contentType)
 	return c.Status(status).Send(out)
+}
+
+// bindAnswer binds the task an agent's answer names (bindTask), and tells
+// the send's hold on its messageId what the agent answered.
+func (p *Proxy) bindAnswer(ctx context.Context, cl *call) error {
+	if err := p.bindTask(ctx, cl); err != nil {
+		return err
+	}
+	p.sentLearned(cl)
+	return nil
 }
 
 // bindTask records the buyer's org as the owner of the task the agent

@@ -53,7 +53,9 @@ func (p *Proxy) stream(c *fiber.Ctx, cl *call) error {
 
 	// The request is sent: a held stream keeps only what it answers with.
 	cl.id = bytes.Clone(cl.id)
-	cl.req.ID, cl.req.Raw, cl.req.Params = cl.id, nil, nil
+	cl.req.ID = cl.id
+	cl.req.DropBody()
+	cl.out = nil
 	c.Set(fiber.HeaderContentType, "text/event-stream")
 	c.Set(fiber.HeaderCacheControl, "no-cache")
 	c.Set("X-Accel-Buffering", "no")
@@ -177,8 +179,12 @@ func (p *Proxy) onEvent(ctx context.Context, cl *call, ev wire.Event) ([]byte, e
 		}
 		return p.streamError(cl, wire.TranslateError(cl.upVersion, cl.req.Version, agentErr)), nil
 	}
-	cl.obs.add(wire.Observe(cl.upVersion, cl.req.Method, result))
-	if err := p.bindTask(ctx, cl); err != nil {
+	ob := wire.Observe(cl.upVersion, cl.req.Method, result)
+	cl.obs.add(ob)
+	if cl.sent != nil && ob.Kind == wire.KindMessage && cl.obs.taskID == "" && cl.sentResult == nil {
+		cl.sentResult, cl.sentResultVersion = bytes.Clone(result), cl.upVersion
+	}
+	if err := p.bindAnswer(ctx, cl); err != nil {
 		return nil, err
 	}
 	if cl.passthrough() {
@@ -191,13 +197,19 @@ func (p *Proxy) onEvent(ctx context.Context, cl *call, ev wire.Event) ([]byte, e
 		}
 		result = tr
 	}
+	return p.renderEvent(cl, result), nil
+}
+
+// renderEvent is a stream event carrying result (in the buyer's version),
+// in the buyer's binding.
+func (p *Proxy) renderEvent(cl *call, result []byte) []byte {
 	if cl.buyerREST() && cl.dialect.buyer == wire.DialectSDK03 {
-		return sseData(wire.SDK03Event(cl.req.Method, result)), nil
+		return sseData(wire.SDK03Event(cl.req.Method, result))
 	}
 	if cl.buyerREST() {
-		return sseData(wire.RESTEvent(cl.req.Version, cl.req.Method, result)), nil
+		return sseData(wire.RESTEvent(cl.req.Version, cl.req.Method, result))
 	}
-	return sseData(resultResponse(cl.req.ID, result)), nil
+	return sseData(resultResponse(cl.req.ID, result))
 }
 
 func sseData(b []byte) []byte {

@@ -19,6 +19,11 @@ type Limits struct {
 	// MaxPause is the longest a task may wait in input-required or
 	// auth-required before the meter cancels it. Zero: the meter's default.
 	MaxPause time.Duration
+	// IdempotencyWindow is how long the meter answers a send whose
+	// messageId the same buyer org sent to this listing before with what
+	// the first send created, instead of forwarding it again. Zero: the
+	// meter's default (24 h).
+	IdempotencyWindow time.Duration
 }
 
 // LimitsInput is how the API carries limits.
@@ -29,6 +34,7 @@ type LimitsInput struct {
 	MaxResultBytes      *int64 `json:"max_result_bytes"`
 	TaskTimeoutMs       *int64 `json:"task_timeout_ms"`
 	MaxPauseMs          *int64 `json:"max_pause_ms"`
+	IdempotencyWindowMs *int64 `json:"idempotency_window_ms"`
 }
 
 // Bounds of per-listing limits: a seller may tighten or loosen the
@@ -40,6 +46,9 @@ const (
 	// Long-running tasks: up to a week end to end, a day in one pause.
 	MaxTaskTimeout = 7 * 24 * time.Hour
 	MaxMaxPause    = 24 * time.Hour
+	// Idempotent sends: from a second (tests, agents whose buyers reuse
+	// ids on purpose) to a week of records.
+	MaxIdempotencyWindow = 7 * 24 * time.Hour
 )
 
 // ParseLimits checks limits, reporting every problem; nil fields (and 0)
@@ -69,6 +78,7 @@ func ParseLimits(in *LimitsInput) (Limits, error) {
 	bytes("max_result_bytes", in.MaxResultBytes, 1024, MaxBodyBytes, &l.MaxResultBytes)
 	ms("task_timeout_ms", in.TaskTimeoutMs, time.Second, MaxTaskTimeout, &l.TaskTimeout)
 	ms("max_pause_ms", in.MaxPauseMs, time.Second, MaxMaxPause, &l.MaxPause)
+	ms("idempotency_window_ms", in.IdempotencyWindowMs, time.Second, MaxIdempotencyWindow, &l.IdempotencyWindow)
 	return l, fe.Err("invalid_listing", "the listing is not valid")
 }
 
@@ -82,5 +92,6 @@ func (l Limits) Input() LimitsInput {
 		MaxResultBytes:      i(int64(l.MaxResultBytes)),
 		TaskTimeoutMs:       i(l.TaskTimeout.Milliseconds()),
 		MaxPauseMs:          i(l.MaxPause.Milliseconds()),
+		IdempotencyWindowMs: i(l.IdempotencyWindow.Milliseconds()),
 	}
 }

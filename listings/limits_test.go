@@ -24,6 +24,9 @@ func TestParseLimits(t *testing.T) {
 			listings.Limits{RequestTimeout: 5 * time.Second, StreamIdleTimeout: time.Minute, MaxRequestBytes: 2048, MaxResultBytes: 1 << 20}, nil},
 		{"bounds", &listings.LimitsInput{RequestTimeoutMs: n(600_000), MaxResultBytes: n(16 << 20)},
 			listings.Limits{RequestTimeout: 10 * time.Minute, MaxResultBytes: 16 << 20}, nil},
+		{"idempotency window", &listings.LimitsInput{IdempotencyWindowMs: n(3_600_000)}, listings.Limits{IdempotencyWindow: time.Hour}, nil},
+		{"idempotency window bounds", &listings.LimitsInput{IdempotencyWindowMs: n(999)}, listings.Limits{}, []string{"limits.idempotency_window_ms:range"}},
+		{"idempotency window past a week", &listings.LimitsInput{IdempotencyWindowMs: n(7*24*3_600_000 + 1)}, listings.Limits{}, []string{"limits.idempotency_window_ms:range"}},
 		{"every problem at once", &listings.LimitsInput{RequestTimeoutMs: n(-1), StreamIdleTimeoutMs: n(99), MaxRequestBytes: n(1023), MaxResultBytes: n(16<<20 + 1)},
 			listings.Limits{}, []string{"limits.request_timeout_ms:range", "limits.stream_idle_timeout_ms:range", "limits.max_request_bytes:range", "limits.max_result_bytes:range"}},
 	}

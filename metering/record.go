@@ -22,6 +22,11 @@ import (
 //	        (1: pending, 2: binds, 4: the binding is stored already), the
 //	        PendingBill when flagged, then the Binding (ParentListingID,
 //	        DeadlineAt as varint Unix ms, 0 none);
+//	        a row that records a sent message is recordV5: recordV3's layout
+//	        (the flags byte always there), flag 8 set, then the Sent
+//	        (MessageID, Digest, ClaimID, ClaimedAt, HeldUntil, ExpiresAt as
+//	        varint Unix ms, Done as one byte, Result, ResultVersion) after the
+//	        Binding;
 //	        a row with tags is recordV4: that byte, then one of the above
 //	        (its own version byte and fields), then the Tags string
 //
@@ -33,11 +38,13 @@ const (
 	recordV1     = 1
 	recordV2     = 2
 	recordV3     = 3
-	recordV4     = 4 // a tagged row: recordV4, then a V1-V3 payload, then its tags
+	recordV4     = 4 // a tagged row: recordV4, then a V1-V3 or V5 payload, then its tags
+	recordV5     = 5 // recordV3's layout with a Sent
 
 	flagPending = 1
 	flagBinds   = 2
 	flagStored  = 4 // the binding is in the database already (Binding.Stored)
+	flagSent    = 8
 	// maxPayload bounds one record. It is far above any real row and lets
 	// a garbage length in a torn tail be rejected without reading it.
 	maxPayload = 1 << 24
@@ -56,6 +63,8 @@ func appendRecord(b []byte, u *Usage) ([]byte, error) {
 	start := len(b)
 	version := byte(recordV1)
 	switch {
+	case u.Sent != nil:
+		version = recordV5
 	case u.Binds != nil:
 		version = recordV3
 	case u.Pending != nil:
@@ -97,13 +106,19 @@ func appendRecord(b []byte, u *Usage) ([]byte, error) {
 	}
 	b = appendString(b, u.CardHash)
 	b = appendString(b, u.Model)
-	if version == recordV3 {
-		flags := byte(flagBinds)
+	if version >= recordV3 {
+		flags := byte(0)
+		if u.Binds != nil {
+			flags |= flagBinds
+			if u.Binds.Stored {
+				flags |= flagStored
+			}
+		}
 		if u.Pending != nil {
 			flags |= flagPending
 		}
-		if u.Binds.Stored {
-			flags |= flagStored
+		if u.Sent != nil {
+			flags |= flagSent
 		}
 		b = append(b, flags)
 	}
@@ -121,6 +136,22 @@ func appendRecord(b []byte, u *Usage) ([]byte, error) {
 			ms = bd.DeadlineAt.UnixMilli()
 		}
 		b = binary.AppendVarint(b, ms)
+	}
+	if sm := u.Sent; sm != nil {
+		b = appendString(b, sm.MessageID)
+		b = appendString(b, sm.Digest)
+		b = appendString(b, sm.ClaimID)
+		b = binary.AppendVarint(b, sm.ClaimedAt.UnixMilli())
+		b = binary.AppendVarint(b, sm.HeldUntil.UnixMilli())
+		b = binary.AppendVarint(b, sm.ExpiresAt.UnixMilli())
+		if sm.Done {
+			b = append(b, 1)
+		} else {
+			b = append(b, 0)
+		}
+		b = binary.AppendUvarint(b, uint64(len(sm.Result)))
+		b = append(b, sm.Result...)
+		b = appendString(b, sm.ResultVersion)
 	}
 	if u.Tags != "" {
 		b = appendString(b, string(u.Tags))
@@ -173,7 +204,7 @@ func decodePayload(p []byte, u *Usage) error {
 	if tagged {
 		p = p[1:]
 	}
-	if len(p) == 0 || p[0] < recordV1 || p[0] > recordV3 {
+	if len(p) == 0 || p[0] < recordV1 || p[0] > recordV5 || p[0] == recordV4 {
 		return errVersion
 	}
 	d := decoder{s: string(p[1:])}
@@ -204,12 +235,12 @@ func decodePayload(p []byte, u *Usage) error {
 	u.Estimated = d.byte() == 1
 	u.CardHash = d.str()
 	u.Model = d.str()
-	u.Pending, u.Binds = nil, nil
+	u.Pending, u.Binds, u.Sent = nil, nil, nil
 	flags := byte(0)
 	switch p[0] {
 	case recordV2:
 		flags = flagPending
-	case recordV3:
+	case recordV3, recordV5:
 		flags = d.byte()
 	}
 	if flags&flagPending != 0 {
@@ -226,6 +257,18 @@ func decodePayload(p []byte, u *Usage) error {
 			bd.DeadlineAt = time.UnixMilli(ms).UTC()
 		}
 		u.Binds = bd
+	}
+	if flags&flagSent != 0 {
+		sm := &Sent{MessageID: d.str(), Digest: d.str(), ClaimID: d.str()}
+		sm.ClaimedAt = time.UnixMilli(d.varint()).UTC()
+		sm.HeldUntil = time.UnixMilli(d.varint()).UTC()
+		sm.ExpiresAt = time.UnixMilli(d.varint()).UTC()
+		sm.Done = d.byte() == 1
+		if r := d.str(); r != "" {
+			sm.Result = []byte(r)
+		}
+		sm.ResultVersion = d.str()
+		u.Sent = sm
 	}
 	u.Tags = ""
 	if tagged {

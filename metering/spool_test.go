@@ -103,16 +103,21 @@ func TestSpoolRoundTrip(t *testing.T) {
 }
 
 // TestSpoolRoundTripPendingAndBinds: rows carrying pending usage, a
-// binding, or both (record versions 2 and 3) read back whole, beside a
-// plain row.
+// binding, a sent message, or several (record versions 2, 3 and 5) read
+// back whole, beside a plain row.
 func TestSpoolRoundTripPendingAndBinds(t *testing.T) {
 	s := MustOpenSpool(t, t.TempDir(), metering.SpoolOptions{})
-	want := []metering.Usage{row(1), row(2), row(3), row(4)}
+	want := []metering.Usage{row(1), row(2), row(3), row(4), row(5), row(6)}
 	pending := &metering.PendingBill{Key: "task-9", Cum: metering.Counters{InputTokens: 10, OutputTokens: 20, ComputeMs: 30},
 		Add: metering.Counters{InputTokens: 1, ComputeMs: -2}, Rates: metering.Rates{InputTokensPerMillion: 3, PerTask: 7}}
 	want[1].Pending = pending
 	want[2].Binds = &metering.Binding{ParentListingID: "lst_p", DeadlineAt: time.Date(2026, 12, 2, 3, 4, 5, 6_000_000, time.UTC)}
 	want[3].Pending, want[3].Binds = pending, &metering.Binding{Stored: true}
+	at := time.Date(2026, 12, 2, 3, 4, 5, 0, time.UTC)
+	want[4].Sent = &metering.Sent{MessageID: "m-1", Digest: "ab12", ClaimID: "use_1", ClaimedAt: at, HeldUntil: at.Add(time.Minute),
+		ExpiresAt: at.Add(24 * time.Hour), Done: true, Result: []byte(`{"kind":"message"}`), ResultVersion: "0.3"}
+	want[5].Pending, want[5].Binds = pending, &metering.Binding{ParentListingID: "lst_q"}
+	want[5].Sent = &metering.Sent{MessageID: "m-2", Digest: "cd34", ClaimID: "use_2", ClaimedAt: at, HeldUntil: at, ExpiresAt: at}
 	if err := s.Append(want...); err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +127,7 @@ func TestSpoolRoundTripPendingAndBinds(t *testing.T) {
 	}
 	for i := range want {
 		if w := storetest.Stored(want[i]); !reflect.DeepEqual(got[i], w) {
-			t.Errorf("row %d\n got  %+v %+v %+v\n want %+v %+v %+v", i, got[i], got[i].Pending, got[i].Binds, w, w.Pending, w.Binds)
+			t.Errorf("row %d\n got  %+v %+v %+v %+v\n want %+v %+v %+v %+v", i, got[i], got[i].Pending, got[i].Binds, got[i].Sent, w, w.Pending, w.Binds, w.Sent)
 		}
 	}
 }
@@ -589,15 +594,19 @@ func TestSpoolSkipsASegmentDamagedLater(t *testing.T) {
 }
 
 // TestSpoolRoundTripTags: tagged rows (record version 4, wrapping versions
-// 1 to 3) read back whole, beside untagged ones, whose records are the
+// 1 to 3 and 5) read back whole, beside untagged ones, whose records are the
 // versions they always were: spools written before tags read as before.
 func TestSpoolRoundTripTags(t *testing.T) {
 	s := MustOpenSpool(t, t.TempDir(), metering.SpoolOptions{})
-	want := []metering.Usage{row(1), row(2), row(3), row(4)}
+	want := []metering.Usage{row(1), row(2), row(3), row(4), row(5), row(6)}
 	tags := agentmarket.Tags(`{"project":"kyc","team":"payments"}`)
 	want[0].Tags = tags
 	want[1].Tags, want[1].Pending = tags, &metering.PendingBill{Key: "task-9", Cum: metering.Counters{InputTokens: 10}}
 	want[2].Tags, want[2].Binds = `{"team":"risk"}`, &metering.Binding{ParentListingID: "lst_p"}
+	at := time.Date(2026, 12, 2, 3, 4, 5, 0, time.UTC)
+	sent := &metering.Sent{MessageID: "m-1", Digest: "ab12", ClaimID: "snd_1", ClaimedAt: at, HeldUntil: at, ExpiresAt: at.Add(time.Hour), Done: true}
+	want[4].Tags, want[4].Sent, want[4].Binds = tags, sent, &metering.Binding{ParentListingID: "lst_q"}
+	want[5].Sent = sent
 	if err := s.Append(want...); err != nil {
 		t.Fatal(err)
 	}
@@ -614,7 +623,7 @@ func TestSpoolRoundTripTags(t *testing.T) {
 	for _, tc := range []struct {
 		u    metering.Usage
 		want []byte
-	}{{want[3], []byte{1}}, {want[0], []byte{4, 1}}, {want[1], []byte{4, 2}}, {want[2], []byte{4, 3}}} {
+	}{{want[3], []byte{1}}, {want[0], []byte{4, 1}}, {want[1], []byte{4, 2}}, {want[2], []byte{4, 3}}, {want[4], []byte{4, 5}}, {want[5], []byte{5}}} {
 		if rec := metering.EncodeRecord(tc.u); !bytes.Equal(rec[8:8+len(tc.want)], tc.want) {
 			t.Errorf("row %s: version bytes %v, want %v", tc.u.ID, rec[8:8+len(tc.want)], tc.want)
 		}

@@ -69,6 +69,33 @@ type Usage struct {
 	// binding's durable record; the shipper projects it into the task
 	// owners' store. Stores never see it.
 	Binds *Binding
+
+	// Sent, when set, says this call forwarded a message under its
+	// messageId (idempotent sends): the row, once spooled, is the durable
+	// record of how the send ended (its task is TaskID, its state State; a
+	// call that failed frees the messageId), and the shipper projects it
+	// into the sent messages' store. Stores never see it.
+	Sent *Sent
+}
+
+// Sent is what a row records of the message its call forwarded, beyond
+// the row's own fields (listing, buyer org, contract, task, context,
+// state, error code).
+type Sent struct {
+	MessageID string
+	Digest    string // hex SHA-256 of the message's canonical form
+	ClaimID   string
+	ClaimedAt time.Time
+	HeldUntil time.Time
+	ExpiresAt time.Time
+	// Done says the agent took the message (it answered with a task or a
+	// message, or a stream named its task before it failed); a call that
+	// ended without that frees the messageId.
+	Done bool
+	// Result is the agent's answer when it was a message (no task), in
+	// ResultVersion, the agent's A2A version.
+	Result        []byte
+	ResultVersion string
 }
 
 // Binding is what a row adds to its task's binding beyond the row's own

@@ -65,10 +65,11 @@ func snippet(name, endpoint, cardURL string) string {
 	b.WriteString("AGENT_CARD_URL=" + cardURL + "\n\n")
 	b.WriteString("# a2a CLI (github.com/a2aproject/a2a-go)\n")
 	b.WriteString("a2a send \"$AGENT_URL\" --auth \"Bearer $AGENTMARKET_KEY\" \"Hello\"\n\n")
-	b.WriteString("# Any A2A client: JSON-RPC to the endpoint with the key\n")
+	b.WriteString("# Any A2A client: JSON-RPC to the endpoint with the key. Each message needs a new\n")
+	b.WriteString("# messageId: the meter answers a repeated one (a retry) with the first send's task.\n")
 	b.WriteString("curl -s \"$AGENT_URL\" -H \"Authorization: Bearer $AGENTMARKET_KEY\" \\\n")
 	b.WriteString("  -H 'Content-Type: application/json' \\\n")
-	b.WriteString(`  -d '{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m1","role":"user","parts":[{"kind":"text","text":"Hello"}]}}}'` + "\n")
+	b.WriteString(`  -d '{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m-'$RANDOM$RANDOM'","role":"user","parts":[{"kind":"text","text":"Hello"}]}}}'` + "\n")
 	return b.String()
 }
 

@@ -192,7 +192,7 @@ func quoteKey(k string) string {
 var (
 	envelopeFields  = []string{"jsonrpc", "id", "method", "params"}
 	sendFields      = []string{"message", "configuration", "metadata"}
-	messageFields   = []string{"taskId", "contextId", "parts", "metadata", "referenceTaskIds"}
+	messageFields   = []string{"taskId", "contextId", "messageId", "parts", "metadata", "referenceTaskIds"}
 	configFields    = []string{"blocking", "returnImmediately"}
 	part03Fields    = []string{"kind", "text", "file", "data"}
 	part10Fields    = []string{"text", "raw", "url", "data"}

@@ -19,13 +19,14 @@ type view struct {
 	Method    string
 	TaskID    string
 	ContextID string
+	MessageID string
 	RefTasks  []string
 	Parent    string
 	Texts     []string
 }
 
 func meterView(r *wire.Request) view {
-	return view{Method: r.Name, TaskID: r.TaskID(), ContextID: r.ContextID(), RefTasks: r.ReferenceTaskIDs(),
+	return view{Method: r.Name, TaskID: r.TaskID(), ContextID: r.ContextID(), MessageID: r.MessageID(), RefTasks: r.ReferenceTaskIDs(),
 		Parent: r.ParentTaskID(), Texts: r.MessageTexts()}
 }
 
@@ -65,6 +66,7 @@ func sdkView(m wire.Method, v wire.Version, body []byte) (view, bool) {
 			}
 			msg := p.Message
 			out.TaskID, out.ContextID, out.Parent = string(msg.TaskID), msg.ContextID, parent(p.Metadata, msg.Metadata)
+			out.MessageID = msg.ID
 			for _, t := range msg.ReferenceTasks {
 				out.RefTasks = append(out.RefTasks, string(t))
 			}
@@ -100,6 +102,7 @@ func sdkView(m wire.Method, v wire.Version, body []byte) (view, bool) {
 		}
 		msg := p.Message
 		out.TaskID, out.ContextID, out.Parent = string(msg.TaskID), msg.ContextID, parent(p.Metadata, msg.Metadata)
+		out.MessageID = msg.ID
 		for _, t := range msg.ReferenceTasks {
 			out.RefTasks = append(out.RefTasks, string(t))
 		}
@@ -165,6 +168,11 @@ func readingSeeds() [][2]string {
 	for _, k := range []string{"referenceTaskIds", "ReferenceTaskIds", "referencetaskids", "reference_task_ids", "refereNceTaskIds"} {
 		add("1.0", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"x"}],"`+k+`":["`+victim+`"]}}}`)
 		add("", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m","role":"user","parts":[{"kind":"text","text":"x"}],"`+k+`":["`+victim+`"]}}}`)
+	}
+	// The messageId decides which earlier send a message repeats.
+	for _, k := range []string{"messageId", "MessageId", "messageID", "message_id", "me\u017f\u017fageId"} {
+		add("1.0", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"mine","role":"ROLE_USER","parts":[{"text":"x"}],"`+k+`":"m-of-another-send"}}}`)
+		add("", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","role":"user","parts":[{"kind":"text","text":"x"}],"`+k+`":"m-of-another-send"}}}`)
 	}
 	for _, k := range []string{"contextId", "ContextId", "contextID", "conte\u017ftId"} {
 		add("1.0", `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"x"}],"`+k+`":"ctx-of-org-a"}}}`)

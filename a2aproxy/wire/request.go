@@ -33,6 +33,8 @@ type Request struct {
 	Tenant string
 
 	taskID, contextID, parentTaskID string
+	messageID                       string
+	message                         []byte // params.message of a send, as sent
 	refTaskIDs                      []string
 	texts                           []string
 	parts                           PartStats
@@ -59,6 +61,9 @@ func (r *Request) TaskID() string { return r.taskID }
 // ReferenceTaskIDs are the tasks a send's message references
 // (params.message.referenceTaskIds), as sent.
 func (r *Request) ReferenceTaskIDs() []string { return r.refTaskIDs }
+
+// MessageID is params.message.messageId of a send, else "".
+func (r *Request) MessageID() string { return r.messageID }
 
 // ContextID is params.message.contextId of a send, else "".
 func (r *Request) ContextID() string { return r.contextID }
@@ -246,6 +251,7 @@ func (r *Request) readSend() *Error {
 	if firstByte(msg) != '{' {
 		return InvalidParams("params.message must be an object")
 	}
+	r.message = msg
 	var mbuf [12]member
 	mm, _ := splitObject(msg, mbuf[:0])
 	if err := readable(mm, "params.message", messageFields); err != nil {
@@ -259,6 +265,8 @@ func (r *Request) readSend() *Error {
 			r.taskID, err = paramString(m.val, "params.message.taskId")
 		case m.is("contextId"):
 			r.contextID, err = paramString(m.val, "params.message.contextId")
+		case m.is("messageId"):
+			r.messageID, err = paramString(m.val, "params.message.messageId")
 		case m.is("parts"):
 			parts = m.val
 		case m.is("metadata"):

@@ -76,6 +76,7 @@ const (
 	codeAgentTaskConflict   = -32056
 	codeMeterUnavailable    = -32057
 	codeMeterBusy           = -32058
+	codeMessageIDReused     = -32059
 )
 
 const (
@@ -909,6 +910,7 @@ func RESTEvent(v Version, m Method, result json.RawMessage) []byte {
 //	-32056  502          INTERNAL            AGENT_TASK_CONFLICT                 agentmarket.dev
 //	-32057  503          UNAVAILABLE         METER_UNAVAILABLE                   agentmarket.dev
 //	-32058  503          UNAVAILABLE         METER_BUSY                          agentmarket.dev
+//	-32059  409          ALREADY_EXISTS      MESSAGE_ID_REUSED                   agentmarket.dev
 //	other   500          UNKNOWN             UNKNOWN_ERROR, metadata {"code"}    agentmarket.dev
 //
 // The A2A rows are §5.4's. A spent budget is 402, not 429: 429 invites
@@ -992,6 +994,7 @@ var restErrors = [...]restErr{
 	{codeAgentTaskConflict, 502, "INTERNAL", "AGENT_TASK_CONFLICT", marketplaceDomain},
 	{codeMeterUnavailable, 503, "UNAVAILABLE", "METER_UNAVAILABLE", marketplaceDomain},
 	{codeMeterBusy, 503, "UNAVAILABLE", "METER_BUSY", marketplaceDomain},
+	{codeMessageIDReused, 409, "ALREADY_EXISTS", "MESSAGE_ID_REUSED", marketplaceDomain},
 }
 
 // unknownReason is the reason of codes outside the table; the code goes

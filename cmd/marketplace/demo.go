@@ -201,11 +201,11 @@ func (d *demo) print(out io.Writer) {
 		if l.Version == "0.3" {
 			fmt.Fprintf(out, "\nCall the %s (A2A 0.3) through the meter:\n", l.Name)
 			fmt.Fprintf(out, "  curl -s %s/a2a/%s -H \"Authorization: Bearer $KEY\" -H 'Content-Type: application/json' \\\n", d.meterURL, l.ID)
-			fmt.Fprintf(out, "    -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"message/send\",\"params\":{\"message\":{\"kind\":\"message\",\"messageId\":\"m1\",\"role\":\"user\",\"parts\":[{\"kind\":\"text\",\"text\":%q}]}}}'\n", demoPrompts[l.Behavior])
+			fmt.Fprintf(out, "    -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"message/send\",\"params\":{\"message\":{\"kind\":\"message\",\"messageId\":\"m-'$RANDOM$RANDOM'\",\"role\":\"user\",\"parts\":[{\"kind\":\"text\",\"text\":%q}]}}}'\n", demoPrompts[l.Behavior])
 		} else {
 			fmt.Fprintf(out, "\nStream from the %s (A2A 1.0) through the meter:\n", l.Name)
 			fmt.Fprintf(out, "  curl -sN %s/a2a/%s -H \"Authorization: Bearer $KEY\" -H 'A2A-Version: 1.0' -H 'Content-Type: application/json' \\\n", d.meterURL, l.ID)
-			fmt.Fprintf(out, "    -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"SendStreamingMessage\",\"params\":{\"message\":{\"messageId\":\"m1\",\"role\":\"ROLE_USER\",\"parts\":[{\"text\":%q}]}}}'\n", demoPrompts[l.Behavior])
+			fmt.Fprintf(out, "    -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"SendStreamingMessage\",\"params\":{\"message\":{\"messageId\":\"m-'$RANDOM$RANDOM'\",\"role\":\"ROLE_USER\",\"parts\":[{\"text\":%q}]}}}'\n", demoPrompts[l.Behavior])
 		}
 	}
 	fmt.Fprintf(out, "\nThen see what it cost (usage reaches the store within a second):\n")

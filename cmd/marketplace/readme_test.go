@@ -88,6 +88,8 @@ func TestReadmeTour(t *testing.T) {
 			`"status":"active"`,
 			`"state":"completed"`,
 			listing + "/" + task + ",1,1,", // the task's usage row (CSV)
+			"the retry got the first send's task",
+			`"code":-32059`,
 			`"revoked_at":"`,
 			`"code":-32040,"message":"the API key is unknown or revoked"}} HTTP 401`,
 			`"max_pause_ms":600000`,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"iter"
@@ -26,10 +27,14 @@ import (
 // streams one artifact in chunks (the first chunk echoes the message, the
 // others are appended), then completes. A message containing "wait" makes
 // a task that works until it is canceled; one containing "slow" streams
-// its chunks three times slower, so that a client can re-attach to it.
+// its chunks three times slower, so that a client can re-attach to it;
+// one containing "answer with a message" is answered with a message, no
+// task; one containing "fail first" fails, before any task, the first time
+// its text is sent.
 type sdkExecutor struct {
 	delay time.Duration
 	sdkWaiters
+	failed sync.Map // texts of "fail first" messages that failed once
 }
 
 // sdkWaiters are the tasks of a test executor that work until they are
@@ -104,6 +109,16 @@ func sdkMessageText(m *a2a.Message) string {
 
 func (e *sdkExecutor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
+		if text := sdkMessageText(ec.Message); strings.Contains(text, "fail first") {
+			if _, again := e.failed.LoadOrStore(text, true); !again {
+				yield(nil, errors.New("a temporary failure, before any task"))
+				return
+			}
+		} else if strings.Contains(text, "answer with a message") {
+			// No task: the agent answers with a message of its own.
+			yield(a2a.NewMessage(a2a.MessageRoleAgent, a2a.NewTextPart("A message for: "+text)), nil)
+			return
+		}
 		if ec.StoredTask == nil {
 			if !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
 				return

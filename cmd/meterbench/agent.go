@@ -56,6 +56,51 @@ const (
 	benchTrace     = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 )
 
+// messageSeq numbers the messages the benchmark sends: every request
+// carries a messageId of its own, as an orchestrator's do (the meter
+// answers a send whose messageId it has seen from the same buyer with the
+// first send's task instead of forwarding it: idempotent sends).
+var messageSeq atomic.Uint64
+
+// messageIDOffsets are where the last 12 hex digits of each benchMessageID
+// in b start.
+func messageIDOffsets(b []byte) []int {
+	var at []int
+	for i := 0; ; {
+		j := bytes.Index(b[i:], []byte(benchMessageID))
+		if j < 0 {
+			return at
+		}
+		at = append(at, i+j+len(benchMessageID)-12)
+		i += j + len(benchMessageID)
+	}
+}
+
+// stampMessageID writes the next message number, as 12 hex digits, at
+// each offset: a new messageId, in place, without formatting the request.
+func stampMessageID(b []byte, at []int) {
+	if len(at) == 0 {
+		return
+	}
+	const hex = "0123456789abcdef"
+	var digits [12]byte
+	n := messageSeq.Add(1)
+	for k := 11; k >= 0; k-- {
+		digits[k] = hex[n&0xf]
+		n >>= 4
+	}
+	for _, i := range at {
+		copy(b[i:i+12], digits[:])
+	}
+}
+
+// freshMessage is body with a messageId of its own.
+func freshMessage(body []byte) []byte {
+	b := bytes.Clone(body)
+	stampMessageID(b, messageIDOffsets(b))
+	return b
+}
+
 // sendBody is the benchmark's message/send in version v: about 1 KiB, as
 // an orchestrator sends it (the same request as the wire package's
 // benchmarks, but naming no parent task: a delegated call, one naming its

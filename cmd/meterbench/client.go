@@ -22,6 +22,9 @@ type request struct {
 	// calls, when set, counts every call sent with this request, by
 	// outcome, warm-ups and probes included (the usage check).
 	calls *callCount
+	// idAt are where each call writes a messageId of its own into raw
+	// (stampMessageID); each connection has its own copy of raw.
+	idAt []int
 }
 
 // callCount is what the meter answered, for comparison with what it
@@ -52,7 +55,7 @@ func newRequest(target string, body []byte, headers map[string]string) (request,
 	}
 	b.WriteString("\r\n")
 	b.Write(body)
-	return request{addr: u.Host, raw: b.Bytes()}, nil
+	return request{addr: u.Host, raw: b.Bytes(), idAt: messageIDOffsets(b.Bytes())}, nil
 }
 
 // loopbackOnly refuses any address that is not a literal loopback IP or
@@ -81,6 +84,9 @@ type conn struct {
 }
 
 func newConn(req request, timeout time.Duration) *conn {
+	if len(req.idAt) > 0 {
+		req.raw = bytes.Clone(req.raw)
+	}
 	return &conn{req: req, timeout: timeout, body: make([]byte, 0, 4096)}
 }
 
@@ -127,6 +133,7 @@ func (c *conn) roundTrip() (status int, body []byte, keep bool, err error) {
 	if err := c.nc.SetDeadline(time.Now().Add(c.timeout)); err != nil {
 		return 0, nil, false, err
 	}
+	stampMessageID(c.req.raw, c.req.idAt)
 	if _, err := c.nc.Write(c.req.raw); err != nil {
 		return 0, nil, false, err
 	}

@@ -49,7 +49,7 @@ func holdStreams(ctx context.Context, name, target string, headers map[string]st
 		wg.Add(1)
 		go pprof.Do(ctx, pprof.Labels("role", "loadgen"), func(ctx context.Context) {
 			defer wg.Done()
-			holdOne(ctx, client, target, body, headers, func(err error) { opened <- err })
+			holdOne(ctx, client, target, freshMessage(body), headers, func(err error) { opened <- err })
 		})
 	}
 	deadline := time.After(2 * time.Minute)

@@ -50,7 +50,7 @@ func sseDelays(ctx context.Context, name, target string, headers map[string]stri
 		wg.Add(1)
 		go pprof.Do(ctx, pprof.Labels("role", "loadgen"), func(ctx context.Context) {
 			defer wg.Done()
-			got, err := readStream(ctx, client, target, body, headers)
+			got, err := readStream(ctx, client, target, freshMessage(body), headers)
 			mu.Lock()
 			defer mu.Unlock()
 			delays = append(delays, got...)

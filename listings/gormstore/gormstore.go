@@ -514,6 +514,7 @@ type limitsRow struct {
 	MaxResultBytes      int   `json:"max_result_bytes,omitempty"`
 	TaskTimeoutMs       int64 `json:"task_timeout_ms,omitempty"`
 	MaxPauseMs          int64 `json:"max_pause_ms,omitempty"`
+	IdempotencyWindowMs int64 `json:"idempotency_window_ms,omitempty"`
 }
 
 func encodeLimits(l listings.Limits) string {
@@ -521,7 +522,7 @@ func encodeLimits(l listings.Limits) string {
 		return ""
 	}
 	b, _ := json.Marshal(limitsRow{l.RequestTimeout.Milliseconds(), l.StreamIdleTimeout.Milliseconds(), l.MaxRequestBytes, l.MaxResultBytes,
-		l.TaskTimeout.Milliseconds(), l.MaxPause.Milliseconds()})
+		l.TaskTimeout.Milliseconds(), l.MaxPause.Milliseconds(), l.IdempotencyWindow.Milliseconds()})
 	return string(b)
 }
 
@@ -532,5 +533,6 @@ func decodeLimits(s string) listings.Limits {
 	}
 	return listings.Limits{RequestTimeout: time.Duration(r.RequestTimeoutMs) * time.Millisecond,
 		StreamIdleTimeout: time.Duration(r.StreamIdleTimeoutMs) * time.Millisecond, MaxRequestBytes: r.MaxRequestBytes, MaxResultBytes: r.MaxResultBytes,
-		TaskTimeout: time.Duration(r.TaskTimeoutMs) * time.Millisecond, MaxPause: time.Duration(r.MaxPauseMs) * time.Millisecond}
+		TaskTimeout: time.Duration(r.TaskTimeoutMs) * time.Millisecond, MaxPause: time.Duration(r.MaxPauseMs) * time.Millisecond,
+		IdempotencyWindow: time.Duration(r.IdempotencyWindowMs) * time.Millisecond}
 }

@@ -71,6 +71,9 @@ type MeterLimits struct {
 	// in the JWKS after that.
 	PushKeyRotation  time.Duration
 	PushKeyRetention time.Duration
+	// IdempotencyWindow is how long a send's messageId holds (idempotent
+	// sends); 0 = off (listings may set their own).
+	IdempotencyWindow time.Duration
 }
 
 func duration(min time.Duration, f func(*Config) *time.Duration) func(*Config, string) error {
@@ -148,6 +151,14 @@ func Settings(bin string) []Setting {
 			return nil
 		}},
 		{"meter-max-pause", "longest a task may wait in input-required or auth-required before the meter cancels it at the agent", "24h", duration(time.Second, func(c *Config) *time.Duration { return &c.MeterLimits.MaxPause })},
+		{"meter-idempotency-window", "how long a send's messageId holds: a send whose messageId the same buyer org already sent to the same listing within it is answered with what the first send created (its task, waited for while it runs) instead of being forwarded and billed again, and one with another message is refused (-32059); 0 = off (listings may set their own)", "24h", func(c *Config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || (d != 0 && d < time.Second) || d > 7*24*time.Hour {
+				return errors.New("must be 0 or a duration from 1s to 168h, like 24h")
+			}
+			c.MeterLimits.IdempotencyWindow = d
+			return nil
+		}},
 		{"task-event-retention", "how long the events of ended tasks (pauses, resumes, cancels) are kept", "2160h", duration(time.Hour, func(c *Config) *time.Duration { return &c.MeterLimits.EventRetention })},
 		{"meter-task-sweep", "how often the meter looks for tasks whose pause or time budget ran out", "5s", duration(100*time.Millisecond, func(c *Config) *time.Duration { return &c.MeterLimits.TaskSweep })},
 		{"push-max-attempts", "attempts to deliver a push notification to a buyer's webhook before it is marked failed", "8", func(c *Config, v string) error {

@@ -204,6 +204,7 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 			TaskTimeout:       d.Config.MeterLimits.TaskTimeout,
 			MaxPause:          d.Config.MeterLimits.MaxPause,
 			EventRetention:    d.Config.MeterLimits.EventRetention,
+			IdempotencyWindow: idempotencyWindow(d.Config.MeterLimits.IdempotencyWindow),
 		},
 		Auth:         d.Accounts,
 		Resolver:     MeterTargets{Store: d.Listings, Catalog: d.Catalog},
@@ -215,6 +216,7 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 		Recorder:     spoolRecorder{spool},
 		Spend:        storeSpend{d.Store},
 		Tasks:        store,
+		Sent:         store,
 		Incidents:    d.Catalog,
 		Sealer:       d.Sealer,
 		Push: &a2aproxy.Push{Store: store, Sealer: d.Sealer, Signer: d.PushKeys, Guard: guard, Allow: guard.Allow,
@@ -244,6 +246,15 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 	go func() { defer loops.Done(); p.RunTaskSweeper(loopsCtx, d.Config.MeterLimits.TaskSweep) }()
 	go func() { defer loops.Done(); p.RunPushDelivery(loopsCtx) }()
 	return &Meter{Proxy: p, Spool: spool, Shipper: ship, stopLoops: func() { stop(); loops.Wait() }}, nil
+}
+
+// idempotencyWindow is the proxy's form of the setting: 0 (off) is
+// negative there, where 0 takes the default.
+func idempotencyWindow(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // Close flushes the spool to the store (bounded by ctx) and closes it.

@@ -1,0 +1,18 @@
+package gormstore_test
+
+import (
+	"testing"
+
+	"github.com/agentmarket/agentmarket/contracts"
+	"github.com/agentmarket/agentmarket/contracts/gormstore"
+	"github.com/agentmarket/agentmarket/contracts/storetest"
+	"github.com/agentmarket/agentmarket/migrations/gormdb/gormdbtest"
+)
+
+func TestSentStore(t *testing.T) {
+	for _, o := range gormdbtest.Openers {
+		t.Run(o.Name, func(t *testing.T) {
+			storetest.RunSent(t, func(t *testing.T) contracts.SentMessages { return gormstore.New(o.Open(t).DB) })
+		})
+	}
+}
