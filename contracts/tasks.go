@@ -32,6 +32,10 @@ const (
 	TaskResumed  TaskEventKind = "resumed"  // the buyer answered a paused task
 	TaskCanceled TaskEventKind = "canceled" // the task was canceled through the meter (by whom and why in the event)
 	TaskEnded    TaskEventKind = "ended"    // the meter saw the task reach a terminal state
+	// TaskLost: the agent answered TaskNotFound for a task the meter had
+	// bound (it forgot it, say in a restart): the task is over for the
+	// buyer, and its listing counts it (listings.Listing.LostTasks).
+	TaskLost TaskEventKind = "lost"
 )
 
 // Who canceled a task, when it was not a buyer's key.
@@ -96,8 +100,8 @@ type TaskLife interface {
 	// TaskResumed closes the open pause, recording a TaskResumed event;
 	// reports whether one was open.
 	TaskResumed(ctx context.Context, e TaskEvent) (bool, error)
-	// TaskEnded records the end of a task (a TaskEnded or TaskCanceled
-	// event) unless it has already ended, closes any pause, and takes the
+	// TaskEnded records the end of a task (a TaskEnded, TaskCanceled or
+	// TaskLost event) unless it has already ended, closes any pause, and takes the
 	// task out of DueTasks. Reports whether this call ended it.
 	TaskEnded(ctx context.Context, e TaskEvent) (bool, error)
 	// TaskRecord returns a task's binding, life and events, or NotFound.

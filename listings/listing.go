@@ -54,6 +54,12 @@ type Listing struct {
 	// listing by hand (POST /api/v1/listings/{id}/refresh), having fixed the
 	// agent; the periodic refresh leaves it.
 	Incident *Incident
+	// LostTasks counts the tasks the agent no longer knew when a buyer
+	// asked about them (it answered TaskNotFound for a task the meter had
+	// bound: it lost its tasks, say in a restart); nil when none. A count,
+	// not an incident: it does not make the listing unhealthy, and a
+	// refresh leaves it.
+	LostTasks *LostTasks
 
 	// CardURL is where the card is fetched from; empty for a pasted card,
 	// which is then never refreshed.
@@ -84,6 +90,12 @@ type Listing struct {
 type Incident struct {
 	At     time.Time
 	Detail string
+}
+
+// LostTasks is how many tasks a listing's agent lost, and when the last.
+type LostTasks struct {
+	Count  int64
+	LastAt time.Time
 }
 
 // Healthy reports whether the card could be read last time and no
@@ -150,6 +162,9 @@ type Store interface {
 	// SetIncident records (or, with nil, clears) a listing's incident;
 	// UpdateListing never changes it.
 	SetIncident(ctx context.Context, listingID string, inc *Incident) error
+	// CountLostTask adds one to a listing's lost tasks, the last lost at
+	// at; UpdateListing never changes them.
+	CountLostTask(ctx context.Context, listingID string, at time.Time) error
 }
 
 // Sealer encrypts secrets at rest (listings/aesgcm). The context (a

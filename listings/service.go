@@ -499,6 +499,11 @@ func (s *Service) Refresh(ctx context.Context, actor agentmarket.Actor, id strin
 	return l, err
 }
 
+// RecordLostTask counts a task the listing's agent no longer knew.
+func (s *Service) RecordLostTask(ctx context.Context, listingID string) error {
+	return s.Store.CountLostTask(ctx, listingID, s.now())
+}
+
 // RecordIncident marks a listing with an incident the meter saw (the
 // detail is shown to the seller and operators, so it names no other
 // buyer).

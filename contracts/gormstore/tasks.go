@@ -67,7 +67,7 @@ func (s *Store) TaskResumed(ctx context.Context, e contracts.TaskEvent) (bool, e
 
 // TaskEnded implements contracts.TaskLife.
 func (s *Store) TaskEnded(ctx context.Context, e contracts.TaskEvent) (bool, error) {
-	if err := eventKind(&e, contracts.TaskEnded, contracts.TaskCanceled); err != nil {
+	if err := eventKind(&e, contracts.TaskEnded, contracts.TaskCanceled, contracts.TaskLost); err != nil {
 		return false, err
 	}
 	return s.taskChange(ctx, e, "ended_at IS NULL",

@@ -580,6 +580,27 @@ func runBindings(t *testing.T, newStore TaskFactory) {
 		}
 	})
 
+	t.Run("bindings: a task its agent lost ends once, with a lost event", func(t *testing.T) {
+		s, _ := newStore(t)
+		_, err := s.BindTask(ctx, contracts.TaskBinding{ListingID: "lst_1", TaskID: "task-l", OrgID: "org_a", ContractID: "ctr_1", CreatedAt: t0})
+		must(t, err)
+		lost := contracts.TaskEvent{ID: "tev_l", ListingID: "lst_1", TaskID: "task-l", Kind: contracts.TaskLost, At: t0.Add(time.Minute),
+			Reason: "the agent no longer knows the task", TraceID: "tr-l"}
+		changed, err := s.TaskEnded(ctx, lost)
+		wantBool(t, "TaskEnded(lost)", changed, err, true)
+		lost.ID = "tev_l2"
+		changed, err = s.TaskEnded(ctx, lost)
+		wantBool(t, "TaskEnded(lost again)", changed, err, false)
+		rec, err := s.TaskRecord(ctx, "lst_1", "task-l")
+		must(t, err)
+		if rec.EndedAt == nil || !rec.EndedAt.Equal(lost.At) || len(rec.Events) != 1 || rec.Events[0].Kind != contracts.TaskLost ||
+			rec.Events[0].Reason != lost.Reason {
+			t.Fatalf("record %+v, events %+v", rec, rec.Events)
+		}
+		_, err = s.TaskEnded(ctx, contracts.TaskEvent{ID: "tev_l3", ListingID: "lst_1", TaskID: "task-9", Kind: contracts.TaskLost, At: t0})
+		wantKind(t, "TaskEnded(lost, unbound)", err, agentmarket.NotFound)
+	})
+
 	t.Run("bindings: a batch keeps parent and deadline", func(t *testing.T) {
 		s, _ := newStore(t)
 		d1 := t0.Add(time.Hour)

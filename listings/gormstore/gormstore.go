@@ -59,6 +59,8 @@ type listingRow struct {
 	NextRefreshAt     *time.Time
 	Incident          string
 	IncidentAt        *time.Time
+	LostTasks         int64
+	LostTaskAt        *time.Time
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
 }
@@ -183,6 +185,9 @@ func fromRow(r *listingRow, p *planRow) *listings.Listing {
 	if r.IncidentAt != nil {
 		l.Incident = &listings.Incident{At: r.IncidentAt.UTC(), Detail: r.Incident}
 	}
+	if r.LostTaskAt != nil {
+		l.LostTasks = &listings.LostTasks{Count: r.LostTasks, LastAt: r.LostTaskAt.UTC()}
+	}
 	// The card was valid when stored; parse errors here would mean a
 	// corrupted row, which the API then shows as a listing without a card.
 	if c, err := agentcard.Parse(l.CardJSON); err == nil {
@@ -293,7 +298,7 @@ func (s *Store) CreateListings(ctx context.Context, ls []*listings.Listing, vs [
 func (s *Store) UpdateListing(ctx context.Context, l *listings.Listing, v *listings.CardVersion) error {
 	var terms []string
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) (err error) {
-		res := tx.Model(&listingRow{ID: l.ID}).Select("*").Omit("id", "created_at", "seller_org_id", "incident", "incident_at").Updates(toRow(l))
+		res := tx.Model(&listingRow{ID: l.ID}).Select("*").Omit("id", "created_at", "seller_org_id", "incident", "incident_at", "lost_tasks", "lost_task_at").Updates(toRow(l))
 		if res.Error != nil {
 			return res.Error
 		}
@@ -339,6 +344,16 @@ func (s *Store) SetIncident(ctx context.Context, listingID string, inc *listings
 		cols = map[string]any{"incident": inc.Detail, "incident_at": inc.At.UTC()}
 	}
 	res := s.db.WithContext(ctx).Model(&listingRow{}).Where("id = ?", listingID).Updates(cols)
+	if res.Error == nil && res.RowsAffected == 0 {
+		return gormdb.Translate(gorm.ErrRecordNotFound, "listing")
+	}
+	return gormdb.Translate(res.Error, "listing")
+}
+
+// CountLostTask implements listings.Store.
+func (s *Store) CountLostTask(ctx context.Context, listingID string, at time.Time) error {
+	res := s.db.WithContext(ctx).Model(&listingRow{}).Where("id = ?", listingID).
+		Updates(map[string]any{"lost_tasks": gorm.Expr("lost_tasks + 1"), "lost_task_at": at.UTC()})
 	if res.Error == nil && res.RowsAffected == 0 {
 		return gormdb.Translate(gorm.ErrRecordNotFound, "listing")
 	}

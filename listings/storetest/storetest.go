@@ -91,6 +91,38 @@ func Run(t *testing.T, newStore Factory) {
 		}
 	})
 
+	t.Run("lost tasks are counted, and an update keeps the count", func(t *testing.T) {
+		s, org := newStore(t)
+		org("org_a")
+		l, v := newListing(t, "lst_1", "org_a", "translator-v1.0.json", 5_000_000, listings.StatusPublished, t0)
+		if err := s.CreateListing(ctx, l, v); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.GetListing(ctx, "lst_1"); err != nil || got.LostTasks != nil {
+			t.Fatalf("a new listing's lost tasks = %+v, %v", got.LostTasks, err)
+		}
+		at := time.Date(2026, 11, 2, 3, 4, 5, 0, time.FixedZone("x", 3600))
+		for i := range 2 {
+			if err := s.CountLostTask(ctx, "lst_1", at.Add(time.Duration(i)*time.Minute)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l.HealthDetail = "refreshed"
+		if err := s.UpdateListing(ctx, l, nil); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.GetListing(ctx, "lst_1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.LostTasks == nil || got.LostTasks.Count != 2 || !got.LostTasks.LastAt.Equal(at.Add(time.Minute)) || got.LostTasks.LastAt.Location() != time.UTC || !got.Healthy() {
+			t.Fatalf("lost tasks = %+v, healthy %v", got.LostTasks, got.Healthy())
+		}
+		if err := s.CountLostTask(ctx, "lst_none", at); agentmarket.KindOf(err) != agentmarket.NotFound {
+			t.Fatalf("unknown listing: %v", err)
+		}
+	})
+
 	t.Run("create and get round trip", func(t *testing.T) {
 		s, org := newStore(t)
 		org("org_a")
