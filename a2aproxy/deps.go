@@ -58,6 +58,8 @@ type Contracts interface {
 // (listings.Service).
 type Incidents interface {
 	RecordIncident(ctx context.Context, listingID, detail string) error
+	// RecordLostTask counts a task the listing's agent no longer knew.
+	RecordLostTask(ctx context.Context, listingID string) error
 }
 
 // Entitlements is the casbin check of an org's right to invoke a listing.

@@ -203,7 +203,13 @@ func (p *Proxy) cancelAtAgent(ctx context.Context, b contracts.TaskBinding, by, 
 		cl.obs.add(wire.Observe(cl.upVersion, wire.MethodCancelTask, result))
 	}
 	p.finish(ctx, cl, p.Clock.Now().Sub(cl.start))
-	if agentErr != nil && (agentErr.Code == wire.CodeTaskNotCancelable || agentErr.Code == wire.CodeTaskNotFound) {
+	if agentErr != nil && agentErr.Code == wire.CodeTaskNotFound {
+		// The agent no longer knows the task: lost, nothing left to cancel.
+		_ = p.taskLost(ctx, contracts.TaskEvent{ID: agentmarket.NewID("tev"), ListingID: b.ListingID, TaskID: b.TaskID,
+			Kind: contracts.TaskLost, At: p.Clock.Now(), Actor: by, Reason: lostReason(cl.req.Name) + "; the meter was canceling it: " + why, TraceID: trace.traceID})
+		return nil
+	}
+	if agentErr != nil && agentErr.Code == wire.CodeTaskNotCancelable {
 		// Already over at the agent: nothing left to cancel or sweep.
 		_, _ = p.Tasks.TaskEnded(ctx, contracts.TaskEvent{ID: agentmarket.NewID("tev"), ListingID: b.ListingID, TaskID: b.TaskID,
 			Kind: contracts.TaskEnded, At: p.Clock.Now(), Actor: by, Reason: why + "; the agent said: " + agentErr.Message, TraceID: trace.traceID})

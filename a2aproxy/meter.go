@@ -156,6 +156,7 @@ func (p *Proxy) finish(ctx context.Context, cl *call, latency time.Duration) {
 	if cl.sent != nil {
 		u.Sent = p.sentEnded(cl, &u)
 	}
+	u.Lost = cl.lost
 	// The life events this call records itself (a pause, a resume, a
 	// cancel with who and why) go first: once the row is in the spool the
 	// shipper may record the task's end, which would close a pause before

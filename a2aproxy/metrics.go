@@ -23,6 +23,7 @@ type Metrics struct {
 	clamped  *prometheus.CounterVec
 	held     prometheus.Counter
 	sent     *prometheus.CounterVec
+	lost     *prometheus.CounterVec
 }
 
 // NewMetrics registers the meter's series on reg.
@@ -53,7 +54,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.sent = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "sends_deduplicated_total",
 		Help: "Sends whose messageId the buyer org had sent to the listing before (idempotent sends), by listing and outcome: replayed (answered with what the first send created, not forwarded), refused (another message under the same messageId, -32059), unchecked (the store could not be read, so the send was forwarded)."},
 		[]string{"listing", "outcome"})
-	reg.MustRegister(m.clamped, m.held, m.sent)
+	m.lost = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "tasks_lost_total",
+		Help: "Tasks recorded lost, by listing: the agent answered TaskNotFound for a task the meter had bound (it forgot it, say in a restart)."},
+		[]string{"listing"})
+	reg.MustRegister(m.clamped, m.held, m.sent, m.lost)
 	return m
 }
 
@@ -139,5 +143,11 @@ func (m *Metrics) sentOutcome(listing, outcome string) {
 func (m *Metrics) usageClamped(listing string) {
 	if m != nil {
 		m.clamped.WithLabelValues(listing).Inc()
+	}
+}
+
+func (m *Metrics) taskLost(listing string) {
+	if m != nil {
+		m.lost.WithLabelValues(listing).Inc()
 	}
 }

@@ -2,6 +2,8 @@ package a2aproxy
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
 	"github.com/agentmarket/agentmarket/a2aproxy/wire"
 	"github.com/agentmarket/agentmarket/contracts"
@@ -79,6 +81,16 @@ func (p *Proxy) Project(ctx context.Context, rows []metering.Usage) error {
 		}
 		p.owners.MarkEnded(e.ListingID, e.TaskID)
 	}
+	// Tasks the agent lost: after the bindings, so a task bound and lost
+	// in one batch is found.
+	for i := range rows {
+		if u := &rows[i]; u.Lost && p.Tasks != nil {
+			if err := p.taskLost(ctx, contracts.TaskEvent{ID: lostEventID(u.ID), ListingID: u.ListingID, TaskID: u.TaskID, Kind: contracts.TaskLost,
+				At: u.Time, TraceID: u.TraceID, Reason: lostReason(u.Method)}); err != nil {
+				return err
+			}
+		}
+	}
 	// How each forwarded send ended (idempotent sends): after the
 	// bindings, so another meter replaying a send finds its task's owner.
 	if recs := sentRecords(rows); len(recs) > 0 && p.Sent != nil {
@@ -93,6 +105,40 @@ func (p *Proxy) Project(ctx context.Context, rows []metering.Usage) error {
 		rows[i].Binds, rows[i].Sent = nil, nil
 	}
 	return nil
+}
+
+// taskLost ends a task its agent no longer knows, recording a TaskLost
+// event, and, the first time, counts it on the listing. A task never bound
+// in the database is not the meter's to record.
+func (p *Proxy) taskLost(ctx context.Context, e contracts.TaskEvent) error {
+	ended, err := p.Tasks.TaskEnded(ctx, e)
+	if isNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	p.owners.MarkEnded(e.ListingID, e.TaskID)
+	if !ended {
+		return nil // ended before (or recorded lost by a replay of this row)
+	}
+	p.Logger.WarnContext(ctx, "the agent lost a task: it answered TaskNotFound for a task the meter bound", "trace_id", e.TraceID,
+		"listing", e.ListingID, "task_id", e.TaskID)
+	p.Metrics.taskLost(e.ListingID)
+	if p.Incidents != nil {
+		if err := p.Incidents.RecordLostTask(ctx, e.ListingID); err != nil {
+			p.Logger.ErrorContext(ctx, "lost task not counted on its listing", "listing", e.ListingID, "task_id", e.TaskID, "err", err)
+		}
+	}
+	return nil
+}
+
+// lostEventID is the id of the TaskLost event a usage row records: the
+// same on every replay of the row.
+func lostEventID(usageID string) string { return "tev_lost_" + strings.TrimPrefix(usageID, "use_") }
+
+func lostReason(method string) string {
+	return fmt.Sprintf("the agent answered %s with TaskNotFound: it no longer knows the task (it may have restarted and lost its tasks)", method)
 }
 
 // isCancel reports whether a method name is CancelTask's, in either

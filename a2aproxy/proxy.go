@@ -383,6 +383,20 @@ type call struct {
 	// replayed is set when the call repeated an earlier send and was
 	// answered with what that one created: it bills nothing.
 	replayed bool
+	// lost is set when the agent answered TaskNotFound for the task the
+	// call named, bound to the caller: the agent forgot it (agentRefused).
+	lost bool
+}
+
+// agentRefused notes the error the agent answered the call with. A
+// TaskNotFound for a task the meter bound to the caller (checkOwner let
+// the call through) means the agent lost the task: the usage row says so
+// (Usage.Lost), and the projection ends the task as lost and counts it on
+// the listing. The buyer gets the agent's error as it is.
+func (cl *call) agentRefused(e *wire.Error) {
+	cl.errCode = e.Code
+	cl.lost = e.Code == wire.CodeTaskNotFound && cl.obs.bound && cl.obs.taskID != "" && cl.req != nil && cl.req.Method.TaskScoped() &&
+		cl.label == "" && cl.cancelBy == ""
 }
 
 func (p *Proxy) rpc(c *fiber.Ctx) error {
@@ -881,7 +895,7 @@ func (p *Proxy) unaryFrom(c *fiber.Ctx, cl *call, res *http.Response) error {
 		return p.fail(c, cl, err)
 	}
 	if agentErr != nil {
-		cl.errCode = agentErr.Code
+		cl.agentRefused(agentErr)
 		if cl.passthrough() {
 			return p.reply(c, cl, ctx, http.StatusOK, raw)
 		}

@@ -173,7 +173,7 @@ func (p *Proxy) onEvent(ctx context.Context, cl *call, ev wire.Event) ([]byte, e
 		result, agentErr = resp.Result, resp.Error
 	}
 	if agentErr != nil {
-		cl.errCode = agentErr.Code
+		cl.agentRefused(agentErr)
 		if cl.passthrough() {
 			return ev.Raw, nil
 		}

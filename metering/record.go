@@ -27,6 +27,8 @@ import (
 //	        (MessageID, Digest, ClaimID, ClaimedAt, HeldUntil, ExpiresAt as
 //	        varint Unix ms, Done as one byte, Result, ResultVersion) after the
 //	        Binding;
+//	        a row whose task the agent lost is recordV6: recordV5's layout
+//	        (the flags byte always there) with flag 16 set;
 //	        a row with tags is recordV4: that byte, then one of the above
 //	        (its own version byte and fields), then the Tags string
 //
@@ -38,13 +40,15 @@ const (
 	recordV1     = 1
 	recordV2     = 2
 	recordV3     = 3
-	recordV4     = 4 // a tagged row: recordV4, then a V1-V3 or V5 payload, then its tags
+	recordV4     = 4 // a tagged row: recordV4, then a V1-V3, V5 or V6 payload, then its tags
 	recordV5     = 5 // recordV3's layout with a Sent
+	recordV6     = 6 // recordV5's layout, flagLost set
 
 	flagPending = 1
 	flagBinds   = 2
 	flagStored  = 4 // the binding is in the database already (Binding.Stored)
 	flagSent    = 8
+	flagLost    = 16 // Usage.Lost: no field of its own
 	// maxPayload bounds one record. It is far above any real row and lets
 	// a garbage length in a torn tail be rejected without reading it.
 	maxPayload = 1 << 24
@@ -63,6 +67,8 @@ func appendRecord(b []byte, u *Usage) ([]byte, error) {
 	start := len(b)
 	version := byte(recordV1)
 	switch {
+	case u.Lost:
+		version = recordV6
 	case u.Sent != nil:
 		version = recordV5
 	case u.Binds != nil:
@@ -119,6 +125,9 @@ func appendRecord(b []byte, u *Usage) ([]byte, error) {
 		}
 		if u.Sent != nil {
 			flags |= flagSent
+		}
+		if u.Lost {
+			flags |= flagLost
 		}
 		b = append(b, flags)
 	}
@@ -204,7 +213,7 @@ func decodePayload(p []byte, u *Usage) error {
 	if tagged {
 		p = p[1:]
 	}
-	if len(p) == 0 || p[0] < recordV1 || p[0] > recordV5 || p[0] == recordV4 {
+	if len(p) == 0 || p[0] < recordV1 || p[0] > recordV6 || p[0] == recordV4 {
 		return errVersion
 	}
 	d := decoder{s: string(p[1:])}
@@ -240,9 +249,10 @@ func decodePayload(p []byte, u *Usage) error {
 	switch p[0] {
 	case recordV2:
 		flags = flagPending
-	case recordV3, recordV5:
+	case recordV3, recordV5, recordV6:
 		flags = d.byte()
 	}
+	u.Lost = flags&flagLost != 0
 	if flags&flagPending != 0 {
 		pb := &PendingBill{Key: d.str()}
 		for _, v := range [...]*int64{&pb.Cum.InputTokens, &pb.Cum.OutputTokens, &pb.Cum.ComputeMs, &pb.Add.InputTokens, &pb.Add.OutputTokens, &pb.Add.ComputeMs,

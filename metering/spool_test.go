@@ -103,11 +103,11 @@ func TestSpoolRoundTrip(t *testing.T) {
 }
 
 // TestSpoolRoundTripPendingAndBinds: rows carrying pending usage, a
-// binding, a sent message, or several (record versions 2, 3 and 5) read
-// back whole, beside a plain row.
+// binding, a sent message, a lost task, or several (record versions 2, 3,
+// 5 and 6) read back whole, beside a plain row.
 func TestSpoolRoundTripPendingAndBinds(t *testing.T) {
 	s := MustOpenSpool(t, t.TempDir(), metering.SpoolOptions{})
-	want := []metering.Usage{row(1), row(2), row(3), row(4), row(5), row(6)}
+	want := []metering.Usage{row(1), row(2), row(3), row(4), row(5), row(6), row(7), row(8)}
 	pending := &metering.PendingBill{Key: "task-9", Cum: metering.Counters{InputTokens: 10, OutputTokens: 20, ComputeMs: 30},
 		Add: metering.Counters{InputTokens: 1, ComputeMs: -2}, Rates: metering.Rates{InputTokensPerMillion: 3, PerTask: 7}}
 	want[1].Pending = pending
@@ -118,6 +118,8 @@ func TestSpoolRoundTripPendingAndBinds(t *testing.T) {
 		ExpiresAt: at.Add(24 * time.Hour), Done: true, Result: []byte(`{"kind":"message"}`), ResultVersion: "0.3"}
 	want[5].Pending, want[5].Binds = pending, &metering.Binding{ParentListingID: "lst_q"}
 	want[5].Sent = &metering.Sent{MessageID: "m-2", Digest: "cd34", ClaimID: "use_2", ClaimedAt: at, HeldUntil: at, ExpiresAt: at}
+	want[6].Lost, want[6].ErrorCode = true, -32001
+	want[7].Lost, want[7].Pending, want[7].Binds, want[7].Sent = true, pending, &metering.Binding{Stored: true}, want[5].Sent
 	if err := s.Append(want...); err != nil {
 		t.Fatal(err)
 	}
@@ -594,11 +596,11 @@ func TestSpoolSkipsASegmentDamagedLater(t *testing.T) {
 }
 
 // TestSpoolRoundTripTags: tagged rows (record version 4, wrapping versions
-// 1 to 3 and 5) read back whole, beside untagged ones, whose records are the
+// 1 to 3, 5 and 6) read back whole, beside untagged ones, whose records are the
 // versions they always were: spools written before tags read as before.
 func TestSpoolRoundTripTags(t *testing.T) {
 	s := MustOpenSpool(t, t.TempDir(), metering.SpoolOptions{})
-	want := []metering.Usage{row(1), row(2), row(3), row(4), row(5), row(6)}
+	want := []metering.Usage{row(1), row(2), row(3), row(4), row(5), row(6), row(7), row(8)}
 	tags := agentmarket.Tags(`{"project":"kyc","team":"payments"}`)
 	want[0].Tags = tags
 	want[1].Tags, want[1].Pending = tags, &metering.PendingBill{Key: "task-9", Cum: metering.Counters{InputTokens: 10}}
@@ -607,6 +609,8 @@ func TestSpoolRoundTripTags(t *testing.T) {
 	sent := &metering.Sent{MessageID: "m-1", Digest: "ab12", ClaimID: "snd_1", ClaimedAt: at, HeldUntil: at, ExpiresAt: at.Add(time.Hour), Done: true}
 	want[4].Tags, want[4].Sent, want[4].Binds = tags, sent, &metering.Binding{ParentListingID: "lst_q"}
 	want[5].Sent = sent
+	want[6].Lost = true
+	want[7].Tags, want[7].Lost = tags, true
 	if err := s.Append(want...); err != nil {
 		t.Fatal(err)
 	}
@@ -623,7 +627,8 @@ func TestSpoolRoundTripTags(t *testing.T) {
 	for _, tc := range []struct {
 		u    metering.Usage
 		want []byte
-	}{{want[3], []byte{1}}, {want[0], []byte{4, 1}}, {want[1], []byte{4, 2}}, {want[2], []byte{4, 3}}, {want[4], []byte{4, 5}}, {want[5], []byte{5}}} {
+	}{{want[3], []byte{1}}, {want[0], []byte{4, 1}}, {want[1], []byte{4, 2}}, {want[2], []byte{4, 3}}, {want[4], []byte{4, 5}}, {want[5], []byte{5}},
+		{want[6], []byte{6}}, {want[7], []byte{4, 6}}} {
 		if rec := metering.EncodeRecord(tc.u); !bytes.Equal(rec[8:8+len(tc.want)], tc.want) {
 			t.Errorf("row %s: version bytes %v, want %v", tc.u.ID, rec[8:8+len(tc.want)], tc.want)
 		}

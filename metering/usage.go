@@ -76,6 +76,12 @@ type Usage struct {
 	// call that failed frees the messageId), and the shipper projects it
 	// into the sent messages' store. Stores never see it.
 	Sent *Sent
+
+	// Lost says the agent answered this call TaskNotFound for TaskID,
+	// a task the meter had bound to BuyerOrgID: the agent forgot it. The
+	// shipper projects it (the task is recorded lost and its listing counts
+	// it). Stores never see it.
+	Lost bool
 }
 
 // Sent is what a row records of the message its call forwarded, beyond

@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -309,7 +310,17 @@ type sdkAgent struct {
 	Binding a2a.TransportProtocol
 	Exec    *sdkExecutor
 	Wire    *sdkWireLog // what the meter sent the agent
+
+	handler atomic.Pointer[http.Handler]
+	restart func()
 }
+
+// Restart replaces the agent's SDK handler with a new one on the same URL:
+// an agent restarted with an in-memory task store, which has forgotten
+// every task.
+func (a *sdkAgent) Restart() { a.restart() }
+
+func ptrTo[T any](v T) *T { return &v }
 
 // sdkWithPush makes the agent offer push notifications (the SDK's own
 // config store and HTTP sender).
@@ -333,30 +344,35 @@ func startSDKAgent(t *testing.T, version string, binding a2a.TransportProtocol, 
 		DefaultOutputModes:  []string{"text/plain"},
 		Skills:              []a2a.AgentSkill{{ID: "echo", Name: "Echo", Description: "Echoes the message and streams a few words.", Tags: []string{"test"}}},
 	}
-	handlerOptions := []a2asrv.RequestHandlerOption{a2asrv.WithLogger(slog.New(slog.DiscardHandler))}
-	if withPush {
-		handlerOptions = append(handlerOptions, a2asrv.WithPushNotifications(push.NewInMemoryStore(), push.NewHTTPPushSender(&push.HTTPSenderConfig{Timeout: 5 * time.Second})))
+	build := func() http.Handler {
+		handlerOptions := []a2asrv.RequestHandlerOption{a2asrv.WithLogger(slog.New(slog.DiscardHandler))}
+		if withPush {
+			handlerOptions = append(handlerOptions, a2asrv.WithPushNotifications(push.NewInMemoryStore(), push.NewHTTPPushSender(&push.HTTPSenderConfig{Timeout: 5 * time.Second})))
+		}
+		reqHandler := a2asrv.NewHandler(a.Exec, handlerOptions...)
+		mux := http.NewServeMux()
+		var transport http.Handler
+		switch {
+		case version == "1.0" && binding == a2a.TransportProtocolJSONRPC:
+			mux.Handle("GET "+a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
+			transport = a2asrv.NewJSONRPCHandler(reqHandler)
+		case version == "1.0" && binding == a2a.TransportProtocolHTTPJSON:
+			mux.Handle("GET "+a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
+			transport = a2asrv.NewRESTHandler(reqHandler)
+		case version == "0.3" && binding == a2a.TransportProtocolJSONRPC:
+			mux.Handle("GET "+a2asrv.WellKnownAgentCardPath, a2asrv.NewAgentCardHandler(a2av0.NewStaticAgentCardProducer(card)))
+			transport = a2av0.NewJSONRPCHandler(reqHandler)
+		case version == "0.3" && binding == a2a.TransportProtocolHTTPJSON:
+			mux.Handle("GET "+a2asrv.WellKnownAgentCardPath, a2asrv.NewAgentCardHandler(a2av0.NewStaticAgentCardProducer(card)))
+			transport = a2av0.NewRESTHandler(reqHandler)
+		default:
+			t.Fatalf("no SDK agent for %s %s", version, binding)
+		}
+		mux.Handle("/", transport)
+		return mux
 	}
-	reqHandler := a2asrv.NewHandler(a.Exec, handlerOptions...)
-	mux := http.NewServeMux()
-	var transport http.Handler
-	switch {
-	case version == "1.0" && binding == a2a.TransportProtocolJSONRPC:
-		mux.Handle("GET "+a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
-		transport = a2asrv.NewJSONRPCHandler(reqHandler)
-	case version == "1.0" && binding == a2a.TransportProtocolHTTPJSON:
-		mux.Handle("GET "+a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
-		transport = a2asrv.NewRESTHandler(reqHandler)
-	case version == "0.3" && binding == a2a.TransportProtocolJSONRPC:
-		mux.Handle("GET "+a2asrv.WellKnownAgentCardPath, a2asrv.NewAgentCardHandler(a2av0.NewStaticAgentCardProducer(card)))
-		transport = a2av0.NewJSONRPCHandler(reqHandler)
-	case version == "0.3" && binding == a2a.TransportProtocolHTTPJSON:
-		mux.Handle("GET "+a2asrv.WellKnownAgentCardPath, a2asrv.NewAgentCardHandler(a2av0.NewStaticAgentCardProducer(card)))
-		transport = a2av0.NewRESTHandler(reqHandler)
-	default:
-		t.Fatalf("no SDK agent for %s %s", version, binding)
-	}
-	mux.Handle("/", transport)
+	a.restart = func() { a.handler.Store(ptrTo(build())) }
+	a.restart()
 	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		x := sdkExchange{Method: r.Method, Path: r.URL.RequestURI(), Version: r.Header.Get("A2A-Version")}
 		if r.Body != nil {
@@ -365,7 +381,7 @@ func startSDKAgent(t *testing.T, version string, binding a2a.TransportProtocol, 
 			x.RPC = sdkRPCMethod(b)
 		}
 		sr := &sdkStatusRecorder{ResponseWriter: w}
-		mux.ServeHTTP(sr, r)
+		(*a.handler.Load()).ServeHTTP(sr, r)
 		x.Status = sr.status
 		a.Wire.add(x)
 	})

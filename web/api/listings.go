@@ -19,6 +19,7 @@ type listingJSON struct {
 	Health             listings.Health      `json:"health"`
 	HealthDetail       string               `json:"health_detail,omitempty"`
 	Incident           *incidentJSON        `json:"incident,omitempty"`
+	LostTasks          *lostTasksJSON       `json:"lost_tasks,omitempty"`
 	Name               string               `json:"name"`
 	Description        string               `json:"description"`
 	Version            string               `json:"version"`
@@ -46,6 +47,11 @@ type listingJSON struct {
 type incidentJSON struct {
 	At     time.Time `json:"at"`
 	Detail string    `json:"detail"`
+}
+
+type lostTasksJSON struct {
+	Count  int64     `json:"count"`
+	LastAt time.Time `json:"last_at"`
 }
 
 type interfaceJSON struct {
@@ -105,6 +111,9 @@ func (s *Server) listingView(l *listings.Listing, withCard bool) listingJSON {
 	v.Health, v.HealthDetail = l.HealthShown()
 	if l.Incident != nil {
 		v.Incident = &incidentJSON{At: l.Incident.At, Detail: l.Incident.Detail}
+	}
+	if l.LostTasks != nil {
+		v.LostTasks = &lostTasksJSON{Count: l.LostTasks.Count, LastAt: l.LostTasks.LastAt}
 	}
 	if !l.NextRefreshAt.IsZero() {
 		t := l.NextRefreshAt
