@@ -299,7 +299,8 @@ func (p *Proxy) callAgent(ctx context.Context, cl *call, r *wire.Request) (json.
 }
 
 // RunTaskSweeper cancels, every interval until ctx ends, the tasks whose
-// longest pause or end-to-end budget ran out. Several meters may sweep the
+// longest pause or end-to-end budget ran out, and marks the tasks this
+// meter watches that stalled (SweepStalls). Several meters may sweep the
 // same database: each due task is leased to one of them.
 func (p *Proxy) RunTaskSweeper(ctx context.Context, interval time.Duration) {
 	if p.Tasks == nil {
@@ -315,6 +316,7 @@ func (p *Proxy) RunTaskSweeper(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 		}
 		p.Sweep(ctx)
+		p.SweepStalls(ctx)
 		if now := p.Clock.Now(); now.Sub(pruned) >= time.Hour {
 			pruned = now
 			p.pruneSent(ctx, now)

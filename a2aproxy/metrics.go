@@ -24,6 +24,7 @@ type Metrics struct {
 	held     prometheus.Counter
 	sent     *prometheus.CounterVec
 	lost     *prometheus.CounterVec
+	stalled  *prometheus.CounterVec
 }
 
 // NewMetrics registers the meter's series on reg.
@@ -57,7 +58,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.lost = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "tasks_lost_total",
 		Help: "Tasks recorded lost, by listing: the agent answered TaskNotFound for a task the meter had bound (it forgot it, say in a restart)."},
 		[]string{"listing"})
-	reg.MustRegister(m.clamped, m.held, m.sent, m.lost)
+	m.stalled = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "tasks_stalled_total",
+		Help: "Tasks the meter marked stalled, by listing: no progress (status change, artifact or message) for longer than the listing's stall_after."},
+		[]string{"listing"})
+	reg.MustRegister(m.clamped, m.held, m.sent, m.lost, m.stalled)
 	return m
 }
 
@@ -149,5 +153,11 @@ func (m *Metrics) usageClamped(listing string) {
 func (m *Metrics) taskLost(listing string) {
 	if m != nil {
 		m.lost.WithLabelValues(listing).Inc()
+	}
+}
+
+func (m *Metrics) taskStalled(listing string) {
+	if m != nil {
+		m.stalled.WithLabelValues(listing).Inc()
 	}
 }

@@ -119,6 +119,7 @@ func (p *Proxy) taskLost(ctx context.Context, e contracts.TaskEvent) error {
 		return err
 	}
 	p.owners.MarkEnded(e.ListingID, e.TaskID)
+	p.forgetProgress(e.ListingID, e.TaskID)
 	if !ended {
 		return nil // ended before (or recorded lost by a replay of this row)
 	}

@@ -77,6 +77,11 @@ type Limits struct {
 	// default 10m. A change made meanwhile (a revoked key) is seen once the
 	// database answers again.
 	StaleWhileDown time.Duration
+	// StallAfter is how long a task may show no progress (no status
+	// change, artifact or message the meter relayed or saw) before the
+	// meter marks it stalled (stall.go); default 10m, negative: off (a
+	// listing may still set its own).
+	StallAfter time.Duration
 }
 
 func (l *Limits) defaults() {
@@ -97,6 +102,7 @@ func (l *Limits) defaults() {
 	def(&l.StaleWhileDown, 10*time.Minute)
 	def(&l.UnsettledWait, 2*time.Second)
 	def(&l.IdempotencyWindow, 24*time.Hour)
+	def(&l.StallAfter, 10*time.Minute)
 	if l.SentIndexSize == 0 {
 		l.SentIndexSize = 100_000
 	}
@@ -136,6 +142,9 @@ func (l Limits) with(o listings.Limits) Limits {
 	}
 	if o.IdempotencyWindow > 0 {
 		l.IdempotencyWindow = o.IdempotencyWindow
+	}
+	if o.StallAfter > 0 {
+		l.StallAfter = o.StallAfter
 	}
 	return l
 }
@@ -217,6 +226,8 @@ type Proxy struct {
 	sentWrites   chan sentWrite                         // idem.go
 	dialects     dialectCache                           // of 0.3 HTTP+JSON agent interfaces (dialect.go)
 	upstream     *http.Client                           // to agents, under Guard (upstream.go)
+	// stalls is the progress of the tasks this meter saw (stall.go).
+	stalls progressWatch
 	// background counts work that outlives a request (cascades).
 	background sync.WaitGroup
 }
@@ -902,6 +913,7 @@ func (p *Proxy) unaryFrom(c *fiber.Ctx, cl *call, res *http.Response) error {
 		return p.replyError(c, cl, ctx, wire.TranslateError(cl.upVersion, cl.req.Version, agentErr))
 	}
 	modified := false
+	var ob wire.Observation
 	switch cl.req.Method {
 	case wire.MethodListTasks:
 		// The agent sees only the marketplace's credentials, so it lists
@@ -924,7 +936,7 @@ func (p *Proxy) unaryFrom(c *fiber.Ctx, cl *call, res *http.Response) error {
 		}
 		modified = true
 	default:
-		ob := wire.Observe(cl.upVersion, cl.req.Method, result)
+		ob = wire.Observe(cl.upVersion, cl.req.Method, result)
 		cl.obs.add(ob)
 		if cl.sent != nil && ob.Kind == wire.KindMessage && cl.obs.taskID == "" {
 			cl.sentResult, cl.sentResultVersion = bytes.Clone(result), cl.upVersion
@@ -934,6 +946,7 @@ func (p *Proxy) unaryFrom(c *fiber.Ctx, cl *call, res *http.Response) error {
 		if err := p.bindAnswer(ctx, cl); err != nil {
 			return p.fail(c, cl, err)
 		}
+		p.noteProgress(cl, ob)
 		return p.reply(c, cl, ctx, http.StatusOK, raw)
 	}
 	if cl.upVersion != cl.req.Version && cl.req.Method != wire.MethodExtendedCard {
@@ -946,6 +959,7 @@ func (p *Proxy) unaryFrom(c *fiber.Ctx, cl *call, res *http.Response) error {
 	if err := p.bindAnswer(ctx, cl); err != nil {
 		return p.fail(c, cl, err)
 	}
+	p.noteProgress(cl, ob)
 	return p.answer(c, cl, ctx, result)
 }
 

@@ -506,6 +506,7 @@ func (p *Proxy) meterNotification(ctx context.Context, c *fiber.Ctx, cfg *contra
 	}
 	cl.actor.KeyID, cl.label, cl.bytesIn, cl.bytesOut = cfg.APIKeyID, "push", in, out
 	cl.obs.add(ob)
+	p.noteProgress(cl, ob)
 	p.finish(ctx, cl, p.Clock.Now().Sub(cl.start))
 	return nil
 }

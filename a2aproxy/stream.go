@@ -187,6 +187,7 @@ func (p *Proxy) onEvent(ctx context.Context, cl *call, ev wire.Event) ([]byte, e
 	if err := p.bindAnswer(ctx, cl); err != nil {
 		return nil, err
 	}
+	p.noteProgress(cl, ob)
 	if cl.passthrough() {
 		return ev.Raw, nil
 	}
@@ -297,6 +298,7 @@ func (p *Proxy) poll(ctx context.Context, cl *call) {
 			return // not the task asked for: nothing of another task is billed here
 		}
 		cl.obs.add(ob)
+		p.noteProgress(cl, ob)
 		if cl.obs.terminal {
 			return
 		}

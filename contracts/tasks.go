@@ -36,6 +36,11 @@ const (
 	// bound (it forgot it, say in a restart): the task is over for the
 	// buyer, and its listing counts it (listings.Listing.LostTasks).
 	TaskLost TaskEventKind = "lost"
+	// TaskStalled: the task showed no progress (no status change, artifact
+	// or message) for longer than its listing's stall_after; TaskProgressed:
+	// progress after a stall.
+	TaskStalled    TaskEventKind = "stalled"
+	TaskProgressed TaskEventKind = "progressed"
 )
 
 // Who canceled a task, when it was not a buyer's key.
@@ -72,7 +77,11 @@ type TaskRecord struct {
 	// EndedAt is when the task was seen terminal (or canceled); nil while
 	// it may still run.
 	EndedAt *time.Time
-	Events  []TaskEvent // oldest first
+	// StalledSince is when the meter marked the task stalled: the last
+	// progress it saw was longer ago than the listing's stall_after; nil
+	// when not stalled.
+	StalledSince *time.Time
+	Events       []TaskEvent // oldest first
 }
 
 // DueTask is a task the meter must cancel: a cancel was requested (a
@@ -101,9 +110,17 @@ type TaskLife interface {
 	// reports whether one was open.
 	TaskResumed(ctx context.Context, e TaskEvent) (bool, error)
 	// TaskEnded records the end of a task (a TaskEnded, TaskCanceled or
-	// TaskLost event) unless it has already ended, closes any pause, and takes the
-	// task out of DueTasks. Reports whether this call ended it.
+	// TaskLost event) unless it has already ended, closes any pause and
+	// stall, and takes the task out of DueTasks. Reports whether this call
+	// ended it.
 	TaskEnded(ctx context.Context, e TaskEvent) (bool, error)
+	// TaskStalled marks a task that has not ended stalled since e.At
+	// unless it is, recording a TaskStalled event; reports whether it
+	// marked it. NotFound for an unknown task.
+	TaskStalled(ctx context.Context, e TaskEvent) (bool, error)
+	// TaskProgressed clears a task's stall, recording a TaskProgressed
+	// event; reports whether it was stalled.
+	TaskProgressed(ctx context.Context, e TaskEvent) (bool, error)
 	// TaskRecord returns a task's binding, life and events, or NotFound.
 	TaskRecord(ctx context.Context, listingID, taskID string) (*TaskRecord, error)
 	// FindTasks finds bound tasks by their id alone (the parent a

@@ -24,6 +24,10 @@ type Limits struct {
 	// the first send created, instead of forwarding it again. Zero: the
 	// meter's default (24 h).
 	IdempotencyWindow time.Duration
+	// StallAfter is how long a task may show no progress (no status
+	// change, artifact or message) before the meter marks it stalled.
+	// Zero: the meter's default (10 min).
+	StallAfter time.Duration
 }
 
 // LimitsInput is how the API carries limits.
@@ -35,6 +39,7 @@ type LimitsInput struct {
 	TaskTimeoutMs       *int64 `json:"task_timeout_ms"`
 	MaxPauseMs          *int64 `json:"max_pause_ms"`
 	IdempotencyWindowMs *int64 `json:"idempotency_window_ms"`
+	StallAfterMs        *int64 `json:"stall_after_ms"`
 }
 
 // Bounds of per-listing limits: a seller may tighten or loosen the
@@ -49,6 +54,8 @@ const (
 	// Idempotent sends: from a second (tests, agents whose buyers reuse
 	// ids on purpose) to a week of records.
 	MaxIdempotencyWindow = 7 * 24 * time.Hour
+	// Stalled tasks: from a second to a day without progress.
+	MaxStallAfter = 24 * time.Hour
 )
 
 // ParseLimits checks limits, reporting every problem; nil fields (and 0)
@@ -79,6 +86,7 @@ func ParseLimits(in *LimitsInput) (Limits, error) {
 	ms("task_timeout_ms", in.TaskTimeoutMs, time.Second, MaxTaskTimeout, &l.TaskTimeout)
 	ms("max_pause_ms", in.MaxPauseMs, time.Second, MaxMaxPause, &l.MaxPause)
 	ms("idempotency_window_ms", in.IdempotencyWindowMs, time.Second, MaxIdempotencyWindow, &l.IdempotencyWindow)
+	ms("stall_after_ms", in.StallAfterMs, time.Second, MaxStallAfter, &l.StallAfter)
 	return l, fe.Err("invalid_listing", "the listing is not valid")
 }
 
@@ -93,5 +101,6 @@ func (l Limits) Input() LimitsInput {
 		TaskTimeoutMs:       i(l.TaskTimeout.Milliseconds()),
 		MaxPauseMs:          i(l.MaxPause.Milliseconds()),
 		IdempotencyWindowMs: i(l.IdempotencyWindow.Milliseconds()),
+		StallAfterMs:        i(l.StallAfter.Milliseconds()),
 	}
 }

@@ -31,12 +31,22 @@ import (
 // its chunks three times slower, so that a client can re-attach to it;
 // one containing "answer with a message" is answered with a message, no
 // task; one containing "fail first" fails, before any task, the first time
-// its text is sent.
+// its text is sent; one containing "hold" works silently until the test
+// releases it (Release), then sends one artifact and waits until canceled.
 type sdkExecutor struct {
 	delay time.Duration
 	sdkWaiters
 	failed sync.Map // texts of "fail first" messages that failed once
+	holds  sync.Map // task id → chan struct{}, closed by Release
 }
+
+func (e *sdkExecutor) hold(id a2a.TaskID) chan struct{} {
+	ch, _ := e.holds.LoadOrStore(id, make(chan struct{}))
+	return ch.(chan struct{})
+}
+
+// Release lets a "hold" task go on.
+func (e *sdkExecutor) Release(id a2a.TaskID) { close(e.hold(id)) }
 
 // sdkWaiters are the tasks of a test executor that work until they are
 // canceled: wait holds one until Cancel (or the test's end) releases it.
@@ -129,6 +139,20 @@ func (e *sdkExecutor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) i
 			return
 		}
 		text := sdkMessageText(ec.Message)
+		if strings.Contains(text, "hold") {
+			select {
+			case <-e.hold(ec.TaskID):
+			case <-ctx.Done():
+				return
+			case <-e.stop:
+				return
+			}
+			if !yield(a2a.NewArtifactEvent(ec, a2a.NewTextPart("released: "+text)), nil) {
+				return
+			}
+			e.wait(ctx, ec.TaskID)
+			return
+		}
 		if strings.Contains(text, "wait") {
 			e.wait(ctx, ec.TaskID)
 			return

@@ -274,6 +274,7 @@ type taskOwnerRow struct {
 	PausedSince   *time.Time
 	PauseCancelAt *time.Time
 	EndedAt       *time.Time
+	StalledSince  *time.Time
 	LeaseUntil    *time.Time
 	// A requested cancel (RequestCancel) and the sweeps' attempts.
 	CancelRequestedAt *time.Time

@@ -71,7 +71,23 @@ func (s *Store) TaskEnded(ctx context.Context, e contracts.TaskEvent) (bool, err
 		return false, err
 	}
 	return s.taskChange(ctx, e, "ended_at IS NULL",
-		map[string]any{"ended_at": e.At.UTC(), "paused_since": nil, "pause_cancel_at": nil})
+		map[string]any{"ended_at": e.At.UTC(), "paused_since": nil, "pause_cancel_at": nil, "stalled_since": nil})
+}
+
+// TaskStalled implements contracts.TaskLife.
+func (s *Store) TaskStalled(ctx context.Context, e contracts.TaskEvent) (bool, error) {
+	if err := eventKind(&e, contracts.TaskStalled); err != nil {
+		return false, err
+	}
+	return s.taskChange(ctx, e, "stalled_since IS NULL AND ended_at IS NULL", map[string]any{"stalled_since": e.At.UTC()})
+}
+
+// TaskProgressed implements contracts.TaskLife.
+func (s *Store) TaskProgressed(ctx context.Context, e contracts.TaskEvent) (bool, error) {
+	if err := eventKind(&e, contracts.TaskProgressed); err != nil {
+		return false, err
+	}
+	return s.taskChange(ctx, e, "stalled_since IS NOT NULL", map[string]any{"stalled_since": nil})
 }
 
 // eventKind gives an event without a kind the first of kinds, and refuses
@@ -132,7 +148,7 @@ func (s *Store) TaskRecord(ctx context.Context, listingID, taskID string) (*cont
 	if err != nil {
 		return nil, gormdb.Translate(err, "task")
 	}
-	rec := &contracts.TaskRecord{TaskBinding: r.binding(), PausedSince: utcPtr(r.PausedSince), PauseCancelAt: utcPtr(r.PauseCancelAt),
+	rec := &contracts.TaskRecord{TaskBinding: r.binding(), PausedSince: utcPtr(r.PausedSince), PauseCancelAt: utcPtr(r.PauseCancelAt), StalledSince: utcPtr(r.StalledSince),
 		EndedAt: utcPtr(r.EndedAt), Events: make([]contracts.TaskEvent, len(events))}
 	for i := range events {
 		rec.Events[i] = eventFromRow(&events[i])

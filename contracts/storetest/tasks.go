@@ -601,6 +601,47 @@ func runBindings(t *testing.T, newStore TaskFactory) {
 		wantKind(t, "TaskEnded(lost, unbound)", err, agentmarket.NotFound)
 	})
 
+	t.Run("life: a stall is marked once, cleared by progress, and by the task's end", func(t *testing.T) {
+		s, _ := newStore(t)
+		_, err := s.BindTask(ctx, contracts.TaskBinding{ListingID: "lst_1", TaskID: "task-s", OrgID: "org_a", ContractID: "ctr_1", CreatedAt: t0})
+		must(t, err)
+		ev := func(id string, kind contracts.TaskEventKind, at time.Time) contracts.TaskEvent {
+			return contracts.TaskEvent{ID: id, ListingID: "lst_1", TaskID: "task-s", Kind: kind, State: "working", At: at}
+		}
+		stalled := t0.Add(10 * time.Minute)
+		ok, err := s.TaskStalled(ctx, ev("tev_s1", contracts.TaskStalled, stalled))
+		wantBool(t, "TaskStalled", ok, err, true)
+		ok, err = s.TaskStalled(ctx, ev("tev_s2", contracts.TaskStalled, stalled.Add(time.Minute)))
+		wantBool(t, "TaskStalled(stalled)", ok, err, false)
+		rec, err := s.TaskRecord(ctx, "lst_1", "task-s")
+		must(t, err)
+		if rec.StalledSince == nil || !rec.StalledSince.Equal(stalled) || rec.EndedAt != nil {
+			t.Fatalf("stalled record %+v", rec)
+		}
+		ok, err = s.TaskProgressed(ctx, ev("tev_s3", contracts.TaskProgressed, stalled.Add(2*time.Minute)))
+		wantBool(t, "TaskProgressed", ok, err, true)
+		ok, err = s.TaskProgressed(ctx, ev("tev_s4", contracts.TaskProgressed, stalled.Add(3*time.Minute)))
+		wantBool(t, "TaskProgressed(not stalled)", ok, err, false)
+		ok, err = s.TaskStalled(ctx, ev("tev_s5", contracts.TaskStalled, stalled.Add(20*time.Minute)))
+		wantBool(t, "TaskStalled(again)", ok, err, true)
+		ok, err = s.TaskEnded(ctx, ev("tev_s6", contracts.TaskEnded, stalled.Add(21*time.Minute)))
+		wantBool(t, "TaskEnded(stalled)", ok, err, true)
+		ok, err = s.TaskStalled(ctx, ev("tev_s7", contracts.TaskStalled, stalled.Add(40*time.Minute)))
+		wantBool(t, "TaskStalled(ended)", ok, err, false)
+		rec, err = s.TaskRecord(ctx, "lst_1", "task-s")
+		must(t, err)
+		var kinds []contracts.TaskEventKind
+		for _, e := range rec.Events {
+			kinds = append(kinds, e.Kind)
+		}
+		want := []contracts.TaskEventKind{contracts.TaskStalled, contracts.TaskProgressed, contracts.TaskStalled, contracts.TaskEnded}
+		if rec.StalledSince != nil || !slices.Equal(kinds, want) {
+			t.Fatalf("record %+v, events %v, want not stalled, %v", rec, kinds, want)
+		}
+		_, err = s.TaskStalled(ctx, contracts.TaskEvent{ListingID: "lst_1", TaskID: "task-9", At: t0})
+		wantKind(t, "TaskStalled(unbound)", err, agentmarket.NotFound)
+	})
+
 	t.Run("bindings: a batch keeps parent and deadline", func(t *testing.T) {
 		s, _ := newStore(t)
 		d1 := t0.Add(time.Hour)

@@ -82,6 +82,7 @@ type taskJSON struct {
 	PausedSince     *time.Time      `json:"paused_since"`
 	PauseCancelAt   *time.Time      `json:"pause_cancel_at"`
 	EndedAt         *time.Time      `json:"ended_at"`
+	StalledSince    *time.Time      `json:"stalled_since"`
 	Events          []taskEventJSON `json:"events"`
 }
 
@@ -92,7 +93,7 @@ func (s *Server) getTask(c *fiber.Ctx) error {
 	}
 	out := taskJSON{ListingID: r.ListingID, TaskID: r.TaskID, ContextID: r.ContextID, OrgID: r.OrgID, ContractID: r.ContractID,
 		ParentListingID: r.ParentListingID, ParentTaskID: r.ParentTaskID, CreatedAt: r.CreatedAt, DeadlineAt: r.DeadlineAt,
-		PausedSince: r.PausedSince, PauseCancelAt: r.PauseCancelAt, EndedAt: r.EndedAt, Events: []taskEventJSON{}}
+		PausedSince: r.PausedSince, PauseCancelAt: r.PauseCancelAt, EndedAt: r.EndedAt, StalledSince: r.StalledSince, Events: []taskEventJSON{}}
 	for _, e := range r.Events {
 		out.Events = append(out.Events, taskEventJSON{Kind: string(e.Kind), State: e.State, At: e.At, Actor: e.Actor, Reason: e.Reason, TraceID: e.TraceID})
 	}

@@ -74,6 +74,9 @@ type MeterLimits struct {
 	// IdempotencyWindow is how long a send's messageId holds (idempotent
 	// sends); 0 = off (listings may set their own).
 	IdempotencyWindow time.Duration
+	// StallAfter is how long a task may show no progress before the meter
+	// marks it stalled; 0 = off (listings may set their own).
+	StallAfter time.Duration
 }
 
 func duration(min time.Duration, f func(*Config) *time.Duration) func(*Config, string) error {
@@ -157,6 +160,14 @@ func Settings(bin string) []Setting {
 				return errors.New("must be 0 or a duration from 1s to 168h, like 24h")
 			}
 			c.MeterLimits.IdempotencyWindow = d
+			return nil
+		}},
+		{"meter-stall-after", "how long a task may show no progress (no status change, artifact or message the meter relayed or saw) before the meter marks it stalled: a stalled event in its record, a metric, a notification to the buyer's webhook; 0 = off (listings may set their own)", "10m", func(c *Config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || (d != 0 && d < time.Second) || d > 24*time.Hour {
+				return errors.New("must be 0 or a duration from 1s to 24h, like 10m")
+			}
+			c.MeterLimits.StallAfter = d
 			return nil
 		}},
 		{"task-event-retention", "how long the events of ended tasks (pauses, resumes, cancels) are kept", "2160h", duration(time.Hour, func(c *Config) *time.Duration { return &c.MeterLimits.EventRetention })},

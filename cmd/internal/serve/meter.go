@@ -205,6 +205,7 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 			MaxPause:          d.Config.MeterLimits.MaxPause,
 			EventRetention:    d.Config.MeterLimits.EventRetention,
 			IdempotencyWindow: idempotencyWindow(d.Config.MeterLimits.IdempotencyWindow),
+			StallAfter:        idempotencyWindow(d.Config.MeterLimits.StallAfter),
 		},
 		Auth:         d.Accounts,
 		Resolver:     MeterTargets{Store: d.Listings, Catalog: d.Catalog},
@@ -248,8 +249,8 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 	return &Meter{Proxy: p, Spool: spool, Shipper: ship, stopLoops: func() { stop(); loops.Wait() }}, nil
 }
 
-// idempotencyWindow is the proxy's form of the setting: 0 (off) is
-// negative there, where 0 takes the default.
+// idempotencyWindow is the proxy's form of the setting (and of
+// meter-stall-after): 0 (off) is negative there, where 0 takes the default.
 func idempotencyWindow(d time.Duration) time.Duration {
 	if d == 0 {
 		return -1
