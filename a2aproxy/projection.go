@@ -70,6 +70,7 @@ func (p *Proxy) Project(ctx context.Context, rows []metering.Usage) error {
 				// way, or by the meter's own call if it was bound in the
 				// database first.
 				p.owners.MarkEnded(b.ListingID, b.TaskID)
+				p.forgetProgress(b.ListingID, b.TaskID)
 			}
 		}
 	}
@@ -80,6 +81,7 @@ func (p *Proxy) Project(ctx context.Context, rows []metering.Usage) error {
 			return err
 		}
 		p.owners.MarkEnded(e.ListingID, e.TaskID)
+		p.forgetProgress(e.ListingID, e.TaskID) // another meter may have seen the end
 	}
 	// Tasks the agent lost: after the bindings, so a task bound and lost
 	// in one batch is found.

@@ -15,7 +15,8 @@ import (
 // restarted and forgets the tasks it was working on. A buyer asking the
 // meter about one of them (GetTask, CancelTask, SubscribeToTask) gets the
 // agent's TaskNotFound unchanged; the task's record shows it lost (a lost
-// event, ended) and the seller's listing counts its lost tasks. A2A 1.0
+// event, ended) and the seller's listing counts its lost tasks (the API
+// and the listing's page). A2A 1.0
 // and 0.3, JSON-RPC and HTTP+JSON, on both storage set-ups.
 func TestLostTasksSDK(t *testing.T) {
 	meterEnvs(t, func(t *testing.T, e meterEnv) {
@@ -90,6 +91,11 @@ func TestLostTasksSDK(t *testing.T) {
 					})
 					if got.str("health") != "healthy" || get(got.JSON, "lost_tasks", "last_at") == nil {
 						t.Errorf("listing after %d lost tasks: %s", len(asks), got.Body)
+					}
+					// The listing's page says so under Health.
+					page := api.do("GET", "/listings/"+listing, nil)
+					if want := fmt.Sprintf(`data-lost-tasks="%d">The agent lost %d tasks`, len(asks), len(asks)); page.Status != 200 || !strings.Contains(string(page.Body), want) {
+						t.Errorf("listing page: %d, want it to say %q", page.Status, want)
 					}
 				})
 			}
