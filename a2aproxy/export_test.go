@@ -48,3 +48,13 @@ type OwnerIndex = ownerIndex
 func NewOwnerIndex(store contracts.TaskOwners, capacity int, missWait time.Duration) *OwnerIndex {
 	return newOwnerIndex(store, capacity, missWait)
 }
+
+// NoteProgress notes what a call on listingID saw of taskID, as a call
+// under a stall time of after would.
+func (p *Proxy) NoteProgress(listingID, taskID string, after time.Duration, ob wire.Observation) {
+	cl := &call{actor: agentmarket.Actor{OrgID: "org_b"}, target: &Target{ListingID: listingID}}
+	cl.lim.StallAfter = after
+	cl.obs.taskID = taskID
+	cl.obs.add(ob)
+	p.noteProgress(cl, ob)
+}

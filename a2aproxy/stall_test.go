@@ -1,0 +1,112 @@
+package a2aproxy_test
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/a2aproxy"
+	"github.com/agentmarket/agentmarket/a2aproxy/wire"
+	"github.com/agentmarket/agentmarket/contracts"
+)
+
+// stallLife records the stalls and progress the sweeper writes; a task is
+// stalled until progressed.
+type stallLife struct {
+	contracts.TaskLife
+	mu      sync.Mutex
+	stalled map[string]bool
+	events  []string
+}
+
+func (s *stallLife) TaskStalled(_ context.Context, e contracts.TaskEvent) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stalled[e.TaskID] {
+		return false, nil
+	}
+	s.stalled[e.TaskID] = true
+	s.events = append(s.events, e.TaskID+":stalled")
+	return true, nil
+}
+
+func (s *stallLife) TaskProgressed(_ context.Context, e contracts.TaskEvent) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.stalled[e.TaskID] {
+		return false, nil
+	}
+	s.stalled[e.TaskID] = false
+	s.events = append(s.events, e.TaskID+":progressed")
+	return true, nil
+}
+
+func (s *stallLife) take() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := strings.Join(s.events, " ")
+	s.events = nil
+	return out
+}
+
+// TestStallRules: what counts as progress, and when a task is marked
+// stalled, on a clock the test moves.
+func TestStallRules(t *testing.T) {
+	ctx := context.Background()
+	clock := agentmarket.NewManualClock(time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC))
+	life := &stallLife{stalled: map[string]bool{}}
+	p := &a2aproxy.Proxy{Clock: clock, Tasks: life, Logger: slog.New(slog.DiscardHandler)}
+	const after = time.Minute
+	task := func(state string, artifact string) wire.Observation {
+		ob := wire.Observation{Kind: wire.KindTask, TaskID: "t", State: state, Terminal: state == "completed"}
+		if artifact != "" {
+			ob.Artifacts = []wire.ArtifactChunk{{ArtifactID: "a", Text: artifact}}
+		}
+		return ob
+	}
+	note := func(ob wire.Observation) { p.NoteProgress("lst_1", "t", after, ob) }
+	sweep := func(want string) {
+		t.Helper()
+		p.SweepStalls(ctx)
+		if got := life.take(); got != want {
+			t.Errorf("at %s: sweep recorded %q, want %q", clock.Now().Format(time.TimeOnly), got, want)
+		}
+	}
+
+	note(task("working", ""))
+	clock.Advance(after)
+	sweep("") // exactly stall_after: not yet
+	note(task("working", ""))
+	clock.Advance(time.Second)
+	sweep("t:stalled") // the same task again is no progress
+	sweep("")          // marked once
+	note(task("working", "half a report"))
+	sweep("t:progressed") // more artifact text: progress
+	clock.Advance(after + time.Second)
+	note(task("working", "half a report"))
+	sweep("t:stalled")
+	note(wire.Observation{Kind: wire.KindStatusUpdate, TaskID: "t", State: "working", AgentTexts: []string{"still on it"}})
+	sweep("t:progressed") // a status update with a message
+	clock.Advance(after + time.Second)
+	sweep("t:stalled")
+	note(wire.Observation{Kind: wire.KindArtifactUpdate, TaskID: "t", Artifacts: []wire.ArtifactChunk{{ArtifactID: "a", Text: " more", Append: true}}})
+	sweep("t:progressed") // an artifact chunk
+	note(task("input-required", "half a report more"))
+	clock.Advance(10 * after)
+	sweep("") // waiting for the buyer: a pause, not a stall
+	note(task("working", "half a report more"))
+	clock.Advance(after + time.Second)
+	sweep("t:stalled") // state changed (resumed), then silent
+	note(task("completed", "the report"))
+	clock.Advance(10 * after)
+	sweep("") // ended: no longer watched
+
+	// A stall time of 0 (off): never watched.
+	p.NoteProgress("lst_1", "u", 0, wire.Observation{Kind: wire.KindTask, TaskID: "u", State: "working"})
+	clock.Advance(24 * time.Hour)
+	sweep("")
+}
