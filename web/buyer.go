@@ -178,6 +178,44 @@ func (u *UI) buyer(r *req) error {
 	return u.render(r, "buyer", "Subscriptions", d)
 }
 
+// taskView is one of the org's tasks as the console shows it.
+type taskView struct {
+	Rec *contracts.TaskRecord
+	// Status is lost, ended, stalled, paused or running; Since when.
+	Status string
+	Since  time.Time
+}
+
+// task shows one of the org's tasks: where it is in its life (running,
+// paused, stalled, ended, or lost by its agent) and what happened to it.
+func (u *UI) task(r *req) error {
+	if err := u.require(r, contracts.ObjSubscriptions, contracts.ActRead); err != nil {
+		return err
+	}
+	if u.d.Tasks == nil {
+		return agentmarket.Errorf(agentmarket.NotFound, "task_not_found", "no such task")
+	}
+	rec, err := u.d.Tasks.Task(r.ctx, r.actor, strings.Clone(r.c.Params("listing")), strings.Clone(r.c.Params("task")))
+	if err != nil {
+		return err
+	}
+	v := taskView{Rec: rec, Status: "running", Since: rec.CreatedAt}
+	switch {
+	case rec.EndedAt != nil:
+		v.Status, v.Since = "ended", *rec.EndedAt
+		for _, e := range rec.Events {
+			if e.Kind == contracts.TaskLost {
+				v.Status = "lost"
+			}
+		}
+	case rec.StalledSince != nil:
+		v.Status, v.Since = "stalled", *rec.StalledSince
+	case rec.PausedSince != nil:
+		v.Status, v.Since = "paused", *rec.PausedSince
+	}
+	return u.render(r, "task", "Task "+rec.TaskID, v)
+}
+
 // retryDelivery sends a failed push notification again.
 func (u *UI) retryDelivery(r *req) error {
 	if err := u.require(r, contracts.ObjSubscriptions, contracts.ActWrite); err != nil {

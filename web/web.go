@@ -145,6 +145,7 @@ func (u *UI) Mount(r fiber.Router) {
 	r.Post("/buyer/subscriptions/:id/end", u.page(u.cancelAtPeriodEnd))
 	r.Post("/buyer/offers/:id/accept", u.page(u.acceptOffer))
 	r.Post("/buyer/deliveries/:id/retry", u.page(u.retryDelivery))
+	r.Get("/buyer/tasks/:listing/:task", u.page(u.task))
 	r.Get("/keys", u.page(u.keys))
 	r.Post("/keys", u.page(u.createKey))
 	r.Post("/keys/:id/revoke", u.page(u.revokeKey))

@@ -689,6 +689,41 @@ func TestBuyerSeesFailedPushDeliveries(t *testing.T) {
 	}
 }
 
+// TestBuyerSeesTaskLife: the buyer's console shows a task of theirs
+// (linked from the deliveries it had): running, then stalled (with the
+// meter's event), then lost by its agent; another org gets not found.
+func TestBuyerSeesTaskLife(t *testing.T) {
+	s := newSite(t, siteOptions{autoApprove: true})
+	ctx := context.Background()
+	_, b, l, buyer := s.sellerAndBuyer(t)
+	if p := b.post("/listings/"+l.ID+"/subscribe", nil); p.Status != http.StatusSeeOther {
+		t.Fatalf("subscribe = %d", p.Status)
+	}
+	if _, err := s.store.BindTask(ctx, contracts.TaskBinding{ListingID: l.ID, TaskID: "task-s", OrgID: buyer.OrgID, ContractID: "ctr_x", CreatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	page := "/buyer/tasks/" + l.ID + "/task-s"
+	mustContain(t, b.get(page), `data-task-status="running"`, "task-s")
+
+	if _, err := s.store.TaskStalled(ctx, contracts.TaskEvent{ListingID: l.ID, TaskID: "task-s", Kind: contracts.TaskStalled, State: "working",
+		At: now.Add(10 * time.Minute), Actor: "meter", Reason: "no progress since 10:00"}); err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, b.get(page), `data-task-status="stalled"`, `data-event="stalled"`, "no progress since 10:00")
+
+	if _, err := s.store.TaskEnded(ctx, contracts.TaskEvent{ListingID: l.ID, TaskID: "task-s", Kind: contracts.TaskLost,
+		At: now.Add(20 * time.Minute), Reason: "the agent answered tasks/get with TaskNotFound"}); err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, b.get(page), `data-task-status="lost"`, `data-event="lost"`, "The agent no longer knows this task")
+
+	o := s.browser(t)
+	o.signup("Initech", "it@initech.example")
+	if p := o.get(page); p.Status != http.StatusNotFound {
+		t.Errorf("another org's view of the task = %d, want 404", p.Status)
+	}
+}
+
 // TestTotalsPastInt64 (issue 11): per-agent sums that each fit but
 // together pass int64 (rows stored before amounts were bounded) show a
 // saturated total on the finance and buyer pages, and a chart axis up to
