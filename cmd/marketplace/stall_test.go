@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -76,14 +77,28 @@ func TestStalledTasksSDK(t *testing.T) {
 						rec.JSON["ended_at"] != nil {
 						t.Errorf("stalled task record: events %v %v, ended_at %v", kinds, evs, rec.JSON["ended_at"])
 					}
+					var note hookCall
 					waitFor(t, "the stall at the buyer's webhook", 10*time.Second, func() bool {
 						for _, h := range hook.received(path) {
 							if strings.Contains(string(h.Raw), "agentmarket/stalled") && strings.Contains(string(h.Raw), string(task.ID)) {
+								note = h
 								return true
 							}
 						}
 						return false
 					})
+					// A status update in the buyer's version: the last state the
+					// meter saw (the send's answer said submitted; the agent's
+					// working may have come by push), the stall in its metadata.
+					update, _ := get(note.Body, "statusUpdate").(map[string]any)
+					states := []string{"TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"}
+					if version == "0.3" {
+						update, states = note.Body, []string{"submitted", "working"}
+					}
+					if !slices.Contains(states, fmt.Sprint(get(update, "status", "state"))) || get(update, "metadata", "agentmarket/stalled", "stallAfterMs") != float64(1000) ||
+						get(update, "metadata", "agentmarket/stalled", "lastProgressAt") == nil || note.Token != "tok-1" && note.Token03 != "tok-1" {
+						t.Errorf("stall notification: %s (token %q/%q)", note.Raw, note.Token, note.Token03)
+					}
 					fams, err := scrape(http.DefaultClient, m.URL)
 					if err != nil {
 						t.Fatal(err)
