@@ -62,29 +62,7 @@ func TestIdempotentSendsSDK(t *testing.T) {
 	_, otherKey := signup(t, api, "Initech", "it@initech.example")
 	buyer, other := newSDKBuyer(buyerKey), newSDKBuyer(otherKey)
 
-	bindings := []a2a.TransportProtocol{a2a.TransportProtocolJSONRPC, a2a.TransportProtocolHTTPJSON}
-	var combos []*sdkCombo
-	for _, version := range []string{"1.0", "0.3"} {
-		for _, agentBinding := range bindings {
-			ag := startSDKAgent(t, version, agentBinding)
-			r := api.with(seller).do("POST", "/api/v1/listings", map[string]any{"card_url": ag.URL, "pricing": pricing})
-			if r.Status != 201 {
-				t.Fatalf("list the SDK %s %s agent: %d %s", version, agentBinding, r.Status, r.Body)
-			}
-			listing := r.str("id")
-			var endpoint string
-			for _, key := range []string{buyerKey, otherKey} {
-				if r = api.with(key).do("POST", "/api/v1/subscriptions", map[string]any{"listing_id": listing}); r.Status != 201 {
-					t.Fatalf("subscribe: %d %s", r.Status, r.Body)
-				}
-				endpoint = r.str("endpoint")
-			}
-			for _, clientBinding := range bindings {
-				combos = append(combos, &sdkCombo{version: version, agent: agentBinding, client: clientBinding,
-					ag: ag, listing: listing, endpoint: endpoint, tasks: map[string]string{}})
-			}
-		}
-	}
+	combos := listSDKCombos(t, api, seller, buyerKey, otherKey)
 	for _, c := range combos {
 		t.Run(c.name(), func(t *testing.T) { runIdemCombo(t, c, buyer, other) })
 	}

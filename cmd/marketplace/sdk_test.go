@@ -224,6 +224,23 @@ func TestSDKPeers(t *testing.T) {
 	otherOrg, otherKey := signup(t, api, "Initech", "it@initech.example")
 	buyer, other := newSDKBuyer(buyerKey), newSDKBuyer(otherKey)
 
+	combos := listSDKCombos(t, api, seller, buyerKey, otherKey)
+	for _, c := range combos {
+		t.Run(c.name(), func(t *testing.T) { runSDKCombo(t, c, buyer, other) })
+	}
+	t.Run("usage", func(t *testing.T) { checkSDKUsage(t, m, combos, sellerOrg, buyerOrg, otherOrg) })
+	t.Run("cards", func(t *testing.T) { checkSDKCards(t, m, seller, combos[0].ag) })
+}
+
+// listSDKCombos lists an official-SDK agent of each version and binding,
+// subscribes each of keys to every one, and returns every pairing with a
+// client binding. The SDK's 0.3 HTTP+JSON is a dialect of its own (1.0
+// paths without /v1, snake_case keys, JSON-RPC object shapes), not the 0.3
+// specification's (§3.2.3: /v1 paths, the proto's JSON): the meter reads
+// and answers it from buyers, and finds by probing that the 0.3 HTTP+JSON
+// agent speaks it.
+func listSDKCombos(t *testing.T, api client, seller string, keys ...string) []*sdkCombo {
+	t.Helper()
 	bindings := []a2a.TransportProtocol{a2a.TransportProtocolJSONRPC, a2a.TransportProtocolHTTPJSON}
 	var combos []*sdkCombo
 	for _, version := range []string{"1.0", "0.3"} {
@@ -235,29 +252,19 @@ func TestSDKPeers(t *testing.T) {
 			}
 			listing := r.str("id")
 			var endpoint string
-			for _, key := range []string{buyerKey, otherKey} {
-				r = api.with(key).do("POST", "/api/v1/subscriptions", map[string]any{"listing_id": listing})
-				if r.Status != 201 {
+			for _, key := range keys {
+				if r = api.with(key).do("POST", "/api/v1/subscriptions", map[string]any{"listing_id": listing}); r.Status != 201 {
 					t.Fatalf("subscribe: %d %s", r.Status, r.Body)
 				}
 				endpoint = r.str("endpoint")
 			}
 			for _, clientBinding := range bindings {
-				// The SDK's 0.3 HTTP+JSON is a dialect of its own (1.0 paths
-				// without /v1, snake_case keys, JSON-RPC object shapes), not
-				// the 0.3 specification's (§3.2.3: /v1 paths, the proto's
-				// JSON): the meter reads and answers it from buyers, and
-				// finds by probing that the 0.3 HTTP+JSON agent speaks it.
 				combos = append(combos, &sdkCombo{version: version, agent: agentBinding, client: clientBinding,
 					ag: ag, listing: listing, endpoint: endpoint, tasks: map[string]string{}})
 			}
 		}
 	}
-	for _, c := range combos {
-		t.Run(c.name(), func(t *testing.T) { runSDKCombo(t, c, buyer, other) })
-	}
-	t.Run("usage", func(t *testing.T) { checkSDKUsage(t, m, combos, sellerOrg, buyerOrg, otherOrg) })
-	t.Run("cards", func(t *testing.T) { checkSDKCards(t, m, seller, combos[0].ag) })
+	return combos
 }
 
 // checkSDKCards: a seller with many listings (here, one SDK agent listed
