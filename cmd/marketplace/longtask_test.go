@@ -1115,9 +1115,18 @@ func TestCancelCascadeEarlyDelegation(t *testing.T) {
 	if res := <-answered; get(res, "task", "status", "state") != "TASK_STATE_INPUT_REQUIRED" {
 		t.Fatalf("parent: %v", res)
 	}
-	if _, e := (rpc{t: t, url: pep, key: lm.buyer, version: "1.0"}).call("CancelTask", map[string]any{"id": parent}); e != nil {
-		t.Fatalf("cancel: %v", e)
-	}
+	// a2a-go v2.3.1 refuses a cancel that arrives while the execution that
+	// just answered input-required is still being torn down (its
+	// local_manager.go names the race in a TODO): the agent, not the meter,
+	// answers TASK_NOT_CANCELABLE then. Try again until the agent takes it.
+	var cancelErr map[string]any
+	waitFor(t, "the agent to take the parent's cancel", 10*time.Second, func() bool {
+		_, cancelErr = (rpc{t: t, url: pep, key: lm.buyer, version: "1.0"}).call("CancelTask", map[string]any{"id": parent})
+		if cancelErr != nil && cancelErr["code"] != float64(-32002) {
+			t.Fatalf("cancel: %v", cancelErr)
+		}
+		return cancelErr == nil
+	})
 	waitFor(t, "the early child canceled", 10*time.Second, func() bool { return childAgent.Exec.wasCanceled(child) })
 	kinds, _ := events(lm.endedRecord(t, lm.buyer, cl, child))
 	if len(kinds) != 1 || kinds[0] != "canceled:cascade" {
