@@ -11,8 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gofiber/fiber/v2"
-
 	"github.com/agentmarket/agentmarket/a2aproxy/wire"
 	"github.com/agentmarket/agentmarket/contracts"
 	"github.com/agentmarket/agentmarket/metering"
@@ -387,7 +385,7 @@ func (p *Proxy) findSent(ctx context.Context, k contracts.SentKey) (*contracts.S
 // earlier one. It answers the call itself (replied) with what the first
 // send created, or returns an error to answer (a refusal); otherwise the
 // call holds its messageId (cl.sent) and goes on.
-func (p *Proxy) idempotent(c *fiber.Ctx, cl *call) (replied bool, err error) {
+func (p *Proxy) idempotent(c exchange, cl *call) (replied bool, err error) {
 	if p.Sent == nil || cl.lim.IdempotencyWindow <= 0 {
 		return false, nil
 	}
@@ -435,7 +433,7 @@ func (p *Proxy) idempotent(c *fiber.Ctx, cl *call) (replied bool, err error) {
 			case v.taskID == "" && !v.hasResult:
 				return false, sentStillRunning()
 			}
-			return true, p.replay(c, cl, ctx, key, v)
+			return true, p.replay(ctx, c, cl, key, v)
 		}
 		rec, err := p.findSent(ctx, key)
 		if err != nil {
@@ -478,10 +476,10 @@ func (p *Proxy) idempotent(c *fiber.Ctx, cl *call) (replied bool, err error) {
 			resultVersion: wire.Version(rec.ResultVersion), hasResult: rec.Result != nil}
 		if rec.Stage == contracts.SentDone {
 			p.rememberSent(rec, v, now)
-			return true, p.replay(c, cl, ctx, key, v)
+			return true, p.replay(ctx, c, cl, key, v)
 		}
 		if rec.TaskID != "" {
-			return true, p.replay(c, cl, ctx, key, v) // running elsewhere: its current state
+			return true, p.replay(ctx, c, cl, key, v) // running elsewhere: its current state
 		}
 		// Claimed through another meter, which has not learned the task
 		// yet: wait for it.
@@ -600,7 +598,7 @@ func sentStillRunning() error {
 // state, fetched from the agent (a blocking send waits, polling, until the
 // task ends or pauses, as long as wait lasts: the request timeout). Its
 // usage row (method "replay:<method>") bills nothing.
-func (p *Proxy) replay(c *fiber.Ctx, cl *call, wait context.Context, key contracts.SentKey, v sentView) error {
+func (p *Proxy) replay(wait context.Context, c exchange, cl *call, key contracts.SentKey, v sentView) error {
 	cl.replayed = true
 	cl.label = "replay:" + cl.req.Name
 	cl.inlinePush = nil // the first copy registered its own
@@ -630,7 +628,7 @@ func (p *Proxy) replay(c *fiber.Ctx, cl *call, wait context.Context, key contrac
 		if err != nil {
 			return p.fail(c, cl, rpcErr(CodeUpstreamInvalid, http.StatusOK, "the agent's answer could not be translated: "+err.Error()))
 		}
-		return p.replayAnswer(c, cl, ctx, out)
+		return p.replayAnswer(ctx, c, cl, out)
 	}
 	sctx, cancel := step()
 	b, err := p.owners.Lookup(sctx, key.ListingID, v.taskID)
@@ -653,7 +651,7 @@ func (p *Proxy) replay(c *fiber.Ctx, cl *call, wait context.Context, key contrac
 			return p.fail(c, cl, err)
 		case agentErr != nil && last == nil:
 			cl.errCode = agentErr.Code
-			return p.replyError(c, cl, ctx, wire.TranslateError(cl.upVersion, cl.req.Version, agentErr))
+			return p.replyError(ctx, c, cl, wire.TranslateError(cl.upVersion, cl.req.Version, agentErr))
 		case err == nil && agentErr == nil:
 			ob := wire.Observe(cl.upVersion, wire.MethodGetTask, result)
 			if ob.TaskID != v.taskID {
@@ -662,11 +660,11 @@ func (p *Proxy) replay(c *fiber.Ctx, cl *call, wait context.Context, key contrac
 			cl.obs.add(ob)
 			last = bytes.Clone(result)
 			if !waitEnd || ob.Terminal || ob.Interrupted || wait.Err() != nil {
-				return p.replayTask(c, cl, ctx, last)
+				return p.replayTask(ctx, c, cl, last)
 			}
 		}
 		if wait.Err() != nil {
-			return p.replayTask(c, cl, ctx, last) // the last state read: this one failed
+			return p.replayTask(ctx, c, cl, last) // the last state read: this one failed
 		}
 		t := time.NewTimer(min(p.Limits.SettleInterval, time.Second))
 		select {
@@ -697,27 +695,24 @@ func (p *Proxy) currentTask(ctx context.Context, cl *call, taskID string) ([]byt
 
 // replayTask answers a task (the agent's GetTask answer) as the result of
 // the buyer's send.
-func (p *Proxy) replayTask(c *fiber.Ctx, cl *call, ctx context.Context, task []byte) error {
+func (p *Proxy) replayTask(ctx context.Context, c exchange, cl *call, task []byte) error {
 	out, err := wire.TaskAsSendResult(cl.upVersion, cl.req.Version, task)
 	if err != nil {
 		return p.fail(c, cl, rpcErr(CodeUpstreamInvalid, http.StatusOK, "the agent's task could not be answered: "+err.Error()))
 	}
-	return p.replayAnswer(c, cl, ctx, out)
+	return p.replayAnswer(ctx, c, cl, out)
 }
 
 // replayAnswer answers a replayed send's result (in the buyer's version):
 // a stream gets it as its one event, then ends.
-func (p *Proxy) replayAnswer(c *fiber.Ctx, cl *call, ctx context.Context, result []byte) error {
+func (p *Proxy) replayAnswer(ctx context.Context, c exchange, cl *call, result []byte) error {
 	if !cl.req.Method.Streaming() {
-		return p.answer(c, cl, ctx, result)
+		return p.answer(ctx, c, cl, result)
 	}
 	out := p.renderEvent(cl, result)
 	cl.bytesOut = len(out)
 	p.finish(ctx, cl, p.Clock.Now().Sub(cl.start))
-	c.Set(fiber.HeaderContentType, "text/event-stream")
-	c.Set(fiber.HeaderCacheControl, "no-cache")
-	c.Set("traceparent", cl.trace.header())
-	return c.Status(http.StatusOK).Send(out)
+	return c.Answer(http.StatusOK, "text/event-stream", out, "Cache-Control", "no-cache", "traceparent", cl.trace.header())
 }
 
 // pruneSent deletes the records whose window ended.

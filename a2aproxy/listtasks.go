@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/gofiber/fiber/v2"
-
 	"github.com/agentmarket/agentmarket/a2aproxy/wire"
 )
 
@@ -41,7 +39,7 @@ type listCursor struct {
 	Total      int    `json:"n"`           // the caller's own count, from the first page
 }
 
-func (p *Proxy) listTasks(c *fiber.Ctx, cl *call) error {
+func (p *Proxy) listTasks(c exchange, cl *call) error {
 	ctx, cancel := context.WithTimeout(p.Base, cl.lim.RequestTimeout)
 	defer cancel()
 	var params map[string]json.RawMessage
@@ -145,7 +143,7 @@ scan:
 	if err != nil {
 		return p.fail(c, cl, err)
 	}
-	return p.answer(c, cl, ctx, result)
+	return p.answer(ctx, c, cl, result)
 }
 
 // agentTaskPage reads one page of the agent's list: the caller's filters,

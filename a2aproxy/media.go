@@ -3,8 +3,6 @@ package a2aproxy
 import (
 	"strings"
 
-	"github.com/gofiber/fiber/v2"
-
 	"github.com/agentmarket/agentmarket/a2aproxy/wire"
 )
 
@@ -18,11 +16,11 @@ import (
 //
 // JSON-RPC names application/json for 1.0 as well (§9.1), but a client
 // that sends application/a2a+json there reads it: it gets what it sent.
-func answerType(c *fiber.Ctx, v wire.Version) string {
-	if v != wire.V03 && (isA2AJSON(c.Get(fiber.HeaderContentType)) || strings.Contains(c.Get(fiber.HeaderAccept), wire.ContentTypeA2A)) {
+func answerType(c exchange, v wire.Version) string {
+	if v != wire.V03 && (isA2AJSON(c.Header("Content-Type")) || strings.Contains(c.Header("Accept"), wire.ContentTypeA2A)) {
 		return wire.ContentTypeA2A
 	}
-	return fiber.MIMEApplicationJSON
+	return "application/json"
 }
 
 // isA2AJSON reports whether a Content-Type is application/a2a+json,

@@ -20,8 +20,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/gofiber/fiber/v2"
-
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/a2aproxy/wire"
 	"github.com/agentmarket/agentmarket/contracts"
@@ -155,7 +153,7 @@ func (p *Proxy) pushSupported(cl *call) bool {
 
 // pushMethod serves the push-config methods from the meter's own store,
 // registering and removing the meter's callback at the agent.
-func (p *Proxy) pushMethod(c *fiber.Ctx, cl *call) error {
+func (p *Proxy) pushMethod(c exchange, cl *call) error {
 	ctx, cancel := context.WithTimeout(p.Base, cl.lim.RequestTimeout)
 	defer cancel()
 	r := cl.req
@@ -195,7 +193,7 @@ func (p *Proxy) pushMethod(c *fiber.Ctx, cl *call) error {
 			return p.fail(c, cl, err)
 		}
 	}
-	return p.answer(c, cl, ctx, result)
+	return p.answer(ctx, c, cl, result)
 }
 
 // pushSet checks the buyer's webhook, registers the meter's callback with
@@ -411,65 +409,65 @@ func (ps *Push) allowed(ip netip.Addr) bool {
 	return false
 }
 
-// callback takes a notification from an agent: the callback must be
+// notification is a push notification as an agent posted it to the
+// meter's callback.
+type notification struct {
+	callbackID  string
+	token       string // the secret the agent sent with it
+	traceparent string
+	body        []byte // Fiber's buffer: copied before it is kept
+}
+
+// notification takes a notification from an agent: the callback must be
 // known and the secret right; the notification is metered, stored for
-// delivery, then acknowledged.
-func (p *Proxy) callback(c *fiber.Ctx) error {
-	ctx := c.UserContext()
-	deny := func(status int, msg string) error {
-		return c.Status(status).JSON(fiber.Map{"error": fiber.Map{"message": msg}})
-	}
-	id := strings.Clone(c.Params("callback"))
-	cfg, err := p.Push.Store.PushCallback(ctx, id)
+// delivery, then acknowledged (200). Any other status is a refusal with
+// its reason, for the agent.
+func (p *Proxy) notification(ctx context.Context, n notification) (status int, reason string) {
+	cfg, err := p.Push.Store.PushCallback(ctx, n.callbackID)
 	if err != nil {
 		if isNotFound(err) {
-			return deny(http.StatusNotFound, "no such callback")
+			return http.StatusNotFound, "no such callback"
 		}
+		// The agent is told to try again: its retry is how the
+		// notification is not lost.
 		p.Logger.ErrorContext(ctx, "push callback lookup failed", "err", err)
-		return deny(http.StatusServiceUnavailable, "try again")
+		return http.StatusServiceUnavailable, "try again"
 	}
-	token := c.Get("A2A-Notification-Token")
-	if token == "" {
-		token = c.Get("X-A2A-Notification-Token")
-	}
-	if token == "" {
-		token, _ = bearer(c.Get(fiber.HeaderAuthorization))
-	}
-	if subtle.ConstantTimeCompare([]byte(secretHash(token)), []byte(cfg.SecretHash)) != 1 {
+	if subtle.ConstantTimeCompare([]byte(secretHash(n.token)), []byte(cfg.SecretHash)) != 1 {
 		p.Metrics.pushReceived(cfg.ListingID, "refused")
 		p.Logger.WarnContext(ctx, "push notification with a wrong token refused", "listing", cfg.ListingID, "task_id", cfg.TaskID)
-		return deny(http.StatusUnauthorized, "wrong notification token")
+		return http.StatusUnauthorized, "wrong notification token"
 	}
-	body := bytes.Clone(c.Body())
+	body := bytes.Clone(n.body)
 	if len(body) > p.Limits.MaxResultBytes {
-		return deny(http.StatusRequestEntityTooLarge, fmt.Sprintf("a notification may be %d bytes at most", p.Limits.MaxResultBytes))
+		return http.StatusRequestEntityTooLarge, fmt.Sprintf("a notification may be %d bytes at most", p.Limits.MaxResultBytes)
 	}
 	agentV := notificationVersion(body)
 	ob := wire.Observe(agentV, wire.MethodStream, body)
 	if ob.TaskID != cfg.TaskID {
 		p.Metrics.pushReceived(cfg.ListingID, "refused")
-		return deny(http.StatusBadRequest, "the notification must be a task, message or event of this callback's task")
+		return http.StatusBadRequest, "the notification must be a task, message or event of this callback's task"
 	}
 	out := json.RawMessage(body)
 	if v := wire.Version(cfg.Version); v != agentV {
 		if out, err = wire.TranslateResult(agentV, v, wire.MethodStream, body); err != nil {
-			return deny(http.StatusBadRequest, "the notification is not an A2A task, message or event: "+err.Error())
+			return http.StatusBadRequest, "the notification is not an A2A task, message or event: " + err.Error()
 		}
 	}
-	if err := p.meterNotification(ctx, c, cfg, ob, len(body), len(out)); err != nil {
+	if err := p.meterNotification(ctx, n.traceparent, cfg, ob, len(body), len(out)); err != nil {
 		p.Logger.ErrorContext(ctx, "push notification not metered", "task_id", cfg.TaskID, "err", err)
-		return deny(http.StatusServiceUnavailable, "try again")
+		return http.StatusServiceUnavailable, "try again" // the agent's retry brings it again
 	}
 	sum := sha256.Sum256(append([]byte(cfg.CallbackID+"\x00"), body...))
 	d := contracts.Delivery{ID: "dlv_" + hex.EncodeToString(sum[:16]), ListingID: cfg.ListingID, TaskID: cfg.TaskID, ConfigID: cfg.ConfigID,
 		OrgID: cfg.OrgID, Body: out, Status: contracts.DeliveryPending, NextAttemptAt: p.Clock.Now(), CreatedAt: p.Clock.Now()}
 	if _, err := p.Push.Store.Enqueue(ctx, d); err != nil {
 		p.Logger.ErrorContext(ctx, "push notification not stored", "task_id", cfg.TaskID, "err", err)
-		return deny(http.StatusServiceUnavailable, "try again")
+		return http.StatusServiceUnavailable, "try again" // the agent's retry brings it again
 	}
 	p.Metrics.pushReceived(cfg.ListingID, "accepted")
 	p.Push.kick()
-	return c.SendStatus(http.StatusOK)
+	return http.StatusOK, ""
 }
 
 // notificationVersion tells a 1.0 notification (a StreamResponse: one
@@ -491,7 +489,7 @@ func notificationVersion(body []byte) wire.Version {
 
 // meterNotification records the usage a notification reports, as a call
 // of the key that set the config.
-func (p *Proxy) meterNotification(ctx context.Context, c *fiber.Ctx, cfg *contracts.PushConfig, ob wire.Observation, in, out int) error {
+func (p *Proxy) meterNotification(ctx context.Context, traceparent string, cfg *contracts.PushConfig, ob wire.Observation, in, out int) error {
 	b, err := p.owners.Known(ctx, cfg.ListingID, cfg.TaskID)
 	if err != nil {
 		return err
@@ -500,7 +498,7 @@ func (p *Proxy) meterNotification(ctx context.Context, c *fiber.Ctx, cfg *contra
 	if err != nil {
 		return err
 	}
-	cl, err := p.backgroundCall(ctx, *b, parseTraceparent(c.Get("traceparent")), body)
+	cl, err := p.backgroundCall(ctx, *b, parseTraceparent(traceparent), body)
 	if err != nil {
 		return err
 	}

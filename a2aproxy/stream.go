@@ -13,8 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gofiber/fiber/v2"
-
 	"github.com/agentmarket/agentmarket/a2aproxy/wire"
 )
 
@@ -22,7 +20,7 @@ import (
 // the buyer one by one, as they arrive, never buffering. A buyer who
 // leaves stops the relay; the task is then settled by polling the agent so
 // its usage is still recorded.
-func (p *Proxy) stream(c *fiber.Ctx, cl *call) error {
+func (p *Proxy) stream(c exchange, cl *call) error {
 	ctx, cancel := context.WithCancel(p.Base)
 	r, err := outbound(cl)
 	if err != nil {
@@ -56,16 +54,11 @@ func (p *Proxy) stream(c *fiber.Ctx, cl *call) error {
 	cl.req.ID = cl.id
 	cl.req.DropBody()
 	cl.out = nil
-	c.Set(fiber.HeaderContentType, "text/event-stream")
-	c.Set(fiber.HeaderCacheControl, "no-cache")
-	c.Set("X-Accel-Buffering", "no")
-	c.Set("traceparent", cl.trace.header())
-	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+	return c.Stream(func(w *bufio.Writer) {
 		defer cancel()
 		defer res.Body.Close()
 		p.relay(ctx, cl, res, w)
-	})
-	return nil
+	}, "Content-Type", "text/event-stream", "Cache-Control", "no-cache", "X-Accel-Buffering", "no", "traceparent", cl.trace.header())
 }
 
 // relay copies events until the agent ends the stream, the buyer leaves,
@@ -238,7 +231,7 @@ func (p *Proxy) writeStreamError(w *bufio.Writer, cl *call, e *wire.Error) {
 }
 
 // relayPlain answers a streaming request the agent answered with JSON.
-func (p *Proxy) relayPlain(c *fiber.Ctx, cl *call, res *http.Response) error {
+func (p *Proxy) relayPlain(c exchange, cl *call, res *http.Response) error {
 	return p.unaryFrom(c, cl, res)
 }
 

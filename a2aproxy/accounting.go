@@ -1,0 +1,209 @@
+package a2aproxy
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/a2aproxy/wire"
+	"github.com/agentmarket/agentmarket/listings"
+	"github.com/agentmarket/agentmarket/metering"
+)
+
+// accounting is the meter's accounting step: from what a call observed to
+// its usage row in the spool, in four steps a reader can follow in order —
+// observe (the row's ids, state, bytes and latency: usage), bill (the task's
+// counters, reported or estimated, bounded: bill), rate (the frozen plan's
+// prices ride with the pending bill, applied once when the shipper settles
+// the row), record (the row made durable before the buyer's answer
+// completes: record). It touches no database.
+type accounting struct {
+	recorder Recorder
+	clock    agentmarket.Clock
+	logger   *slog.Logger
+	metrics  *Metrics
+	// failedAt is when a row last failed to be recorded (Unix ns, 0:
+	// never), for err.
+	failedAt atomic.Int64
+}
+
+// recordRetry is how long after a usage row could not be recorded the
+// meter refuses calls before it tries again.
+const recordRetry = time.Second
+
+// usage is the call's usage row, observed and billed (usage and bill), not
+// yet recorded.
+func (a *accounting) usage(ctx context.Context, cl *call, latency time.Duration) metering.Usage {
+	u := metering.Usage{
+		ID:              agentmarket.NewID("use"),
+		Time:            a.clock.Now().Truncate(time.Millisecond),
+		TraceID:         cl.trace.traceID,
+		TaskID:          cl.obs.taskID,
+		ContextID:       cl.obs.contextID,
+		ListingID:       cl.target.ListingID,
+		SellerOrgID:     cl.target.SellerOrgID,
+		BuyerOrgID:      cl.actor.OrgID,
+		APIKeyID:        cl.actor.KeyID,
+		ContractID:      cl.contract.ID,
+		ProtocolVersion: string(wire.V03),
+		State:           cl.obs.state,
+		ErrorCode:       cl.errCode,
+		BytesIn:         int64(cl.bytesIn),
+		BytesOut:        int64(cl.bytesOut),
+		LatencyMs:       latency.Milliseconds(),
+		CardHash:        cl.target.CardHash,
+		Lost:            cl.lost,
+	}
+	if cl.plan != nil {
+		u.Currency = cl.plan.Currency
+	}
+	// Cost allocation: the contract's tags, under the key's own.
+	u.Tags = cl.contract.Tags.Merge(cl.actor.KeyTags)
+	if cl.req != nil {
+		u.Method = cl.req.Name
+		if cl.label != "" {
+			u.Method = cl.label
+		}
+		u.ProtocolVersion = string(cl.req.Version)
+		u.ParentTaskID = cl.req.ParentTaskID()
+		if u.TaskID == "" {
+			u.TaskID = cl.req.TaskID()
+		}
+	}
+	if cl.errCode == 0 && cl.req != nil && !cl.replayed {
+		u.Pending = a.bill(ctx, cl, &u, latency)
+	}
+	if cl.binds != nil && cl.errCode == 0 {
+		u.Binds = cl.binds
+	}
+	return u
+}
+
+// bill is what the call bills its task: the agent's cumulative report, or
+// else the meter's estimate (the task's output so far, the message's input
+// and the time the agent worked, added), bounded, at the plan's rates. The
+// shipper bills the increase over what the task was billed before, once.
+func (a *accounting) bill(ctx context.Context, cl *call, u *metering.Usage, latency time.Duration) *metering.PendingBill {
+	var cum, add metering.Counters
+	if r := cl.obs.reported; r != nil {
+		cum = metering.Counters{InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, ComputeMs: r.ComputeMs}
+		u.Model = r.Model
+	} else {
+		u.Estimated = true
+		cum.OutputTokens = cl.obs.outputEstimate()
+		if m := cl.req.Method; m == wire.MethodSend || m == wire.MethodStream {
+			for _, t := range cl.req.MessageTexts() {
+				add.InputTokens += wire.EstimateTokens(t)
+			}
+			// No report: compute is the time the meter saw the agent work.
+			add.ComputeMs = latency.Milliseconds()
+		}
+	}
+	cum, add = a.bounded(ctx, u, cum, add)
+	key := u.TaskID
+	if key == "" {
+		key = "call:" + u.ID // a bare message answer: billed on its own
+	}
+	pb := &metering.PendingBill{Key: key, Cum: cum, Add: add}
+	if cl.plan != nil {
+		pb.Rates = rates(*cl.plan)
+	}
+	return pb
+}
+
+// bounded clamps what a call reports and adds to agentmarket.MaxQuantity
+// a counter (metering.Counters.Clamp), so that no row, ledger counter or
+// rated cost can overflow. A report past the bound is an agent's bug or a
+// hostile seller's: it counts as the bound and is flagged, with a warning
+// naming the listing and the task and in
+// agentmarket_meter_usage_clamped_total{listing}.
+func (a *accounting) bounded(ctx context.Context, u *metering.Usage, cum, add metering.Counters) (metering.Counters, metering.Counters) {
+	c, cumClamped := cum.Clamp()
+	ad, addClamped := add.Clamp()
+	if cumClamped || addClamped {
+		// Counted as the bound and flagged: the call was answered, and the
+		// warning and the metric are how a seller's bad report is seen.
+		a.logger.WarnContext(ctx, "usage past the bound counted as the bound", "trace_id", u.TraceID, "task_id", u.TaskID,
+			"listing", u.ListingID, "seller", u.SellerOrgID, "reported", cum, "added", add, "bound", agentmarket.MaxQuantity)
+		a.metrics.usageClamped(u.ListingID)
+	}
+	return c, ad
+}
+
+// record makes the row durable in the spool. When it cannot, the meter
+// refuses calls (err) for recordRetry, or for as long as the recorder
+// says it is failed.
+func (a *accounting) record(ctx context.Context, cl *call, u metering.Usage, latency time.Duration) error {
+	err := a.recorder.Record(ctx, u)
+	if err != nil {
+		a.failedAt.Store(a.clock.Now().UnixNano())
+	}
+	if a.metrics != nil {
+		a.metrics.observe(cl, latency)
+	}
+	var seen metering.Counters // what the call observed, billed when settled
+	if pb := u.Pending; pb != nil {
+		seen = metering.Counters{InputTokens: agentmarket.AddSat(pb.Cum.InputTokens, pb.Add.InputTokens),
+			OutputTokens: agentmarket.AddSat(pb.Cum.OutputTokens, pb.Add.OutputTokens), ComputeMs: agentmarket.AddSat(pb.Cum.ComputeMs, pb.Add.ComputeMs)}
+	}
+	// Typed attributes: the line is written on every call, and LogAttrs
+	// spares slog boxing each value.
+	a.logger.LogAttrs(ctx, slog.LevelInfo, "a2a call", slog.String("trace_id", u.TraceID), slog.String("task_id", u.TaskID),
+		slog.String("listing", u.ListingID), slog.String("org", u.BuyerOrgID), slog.String("method", u.Method),
+		slog.String("state", u.State), slog.Int("error_code", u.ErrorCode), slog.Int64("latency_ms", u.LatencyMs),
+		slog.Int64("observed_input_tokens", seen.InputTokens), slog.Int64("observed_output_tokens", seen.OutputTokens),
+		slog.Bool("estimated", u.Estimated))
+	return err
+}
+
+// err is why the meter cannot record usage now, nil when it can: the
+// recorder's own error (a spool whose fsync failed stays failed), or a row
+// that could not be recorded within the last recordRetry (a full disk).
+func (a *accounting) err() error {
+	if err := a.recorder.Err(); err != nil {
+		return err
+	}
+	if at := a.failedAt.Load(); at != 0 && a.clock.Now().Sub(time.Unix(0, at)) < recordRetry {
+		return errors.New("the last usage row could not be recorded")
+	}
+	return nil
+}
+
+// Rate is the list price of some usage under a plan, in micro-units,
+// rounded half up once (metering.Price).
+func Rate(p listings.Plan, d metering.Counters, tasks int64) int64 {
+	return metering.Price(rates(p), d, tasks)
+}
+
+// rates are a plan's usage prices.
+func rates(p listings.Plan) metering.Rates {
+	return metering.Rates{InputTokensPerMillion: p.InputTokensPerMillionMicros, OutputTokensPerMillion: p.OutputTokensPerMillionMicros,
+		ComputePerHour: p.ComputePerHourMicros, PerTask: p.PerTaskMicros}
+}
+
+// finish meters a call: the accounting step makes its usage row (with, for
+// a send, how the send ended: idem.go), the task's life events the call
+// carries are recorded (life.go), and the row goes to the spool, durably,
+// before the buyer's response completes. The shipper settles the row (the
+// ledger bills the task's increase, Project) before it stores it.
+func (p *Proxy) finish(ctx context.Context, cl *call, latency time.Duration) {
+	u := p.acct.usage(ctx, cl, latency)
+	if cl.sent != nil {
+		u.Sent = p.sentEnded(cl, &u)
+	}
+	// The life events this call records itself (a pause, a resume, a
+	// cancel with who and why) go first: once the row is in the spool the
+	// shipper may record the task's end, which would close a pause before
+	// its resume is written.
+	p.trackLife(ctx, cl)
+	if err := p.acct.record(ctx, cl, u, latency); err != nil {
+		// Not returned: the agent did the work and its answer is on its way
+		// to the buyer; withholding it would not undo the work. What the
+		// meter owes is to take no more calls it cannot bill: it refuses
+		// them (RecordingErr, /readyz) until it can record again.
+		p.Logger.ErrorContext(ctx, "usage not recorded; the meter refuses calls until it can record again", "trace_id", u.TraceID, "task_id", u.TaskID, "err", err)
+	}
+}
