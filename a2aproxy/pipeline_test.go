@@ -1,0 +1,374 @@
+package a2aproxy_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/a2aproxy"
+	"github.com/agentmarket/agentmarket/a2aproxy/wire"
+	"github.com/agentmarket/agentmarket/contracts"
+	"github.com/agentmarket/agentmarket/listings"
+	"github.com/agentmarket/agentmarket/listings/agentcard"
+	"github.com/agentmarket/agentmarket/listings/httpfetch"
+	"github.com/agentmarket/agentmarket/metering"
+)
+
+// The proxy core's own tests: a whole meter built from the package's
+// interfaces with in-memory parts (no cmd, no database), in front of an
+// agent on loopback that records what reaches it. They check what a buyer
+// and a seller would see: the bytes on both wires and the usage row.
+
+// coreAgent is a canned JSON-RPC agent: every send creates a task and
+// reports usage; GetTask answers the task; SendStreamingMessage answers two
+// events. It keeps every request it got.
+type coreAgent struct {
+	*httptest.Server
+	version string // "0.3" or "1.0"
+	mu      sync.Mutex
+	got     []*agentRequest
+	n       int
+}
+
+type agentRequest struct {
+	header http.Header
+	method string
+	body   []byte
+}
+
+func startCoreAgent(t *testing.T, version string) *coreAgent {
+	t.Helper()
+	a := &coreAgent{version: version}
+	a.Server = httptest.NewServer(http.HandlerFunc(a.serve))
+	t.Cleanup(a.Close)
+	return a
+}
+
+func (a *coreAgent) requests() []*agentRequest {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]*agentRequest(nil), a.got...)
+}
+
+// answer is the canned result of a method, in the agent's version.
+func (a *coreAgent) answer(method string, params json.RawMessage) (result string, task string) {
+	usage := fmt.Sprintf(`{%q:{"inputTokens":12,"outputTokens":34,"computeMs":56,"model":"core-1"}}`, wire.UsageExtensionURI)
+	var p struct {
+		ID string `json:"id"`
+	}
+	_ = json.Unmarshal(params, &p)
+	a.mu.Lock()
+	a.n++
+	task = fmt.Sprintf("task-%d", a.n)
+	a.mu.Unlock()
+	if p.ID != "" {
+		task = p.ID
+	}
+	if a.version == "0.3" {
+		return fmt.Sprintf(`{"kind":"task","id":%q,"contextId":"ctx-1","status":{"state":"completed"},"metadata":%s}`, task, usage), task
+	}
+	t := fmt.Sprintf(`{"id":%q,"contextId":"ctx-1","status":{"state":"TASK_STATE_COMPLETED"},"metadata":%s}`, task, usage)
+	if method == "GetTask" {
+		return t, task
+	}
+	return `{"task":` + t + `}`, task
+}
+
+func (a *coreAgent) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	var env struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params json.RawMessage `json:"params"`
+	}
+	_ = json.Unmarshal(body, &env)
+	a.mu.Lock()
+	a.got = append(a.got, &agentRequest{header: r.Header.Clone(), method: env.Method, body: body})
+	a.mu.Unlock()
+	if env.Method == "SendStreamingMessage" || env.Method == "message/stream" {
+		w.Header().Set("Content-Type", "text/event-stream")
+		working := `{"statusUpdate":{"taskId":"task-s","contextId":"ctx-1","status":{"state":"TASK_STATE_WORKING"}}}`
+		done := fmt.Sprintf(`{"statusUpdate":{"taskId":"task-s","contextId":"ctx-1","status":{"state":"TASK_STATE_COMPLETED"},"metadata":{%q:{"inputTokens":3,"outputTokens":4}}}}`, wire.UsageExtensionURI)
+		for _, ev := range []string{working, done} {
+			fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":%s}\n\n", env.ID, ev)
+			w.(http.Flusher).Flush()
+		}
+		return
+	}
+	result, _ := a.answer(env.Method, env.Params)
+	w.Header().Set("Content-Type", "application/json")
+	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, env.ID, result)
+}
+
+// coreMarket is everything the meter asks about: two buyer orgs with a key
+// each, one listing whose agent is a coreAgent, contracts for both orgs.
+type coreMarket struct {
+	listing *a2aproxy.Target
+	mu      sync.Mutex
+	owners  map[string]contracts.TaskBinding
+	rows    []metering.Usage
+}
+
+func (m *coreMarket) Authenticate(_ context.Context, secret string) (agentmarket.Actor, error) {
+	switch secret {
+	case "amk_acme":
+		return agentmarket.Actor{OrgID: "org_acme", KeyID: "key_acme"}, nil
+	case "amk_initech":
+		return agentmarket.Actor{OrgID: "org_initech", KeyID: "key_initech"}, nil
+	}
+	return agentmarket.Actor{}, agentmarket.Errorf(agentmarket.Unauthorized, "bad_key", "unknown key")
+}
+
+func (m *coreMarket) Resolve(_ context.Context, id string) (*a2aproxy.Target, error) {
+	if id != m.listing.ListingID {
+		return nil, agentmarket.Errorf(agentmarket.NotFound, "not_found", "no listing")
+	}
+	return m.listing, nil
+}
+
+func (m *coreMarket) Plan(context.Context, string, int) (*listings.Plan, error) {
+	return &listings.Plan{Version: 1, Currency: "usd", InputTokensPerMillionMicros: 1_000_000, OutputTokensPerMillionMicros: 2_000_000}, nil
+}
+
+func (m *coreMarket) OpenContract(_ context.Context, org, listing string) (*contracts.Contract, error) {
+	return &contracts.Contract{ID: "ctr_" + org, BuyerOrgID: org, ListingID: listing, PlanVersion: 1, Status: contracts.ContractActive}, nil
+}
+
+func (m *coreMarket) Allowed(string, string, string, string) (bool, error) { return true, nil }
+
+func (m *coreMarket) BindTask(_ context.Context, b contracts.TaskBinding) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := b.ListingID + "|" + b.TaskID
+	if got, ok := m.owners[k]; ok {
+		return got.OrgID, nil
+	}
+	m.owners[k] = b
+	return b.OrgID, nil
+}
+
+func (m *coreMarket) TaskOwner(_ context.Context, listing, task string) (*contracts.TaskBinding, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if b, ok := m.owners[listing+"|"+task]; ok {
+		return &b, nil
+	}
+	return nil, agentmarket.Errorf(agentmarket.NotFound, "not_found", "no task")
+}
+
+func (m *coreMarket) MarkTaskReused(context.Context, string, string, time.Time) error { return nil }
+
+func (m *coreMarket) Record(_ context.Context, u metering.Usage) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.rows = append(m.rows, u)
+	return nil
+}
+
+func (m *coreMarket) Err() error { return nil }
+
+func (m *coreMarket) usage() []metering.Usage {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]metering.Usage(nil), m.rows...)
+}
+
+// startCore builds a meter in front of agent and serves it on a Fiber app.
+func startCore(t *testing.T, agent *coreAgent) (*fiber.App, *coreMarket) {
+	t.Helper()
+	card := &agentcard.Card{Name: "Core agent",
+		Interfaces:   []agentcard.Interface{{URL: agent.URL, Binding: agentcard.BindingJSONRPC, ProtocolVersion: agent.version}},
+		Capabilities: agentcard.Capabilities{Streaming: true, Extensions: []agentcard.Extension{{URI: wire.UsageExtensionURI}}}}
+	m := &coreMarket{owners: map[string]contracts.TaskBinding{}, listing: &a2aproxy.Target{ListingID: "lst_core", SellerOrgID: "org_seller",
+		Published: true, Card: card, CardJSON: []byte(`{}`), UpstreamAuth: &listings.UpstreamAuth{Header: "X-Seller-Key", Value: "seller-secret"}}}
+	allow, err := httpfetch.ParseCIDRs("127.0.0.0/8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &a2aproxy.Proxy{PublicURL: "http://meter.test", Auth: m, Resolver: m, Plans: m, Contracts: m, Entitlements: m, Owners: m,
+		Recorder: m, Guard: httpfetch.Guard{Allow: allow}, Clock: agentmarket.SystemClock{}, Logger: slog.New(slog.DiscardHandler)}
+	p.Init()
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	p.Mount(app)
+	return app, m
+}
+
+// do sends a buyer's request to the meter and returns the answer.
+func do(t *testing.T, app *fiber.App, method, path, key, version, body string) (*http.Response, string) {
+	t.Helper()
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+key)
+	if version != "" {
+		req.Header.Set("A2A-Version", version)
+	}
+	req.Header.Set("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+	res, err := app.Test(req, 10_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	return res, string(b)
+}
+
+const send10 = `{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":{"message":{"messageId":"m-1","role":"ROLE_USER","parts":[{"text":"hello there"}]}}}`
+
+// TestCoreSendPassesThrough: a 1.0 send to a 1.0 agent reaches the agent
+// with the seller's credentials (never the buyer's key), the usage
+// extension activated and the trace carried on; the buyer gets the agent's
+// bytes; one usage row names the buyer, the key, the task and what the
+// agent reported, with the task's binding and a bill pending on it.
+func TestCoreSendPassesThrough(t *testing.T) {
+	agent := startCoreAgent(t, "1.0")
+	app, m := startCore(t, agent)
+	res, body := do(t, app, "POST", "/a2a/lst_core", "amk_acme", "1.0", send10)
+	want := `{"jsonrpc":"2.0","id":7,"result":{"task":{"id":"task-1","contextId":"ctx-1","status":{"state":"TASK_STATE_COMPLETED"},"metadata":{"` +
+		wire.UsageExtensionURI + `":{"inputTokens":12,"outputTokens":34,"computeMs":56,"model":"core-1"}}}}}`
+	if res.StatusCode != 200 || body != want {
+		t.Fatalf("answer: %d %s\nwant the agent's bytes: %s", res.StatusCode, body, want)
+	}
+	got := agent.requests()
+	if len(got) != 1 {
+		t.Fatalf("the agent got %d requests", len(got))
+	}
+	h := got[0].header
+	if h.Get("Authorization") != "" || h.Get("X-Seller-Key") != "seller-secret" || h.Get("A2A-Version") != "1.0" ||
+		h.Get("A2A-Extensions") != wire.UsageExtensionURI || !strings.HasPrefix(h.Get("traceparent"), "00-0af7651916cd43dd8448eb211c80319c-") {
+		t.Errorf("headers at the agent: %v", h)
+	}
+	if string(got[0].body) != send10 {
+		t.Errorf("body at the agent: %s", got[0].body)
+	}
+	rows := m.usage()
+	if len(rows) != 1 {
+		t.Fatalf("%d usage rows", len(rows))
+	}
+	u := rows[0]
+	if u.ListingID != "lst_core" || u.BuyerOrgID != "org_acme" || u.APIKeyID != "key_acme" || u.ContractID != "ctr_org_acme" ||
+		u.TaskID != "task-1" || u.Method != "SendMessage" || u.ProtocolVersion != "1.0" || u.State != "completed" || u.Estimated ||
+		u.Model != "core-1" || u.TraceID != "0af7651916cd43dd8448eb211c80319c" || u.Binds == nil {
+		t.Errorf("usage row: %+v", u)
+	}
+	if pb := u.Pending; pb == nil || pb.Key != "task-1" || pb.Cum != (metering.Counters{InputTokens: 12, OutputTokens: 34, ComputeMs: 56}) ||
+		pb.Rates.InputTokensPerMillion != 1_000_000 {
+		t.Errorf("pending bill: %+v", u.Pending)
+	}
+}
+
+// TestCoreOtherOrgsTask: another org's GetTask of a task is TaskNotFound,
+// as for a task that does not exist, and never reaches the agent; the
+// owner's own reaches it.
+func TestCoreOtherOrgsTask(t *testing.T) {
+	agent := startCoreAgent(t, "1.0")
+	app, _ := startCore(t, agent)
+	do(t, app, "POST", "/a2a/lst_core", "amk_acme", "1.0", send10)
+	get := `{"jsonrpc":"2.0","id":8,"method":"GetTask","params":{"id":"task-1"}}`
+	if _, body := do(t, app, "POST", "/a2a/lst_core", "amk_initech", "1.0", get); !strings.Contains(body, `"code":-32001`) {
+		t.Errorf("another org's GetTask: %s", body)
+	}
+	if n := len(agent.requests()); n != 1 {
+		t.Errorf("the agent got %d requests, want 1 (the send)", n)
+	}
+	if _, body := do(t, app, "POST", "/a2a/lst_core", "amk_acme", "1.0", get); !strings.Contains(body, `"id":"task-1"`) {
+		t.Errorf("the owner's GetTask: %s", body)
+	}
+}
+
+// TestCoreTranslatesVersions: a 0.3 buyer's message/send to an agent that
+// speaks only 1.0 reaches it as SendMessage; the buyer gets a 0.3 task.
+func TestCoreTranslatesVersions(t *testing.T) {
+	agent := startCoreAgent(t, "1.0")
+	app, m := startCore(t, agent)
+	send03 := `{"jsonrpc":"2.0","id":"a","method":"message/send","params":{"message":{"kind":"message","messageId":"m-3","role":"user","parts":[{"kind":"text","text":"hi"}]}}}`
+	_, body := do(t, app, "POST", "/a2a/lst_core", "amk_acme", "", send03)
+	var got struct {
+		ID     string `json:"id"`
+		Result struct {
+			Kind   string `json:"kind"`
+			ID     string `json:"id"`
+			Status struct {
+				State string `json:"state"`
+			} `json:"status"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(body), &got); err != nil || got.ID != "a" || got.Result.Kind != "task" || got.Result.ID != "task-1" ||
+		got.Result.Status.State != "completed" {
+		t.Errorf("0.3 answer: %s", body)
+	}
+	if r := agent.requests(); len(r) != 1 || r[0].method != "SendMessage" || r[0].header.Get("A2A-Version") != "1.0" {
+		t.Errorf("at the agent: %+v", r)
+	}
+	if rows := m.usage(); len(rows) != 1 || rows[0].ProtocolVersion != "0.3" || rows[0].Method != "message/send" {
+		t.Errorf("usage rows: %+v", rows)
+	}
+}
+
+// TestCoreRESTBuyer: an HTTP+JSON buyer's send goes to the JSON-RPC agent
+// as the JSON-RPC request and gets the REST answer: the task itself.
+func TestCoreRESTBuyer(t *testing.T) {
+	agent := startCoreAgent(t, "1.0")
+	app, _ := startCore(t, agent)
+	res, body := do(t, app, "POST", "/a2a/lst_core/message:send", "amk_acme", "1.0",
+		`{"message":{"messageId":"m-r","role":"ROLE_USER","parts":[{"text":"hi"}]}}`)
+	if res.StatusCode != 200 || !strings.HasPrefix(body, `{"task":{"id":"task-1"`) {
+		t.Errorf("REST answer: %d %s", res.StatusCode, body)
+	}
+	if r := agent.requests(); len(r) != 1 || r[0].method != "SendMessage" {
+		t.Errorf("at the agent: %+v", r)
+	}
+}
+
+// TestCoreStreamRelaysEvents: a stream's events reach the buyer one by one
+// as SSE, and the call's usage row is recorded once the stream ended, with
+// the agent's final report.
+func TestCoreStreamRelaysEvents(t *testing.T) {
+	agent := startCoreAgent(t, "1.0")
+	app, m := startCore(t, agent)
+	res, body := do(t, app, "POST", "/a2a/lst_core", "amk_acme", "1.0", strings.Replace(send10, "SendMessage", "SendStreamingMessage", 1))
+	if ct := res.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q: %s", ct, body)
+	}
+	var states []string
+	sc := bufio.NewScanner(strings.NewReader(body))
+	for sc.Scan() {
+		if d, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			var ev struct {
+				Result struct {
+					StatusUpdate struct {
+						Status struct {
+							State string `json:"state"`
+						} `json:"status"`
+					} `json:"statusUpdate"`
+				} `json:"result"`
+			}
+			if err := json.Unmarshal([]byte(d), &ev); err != nil {
+				t.Fatalf("event %s: %v", d, err)
+			}
+			states = append(states, ev.Result.StatusUpdate.Status.State)
+		}
+	}
+	if strings.Join(states, ",") != "TASK_STATE_WORKING,TASK_STATE_COMPLETED" {
+		t.Errorf("events: %v\n%s", states, body)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(m.usage()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	rows := m.usage()
+	if len(rows) != 1 || rows[0].TaskID != "task-s" || rows[0].State != "completed" || rows[0].Pending == nil ||
+		rows[0].Pending.Cum.OutputTokens != 4 {
+		t.Errorf("usage rows: %+v", rows)
+	}
+}
