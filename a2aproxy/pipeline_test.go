@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -370,5 +371,73 @@ func TestCoreStreamRelaysEvents(t *testing.T) {
 	if len(rows) != 1 || rows[0].TaskID != "task-s" || rows[0].State != "completed" || rows[0].Pending == nil ||
 		rows[0].Pending.Cum.OutputTokens != 4 {
 		t.Errorf("usage rows: %+v", rows)
+	}
+}
+
+// TestCoreStreamIsNotBuffered: the meter relays each event of a stream
+// as it comes. The agent sends its second event only once the buyer has
+// read the first through the meter, so a relay that held events back
+// would keep the buyer waiting for good: the test decides by cause, not
+// by timing.
+func TestCoreStreamIsNotBuffered(t *testing.T) {
+	read := make(chan struct{})
+	agent := startCoreAgent(t, "1.0")
+	agent.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var env struct {
+			ID json.RawMessage `json:"id"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&env)
+		w.Header().Set("Content-Type", "text/event-stream")
+		ev := func(state string) {
+			fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"statusUpdate\":{\"taskId\":\"task-b\",\"contextId\":\"ctx-1\",\"status\":{\"state\":%q}}}}\n\n", env.ID, state)
+			w.(http.Flusher).Flush()
+		}
+		ev("TASK_STATE_WORKING")
+		select {
+		case <-read:
+		case <-time.After(10 * time.Second):
+		}
+		ev("TASK_STATE_COMPLETED")
+	})
+	app, _ := startCore(t, agent)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go app.Listener(ln)
+	t.Cleanup(func() { app.Shutdown() })
+	req, _ := http.NewRequest("POST", "http://"+ln.Addr().String()+"/a2a/lst_core", strings.NewReader(strings.Replace(send10, "SendMessage", "SendStreamingMessage", 1)))
+	req.Header.Set("Authorization", "Bearer amk_acme")
+	req.Header.Set("A2A-Version", "1.0")
+	// The answer's headers come with the first event: the request is
+	// read on its own goroutine so that a relay holding the first event
+	// back is seen by the timeout below too.
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return
+		}
+		defer res.Body.Close()
+		sc := bufio.NewScanner(res.Body)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "data: ") {
+				lines <- sc.Text()
+			}
+		}
+	}()
+	for i, want := range []string{"TASK_STATE_WORKING", "TASK_STATE_COMPLETED"} {
+		select {
+		case l := <-lines:
+			if !strings.Contains(l, want) {
+				t.Fatalf("event %d: %s, want %s", i, l, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("event %d (%s) did not reach the buyer while the agent waited for the buyer to read it: the relay holds events back", i, want)
+		}
+		if i == 0 {
+			close(read)
+		}
 	}
 }
