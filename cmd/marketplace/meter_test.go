@@ -287,7 +287,10 @@ func TestMeterEndToEnd(t *testing.T) {
 				spread++
 			}
 		}
-		if spread < 4 {
+		// Timing on a shared machine: a relay that buffers delivers them in one
+		// burst (no gap); a loaded reader can bunch two. The check by cause is
+		// a2aproxy's TestCoreStreamIsNotBuffered.
+		if spread < 2 {
 			t.Errorf("events arrived together (only %d gaps ≥ 30ms): the relay buffers", spread)
 		}
 		id03 := fmt.Sprint(get(evs[0].data, "result", "id"))
@@ -346,7 +349,10 @@ func TestMeterEndToEnd(t *testing.T) {
 				spread++
 			}
 		}
-		if spread < 4 {
+		// Timing on a shared machine: a relay that buffers delivers them in one
+		// burst (no gap); a loaded reader can bunch two. The check by cause is
+		// a2aproxy's TestCoreStreamIsNotBuffered.
+		if spread < 2 {
 			t.Errorf("1.0 events arrived together (only %d gaps ≥ 30ms)", spread)
 		}
 		task10s := mk.id10 + "/" + fmt.Sprint(get(evs[0].data, "result", "task", "id"))

@@ -109,7 +109,10 @@ func TestRESTBuyers(t *testing.T) {
 			spread++
 		}
 	}
-	if spread < 4 {
+	// Timing on a shared machine: a relay that buffers delivers them in one
+	// burst (no gap); a loaded reader can bunch two. The check by cause is
+	// a2aproxy's TestCoreStreamIsNotBuffered.
+	if spread < 2 {
 		t.Errorf("REST stream events arrived together (%d gaps ≥ 30ms)", spread)
 	}
 

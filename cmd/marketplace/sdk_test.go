@@ -395,7 +395,10 @@ func runSDKCombo(t *testing.T, c *sdkCombo, buyer, other *sdkBuyer) {
 	if streamed.String() != sdkArtifactText(text) {
 		t.Errorf("streamed artifact %q, want %q", streamed.String(), sdkArtifactText(text))
 	}
-	if gaps < 4 {
+	// Timing on a shared machine: a relay that buffers delivers them in one
+	// burst (no gap); a loaded reader can bunch two. The check by cause is
+	// a2aproxy's TestCoreStreamIsNotBuffered.
+	if gaps < 2 {
 		t.Errorf("only %d of 4 artifact chunks arrived ≥40ms after the event before (the agent sends one per 80ms): the stream is buffered", gaps)
 	}
 	c.tasks[string(streamID)] = "stream"
