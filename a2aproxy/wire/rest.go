@@ -59,26 +59,6 @@ func RESTContentType(v Version) string {
 	return ContentTypeA2A
 }
 
-// The marketplace's own error codes (a2aproxy's Code* constants, which
-// this package cannot import), for the REST status table.
-const (
-	codeUnauthorized        = -32040
-	codeNotEntitled         = -32041
-	codeBudgetExhausted     = -32042
-	codeListingUnavailable  = -32043
-	codeBudgetUnchecked     = -32044
-	codeUpstreamUnreachable = -32050
-	codeUpstreamTimeout     = -32051
-	codeResultTooLarge      = -32052
-	codeRequestTooLarge     = -32053
-	codeStreamIdle          = -32054
-	codeUpstreamRefused     = -32055
-	codeAgentTaskConflict   = -32056
-	codeMeterUnavailable    = -32057
-	codeMeterBusy           = -32058
-	codeMessageIDReused     = -32059
-)
-
 const (
 	a2aDomain         = "a2a-protocol.org"
 	marketplaceDomain = "agentmarket.dev"
@@ -980,21 +960,21 @@ var restErrors = [...]restErr{
 	{CodeExtendedCardNotConfigured, 400, "FAILED_PRECONDITION", "EXTENDED_AGENT_CARD_NOT_CONFIGURED", a2aDomain},
 	{CodeExtensionSupportRequired, 400, "FAILED_PRECONDITION", "EXTENSION_SUPPORT_REQUIRED", a2aDomain},
 	{CodeVersionNotSupported, 400, "FAILED_PRECONDITION", "VERSION_NOT_SUPPORTED", a2aDomain},
-	{codeUnauthorized, 401, "UNAUTHENTICATED", "UNAUTHENTICATED", marketplaceDomain},
-	{codeNotEntitled, 403, "PERMISSION_DENIED", "NOT_ENTITLED", marketplaceDomain},
-	{codeBudgetExhausted, 402, "RESOURCE_EXHAUSTED", "BUDGET_EXHAUSTED", marketplaceDomain},
-	{codeListingUnavailable, 404, "NOT_FOUND", "LISTING_UNAVAILABLE", marketplaceDomain},
-	{codeBudgetUnchecked, 503, "UNAVAILABLE", "BUDGET_UNCHECKED", marketplaceDomain},
-	{codeUpstreamUnreachable, 502, "UNAVAILABLE", "UPSTREAM_UNREACHABLE", marketplaceDomain},
-	{codeUpstreamTimeout, 504, "DEADLINE_EXCEEDED", "UPSTREAM_TIMEOUT", marketplaceDomain},
-	{codeResultTooLarge, 502, "RESOURCE_EXHAUSTED", "RESULT_TOO_LARGE", marketplaceDomain},
-	{codeRequestTooLarge, 413, "RESOURCE_EXHAUSTED", "REQUEST_TOO_LARGE", marketplaceDomain},
-	{codeStreamIdle, 504, "DEADLINE_EXCEEDED", "STREAM_IDLE", marketplaceDomain},
-	{codeUpstreamRefused, 502, "FAILED_PRECONDITION", "UPSTREAM_REFUSED", marketplaceDomain},
-	{codeAgentTaskConflict, 502, "INTERNAL", "AGENT_TASK_CONFLICT", marketplaceDomain},
-	{codeMeterUnavailable, 503, "UNAVAILABLE", "METER_UNAVAILABLE", marketplaceDomain},
-	{codeMeterBusy, 503, "UNAVAILABLE", "METER_BUSY", marketplaceDomain},
-	{codeMessageIDReused, 409, "ALREADY_EXISTS", "MESSAGE_ID_REUSED", marketplaceDomain},
+	{CodeUnauthorized, 401, "UNAUTHENTICATED", "UNAUTHENTICATED", marketplaceDomain},
+	{CodeNotEntitled, 403, "PERMISSION_DENIED", "NOT_ENTITLED", marketplaceDomain},
+	{CodeBudgetExhausted, 402, "RESOURCE_EXHAUSTED", "BUDGET_EXHAUSTED", marketplaceDomain},
+	{CodeListingUnavailable, 404, "NOT_FOUND", "LISTING_UNAVAILABLE", marketplaceDomain},
+	{CodeBudgetUnchecked, 503, "UNAVAILABLE", "BUDGET_UNCHECKED", marketplaceDomain},
+	{CodeUpstreamUnreachable, 502, "UNAVAILABLE", "UPSTREAM_UNREACHABLE", marketplaceDomain},
+	{CodeUpstreamTimeout, 504, "DEADLINE_EXCEEDED", "UPSTREAM_TIMEOUT", marketplaceDomain},
+	{CodeResultTooLarge, 502, "RESOURCE_EXHAUSTED", "RESULT_TOO_LARGE", marketplaceDomain},
+	{CodeRequestTooLarge, 413, "RESOURCE_EXHAUSTED", "REQUEST_TOO_LARGE", marketplaceDomain},
+	{CodeStreamIdle, 504, "DEADLINE_EXCEEDED", "STREAM_IDLE", marketplaceDomain},
+	{CodeUpstreamRefused, 502, "FAILED_PRECONDITION", "UPSTREAM_REFUSED", marketplaceDomain},
+	{CodeAgentTaskConflict, 502, "INTERNAL", "AGENT_TASK_CONFLICT", marketplaceDomain},
+	{CodeMeterUnavailable, 503, "UNAVAILABLE", "METER_UNAVAILABLE", marketplaceDomain},
+	{CodeMeterBusy, 503, "UNAVAILABLE", "METER_BUSY", marketplaceDomain},
+	{CodeMessageIDReused, 409, "ALREADY_EXISTS", "MESSAGE_ID_REUSED", marketplaceDomain},
 }
 
 // unknownReason is the reason of codes outside the table; the code goes
