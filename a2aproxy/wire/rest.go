@@ -477,7 +477,7 @@ func RESTResult(v Version, m Method, result json.RawMessage) (status int, body [
 	case MethodSend, MethodStream, MethodSubscribe:
 		out = event03ToProto(m, result)
 	case MethodGetTask, MethodCancelTask:
-		out = rest03Task(result, toProto03)
+		out = shapesProto03.task(result)
 	case MethodPushSet, MethodPushGet:
 		out = rest03PushConfig(result, toProto03)
 	case MethodPushList:

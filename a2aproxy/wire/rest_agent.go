@@ -218,7 +218,7 @@ func sendParamsToProto03(r *Request, params []byte) []byte {
 	}
 	o.del("tenant")
 	if v, ok := o.get("message"); ok {
-		o.set("message", rest03Message(v, toProto03))
+		o.set("message", shapesProto03.message(v))
 	}
 	cfg, hasCfg := o.get("configuration")
 	if hasCfg && firstByte(cfg) == '{' {
@@ -528,7 +528,7 @@ func restResultFrom(v Version, m Method, b []byte) (json.RawMessage, *Error) {
 		if firstByte(b) != '{' {
 			return nil, InvalidAgentResponse("the agent's task is not an object")
 		}
-		out = rest03Task(b, toRPC03)
+		out = shapesRPC03.task(b)
 	case MethodPushSet, MethodPushGet:
 		if firstByte(b) != '{' {
 			return nil, InvalidAgentResponse("the agent's push config is not an object")

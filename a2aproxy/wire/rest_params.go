@@ -185,7 +185,7 @@ func sendParamsFromProto03(m Method, o *object) ([]byte, *Error) {
 	camelMember(o, "message")
 	camelMember(o, "configuration")
 	if v, ok := o.get("message"); ok && firstByte(v) == '{' {
-		o.set("message", rest03Message(v, toRPC03))
+		o.set("message", shapesRPC03.message(v))
 	}
 	cfg, hasCfg := o.get("configuration")
 	if hasCfg && firstByte(cfg) == '{' {

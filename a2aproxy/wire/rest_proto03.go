@@ -7,14 +7,65 @@ import (
 // The 0.3 shapes: the JSON-RPC binding's (the JSON schema: "kind" marks,
 // role "user", parts, states "working") and the REST binding's (the
 // ProtoJSON of the 0.3 proto). dir03 says which way a conversion goes.
-// Like translate.go, only what differs is rewritten; other members are
-// copied through in place.
+// Like translate.go, only what differs is rewritten (the walk is
+// shapes.go's); other members are copied through in place.
 type dir03 bool
 
 const (
 	toProto03 dir03 = true  // JSON-RPC shapes → ProtoJSON (REST)
 	toRPC03   dir03 = false // ProtoJSON (REST) → JSON-RPC shapes
 )
+
+// The conversions each way, as shapes tables.
+var (
+	shapesProto03 = &shapes{
+		mark:    func(o *object, _ string) { o.del("kind") },
+		role:    V10, // ROLE_USER, as the 0.3 proto spells it too
+		state:   func(v []byte) []byte { return rest03State(v, toProto03) },
+		part:    func(b []byte) []byte { return rest03Part(b, toProto03) },
+		content: contentToProto03,
+		final:   func(*object, []byte) {},
+	}
+	shapesRPC03 = &shapes{
+		mark: func(o *object, kind string) {
+			if _, ok := o.get("kind"); !ok {
+				o.set("kind", quoteASCII(kind))
+			}
+		},
+		role:    V03,
+		state:   func(v []byte) []byte { return rest03State(v, toRPC03) },
+		part:    func(b []byte) []byte { return rest03Part(b, toRPC03) },
+		content: contentFromProto03,
+		final: func(o *object, _ []byte) {
+			if _, ok := o.get("final"); !ok {
+				o.set("final", jsonFalse) // a proto3 bool: absent is false
+			}
+		},
+		msg: true,
+	}
+)
+
+// contentToProto03 renames a message's parts to the proto's "content" and
+// drops referenceTaskIds, which the 0.3 proto lacks and whose parsers
+// refuse unknown fields.
+func contentToProto03(o *object, part func([]byte) []byte) {
+	o.del("referenceTaskIds")
+	if v, ok := o.get("parts"); ok {
+		o.rename("parts", "content")
+		o.set("content", mapArray(v, part))
+	}
+}
+
+// contentFromProto03 renames the proto's "content" back to "parts";
+// JSON-RPC shaped parts are read too.
+func contentFromProto03(o *object, part func([]byte) []byte) {
+	if v, ok := o.get("content"); ok {
+		o.rename("content", "parts")
+		o.set("parts", mapArray(v, part))
+	} else {
+		o.mapItems("parts", part)
+	}
+}
 
 // normalize03State spells a state of any version the 0.3 JSON-RPC way,
 // the 0.3 proto's TASK_STATE_CANCELLED included.
@@ -25,15 +76,6 @@ func normalize03State(s string) string {
 	return NormalizeState(s)
 }
 
-// mark03 sets or removes an object's kind.
-func mark03(o *object, kind string, d dir03) {
-	if d == toProto03 {
-		o.del("kind")
-	} else if _, ok := o.get("kind"); !ok {
-		o.set("kind", quoteASCII(kind))
-	}
-}
-
 // quoteASCII quotes a string known to need no escaping (kinds, enum
 // names) without encoding/json.
 func quoteASCII(s string) []byte {
@@ -41,44 +83,6 @@ func quoteASCII(s string) []byte {
 	b = append(b, '"')
 	b = append(b, s...)
 	return append(b, '"')
-}
-
-// parseObject8 is parseObject with room for the members of a typical A2A
-// object, so that splitting it does not grow the slice.
-func parseObject8(b []byte) (*object, bool) {
-	ms, ok := splitObject(b, make([]member, 0, 8))
-	if !ok {
-		return nil, false
-	}
-	return &object{ms: ms}, true
-}
-
-func rest03Task(b []byte, d dir03) []byte {
-	o, ok := parseObject8(b)
-	if !ok {
-		return b
-	}
-	mark03(o, "task", d)
-	if v, ok := o.get("status"); ok {
-		o.set("status", rest03Status(v, d))
-	}
-	o.mapItems("artifacts", func(a []byte) []byte { return rest03Artifact(a, d) })
-	o.mapItems("history", func(m []byte) []byte { return rest03Message(m, d) })
-	return o.bytes()
-}
-
-func rest03Status(b []byte, d dir03) []byte {
-	o, ok := parseObject8(b)
-	if !ok {
-		return b
-	}
-	if v, ok := o.get("state"); ok {
-		o.set("state", rest03State(v, d))
-	}
-	if v, ok := o.get("message"); ok && !isNull(v) {
-		o.set("message", rest03Message(v, d))
-	}
-	return o.bytes()
 }
 
 func rest03State(v []byte, d dir03) []byte {
@@ -107,44 +111,6 @@ func rest03State(v []byte, d dir03) []byte {
 		return quoteASCII(s)
 	}
 	return quote(s)
-}
-
-func rest03Message(b []byte, d dir03) []byte {
-	o, ok := parseObject8(b)
-	if !ok {
-		return b
-	}
-	mark03(o, "message", d)
-	if v, ok := o.get("role"); ok {
-		if d == toProto03 {
-			o.set("role", translateRole(v, V10))
-		} else {
-			o.set("role", translateRole(v, V03))
-		}
-	}
-	each := func(p []byte) []byte { return rest03Part(p, d) }
-	if d == toProto03 {
-		o.del("referenceTaskIds") // not in the 0.3 proto, whose parsers refuse unknown fields
-		if v, ok := o.get("parts"); ok {
-			o.rename("parts", "content")
-			o.set("content", mapArray(v, each))
-		}
-	} else if v, ok := o.get("content"); ok {
-		o.rename("content", "parts")
-		o.set("parts", mapArray(v, each))
-	} else if v, ok := o.get("parts"); ok {
-		o.set("parts", mapArray(v, each))
-	}
-	return o.bytes()
-}
-
-func rest03Artifact(b []byte, d dir03) []byte {
-	o, ok := parseObject8(b)
-	if !ok {
-		return b
-	}
-	o.mapItems("parts", func(p []byte) []byte { return rest03Part(p, d) })
-	return o.bytes()
 }
 
 // 0.3 JSON-RPC file members and their 0.3 proto names.
@@ -214,33 +180,6 @@ func rest03Part(b []byte, d dir03) []byte {
 			}
 		}
 		o.set("kind", quoteASCII("data"))
-	}
-	return o.bytes()
-}
-
-func rest03StatusEvent(b []byte, d dir03) []byte {
-	o, ok := parseObject8(b)
-	if !ok {
-		return b
-	}
-	mark03(o, "status-update", d)
-	if v, ok := o.get("status"); ok {
-		o.set("status", rest03Status(v, d))
-	}
-	if _, ok := o.get("final"); !ok && d == toRPC03 {
-		o.set("final", jsonFalse) // a proto3 bool: absent is false
-	}
-	return o.bytes()
-}
-
-func rest03ArtifactEvent(b []byte, d dir03) []byte {
-	o, ok := parseObject8(b)
-	if !ok {
-		return b
-	}
-	mark03(o, "artifact-update", d)
-	if v, ok := o.get("artifact"); ok {
-		o.set("artifact", rest03Artifact(v, d))
 	}
 	return o.bytes()
 }
@@ -344,19 +283,8 @@ func pushList03(b []byte, d dir03) []byte {
 // proto's StreamResponse (SendMessageResponse) member. Anything else is
 // returned as is.
 func event03ToProto(m Method, b []byte) []byte {
-	switch kind03(b) {
-	case "task":
-		return wrap("task", rest03Task(b, toProto03))
-	case "message":
-		return wrap("message", rest03Message(b, toProto03))
-	case "status-update":
-		if m.Streaming() {
-			return wrap("statusUpdate", rest03StatusEvent(b, toProto03))
-		}
-	case "artifact-update":
-		if m.Streaming() {
-			return wrap("artifactUpdate", rest03ArtifactEvent(b, toProto03))
-		}
+	if out, ok := shapesProto03.wrapEvent(m, b); ok {
+		return out
 	}
 	return b
 }
@@ -369,17 +297,8 @@ func event03FromProto(m Method, b []byte) ([]byte, *Error) {
 	if !ok {
 		return nil, InvalidAgentResponse("the agent's stream event is not an object")
 	}
-	for _, mem := range ms {
-		switch {
-		case mem.is("task"):
-			return rest03Task(mem.val, toRPC03), nil
-		case mem.is("message"), mem.is("msg"):
-			return rest03Message(mem.val, toRPC03), nil
-		case mem.is("statusUpdate") && m.Streaming():
-			return rest03StatusEvent(mem.val, toRPC03), nil
-		case mem.is("artifactUpdate") && m.Streaming():
-			return rest03ArtifactEvent(mem.val, toRPC03), nil
-		}
+	if out, ok := shapesRPC03.unwrapEvent(m, ms); ok {
+		return out, nil
 	}
 	for _, mem := range ms {
 		if mem.is("kind") {
@@ -396,19 +315,14 @@ func sendResult03FromProto(b []byte) ([]byte, *Error) {
 	}
 	var buf [4]member
 	ms, _ := splitObject(b, buf[:0])
-	for _, mem := range ms {
-		switch {
-		case mem.is("task"):
-			return rest03Task(mem.val, toRPC03), nil
-		case mem.is("message"), mem.is("msg"):
-			return rest03Message(mem.val, toRPC03), nil
-		}
+	if out, ok := shapesRPC03.unwrapEvent(MethodSend, ms); ok { // no updates
+		return out, nil
 	}
 	switch kind03(b) {
 	case "task":
-		return rest03Task(b, toRPC03), nil
+		return shapesRPC03.task(b), nil
 	case "message":
-		return rest03Message(b, toRPC03), nil
+		return shapesRPC03.message(b), nil
 	}
 	return nil, InvalidAgentResponse("the agent's send result is neither a task nor a message")
 }
