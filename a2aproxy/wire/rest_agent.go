@@ -56,17 +56,7 @@ func RESTUpstream(r *Request, v Version, baseURL, tenant string) (httpMethod, ra
 	} else if tenant != "" {
 		prefix += "/" + escapeSegment(tenant)
 	}
-	str := func(name string) string {
-		var buf [12]member
-		ms, _ := splitObject(params, buf[:0])
-		var s string
-		for _, m := range ms {
-			if m.is(name) {
-				s, _ = unquote(m.val)
-			}
-		}
-		return s
-	}
+	str := func(name string) string { return stringMember(params, name) }
 	need := func(name, what string) (string, *Error) {
 		s := str(name)
 		if s == "" {
@@ -249,7 +239,7 @@ func pushSetBody03(task string, params []byte) []byte {
 	if firstByte(inner) != '{' {
 		inner = []byte("{}")
 	}
-	config := detailString(inner, "id")
+	config := stringMember(inner, "id")
 	if config == "" {
 		config = task
 	}
@@ -334,11 +324,7 @@ func restAnswer(m Method, status int, contentType string, body []byte, deleted j
 // event (a google.rpc.Status or a bare JSON-RPC error, as sent with "event:
 // error") is returned as the *Error.
 func FromRESTEvent(v Version, m Method, data []byte) (json.RawMessage, *Error) {
-	data = bytes.TrimSpace(data)
-	if len(data) == 0 || !validJSON(data) {
-		return nil, InvalidAgentResponse("the agent sent a stream event that is not JSON")
-	}
-	result, e := unenvelope(m, http.StatusOK, data)
+	result, e := restEventPayload(m, data)
 	if e != nil {
 		return nil, e
 	}
@@ -353,6 +339,17 @@ func FromRESTEvent(v Version, m Method, data []byte) (json.RawMessage, *Error) {
 		return nil, err
 	}
 	return compact(out), nil
+}
+
+// restEventPayload reads what every REST agent's stream event shares
+// (FromRESTEvent, FromSDK03Event): JSON data, which may be an error
+// event or a JSON-RPC envelope.
+func restEventPayload(m Method, data []byte) (json.RawMessage, *Error) {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 || !validJSON(data) {
+		return nil, InvalidAgentResponse("the agent sent a stream event that is not JSON")
+	}
+	return unenvelope(m, http.StatusOK, data)
 }
 
 // unenvelope reads a JSON success body (or event) that may nevertheless
@@ -485,10 +482,10 @@ func statusError(m Method, status int, st []byte, fallback func() string) *Error
 	}
 	els, _ := splitArray(details, nil)
 	for _, d := range els {
-		if detailString(d, "@type") != errorInfoType {
+		if stringMember(d, "@type") != errorInfoType {
 			continue
 		}
-		if c, ok := codeForReason(detailString(d, "reason"), detailString(d, "domain"), d); ok {
+		if c, ok := codeForReason(stringMember(d, "reason"), stringMember(d, "domain"), d); ok {
 			e.Code = c
 			break
 		}

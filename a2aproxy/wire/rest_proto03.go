@@ -216,7 +216,7 @@ func rest03PushConfig(b []byte, d dir03) []byte {
 			return b
 		}
 		task, _ := unquote(tv)
-		config := detailString(inner, "id")
+		config := stringMember(inner, "id")
 		if config == "" {
 			config = task
 		}

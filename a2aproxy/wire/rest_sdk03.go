@@ -370,7 +370,7 @@ func SDK03Upstream(r *Request, baseURL string) (httpMethod, rawURL string, body 
 		}
 	}
 	prefix := strings.TrimRight(baseURL, "/")
-	str := func(name string) string { return detailString(params, name) }
+	str := func(name string) string { return stringMember(params, name) }
 	taskField := "id"
 	if r.Method == MethodPushSet {
 		taskField = "taskId"
@@ -492,11 +492,7 @@ func sdk03ResultShape(m Method, result []byte) (json.RawMessage, *Error) {
 // stream into the 0.3 JSON-RPC result of that event, or the error the
 // event reports (a google.rpc.Status, or a bare JSON-RPC error).
 func FromSDK03Event(m Method, data []byte) (json.RawMessage, *Error) {
-	data = bytes.TrimSpace(data)
-	if len(data) == 0 || !validJSON(data) {
-		return nil, InvalidAgentResponse("the agent sent a stream event that is not JSON")
-	}
-	raw, e := unenvelope(m, http.StatusOK, data)
+	raw, e := restEventPayload(m, data)
 	if e != nil {
 		return nil, e
 	}
@@ -580,7 +576,7 @@ func ProbeAnswersSDK03(status int, body []byte) bool {
 			}
 			els, _ := splitArray(e.val, nil)
 			for _, d := range els {
-				if detailString(d, "@type") == errorInfoType && detailString(d, "domain") == a2aDomain {
+				if stringMember(d, "@type") == errorInfoType && stringMember(d, "domain") == a2aDomain {
 					return true
 				}
 			}

@@ -210,19 +210,6 @@ func typedDetails(data []byte) ([][]byte, bool) {
 	return els, true
 }
 
-// detailString is a string member of a detail object.
-func detailString(d []byte, name string) string {
-	var buf [6]member
-	ms, _ := splitObject(d, buf[:0])
-	var s string
-	for _, m := range ms {
-		if m.is(name) {
-			s, _ = unquote(m.val)
-		}
-	}
-	return s
-}
-
 // appendDetails appends the details array: the error's own typed details,
 // after an ErrorInfo of the table's reason unless they carry one already;
 // data of any other kind as a google.protobuf.Value.
@@ -230,7 +217,7 @@ func appendDetails(b []byte, code int, info restErr, data []byte) []byte {
 	els, typed := typedDetails(data)
 	hasInfo := false
 	for _, el := range els {
-		if detailString(el, "@type") == errorInfoType && detailString(el, "reason") == info.reason {
+		if stringMember(el, "@type") == errorInfoType && stringMember(el, "reason") == info.reason {
 			hasInfo = true
 		}
 	}
@@ -285,7 +272,7 @@ func codeForReason(reason, domain string, info []byte) (int, bool) {
 			ms, _ := splitObject(info, buf[:0])
 			for _, m := range ms {
 				if m.is("metadata") {
-					if n, err := strconv.Atoi(detailString(m.val, "code")); err == nil {
+					if n, err := strconv.Atoi(stringMember(m.val, "code")); err == nil {
 						return n, true
 					}
 				}
