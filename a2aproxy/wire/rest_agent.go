@@ -41,14 +41,9 @@ func RESTUpstream(r *Request, v Version, baseURL, tenant string) (httpMethod, ra
 	if !v.valid() {
 		return "", "", nil, fmt.Errorf("wire: unknown A2A version %q", v)
 	}
-	params := []byte(r.Params)
-	if r.Version != v {
-		if MethodName(r.Method, v) == "" {
-			return "", "", nil, UnsupportedOperation(fmt.Sprintf("%s has no A2A %s equivalent", r.Name, v))
-		}
-		if params != nil {
-			params = translateParams(r.Method, v, params)
-		}
+	params, e := paramsIn(r, v)
+	if e != nil {
+		return "", "", nil, e
 	}
 	prefix := strings.TrimRight(baseURL, "/")
 	if v == V03 {
@@ -85,14 +80,10 @@ func RESTUpstream(r *Request, v Version, baseURL, tenant string) (httpMethod, ra
 	tasks := prefix + "/tasks/" + escapeSegment(task)
 	switch r.Method {
 	case MethodSend, MethodStream:
-		path := "/message:send"
-		if r.Method == MethodStream {
-			path = "/message:stream"
-		}
 		if v == V03 {
-			return http.MethodPost, prefix + path, sendParamsToProto03(r, params), nil
+			return http.MethodPost, prefix + sendPath(r.Method), sendParamsToProto03(r, params), nil
 		}
-		return http.MethodPost, prefix + path, without(params, "tenant"), nil
+		return http.MethodPost, prefix + sendPath(r.Method), without(params, "tenant"), nil
 	case MethodGetTask:
 		return http.MethodGet, tasks + scalarQuery(params, "id", "tenant"), nil, nil
 	case MethodListTasks:
@@ -140,6 +131,15 @@ func RESTUpstream(r *Request, v Version, baseURL, tenant string) (httpMethod, ra
 		return http.MethodGet, prefix + "/extendedAgentCard", nil, nil
 	}
 	return "", "", nil, fmt.Errorf("wire: no REST route for %s", r.Method)
+}
+
+// sendPath is the path of a send (MethodSend, MethodStream), after the
+// prefix.
+func sendPath(m Method) string {
+	if m == MethodStream {
+		return "/message:stream"
+	}
+	return "/message:send"
 }
 
 // escapeSegment escapes a path segment, ":" included, so that an id never

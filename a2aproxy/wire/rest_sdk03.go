@@ -360,14 +360,9 @@ func SDK03Upstream(r *Request, baseURL string) (httpMethod, rawURL string, body 
 	if r == nil || !r.Method.valid() {
 		return "", "", nil, fmt.Errorf("wire: SDK03Upstream needs a request from ParseRequest or ParseREST")
 	}
-	params := []byte(r.Params)
-	if r.Version != V03 {
-		if MethodName(r.Method, V03) == "" {
-			return "", "", nil, UnsupportedOperation(fmt.Sprintf("%s has no A2A 0.3 equivalent", r.Name))
-		}
-		if params != nil {
-			params = translateParams(r.Method, V03, params)
-		}
+	params, e := paramsIn(r, V03)
+	if e != nil {
+		return "", "", nil, e
 	}
 	prefix := strings.TrimRight(baseURL, "/")
 	str := func(name string) string { return stringMember(params, name) }
@@ -382,11 +377,7 @@ func SDK03Upstream(r *Request, baseURL string) (httpMethod, rawURL string, body 
 	tasks := prefix + "/tasks/" + escapeSegment(task)
 	switch r.Method {
 	case MethodSend, MethodStream:
-		path := "/message:send"
-		if r.Method == MethodStream {
-			path = "/message:stream"
-		}
-		return http.MethodPost, prefix + path, toSDK03(sendBodySDK03(r, params)), nil
+		return http.MethodPost, prefix + sendPath(r.Method), toSDK03(sendBodySDK03(r, params)), nil
 	case MethodGetTask:
 		return http.MethodGet, tasks + scalarQuery(params, "id"), nil, nil
 	case MethodCancelTask:

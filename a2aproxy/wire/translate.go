@@ -33,14 +33,11 @@ func TranslateRequest(r *Request, to Version) ([]byte, error) {
 	if r.Version == to {
 		return r.Raw, nil
 	}
+	params, e := paramsIn(r, to)
+	if e != nil {
+		return nil, e
+	}
 	name := MethodName(r.Method, to)
-	if name == "" {
-		return nil, UnsupportedOperation(fmt.Sprintf("%s has no A2A %s equivalent", r.Name, to))
-	}
-	var params []byte
-	if r.Params != nil {
-		params = translateParams(r.Method, to, r.Params)
-	}
 	b := make([]byte, 0, 64+len(r.ID)+len(params))
 	b = append(b, `{"jsonrpc":"2.0","id":`...)
 	b = append(b, r.ID...)
@@ -65,6 +62,22 @@ func compact(b []byte) []byte {
 		return b
 	}
 	return buf.Bytes()
+}
+
+// paramsIn is r's params in version v: translated when r is of the
+// other version, an UnsupportedOperation *Error when v lacks its method.
+func paramsIn(r *Request, v Version) ([]byte, *Error) {
+	params := []byte(r.Params)
+	if r.Version == v {
+		return params, nil
+	}
+	if MethodName(r.Method, v) == "" {
+		return nil, UnsupportedOperation(fmt.Sprintf("%s has no A2A %s equivalent", r.Name, v))
+	}
+	if params != nil {
+		params = translateParams(r.Method, v, params)
+	}
+	return params, nil
 }
 
 func translateParams(m Method, to Version, p []byte) []byte {
