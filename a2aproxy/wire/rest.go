@@ -36,7 +36,8 @@ import (
 //   - rest_agent.go: the agent side (RESTUpstream, FromRESTResponse,
 //     FromRESTEvent);
 //   - rest_proto03.go: the 0.3 ProtoJSON shapes and their conversion from
-//     and to the 0.3 JSON-RPC shapes;
+//     and to the 0.3 JSON-RPC shapes (walked by shapes.go, as translate.go's
+//     are);
 //   - rest_sdk03.go: the 0.3 HTTP+JSON of the official Go SDK, a dialect
 //     of its own, with the same pipeline on both sides.
 
