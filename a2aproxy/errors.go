@@ -5,30 +5,29 @@ import (
 	"net/http"
 
 	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/a2aproxy/wire"
 )
 
-// The marketplace's own JSON-RPC error codes, in the range A2A leaves to
-// implementations (-32000…-32099, clear of A2A's -32001…-32009). They are
-// stable: orchestrators may branch on them. docs/a2a-usage-extension.md
-// lists them.
+// The marketplace's own JSON-RPC error codes, as package wire defines
+// them (its codes.go says what each means and lists the numbers once).
 const (
-	CodeUnauthorized        = -32040 // missing, unknown or revoked API key
-	CodeNotEntitled         = -32041 // no active contract for this listing, or the right was revoked
-	CodeBudgetExhausted     = -32042 // the key's or the contract's monthly budget is spent
-	CodeListingUnavailable  = -32043 // the listing is not published (suspended, retired, unknown)
-	CodeBudgetUnchecked     = -32044 // a budget applies but the spend cannot be read now: retry shortly
-	CodeUpstreamUnreachable = -32050 // the agent could not be reached
-	CodeUpstreamTimeout     = -32051 // the agent did not answer within the request timeout
-	CodeResultTooLarge      = -32052 // the agent's answer exceeds the result size limit
-	CodeRequestTooLarge     = -32053 // the request body exceeds the size limit
-	CodeStreamIdle          = -32054 // the agent sent nothing within the stream idle timeout
-	CodeUpstreamRefused     = -32055 // the agent's address is one the meter does not connect to (SSRF guard)
-	CodeAgentTaskConflict   = -32056 // the agent answered with another organisation's task: the answer was withheld
-	CodeMeterUnavailable    = -32057 // the meter cannot record usage now (its spool fails): the call is not forwarded
-	CodeMeterBusy           = -32058 // the meter's projections lag too far behind its calls: retry shortly
-	CodeMessageIDReused     = -32059 // the messageId was sent before (within the window) with another message
-	CodeUpstreamInvalid     = -32006 // A2A InvalidAgentResponse: the agent answered something that is not JSON-RPC
-	CodeInternal            = -32603
+	CodeUnauthorized        = wire.CodeUnauthorized
+	CodeNotEntitled         = wire.CodeNotEntitled
+	CodeBudgetExhausted     = wire.CodeBudgetExhausted
+	CodeListingUnavailable  = wire.CodeListingUnavailable
+	CodeBudgetUnchecked     = wire.CodeBudgetUnchecked
+	CodeUpstreamUnreachable = wire.CodeUpstreamUnreachable
+	CodeUpstreamTimeout     = wire.CodeUpstreamTimeout
+	CodeResultTooLarge      = wire.CodeResultTooLarge
+	CodeRequestTooLarge     = wire.CodeRequestTooLarge
+	CodeStreamIdle          = wire.CodeStreamIdle
+	CodeUpstreamRefused     = wire.CodeUpstreamRefused
+	CodeAgentTaskConflict   = wire.CodeAgentTaskConflict
+	CodeMeterUnavailable    = wire.CodeMeterUnavailable
+	CodeMeterBusy           = wire.CodeMeterBusy
+	CodeMessageIDReused     = wire.CodeMessageIDReused
+	CodeUpstreamInvalid     = wire.CodeInvalidAgentResponse // the agent answered something that is not JSON-RPC
+	CodeInternal            = wire.CodeInternalError
 )
 
 // rpcError is an error answered to the buyer as a JSON-RPC error, with the
@@ -70,7 +69,7 @@ func toRPC(err error) *rpcError {
 	case agentmarket.Unavailable:
 		return rpcErr(CodeUpstreamUnreachable, http.StatusOK, ae.Message)
 	case agentmarket.Invalid:
-		return rpcErr(-32602, http.StatusOK, ae.Message)
+		return rpcErr(wire.CodeInvalidParams, http.StatusOK, ae.Message)
 	}
 	return rpcErr(CodeInternal, http.StatusOK, "internal error")
 }

@@ -8,25 +8,6 @@ import (
 	"strconv"
 )
 
-// JSON-RPC error codes: the JSON-RPC 2.0 ones and A2A's (§5.4). -32008 and
-// -32009 exist only in 1.0.
-const (
-	CodeParseError                   = -32700
-	CodeInvalidRequest               = -32600
-	CodeMethodNotFound               = -32601
-	CodeInvalidParams                = -32602
-	CodeInternalError                = -32603
-	CodeTaskNotFound                 = -32001
-	CodeTaskNotCancelable            = -32002
-	CodePushNotificationNotSupported = -32003
-	CodeUnsupportedOperation         = -32004
-	CodeContentTypeNotSupported      = -32005
-	CodeInvalidAgentResponse         = -32006
-	CodeExtendedCardNotConfigured    = -32007
-	CodeExtensionSupportRequired     = -32008
-	CodeVersionNotSupported          = -32009
-)
-
 // Error is a JSON-RPC error object. It is also a Go error.
 type Error struct {
 	Code    int    `json:"code"`

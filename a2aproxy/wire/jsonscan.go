@@ -328,6 +328,21 @@ func (o *object) mapItems(name string, f func([]byte) []byte) {
 	}
 }
 
+// stringMember is the string member name of the object b (the last one,
+// as in encoding/json); "" when b is not an object or the member is
+// absent or not a string.
+func stringMember(b []byte, name string) string {
+	var buf [8]member
+	ms, _ := splitObject(b, buf[:0])
+	var s string
+	for _, m := range ms {
+		if m.is(name) {
+			s, _ = unquote(m.val)
+		}
+	}
+	return s
+}
+
 // mapArray applies f to every element of the array b. A value that is not
 // an array is returned unchanged.
 func mapArray(b []byte, f func([]byte) []byte) []byte {

@@ -1,7 +1,9 @@
 package wire
 
 import (
+	"bytes"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -203,3 +205,99 @@ var (
 		"taskId": {"taskId", "metadata"},
 	}
 )
+
+// Proto key names: ProtoJSON parsers take a field's proto name (task_id)
+// as well as its JSON name (taskId), so REST bodies are read with both in
+// mind.
+
+// restUnambiguous refuses params (and a send's message) two of whose keys
+// a ProtoJSON parser could take for the same field: it accepts the json
+// name and the proto name (taskId, task_id) and some fold case, so
+// {"taskId":"a","task_id":"b"} could name either task to the agent.
+func restUnambiguous(m Method, params []byte) *Error {
+	var buf [12]member
+	ms, _ := splitObject(params, buf[:0])
+	if k, dup := looseCollision(ms); dup {
+		return InvalidParams(fmt.Sprintf("%s appears twice (keys are compared ignoring case and underscores)", k))
+	}
+	if m != MethodSend && m != MethodStream {
+		return nil
+	}
+	for _, p := range ms {
+		if p.is("message") {
+			var mbuf [12]member
+			mm, _ := splitObject(p.val, mbuf[:0])
+			if k, dup := looseCollision(mm); dup {
+				return InvalidParams(fmt.Sprintf("message.%s appears twice (keys are compared ignoring case and underscores)", k))
+			}
+		}
+	}
+	return nil
+}
+
+// camelMember renames the proto field names (task_id) among the members of
+// o's object member name to their JSON names (taskId), as ProtoJSON reads
+// them, so that what the meter reads (the task a message names, the send
+// configuration) is what the agent will read. A key whose JSON name is
+// also present is left for looseCollision to refuse.
+func camelMember(o *object, name string) {
+	v, ok := o.get(name)
+	if !ok || firstByte(v) != '{' || bytes.IndexByte(v, '_') < 0 {
+		return
+	}
+	var buf [12]member
+	ms, _ := splitObject(v, buf[:0])
+	if !slices.ContainsFunc(ms, func(m member) bool { return bytes.IndexByte(m.key, '_') >= 0 }) {
+		return // the underscores are in values
+	}
+	names := make(map[string]struct{}, len(ms))
+	for _, m := range ms {
+		names[m.name()] = struct{}{}
+	}
+	in := &object{ms: slices.Clone(ms)}
+	changed := false
+	for i, m := range in.ms {
+		key := m.name()
+		if strings.IndexByte(key, '_') < 0 {
+			continue
+		}
+		camel := lowerCamel(key)
+		if _, has := names[camel]; has || camel == key {
+			continue
+		}
+		in.ms[i] = member{key: []byte(camel), val: m.val}
+		changed = true
+	}
+	if changed {
+		o.set(name, in.bytes())
+	}
+}
+
+// lowerCamel is the JSON name protoc gives a proto field name.
+func lowerCamel(s string) string {
+	var b strings.Builder
+	up := false
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '_':
+			up = true
+		case up && 'a' <= c && c <= 'z':
+			b.WriteByte(c - 'a' + 'A')
+			up = false
+		default:
+			b.WriteByte(c)
+			up = false
+		}
+	}
+	return b.String()
+}
+
+func ascii(b []byte) bool {
+	for _, c := range b {
+		if c >= 0x80 {
+			return false
+		}
+	}
+	return true
+}

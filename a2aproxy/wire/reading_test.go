@@ -2,9 +2,11 @@ package wire_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	a2alegacy "github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -279,5 +281,50 @@ func TestReadingRuleErrorNamesTheKey(t *testing.T) {
 		if werr == nil || werr.Code != wire.CodeInvalidRequest || !strings.Contains(werr.Message, c.want) {
 			t.Errorf("%s\ngot %v, want -32600 containing %q", c.body, werr, c.want)
 		}
+	}
+}
+
+func TestParseRESTRefusesKeysParsersConfuse(t *testing.T) {
+	for _, msg := range []string{
+		`{"messageId":"m","role":"ROLE_USER","parts":[],"taskId":"a","task_id":"b"}`,
+		`{"messageId":"m","role":"ROLE_USER","parts":[],"taskId":"a","TASKID":"b"}`,
+		`{"messageId":"m","role":"ROLE_USER","parts":[],"taskId":"a","taſk_id":"b"}`,
+		`{"messageId":"m","role":"ROLE_USER","parts":[],"taskId":"a","task\u005fid":"b"}`,
+	} {
+		body := []byte(`{"message":` + msg + `}`)
+		if _, werr := wire.ParseREST("POST", "/message:send", nil, wire.ContentTypeA2A, body, "1.0"); werr == nil || werr.Code != wire.CodeInvalidParams {
+			t.Errorf("%s: %v", msg, werr)
+		}
+	}
+	// Many members: the check stays linear and still finds the pair.
+	var b strings.Builder
+	b.WriteString(`{"message":{"messageId":"m","role":"ROLE_USER","parts":[]`)
+	for i := 0; i < 5000; i++ {
+		b.WriteString(`,"k` + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + `_` + strings.Repeat("y", i/26) + `":1`)
+	}
+	b.WriteString(`,"taskId":"a","Task_Id":"b"}}`)
+	if _, werr := wire.ParseREST("POST", "/message:send", nil, wire.ContentTypeA2A, []byte(b.String()), "1.0"); werr == nil || werr.Code != wire.CodeInvalidParams {
+		t.Errorf("large message: %v", werr)
+	}
+}
+
+// is checked for colliding keys in linear time (it used to be pairwise).
+func TestParseRequestManyKeysIsLinear(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m","role":"user","parts":[{"kind":"text","text":"x"}]`)
+	for i := 0; i < 40000; i++ {
+		fmt.Fprintf(&b, `,"k%d":1`, i)
+	}
+	b.WriteString(`}}}`)
+	start := time.Now()
+	if _, err := wire.ParseRequest([]byte(b.String()), ""); err != nil {
+		t.Fatalf("ParseRequest: %v", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("40k keys took %s", d)
+	}
+	dup := `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m","role":"user","parts":[],"taskId":"a","task_id":"b"}}}`
+	if _, err := wire.ParseRequest([]byte(dup), ""); err == nil {
+		t.Fatal("taskId beside task_id was accepted")
 	}
 }

@@ -281,9 +281,9 @@ func (r *Request) readSend() *Error {
 	if err := r.readParts(parts); err != nil {
 		return err
 	}
-	r.parentTaskID = metadataString(meta, ParentTaskKey)
+	r.parentTaskID = stringMember(meta, ParentTaskKey)
 	if r.parentTaskID == "" {
-		r.parentTaskID = metadataString(mmeta, ParentTaskKey)
+		r.parentTaskID = stringMember(mmeta, ParentTaskKey)
 	}
 	blocking, immediate, push, err := readSendConfig(cfg)
 	if err != nil {
@@ -473,20 +473,6 @@ func paramBool(v []byte, field string) (string, *Error) {
 	return "", InvalidParams(field + " must be a boolean")
 }
 
-// metadataString is the string under key in a metadata object; "" when
-// metadata is not an object or the value is not a string.
-func metadataString(meta []byte, key string) string {
-	var buf [8]member
-	ms, _ := splitObject(meta, buf[:0])
-	var s string
-	for _, m := range ms {
-		if m.is(key) {
-			s, _ = unquote(m.val)
-		}
-	}
-	return s
-}
-
 // base64Size estimates the decoded length of the base64 text in a JSON
 // string.
 func base64Size(v []byte) int64 {
@@ -533,7 +519,7 @@ func (r *Request) MetadataString(key string) string {
 	ps, _ := splitObject(r.Params, buf[:0])
 	for _, m := range ps {
 		if m.is("metadata") {
-			return metadataString(m.val, key)
+			return stringMember(m.val, key)
 		}
 	}
 	return ""

@@ -360,17 +360,12 @@ func SDK03Upstream(r *Request, baseURL string) (httpMethod, rawURL string, body 
 	if r == nil || !r.Method.valid() {
 		return "", "", nil, fmt.Errorf("wire: SDK03Upstream needs a request from ParseRequest or ParseREST")
 	}
-	params := []byte(r.Params)
-	if r.Version != V03 {
-		if MethodName(r.Method, V03) == "" {
-			return "", "", nil, UnsupportedOperation(fmt.Sprintf("%s has no A2A 0.3 equivalent", r.Name))
-		}
-		if params != nil {
-			params = translateParams(r.Method, V03, params)
-		}
+	params, e := paramsIn(r, V03)
+	if e != nil {
+		return "", "", nil, e
 	}
 	prefix := strings.TrimRight(baseURL, "/")
-	str := func(name string) string { return detailString(params, name) }
+	str := func(name string) string { return stringMember(params, name) }
 	taskField := "id"
 	if r.Method == MethodPushSet {
 		taskField = "taskId"
@@ -382,11 +377,7 @@ func SDK03Upstream(r *Request, baseURL string) (httpMethod, rawURL string, body 
 	tasks := prefix + "/tasks/" + escapeSegment(task)
 	switch r.Method {
 	case MethodSend, MethodStream:
-		path := "/message:send"
-		if r.Method == MethodStream {
-			path = "/message:stream"
-		}
-		return http.MethodPost, prefix + path, toSDK03(sendBodySDK03(r, params)), nil
+		return http.MethodPost, prefix + sendPath(r.Method), toSDK03(sendBodySDK03(r, params)), nil
 	case MethodGetTask:
 		return http.MethodGet, tasks + scalarQuery(params, "id"), nil, nil
 	case MethodCancelTask:
@@ -492,11 +483,7 @@ func sdk03ResultShape(m Method, result []byte) (json.RawMessage, *Error) {
 // stream into the 0.3 JSON-RPC result of that event, or the error the
 // event reports (a google.rpc.Status, or a bare JSON-RPC error).
 func FromSDK03Event(m Method, data []byte) (json.RawMessage, *Error) {
-	data = bytes.TrimSpace(data)
-	if len(data) == 0 || !validJSON(data) {
-		return nil, InvalidAgentResponse("the agent sent a stream event that is not JSON")
-	}
-	raw, e := unenvelope(m, http.StatusOK, data)
+	raw, e := restEventPayload(m, data)
 	if e != nil {
 		return nil, e
 	}
@@ -580,7 +567,7 @@ func ProbeAnswersSDK03(status int, body []byte) bool {
 			}
 			els, _ := splitArray(e.val, nil)
 			for _, d := range els {
-				if detailString(d, "@type") == errorInfoType && detailString(d, "domain") == a2aDomain {
+				if stringMember(d, "@type") == errorInfoType && stringMember(d, "domain") == a2aDomain {
 					return true
 				}
 			}

@@ -33,14 +33,11 @@ func TranslateRequest(r *Request, to Version) ([]byte, error) {
 	if r.Version == to {
 		return r.Raw, nil
 	}
+	params, e := paramsIn(r, to)
+	if e != nil {
+		return nil, e
+	}
 	name := MethodName(r.Method, to)
-	if name == "" {
-		return nil, UnsupportedOperation(fmt.Sprintf("%s has no A2A %s equivalent", r.Name, to))
-	}
-	var params []byte
-	if r.Params != nil {
-		params = translateParams(r.Method, to, r.Params)
-	}
 	b := make([]byte, 0, 64+len(r.ID)+len(params))
 	b = append(b, `{"jsonrpc":"2.0","id":`...)
 	b = append(b, r.ID...)
@@ -67,6 +64,22 @@ func compact(b []byte) []byte {
 	return buf.Bytes()
 }
 
+// paramsIn is r's params in version v: translated when r is of the
+// other version, an UnsupportedOperation *Error when v lacks its method.
+func paramsIn(r *Request, v Version) ([]byte, *Error) {
+	params := []byte(r.Params)
+	if r.Version == v {
+		return params, nil
+	}
+	if MethodName(r.Method, v) == "" {
+		return nil, UnsupportedOperation(fmt.Sprintf("%s has no A2A %s equivalent", r.Name, v))
+	}
+	if params != nil {
+		params = translateParams(r.Method, v, params)
+	}
+	return params, nil
+}
+
 func translateParams(m Method, to Version, p []byte) []byte {
 	if m == MethodPushSet {
 		return translatePushConfig(p, to)
@@ -78,7 +91,7 @@ func translateParams(m Method, to Version, p []byte) []byte {
 	switch m {
 	case MethodSend, MethodStream:
 		if v, ok := o.get("message"); ok {
-			o.set("message", translateMessage(v, to))
+			o.set("message", shapesTo(to).message(v))
 		}
 		if v, ok := o.get("configuration"); ok {
 			o.set("configuration", translateSendConfig(v, to))
@@ -262,7 +275,7 @@ func translateResult(to Version, m Method, result json.RawMessage) (json.RawMess
 		if firstByte(result) != '{' {
 			return nil, InvalidAgentResponse("the agent's task is not an object")
 		}
-		return translateTask(result, to), nil
+		return shapesTo(to).task(result), nil
 	case MethodPushSet, MethodPushGet:
 		if firstByte(result) != '{' {
 			return nil, InvalidAgentResponse("the agent's push config is not an object")
@@ -284,19 +297,8 @@ func translateResult(to Version, m Method, result json.RawMessage) (json.RawMess
 // event03To10 wraps a 0.3 send result or stream event in the 1.0 member
 // that names its type.
 func event03To10(m Method, b []byte) (json.RawMessage, error) {
-	switch kind03(b) {
-	case "task":
-		return wrap("task", translateTask(b, V10)), nil
-	case "message":
-		return wrap("message", translateMessage(b, V10)), nil
-	case "status-update":
-		if m.Streaming() {
-			return wrap("statusUpdate", translateStatusEvent(b, V10)), nil
-		}
-	case "artifact-update":
-		if m.Streaming() {
-			return wrap("artifactUpdate", translateArtifactEvent(b, V10)), nil
-		}
+	if out, ok := shapes10.wrapEvent(m, b); ok {
+		return out, nil
 	}
 	return nil, InvalidAgentResponse(fmt.Sprintf("the agent's %s result is neither a task nor a message nor an update", MethodName(m, V03)))
 }
@@ -306,20 +308,11 @@ func event03To10(m Method, b []byte) (json.RawMessage, error) {
 func event10To03(m Method, b []byte) (json.RawMessage, error) {
 	var buf [4]member
 	ms, _ := splitObject(b, buf[:0])
-	for _, mem := range ms {
-		switch {
-		case mem.is("task"):
-			return translateTask(mem.val, V03), nil
-		case mem.is("message"):
-			return translateMessage(mem.val, V03), nil
-		case mem.is("statusUpdate") && m.Streaming():
-			return translateStatusEvent(mem.val, V03), nil
-		case mem.is("artifactUpdate") && m.Streaming():
-			return translateArtifactEvent(mem.val, V03), nil
-		}
+	if out, ok := shapes03.unwrapEvent(m, ms); ok {
+		return out, nil
 	}
 	if kind03(b) == "task" { // a bare Task where a wrapper belongs: read it kindly
-		return translateTask(b, V03), nil
+		return shapes03.task(b), nil
 	}
 	return nil, InvalidAgentResponse(fmt.Sprintf("the agent's %s result has none of task, message, statusUpdate, artifactUpdate", MethodName(m, V10)))
 }
@@ -373,35 +366,47 @@ func setKind(o *object, kind string, to Version) {
 	}
 }
 
-func translateTask(b []byte, to Version) []byte {
-	o, ok := parseObject(b)
-	if !ok {
-		return b
+// The translations into each version, as shapes tables.
+var (
+	shapes10 = &shapes{
+		mark:  func(o *object, kind string) { setKind(o, kind, V10) },
+		role:  V10,
+		state: func(v []byte) []byte { return translateState(v, V10) },
+		part:  func(b []byte) []byte { return translatePart(b, V10) },
+		status: func(o *object) {
+			if v, ok := o.get("timestamp"); ok {
+				o.set("timestamp", timestamp10(v))
+			}
+		},
+		final: func(o *object, _ []byte) { o.del("final") },
 	}
-	setKind(o, "task", to)
-	if v, ok := o.get("status"); ok {
-		o.set("status", translateStatus(v, to))
+	shapes03 = &shapes{
+		mark:  func(o *object, kind string) { setKind(o, kind, V03) },
+		role:  V03,
+		state: func(v []byte) []byte { return translateState(v, V03) },
+		part:  func(b []byte) []byte { return translatePart(b, V03) },
+		final: final03,
 	}
-	o.mapItems("artifacts", func(a []byte) []byte { return translateArtifact(a, to) })
-	o.mapItems("history", func(m []byte) []byte { return translateMessage(m, to) })
-	return o.bytes()
+)
+
+// shapesTo is the translation into version to.
+func shapesTo(to Version) *shapes {
+	if to == V10 {
+		return shapes10
+	}
+	return shapes03
 }
 
-func translateStatus(b []byte, to Version) []byte {
-	o, ok := parseObject(b)
-	if !ok {
-		return b
+// final03 is a 0.3 status update's final flag: true when its state is
+// terminal or interrupted, where 1.0 ends the stream without a flag.
+func final03(o *object, status []byte) {
+	var state string
+	if so, ok := parseObject(status); ok {
+		sv, _ := so.get("state")
+		s, _ := unquote(sv)
+		state = NormalizeState(s)
 	}
-	if v, ok := o.get("state"); ok {
-		o.set("state", translateState(v, to))
-	}
-	if v, ok := o.get("message"); ok && !isNull(v) {
-		o.set("message", translateMessage(v, to))
-	}
-	if v, ok := o.get("timestamp"); ok && to == V10 {
-		o.set("timestamp", timestamp10(v))
-	}
-	return o.bytes()
+	o.set("final", jsonBool(terminal(state) || interrupted(state)))
 }
 
 func translateState(v []byte, to Version) []byte {
@@ -465,28 +470,6 @@ func timestamp10(v []byte) []byte {
 	return v
 }
 
-func translateMessage(b []byte, to Version) []byte {
-	o, ok := parseObject(b)
-	if !ok {
-		return b
-	}
-	setKind(o, "message", to)
-	if v, ok := o.get("role"); ok {
-		o.set("role", translateRole(v, to))
-	}
-	o.mapItems("parts", func(p []byte) []byte { return translatePart(p, to) })
-	return o.bytes()
-}
-
-func translateArtifact(b []byte, to Version) []byte {
-	o, ok := parseObject(b)
-	if !ok {
-		return b
-	}
-	o.mapItems("parts", func(p []byte) []byte { return translatePart(p, to) })
-	return o.bytes()
-}
-
 // 0.3 file members and the 1.0 part members they become.
 var fileMembers = [...]struct{ v03, v10 string }{
 	{"bytes", "raw"},
@@ -545,42 +528,6 @@ func translatePart(b []byte, to Version) []byte {
 		}
 		o.set("kind", quote("file"))
 		o.set("file", file.bytes())
-	}
-	return o.bytes()
-}
-
-func translateStatusEvent(b []byte, to Version) []byte {
-	o, ok := parseObject(b)
-	if !ok {
-		return b
-	}
-	setKind(o, "status-update", to)
-	var state string
-	if v, ok := o.get("status"); ok {
-		v = translateStatus(v, to)
-		o.set("status", v)
-		if so, ok := parseObject(v); ok {
-			sv, _ := so.get("state")
-			s, _ := unquote(sv)
-			state = NormalizeState(s)
-		}
-	}
-	if to == V10 {
-		o.del("final")
-	} else {
-		o.set("final", jsonBool(terminal(state) || interrupted(state)))
-	}
-	return o.bytes()
-}
-
-func translateArtifactEvent(b []byte, to Version) []byte {
-	o, ok := parseObject(b)
-	if !ok {
-		return b
-	}
-	setKind(o, "artifact-update", to)
-	if v, ok := o.get("artifact"); ok {
-		o.set("artifact", translateArtifact(v, to))
 	}
 	return o.bytes()
 }
