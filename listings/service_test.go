@@ -19,7 +19,7 @@ import (
 	"github.com/agentmarket/agentmarket/listings/gormstore"
 	"github.com/agentmarket/agentmarket/listings/httpfetch/httpfetchtest"
 	"github.com/agentmarket/agentmarket/listings/storetest"
-	"github.com/agentmarket/agentmarket/migrations/gormdb/gormdbtest"
+	"github.com/agentmarket/agentmarket/migrations/relational/relationaltest"
 )
 
 var t0 = time.Date(2026, 6, 1, 10, 0, 0, 0, time.UTC)
@@ -81,7 +81,7 @@ type env struct {
 // other, third and platform orgs.
 func newEnv(t *testing.T, autoApprove bool) *env {
 	t.Helper()
-	db := gormdbtest.SQLite(t)
+	db := relationaltest.SQLite(t)
 	orgs := contractsgorm.New(db.DB)
 	for _, a := range []agentmarket.Actor{seller, other, third, operator} {
 		o := &contracts.Org{ID: a.OrgID, Name: a.OrgID, Platform: a.Operator, CreatedAt: t0}

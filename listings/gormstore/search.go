@@ -13,7 +13,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/agentmarket/agentmarket/listings"
-	"github.com/agentmarket/agentmarket/migrations/gormdb"
+	"github.com/agentmarket/agentmarket/migrations/relational"
 )
 
 // Catalog search (migrations 0030_catalog_search, 0031_search_documents).
@@ -216,7 +216,7 @@ func (s *Store) IndexMissing(ctx context.Context) (int, error) {
 		err := s.db.WithContext(ctx).Raw(`SELECT id FROM listings WHERE NOT EXISTS
 			(SELECT 1 FROM listing_search WHERE listing_search.listing_id = listings.id) ORDER BY id LIMIT 200`).Scan(&ids).Error
 		if err != nil {
-			return n, gormdb.Translate(err, "listing")
+			return n, relational.Translate(err, "listing")
 		}
 		if len(ids) == 0 {
 			return n, nil
@@ -236,7 +236,7 @@ func (s *Store) IndexMissing(ctx context.Context) (int, error) {
 				return err
 			})
 			if err != nil {
-				return n, gormdb.Translate(err, "listing")
+				return n, relational.Translate(err, "listing")
 			}
 			s.known.add(terms)
 			n++
@@ -326,7 +326,7 @@ func (s *Store) expand(ctx context.Context, words []string) ([]WordMatch, error)
 		var terms []string
 		err := s.db.WithContext(ctx).Raw(`SELECT DISTINCT term FROM search_term_variants WHERE variant IN ?`, vs).Scan(&terms).Error
 		if err != nil {
-			return nil, gormdb.Translate(err, "listing")
+			return nil, relational.Translate(err, "listing")
 		}
 		out[i].Expanded = closest(w, terms)
 	}
@@ -746,7 +746,7 @@ func (s *Store) Search(ctx context.Context, q listings.Query) ([]*listings.Listi
 	var total int64
 	query, args := p.countSQL()
 	if err := db.Raw(query, args...).Scan(&total).Error; err != nil {
-		return nil, 0, gormdb.Translate(err, "listing")
+		return nil, 0, relational.Translate(err, "listing")
 	}
 	if total == 0 || (q.Page-1)*q.PageSize >= int(total) {
 		return []*listings.Listing{}, int(total), nil
@@ -755,14 +755,14 @@ func (s *Store) Search(ctx context.Context, q listings.Query) ([]*listings.Listi
 	if p.fullText() {
 		var size int64
 		if err := db.Raw("SELECT COALESCE(MAX(doc_id), 0) FROM listing_search").Scan(&size).Error; err != nil {
-			return nil, 0, gormdb.Translate(err, "listing")
+			return nil, 0, relational.Translate(err, "listing")
 		}
 		walk = p.walks(int(total), int(size))
 	}
 	query, args = p.pageSQL(walk)
 	var ids []string
 	if err := db.Raw(query, args...).Scan(&ids).Error; err != nil {
-		return nil, 0, gormdb.Translate(err, "listing")
+		return nil, 0, relational.Translate(err, "listing")
 	}
 	out, err := s.listingsByID(ctx, ids)
 	if err != nil {
@@ -780,7 +780,7 @@ func (s *Store) searchCounted(ctx context.Context, p plan) ([]*listings.Listing,
 		ListingID *string
 	}
 	if err := s.db.WithContext(ctx).Raw(query, args...).Scan(&rows).Error; err != nil {
-		return nil, 0, gormdb.Translate(err, "listing")
+		return nil, 0, relational.Translate(err, "listing")
 	}
 	total := 0
 	var ids []string
@@ -805,7 +805,7 @@ func (s *Store) listingsByID(ctx context.Context, ids []string) ([]*listings.Lis
 	var rows []listingRow
 	if len(ids) > 0 {
 		if err := s.db.WithContext(ctx).Where("id IN ?", ids).Find(&rows).Error; err != nil {
-			return nil, gormdb.Translate(err, "listing")
+			return nil, relational.Translate(err, "listing")
 		}
 	}
 	pos := make(map[string]int, len(ids))
@@ -826,5 +826,5 @@ func (s *Store) OptimizeSearch(ctx context.Context) error {
 	if s.dialect() == dialectPostgres {
 		stmt = `ANALYZE listing_search, listing_documents`
 	}
-	return gormdb.Translate(s.db.WithContext(ctx).Exec(stmt).Error, "listing")
+	return relational.Translate(s.db.WithContext(ctx).Exec(stmt).Error, "listing")
 }
