@@ -20,7 +20,7 @@ import (
 	"github.com/agentmarket/agentmarket/docs/examples/pushverify"
 	"github.com/agentmarket/agentmarket/listings/aesgcm"
 	"github.com/agentmarket/agentmarket/listings/httpfetch"
-	"github.com/agentmarket/agentmarket/migrations/gormdb/gormdbtest"
+	"github.com/agentmarket/agentmarket/migrations/relational/relationaltest"
 )
 
 type failingSigner struct{}
@@ -38,7 +38,7 @@ func TestDeliverySigned(t *testing.T) {
 	if a2aproxy.SignatureHeader != pushsign.Header {
 		t.Fatalf("the meter sends %s, the signer documents %s", a2aproxy.SignatureHeader, pushsign.Header)
 	}
-	store := gormstore.New(gormdbtest.SQLite(t).DB)
+	store := gormstore.New(relationaltest.SQLite(t).DB)
 	sealer, err := aesgcm.New(bytes.Repeat([]byte{3}, 32))
 	if err != nil {
 		t.Fatal(err)

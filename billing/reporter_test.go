@@ -8,7 +8,7 @@ import (
 
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/billing"
-	"github.com/agentmarket/agentmarket/migrations/gormdb/gormdbtest"
+	"github.com/agentmarket/agentmarket/migrations/relational/relationaltest"
 )
 
 func reportCall(contractID string, kind billing.LineKind, qty string, w billing.Period) string {
@@ -235,7 +235,7 @@ func TestReporterStopsWhenTheProviderIsDown(t *testing.T) {
 // TestReportersRacing: reporters running at once (two marketplace
 // processes, or Detach during a run) report every unit once.
 func TestReportersRacing(t *testing.T) {
-	for _, o := range gormdbtest.Openers {
+	for _, o := range relationaltest.Openers {
 		t.Run(o.Name, func(t *testing.T) { testReportersRacing(t, newEnvOn(t, o.Open)) })
 	}
 }

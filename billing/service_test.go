@@ -21,8 +21,8 @@ import (
 	"github.com/agentmarket/agentmarket/listings"
 	"github.com/agentmarket/agentmarket/metering"
 	"github.com/agentmarket/agentmarket/metering/embedded"
-	"github.com/agentmarket/agentmarket/migrations/gormdb"
-	"github.com/agentmarket/agentmarket/migrations/gormdb/gormdbtest"
+	"github.com/agentmarket/agentmarket/migrations/relational"
+	"github.com/agentmarket/agentmarket/migrations/relational/relationaltest"
 )
 
 // ---- a fake provider that behaves like Stripe where it matters ----
@@ -298,10 +298,10 @@ type env struct {
 // t0 is 10:17:42 on 3 May 2026 (UTC).
 var t0 = time.Date(2026, 5, 3, 10, 17, 42, 0, time.UTC)
 
-func newEnv(t *testing.T) *env { return newEnvOn(t, gormdbtest.SQLite) }
+func newEnv(t *testing.T) *env { return newEnvOn(t, relationaltest.SQLite) }
 
 // newEnvOn is an env whose billing store is on the database open opens.
-func newEnvOn(t *testing.T, open func(testing.TB) *gormdb.DB) *env {
+func newEnvOn(t *testing.T, open func(testing.TB) *relational.DB) *env {
 	t.Helper()
 	db := open(t)
 	u, err := embedded.Open(filepath.Join(t.TempDir(), "usage.db"))

@@ -13,7 +13,7 @@ import (
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/contracts"
 	contractsgorm "github.com/agentmarket/agentmarket/contracts/gormstore"
-	"github.com/agentmarket/agentmarket/migrations/gormdb/gormdbtest"
+	"github.com/agentmarket/agentmarket/migrations/relational/relationaltest"
 )
 
 var t0 = time.Date(2026, 5, 4, 8, 0, 0, 0, time.UTC)
@@ -22,7 +22,7 @@ var t0 = time.Date(2026, 5, 4, 8, 0, 0, 0, time.UTC)
 func newAccounts(t *testing.T) *contracts.Accounts {
 	t.Helper()
 	return &contracts.Accounts{
-		Store:      contractsgorm.New(gormdbtest.SQLite(t).DB),
+		Store:      contractsgorm.New(relationaltest.SQLite(t).DB),
 		Clock:      agentmarket.NewManualClock(t0),
 		BcryptCost: bcrypt.MinCost,
 	}

@@ -11,8 +11,8 @@ import (
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/contracts"
 	contractsgorm "github.com/agentmarket/agentmarket/contracts/gormstore"
-	"github.com/agentmarket/agentmarket/migrations/gormdb"
-	"github.com/agentmarket/agentmarket/migrations/gormdb/gormdbtest"
+	"github.com/agentmarket/agentmarket/migrations/relational"
+	"github.com/agentmarket/agentmarket/migrations/relational/relationaltest"
 )
 
 func TestReached(t *testing.T) {
@@ -66,7 +66,7 @@ func (urlsFake) CheckWebhook(_ context.Context, raw string) error {
 // alert is enqueued for the org's webhook, once; a new month alerts anew;
 // the settings are checked and kept.
 func TestSpendAlerts(t *testing.T) {
-	gormdbtest.Each(t, func(t *testing.T, db *gormdb.DB) {
+	relationaltest.Each(t, func(t *testing.T, db *relational.DB) {
 		ctx := context.Background()
 		s := newTrialSetup(t, db)
 		store := contractsgorm.New(db.DB)

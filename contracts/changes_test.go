@@ -8,8 +8,8 @@ import (
 
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/contracts"
-	"github.com/agentmarket/agentmarket/migrations/gormdb"
-	"github.com/agentmarket/agentmarket/migrations/gormdb/gormdbtest"
+	"github.com/agentmarket/agentmarket/migrations/relational"
+	"github.com/agentmarket/agentmarket/migrations/relational/relationaltest"
 )
 
 // offersFake is one open offer per id.
@@ -40,7 +40,7 @@ func (f *offersFake) AcceptOffer(_ context.Context, id, contractID string) error
 // not while trialing, nor to the plan it has, nor to an old version; billing
 // is told first.
 func TestPlanChanges(t *testing.T) {
-	gormdbtest.Each(t, func(t *testing.T, db *gormdb.DB) {
+	relationaltest.Each(t, func(t *testing.T, db *relational.DB) {
 		ctx := context.Background()
 		s := newTrialSetup(t, db)
 		terms := s.subs.Listings.(listingsFake)
@@ -118,7 +118,7 @@ func TestPlanChanges(t *testing.T) {
 // instant, whether billing's sweep or the provider's word comes first and
 // however late.
 func TestCancelAtPeriodEnd(t *testing.T) {
-	gormdbtest.Each(t, func(t *testing.T, db *gormdb.DB) {
+	relationaltest.Each(t, func(t *testing.T, db *relational.DB) {
 		ctx := context.Background()
 		s := newTrialSetup(t, db)
 		terms := s.subs.Listings.(listingsFake)

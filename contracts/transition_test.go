@@ -11,8 +11,8 @@ import (
 	"github.com/agentmarket/agentmarket/contracts"
 	"github.com/agentmarket/agentmarket/contracts/casbin"
 	contractsgorm "github.com/agentmarket/agentmarket/contracts/gormstore"
-	"github.com/agentmarket/agentmarket/migrations/gormdb"
-	"github.com/agentmarket/agentmarket/migrations/gormdb/gormdbtest"
+	"github.com/agentmarket/agentmarket/migrations/relational"
+	"github.com/agentmarket/agentmarket/migrations/relational/relationaltest"
 )
 
 type listingsFake map[string]*contracts.ListingTerms
@@ -27,7 +27,7 @@ func (f listingsFake) ListingTerms(_ context.Context, _ agentmarket.Actor, id st
 // TestContractLifeCycle: billing moves a contract through past due,
 // suspended, active again and canceled; the invoke right follows.
 func TestContractLifeCycle(t *testing.T) {
-	gormdbtest.Each(t, func(t *testing.T, db *gormdb.DB) {
+	relationaltest.Each(t, func(t *testing.T, db *relational.DB) {
 		ctx := context.Background()
 		store := contractsgorm.New(db.DB)
 		authz, err := casbin.New(ctx, store)
@@ -136,7 +136,7 @@ func (h *recordingHooks) ChangePlan(_ context.Context, c *contracts.Contract, ch
 	return nil
 }
 
-func newTrialSetup(t *testing.T, db *gormdb.DB) *trialSetup {
+func newTrialSetup(t *testing.T, db *relational.DB) *trialSetup {
 	ctx := context.Background()
 	store := contractsgorm.New(db.DB)
 	authz, err := casbin.New(ctx, store)
@@ -179,7 +179,7 @@ func newTrialSetup(t *testing.T, db *gormdb.DB) *trialSetup {
 // end it, its word after the trial's end converts it at the scheduled end;
 // a buyer who chose to stop is canceled at the trial's end.
 func TestTrialLifeCycle(t *testing.T) {
-	gormdbtest.Each(t, func(t *testing.T, db *gormdb.DB) {
+	relationaltest.Each(t, func(t *testing.T, db *relational.DB) {
 		ctx := context.Background()
 		s := newTrialSetup(t, db)
 		start := s.clock.Now()
@@ -233,7 +233,7 @@ func TestTrialLifeCycle(t *testing.T) {
 // trial's end, even when the provider's word comes later; the choice can
 // be changed while the trial runs, and is told to billing first.
 func TestTrialEnds(t *testing.T) {
-	gormdbtest.Each(t, func(t *testing.T, db *gormdb.DB) {
+	relationaltest.Each(t, func(t *testing.T, db *relational.DB) {
 		ctx := context.Background()
 		s := newTrialSetup(t, db)
 		start := s.clock.Now()

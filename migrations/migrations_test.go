@@ -15,7 +15,7 @@ import (
 	"gorm.io/gorm/logger"
 
 	"github.com/agentmarket/agentmarket/migrations"
-	"github.com/agentmarket/agentmarket/migrations/gormdb/gormdbtest"
+	"github.com/agentmarket/agentmarket/migrations/relational/relationaltest"
 )
 
 var dialects = []migrations.Dialect{migrations.Postgres, migrations.SQLite}
@@ -112,7 +112,7 @@ var rawOpeners = []struct {
 		return db
 	}},
 	{migrations.Postgres, func(t *testing.T) *sql.DB {
-		db, err := sql.Open("pgx", gormdbtest.PostgresDSN(t))
+		db, err := sql.Open("pgx", relationaltest.PostgresDSN(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -148,7 +148,7 @@ func TestApplyOnEmptyDatabase(t *testing.T) {
 // every statement of every file) and applies again.
 func TestApplyTwice(t *testing.T) {
 	ctx := context.Background()
-	for _, o := range gormdbtest.Openers {
+	for _, o := range relationaltest.Openers {
 		t.Run(o.Name, func(t *testing.T) {
 			db := o.Open(t)
 			sqlDB, err := db.DB.DB()
@@ -189,7 +189,7 @@ func TestApplyTwice(t *testing.T) {
 // empty PostgreSQL database: each file must be applied exactly once.
 func TestApplyConcurrently(t *testing.T) {
 	ctx := context.Background()
-	db, err := sql.Open("pgx", gormdbtest.PostgresDSN(t))
+	db, err := sql.Open("pgx", relationaltest.PostgresDSN(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,14 +10,14 @@ import (
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/contracts"
 	contractsgorm "github.com/agentmarket/agentmarket/contracts/gormstore"
-	"github.com/agentmarket/agentmarket/migrations/gormdb"
-	"github.com/agentmarket/agentmarket/migrations/gormdb/gormdbtest"
+	"github.com/agentmarket/agentmarket/migrations/relational"
+	"github.com/agentmarket/agentmarket/migrations/relational/relationaltest"
 )
 
 // TestSessions runs sign-in and sessions over the gorm store on every
 // database: SQLite always, PostgreSQL when the test script provides it.
 func TestSessions(t *testing.T) {
-	gormdbtest.Each(t, func(t *testing.T, db *gormdb.DB) {
+	relationaltest.Each(t, func(t *testing.T, db *relational.DB) {
 		ctx := context.Background()
 		store := contractsgorm.New(db.DB)
 		clock := agentmarket.NewManualClock(now)

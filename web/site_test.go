@@ -30,7 +30,7 @@ import (
 	"github.com/agentmarket/agentmarket/listings/storetest"
 	"github.com/agentmarket/agentmarket/metering"
 	"github.com/agentmarket/agentmarket/metering/embedded"
-	"github.com/agentmarket/agentmarket/migrations/gormdb"
+	"github.com/agentmarket/agentmarket/migrations/relational"
 	"github.com/agentmarket/agentmarket/web"
 )
 
@@ -114,7 +114,7 @@ func openSite(o siteOptions) (_ *site, close func(), err error) {
 			close()
 		}
 	}()
-	db, err := gormdb.OpenSQLite(ctx, filepath.Join(o.dir, "agentmarket.db"))
+	db, err := relational.OpenSQLite(ctx, filepath.Join(o.dir, "agentmarket.db"))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -24,7 +24,7 @@ import (
 	"github.com/agentmarket/agentmarket/contracts/gormstore"
 	"github.com/agentmarket/agentmarket/docs/examples/pushverify"
 	"github.com/agentmarket/agentmarket/listings/aesgcm"
-	"github.com/agentmarket/agentmarket/migrations/gormdb/gormdbtest"
+	"github.com/agentmarket/agentmarket/migrations/relational/relationaltest"
 )
 
 var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
@@ -52,7 +52,7 @@ type rig struct {
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
-	r := &rig{store: gormstore.New(gormdbtest.SQLite(t).DB), clock: agentmarket.NewManualClock(t0)}
+	r := &rig{store: gormstore.New(relationaltest.SQLite(t).DB), clock: agentmarket.NewManualClock(t0)}
 	r.keys = r.process(t)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.mu.Lock()

@@ -22,7 +22,7 @@ import (
 
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/billing"
-	"github.com/agentmarket/agentmarket/migrations/gormdb"
+	"github.com/agentmarket/agentmarket/migrations/relational"
 )
 
 // Store implements billing.Store.
@@ -62,7 +62,7 @@ func (planPricesRow) TableName() string { return "billing_plan_prices" }
 func (s *Store) PlanPrices(ctx context.Context, listingID string, version int) (billing.PlanPrices, error) {
 	var r planPricesRow
 	if err := s.db.WithContext(ctx).Where("listing_id = ? AND plan_version = ?", listingID, version).Take(&r).Error; err != nil {
-		return billing.PlanPrices{}, gormdb.Translate(err, "plan prices")
+		return billing.PlanPrices{}, relational.Translate(err, "plan prices")
 	}
 	return planPricesFromRow(&r)
 }
@@ -84,7 +84,7 @@ func (s *Store) SavePlanPrices(ctx context.Context, listingID string, version in
 	row := &planPricesRow{ListingID: listingID, PlanVersion: version, ProductID: p.ProductID, FlatPriceID: p.FlatPriceID,
 		MeteredPriceIDs: ids, CreatedAt: ts(at)}
 	if err := s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(row).Error; err != nil {
-		return billing.PlanPrices{}, gormdb.Translate(err, "plan prices")
+		return billing.PlanPrices{}, relational.Translate(err, "plan prices")
 	}
 	return s.PlanPrices(ctx, listingID, version)
 }
@@ -103,7 +103,7 @@ func (customerRow) TableName() string { return "billing_customers" }
 func (s *Store) Customer(ctx context.Context, orgID string) (billing.Customer, error) {
 	var r customerRow
 	if err := s.db.WithContext(ctx).Where("org_id = ?", orgID).Take(&r).Error; err != nil {
-		return billing.Customer{}, gormdb.Translate(err, "customer")
+		return billing.Customer{}, relational.Translate(err, "customer")
 	}
 	return billing.Customer{ID: r.CustomerID}, nil
 }
@@ -112,7 +112,7 @@ func (s *Store) Customer(ctx context.Context, orgID string) (billing.Customer, e
 func (s *Store) SaveCustomer(ctx context.Context, orgID string, c billing.Customer, at time.Time) (billing.Customer, error) {
 	row := &customerRow{OrgID: orgID, CustomerID: c.ID, CreatedAt: ts(at)}
 	if err := s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(row).Error; err != nil {
-		return billing.Customer{}, gormdb.Translate(err, "customer")
+		return billing.Customer{}, relational.Translate(err, "customer")
 	}
 	return s.Customer(ctx, orgID)
 }
@@ -153,7 +153,7 @@ func subscriptionFromRow(r *subscriptionRow) (*billing.Subscription, error) {
 func (s *Store) Subscription(ctx context.Context, contractID string) (*billing.Subscription, error) {
 	var r subscriptionRow
 	if err := s.db.WithContext(ctx).Where("contract_id = ?", contractID).Take(&r).Error; err != nil {
-		return nil, gormdb.Translate(err, "subscription")
+		return nil, relational.Translate(err, "subscription")
 	}
 	return subscriptionFromRow(&r)
 }
@@ -174,7 +174,7 @@ func (s *Store) SaveSubscription(ctx context.Context, sub *billing.Subscription)
 	// provider subscription for another contract is a Conflict.
 	if err := s.db.WithContext(ctx).Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "contract_id"}}, DoNothing: true}).
 		Create(row).Error; err != nil {
-		return nil, gormdb.Translate(err, "subscription")
+		return nil, relational.Translate(err, "subscription")
 	}
 	return s.Subscription(ctx, sub.ContractID)
 }
@@ -183,7 +183,7 @@ func (s *Store) SaveSubscription(ctx context.Context, sub *billing.Subscription)
 func (s *Store) ContractOfSubscription(ctx context.Context, subscriptionID string) (string, error) {
 	var r subscriptionRow
 	if err := s.db.WithContext(ctx).Select("contract_id").Where("subscription_id = ?", subscriptionID).Take(&r).Error; err != nil {
-		return "", gormdb.Translate(err, "subscription")
+		return "", relational.Translate(err, "subscription")
 	}
 	return r.ContractID, nil
 }
@@ -192,7 +192,7 @@ func (s *Store) ContractOfSubscription(ctx context.Context, subscriptionID strin
 func (s *Store) OpenSubscriptions(ctx context.Context) ([]billing.Subscription, error) {
 	var rows []subscriptionRow
 	if err := s.db.WithContext(ctx).Where("canceled_at IS NULL").Order("contract_id ASC").Find(&rows).Error; err != nil {
-		return nil, gormdb.Translate(err, "subscription")
+		return nil, relational.Translate(err, "subscription")
 	}
 	out := make([]billing.Subscription, 0, len(rows))
 	for i := range rows {
@@ -218,17 +218,17 @@ func (s *Store) SetSubscriptionCanceled(ctx context.Context, contractID string, 
 		return tx.Model(&subscriptionRow{}).Where("contract_id = ? AND canceled_at IS NULL", contractID).
 			Update("canceled_at", ts(at)).Error
 	})
-	return gormdb.Translate(err, "subscription")
+	return relational.Translate(err, "subscription")
 }
 
 // SetSubscriptionUsageFrom implements billing.Store.
 func (s *Store) SetSubscriptionUsageFrom(ctx context.Context, contractID string, from time.Time) error {
 	res := s.db.WithContext(ctx).Model(&subscriptionRow{}).Where("contract_id = ?", contractID).Update("usage_from", ts(from))
 	if res.Error != nil {
-		return gormdb.Translate(res.Error, "subscription")
+		return relational.Translate(res.Error, "subscription")
 	}
 	if res.RowsAffected == 0 {
-		return gormdb.Translate(gorm.ErrRecordNotFound, "subscription")
+		return relational.Translate(gorm.ErrRecordNotFound, "subscription")
 	}
 	return nil
 }
@@ -291,7 +291,7 @@ func (s *Store) Watermark(ctx context.Context, contractID string, kind billing.L
 	err := s.db.WithContext(ctx).Where("contract_id = ? AND line_kind = ? AND period_start = ?", contractID, string(kind), ts(periodStart)).
 		Limit(1).Find(&rows).Error
 	if err != nil {
-		return billing.Watermark{}, gormdb.Translate(err, "usage watermark")
+		return billing.Watermark{}, relational.Translate(err, "usage watermark")
 	}
 	if len(rows) == 0 {
 		return billing.Watermark{ContractID: contractID, Kind: kind, PeriodStart: ts(periodStart)}, nil
@@ -305,7 +305,7 @@ func (s *Store) LatestWatermark(ctx context.Context, contractID string, kind bil
 	err := s.db.WithContext(ctx).Where("contract_id = ? AND line_kind = ? AND reported_through IS NOT NULL", contractID, string(kind)).
 		Order("period_start DESC").Take(&r).Error
 	if err != nil {
-		return billing.Watermark{}, gormdb.Translate(err, "usage watermark")
+		return billing.Watermark{}, relational.Translate(err, "usage watermark")
 	}
 	return watermarkFromRow(&r), nil
 }
@@ -367,10 +367,10 @@ func (s *Store) AddReport(ctx context.Context, r *billing.UsageReport, seen bill
 			Status: string(billing.ReportPending), CreatedAt: ts(r.CreatedAt)}
 		return tx.Create(row).Error
 	})
-	if agentmarket.KindOf(gormdb.Translate(err, "usage report")) == agentmarket.Conflict {
+	if agentmarket.KindOf(relational.Translate(err, "usage report")) == agentmarket.Conflict {
 		return errReportConflict
 	}
-	return gormdb.Translate(err, "usage report")
+	return relational.Translate(err, "usage report")
 }
 
 // SkipWindow implements billing.Store.
@@ -385,7 +385,7 @@ func (s *Store) SkipWindow(ctx context.Context, seen billing.Watermark, through 
 		}
 		return advance(tx, w, 0, through, through)
 	})
-	return gormdb.Translate(err, "usage watermark")
+	return relational.Translate(err, "usage watermark")
 }
 
 // advance adds quantity to a locked watermark row (saturating, like every
@@ -431,7 +431,7 @@ func (s *Store) settle(ctx context.Context, k billing.ReportKey, status billing.
 		done = true
 		return advance(tx, w, q, r.WindowEnd, at)
 	})
-	return done, gormdb.Translate(err, "usage report")
+	return done, relational.Translate(err, "usage report")
 }
 
 // MarkReportSent implements billing.Store.
@@ -469,7 +469,7 @@ func (s *Store) Reports(ctx context.Context, q billing.ReportQuery) ([]billing.U
 	}
 	var rows []reportRow
 	if err := db.Order("contract_id ASC, line_kind ASC, window_start ASC").Find(&rows).Error; err != nil {
-		return nil, gormdb.Translate(err, "usage report")
+		return nil, relational.Translate(err, "usage report")
 	}
 	out := make([]billing.UsageReport, len(rows))
 	for i := range rows {
@@ -504,7 +504,7 @@ func (contractEventRow) TableName() string { return "billing_contract_events" }
 func (s *Store) WebhookEventSeen(ctx context.Context, eventID string) (bool, error) {
 	var n int64
 	if err := s.db.WithContext(ctx).Model(&webhookEventRow{}).Where("event_id = ?", eventID).Count(&n).Error; err != nil {
-		return false, gormdb.Translate(err, "webhook event")
+		return false, relational.Translate(err, "webhook event")
 	}
 	return n > 0, nil
 }
@@ -541,14 +541,14 @@ func (s *Store) RecordWebhookEvent(ctx context.Context, e *billing.WebhookEvent)
 		return tx.Model(&contractEventRow{}).Where("contract_id = ?", e.ContractID).
 			Updates(map[string]any{"last_created": ts(e.Created), "last_event_id": e.ID, "updated_at": now}).Error
 	})
-	return recorded, gormdb.Translate(err, "webhook event")
+	return recorded, relational.Translate(err, "webhook event")
 }
 
 // LastAppliedEvent implements billing.Store.
 func (s *Store) LastAppliedEvent(ctx context.Context, contractID string) (time.Time, error) {
 	var rows []contractEventRow
 	if err := s.db.WithContext(ctx).Where("contract_id = ?", contractID).Limit(1).Find(&rows).Error; err != nil {
-		return time.Time{}, gormdb.Translate(err, "webhook event")
+		return time.Time{}, relational.Translate(err, "webhook event")
 	}
 	if len(rows) == 0 {
 		return time.Time{}, nil
@@ -676,7 +676,7 @@ func (s *Store) SaveInvoice(ctx context.Context, inv *billing.LocalInvoice) (boo
 	}
 	res := s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(row)
 	if res.Error != nil {
-		return false, gormdb.Translate(res.Error, "invoice")
+		return false, relational.Translate(res.Error, "invoice")
 	}
 	return res.RowsAffected > 0, nil
 }
@@ -685,7 +685,7 @@ func (s *Store) SaveInvoice(ctx context.Context, inv *billing.LocalInvoice) (boo
 func (s *Store) Invoice(ctx context.Context, contractID string, periodStart time.Time) (*billing.LocalInvoice, error) {
 	var r invoiceRow
 	if err := s.db.WithContext(ctx).Where("contract_id = ? AND period_start = ?", contractID, ts(periodStart)).Take(&r).Error; err != nil {
-		return nil, gormdb.Translate(err, "invoice")
+		return nil, relational.Translate(err, "invoice")
 	}
 	return invoiceFromRow(&r)
 }
@@ -694,7 +694,7 @@ func (s *Store) Invoice(ctx context.Context, contractID string, periodStart time
 func (s *Store) Invoices(ctx context.Context, periodStart time.Time) ([]billing.LocalInvoice, error) {
 	var rows []invoiceRow
 	if err := s.db.WithContext(ctx).Where("period_start = ?", ts(periodStart)).Order("contract_id ASC").Find(&rows).Error; err != nil {
-		return nil, gormdb.Translate(err, "invoice")
+		return nil, relational.Translate(err, "invoice")
 	}
 	out := make([]billing.LocalInvoice, 0, len(rows))
 	for i := range rows {
@@ -753,7 +753,7 @@ func (s *Store) AddCommitmentCharge(ctx context.Context, c *billing.CommitmentCh
 	row := &commitmentRow{ContractID: c.ContractID, PeriodStart: ts(c.PeriodStart), Currency: c.Currency, AmountMinor: c.AmountMinor,
 		IdempotencyKey: c.IdempotencyKey, CreatedAt: ts(c.CreatedAt), SentAt: tsp(c.SentAt)}
 	if err := s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(row).Error; err != nil {
-		return nil, gormdb.Translate(err, "commitment charge")
+		return nil, relational.Translate(err, "commitment charge")
 	}
 	return s.CommitmentCharge(ctx, c.ContractID, c.PeriodStart)
 }
@@ -762,14 +762,14 @@ func (s *Store) AddCommitmentCharge(ctx context.Context, c *billing.CommitmentCh
 func (s *Store) MarkCommitmentChargeSent(ctx context.Context, contractID string, periodStart, at time.Time) error {
 	err := s.db.WithContext(ctx).Model(&commitmentRow{}).Where("contract_id = ? AND period_start = ? AND sent_at IS NULL", contractID, ts(periodStart)).
 		Update("sent_at", ts(at)).Error
-	return gormdb.Translate(err, "commitment charge")
+	return relational.Translate(err, "commitment charge")
 }
 
 // CommitmentCharge implements billing.Store.
 func (s *Store) CommitmentCharge(ctx context.Context, contractID string, periodStart time.Time) (*billing.CommitmentCharge, error) {
 	var r commitmentRow
 	if err := s.db.WithContext(ctx).Where("contract_id = ? AND period_start = ?", contractID, ts(periodStart)).Take(&r).Error; err != nil {
-		return nil, gormdb.Translate(err, "commitment charge")
+		return nil, relational.Translate(err, "commitment charge")
 	}
 	return &billing.CommitmentCharge{ContractID: r.ContractID, PeriodStart: r.PeriodStart.UTC(), Currency: r.Currency, AmountMinor: r.AmountMinor,
 		IdempotencyKey: r.IdempotencyKey, CreatedAt: r.CreatedAt.UTC(), SentAt: tsp(r.SentAt)}, nil
@@ -784,10 +784,10 @@ func (s *Store) SetSubscriptionItems(ctx context.Context, contractID string, ref
 	res := s.db.WithContext(ctx).Model(&subscriptionRow{}).Where("contract_id = ?", contractID).
 		Updates(map[string]any{"flat_item_id": refs.FlatItemID, "metered_item_ids": ids})
 	if res.Error != nil {
-		return gormdb.Translate(res.Error, "subscription")
+		return relational.Translate(res.Error, "subscription")
 	}
 	if res.RowsAffected == 0 {
-		return gormdb.Translate(gorm.ErrRecordNotFound, "subscription")
+		return relational.Translate(gorm.ErrRecordNotFound, "subscription")
 	}
 	return nil
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/agentmarket/agentmarket/a2aproxy"
 	"github.com/agentmarket/agentmarket/a2aproxy/wire"
 	"github.com/agentmarket/agentmarket/metering"
-	"github.com/agentmarket/agentmarket/migrations/gormdb/gormdbtest"
+	"github.com/agentmarket/agentmarket/migrations/relational/relationaltest"
 )
 
 // Idempotent sends: a send whose messageId the same buyer org already sent
@@ -272,7 +272,7 @@ func checkIdemUsage(t *testing.T, m *started, combos []*sdkCombo, buyerOrg strin
 // restarts still knows the sends made through it; the agent got every
 // message once, and the ledger billed each task once.
 func TestIdempotentSendsAcrossMeters(t *testing.T) {
-	dsn := gormdbtest.PostgresDSN(t)
+	dsn := relationaltest.PostgresDSN(t)
 	env := func(extra ...string) map[string]string {
 		e := map[string]string{
 			"AGENTMARKET_DATABASE_URL": dsn,

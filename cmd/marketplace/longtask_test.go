@@ -26,7 +26,7 @@ import (
 	"github.com/agentmarket/agentmarket/a2aproxy/wire"
 	"github.com/agentmarket/agentmarket/metering"
 	"github.com/agentmarket/agentmarket/metering/clickhouse/clickhousetest"
-	"github.com/agentmarket/agentmarket/migrations/gormdb/gormdbtest"
+	"github.com/agentmarket/agentmarket/migrations/relational/relationaltest"
 )
 
 // longExecutor is the agent logic of a long-running agent built on the
@@ -802,7 +802,7 @@ func next(t *testing.T, evs <-chan map[string]any) string {
 func TestResubscribeOnAnotherMeter(t *testing.T) {
 	ch := clickhousetest.DSN(t)
 	e := meterEnv{name: "postgres", chDSN: ch, env: map[string]string{
-		"AGENTMARKET_DATABASE_URL":     gormdbtest.PostgresDSN(t),
+		"AGENTMARKET_DATABASE_URL":     relationaltest.PostgresDSN(t),
 		"AGENTMARKET_SECRET_KEY":       "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
 		"AGENTMARKET_AUTO_APPROVE":     "true",
 		"AGENTMARKET_CLICKHOUSE_URL":   ch,

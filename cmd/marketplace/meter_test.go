@@ -22,7 +22,7 @@ import (
 	"github.com/agentmarket/agentmarket/metering/clickhouse"
 	"github.com/agentmarket/agentmarket/metering/clickhouse/clickhousetest"
 	"github.com/agentmarket/agentmarket/metering/embedded"
-	"github.com/agentmarket/agentmarket/migrations/gormdb/gormdbtest"
+	"github.com/agentmarket/agentmarket/migrations/relational/relationaltest"
 )
 
 // meterEnv is a marketplace with its embedded meter on one of the two
@@ -41,7 +41,7 @@ func meterEnvs(t *testing.T, f func(t *testing.T, e meterEnv)) {
 	t.Run("postgres+clickhouse", func(t *testing.T) {
 		ch := clickhousetest.DSN(t)
 		f(t, meterEnv{name: "postgres", chDSN: ch, env: map[string]string{
-			"AGENTMARKET_DATABASE_URL":   gormdbtest.PostgresDSN(t),
+			"AGENTMARKET_DATABASE_URL":   relationaltest.PostgresDSN(t),
 			"AGENTMARKET_SECRET_KEY":     "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
 			"AGENTMARKET_AUTO_APPROVE":   "true",
 			"AGENTMARKET_CLICKHOUSE_URL": ch,
@@ -564,7 +564,7 @@ func TestMeterRefusals(t *testing.T) {
 // TestRevocationReachesEveryMeter: cancelling a subscription or revoking
 // a key stops calls within 5 s on every meter instance.
 func TestRevocationReachesEveryMeter(t *testing.T) {
-	dsn := gormdbtest.PostgresDSN(t)
+	dsn := relationaltest.PostgresDSN(t)
 	env := map[string]string{
 		"AGENTMARKET_DATABASE_URL": dsn,
 		"AGENTMARKET_SECRET_KEY":   "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",

@@ -16,7 +16,7 @@ import (
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/cmd/internal/serve"
 	"github.com/agentmarket/agentmarket/docs/examples/pushverify"
-	"github.com/agentmarket/agentmarket/migrations/gormdb/gormdbtest"
+	"github.com/agentmarket/agentmarket/migrations/relational/relationaltest"
 )
 
 // verifyDeliveries checks, as a buyer would (docs/examples/pushverify),
@@ -214,7 +214,7 @@ func TestPushSignatureRotation(t *testing.T) {
 // accepts every delivery, and refuses a replay with another body.
 func TestPushSignaturesAcrossProcesses(t *testing.T) {
 	env := map[string]string{
-		"AGENTMARKET_DATABASE_URL": gormdbtest.PostgresDSN(t),
+		"AGENTMARKET_DATABASE_URL": relationaltest.PostgresDSN(t),
 		"AGENTMARKET_SECRET_KEY":   "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
 		"AGENTMARKET_AUTO_APPROVE": "true",
 	}

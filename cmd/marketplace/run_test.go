@@ -21,7 +21,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/agentmarket/agentmarket/cmd/internal/serve"
-	"github.com/agentmarket/agentmarket/migrations/gormdb/gormdbtest"
+	"github.com/agentmarket/agentmarket/migrations/relational/relationaltest"
 )
 
 // started is a marketplace running in this test process through run().
@@ -253,7 +253,7 @@ func TestHealth(t *testing.T) {
 func databases(t *testing.T, f func(t *testing.T, env map[string]string, dsn string)) {
 	t.Run("sqlite", func(t *testing.T) { f(t, map[string]string{}, "") })
 	t.Run("postgres", func(t *testing.T) {
-		dsn := gormdbtest.PostgresDSN(t)
+		dsn := relationaltest.PostgresDSN(t)
 		f(t, map[string]string{
 			"AGENTMARKET_DATABASE_URL": dsn,
 			"AGENTMARKET_SECRET_KEY":   "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",

@@ -15,7 +15,7 @@ import (
 
 	"github.com/agentmarket/agentmarket/a2aproxy/demoagent"
 	"github.com/agentmarket/agentmarket/metering/clickhouse/clickhousetest"
-	"github.com/agentmarket/agentmarket/migrations/gormdb/gormdbtest"
+	"github.com/agentmarket/agentmarket/migrations/relational/relationaltest"
 )
 
 // TestSplitDeployment follows docs/operations.md's "Running the meter
@@ -29,7 +29,7 @@ func TestSplitDeployment(t *testing.T) {
 	if runtime.GOOS != "linux" {
 		t.Skip("the doc's commands are for a Unix shell")
 	}
-	pg, ch := gormdbtest.PostgresDSN(t), clickhousetest.DSN(t)
+	pg, ch := relationaltest.PostgresDSN(t), clickhousetest.DSN(t)
 	for _, tool := range []string{"bash", "curl"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("the doc needs %s: %v", tool, err)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/agentmarket/agentmarket/a2aproxy"
 	"github.com/agentmarket/agentmarket/a2aproxy/demoagent"
-	"github.com/agentmarket/agentmarket/migrations/gormdb/gormdbtest"
+	"github.com/agentmarket/agentmarket/migrations/relational/relationaltest"
 )
 
 // lookalikes are spellings of taskId that a case-insensitive parser (the
@@ -254,7 +254,7 @@ func TestAgentReusedTaskID(t *testing.T) {
 // for tasks the second meter never heard of.
 func TestOwnershipAcrossMeters(t *testing.T) {
 	env := map[string]string{
-		"AGENTMARKET_DATABASE_URL": gormdbtest.PostgresDSN(t),
+		"AGENTMARKET_DATABASE_URL": relationaltest.PostgresDSN(t),
 		"AGENTMARKET_SECRET_KEY":   "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
 		"AGENTMARKET_AUTO_APPROVE": "true",
 	}

@@ -15,8 +15,8 @@ import (
 	"github.com/agentmarket/agentmarket/a2aproxy/demoagent"
 	"github.com/agentmarket/agentmarket/metering"
 	"github.com/agentmarket/agentmarket/metering/clickhouse"
-	"github.com/agentmarket/agentmarket/migrations/gormdb"
-	"github.com/agentmarket/agentmarket/migrations/gormdb/gormdbtest"
+	"github.com/agentmarket/agentmarket/migrations/relational"
+	"github.com/agentmarket/agentmarket/migrations/relational/relationaltest"
 
 	"net/http/httptest"
 )
@@ -97,7 +97,7 @@ func (c *cutter) restore() {
 func TestDatabaseOutage(t *testing.T) {
 	const before, during = 5, 20
 	began := time.Now()
-	pgDSN := gormdbtest.PostgresDSN(t)
+	pgDSN := relationaltest.PostgresDSN(t)
 	chSrv := startClickHouse(t)
 	chSrv.exec("CREATE DATABASE agentmarket_dbfault")
 	chDSN := chSrv.dsn("agentmarket_dbfault")
@@ -171,7 +171,7 @@ func TestDatabaseOutage(t *testing.T) {
 	}
 
 	// Every task is bound in the database, to the buyer.
-	pg, err := gormdb.OpenPostgres(ctx, pgDSN)
+	pg, err := relational.OpenPostgres(ctx, pgDSN)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,8 +31,8 @@ import (
 	"github.com/agentmarket/agentmarket/listings/httpfetch/httpfetchtest"
 	"github.com/agentmarket/agentmarket/metering"
 	"github.com/agentmarket/agentmarket/metering/clickhouse"
-	"github.com/agentmarket/agentmarket/migrations/gormdb"
-	"github.com/agentmarket/agentmarket/migrations/gormdb/gormdbtest"
+	"github.com/agentmarket/agentmarket/migrations/relational"
+	"github.com/agentmarket/agentmarket/migrations/relational/relationaltest"
 )
 
 const testSecretKey = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="
@@ -58,7 +58,7 @@ func TestClickHouseOutageAndMeterKill(t *testing.T) {
 		killMeterAt = 25 // calls answered before the meter is SIGKILLed
 	)
 	began := time.Now()
-	pgDSN := gormdbtest.PostgresDSN(t)
+	pgDSN := relationaltest.PostgresDSN(t)
 	chSrv := startClickHouse(t)
 	chSrv.exec("CREATE DATABASE agentmarket_fault")
 	chDSN := chSrv.dsn("agentmarket_fault")
@@ -295,7 +295,7 @@ type faultMarket struct {
 func setUpMarket(t *testing.T, dsn, cardURL string) *faultMarket {
 	t.Helper()
 	ctx := context.Background()
-	db, err := gormdb.OpenPostgres(ctx, dsn)
+	db, err := relational.OpenPostgres(ctx, dsn)
 	if err != nil {
 		t.Fatalf("open postgres: %v", err)
 	}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentmarket/agentmarket/migrations/gormdb/gormdbtest"
+	"github.com/agentmarket/agentmarket/migrations/relational/relationaltest"
 )
 
 // meterProcess is a meter running in this test process through run().
@@ -25,7 +25,7 @@ type meterProcess struct {
 // ends.
 func runMeter(t *testing.T, extra map[string]string) *meterProcess {
 	t.Helper()
-	dsn := gormdbtest.PostgresDSN(t)
+	dsn := relationaltest.PostgresDSN(t)
 	vars := map[string]string{
 		"AGENTMARKET_METER_ADDR":   "127.0.0.1:0",
 		"AGENTMARKET_DATABASE_URL": dsn,

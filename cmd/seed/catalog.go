@@ -13,7 +13,7 @@ import (
 	"github.com/agentmarket/agentmarket/listings"
 	listingsgorm "github.com/agentmarket/agentmarket/listings/gormstore"
 	"github.com/agentmarket/agentmarket/listings/synth"
-	"github.com/agentmarket/agentmarket/migrations/gormdb"
+	"github.com/agentmarket/agentmarket/migrations/relational"
 )
 
 // catalogBatch is how many listings one transaction stores.
@@ -24,12 +24,12 @@ const catalogBatch = 500
 // added. Listings of the seed already there are kept: a run continues
 // where an earlier one stopped.
 func seedCatalog(ctx context.Context, o *options, out io.Writer) (int, error) {
-	var db *gormdb.DB
+	var db *relational.DB
 	var err error
 	if o.databaseURL != "" {
-		db, err = gormdb.OpenPostgres(ctx, o.databaseURL)
+		db, err = relational.OpenPostgres(ctx, o.databaseURL)
 	} else {
-		db, err = gormdb.OpenSQLite(ctx, filepath.Join(o.dataDir, "agentmarket.db"))
+		db, err = relational.OpenSQLite(ctx, filepath.Join(o.dataDir, "agentmarket.db"))
 	}
 	if err != nil {
 		return 0, err

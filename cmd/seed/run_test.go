@@ -12,7 +12,7 @@ import (
 	listingsgorm "github.com/agentmarket/agentmarket/listings/gormstore"
 	"github.com/agentmarket/agentmarket/metering"
 	"github.com/agentmarket/agentmarket/metering/embedded"
-	"github.com/agentmarket/agentmarket/migrations/gormdb"
+	"github.com/agentmarket/agentmarket/migrations/relational"
 )
 
 func noEnv(string) string { return "" }
@@ -30,7 +30,7 @@ func TestSeedCatalog(t *testing.T) {
 	if !strings.Contains(out.String(), "150 listings (30 new)") {
 		t.Errorf("output:\n%s", out.String())
 	}
-	db, err := gormdb.OpenSQLite(ctx, filepath.Join(dir, "agentmarket.db"))
+	db, err := relational.OpenSQLite(ctx, filepath.Join(dir, "agentmarket.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

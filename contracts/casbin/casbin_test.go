@@ -9,14 +9,14 @@ import (
 	"github.com/agentmarket/agentmarket/contracts"
 	"github.com/agentmarket/agentmarket/contracts/casbin"
 	contractsgorm "github.com/agentmarket/agentmarket/contracts/gormstore"
-	"github.com/agentmarket/agentmarket/migrations/gormdb"
-	"github.com/agentmarket/agentmarket/migrations/gormdb/gormdbtest"
+	"github.com/agentmarket/agentmarket/migrations/relational"
+	"github.com/agentmarket/agentmarket/migrations/relational/relationaltest"
 )
 
 // invoke is the right of org o1 to invoke listing l1, in every domain.
 var invoke = contracts.Rule{PType: "p", V: [6]string{"org:o1", "*", "listing:l1", "invoke"}}
 
-func mustNew(t *testing.T, db *gormdb.DB) *casbin.Authorizer {
+func mustNew(t *testing.T, db *relational.DB) *casbin.Authorizer {
 	t.Helper()
 	a, err := casbin.New(context.Background(), contractsgorm.New(db.DB))
 	if err != nil {
@@ -47,7 +47,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 func TestAuthorizer(t *testing.T) {
-	for _, o := range gormdbtest.Openers {
+	for _, o := range relationaltest.Openers {
 		t.Run(o.Name, func(t *testing.T) {
 			t.Run("default role rules", func(t *testing.T) { testDefaultRules(t, o.Open(t)) })
 			t.Run("seeding twice keeps one copy", func(t *testing.T) { testSeedIdempotent(t, o.Open(t)) })
@@ -57,7 +57,7 @@ func TestAuthorizer(t *testing.T) {
 	}
 }
 
-func testDefaultRules(t *testing.T, db *gormdb.DB) {
+func testDefaultRules(t *testing.T, db *relational.DB) {
 	a := mustNew(t, db)
 	cases := []struct {
 		role     agentmarket.Role
@@ -94,7 +94,7 @@ func testDefaultRules(t *testing.T, db *gormdb.DB) {
 	}
 }
 
-func testSeedIdempotent(t *testing.T, db *gormdb.DB) {
+func testSeedIdempotent(t *testing.T, db *relational.DB) {
 	mustNew(t, db)
 	mustNew(t, db) // a second process starting on the same database
 	rules, err := contractsgorm.New(db.DB).LoadRules(context.Background())
@@ -106,7 +106,7 @@ func testSeedIdempotent(t *testing.T, db *gormdb.DB) {
 	}
 }
 
-func testGrantRevoke(t *testing.T, db *gormdb.DB) {
+func testGrantRevoke(t *testing.T, db *relational.DB) {
 	ctx := context.Background()
 	a := mustNew(t, db)
 	if allowed(t, a, "org:o1", "*", "listing:l1", "invoke") {
@@ -145,7 +145,7 @@ func testGrantRevoke(t *testing.T, db *gormdb.DB) {
 	}
 }
 
-func testSharedRules(t *testing.T, db *gormdb.DB) {
+func testSharedRules(t *testing.T, db *relational.DB) {
 	ctx := context.Background()
 	a := mustNew(t, db)
 	b := mustNew(t, db)

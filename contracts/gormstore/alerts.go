@@ -10,7 +10,7 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/agentmarket/agentmarket/contracts"
-	"github.com/agentmarket/agentmarket/migrations/gormdb"
+	"github.com/agentmarket/agentmarket/migrations/relational"
 )
 
 var _ contracts.AlertStore = (*Store)(nil)
@@ -63,7 +63,7 @@ func (orgAlertRow) TableName() string { return "org_alert_settings" }
 func (s *Store) BudgetedKeys(ctx context.Context) ([]contracts.APIKey, error) {
 	var rows []keyRow
 	if err := s.db.WithContext(ctx).Where("monthly_budget_micros IS NOT NULL AND revoked_at IS NULL").Order("id ASC").Find(&rows).Error; err != nil {
-		return nil, gormdb.Translate(err, "api key")
+		return nil, relational.Translate(err, "api key")
 	}
 	out := make([]contracts.APIKey, len(rows))
 	for i := range rows {
@@ -81,7 +81,7 @@ func (s *Store) BudgetedContracts(ctx context.Context) ([]contracts.Contract, er
 func (s *Store) OrgAlertThresholds(ctx context.Context, orgID string) ([]int, error) {
 	var rows []orgAlertRow
 	if err := s.db.WithContext(ctx).Where("org_id = ?", orgID).Limit(1).Find(&rows).Error; err != nil {
-		return nil, gormdb.Translate(err, "alert settings")
+		return nil, relational.Translate(err, "alert settings")
 	}
 	if len(rows) == 0 {
 		return nil, nil
@@ -94,7 +94,7 @@ func (s *Store) SetOrgAlertThresholds(ctx context.Context, orgID string, th []in
 	err := s.db.WithContext(ctx).Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "org_id"}},
 		DoUpdates: clause.AssignmentColumns([]string{"thresholds", "updated_at"})}).
 		Create(&orgAlertRow{OrgID: orgID, Thresholds: encodeThresholds(th), UpdatedAt: at.UTC()}).Error
-	return gormdb.Translate(err, "alert settings")
+	return relational.Translate(err, "alert settings")
 }
 
 // SetBudgetAlertThresholds implements contracts.AlertStore.
@@ -106,10 +106,10 @@ func (s *Store) SetBudgetAlertThresholds(ctx context.Context, orgID string, kind
 		res = s.db.WithContext(ctx).Model(&contractRow{}).Where("id = ? AND buyer_org_id = ?", id, orgID).Update("alert_thresholds", encodeThresholds(th))
 	}
 	if res.Error != nil {
-		return gormdb.Translate(res.Error, "budget")
+		return relational.Translate(res.Error, "budget")
 	}
 	if res.RowsAffected == 0 {
-		return gormdb.Translate(gorm.ErrRecordNotFound, "budget")
+		return relational.Translate(gorm.ErrRecordNotFound, "budget")
 	}
 	return nil
 }
@@ -137,7 +137,7 @@ func (s *Store) RecordAlert(ctx context.Context, a *contracts.Alert, d *contract
 			NextAttemptAt: next.UTC(), CreatedAt: d.CreatedAt.UTC()}).Error
 	})
 	if err != nil {
-		return false, gormdb.Translate(err, "alert")
+		return false, relational.Translate(err, "alert")
 	}
 	return recorded, nil
 }
@@ -147,7 +147,7 @@ func (s *Store) Alerts(ctx context.Context, orgID string, periodStart time.Time)
 	var rows []alertRow
 	if err := s.db.WithContext(ctx).Where("org_id = ? AND period_start = ?", orgID, periodStart.UTC()).Order("created_at DESC, percent DESC, id ASC").
 		Find(&rows).Error; err != nil {
-		return nil, gormdb.Translate(err, "alert")
+		return nil, relational.Translate(err, "alert")
 	}
 	out := make([]contracts.Alert, len(rows))
 	for i, r := range rows {

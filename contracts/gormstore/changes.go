@@ -8,7 +8,7 @@ import (
 
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/contracts"
-	"github.com/agentmarket/agentmarket/migrations/gormdb"
+	"github.com/agentmarket/agentmarket/migrations/relational"
 )
 
 var _ contracts.PlanChangeStore = (*Store)(nil)
@@ -52,7 +52,7 @@ func (s *Store) ChangePlan(ctx context.Context, ch contracts.PlanChange) (*contr
 		return reread(tx, ch.ContractID, &out)
 	})
 	if err != nil {
-		return nil, notFoundAs(gormdb.Translate(err, "subscription"), "subscription_not_found", "no subscription %q", ch.ContractID)
+		return nil, notFoundAs(relational.Translate(err, "subscription"), "subscription_not_found", "no subscription %q", ch.ContractID)
 	}
 	return out, nil
 }
@@ -61,7 +61,7 @@ func (s *Store) ChangePlan(ctx context.Context, ch contracts.PlanChange) (*contr
 func (s *Store) PlanChanges(ctx context.Context, contractID string) ([]contracts.PlanChange, error) {
 	var rows []planChangeRow
 	if err := s.db.WithContext(ctx).Where("contract_id = ?", contractID).Order("seq ASC").Find(&rows).Error; err != nil {
-		return nil, gormdb.Translate(err, "plan change")
+		return nil, relational.Translate(err, "plan change")
 	}
 	out := make([]contracts.PlanChange, len(rows))
 	for i, r := range rows {

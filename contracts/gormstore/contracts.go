@@ -9,7 +9,7 @@ import (
 
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/contracts"
-	"github.com/agentmarket/agentmarket/migrations/gormdb"
+	"github.com/agentmarket/agentmarket/migrations/relational"
 )
 
 var (
@@ -77,14 +77,14 @@ func (s *Store) CreateContract(ctx context.Context, c *contracts.Contract, grant
 		}
 		return addRules(tx, grant)
 	})
-	return gormdb.Translate(err, "contract")
+	return relational.Translate(err, "contract")
 }
 
 // GetContract implements contracts.ContractStore.
 func (s *Store) GetContract(ctx context.Context, id string) (*contracts.Contract, error) {
 	var r contractRow
 	if err := s.db.WithContext(ctx).Where("id = ?", id).Take(&r).Error; err != nil {
-		return nil, notFoundAs(gormdb.Translate(err, "subscription"), "subscription_not_found", "no subscription %q", id)
+		return nil, notFoundAs(relational.Translate(err, "subscription"), "subscription_not_found", "no subscription %q", id)
 	}
 	return contractFromRow(&r), nil
 }
@@ -95,7 +95,7 @@ func (s *Store) OpenContract(ctx context.Context, buyerOrgID, listingID string) 
 	err := s.db.WithContext(ctx).Where("buyer_org_id = ? AND listing_id = ? AND status <> ?", buyerOrgID, listingID, string(contracts.ContractCanceled)).
 		Take(&r).Error
 	if err != nil {
-		return nil, notFoundAs(gormdb.Translate(err, "contract"), "not_subscribed", "no subscription to listing %q", listingID)
+		return nil, notFoundAs(relational.Translate(err, "contract"), "not_subscribed", "no subscription to listing %q", listingID)
 	}
 	return contractFromRow(&r), nil
 }
@@ -104,7 +104,7 @@ func (s *Store) OpenContract(ctx context.Context, buyerOrgID, listingID string) 
 func (s *Store) ListContracts(ctx context.Context, buyerOrgID string) ([]contracts.Contract, error) {
 	var rows []contractRow
 	if err := s.db.WithContext(ctx).Where("buyer_org_id = ?", buyerOrgID).Order("created_at ASC, id ASC").Find(&rows).Error; err != nil {
-		return nil, gormdb.Translate(err, "contract")
+		return nil, relational.Translate(err, "contract")
 	}
 	out := make([]contracts.Contract, len(rows))
 	for i := range rows {
@@ -145,7 +145,7 @@ func (s *Store) SetContractStatus(ctx context.Context, id string, status contrac
 		}
 		return reread(tx, id, &out)
 	})
-	return out, gormdb.Translate(err, "contract")
+	return out, relational.Translate(err, "contract")
 }
 
 // SetContractBudgets implements contracts.ContractStore.
@@ -171,7 +171,7 @@ func (s *Store) updateContract(ctx context.Context, id string, updates map[strin
 		return reread(tx, id, &out)
 	})
 	if err != nil {
-		return nil, notFoundAs(gormdb.Translate(err, "subscription"), "subscription_not_found", "no subscription %q", id)
+		return nil, notFoundAs(relational.Translate(err, "subscription"), "subscription_not_found", "no subscription %q", id)
 	}
 	return out, nil
 }
@@ -191,7 +191,7 @@ func (s *Store) HadTrial(ctx context.Context, buyerOrgID, listingID string) (boo
 	var n int64
 	err := s.db.WithContext(ctx).Model(&contractRow{}).Where("buyer_org_id = ? AND listing_id = ? AND trial_end IS NOT NULL", buyerOrgID, listingID).
 		Count(&n).Error
-	return n > 0, gormdb.Translate(err, "contract")
+	return n > 0, relational.Translate(err, "contract")
 }
 
 // TrialingContracts implements contracts.ContractStore.
@@ -229,7 +229,7 @@ func (s *Store) EndTrial(ctx context.Context, id string, end time.Time, status c
 		return reread(tx, id, &out)
 	})
 	if err != nil {
-		return nil, notFoundAs(gormdb.Translate(err, "subscription"), "subscription_not_found", "no subscription %q", id)
+		return nil, notFoundAs(relational.Translate(err, "subscription"), "subscription_not_found", "no subscription %q", id)
 	}
 	return out, nil
 }
@@ -249,7 +249,7 @@ func (s *Store) SetCancelAtTrialEnd(ctx context.Context, id string, cancel bool,
 		return errTrialOver
 	})
 	if err != nil {
-		return nil, notFoundAs(gormdb.Translate(err, "subscription"), "subscription_not_found", "no subscription %q", id)
+		return nil, notFoundAs(relational.Translate(err, "subscription"), "subscription_not_found", "no subscription %q", id)
 	}
 	return out, nil
 }
@@ -377,20 +377,20 @@ func bindMany(tx *gorm.DB, ts []contracts.TaskBinding, owners []string) error {
 		}
 		rows, err := tx.Raw(bindSQLs[n], args...).Rows()
 		if err != nil {
-			return gormdb.Translate(err, "task")
+			return relational.Translate(err, "task")
 		}
 		for rows.Next() {
 			var k key
 			if err := rows.Scan(&k.listing, &k.task); err != nil {
 				rows.Close()
-				return gormdb.Translate(err, "task")
+				return relational.Translate(err, "task")
 			}
 			bound[k] = true
 		}
 		err = rows.Err()
 		rows.Close()
 		if err != nil {
-			return gormdb.Translate(err, "task")
+			return relational.Translate(err, "task")
 		}
 		start += n
 	}
@@ -412,13 +412,13 @@ func bindMany(tx *gorm.DB, ts []contracts.TaskBinding, owners []string) error {
 		}
 		var got taskOwnerRow
 		if err := tx.Where("listing_id = ? AND task_id = ?", t.ListingID, t.TaskID).Take(&got).Error; err != nil {
-			return gormdb.Translate(err, "task")
+			return relational.Translate(err, "task")
 		}
 		owners[i] = got.OrgID
 	}
 	if len(events) > 0 {
 		if err := tx.CreateInBatches(events, 200).Error; err != nil {
-			return gormdb.Translate(err, "task event")
+			return relational.Translate(err, "task event")
 		}
 	}
 	return nil
@@ -434,7 +434,7 @@ func bindTask(db *gorm.DB, t contracts.TaskBinding) (string, error) {
 func (s *Store) TaskOwner(ctx context.Context, listingID, taskID string) (*contracts.TaskBinding, error) {
 	var r taskOwnerRow
 	if err := s.db.WithContext(ctx).Where("listing_id = ? AND task_id = ?", listingID, taskID).Take(&r).Error; err != nil {
-		return nil, gormdb.Translate(err, "task")
+		return nil, relational.Translate(err, "task")
 	}
 	b := r.binding()
 	return &b, nil
@@ -445,7 +445,7 @@ func (s *Store) MarkTaskReused(ctx context.Context, listingID, taskID string, at
 	res := s.db.WithContext(ctx).Model(&taskOwnerRow{}).Where("listing_id = ? AND task_id = ? AND reused_at IS NULL", listingID, taskID).
 		Update("reused_at", at.UTC())
 	if res.Error != nil {
-		return gormdb.Translate(res.Error, "task")
+		return relational.Translate(res.Error, "task")
 	}
 	if res.RowsAffected == 0 {
 		_, err := s.TaskOwner(ctx, listingID, taskID) // marked already, or unseen
@@ -465,7 +465,7 @@ func notFoundAs(err error, code, format string, args ...any) error {
 func (s *Store) findContracts(ctx context.Context, order string, cond string, args ...any) ([]contracts.Contract, error) {
 	var rows []contractRow
 	if err := s.db.WithContext(ctx).Where(cond, args...).Order(order).Find(&rows).Error; err != nil {
-		return nil, gormdb.Translate(err, "contract")
+		return nil, relational.Translate(err, "contract")
 	}
 	out := make([]contracts.Contract, len(rows))
 	for i := range rows {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/contracts"
-	"github.com/agentmarket/agentmarket/migrations/gormdb"
+	"github.com/agentmarket/agentmarket/migrations/relational"
 )
 
 // Store implements contracts.Store, contracts.PolicyStore and the other
@@ -47,10 +47,10 @@ func orgFromRow(r *orgRow) *contracts.Org {
 func (s *Store) SetConnectAccount(ctx context.Context, orgID, accountID string) (*contracts.Org, error) {
 	res := s.db.WithContext(ctx).Model(&orgRow{}).Where("id = ?", orgID).Update("connect_account_id", accountID)
 	if res.Error != nil {
-		return nil, gormdb.Translate(res.Error, "org")
+		return nil, relational.Translate(res.Error, "org")
 	}
 	if res.RowsAffected == 0 {
-		return nil, gormdb.Translate(gorm.ErrRecordNotFound, "org")
+		return nil, relational.Translate(gorm.ErrRecordNotFound, "org")
 	}
 	return s.GetOrg(ctx, orgID)
 }
@@ -144,14 +144,14 @@ func (s *Store) CreateOrg(ctx context.Context, o *contracts.Org, u *contracts.Us
 		}
 		return nil
 	})
-	return gormdb.Translate(err, "org")
+	return relational.Translate(err, "org")
 }
 
 // GetOrg implements contracts.Store.
 func (s *Store) GetOrg(ctx context.Context, id string) (*contracts.Org, error) {
 	var r orgRow
 	if err := s.db.WithContext(ctx).Where("id = ?", id).Take(&r).Error; err != nil {
-		return nil, gormdb.Translate(err, "org")
+		return nil, relational.Translate(err, "org")
 	}
 	return orgFromRow(&r), nil
 }
@@ -160,7 +160,7 @@ func (s *Store) GetOrg(ctx context.Context, id string) (*contracts.Org, error) {
 func (s *Store) PlatformOrg(ctx context.Context) (*contracts.Org, error) {
 	var r orgRow
 	if err := s.db.WithContext(ctx).Where("platform = ?", true).Order("created_at ASC").Take(&r).Error; err != nil {
-		return nil, gormdb.Translate(err, "org")
+		return nil, relational.Translate(err, "org")
 	}
 	return orgFromRow(&r), nil
 }
@@ -169,14 +169,14 @@ func (s *Store) PlatformOrg(ctx context.Context) (*contracts.Org, error) {
 func (s *Store) GetUserByEmail(ctx context.Context, email string) (*contracts.User, error) {
 	var r userRow
 	if err := s.db.WithContext(ctx).Where("email = ?", strings.ToLower(email)).Take(&r).Error; err != nil {
-		return nil, gormdb.Translate(err, "user")
+		return nil, relational.Translate(err, "user")
 	}
 	return &contracts.User{ID: r.ID, OrgID: r.OrgID, Email: r.Email, PasswordHash: r.PasswordHash, Role: agentmarket.Role(r.Role), CreatedAt: r.CreatedAt.UTC()}, nil
 }
 
 // CreateAPIKey implements contracts.Store.
 func (s *Store) CreateAPIKey(ctx context.Context, k *contracts.APIKey) error {
-	return gormdb.Translate(s.db.WithContext(ctx).Create(keyToRow(k)).Error, "api key")
+	return relational.Translate(s.db.WithContext(ctx).Create(keyToRow(k)).Error, "api key")
 }
 
 // CreateAPIKeyFrom implements contracts.Store. The update's condition on
@@ -199,14 +199,14 @@ func (s *Store) CreateAPIKeyFrom(ctx context.Context, k *contracts.APIKey, paren
 		}
 		return tx.Create(keyToRow(k)).Error
 	})
-	return gormdb.Translate(err, "api key")
+	return relational.Translate(err, "api key")
 }
 
 // APIKeyByHash implements contracts.Store.
 func (s *Store) APIKeyByHash(ctx context.Context, hash string) (*contracts.APIKey, error) {
 	var r keyRow
 	if err := s.db.WithContext(ctx).Where("hash = ?", hash).Take(&r).Error; err != nil {
-		return nil, gormdb.Translate(err, "api key")
+		return nil, relational.Translate(err, "api key")
 	}
 	return keyFromRow(&r), nil
 }
@@ -215,7 +215,7 @@ func (s *Store) APIKeyByHash(ctx context.Context, hash string) (*contracts.APIKe
 func (s *Store) ListAPIKeys(ctx context.Context, orgID string) ([]contracts.APIKey, error) {
 	var rows []keyRow
 	if err := s.db.WithContext(ctx).Where("org_id = ?", orgID).Order("created_at ASC, id ASC").Find(&rows).Error; err != nil {
-		return nil, gormdb.Translate(err, "api key")
+		return nil, relational.Translate(err, "api key")
 	}
 	out := make([]contracts.APIKey, len(rows))
 	for i := range rows {
@@ -242,14 +242,14 @@ func (s *Store) RevokeAPIKey(ctx context.Context, orgID, id string, t time.Time)
 		out = keyFromRow(&r)
 		return nil
 	})
-	return out, gormdb.Translate(err, "api key")
+	return out, relational.Translate(err, "api key")
 }
 
 // LoadRules implements contracts.PolicyStore.
 func (s *Store) LoadRules(ctx context.Context) ([]contracts.Rule, error) {
 	var rows []ruleRow
 	if err := s.db.WithContext(ctx).Order("id ASC").Find(&rows).Error; err != nil {
-		return nil, gormdb.Translate(err, "policy")
+		return nil, relational.Translate(err, "policy")
 	}
 	out := make([]contracts.Rule, len(rows))
 	for i, r := range rows {
@@ -267,7 +267,7 @@ func (s *Store) AddRules(ctx context.Context, rules []contracts.Rule) error {
 	if len(rules) == 0 {
 		return nil
 	}
-	return gormdb.Translate(addRules(s.db.WithContext(ctx), rules), "policy")
+	return relational.Translate(addRules(s.db.WithContext(ctx), rules), "policy")
 }
 
 func addRules(tx *gorm.DB, rules []contracts.Rule) error {
@@ -284,7 +284,7 @@ func addRules(tx *gorm.DB, rules []contracts.Rule) error {
 // RemoveRules implements contracts.PolicyStore.
 func (s *Store) RemoveRules(ctx context.Context, rules []contracts.Rule) error {
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return removeRules(tx, rules) })
-	return gormdb.Translate(err, "policy")
+	return relational.Translate(err, "policy")
 }
 
 func removeRules(tx *gorm.DB, rules []contracts.Rule) error {
@@ -308,5 +308,5 @@ func (s *Store) RemoveFilteredRules(ctx context.Context, ptype string, fieldInde
 		}
 		db = db.Where("v"+string(rune('0'+idx))+" = ?", v)
 	}
-	return gormdb.Translate(db.Delete(&ruleRow{}).Error, "policy")
+	return relational.Translate(db.Delete(&ruleRow{}).Error, "policy")
 }

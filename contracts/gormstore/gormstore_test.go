@@ -9,11 +9,11 @@ import (
 	"github.com/agentmarket/agentmarket/contracts"
 	"github.com/agentmarket/agentmarket/contracts/gormstore"
 	"github.com/agentmarket/agentmarket/contracts/storetest"
-	"github.com/agentmarket/agentmarket/migrations/gormdb/gormdbtest"
+	"github.com/agentmarket/agentmarket/migrations/relational/relationaltest"
 )
 
 func TestStore(t *testing.T) {
-	for _, o := range gormdbtest.Openers {
+	for _, o := range relationaltest.Openers {
 		t.Run(o.Name, func(t *testing.T) {
 			storetest.Run(t, func(t *testing.T) interface {
 				contracts.Store
@@ -26,7 +26,7 @@ func TestStore(t *testing.T) {
 }
 
 func TestTaskStore(t *testing.T) {
-	for _, o := range gormdbtest.Openers {
+	for _, o := range relationaltest.Openers {
 		t.Run(o.Name, func(t *testing.T) {
 			storetest.RunTasks(t, func(t *testing.T) (storetest.TaskStore, func(listingID, sellerOrgID string)) {
 				db := o.Open(t).DB
@@ -52,7 +52,7 @@ func insertListing(t *testing.T, db *gorm.DB, id, sellerOrgID string) {
 }
 
 func TestPushKeyStore(t *testing.T) {
-	for _, o := range gormdbtest.Openers {
+	for _, o := range relationaltest.Openers {
 		t.Run(o.Name, func(t *testing.T) {
 			storetest.RunPushKeys(t, func(t *testing.T) contracts.PushKeyStore { return gormstore.New(o.Open(t).DB) })
 		})

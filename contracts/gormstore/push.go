@@ -9,7 +9,7 @@ import (
 
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/contracts"
-	"github.com/agentmarket/agentmarket/migrations/gormdb"
+	"github.com/agentmarket/agentmarket/migrations/relational"
 )
 
 var _ contracts.PushStore = (*Store)(nil)
@@ -83,14 +83,14 @@ func (s *Store) SavePushConfig(ctx context.Context, c contracts.PushConfig) erro
 		Columns:   []clause.Column{{Name: "listing_id"}, {Name: "task_id"}, {Name: "config_id"}},
 		DoUpdates: clause.AssignmentColumns([]string{"org_id", "api_key_id", "version", "url", "sealed", "auth_scheme", "callback_id", "secret_hash", "created_at"}),
 	}).Create(row).Error
-	return gormdb.Translate(err, "push config")
+	return relational.Translate(err, "push config")
 }
 
 // PushConfig implements contracts.PushStore.
 func (s *Store) PushConfig(ctx context.Context, listingID, taskID, configID string) (*contracts.PushConfig, error) {
 	var r pushConfigRow
 	if err := s.db.WithContext(ctx).Where("listing_id = ? AND task_id = ? AND config_id = ?", listingID, taskID, configID).Take(&r).Error; err != nil {
-		return nil, gormdb.Translate(err, "push config")
+		return nil, relational.Translate(err, "push config")
 	}
 	return pushConfigFromRow(&r), nil
 }
@@ -100,7 +100,7 @@ func (s *Store) PushConfigs(ctx context.Context, listingID, taskID string) ([]co
 	var rows []pushConfigRow
 	err := s.db.WithContext(ctx).Where("listing_id = ? AND task_id = ?", listingID, taskID).Order("created_at ASC, config_id ASC").Find(&rows).Error
 	if err != nil {
-		return nil, gormdb.Translate(err, "push config")
+		return nil, relational.Translate(err, "push config")
 	}
 	out := make([]contracts.PushConfig, len(rows))
 	for i := range rows {
@@ -113,7 +113,7 @@ func (s *Store) PushConfigs(ctx context.Context, listingID, taskID string) ([]co
 func (s *Store) PushCallback(ctx context.Context, callbackID string) (*contracts.PushConfig, error) {
 	var r pushConfigRow
 	if err := s.db.WithContext(ctx).Where("callback_id = ?", callbackID).Take(&r).Error; err != nil {
-		return nil, gormdb.Translate(err, "push config")
+		return nil, relational.Translate(err, "push config")
 	}
 	return pushConfigFromRow(&r), nil
 }
@@ -154,7 +154,7 @@ func (s *Store) DeletePushConfig(ctx context.Context, listingID, taskID, configI
 		}
 		return tx.Where(key+" AND status = ?", listingID, taskID, configID, string(contracts.DeliveryPending)).Delete(&deliveryRow{}).Error
 	})
-	return gormdb.Translate(err, "push config")
+	return relational.Translate(err, "push config")
 }
 
 // Enqueue implements contracts.PushStore. The delivery is stored pending
@@ -168,7 +168,7 @@ func (s *Store) Enqueue(ctx context.Context, d contracts.Delivery) (bool, error)
 		Status: string(contracts.DeliveryPending), Attempts: d.Attempts, NextAttemptAt: next.UTC(), CreatedAt: d.CreatedAt.UTC()}
 	res := s.db.WithContext(ctx).Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "id"}}, DoNothing: true}).Create(row)
 	if res.Error != nil {
-		return false, gormdb.Translate(res.Error, "delivery")
+		return false, relational.Translate(res.Error, "delivery")
 	}
 	return res.RowsAffected == 1, nil
 }
@@ -210,7 +210,7 @@ func (s *Store) ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, 
 		return nil
 	})
 	if err != nil {
-		return nil, gormdb.Translate(err, "delivery")
+		return nil, relational.Translate(err, "delivery")
 	}
 	return out, nil
 }
@@ -232,15 +232,15 @@ func (s *Store) DeliveryAttempted(ctx context.Context, id string, status contrac
 	// out while another delivered it must not put it back to pending.
 	res := s.db.WithContext(ctx).Model(&deliveryRow{}).Where("id = ? AND status = ?", id, string(contracts.DeliveryPending)).Updates(updates)
 	if res.Error != nil {
-		return gormdb.Translate(res.Error, "delivery")
+		return relational.Translate(res.Error, "delivery")
 	}
 	if res.RowsAffected == 0 {
 		var n int64
 		if err := s.db.WithContext(ctx).Model(&deliveryRow{}).Where("id = ?", id).Count(&n).Error; err != nil {
-			return gormdb.Translate(err, "delivery")
+			return relational.Translate(err, "delivery")
 		}
 		if n == 0 {
-			return gormdb.Translate(gorm.ErrRecordNotFound, "delivery")
+			return relational.Translate(gorm.ErrRecordNotFound, "delivery")
 		}
 	}
 	return nil
@@ -266,7 +266,7 @@ func (s *Store) Deliveries(ctx context.Context, q contracts.DeliveryQuery) ([]co
 	}
 	var rows []deliveryRow
 	if err := db.Order("seq DESC").Limit(q.Limit).Find(&rows).Error; err != nil {
-		return nil, gormdb.Translate(err, "delivery")
+		return nil, relational.Translate(err, "delivery")
 	}
 	out := make([]contracts.Delivery, len(rows))
 	for i := range rows {
@@ -283,7 +283,7 @@ func (s *Store) RetryDelivery(ctx context.Context, orgID, id string, now time.Ti
 		Where("id = ? AND org_id = ? AND status = ?", id, orgID, string(contracts.DeliveryFailed)).
 		Updates(map[string]any{"status": string(contracts.DeliveryPending), "next_attempt_at": now.UTC(), "lease_until": nil, "attempts": 0})
 	if res.Error != nil {
-		return gormdb.Translate(res.Error, "delivery")
+		return relational.Translate(res.Error, "delivery")
 	}
 	if res.RowsAffected == 0 {
 		return agentmarket.Errorf(agentmarket.NotFound, "delivery_not_found", "no failed delivery %q", id)
@@ -296,7 +296,7 @@ func (s *Store) PruneDeliveries(ctx context.Context, before time.Time) (int64, e
 	res := s.db.WithContext(ctx).Where("status IN ? AND created_at < ?",
 		[]string{string(contracts.DeliveryDelivered), string(contracts.DeliveryFailed)}, before.UTC()).Delete(&deliveryRow{})
 	if res.Error != nil {
-		return 0, gormdb.Translate(res.Error, "delivery")
+		return 0, relational.Translate(res.Error, "delivery")
 	}
 	return res.RowsAffected, nil
 }

@@ -7,7 +7,7 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/agentmarket/agentmarket/contracts"
-	"github.com/agentmarket/agentmarket/migrations/gormdb"
+	"github.com/agentmarket/agentmarket/migrations/relational"
 )
 
 var _ contracts.PushKeyStore = (*Store)(nil)
@@ -32,7 +32,7 @@ func (s *Store) AddPushKey(ctx context.Context, k contracts.PushKey) (bool, erro
 	// key ID held by another generation fails as a Conflict.
 	res := s.db.WithContext(ctx).Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "generation"}}, DoNothing: true}).Create(row)
 	if res.Error != nil {
-		return false, gormdb.Translate(res.Error, "push signing key")
+		return false, relational.Translate(res.Error, "push signing key")
 	}
 	return res.RowsAffected == 1, nil
 }
@@ -41,7 +41,7 @@ func (s *Store) AddPushKey(ctx context.Context, k contracts.PushKey) (bool, erro
 func (s *Store) PushKeys(ctx context.Context) ([]contracts.PushKey, error) {
 	var rows []pushKeyRow
 	if err := s.db.WithContext(ctx).Order("generation DESC").Find(&rows).Error; err != nil {
-		return nil, gormdb.Translate(err, "push signing key")
+		return nil, relational.Translate(err, "push signing key")
 	}
 	out := make([]contracts.PushKey, len(rows))
 	for i, r := range rows {
@@ -55,7 +55,7 @@ func (s *Store) PushKeys(ctx context.Context) ([]contracts.PushKey, error) {
 func (s *Store) DeletePushKeys(ctx context.Context, below int64) (int64, error) {
 	res := s.db.WithContext(ctx).Where("generation < ?", below).Delete(&pushKeyRow{})
 	if res.Error != nil {
-		return 0, gormdb.Translate(res.Error, "push signing key")
+		return 0, relational.Translate(res.Error, "push signing key")
 	}
 	return res.RowsAffected, nil
 }

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/agentmarket/agentmarket/contracts"
-	"github.com/agentmarket/agentmarket/migrations/gormdb"
+	"github.com/agentmarket/agentmarket/migrations/relational"
 )
 
 var _ contracts.SentMessages = (*Store)(nil)
@@ -72,7 +72,7 @@ func (s *Store) FindSent(ctx context.Context, keys []contracts.SentKey, now time
 			args = append(args, now.UTC(), int(contracts.SentReleased))
 			var rows []sentRow
 			if err := s.db.WithContext(ctx).Raw(findSentSQLs[n], args...).Scan(&rows).Error; err != nil {
-				return nil, gormdb.Translate(err, "sent message")
+				return nil, relational.Translate(err, "sent message")
 			}
 			for i := range rows {
 				for _, j := range part {
@@ -180,7 +180,7 @@ func (s *Store) RecordSent(ctx context.Context, recs []contracts.SentMessage, no
 			args = append(args, now.UTC(), now.UTC())
 			rows, err := db.Raw(sentSQLs[n], args...).Rows()
 			if err != nil {
-				return nil, gormdb.Translate(err, "sent message")
+				return nil, relational.Translate(err, "sent message")
 			}
 			type written struct {
 				key   contracts.SentKey
@@ -191,14 +191,14 @@ func (s *Store) RecordSent(ctx context.Context, recs []contracts.SentMessage, no
 				var w written
 				if err := rows.Scan(&w.key.ListingID, &w.key.OrgID, &w.key.MessageID, &w.claim); err != nil {
 					rows.Close()
-					return nil, gormdb.Translate(err, "sent message")
+					return nil, relational.Translate(err, "sent message")
 				}
 				got[w] = true
 			}
 			err = rows.Err()
 			rows.Close()
 			if err != nil {
-				return nil, gormdb.Translate(err, "sent message")
+				return nil, relational.Translate(err, "sent message")
 			}
 			for _, i := range part {
 				applied[i] = got[written{recs[i].SentKey, recs[i].ClaimID}]
@@ -213,7 +213,7 @@ func (s *Store) RecordSent(ctx context.Context, recs []contracts.SentMessage, no
 func (s *Store) PruneSent(ctx context.Context, before time.Time) (int64, error) {
 	res := s.db.WithContext(ctx).Where("expires_at < ?", before.UTC()).Delete(&sentRow{})
 	if res.Error != nil {
-		return 0, gormdb.Translate(res.Error, "sent message")
+		return 0, relational.Translate(res.Error, "sent message")
 	}
 	return res.RowsAffected, nil
 }

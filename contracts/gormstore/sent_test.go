@@ -6,11 +6,11 @@ import (
 	"github.com/agentmarket/agentmarket/contracts"
 	"github.com/agentmarket/agentmarket/contracts/gormstore"
 	"github.com/agentmarket/agentmarket/contracts/storetest"
-	"github.com/agentmarket/agentmarket/migrations/gormdb/gormdbtest"
+	"github.com/agentmarket/agentmarket/migrations/relational/relationaltest"
 )
 
 func TestSentStore(t *testing.T) {
-	for _, o := range gormdbtest.Openers {
+	for _, o := range relationaltest.Openers {
 		t.Run(o.Name, func(t *testing.T) {
 			storetest.RunSent(t, func(t *testing.T) contracts.SentMessages { return gormstore.New(o.Open(t).DB) })
 		})

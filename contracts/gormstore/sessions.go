@@ -6,7 +6,7 @@ import (
 
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/contracts"
-	"github.com/agentmarket/agentmarket/migrations/gormdb"
+	"github.com/agentmarket/agentmarket/migrations/relational"
 )
 
 var _ contracts.SessionStore = (*Store)(nil)
@@ -27,14 +27,14 @@ func (sessionRow) TableName() string { return "sessions" }
 func (s *Store) CreateSession(ctx context.Context, sess *contracts.Session) error {
 	r := &sessionRow{IDHash: sess.IDHash, UserID: sess.UserID, KeyID: sess.KeyID, OrgID: sess.OrgID, Role: string(sess.Role),
 		CreatedAt: sess.CreatedAt.UTC(), ExpiresAt: sess.ExpiresAt.UTC()}
-	return gormdb.Translate(s.db.WithContext(ctx).Create(r).Error, "session")
+	return relational.Translate(s.db.WithContext(ctx).Create(r).Error, "session")
 }
 
 // SessionByHash implements contracts.SessionStore.
 func (s *Store) SessionByHash(ctx context.Context, idHash string) (*contracts.Session, error) {
 	var r sessionRow
 	if err := s.db.WithContext(ctx).Where("id_hash = ?", idHash).Take(&r).Error; err != nil {
-		return nil, gormdb.Translate(err, "session")
+		return nil, relational.Translate(err, "session")
 	}
 	return &contracts.Session{IDHash: r.IDHash, UserID: r.UserID, KeyID: r.KeyID, OrgID: r.OrgID, Role: agentmarket.Role(r.Role),
 		CreatedAt: r.CreatedAt.UTC(), ExpiresAt: r.ExpiresAt.UTC()}, nil
@@ -42,11 +42,11 @@ func (s *Store) SessionByHash(ctx context.Context, idHash string) (*contracts.Se
 
 // DeleteSession implements contracts.SessionStore.
 func (s *Store) DeleteSession(ctx context.Context, idHash string) error {
-	return gormdb.Translate(s.db.WithContext(ctx).Where("id_hash = ?", idHash).Delete(&sessionRow{}).Error, "session")
+	return relational.Translate(s.db.WithContext(ctx).Where("id_hash = ?", idHash).Delete(&sessionRow{}).Error, "session")
 }
 
 // DeleteExpiredSessions implements contracts.SessionStore.
 func (s *Store) DeleteExpiredSessions(ctx context.Context, t time.Time) (int64, error) {
 	res := s.db.WithContext(ctx).Where("expires_at < ?", t.UTC()).Delete(&sessionRow{})
-	return res.RowsAffected, gormdb.Translate(res.Error, "session")
+	return res.RowsAffected, relational.Translate(res.Error, "session")
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/contracts"
-	"github.com/agentmarket/agentmarket/migrations/gormdb"
+	"github.com/agentmarket/agentmarket/migrations/relational"
 )
 
 var _ contracts.TaskLife = (*Store)(nil)
@@ -130,7 +130,7 @@ func (s *Store) taskChange(ctx context.Context, e contracts.TaskEvent, cond stri
 		return tx.Create(eventToRow(e)).Error
 	})
 	if err != nil {
-		return false, gormdb.Translate(err, "task")
+		return false, relational.Translate(err, "task")
 	}
 	return changed, nil
 }
@@ -146,7 +146,7 @@ func (s *Store) TaskRecord(ctx context.Context, listingID, taskID string) (*cont
 		return tx.Where("listing_id = ? AND task_id = ?", listingID, taskID).Order("occurred_at ASC, seq ASC").Find(&events).Error
 	})
 	if err != nil {
-		return nil, gormdb.Translate(err, "task")
+		return nil, relational.Translate(err, "task")
 	}
 	rec := &contracts.TaskRecord{TaskBinding: r.binding(), PausedSince: utcPtr(r.PausedSince), PauseCancelAt: utcPtr(r.PauseCancelAt), StalledSince: utcPtr(r.StalledSince),
 		EndedAt: utcPtr(r.EndedAt), Events: make([]contracts.TaskEvent, len(events))}
@@ -164,7 +164,7 @@ func (s *Store) FindTasks(ctx context.Context, taskID string, limit int) ([]cont
 	var rows []taskOwnerRow
 	err := s.db.WithContext(ctx).Where("task_id = ?", taskID).Order("created_at DESC, listing_id ASC").Limit(limit).Find(&rows).Error
 	if err != nil {
-		return nil, gormdb.Translate(err, "task")
+		return nil, relational.Translate(err, "task")
 	}
 	out := make([]contracts.TaskBinding, len(rows))
 	for i := range rows {
@@ -182,7 +182,7 @@ func (s *Store) ChildTasks(ctx context.Context, parentListingID, parentTaskID st
 	err := s.db.WithContext(ctx).Where("parent_task_id = ? AND (parent_listing_id = ? OR parent_listing_id = '') AND ended_at IS NULL", parentTaskID, parentListingID).
 		Order("created_at ASC, listing_id ASC, task_id ASC").Find(&rows).Error
 	if err != nil {
-		return nil, gormdb.Translate(err, "task")
+		return nil, relational.Translate(err, "task")
 	}
 	out := make([]contracts.TaskBinding, len(rows))
 	for i := range rows {
@@ -197,12 +197,12 @@ func (s *Store) RequestCancel(ctx context.Context, listingID, taskID, actor, rea
 		Where("listing_id = ? AND task_id = ? AND ended_at IS NULL AND cancel_requested_at IS NULL", listingID, taskID).
 		Updates(map[string]any{"cancel_requested_at": at.UTC(), "cancel_actor": actor, "cancel_reason": reason, "cancel_trace_id": traceID})
 	if res.Error != nil {
-		return gormdb.Translate(res.Error, "task")
+		return relational.Translate(res.Error, "task")
 	}
 	if res.RowsAffected == 0 {
 		var n int64
 		if err := s.db.WithContext(ctx).Model(&taskOwnerRow{}).Where("listing_id = ? AND task_id = ?", listingID, taskID).Count(&n).Error; err != nil {
-			return gormdb.Translate(err, "task")
+			return relational.Translate(err, "task")
 		}
 		if n == 0 {
 			return agentmarket.Errorf(agentmarket.NotFound, "task_not_found", "no task %q on listing %q", taskID, listingID)
@@ -253,7 +253,7 @@ func (s *Store) DueTasks(ctx context.Context, now, leaseUntil time.Time, limit i
 		return nil
 	})
 	if err != nil {
-		return nil, gormdb.Translate(err, "task")
+		return nil, relational.Translate(err, "task")
 	}
 	return out, nil
 }
@@ -263,7 +263,7 @@ func (s *Store) PruneEvents(ctx context.Context, before time.Time) (int64, error
 	res := s.db.WithContext(ctx).Exec(`DELETE FROM task_events WHERE EXISTS (SELECT 1 FROM task_owners o
 		WHERE o.listing_id = task_events.listing_id AND o.task_id = task_events.task_id AND o.ended_at IS NOT NULL AND o.ended_at < ?)`, before.UTC())
 	if res.Error != nil {
-		return 0, gormdb.Translate(res.Error, "task")
+		return 0, relational.Translate(res.Error, "task")
 	}
 	return res.RowsAffected, nil
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/agentmarket/agentmarket/listings"
 	"github.com/agentmarket/agentmarket/listings/gormstore"
 	"github.com/agentmarket/agentmarket/listings/synth"
-	"github.com/agentmarket/agentmarket/migrations/gormdb"
+	"github.com/agentmarket/agentmarket/migrations/relational"
 )
 
 // BenchmarkSearch measures catalog searches over a synthetic catalog
@@ -44,15 +44,15 @@ func BenchmarkSearch(b *testing.B) {
 	ctx := context.Background()
 	type backend struct {
 		name string
-		open func() (*gormdb.DB, error)
+		open func() (*relational.DB, error)
 	}
 	path := os.Getenv("AGENTMARKET_BENCH_SQLITE")
 	if path == "" {
 		path = filepath.Join(b.TempDir(), "catalog.db")
 	}
-	backends := []backend{{"sqlite", func() (*gormdb.DB, error) { return gormdb.OpenSQLite(ctx, path) }}}
+	backends := []backend{{"sqlite", func() (*relational.DB, error) { return relational.OpenSQLite(ctx, path) }}}
 	if dsn := os.Getenv("AGENTMARKET_BENCH_DATABASE_URL"); dsn != "" {
-		backends = append(backends, backend{"postgres", func() (*gormdb.DB, error) { return gormdb.OpenPostgres(ctx, dsn) }})
+		backends = append(backends, backend{"postgres", func() (*relational.DB, error) { return relational.OpenPostgres(ctx, dsn) }})
 	}
 	for _, be := range backends {
 		b.Run(be.name, func(b *testing.B) {
@@ -197,7 +197,7 @@ var BenchQueries = []struct {
 
 // SeedCatalog fills an empty store with n synthetic listings (seed 1) over
 // n/20 sellers, and does nothing when the store holds them already.
-func SeedCatalog(ctx context.Context, db *gormdb.DB, store *gormstore.Store, n int) error {
+func SeedCatalog(ctx context.Context, db *relational.DB, store *gormstore.Store, n int) error {
 	var have int64
 	if err := db.Raw("SELECT COUNT(*) FROM listings WHERE id LIKE 'lst_synth_1_%'").Scan(&have).Error; err != nil {
 		return err

@@ -19,7 +19,7 @@ import (
 
 	"github.com/agentmarket/agentmarket/listings"
 	"github.com/agentmarket/agentmarket/listings/agentcard"
-	"github.com/agentmarket/agentmarket/migrations/gormdb"
+	"github.com/agentmarket/agentmarket/migrations/relational"
 )
 
 // Store implements listings.Store.
@@ -291,7 +291,7 @@ func (s *Store) CreateListings(ctx context.Context, ls []*listings.Listing, vs [
 	if err == nil {
 		s.known.add(terms)
 	}
-	return gormdb.Translate(err, "listing")
+	return relational.Translate(err, "listing")
 }
 
 // UpdateListing implements listings.Store.
@@ -334,7 +334,7 @@ func (s *Store) UpdateListing(ctx context.Context, l *listings.Listing, v *listi
 	if err == nil {
 		s.known.add(terms)
 	}
-	return gormdb.Translate(err, "listing")
+	return relational.Translate(err, "listing")
 }
 
 // SetIncident records or clears a listing's incident.
@@ -345,9 +345,9 @@ func (s *Store) SetIncident(ctx context.Context, listingID string, inc *listings
 	}
 	res := s.db.WithContext(ctx).Model(&listingRow{}).Where("id = ?", listingID).Updates(cols)
 	if res.Error == nil && res.RowsAffected == 0 {
-		return gormdb.Translate(gorm.ErrRecordNotFound, "listing")
+		return relational.Translate(gorm.ErrRecordNotFound, "listing")
 	}
-	return gormdb.Translate(res.Error, "listing")
+	return relational.Translate(res.Error, "listing")
 }
 
 // CountLostTask implements listings.Store.
@@ -355,9 +355,9 @@ func (s *Store) CountLostTask(ctx context.Context, listingID string, at time.Tim
 	res := s.db.WithContext(ctx).Model(&listingRow{}).Where("id = ?", listingID).
 		Updates(map[string]any{"lost_tasks": gorm.Expr("lost_tasks + 1"), "lost_task_at": at.UTC()})
 	if res.Error == nil && res.RowsAffected == 0 {
-		return gormdb.Translate(gorm.ErrRecordNotFound, "listing")
+		return relational.Translate(gorm.ErrRecordNotFound, "listing")
 	}
-	return gormdb.Translate(res.Error, "listing")
+	return relational.Translate(res.Error, "listing")
 }
 
 func addVersion(tx *gorm.DB, v *listings.CardVersion) error {
@@ -434,11 +434,11 @@ func distinctLower(in []string) []string {
 func (s *Store) GetListing(ctx context.Context, id string) (*listings.Listing, error) {
 	var r listingRow
 	if err := s.db.WithContext(ctx).Where("id = ?", id).Take(&r).Error; err != nil {
-		return nil, gormdb.Translate(err, "listing")
+		return nil, relational.Translate(err, "listing")
 	}
 	var p planRow
 	if err := s.db.WithContext(ctx).Where("listing_id = ? AND version = ?", r.ID, r.PlanVersion).Take(&p).Error; err != nil {
-		return nil, gormdb.Translate(err, "plan")
+		return nil, relational.Translate(err, "plan")
 	}
 	return fromRow(&r, &p), nil
 }
@@ -447,7 +447,7 @@ func (s *Store) GetListing(ctx context.Context, id string) (*listings.Listing, e
 func (s *Store) CardVersions(ctx context.Context, listingID string) ([]listings.CardVersion, error) {
 	var rows []cardVersionRow
 	if err := s.db.WithContext(ctx).Where("listing_id = ?", listingID).Order("id DESC").Find(&rows).Error; err != nil {
-		return nil, gormdb.Translate(err, "card version")
+		return nil, relational.Translate(err, "card version")
 	}
 	out := make([]listings.CardVersion, len(rows))
 	for i, r := range rows {
@@ -460,7 +460,7 @@ func (s *Store) CardVersions(ctx context.Context, listingID string) ([]listings.
 func (s *Store) Plan(ctx context.Context, listingID string, version int) (*listings.Plan, error) {
 	var p planRow
 	if err := s.db.WithContext(ctx).Where("listing_id = ? AND version = ?", listingID, version).Take(&p).Error; err != nil {
-		return nil, gormdb.Translate(err, "plan")
+		return nil, relational.Translate(err, "plan")
 	}
 	pl := planFromRow(&p)
 	return &pl, nil
@@ -478,7 +478,7 @@ func (s *Store) withPlans(ctx context.Context, rows []listingRow) ([]*listings.L
 	}
 	var plans []planRow
 	if err := s.db.WithContext(ctx).Where(strings.Join(conds, " OR "), args...).Find(&plans).Error; err != nil {
-		return nil, gormdb.Translate(err, "plan")
+		return nil, relational.Translate(err, "plan")
 	}
 	byID := map[string]*planRow{}
 	for i := range plans {
@@ -498,7 +498,7 @@ func (s *Store) DueForRefresh(ctx context.Context, now time.Time, limit int) ([]
 		Where("next_refresh_at IS NOT NULL AND next_refresh_at <= ? AND status <> ?", now.UTC(), string(listings.StatusRetired)).
 		Order("next_refresh_at ASC, id ASC").Limit(limit).Find(&rows).Error
 	if err != nil {
-		return nil, gormdb.Translate(err, "listing")
+		return nil, relational.Translate(err, "listing")
 	}
 	return s.withPlans(ctx, rows)
 }

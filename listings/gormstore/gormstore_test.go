@@ -9,11 +9,11 @@ import (
 	"github.com/agentmarket/agentmarket/listings"
 	"github.com/agentmarket/agentmarket/listings/gormstore"
 	"github.com/agentmarket/agentmarket/listings/storetest"
-	"github.com/agentmarket/agentmarket/migrations/gormdb/gormdbtest"
+	"github.com/agentmarket/agentmarket/migrations/relational/relationaltest"
 )
 
 func TestStore(t *testing.T) {
-	for _, o := range gormdbtest.Openers {
+	for _, o := range relationaltest.Openers {
 		t.Run(o.Name, func(t *testing.T) {
 			storetest.Run(t, func(t *testing.T) (listings.Store, func(string)) {
 				db := o.Open(t)
@@ -29,7 +29,7 @@ func TestStore(t *testing.T) {
 }
 
 func TestOfferStore(t *testing.T) {
-	for _, o := range gormdbtest.Openers {
+	for _, o := range relationaltest.Openers {
 		t.Run(o.Name, func(t *testing.T) {
 			storetest.RunOffers(t, func(t *testing.T) (interface {
 				listings.Store

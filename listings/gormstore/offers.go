@@ -8,7 +8,7 @@ import (
 
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/listings"
-	"github.com/agentmarket/agentmarket/migrations/gormdb"
+	"github.com/agentmarket/agentmarket/migrations/relational"
 )
 
 var _ listings.OfferStore = (*Store)(nil)
@@ -32,7 +32,7 @@ func (offerRow) TableName() string { return "listing_offers" }
 func (s *Store) NextPlanVersion(ctx context.Context, listingID string) (int, error) {
 	var v *int
 	if err := s.db.WithContext(ctx).Model(&planRow{}).Where("listing_id = ?", listingID).Select("MAX(version)").Scan(&v).Error; err != nil {
-		return 0, gormdb.Translate(err, "plan")
+		return 0, relational.Translate(err, "plan")
 	}
 	if v == nil {
 		return 1, nil
@@ -62,7 +62,7 @@ func (s *Store) CreateOffer(ctx context.Context, o *listings.Offer) error {
 			PlanVersion: o.Plan.Version, ExpiresAt: o.ExpiresAt.UTC(), Status: string(o.Status), ContractID: o.ContractID,
 			CreatedAt: o.CreatedAt.UTC(), DecidedAt: utcPtr(o.DecidedAt)}).Error
 	})
-	return gormdb.Translate(err, "offer")
+	return relational.Translate(err, "offer")
 }
 
 func utcPtr(t *time.Time) *time.Time {
@@ -78,7 +78,7 @@ func (s *Store) offersWithPlans(db *gorm.DB, rows []offerRow) ([]listings.Offer,
 	for i, r := range rows {
 		var p planRow
 		if err := db.Where("listing_id = ? AND version = ?", r.ListingID, r.PlanVersion).Take(&p).Error; err != nil {
-			return nil, gormdb.Translate(err, "plan")
+			return nil, relational.Translate(err, "plan")
 		}
 		out[i] = listings.Offer{ID: r.ID, ListingID: r.ListingID, SellerOrgID: r.SellerOrgID, BuyerOrgID: r.BuyerOrgID, Plan: planFromRow(&p),
 			ExpiresAt: r.ExpiresAt.UTC(), Status: listings.OfferStatus(r.Status), ContractID: r.ContractID, CreatedAt: r.CreatedAt.UTC(),
@@ -92,7 +92,7 @@ func (s *Store) GetOffer(ctx context.Context, id string) (*listings.Offer, error
 	db := s.db.WithContext(ctx)
 	var r offerRow
 	if err := db.Where("id = ?", id).Take(&r).Error; err != nil {
-		return nil, gormdb.Translate(err, "offer")
+		return nil, relational.Translate(err, "offer")
 	}
 	out, err := s.offersWithPlans(db, []offerRow{r})
 	if err != nil {
@@ -118,7 +118,7 @@ func (s *Store) ListOffers(ctx context.Context, q listings.OfferQuery) ([]listin
 	}
 	var rows []offerRow
 	if err := tx.Order("created_at DESC, id DESC").Find(&rows).Error; err != nil {
-		return nil, gormdb.Translate(err, "offer")
+		return nil, relational.Translate(err, "offer")
 	}
 	return s.offersWithPlans(db, rows)
 }
@@ -128,7 +128,7 @@ func (s *Store) DecideOffer(ctx context.Context, id string, status listings.Offe
 	res := s.db.WithContext(ctx).Model(&offerRow{}).Where("id = ? AND status = ?", id, string(listings.OfferOpen)).
 		Updates(map[string]any{"status": string(status), "contract_id": contractID, "decided_at": at.UTC()})
 	if res.Error != nil {
-		return nil, gormdb.Translate(res.Error, "offer")
+		return nil, relational.Translate(res.Error, "offer")
 	}
 	o, err := s.GetOffer(ctx, id)
 	if err != nil {

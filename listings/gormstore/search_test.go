@@ -12,11 +12,11 @@ import (
 	"github.com/agentmarket/agentmarket/listings"
 	"github.com/agentmarket/agentmarket/listings/gormstore"
 	"github.com/agentmarket/agentmarket/listings/synth"
-	"github.com/agentmarket/agentmarket/migrations/gormdb"
-	"github.com/agentmarket/agentmarket/migrations/gormdb/gormdbtest"
+	"github.com/agentmarket/agentmarket/migrations/relational"
+	"github.com/agentmarket/agentmarket/migrations/relational/relationaltest"
 )
 
-func synthStore(t *testing.T, db *gormdb.DB, n int) (*gormstore.Store, synth.Catalog) {
+func synthStore(t *testing.T, db *relational.DB, n int) (*gormstore.Store, synth.Catalog) {
 	t.Helper()
 	ctx := context.Background()
 	orgs := contractsgorm.New(db.DB)
@@ -69,8 +69,8 @@ func all(t *testing.T, s listings.Store, q listings.Query) ([]string, int) {
 // scores are each database's own: bm25 and ts_rank), with the same
 // totals; and paging through a query never repeats or skips a listing.
 func TestSearchParity(t *testing.T) {
-	pgDB := gormdbtest.Postgres(t) // skips first when there is no PostgreSQL
-	lite, _ := synthStore(t, gormdbtest.SQLite(t), 600)
+	pgDB := relationaltest.Postgres(t) // skips first when there is no PostgreSQL
+	lite, _ := synthStore(t, relationaltest.SQLite(t), 600)
 	pg, _ := synthStore(t, pgDB, 600)
 	var queries []listings.Query
 	for _, bq := range BenchQueries {
@@ -116,7 +116,7 @@ func TestSearchParity(t *testing.T) {
 // TestIndexMissing: a listing stored before the search index existed is
 // found once IndexMissing ran, and only then.
 func TestIndexMissing(t *testing.T) {
-	gormdbtest.Each(t, func(t *testing.T, db *gormdb.DB) {
+	relationaltest.Each(t, func(t *testing.T, db *relational.DB) {
 		ctx := context.Background()
 		store, c := synthStore(t, db, 30)
 		l, _, err := c.Listing(3)
@@ -168,7 +168,7 @@ func TestIndexMissing(t *testing.T) {
 }
 
 func TestCreateListingsRefusesUnpairedVersions(t *testing.T) {
-	store := gormstore.New(gormdbtest.SQLite(t).DB)
+	store := gormstore.New(relationaltest.SQLite(t).DB)
 	if err := store.CreateListings(context.Background(), []*listings.Listing{{ID: "lst_x"}}, nil); err == nil {
 		t.Fatal("CreateListings with a listing and no card version succeeded")
 	}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/metering"
-	"github.com/agentmarket/agentmarket/migrations/gormdb"
+	"github.com/agentmarket/agentmarket/migrations/relational"
 )
 
 // Ledger implements metering.Ledger.
@@ -112,7 +112,7 @@ func (l *Ledger) billMany(tx *gorm.DB, reqs []metering.BillRequest, out []meteri
 	for start := 0; start < len(ids); start += settledChunk {
 		var found []settledRow
 		if err := tx.Where("row_id IN ?", ids[start:min(start+settledChunk, len(ids))]).Find(&found).Error; err != nil {
-			return gormdb.Translate(err, "settled usage")
+			return relational.Translate(err, "settled usage")
 		}
 		for _, s := range found {
 			done[s.RowID] = s
@@ -147,7 +147,7 @@ func (l *Ledger) billMany(tx *gorm.DB, reqs []metering.BillRequest, out []meteri
 		return nil
 	}
 	if err := tx.CreateInBatches(settled, 200).Error; err != nil {
-		return gormdb.Translate(err, "settled usage")
+		return relational.Translate(err, "settled usage")
 	}
 	return nil
 }
@@ -208,20 +208,20 @@ func (l *Ledger) insertFirsts(tx *gorm.DB, reqs []metering.BillRequest, done map
 		}
 		rows, err := tx.Raw(firstSQLs[n], args...).Rows()
 		if err != nil {
-			return nil, gormdb.Translate(err, "task usage")
+			return nil, relational.Translate(err, "task usage")
 		}
 		for rows.Next() {
 			var k key
 			if err := rows.Scan(&k.listing, &k.task); err != nil {
 				rows.Close()
-				return nil, gormdb.Translate(err, "task usage")
+				return nil, relational.Translate(err, "task usage")
 			}
 			inserted[k] = true
 		}
 		err = rows.Err()
 		rows.Close()
 		if err != nil {
-			return nil, gormdb.Translate(err, "task usage")
+			return nil, relational.Translate(err, "task usage")
 		}
 		start += n
 	}
@@ -236,7 +236,7 @@ func (l *Ledger) insertFirsts(tx *gorm.DB, reqs []metering.BillRequest, done map
 // are kept well past any spool's backlog (the meter keeps them 30 days).
 func (l *Ledger) PruneSettled(ctx context.Context, before time.Time) (int64, error) {
 	res := l.db.WithContext(ctx).Where("settled_at < ?", before.UTC()).Delete(&settledRow{})
-	return res.RowsAffected, gormdb.Translate(res.Error, "settled usage")
+	return res.RowsAffected, relational.Translate(res.Error, "settled usage")
 }
 
 func (l *Ledger) bill(db *gorm.DB, listingID, taskID string, cum, add metering.Counters) (metering.Counters, bool, error) {
@@ -246,7 +246,7 @@ func (l *Ledger) bill(db *gorm.DB, listingID, taskID string, cum, add metering.C
 	res := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&row{ListingID: listingID, TaskID: taskID,
 		InputTokens: first.InputTokens, OutputTokens: first.OutputTokens, ComputeMs: first.ComputeMs, UpdatedAt: l.clock.Now()})
 	if res.Error != nil {
-		return metering.Counters{}, false, gormdb.Translate(res.Error, "task usage")
+		return metering.Counters{}, false, relational.Translate(res.Error, "task usage")
 	}
 	if res.RowsAffected == 1 {
 		return first, true, nil
@@ -254,7 +254,7 @@ func (l *Ledger) bill(db *gorm.DB, listingID, taskID string, cum, add metering.C
 	for attempt := 0; attempt < 50; attempt++ {
 		var r row
 		if err := db.Where("listing_id = ? AND task_id = ?", listingID, taskID).Take(&r).Error; err != nil {
-			return metering.Counters{}, false, gormdb.Translate(err, "task usage")
+			return metering.Counters{}, false, relational.Translate(err, "task usage")
 		}
 		old := metering.Counters{InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, ComputeMs: r.ComputeMs}
 		next := raise(old, cum, add)
@@ -267,7 +267,7 @@ func (l *Ledger) bill(db *gorm.DB, listingID, taskID string, cum, add metering.C
 			Updates(map[string]any{"input_tokens": next.InputTokens, "output_tokens": next.OutputTokens,
 				"compute_ms": next.ComputeMs, "updated_at": l.clock.Now()})
 		if res.Error != nil {
-			return metering.Counters{}, false, gormdb.Translate(res.Error, "task usage")
+			return metering.Counters{}, false, relational.Translate(res.Error, "task usage")
 		}
 		if res.RowsAffected == 1 {
 			return next.Sub(old), false, nil

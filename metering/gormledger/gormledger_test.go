@@ -10,12 +10,12 @@ import (
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/metering"
 	"github.com/agentmarket/agentmarket/metering/gormledger"
-	"github.com/agentmarket/agentmarket/migrations/gormdb"
-	"github.com/agentmarket/agentmarket/migrations/gormdb/gormdbtest"
+	"github.com/agentmarket/agentmarket/migrations/relational"
+	"github.com/agentmarket/agentmarket/migrations/relational/relationaltest"
 )
 
 func TestLedger(t *testing.T) {
-	gormdbtest.Each(t, func(t *testing.T, db *gormdb.DB) {
+	relationaltest.Each(t, func(t *testing.T, db *relational.DB) {
 		ctx := context.Background()
 		l := gormledger.New(db.DB, agentmarket.NewManualClock(time.Unix(0, 0)))
 		c := func(i, o, m int64) metering.Counters {
@@ -68,7 +68,7 @@ func TestLedger(t *testing.T) {
 // TestLedgerConcurrent: many meters reporting the same cumulative counters
 // at once bill them exactly once in total.
 func TestLedgerConcurrent(t *testing.T) {
-	gormdbtest.Each(t, func(t *testing.T, db *gormdb.DB) {
+	relationaltest.Each(t, func(t *testing.T, db *relational.DB) {
 		ctx := context.Background()
 		l := gormledger.New(db.DB, agentmarket.SystemClock{})
 		var mu sync.Mutex
@@ -108,7 +108,7 @@ func TestLedgerConcurrent(t *testing.T) {
 // got the first time and bills nothing more, its Add counters included;
 // the same row twice in one batch too. Pruned answers are forgotten.
 func TestLedgerBillsARowOnce(t *testing.T) {
-	gormdbtest.Each(t, func(t *testing.T, db *gormdb.DB) {
+	relationaltest.Each(t, func(t *testing.T, db *relational.DB) {
 		ctx := context.Background()
 		clock := agentmarket.NewManualClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))
 		l := gormledger.New(db.DB, clock)

@@ -14,12 +14,12 @@ import (
 	contractsgorm "github.com/agentmarket/agentmarket/contracts/gormstore"
 	"github.com/agentmarket/agentmarket/listings"
 	"github.com/agentmarket/agentmarket/metering"
-	"github.com/agentmarket/agentmarket/migrations/gormdb"
+	"github.com/agentmarket/agentmarket/migrations/relational"
 )
 
 // BillingDeps is what billing is built from.
 type BillingDeps struct {
-	DB        *gormdb.DB
+	DB        *relational.DB
 	Usage     metering.Store
 	Contracts *contractsgorm.Store
 	Listings  listings.Store

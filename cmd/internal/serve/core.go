@@ -23,7 +23,7 @@ import (
 	listingsgorm "github.com/agentmarket/agentmarket/listings/gormstore"
 	"github.com/agentmarket/agentmarket/listings/httpfetch"
 	"github.com/agentmarket/agentmarket/metering"
-	"github.com/agentmarket/agentmarket/migrations/gormdb"
+	"github.com/agentmarket/agentmarket/migrations/relational"
 	"github.com/agentmarket/agentmarket/web"
 	"github.com/agentmarket/agentmarket/web/api"
 )
@@ -34,7 +34,7 @@ type Core struct {
 	Config       *config.Config
 	Log          *slog.Logger
 	Clock        agentmarket.Clock
-	DB           *gormdb.DB
+	DB           *relational.DB
 	AccountStore *contractsgorm.Store
 	Accounts     *contracts.Accounts
 	Authz        *casbin.Authorizer

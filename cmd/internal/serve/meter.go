@@ -24,7 +24,7 @@ import (
 	"github.com/agentmarket/agentmarket/metering/clickhouse"
 	"github.com/agentmarket/agentmarket/metering/embedded"
 	"github.com/agentmarket/agentmarket/metering/gormledger"
-	"github.com/agentmarket/agentmarket/migrations/gormdb"
+	"github.com/agentmarket/agentmarket/migrations/relational"
 )
 
 // UsageStore opens the usage store: ClickHouse when configured, else the
@@ -151,7 +151,7 @@ func (r spoolRecorder) Err() error { return r.spool.Err() }
 // MeterDeps is what a meter is built from.
 type MeterDeps struct {
 	Config   *config.Config
-	DB       *gormdb.DB
+	DB       *relational.DB
 	Store    metering.Store
 	Accounts *contracts.Accounts
 	Authz    *casbin.Authorizer

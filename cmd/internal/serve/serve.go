@@ -19,7 +19,7 @@ import (
 
 	"github.com/agentmarket/agentmarket/a2aproxy"
 	"github.com/agentmarket/agentmarket/cmd/internal/config"
-	"github.com/agentmarket/agentmarket/migrations/gormdb"
+	"github.com/agentmarket/agentmarket/migrations/relational"
 	"github.com/agentmarket/agentmarket/web/api"
 )
 
@@ -32,11 +32,11 @@ func Logger(cfg *config.Config, out io.Writer) *slog.Logger {
 
 // OpenDB opens PostgreSQL when configured, else the embedded SQLite file in
 // the data dir, and applies the migrations.
-func OpenDB(ctx context.Context, cfg *config.Config) (*gormdb.DB, error) {
+func OpenDB(ctx context.Context, cfg *config.Config) (*relational.DB, error) {
 	if cfg.Embedded() {
-		return gormdb.OpenSQLite(ctx, filepath.Join(cfg.DataDir, "agentmarket.db"))
+		return relational.OpenSQLite(ctx, filepath.Join(cfg.DataDir, "agentmarket.db"))
 	}
-	return gormdb.OpenPostgres(ctx, cfg.DatabaseURL)
+	return relational.OpenPostgres(ctx, cfg.DatabaseURL)
 }
 
 // MaxHeaderBytes bounds a request's line (method, URL) and headers

@@ -1,9 +1,9 @@
-// Package gormdbtest gives tests fresh, migrated databases: a temporary
+// Package relationaltest gives tests fresh, migrated databases: a temporary
 // SQLite file always, and a fresh PostgreSQL database (created from
 // AGENTMARKET_TEST_DATABASE_URL, dropped afterwards) when the test script
 // provides one. With AGENTMARKET_TEST_REQUIRE_SERVICES=1 a missing DSN
 // fails the test instead of skipping it, so CI can never skip silently.
-package gormdbtest
+package relationaltest
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the admin connection that creates test databases
 
-	"github.com/agentmarket/agentmarket/migrations/gormdb"
+	"github.com/agentmarket/agentmarket/migrations/relational"
 )
 
 // PostgresEnv names the variable with the admin DSN of the test server.
@@ -28,9 +28,9 @@ const PostgresEnv = "AGENTMARKET_TEST_DATABASE_URL"
 const RequireEnv = "AGENTMARKET_TEST_REQUIRE_SERVICES"
 
 // SQLite opens a migrated SQLite database in a temporary file.
-func SQLite(tb testing.TB) *gormdb.DB {
+func SQLite(tb testing.TB) *relational.DB {
 	tb.Helper()
-	db, err := gormdb.OpenSQLite(context.Background(), filepath.Join(tb.TempDir(), "test.db"))
+	db, err := relational.OpenSQLite(context.Background(), filepath.Join(tb.TempDir(), "test.db"))
 	if err != nil {
 		tb.Fatalf("open sqlite: %v", err)
 	}
@@ -78,9 +78,9 @@ func PostgresDSN(tb testing.TB) string {
 }
 
 // Postgres opens a migrated, fresh PostgreSQL database.
-func Postgres(tb testing.TB) *gormdb.DB {
+func Postgres(tb testing.TB) *relational.DB {
 	tb.Helper()
-	db, err := gormdb.OpenPostgres(context.Background(), PostgresDSN(tb))
+	db, err := relational.OpenPostgres(context.Background(), PostgresDSN(tb))
 	if err != nil {
 		tb.Fatalf("open postgres: %v", err)
 	}
@@ -91,7 +91,7 @@ func Postgres(tb testing.TB) *gormdb.DB {
 // Opener opens a fresh database of one dialect.
 type Opener struct {
 	Name string
-	Open func(testing.TB) *gormdb.DB
+	Open func(testing.TB) *relational.DB
 }
 
 // Openers lists every supported database, for contract suites that need a
@@ -99,7 +99,7 @@ type Opener struct {
 var Openers = []Opener{{"sqlite", SQLite}, {"postgres", Postgres}}
 
 // Each runs f as a subtest against a fresh database of every dialect.
-func Each(t *testing.T, f func(t *testing.T, db *gormdb.DB)) {
+func Each(t *testing.T, f func(t *testing.T, db *relational.DB)) {
 	for _, o := range Openers {
 		t.Run(o.Name, func(t *testing.T) { f(t, o.Open(t)) })
 	}

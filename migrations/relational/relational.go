@@ -1,8 +1,14 @@
-// Package gormdb opens the relational database through GORM, PostgreSQL
-// for a DSN or pure-Go SQLite (no cgo) for a file, applies the versioned
-// migrations, and translates driver errors into the application's error
-// kinds for every GORM-backed store.
-package gormdb
+// Package relational is the relational base of every GORM store
+// (listings, contracts, billing and the meter's ledger): it opens the
+// database through GORM, PostgreSQL for a DSN or pure-Go SQLite (no cgo)
+// for a file, brings it to the newest schema with the versioned migrations,
+// and translates driver errors into the application's error kinds.
+//
+// It lives under migrations/ because it is the one place that applies the
+// postgres and sqlite migrations: a store gets a database only through it,
+// so no store can see a schema older than its code. The ClickHouse meter
+// applies its own files and does not use it.
+package relational
 
 import (
 	"context"
