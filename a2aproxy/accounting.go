@@ -203,7 +203,11 @@ func (p *Proxy) finish(ctx context.Context, cl *call, latency time.Duration) {
 		// Not returned: the agent did the work and its answer is on its way
 		// to the buyer; withholding it would not undo the work. What the
 		// meter owes is to take no more calls it cannot bill: it refuses
-		// them (RecordingErr, /readyz) until it can record again.
+		// them (RecordingErr, /readyz) until it can record again. This row
+		// is lost: nothing records it again, so its usage is never billed
+		// and what it carries for Project (a binding held only in memory,
+		// how a send ended) never comes from the spool; the "a2a call" line
+		// record wrote is its only trace.
 		p.Logger.ErrorContext(ctx, "usage not recorded; the meter refuses calls until it can record again", "trace_id", u.TraceID, "task_id", u.TaskID, "err", err)
 	}
 }

@@ -112,6 +112,11 @@ func (p *Proxy) agentTaskConflict(ctx context.Context, cl *call) {
 		err = p.Owners.MarkTaskReused(ctx, cl.target.ListingID, cl.obs.taskID, now)
 	}
 	if err != nil {
+		// Not returned: the buyer gets the conflict error either way, and
+		// this meter relays the task to no one (MarkReused below). Only
+		// another such answer marks the store later (the projection sees
+		// no conflict in the first owner's own row): until then other
+		// meters go on relaying the task to its first owner.
 		p.Logger.ErrorContext(ctx, "reused task not marked", "trace_id", cl.trace.traceID, "task_id", cl.obs.taskID, "err", err)
 	}
 	p.owners.MarkReused(cl.target.ListingID, cl.obs.taskID, now)
@@ -126,6 +131,10 @@ func (p *Proxy) recordIncident(ctx context.Context, listingID string) {
 	}
 	detail := "the agent answered a buyer with a task id that belongs to another buyer organisation (an agent must never reuse task ids, also across restarts); the meter withheld the answer"
 	if err := p.Incidents.RecordIncident(ctx, listingID, detail); err != nil {
+		// Not returned: the incident is a health mark beside the answer
+		// already withheld or the task already marked, and no caller could
+		// undo those. Nothing records it later: the listing goes unmarked,
+		// and this line is the only trace.
 		p.Logger.ErrorContext(ctx, "listing incident not recorded", "listing", listingID, "err", err)
 	}
 }

@@ -309,6 +309,9 @@ func (p *Proxy) writeSent(e *sentEntry, due time.Time) {
 	select {
 	case p.sentWrites <- sentWrite{e, due}:
 	default:
+		// Not waited for: the call must not wait on the store. Its usage
+		// row records how the send ended (Project); until then another
+		// meter does not see the send in flight, and may forward a retry.
 		p.Logger.Warn("sent message not recorded at once: the queue is full", "listing", e.key.ListingID, "message_id", e.key.MessageID)
 	}
 }
@@ -356,6 +359,9 @@ func (p *Proxy) writeSentLoop(ctx context.Context) {
 		applied, err := p.Sent.RecordSent(wctx, batch, p.Clock.Now())
 		cancel()
 		if err != nil {
+			// Not retried here: the calls' usage rows record how their sends
+			// ended (Project); until then other meters do not see them in
+			// flight, and may forward a retry.
 			p.Logger.Warn("sent messages not recorded at once; their calls' usage rows record them", "count", len(batch), "err", err)
 			continue
 		}
@@ -721,6 +727,9 @@ func (p *Proxy) pruneSent(ctx context.Context, now time.Time) {
 		return
 	}
 	if n, err := p.Sent.PruneSent(ctx, now); err != nil && ctx.Err() == nil {
+		// The next prune, an hour on (RunTaskSweeper), takes them: they
+		// only take room meanwhile, as an expired record frees its
+		// messageId all the same (SentMessage.Replaceable).
 		p.Logger.WarnContext(ctx, "expired sent messages not pruned", "err", err)
 	} else if n > 0 {
 		p.Logger.InfoContext(ctx, "expired sent messages pruned", "records", n)

@@ -32,6 +32,10 @@ func (p *Proxy) trackLife(ctx context.Context, cl *call) {
 		return contracts.TaskEvent{ID: agentmarket.NewID("tev"), ListingID: cl.target.ListingID, TaskID: cl.obs.taskID,
 			Kind: kind, State: cl.obs.state, At: p.Clock.Now(), TraceID: cl.trace.traceID}
 	}
+	// Logged, not returned: trackLife runs in finish, with the agent's
+	// answer on its way to the buyer. What recovers each event (or not)
+	// is said where it is written. NotFound: a task neither in the store
+	// nor held by this meter, whose life is not the meter's to record.
 	warn := func(what string, err error) {
 		if err != nil && !isNotFound(err) {
 			p.Logger.ErrorContext(ctx, "task life not recorded: "+what, "trace_id", cl.trace.traceID, "task_id", cl.obs.taskID, "err", err)
@@ -54,6 +58,9 @@ func (p *Proxy) trackLife(ctx context.Context, cl *call) {
 		e := ev(contracts.TaskResumed)
 		e.Actor = keyActor(cl.actor)
 		_, err := stored(func() (bool, error) { return p.Tasks.TaskResumed(ctx, e) })
+		// Lost, the pause stays open: the task's end closes it, or, once
+		// the pause runs out, Sweep asks the agent (stillPaused) and
+		// records the resume then, without the buyer's key as its actor.
 		warn("resume", err)
 	}
 	switch {
@@ -67,6 +74,11 @@ func (p *Proxy) trackLife(ctx context.Context, cl *call) {
 			}
 		}
 		ended, err := stored(func() (bool, error) { return p.Tasks.TaskEnded(ctx, e) })
+		// Lost, nothing records it again: Project skips a cancel's end, so
+		// the task stays open in the store (until a deadline's Sweep finds
+		// it not cancelable), who canceled it and why are only in the line
+		// below, and, ended being false, its delegated tasks are not
+		// canceled.
 		warn("cancel", err)
 		p.Logger.InfoContext(ctx, "task canceled", "trace_id", cl.trace.traceID, "listing", cl.target.ListingID,
 			"task_id", cl.obs.taskID, "canceled_by", e.Actor, "reason", e.Reason, "first", ended)
@@ -81,9 +93,13 @@ func (p *Proxy) trackLife(ctx context.Context, cl *call) {
 	case interrupted(cl.obs.state):
 		at := p.Clock.Now().Add(cl.lim.MaxPause)
 		_, err := stored(func() (bool, error) { return p.Tasks.TaskPaused(ctx, ev(contracts.TaskPaused), &at) })
+		// Lost, nothing records it again: the task is not canceled when
+		// its longest pause runs out (a deadline still holds), and its
+		// life shows no pause.
 		warn("pause", err)
 	case cl.obs.terminal && (continuing || cl.tracked || cl.label != ""):
 		_, err := stored(func() (bool, error) { return p.Tasks.TaskEnded(ctx, ev(contracts.TaskEnded)) })
+		// Recovered: Project records the end from this call's usage row.
 		warn("end", err)
 	}
 }
@@ -97,6 +113,10 @@ func (p *Proxy) storeHeldBinding(ctx context.Context, listingID, taskID string) 
 		return false
 	}
 	if _, err := p.bindOwner(ctx, *b); err != nil {
+		// Reported as no binding held: the caller's write then stays
+		// NotFound and its event is handled as for a task not bound (see
+		// the caller). The binding itself reaches the store with its usage
+		// row (Project).
 		p.Logger.WarnContext(ctx, "task binding not stored", "task_id", taskID, "err", err)
 		return false
 	}
@@ -132,6 +152,8 @@ func (p *Proxy) cascade(ctx context.Context, listingID, taskID string, trace tra
 	for _, ch := range p.requestChildCancels(ctx, listingID, taskID, trace) {
 		span := traceContext{traceID: trace.traceID, spanID: randomHex(8), flags: trace.flags}
 		if err := p.cancelAtAgent(ctx, ch, contracts.CanceledByCascade, cascadeReason(taskID), span); err != nil {
+			// Sweep retries it once its retryAt passes: requestChildCancels
+			// recorded the request (unless that failed too: see there).
 			p.Logger.WarnContext(ctx, "delegated task not canceled yet; the sweeper retries", "trace_id", trace.traceID,
 				"task_id", ch.TaskID, "parent_task_id", taskID, "err", err)
 			continue
@@ -152,6 +174,10 @@ func cascadeReason(parentTaskID string) string {
 func (p *Proxy) requestChildCancels(ctx context.Context, listingID, taskID string, trace traceContext) []contracts.TaskBinding {
 	children, err := p.Tasks.ChildTasks(ctx, listingID, taskID)
 	if err != nil {
+		// Not returned: the cancel of the parent stands either way. A
+		// buyer's cancel looks again in its background cascade
+		// (goCascade); past that nothing does, and a child runs on until
+		// its own deadline, if it has one.
 		p.Logger.ErrorContext(ctx, "delegated tasks not found", "trace_id", trace.traceID, "task_id", taskID, "err", err)
 		return nil
 	}
@@ -173,6 +199,10 @@ func (p *Proxy) requestChildCancels(ctx context.Context, listingID, taskID strin
 		retryAt := p.Clock.Now().Add(2*p.Limits.RequestTimeout + time.Second)
 		if err := p.Tasks.RequestCancel(ctx, ch.ListingID, ch.TaskID, contracts.CanceledByCascade, cascadeReason(taskID),
 			trace.traceID, retryAt); err != nil && !isNotFound(err) {
+			// Kept all the same: cascade tries the cancel at once (and a
+			// buyer's cancel requests it again from goCascade). If that
+			// attempt fails too, no request is left for Sweep: the child
+			// runs on until its own deadline, if it has one.
 			p.Logger.ErrorContext(ctx, "cancel of a delegated task not recorded", "trace_id", trace.traceID, "task_id", ch.TaskID, "err", err)
 		}
 		kept = append(kept, ch)
@@ -321,6 +351,8 @@ func (p *Proxy) RunTaskSweeper(ctx context.Context, interval time.Duration) {
 			pruned = now
 			p.pruneSent(ctx, now)
 			if n, err := p.Tasks.PruneEvents(ctx, now.Add(-p.Limits.EventRetention)); err != nil && ctx.Err() == nil {
+				// The next prune, an hour on, takes them: old events only
+				// take room meanwhile.
 				p.Logger.WarnContext(ctx, "old task events not pruned", "err", err)
 			} else if n > 0 {
 				p.Logger.InfoContext(ctx, "old task events pruned", "events", n)
@@ -340,6 +372,8 @@ func (p *Proxy) Sweep(ctx context.Context) int {
 	now := p.Clock.Now()
 	due, err := p.Tasks.DueTasks(ctx, now, now.Add(time.Minute+batch*2*p.Limits.RequestTimeout), batch)
 	if err != nil {
+		// Nothing was leased: the next tick of RunTaskSweeper reads the
+		// due tasks again.
 		p.Logger.ErrorContext(ctx, "task sweep failed", "err", err)
 		return 0
 	}
@@ -362,6 +396,8 @@ func (p *Proxy) Sweep(ctx context.Context) int {
 				trace = parseTraceparent("")
 			}
 			if err := p.cancelAtAgent(ctx, d.TaskBinding, d.CancelActor, d.CancelReason, trace); err != nil {
+				// DueTasks leased it and counted the attempt: it is due again
+				// when the lease ends, up to maxSweepAttempts.
 				p.Logger.WarnContext(ctx, "requested cancel failed; retried after its lease", "trace_id", trace.traceID,
 					"listing", d.ListingID, "task_id", d.TaskID, "attempt", d.Attempts, "err", err)
 				continue
@@ -381,6 +417,8 @@ func (p *Proxy) Sweep(ctx context.Context) int {
 		}
 		trace := parseTraceparent("")
 		if err := p.cancelAtAgent(ctx, d.TaskBinding, contracts.CanceledByMeter, why, trace); err != nil {
+			// DueTasks leased it and counted the attempt: it is due again
+			// when the lease ends, up to maxSweepAttempts.
 			p.Logger.ErrorContext(ctx, "overdue task not canceled; retried after its lease", "trace_id", trace.traceID,
 				"listing", d.ListingID, "task_id", d.TaskID, "err", err)
 			continue
@@ -455,6 +493,10 @@ func (p *Proxy) parentOf(ctx context.Context, cl *call) *contracts.TaskBinding {
 	}, isNotFound)
 	if err != nil {
 		if !isNotFound(err) {
+			// Not returned: the call goes on with its parent unresolved (by
+			// id, bindTask), which a cancel of the parent still reaches
+			// (requestChildCancels); only the parent's deadline does not
+			// bound the child's.
 			p.Logger.WarnContext(ctx, "parent task not looked up", "trace_id", cl.trace.traceID, "parent_task_id", id, "err", err)
 		}
 		return nil
@@ -507,6 +549,8 @@ func (p *Proxy) stillPaused(ctx context.Context, b contracts.TaskBinding) bool {
 		return true
 	}
 	if _, err := p.Tasks.TaskResumed(ctx, event(contracts.TaskResumed, "the agent went on by itself")); err != nil && !isNotFound(err) {
+		// The pause stays open and leased: when the lease ends Sweep asks
+		// the agent again and records the resume then.
 		p.Logger.ErrorContext(ctx, "resume not recorded", "task_id", b.TaskID, "err", err)
 	}
 	return false

@@ -64,7 +64,9 @@ func (p *Proxy) Project(ctx context.Context, rows []metering.Usage) error {
 		for j, b := range bs {
 			switch {
 			case owners[j] != b.OrgID:
-				p.reusedAcrossMeters(ctx, b)
+				if err := p.reusedAcrossMeters(ctx, b); err != nil {
+					return err
+				}
 			case b.Ended != nil:
 				// Bound now or before (a replay): its end is recorded either
 				// way, or by the meter's own call if it was bound in the
@@ -130,6 +132,9 @@ func (p *Proxy) taskLost(ctx context.Context, e contracts.TaskEvent) error {
 	p.Metrics.taskLost(e.ListingID)
 	if p.Incidents != nil {
 		if err := p.Incidents.RecordLostTask(ctx, e.ListingID); err != nil {
+			// Not returned: a retry would find the task ended already and
+			// count nothing. The count on the listing is lost; the metric
+			// above and the warning keep it.
 			p.Logger.ErrorContext(ctx, "lost task not counted on its listing", "listing", e.ListingID, "task_id", e.TaskID, "err", err)
 		}
 	}
@@ -174,16 +179,22 @@ func (p *Proxy) bindAll(ctx context.Context, bs []contracts.TaskBinding) ([]stri
 }
 
 // reusedAcrossMeters handles a binding of this meter's that lost to
-// another meter's for another org.
-func (p *Proxy) reusedAcrossMeters(ctx context.Context, b contracts.TaskBinding) {
+// another meter's for another org. A mark the store did not take is
+// returned: Project fails, and the shipper settles the rows again, which
+// finds the conflict again and marks it then.
+func (p *Proxy) reusedAcrossMeters(ctx context.Context, b contracts.TaskBinding) error {
 	now := p.Clock.Now()
 	p.Logger.WarnContext(ctx, "agent gave two orgs the same task id on different meters; the task is relayed to no one from now on",
 		"listing", b.ListingID, "task_id", b.TaskID, "org", b.OrgID)
-	if err := p.Owners.MarkTaskReused(ctx, b.ListingID, b.TaskID, now); err != nil {
-		p.Logger.ErrorContext(ctx, "reused task not marked", "task_id", b.TaskID, "err", err)
-	}
+	err := p.Owners.MarkTaskReused(ctx, b.ListingID, b.TaskID, now)
+	// Marked in memory whatever the store says: this meter relays the task
+	// to no one while the shipper retries.
 	p.owners.MarkReused(b.ListingID, b.TaskID, now)
+	if err != nil {
+		return fmt.Errorf("marking task %s of listing %s reused: %w", b.TaskID, b.ListingID, err)
+	}
 	p.recordIncident(ctx, b.ListingID)
+	return nil
 }
 
 // Stored counts the tokens and cost of rows the usage store took, in the

@@ -341,6 +341,9 @@ func (p *Proxy) removeCallback(ctx context.Context, cl *call, prm pushConfig) {
 		return
 	}
 	if _, agentErr, err := p.callAgent(ctx, cl, up); err != nil || agentErr != nil {
+		// Not returned: the buyer's delete succeeds all the same. Nothing
+		// asks the agent again; a notification it still sends finds no
+		// config (404) and is neither metered nor delivered.
 		p.Logger.WarnContext(ctx, "agent did not remove the meter's push callback", "trace_id", cl.trace.traceID,
 			"task_id", prm.TaskID, "err", err, "agent_error", agentErr)
 	}
@@ -462,6 +465,8 @@ func (p *Proxy) notification(ctx context.Context, n notification) (status int, r
 	d := contracts.Delivery{ID: "dlv_" + hex.EncodeToString(sum[:16]), ListingID: cfg.ListingID, TaskID: cfg.TaskID, ConfigID: cfg.ConfigID,
 		OrgID: cfg.OrgID, Body: out, Status: contracts.DeliveryPending, NextAttemptAt: p.Clock.Now(), CreatedAt: p.Clock.Now()}
 	if _, err := p.Push.Store.Enqueue(ctx, d); err != nil {
+		// Metered already: the agent's retry meters it a second time (one
+		// more usage row).
 		p.Logger.ErrorContext(ctx, "push notification not stored", "task_id", cfg.TaskID, "err", err)
 		return http.StatusServiceUnavailable, "try again" // the agent's retry brings it again
 	}
@@ -530,6 +535,8 @@ func (p *Proxy) RunPushDelivery(ctx context.Context) {
 		if now := p.Clock.Now(); now.Sub(pruned) >= time.Hour {
 			pruned = now
 			if n, err := p.Push.Store.PruneDeliveries(ctx, now.Add(-p.Push.Retention)); err != nil && ctx.Err() == nil {
+				// The next prune, an hour on, takes them: settled deliveries
+				// only take room meanwhile.
 				p.Logger.WarnContext(ctx, "old push deliveries not pruned", "err", err)
 			} else if n > 0 {
 				p.Logger.InfoContext(ctx, "old push deliveries pruned", "deliveries", n)
@@ -541,6 +548,8 @@ func (p *Proxy) RunPushDelivery(ctx context.Context) {
 			now := p.Clock.Now()
 			ds, err := p.Push.Store.ClaimDeliveries(ctx, now, now.Add(p.Push.Timeout+30*time.Second), free)
 			if err != nil && ctx.Err() == nil {
+				// Nothing was leased: the loop reads the outbox again after
+				// Poll (or a kick).
 				p.Logger.ErrorContext(ctx, "push outbox not read", "err", err)
 			}
 			for _, d := range ds {
@@ -578,6 +587,10 @@ func (p *Proxy) deliver(ctx context.Context, d contracts.Delivery) {
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		if err := p.Push.Store.DeliveryAttempted(wctx, d.ID, status, attempts, next, httpStatus, msg, p.Clock.Now()); err != nil {
+			// The delivery stays pending and leased: when its lease ends
+			// (ClaimDeliveries) it is tried again, under the same delivery
+			// id, so a webhook that took it gets it twice and may drop the
+			// repeat by X-AgentMarket-Delivery-Id.
 			p.Logger.ErrorContext(ctx, "push delivery not recorded", "delivery_id", d.ID, "err", err)
 		}
 		level, outcome := p.Logger.InfoContext, string(status)
@@ -748,6 +761,10 @@ func (p *Proxy) registerInlinePush(cl *call) {
 	ctx, cancel := context.WithTimeout(p.Base, cl.lim.RequestTimeout)
 	defer cancel()
 	if _, err := p.pushSet(ctx, cl, *c); err != nil {
+		// Not returned: the agent has the task, and withholding the answer
+		// that names it would leave the buyer a task it cannot reach. The
+		// buyer is not told either: its webhook gets nothing of the task
+		// unless it sets the config again with the push-config method.
 		p.Logger.ErrorContext(ctx, "inline push config not registered", "trace_id", cl.trace.traceID, "task_id", c.TaskID, "err", err)
 	}
 }

@@ -164,6 +164,10 @@ func (p *Proxy) SweepStalls(ctx context.Context) int {
 		}
 		if err != nil {
 			if !isNotFound(err) {
+				// Not retried: stalledAt or resumed was set above, so
+				// the next sweep passes the task by. The stall (and its
+				// notification), or the progress that clears it, is lost;
+				// a stall left marked is cleared when the task ends.
 				p.Logger.ErrorContext(ctx, "task stall not recorded", "listing", d.listingID, "task_id", d.taskID, "err", err)
 			}
 			continue
@@ -207,6 +211,8 @@ func (p *Proxy) notifyStalled(ctx context.Context, d stallChange, now time.Time)
 		out := json.RawMessage(body)
 		if v := wire.Version(cfg.Version); v != wire.V03 {
 			if out, err = wire.TranslateResult(wire.V03, v, wire.MethodStream, body); err != nil {
+				// The meter's own event failing to translate is a bug in
+				// it: this config's notification is lost, the others go.
 				p.Logger.ErrorContext(ctx, "stall notification not translated", "task_id", d.taskID, "err", err)
 				continue
 			}
@@ -215,6 +221,8 @@ func (p *Proxy) notifyStalled(ctx context.Context, d stallChange, now time.Time)
 		dl := contracts.Delivery{ID: "dlv_" + hex.EncodeToString(sum[:16]), ListingID: cfg.ListingID, TaskID: cfg.TaskID, ConfigID: cfg.ConfigID,
 			OrgID: cfg.OrgID, Body: out, Status: contracts.DeliveryPending, NextAttemptAt: now, CreatedAt: now}
 		if _, err := p.Push.Store.Enqueue(ctx, dl); err != nil {
+			// Lost: the stall is recorded (TaskStalled), so no sweep
+			// notifies it again; the buyer sees it only in the task's life.
 			p.Logger.ErrorContext(ctx, "stall notification not stored", "task_id", d.taskID, "err", err)
 		}
 	}
