@@ -112,6 +112,23 @@ func (p *Proxy) noteProgress(cl *call, ob wire.Observation) {
 	}
 }
 
+// unrecorded puts back a stall or a resume whose record failed, so the
+// next sweep writes it: a stall marked at `at` is unmarked (still due), a
+// resume is due again. A task that moved on or ended since is left as it
+// is: its newer state is what the next sweep records.
+func (w *progressWatch) unrecorded(d stallChange, at time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	pr := w.tasks[d.watchKey]
+	switch {
+	case pr == nil:
+	case d.stalled && pr.stalledAt.Equal(at):
+		pr.stalledAt = time.Time{}
+	case !d.stalled && pr.stalledAt.IsZero():
+		pr.resumed = true
+	}
+}
+
 // forgetProgress stops watching a task (it ended).
 func (p *Proxy) forgetProgress(listingID, taskID string) {
 	p.stalls.mu.Lock()
@@ -164,11 +181,10 @@ func (p *Proxy) SweepStalls(ctx context.Context) int {
 		}
 		if err != nil {
 			if !isNotFound(err) {
-				// Not retried: stalledAt or resumed was set above, so
-				// the next sweep passes the task by. The stall (and its
-				// notification), or the progress that clears it, is lost;
-				// a stall left marked is cleared when the task ends.
-				p.Logger.ErrorContext(ctx, "task stall not recorded", "listing", d.listingID, "task_id", d.taskID, "err", err)
+				// The next sweep tries again: the change is put back as
+				// not recorded (unless the task moved on meanwhile).
+				w.unrecorded(d, now)
+				p.Logger.ErrorContext(ctx, "task stall not recorded; the next sweep retries", "listing", d.listingID, "task_id", d.taskID, "err", err)
 			}
 			continue
 		}

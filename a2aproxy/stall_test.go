@@ -2,6 +2,7 @@ package a2aproxy_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -21,11 +22,15 @@ type stallLife struct {
 	mu      sync.Mutex
 	stalled map[string]bool
 	events  []string
+	down    error // every write fails with it while set
 }
 
 func (s *stallLife) TaskStalled(_ context.Context, e contracts.TaskEvent) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.down != nil {
+		return false, s.down
+	}
 	if s.stalled[e.TaskID] {
 		return false, nil
 	}
@@ -37,6 +42,9 @@ func (s *stallLife) TaskStalled(_ context.Context, e contracts.TaskEvent) (bool,
 func (s *stallLife) TaskProgressed(_ context.Context, e contracts.TaskEvent) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.down != nil {
+		return false, s.down
+	}
 	if !s.stalled[e.TaskID] {
 		return false, nil
 	}
@@ -109,4 +117,34 @@ func TestStallRules(t *testing.T) {
 	p.NoteProgress("lst_1", "u", 0, wire.Observation{Kind: wire.KindTask, TaskID: "u", State: "working"})
 	clock.Advance(24 * time.Hour)
 	sweep("")
+}
+
+// TestStallRecordRetried: a stall or a resume the store did not take is
+// written by the next sweep, not lost.
+func TestStallRecordRetried(t *testing.T) {
+	ctx := context.Background()
+	clock := agentmarket.NewManualClock(time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC))
+	life := &stallLife{stalled: map[string]bool{}}
+	p := &a2aproxy.Proxy{Clock: clock, Tasks: life, Logger: slog.New(slog.DiscardHandler)}
+	working := func(text string) {
+		p.NoteProgress("lst_1", "t", time.Minute, wire.Observation{Kind: wire.KindStatusUpdate, TaskID: "t", State: "working", AgentTexts: []string{text}})
+	}
+	working("started")
+	clock.Advance(2 * time.Minute)
+	life.down = errors.New("database is locked")
+	if n := p.SweepStalls(ctx); n != 0 || life.take() != "" {
+		t.Fatalf("a sweep with the store down recorded a stall")
+	}
+	life.down = nil
+	if n := p.SweepStalls(ctx); n != 1 || life.take() != "t:stalled" {
+		t.Fatalf("the next sweep did not record the stall")
+	}
+	working("moving again")
+	life.down = errors.New("database is locked")
+	p.SweepStalls(ctx)
+	life.down = nil
+	p.SweepStalls(ctx)
+	if got := life.take(); got != "t:progressed" {
+		t.Errorf("the resume after a failed write: %q, want t:progressed", got)
+	}
 }
