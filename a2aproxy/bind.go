@@ -3,6 +3,8 @@ package a2aproxy
 import (
 	"context"
 	"net/http"
+	"sync"
+	"time"
 
 	"github.com/agentmarket/agentmarket/contracts"
 	"github.com/agentmarket/agentmarket/metering"
@@ -113,11 +115,11 @@ func (p *Proxy) agentTaskConflict(ctx context.Context, cl *call) {
 	}
 	if err != nil {
 		// Not returned: the buyer gets the conflict error either way, and
-		// this meter relays the task to no one (MarkReused below). Only
-		// another such answer marks the store later (the projection sees
-		// no conflict in the first owner's own row): until then other
-		// meters go on relaying the task to its first owner.
-		p.Logger.ErrorContext(ctx, "reused task not marked", "trace_id", cl.trace.traceID, "task_id", cl.obs.taskID, "err", err)
+		// this meter relays the task to no one (MarkReused below). Other
+		// meters learn it from the store: the task sweeper retries the
+		// mark (retryReuseMarks) until the store takes it.
+		p.reuseRetry.add(ownerKey{cl.target.ListingID, cl.obs.taskID}, now)
+		p.Logger.ErrorContext(ctx, "reused task not marked; the task sweeper retries", "trace_id", cl.trace.traceID, "task_id", cl.obs.taskID, "err", err)
 	}
 	p.owners.MarkReused(cl.target.ListingID, cl.obs.taskID, now)
 	cl.obs = observed{}
@@ -136,5 +138,49 @@ func (p *Proxy) recordIncident(ctx context.Context, listingID string) {
 		// undo those. Nothing records it later: the listing goes unmarked,
 		// and this line is the only trace.
 		p.Logger.ErrorContext(ctx, "listing incident not recorded", "listing", listingID, "err", err)
+	}
+}
+
+// reuseMarks are the reuse marks the store did not take on the call path,
+// retried by the task sweeper. Bounded: past maxReuseRetries the oldest
+// stay in this meter's memory only (its owner index), and are logged.
+type reuseMarks struct {
+	mu    sync.Mutex
+	marks map[ownerKey]time.Time
+}
+
+const maxReuseRetries = 10_000
+
+func (r *reuseMarks) add(k ownerKey, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.marks == nil {
+		r.marks = map[ownerKey]time.Time{}
+	}
+	if len(r.marks) < maxReuseRetries {
+		r.marks[k] = at
+	}
+}
+
+func (r *reuseMarks) take() map[ownerKey]time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	m := r.marks
+	r.marks = nil
+	return m
+}
+
+// retryReuseMarks writes the reuse marks that failed on the call path; the
+// ones that fail again wait for the next sweep.
+func (p *Proxy) retryReuseMarks(ctx context.Context) {
+	for k, at := range p.reuseRetry.take() {
+		err := p.Owners.MarkTaskReused(ctx, k.listing, k.task, at)
+		if isNotFound(err) && p.storeHeldBinding(ctx, k.listing, k.task) {
+			err = p.Owners.MarkTaskReused(ctx, k.listing, k.task, at)
+		}
+		if err != nil && !isNotFound(err) {
+			p.reuseRetry.add(k, at) // the next sweep tries again
+			p.Logger.ErrorContext(ctx, "reused task still not marked; the next sweep retries", "listing", k.listing, "task_id", k.task, "err", err)
+		}
 	}
 }

@@ -58,3 +58,6 @@ func (p *Proxy) NoteProgress(listingID, taskID string, after time.Duration, ob w
 	cl.obs.add(ob)
 	p.noteProgress(cl, ob)
 }
+
+// RetryReuseMarks runs the task sweeper's retry of reuse marks.
+func (p *Proxy) RetryReuseMarks(ctx context.Context) { p.retryReuseMarks(ctx) }

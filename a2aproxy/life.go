@@ -347,6 +347,7 @@ func (p *Proxy) RunTaskSweeper(ctx context.Context, interval time.Duration) {
 		}
 		p.Sweep(ctx)
 		p.SweepStalls(ctx)
+		p.retryReuseMarks(ctx)
 		if now := p.Clock.Now(); now.Sub(pruned) >= time.Hour {
 			pruned = now
 			p.pruneSent(ctx, now)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -38,6 +39,7 @@ import (
 type coreAgent struct {
 	*httptest.Server
 	version string // "0.3" or "1.0"
+	reuse   string // when set, the id of every task it creates (an agent that reuses ids)
 	mu      sync.Mutex
 	got     []*agentRequest
 	n       int
@@ -76,6 +78,8 @@ func (a *coreAgent) answer(method string, params json.RawMessage) (result string
 	a.mu.Unlock()
 	if p.ID != "" {
 		task = p.ID
+	} else if a.reuse != "" {
+		task = a.reuse
 	}
 	if a.version == "0.3" {
 		return fmt.Sprintf(`{"kind":"task","id":%q,"contextId":"ctx-1","status":{"state":"completed"},"metadata":%s}`, task, usage), task
@@ -116,10 +120,14 @@ func (a *coreAgent) serve(w http.ResponseWriter, r *http.Request) {
 // coreMarket is everything the meter asks about: two buyer orgs with a key
 // each, one listing whose agent is a coreAgent, contracts for both orgs.
 type coreMarket struct {
+	proxy   *a2aproxy.Proxy
 	listing *a2aproxy.Target
 	mu      sync.Mutex
 	owners  map[string]contracts.TaskBinding
 	rows    []metering.Usage
+	// markDown fails MarkTaskReused while set; reused holds the marks.
+	markDown error
+	reused   map[string]bool
 }
 
 func (m *coreMarket) Authenticate(_ context.Context, secret string) (agentmarket.Actor, error) {
@@ -169,7 +177,21 @@ func (m *coreMarket) TaskOwner(_ context.Context, listing, task string) (*contra
 	return nil, agentmarket.Errorf(agentmarket.NotFound, "not_found", "no task")
 }
 
-func (m *coreMarket) MarkTaskReused(context.Context, string, string, time.Time) error { return nil }
+func (m *coreMarket) MarkTaskReused(_ context.Context, listing, task string, _ time.Time) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.markDown != nil {
+		return m.markDown
+	}
+	if _, ok := m.owners[listing+"|"+task]; !ok {
+		return agentmarket.Errorf(agentmarket.NotFound, "not_found", "no task")
+	}
+	if m.reused == nil {
+		m.reused = map[string]bool{}
+	}
+	m.reused[listing+"|"+task] = true
+	return nil
+}
 
 func (m *coreMarket) Record(_ context.Context, u metering.Usage) error {
 	m.mu.Lock()
@@ -201,6 +223,7 @@ func startCore(t *testing.T, agent *coreAgent) (*fiber.App, *coreMarket) {
 	p := &a2aproxy.Proxy{PublicURL: "http://meter.test", Auth: m, Resolver: m, Plans: m, Contracts: m, Entitlements: m, Owners: m,
 		Recorder: m, Guard: httpfetch.Guard{Allow: allow}, Clock: agentmarket.SystemClock{}, Logger: slog.New(slog.DiscardHandler)}
 	p.Init()
+	m.proxy = p
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
 	p.Mount(app)
 	return app, m
@@ -439,5 +462,38 @@ func TestCoreStreamIsNotBuffered(t *testing.T) {
 		if i == 0 {
 			close(read)
 		}
+	}
+}
+
+// TestCoreReusedTaskMarkedLater: an agent that answers a second org with
+// the first org's task id: the answer is withheld (-32056), and when the
+// store cannot take the reuse mark then, the task sweeper marks it later,
+// so other meters stop relaying the task too.
+func TestCoreReusedTaskMarkedLater(t *testing.T) {
+	agent := startCoreAgent(t, "1.0")
+	agent.reuse = "task-same"
+	app, m := startCore(t, agent)
+	if _, body := do(t, app, "POST", "/a2a/lst_core", "amk_acme", "1.0", send10); !strings.Contains(body, `"id":"task-same"`) {
+		t.Fatalf("first send: %s", body)
+	}
+	m.mu.Lock()
+	m.markDown = errors.New("database is locked")
+	m.mu.Unlock()
+	_, body := do(t, app, "POST", "/a2a/lst_core", "amk_initech", "1.0", strings.Replace(send10, "m-1", "m-2", 1))
+	if !strings.Contains(body, `"code":-32056`) || strings.Contains(body, "task-same") {
+		t.Fatalf("second org's send: %s", body)
+	}
+	m.proxy.RetryReuseMarks(context.Background())
+	if m.reused["lst_core|task-same"] {
+		t.Fatal("marked while the store was down")
+	}
+	m.mu.Lock()
+	m.markDown = nil
+	m.mu.Unlock()
+	m.proxy.RetryReuseMarks(context.Background())
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.reused["lst_core|task-same"] {
+		t.Error("the sweeper did not mark the reused task once the store was back")
 	}
 }

@@ -219,6 +219,8 @@ type Proxy struct {
 	upstream   *http.Client                           // to agents, under Guard (upstream.go)
 	// stalls is the progress of the tasks this meter saw (stall.go).
 	stalls progressWatch
+	// reuseRetry holds the reuse marks the store did not take (bind.go).
+	reuseRetry reuseMarks
 	// background counts work that outlives a request (cascades).
 	background sync.WaitGroup
 }
