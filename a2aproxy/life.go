@@ -74,19 +74,20 @@ func (p *Proxy) trackLife(ctx context.Context, cl *call) {
 			}
 		}
 		ended, err := stored(func() (bool, error) { return p.Tasks.TaskEnded(ctx, e) })
-		// Lost, nothing records it again: Project skips a cancel's end, so
-		// the task stays open in the store (until a deadline's Sweep finds
-		// it not cancelable), who canceled it and why are only in the line
-		// below, and, ended being false, its delegated tasks are not
-		// canceled.
+		// Partly recovered: Project records the task's end from this
+		// call's usage row (without who canceled and why: those are only in
+		// the line below), and the delegated tasks are canceled all the
+		// same (unrecorded says the cancel's record failed, not that the
+		// task had ended before).
 		warn("cancel", err)
+		unrecorded := err != nil && !isNotFound(err)
 		p.Logger.InfoContext(ctx, "task canceled", "trace_id", cl.trace.traceID, "listing", cl.target.ListingID,
 			"task_id", cl.obs.taskID, "canceled_by", e.Actor, "reason", e.Reason, "first", ended)
 		// The tasks delegated from this one go too: their cancels are
 		// recorded now (durable), and tried at once in the background; the
 		// sweeper retries what fails. The meter's own cancels (a sweep, a
 		// cascade) go on down the tree themselves.
-		if ended && cl.cancelBy == "" {
+		if (ended || unrecorded) && cl.cancelBy == "" {
 			p.requestChildCancels(ctx, cl.target.ListingID, cl.obs.taskID, cl.trace)
 			p.goCascade(cl.target.ListingID, cl.obs.taskID, cl.trace)
 		}

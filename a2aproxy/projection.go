@@ -33,8 +33,10 @@ func (p *Proxy) Project(ctx context.Context, rows []metering.Usage) error {
 		u := &rows[i]
 		var ended *contracts.TaskEvent
 		// A cancel's end is recorded by the call itself, with who canceled
-		// and why (trackLife); the projection records every other end.
-		if u.TaskID != "" && u.ErrorCode == 0 && wire.Terminal(u.State) && !isCancel(u.Method) {
+		// and why (trackLife), before its row is spooled: the projection's
+		// record of it then changes nothing (TaskEnded records an end
+		// once), and stands in for it when that write failed.
+		if u.TaskID != "" && u.ErrorCode == 0 && wire.Terminal(u.State) {
 			ended = &contracts.TaskEvent{ListingID: u.ListingID, TaskID: u.TaskID, Kind: contracts.TaskEnded, State: u.State, At: u.Time, TraceID: u.TraceID}
 		}
 		if u.Binds == nil || u.Binds.Stored {
@@ -147,12 +149,6 @@ func lostEventID(usageID string) string { return "tev_lost_" + strings.TrimPrefi
 
 func lostReason(method string) string {
 	return fmt.Sprintf("the agent answered %s with TaskNotFound: it no longer knows the task (it may have restarted and lost its tasks)", method)
-}
-
-// isCancel reports whether a method name is CancelTask's, in either
-// version.
-func isCancel(name string) bool {
-	return name == wire.MethodName(wire.MethodCancelTask, wire.V03) || name == wire.MethodName(wire.MethodCancelTask, wire.V10)
 }
 
 // bindAll stores bindings, in one batch when the store can, and returns

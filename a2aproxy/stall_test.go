@@ -13,6 +13,7 @@ import (
 	"github.com/agentmarket/agentmarket/a2aproxy"
 	"github.com/agentmarket/agentmarket/a2aproxy/wire"
 	"github.com/agentmarket/agentmarket/contracts"
+	"github.com/agentmarket/agentmarket/metering"
 )
 
 // stallLife records the stalls and progress the sweeper writes; a task is
@@ -146,5 +147,37 @@ func TestStallRecordRetried(t *testing.T) {
 	p.SweepStalls(ctx)
 	if got := life.take(); got != "t:progressed" {
 		t.Errorf("the resume after a failed write: %q, want t:progressed", got)
+	}
+}
+
+// endLife records the ends written.
+type endLife struct {
+	contracts.TaskLife
+	mu   sync.Mutex
+	ends []string
+}
+
+func (e *endLife) TaskEnded(_ context.Context, ev contracts.TaskEvent) (bool, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.ends = append(e.ends, ev.TaskID+":"+ev.State)
+	return true, nil
+}
+
+// TestProjectionEndsCanceledTasks: the projection records the end of a
+// task its usage row shows canceled, as of every other end: when the
+// cancel's own record (trackLife, with who and why) failed, the task is
+// still ended in the store, not left open.
+func TestProjectionEndsCanceledTasks(t *testing.T) {
+	life := &endLife{}
+	p := &a2aproxy.Proxy{Tasks: life, Ledger: countingLedger{}, Recorder: &failingRecorder{},
+		Clock: agentmarket.NewManualClock(time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)), Logger: slog.New(slog.DiscardHandler)}
+	p.Init()
+	rows := []metering.Usage{{ID: "use_1", TaskID: "t-1", ListingID: "lst_1", Method: "CancelTask", State: "canceled", Time: p.Clock.Now()}}
+	if err := p.Project(context.Background(), rows); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(life.ends, " ") != "t-1:canceled" {
+		t.Errorf("ends recorded: %v", life.ends)
 	}
 }
