@@ -24,6 +24,7 @@ import (
 	"github.com/agentmarket/agentmarket/metering/clickhouse"
 	"github.com/agentmarket/agentmarket/metering/embedded"
 	"github.com/agentmarket/agentmarket/metering/gormledger"
+	"github.com/agentmarket/agentmarket/metering/spool"
 	"github.com/agentmarket/agentmarket/migrations/gormdb"
 )
 
@@ -142,7 +143,7 @@ func (l *lazyStore) Close() error {
 }
 
 // spoolRecorder makes each usage row durable in the local spool.
-type spoolRecorder struct{ spool *metering.Spool }
+type spoolRecorder struct{ spool *spool.Spool }
 
 func (r spoolRecorder) Record(_ context.Context, u metering.Usage) error { return r.spool.Append(u) }
 
@@ -174,8 +175,8 @@ type MeterDeps struct {
 // Meter is a running meter: the proxy and its usage pipeline.
 type Meter struct {
 	Proxy   *a2aproxy.Proxy
-	Spool   *metering.Spool
-	Shipper *metering.Shipper
+	Spool   *spool.Spool
+	Shipper *spool.Shipper
 	// stopLoops ends the task sweeper and the push delivery, and waits.
 	stopLoops func()
 }
@@ -184,7 +185,7 @@ type Meter struct {
 // builds the proxy. The pipeline stops when ctx ends; Close then flushes
 // what it can and closes the spool.
 func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
-	spool, err := metering.OpenSpool(filepath.Join(d.Config.DataDir, "spool"), metering.SpoolOptions{})
+	sp, err := spool.Open(filepath.Join(d.Config.DataDir, "spool"), spool.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("usage spool: %w", err)
 	}
@@ -214,7 +215,7 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 		Entitlements: d.Authz,
 		Owners:       store,
 		Ledger:       ledger,
-		Recorder:     spoolRecorder{spool},
+		Recorder:     spoolRecorder{sp},
 		Spend:        storeSpend{d.Store},
 		Tasks:        store,
 		Sent:         store,
@@ -232,7 +233,7 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 	p.Init()
 	// Retries of a failing database or usage store back off to 5 s at
 	// most: the projections must catch up soon after an outage ends.
-	ship := metering.NewShipper(spool, d.Store, metering.ShipperOptions{Settle: p.Project, SettleAhead: true, Stored: p.Stored, MaxBackoff: 5 * time.Second,
+	ship := spool.NewShipper(sp, d.Store, spool.ShipperOptions{Settle: p.Project, SettleAhead: true, Stored: p.Stored, MaxBackoff: 5 * time.Second,
 		OnError: func(err error, n int) {
 			if n == 1 || n%20 == 0 {
 				d.Logger.Warn("usage shipping failed; rows stay in the spool and are retried", "err", err, "consecutive", n)
@@ -240,13 +241,13 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 		}})
 	p.Unsettled = ship.Unsettled
 	go ship.Run(ctx)
-	registerPipelineMetrics(d.Registry, spool, ship)
+	registerPipelineMetrics(d.Registry, sp, ship)
 	loopsCtx, stop := context.WithCancel(ctx)
 	var loops sync.WaitGroup
 	loops.Add(2)
 	go func() { defer loops.Done(); p.RunTaskSweeper(loopsCtx, d.Config.MeterLimits.TaskSweep) }()
 	go func() { defer loops.Done(); p.RunPushDelivery(loopsCtx) }()
-	return &Meter{Proxy: p, Spool: spool, Shipper: ship, stopLoops: func() { stop(); loops.Wait() }}, nil
+	return &Meter{Proxy: p, Spool: sp, Shipper: ship, stopLoops: func() { stop(); loops.Wait() }}, nil
 }
 
 // idempotencyWindow is the proxy's form of the setting (and of
@@ -276,7 +277,7 @@ func (m *Meter) Close(ctx context.Context) error {
 	return m.Spool.Close()
 }
 
-func registerPipelineMetrics(reg prometheus.Registerer, spool *metering.Spool, ship *metering.Shipper) {
+func registerPipelineMetrics(reg prometheus.Registerer, sp *spool.Spool, ship *spool.Shipper) {
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "agentmarket", Subsystem: "meter", Name: name, Help: help}, f)
 	}
@@ -284,8 +285,8 @@ func registerPipelineMetrics(reg prometheus.Registerer, spool *metering.Spool, s
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: name, Help: help}, f)
 	}
 	reg.MustRegister(
-		gauge("spool_rows", "Usage rows in the local spool not yet shipped to the usage store.", func() float64 { return float64(spool.Stats().Rows) }),
-		gauge("spool_bytes", "Bytes of usage rows in the spool not yet shipped.", func() float64 { return float64(spool.Stats().Bytes) }),
+		gauge("spool_rows", "Usage rows in the local spool not yet shipped to the usage store.", func() float64 { return float64(sp.Stats().Rows) }),
+		gauge("spool_bytes", "Bytes of usage rows in the spool not yet shipped.", func() float64 { return float64(sp.Stats().Bytes) }),
 		counter("usage_rows_shipped_total", "Usage rows shipped to the usage store.", func() float64 { return float64(ship.Stats().ShippedRows) }),
 		counter("usage_ship_failures_total", "Failed attempts to ship a batch of usage rows.", func() float64 { return float64(ship.Stats().Failures) }),
 	)
