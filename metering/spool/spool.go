@@ -5,6 +5,7 @@
 package spool
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -226,6 +227,10 @@ func (s *Spool) Append(rows ...metering.Usage) error {
 	}
 	return err
 }
+
+// Record appends u, as the meter records each call's row: a Spool is the
+// meter's recorder (a2aproxy.Recorder), and Err says when it refuses rows.
+func (s *Spool) Record(_ context.Context, u metering.Usage) error { return s.Append(u) }
 
 func (s *Spool) write(b []byte, rows int) error {
 	s.mu.Lock()

@@ -3,6 +3,7 @@ package spool_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -269,7 +270,7 @@ func TestSpoolOneProcessPerDirectory(t *testing.T) {
 	MustOpenSpool(t, dir, spool.Options{})
 	if s, err := spool.Open(dir, spool.Options{}); err == nil {
 		s.Close()
-		t.Fatal("a second OpenSpool of the same directory succeeded")
+		t.Fatal("a second Open of the same directory succeeded")
 	}
 }
 
@@ -286,6 +287,24 @@ func TestSpoolClosed(t *testing.T) {
 	}
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
+	}
+}
+
+// TestSpoolRecord: Record appends the meter's rows, refusing invalid ones
+// as Append does; Err is nil while the spool works.
+func TestSpoolRecord(t *testing.T) {
+	s := MustOpenSpool(t, t.TempDir(), spool.Options{})
+	if err := s.Record(context.Background(), row(1)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := readAll(t, s); len(got) != 1 || got[0].ID != "r_1" {
+		t.Errorf("rows after Record = %v, want r_1", idsOf(got))
+	}
+	if err := s.Err(); err != nil {
+		t.Errorf("Err of a working spool = %v", err)
+	}
+	if err := s.Record(context.Background(), metering.Usage{}); agentmarket.KindOf(err) != agentmarket.Invalid {
+		t.Errorf("Record of an invalid row = %v, want invalid", err)
 	}
 }
 
@@ -565,7 +584,7 @@ func BenchmarkSpoolAppendLatency(b *testing.B) {
 	}
 }
 
-// A segment damaged after OpenSpool checked it (a disk error) costs the
+// A segment damaged after Open checked it (a disk error) costs the
 // rest of that segment, counted in CorruptBytes, and shipping goes on.
 func TestSpoolSkipsASegmentDamagedLater(t *testing.T) {
 	dir := t.TempDir()

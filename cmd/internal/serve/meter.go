@@ -142,13 +142,6 @@ func (l *lazyStore) Close() error {
 	return nil
 }
 
-// spoolRecorder makes each usage row durable in the local spool.
-type spoolRecorder struct{ spool *spool.Spool }
-
-func (r spoolRecorder) Record(_ context.Context, u metering.Usage) error { return r.spool.Append(u) }
-
-func (r spoolRecorder) Err() error { return r.spool.Err() }
-
 // MeterDeps is what a meter is built from.
 type MeterDeps struct {
 	Config   *config.Config
@@ -215,7 +208,7 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 		Entitlements: d.Authz,
 		Owners:       store,
 		Ledger:       ledger,
-		Recorder:     spoolRecorder{sp},
+		Recorder:     sp,
 		Spend:        storeSpend{d.Store},
 		Tasks:        store,
 		Sent:         store,
