@@ -2,7 +2,6 @@ package serve
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -38,17 +37,11 @@ func UsageStore(ctx context.Context, cfg *config.Config) (metering.Store, func()
 		if cfg.ClickHouseCluster != "" {
 			opts = append(opts, clickhouse.WithCluster(cfg.ClickHouseCluster))
 		}
-		octx, cancel := context.WithTimeout(ctx, StartPingTimeout)
-		s, err := clickhouse.Open(octx, cfg.ClickHouseURL, opts...)
-		cancel()
-		if agentmarket.KindOf(err) == agentmarket.Unavailable || (errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil) {
-			l := &lazyStore{dsn: cfg.ClickHouseURL, opts: opts}
-			return l, l.Close, nil
-		}
+		s, closeStore, err := clickhouse.OpenOrLazy(ctx, cfg.ClickHouseURL, StartPingTimeout, opts...)
 		if err != nil {
 			return nil, nil, fmt.Errorf("clickhouse: %w", err)
 		}
-		return s, s.Close, nil
+		return s, closeStore, nil
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, nil, err
@@ -71,75 +64,6 @@ func (s storeSpend) Spent(ctx context.Context, apiKeyID, contractID string, from
 		return 0, err
 	}
 	return metering.Sum(totals).CostMicros, nil
-}
-
-// lazyStore opens ClickHouse on first use: the meter must start (and spool)
-// while ClickHouse is down.
-type lazyStore struct {
-	dsn  string
-	opts []clickhouse.Option
-	mu   sync.Mutex
-	s    *clickhouse.Store
-}
-
-func (l *lazyStore) get(ctx context.Context) (*clickhouse.Store, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.s != nil {
-		return l.s, nil
-	}
-	s, err := clickhouse.Open(ctx, l.dsn, l.opts...)
-	if err != nil {
-		return nil, err
-	}
-	l.s = s
-	return s, nil
-}
-
-func (l *lazyStore) Insert(ctx context.Context, rows []metering.Usage) error {
-	s, err := l.get(ctx)
-	if err != nil {
-		return err
-	}
-	return s.Insert(ctx, rows)
-}
-
-func (l *lazyStore) Totals(ctx context.Context, q metering.Query) ([]metering.Total, error) {
-	s, err := l.get(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.Totals(ctx, q)
-}
-
-func (l *lazyStore) Rows(ctx context.Context, q metering.Query) ([]metering.Usage, error) {
-	s, err := l.get(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.Rows(ctx, q)
-}
-
-// Ping opens the store if it is not open yet, and asks for its version.
-func (l *lazyStore) Ping(ctx context.Context) (string, error) {
-	s, err := l.get(ctx)
-	if err != nil {
-		return "", err
-	}
-	return s.Ping(ctx)
-}
-
-// PreferredBatchRows is ClickHouse's, whether or not it is open yet: the
-// shipper reads it once, when it starts.
-func (l *lazyStore) PreferredBatchRows() int { return clickhouse.PreferredBatchRows }
-
-func (l *lazyStore) Close() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.s != nil {
-		return l.s.Close()
-	}
-	return nil
 }
 
 // MeterDeps is what a meter is built from.
