@@ -53,19 +53,6 @@ func UsageStore(ctx context.Context, cfg *config.Config) (metering.Store, func()
 	return s, s.Close, nil
 }
 
-// storeSpend reads budgets' spend from the usage store; a spend past the
-// int64 range reads as its largest value (metering.Sum), a spent budget.
-type storeSpend struct{ store metering.Store }
-
-func (s storeSpend) Spent(ctx context.Context, apiKeyID, contractID string, from time.Time) (int64, error) {
-	totals, err := s.store.Totals(ctx, metering.Query{GroupBy: metering.ByBuyer, From: from, To: time.Now().UTC().Add(time.Hour),
-		APIKeyID: apiKeyID, ContractID: contractID})
-	if err != nil {
-		return 0, err
-	}
-	return metering.Sum(totals).CostMicros, nil
-}
-
 // MeterDeps is what a meter is built from.
 type MeterDeps struct {
 	Config   *config.Config
@@ -133,7 +120,7 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 		Owners:       store,
 		Ledger:       ledger,
 		Recorder:     sp,
-		Spend:        storeSpend{d.Store},
+		Spend:        metering.Spend{Store: d.Store, Clock: d.Clock},
 		Tasks:        store,
 		Sent:         store,
 		Incidents:    d.Catalog,
