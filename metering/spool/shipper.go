@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,6 +52,17 @@ type ShipperOptions struct {
 	// Stored, when set, hears of every batch the store took (settled), for
 	// counters of what was billed.
 	Stored func(rows []metering.Usage)
+}
+
+// LogFailures is an OnError that warns through log of the first failure
+// of a run and of every 20th after it: an outage is told without a line
+// per retry.
+func LogFailures(log *slog.Logger) func(err error, consecutive int) {
+	return func(err error, n int) {
+		if n == 1 || n%20 == 0 {
+			log.Warn("usage shipping failed; rows stay in the spool and are retried", "err", err, "consecutive", n)
+		}
+	}
 }
 
 // Shipper defaults.

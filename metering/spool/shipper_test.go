@@ -1,10 +1,13 @@
 package spool_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -413,5 +416,18 @@ func TestShipperUnsettled(t *testing.T) {
 	}
 	if got := sh.Stats().ShippedRows; got != 0 {
 		t.Fatalf("%d rows shipped: settling ahead must not wait for the batch", got)
+	}
+}
+
+// TestLogFailures: the first failure of a run is logged, then every 20th.
+func TestLogFailures(t *testing.T) {
+	var buf bytes.Buffer
+	onError := spool.LogFailures(slog.New(slog.NewTextHandler(&buf, nil)))
+	for n := 1; n <= 41; n++ {
+		onError(errDown, n)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], "consecutive=1") || !strings.Contains(lines[1], "consecutive=20") || !strings.Contains(lines[2], "consecutive=40") {
+		t.Errorf("logged:\n%s\nwant failures 1, 20 and 40", buf.String())
 	}
 }

@@ -138,11 +138,7 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 	// Retries of a failing database or usage store back off to 5 s at
 	// most: the projections must catch up soon after an outage ends.
 	ship := spool.NewShipper(sp, d.Store, spool.ShipperOptions{Settle: p.Project, SettleAhead: true, Stored: p.Stored, MaxBackoff: 5 * time.Second,
-		OnError: func(err error, n int) {
-			if n == 1 || n%20 == 0 {
-				d.Logger.Warn("usage shipping failed; rows stay in the spool and are retried", "err", err, "consecutive", n)
-			}
-		}})
+		OnError: spool.LogFailures(d.Logger)})
 	p.Unsettled = ship.Unsettled
 	go ship.Run(ctx)
 	registerPipelineMetrics(d.Registry, sp, ship)
