@@ -179,7 +179,7 @@ type Proxy struct {
 	// which could name another org's task); nil: Push's.
 	Sealer Sealer
 	// Unsettled, when set, is how many spooled rows wait for their
-	// projections (metering.Shipper.Unsettled): calls are held back while
+	// projections (spool.Shipper.Unsettled): calls are held back while
 	// it is above Limits.MaxUnsettled.
 	Unsettled func() int
 	// Incidents marks a listing whose agent misbehaved in a way that could

@@ -2,8 +2,9 @@
 // becomes one Usage row, appended to a local spool before the buyer's
 // response completes, then shipped in batches to a usage store (ClickHouse
 // in production, an embedded store by default) where finance queries it.
-// It owns the row, the store and query interfaces, the spool and the
-// shipper; adapters live in subpackages.
+// It owns the row, the store and query interfaces, prices and the ledger;
+// the spool and the shipper live in metering/spool, the stores' adapters
+// in their own subpackages.
 package metering
 
 import (

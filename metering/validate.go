@@ -13,6 +13,10 @@ var (
 	maxTime = time.Unix(1<<32-1, 0).UTC()
 )
 
+// TimeInRange reports whether t is a time every store can hold (what
+// Usage.Validate checks of Time).
+func TimeInRange(t time.Time) bool { return !t.Before(minTime) && !t.After(maxTime) }
+
 // Valid reports whether g is one of GroupBys, or a tag key (ByTag).
 func (g GroupBy) Valid() bool {
 	switch g {
@@ -30,7 +34,7 @@ func (u *Usage) Validate() error {
 	if u.ID == "" {
 		f.Add("id", "required", "a usage row needs an id")
 	}
-	if u.Time.Before(minTime) || u.Time.After(maxTime) {
+	if !TimeInRange(u.Time) {
 		f.Add("time", "range", "time %s is outside 1970-01-01 .. 2106-02-07 UTC", u.Time.Format(time.RFC3339))
 	}
 	if u.Tags != "" && u.Tags.Map() == nil {

@@ -347,9 +347,8 @@ func TestWebPlanChanges(t *testing.T) {
 // Subscriptions page and on the alerts page.
 func TestWebSpendAlerts(t *testing.T) {
 	b := newBrowser(t)
-	// The wall clock's time: the meter reads budgets' spend up to the wall
-	// clock (cmd/internal/serve's storeSpend), so a clock in the future
-	// would leave it nothing to read.
+	// The wall clock's time: the meter reads budgets' spend up to its own
+	// clock (metering.Spend), which starts at the wall clock here.
 	cm := newCommerceMarketAt(t, map[string]string{"AGENTMARKET_PUSH_RETRY_BASE": "100ms"}, changePricing, time.Now().UTC().Truncate(time.Second))
 	hook := newAlertHook(t)
 	base := cm.m.URL

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentmarket/agentmarket/metering"
 	"github.com/agentmarket/agentmarket/metering/clickhouse/clickhousetest"
+	"github.com/agentmarket/agentmarket/metering/spool"
 	"github.com/agentmarket/agentmarket/metering/storetest"
 )
 
@@ -124,7 +124,7 @@ func TestClickHouseAnnounced(t *testing.T) {
 // still stops within its shutdown budget, and says what it left behind.
 func TestShutdownIsBounded(t *testing.T) {
 	dataDir := t.TempDir()
-	sp, err := metering.OpenSpool(filepath.Join(dataDir, "spool"), metering.SpoolOptions{})
+	sp, err := spool.Open(filepath.Join(dataDir, "spool"), spool.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

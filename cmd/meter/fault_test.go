@@ -31,6 +31,7 @@ import (
 	"github.com/agentmarket/agentmarket/listings/httpfetch/httpfetchtest"
 	"github.com/agentmarket/agentmarket/metering"
 	"github.com/agentmarket/agentmarket/metering/clickhouse"
+	"github.com/agentmarket/agentmarket/metering/spool"
 	"github.com/agentmarket/agentmarket/migrations/relational"
 	"github.com/agentmarket/agentmarket/migrations/relational/relationaltest"
 )
@@ -247,7 +248,7 @@ func waitDrained(t *testing.T, m *meterProc, shipped int) {
 // spoolBacklog is the number of unshipped rows in a spool directory.
 func spoolBacklog(t *testing.T, dir string) int {
 	t.Helper()
-	s, err := metering.OpenSpool(dir, metering.SpoolOptions{})
+	s, err := spool.Open(dir, spool.Options{})
 	if err != nil {
 		t.Fatalf("open spool copy: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentmarket/agentmarket/metering"
+	"github.com/agentmarket/agentmarket/metering/spool"
 )
 
 // maxDrain bounds the wait for the spool to drain after the generator
@@ -54,12 +55,12 @@ func measureIngest(ctx context.Context, o *options, out io.Writer) (*ingestRepor
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	sp, err := metering.OpenSpool(dir, metering.SpoolOptions{})
+	sp, err := spool.Open(dir, spool.Options{})
 	if err != nil {
 		return nil, err
 	}
 	defer sp.Close()
-	sh := metering.NewShipper(sp, s, metering.ShipperOptions{BatchRows: o.batchRows})
+	sh := spool.NewShipper(sp, s, spool.ShipperOptions{BatchRows: o.batchRows})
 	shipCtx, stopShip := context.WithCancel(ctx)
 	shipDone := make(chan struct{})
 	go func() {

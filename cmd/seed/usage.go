@@ -12,6 +12,7 @@ import (
 	"github.com/agentmarket/agentmarket/metering"
 	"github.com/agentmarket/agentmarket/metering/clickhouse"
 	"github.com/agentmarket/agentmarket/metering/embedded"
+	"github.com/agentmarket/agentmarket/metering/spool"
 	"github.com/agentmarket/agentmarket/metering/synth"
 )
 
@@ -40,7 +41,7 @@ func batchRows(s metering.Store) int {
 	if bs, ok := s.(metering.BatchSizer); ok {
 		return bs.PreferredBatchRows()
 	}
-	return metering.DefaultBatchRows
+	return spool.DefaultBatchRows
 }
 
 // usageRange is the synthetic usage the options describe.

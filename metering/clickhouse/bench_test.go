@@ -12,6 +12,7 @@ import (
 	"github.com/agentmarket/agentmarket/metering"
 	"github.com/agentmarket/agentmarket/metering/clickhouse"
 	"github.com/agentmarket/agentmarket/metering/clickhouse/clickhousetest"
+	"github.com/agentmarket/agentmarket/metering/spool"
 	"github.com/agentmarket/agentmarket/metering/storetest"
 	"github.com/agentmarket/agentmarket/metering/synth"
 )
@@ -103,19 +104,19 @@ func BenchmarkTotals(b *testing.B) {
 
 // BenchmarkShip measures the pipeline's sustained rate into ClickHouse:
 // rows already in the spool, shipped by Flush in batches of the given
-// size (the default is metering.DefaultBatchRows). The target is 100,000
+// size (the default is spool.DefaultBatchRows). The target is 100,000
 // rows per second. Each op is 100,000 rows.
 func BenchmarkShip(b *testing.B) {
-	for _, rows := range []int{metering.DefaultBatchRows, 20_000, 50_000} {
+	for _, rows := range []int{spool.DefaultBatchRows, 20_000, 50_000} {
 		b.Run(fmt.Sprintf("batch-%d", rows), func(b *testing.B) {
 			ctx := context.Background()
 			store := clickhousetest.Open(b)
-			sp, err := metering.OpenSpool(b.TempDir(), metering.SpoolOptions{})
+			sp, err := spool.Open(b.TempDir(), spool.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer sp.Close()
-			sh := metering.NewShipper(sp, store, metering.ShipperOptions{BatchRows: rows})
+			sh := spool.NewShipper(sp, store, spool.ShipperOptions{BatchRows: rows})
 			const perOp = 100_000
 			t0 := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
 			seq := 0

@@ -11,6 +11,7 @@ import (
 	"github.com/agentmarket/agentmarket/metering"
 	"github.com/agentmarket/agentmarket/metering/clickhouse"
 	"github.com/agentmarket/agentmarket/metering/clickhouse/clickhousetest"
+	"github.com/agentmarket/agentmarket/metering/spool"
 	"github.com/agentmarket/agentmarket/metering/storetest"
 	"github.com/agentmarket/agentmarket/migrations"
 )
@@ -46,7 +47,7 @@ func TestShipToClickHouse(t *testing.T) {
 	ctx := context.Background()
 	store := clickhousetest.Open(t)
 	dir := t.TempDir()
-	sp, err := metering.OpenSpool(dir, metering.SpoolOptions{})
+	sp, err := spool.Open(dir, spool.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,12 +69,12 @@ func TestShipToClickHouse(t *testing.T) {
 		t.Fatal(err)
 	}
 	sp.Close()
-	sp, err = metering.OpenSpool(dir, metering.SpoolOptions{})
+	sp, err = spool.Open(dir, spool.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sp.Close()
-	sh := metering.NewShipper(sp, store, metering.ShipperOptions{BatchRows: 1000})
+	sh := spool.NewShipper(sp, store, spool.ShipperOptions{BatchRows: 1000})
 	if err := sh.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}

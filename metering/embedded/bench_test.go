@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentmarket/agentmarket/metering"
+	"github.com/agentmarket/agentmarket/metering/spool"
 	"github.com/agentmarket/agentmarket/metering/storetest"
 )
 
@@ -20,12 +20,12 @@ func BenchmarkShip(b *testing.B) {
 		b.Run(fmt.Sprintf("batch-%d", rows), func(b *testing.B) {
 			ctx := context.Background()
 			store := MustOpen(b)
-			sp, err := metering.OpenSpool(b.TempDir(), metering.SpoolOptions{})
+			sp, err := spool.Open(b.TempDir(), spool.Options{})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer sp.Close()
-			sh := metering.NewShipper(sp, store, metering.ShipperOptions{BatchRows: rows})
+			sh := spool.NewShipper(sp, store, spool.ShipperOptions{BatchRows: rows})
 			const perOp = 100_000
 			t0 := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
 			seq := 0

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/agentmarket/agentmarket/metering"
+	"github.com/agentmarket/agentmarket/metering/spool"
 )
 
 // Environment of a KillShipper child process.
@@ -62,7 +63,7 @@ func KillShipper(t *testing.T, newWhere func(t *testing.T) string, open func(ctx
 	ctx := context.Background()
 	where := newWhere(t)
 	dir := t.TempDir()
-	sp, err := metering.OpenSpool(dir, metering.SpoolOptions{})
+	sp, err := spool.Open(dir, spool.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,12 +174,12 @@ func killChild(dir, where string, open func(ctx context.Context, where string) (
 		fmt.Fprintln(os.Stderr, "open store:", err)
 		return 2
 	}
-	sp, err := metering.OpenSpool(dir, metering.SpoolOptions{})
+	sp, err := spool.Open(dir, spool.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "open spool:", err)
 		return 2
 	}
-	sh := metering.NewShipper(sp, &announcing{Store: s}, metering.ShipperOptions{BatchRows: batch})
+	sh := spool.NewShipper(sp, &announcing{Store: s}, spool.ShipperOptions{BatchRows: batch})
 	if err := sh.Flush(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "flush:", err)
 		return 1

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/metering"
+	"github.com/agentmarket/agentmarket/metering/spool"
 )
 
 // Factory returns a fresh, empty store.
@@ -485,7 +486,7 @@ func Run(t *testing.T, newStore Factory) {
 	t.Run("a full shipper batch", func(t *testing.T) {
 		s := newStore(t)
 		var rows []metering.Usage
-		for i := range metering.DefaultBatchRows {
+		for i := range spool.DefaultBatchRows {
 			u := Row(i, t0.Add(time.Duration(i)*time.Minute))
 			u.ListingID = fmt.Sprintf("lst_%d", i%7)
 			rows = append(rows, u)

@@ -148,7 +148,7 @@ func OpenCore(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ..
 	}
 	c.Usage = usage
 	c.closers = append(c.closers, closeUsage)
-	c.Accounts.Spend = storeSpend{store: usage}
+	c.Accounts.Spend = metering.Spend{Store: usage, Clock: c.Clock}
 	c.Dependencies = []Dependency{
 		{Name: "database", Where: databaseWhere(cfg), Ping: c.DB.Version},
 		{Name: "usage_store", Where: usageWhere(cfg), Optional: cfg.ClickHouseURL != "", Ping: pingUsage(usage),
@@ -236,7 +236,7 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 	go c.PushKeys.Run(ctx)
 
 	tasks := &contracts.Tasks{Life: c.AccountStore, Push: c.AccountStore, Listings: CatalogTerms{Catalog: c.Catalog}, Clock: c.Clock}
-	alerts := &contracts.Alerts{Store: c.AccountStore, Push: c.AccountStore, Spend: storeSpend{store: c.Usage}, Clock: c.Clock, Sealer: c.Sealer,
+	alerts := &contracts.Alerts{Store: c.AccountStore, Push: c.AccountStore, Spend: metering.Spend{Store: c.Usage, Clock: c.Clock}, Clock: c.Clock, Sealer: c.Sealer,
 		URLs: WebhookGuard{Guard: Guard(cfg, c.Dialer)}}
 	go runAlerts(ctx, alerts, cfg.BillingGrace, c.Log)
 	var verified *metering.Verified

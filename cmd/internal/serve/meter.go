@@ -2,7 +2,6 @@ package serve
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -24,6 +23,7 @@ import (
 	"github.com/agentmarket/agentmarket/metering/clickhouse"
 	"github.com/agentmarket/agentmarket/metering/embedded"
 	"github.com/agentmarket/agentmarket/metering/gormledger"
+	"github.com/agentmarket/agentmarket/metering/spool"
 	"github.com/agentmarket/agentmarket/migrations/relational"
 )
 
@@ -37,17 +37,11 @@ func UsageStore(ctx context.Context, cfg *config.Config) (metering.Store, func()
 		if cfg.ClickHouseCluster != "" {
 			opts = append(opts, clickhouse.WithCluster(cfg.ClickHouseCluster))
 		}
-		octx, cancel := context.WithTimeout(ctx, StartPingTimeout)
-		s, err := clickhouse.Open(octx, cfg.ClickHouseURL, opts...)
-		cancel()
-		if agentmarket.KindOf(err) == agentmarket.Unavailable || (errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil) {
-			l := &lazyStore{dsn: cfg.ClickHouseURL, opts: opts}
-			return l, l.Close, nil
-		}
+		s, closeStore, err := clickhouse.OpenOrLazy(ctx, cfg.ClickHouseURL, StartPingTimeout, opts...)
 		if err != nil {
 			return nil, nil, fmt.Errorf("clickhouse: %w", err)
 		}
-		return s, s.Close, nil
+		return s, closeStore, nil
 	}
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, nil, err
@@ -58,95 +52,6 @@ func UsageStore(ctx context.Context, cfg *config.Config) (metering.Store, func()
 	}
 	return s, s.Close, nil
 }
-
-// storeSpend reads budgets' spend from the usage store; a spend past the
-// int64 range reads as its largest value (metering.Sum), a spent budget.
-type storeSpend struct{ store metering.Store }
-
-func (s storeSpend) Spent(ctx context.Context, apiKeyID, contractID string, from time.Time) (int64, error) {
-	totals, err := s.store.Totals(ctx, metering.Query{GroupBy: metering.ByBuyer, From: from, To: time.Now().UTC().Add(time.Hour),
-		APIKeyID: apiKeyID, ContractID: contractID})
-	if err != nil {
-		return 0, err
-	}
-	return metering.Sum(totals).CostMicros, nil
-}
-
-// lazyStore opens ClickHouse on first use: the meter must start (and spool)
-// while ClickHouse is down.
-type lazyStore struct {
-	dsn  string
-	opts []clickhouse.Option
-	mu   sync.Mutex
-	s    *clickhouse.Store
-}
-
-func (l *lazyStore) get(ctx context.Context) (*clickhouse.Store, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.s != nil {
-		return l.s, nil
-	}
-	s, err := clickhouse.Open(ctx, l.dsn, l.opts...)
-	if err != nil {
-		return nil, err
-	}
-	l.s = s
-	return s, nil
-}
-
-func (l *lazyStore) Insert(ctx context.Context, rows []metering.Usage) error {
-	s, err := l.get(ctx)
-	if err != nil {
-		return err
-	}
-	return s.Insert(ctx, rows)
-}
-
-func (l *lazyStore) Totals(ctx context.Context, q metering.Query) ([]metering.Total, error) {
-	s, err := l.get(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.Totals(ctx, q)
-}
-
-func (l *lazyStore) Rows(ctx context.Context, q metering.Query) ([]metering.Usage, error) {
-	s, err := l.get(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s.Rows(ctx, q)
-}
-
-// Ping opens the store if it is not open yet, and asks for its version.
-func (l *lazyStore) Ping(ctx context.Context) (string, error) {
-	s, err := l.get(ctx)
-	if err != nil {
-		return "", err
-	}
-	return s.Ping(ctx)
-}
-
-// PreferredBatchRows is ClickHouse's, whether or not it is open yet: the
-// shipper reads it once, when it starts.
-func (l *lazyStore) PreferredBatchRows() int { return clickhouse.PreferredBatchRows }
-
-func (l *lazyStore) Close() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.s != nil {
-		return l.s.Close()
-	}
-	return nil
-}
-
-// spoolRecorder makes each usage row durable in the local spool.
-type spoolRecorder struct{ spool *metering.Spool }
-
-func (r spoolRecorder) Record(_ context.Context, u metering.Usage) error { return r.spool.Append(u) }
-
-func (r spoolRecorder) Err() error { return r.spool.Err() }
 
 // MeterDeps is what a meter is built from.
 type MeterDeps struct {
@@ -174,8 +79,8 @@ type MeterDeps struct {
 // Meter is a running meter: the proxy and its usage pipeline.
 type Meter struct {
 	Proxy   *a2aproxy.Proxy
-	Spool   *metering.Spool
-	Shipper *metering.Shipper
+	Spool   *spool.Spool
+	Shipper *spool.Shipper
 	// stopLoops ends the task sweeper and the push delivery, and waits.
 	stopLoops func()
 }
@@ -184,7 +89,7 @@ type Meter struct {
 // builds the proxy. The pipeline stops when ctx ends; Close then flushes
 // what it can and closes the spool.
 func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
-	spool, err := metering.OpenSpool(filepath.Join(d.Config.DataDir, "spool"), metering.SpoolOptions{})
+	sp, err := spool.Open(filepath.Join(d.Config.DataDir, "spool"), spool.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("usage spool: %w", err)
 	}
@@ -214,8 +119,8 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 		Entitlements: d.Authz,
 		Owners:       store,
 		Ledger:       ledger,
-		Recorder:     spoolRecorder{spool},
-		Spend:        storeSpend{d.Store},
+		Recorder:     sp,
+		Spend:        metering.Spend{Store: d.Store, Clock: d.Clock},
 		Tasks:        store,
 		Sent:         store,
 		Incidents:    d.Catalog,
@@ -232,21 +137,17 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 	p.Init()
 	// Retries of a failing database or usage store back off to 5 s at
 	// most: the projections must catch up soon after an outage ends.
-	ship := metering.NewShipper(spool, d.Store, metering.ShipperOptions{Settle: p.Project, SettleAhead: true, Stored: p.Stored, MaxBackoff: 5 * time.Second,
-		OnError: func(err error, n int) {
-			if n == 1 || n%20 == 0 {
-				d.Logger.Warn("usage shipping failed; rows stay in the spool and are retried", "err", err, "consecutive", n)
-			}
-		}})
+	ship := spool.NewShipper(sp, d.Store, spool.ShipperOptions{Settle: p.Project, SettleAhead: true, Stored: p.Stored, MaxBackoff: 5 * time.Second,
+		OnError: spool.LogFailures(d.Logger)})
 	p.Unsettled = ship.Unsettled
 	go ship.Run(ctx)
-	registerPipelineMetrics(d.Registry, spool, ship)
+	registerPipelineMetrics(d.Registry, sp, ship)
 	loopsCtx, stop := context.WithCancel(ctx)
 	var loops sync.WaitGroup
 	loops.Add(2)
 	go func() { defer loops.Done(); p.RunTaskSweeper(loopsCtx, d.Config.MeterLimits.TaskSweep) }()
 	go func() { defer loops.Done(); p.RunPushDelivery(loopsCtx) }()
-	return &Meter{Proxy: p, Spool: spool, Shipper: ship, stopLoops: func() { stop(); loops.Wait() }}, nil
+	return &Meter{Proxy: p, Spool: sp, Shipper: ship, stopLoops: func() { stop(); loops.Wait() }}, nil
 }
 
 // idempotencyWindow is the proxy's form of the setting (and of
@@ -276,7 +177,7 @@ func (m *Meter) Close(ctx context.Context) error {
 	return m.Spool.Close()
 }
 
-func registerPipelineMetrics(reg prometheus.Registerer, spool *metering.Spool, ship *metering.Shipper) {
+func registerPipelineMetrics(reg prometheus.Registerer, sp *spool.Spool, ship *spool.Shipper) {
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "agentmarket", Subsystem: "meter", Name: name, Help: help}, f)
 	}
@@ -284,8 +185,8 @@ func registerPipelineMetrics(reg prometheus.Registerer, spool *metering.Spool, s
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: name, Help: help}, f)
 	}
 	reg.MustRegister(
-		gauge("spool_rows", "Usage rows in the local spool not yet shipped to the usage store.", func() float64 { return float64(spool.Stats().Rows) }),
-		gauge("spool_bytes", "Bytes of usage rows in the spool not yet shipped.", func() float64 { return float64(spool.Stats().Bytes) }),
+		gauge("spool_rows", "Usage rows in the local spool not yet shipped to the usage store.", func() float64 { return float64(sp.Stats().Rows) }),
+		gauge("spool_bytes", "Bytes of usage rows in the spool not yet shipped.", func() float64 { return float64(sp.Stats().Bytes) }),
 		counter("usage_rows_shipped_total", "Usage rows shipped to the usage store.", func() float64 { return float64(ship.Stats().ShippedRows) }),
 		counter("usage_ship_failures_total", "Failed attempts to ship a batch of usage rows.", func() float64 { return float64(ship.Stats().Failures) }),
 	)

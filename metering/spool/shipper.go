@@ -1,18 +1,21 @@
-package metering
+package spool
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/agentmarket/agentmarket/metering"
 )
 
 // ShipperOptions tune a Shipper; zero values take the defaults.
 type ShipperOptions struct {
-	// BatchRows is the most rows one Store.Insert gets. Default: the
-	// store's PreferredBatchRows (BatchSizer), else 5000.
+	// BatchRows is the most rows one metering.Store.Insert gets. Default: the
+	// store's PreferredBatchRows (metering.BatchSizer), else 5000.
 	BatchRows int
 	// BatchWait is how long the first row of a partial batch waits for
 	// more before the batch is shipped anyway. Default 200 ms.
@@ -21,15 +24,15 @@ type ShipperOptions struct {
 	// starts at MinBackoff and doubles up to MaxBackoff. Defaults 100 ms
 	// and 30 s.
 	MinBackoff, MaxBackoff time.Duration
-	// InsertTimeout bounds one Store.Insert attempt. Default 30 s.
+	// InsertTimeout bounds one metering.Store.Insert attempt. Default 30 s.
 	InsertTimeout time.Duration
 	// OnError, when set, hears of every failed attempt (to log it); the
 	// shipper retries regardless.
 	OnError func(err error, consecutive int)
-	// Settle, when set, bills the rows' pending usage (see Settle) before
+	// Settle, when set, bills the rows' pending usage (see metering.Settle) before
 	// a batch is stored; an error is a failed attempt, retried. Without it
 	// a batch holding pending usage is refused (never stored unbilled).
-	Settle func(ctx context.Context, rows []Usage) error
+	Settle func(ctx context.Context, rows []metering.Usage) error
 	// SettleAhead settles rows as soon as they are read, without waiting
 	// for their batch to fill or for the store to take it; while the store
 	// fails, rows appended meanwhile are settled too (and read again, and
@@ -48,7 +51,18 @@ type ShipperOptions struct {
 	SettleRows int
 	// Stored, when set, hears of every batch the store took (settled), for
 	// counters of what was billed.
-	Stored func(rows []Usage)
+	Stored func(rows []metering.Usage)
+}
+
+// LogFailures is an OnError that warns through log of the first failure
+// of a run and of every 20th after it: an outage is told without a line
+// per retry.
+func LogFailures(log *slog.Logger) func(err error, consecutive int) {
+	return func(err error, n int) {
+		if n == 1 || n%20 == 0 {
+			log.Warn("usage shipping failed; rows stay in the spool and are retried", "err", err, "consecutive", n)
+		}
+	}
 }
 
 // Shipper defaults.
@@ -75,20 +89,20 @@ type ShipperStats struct {
 	LastError   error
 }
 
-// Shipper moves rows from a Spool to a Store in batches, and acknowledges
+// Shipper moves rows from a Spool to a metering.Store in batches, and acknowledges
 // them in the spool only after the store took them. When the store fails
 // it keeps the batch and retries, with capped exponential backoff, forever:
 // rows wait in the spool, nothing is dropped, and appending goes on.
 //
 // Exactly once: a crash between a successful Insert and the Ack makes the
 // next run send those rows again, possibly cut into other batches. That is
-// harmless because Store.Insert is idempotent by row ID.
+// harmless because metering.Store.Insert is idempotent by row ID.
 //
 // A store that refuses a batch for good (a bug, a schema mismatch) stalls
 // shipping; Failures and Consecutive grow, which is what to alert on.
 type Shipper struct {
 	spool *Spool
-	store Store
+	store metering.Store
 	opts  ShipperOptions
 
 	// turn is held by whoever reads and ships (Run or Flush): one at a
@@ -96,12 +110,12 @@ type Shipper struct {
 	turn       chan struct{}
 	pos        Cursor // read position, at or after the spool's Acked
 	started    bool
-	batch      []Usage
+	batch      []metering.Usage
 	batchStart time.Time
 	settled    int       // with SettleAhead: rows of batch settled already
 	unsettled  time.Time // with SettleAhead: when the oldest unsettled row of batch was read
 	ahead      Cursor    // with SettleAhead: rows before it, past pos, are settled
-	scratch    []Usage
+	scratch    []metering.Usage
 
 	// settledSeq is the spool position (Cursor.Seq) up to which every row
 	// is settled: acknowledged, or settled ahead.
@@ -116,10 +130,10 @@ type Shipper struct {
 }
 
 // NewShipper returns a Shipper from spool to store.
-func NewShipper(spool *Spool, store Store, opts ShipperOptions) *Shipper {
+func NewShipper(spool *Spool, store metering.Store, opts ShipperOptions) *Shipper {
 	if opts.BatchRows <= 0 {
 		opts.BatchRows = DefaultBatchRows
-		if bs, ok := store.(BatchSizer); ok && bs.PreferredBatchRows() > 0 {
+		if bs, ok := store.(metering.BatchSizer); ok && bs.PreferredBatchRows() > 0 {
 			opts.BatchRows = bs.PreferredBatchRows()
 		}
 	}
@@ -148,7 +162,7 @@ func NewShipper(spool *Spool, store Store, opts ShipperOptions) *Shipper {
 }
 
 // Run ships rows as they are appended until ctx ends, and returns ctx's
-// error (or ErrSpoolClosed if the spool is closed under it). Rows read but
+// error (or ErrClosed if the spool is closed under it). Rows read but
 // not yet shipped then stay in the spool. For a clean stop: end Run, Flush
 // with a deadline, then close the spool.
 func (s *Shipper) Run(ctx context.Context) error {
@@ -164,7 +178,7 @@ func (s *Shipper) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			if errors.Is(err, ErrSpoolClosed) {
+			if errors.Is(err, ErrClosed) {
 				return err
 			}
 			// A spool read error: count it and retry after a while.
@@ -383,7 +397,7 @@ func (s *Shipper) ship(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if errors.Is(err, ErrSpoolClosed) {
+		if errors.Is(err, ErrClosed) {
 			return err
 		}
 		s.fail(err)

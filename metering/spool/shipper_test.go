@@ -1,10 +1,13 @@
-package metering_test
+package spool_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/agentmarket/agentmarket/metering"
 	"github.com/agentmarket/agentmarket/metering/embedded"
+	"github.com/agentmarket/agentmarket/metering/spool"
 )
 
 func mustOpenStore(tb testing.TB) *embedded.Store {
@@ -86,8 +90,8 @@ func checkStored(t *testing.T, s metering.Store, want []string) {
 	}
 }
 
-func fastShipper(sp *metering.Spool, st metering.Store) *metering.Shipper {
-	return metering.NewShipper(sp, st, metering.ShipperOptions{
+func fastShipper(sp *spool.Spool, st metering.Store) *spool.Shipper {
+	return spool.NewShipper(sp, st, spool.ShipperOptions{
 		BatchRows: 500, BatchWait: 20 * time.Millisecond,
 		MinBackoff: time.Millisecond, MaxBackoff: 20 * time.Millisecond,
 	})
@@ -96,7 +100,7 @@ func fastShipper(sp *metering.Spool, st metering.Store) *metering.Shipper {
 func TestShipperManyAppendersExactlyOnce(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sp := MustOpenSpool(t, t.TempDir(), metering.SpoolOptions{SegmentSize: 32 << 10})
+	sp := MustOpenSpool(t, t.TempDir(), spool.Options{SegmentSize: 32 << 10})
 	store := &recordingStore{Store: mustOpenStore(t)}
 	sh := fastShipper(sp, store)
 	done := make(chan error, 1)
@@ -149,11 +153,11 @@ func TestShipperRetriesAFailingStore(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			ctx := context.Background()
-			sp := MustOpenSpool(t, t.TempDir(), metering.SpoolOptions{})
+			sp := MustOpenSpool(t, t.TempDir(), spool.Options{})
 			store := &recordingStore{Store: mustOpenStore(t), failAfter: after}
 			store.fail.Store(3)
 			var heard atomic.Int64
-			sh := metering.NewShipper(sp, store, metering.ShipperOptions{
+			sh := spool.NewShipper(sp, store, spool.ShipperOptions{
 				BatchRows: 40, MinBackoff: time.Millisecond, MaxBackoff: 4 * time.Millisecond,
 				OnError: func(err error, n int) { heard.Add(1) },
 			})
@@ -186,7 +190,7 @@ func TestShipperRetriesAFailingStore(t *testing.T) {
 func TestShipperStoreDownKeepsAppending(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sp := MustOpenSpool(t, t.TempDir(), metering.SpoolOptions{})
+	sp := MustOpenSpool(t, t.TempDir(), spool.Options{})
 	store := &recordingStore{Store: mustOpenStore(t)}
 	store.fail.Store(1 << 40) // down until told otherwise
 	sh := fastShipper(sp, store)
@@ -228,9 +232,9 @@ func TestShipperStoreDownKeepsAppending(t *testing.T) {
 func TestShipperShipsAPartialBatchAfterBatchWait(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sp := MustOpenSpool(t, t.TempDir(), metering.SpoolOptions{})
+	sp := MustOpenSpool(t, t.TempDir(), spool.Options{})
 	store := &recordingStore{Store: mustOpenStore(t)}
-	sh := metering.NewShipper(sp, store, metering.ShipperOptions{BatchWait: 30 * time.Millisecond})
+	sh := spool.NewShipper(sp, store, spool.ShipperOptions{BatchWait: 30 * time.Millisecond})
 	go sh.Run(ctx)
 	start := time.Now()
 	if err := sp.Append(row(1), row(2)); err != nil {
@@ -255,7 +259,7 @@ func TestShipperCrashBetweenInsertAndAck(t *testing.T) {
 	dir := t.TempDir()
 	store := &recordingStore{Store: mustOpenStore(t)}
 
-	sp, err := metering.OpenSpool(dir, metering.SpoolOptions{SegmentSize: 8 << 10})
+	sp, err := spool.Open(dir, spool.Options{SegmentSize: 8 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,11 +293,11 @@ func TestShipperCrashBetweenInsertAndAck(t *testing.T) {
 	}
 
 	// The next run, from what is on disk, with another batch size.
-	sp = MustOpenSpool(t, dir, metering.SpoolOptions{SegmentSize: 8 << 10})
+	sp = MustOpenSpool(t, dir, spool.Options{SegmentSize: 8 << 10})
 	if st := sp.Stats(); st.Rows != 180 {
 		t.Errorf("after the crash %d rows pending, want 180", st.Rows)
 	}
-	sh := metering.NewShipper(sp, store, metering.ShipperOptions{BatchRows: 33})
+	sh := spool.NewShipper(sp, store, spool.ShipperOptions{BatchRows: 33})
 	if err := sh.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +310,7 @@ func TestShipperCrashBetweenInsertAndAck(t *testing.T) {
 	}
 	// And a third run has nothing to send.
 	before := len(store.batches)
-	if err := metering.NewShipper(sp, store, metering.ShipperOptions{}).Flush(ctx); err != nil {
+	if err := spool.NewShipper(sp, store, spool.ShipperOptions{}).Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if len(store.batches) != before {
@@ -319,7 +323,7 @@ func TestShipperCrashBetweenInsertAndAck(t *testing.T) {
 // appended while the store is down are settled too, before the store comes
 // back; every row is still stored once, settled.
 func TestShipperSettlesAheadOfAFailingStore(t *testing.T) {
-	sp := MustOpenSpool(t, t.TempDir(), metering.SpoolOptions{})
+	sp := MustOpenSpool(t, t.TempDir(), spool.Options{})
 	st := &recordingStore{Store: mustOpenStore(t)}
 	st.fail.Store(1 << 30) // down until told otherwise
 	var mu sync.Mutex
@@ -333,7 +337,7 @@ func TestShipperSettlesAheadOfAFailingStore(t *testing.T) {
 		}
 		return nil
 	}
-	sh := metering.NewShipper(sp, st, metering.ShipperOptions{BatchRows: 10, BatchWait: time.Hour, MinBackoff: time.Millisecond,
+	sh := spool.NewShipper(sp, st, spool.ShipperOptions{BatchRows: 10, BatchWait: time.Hour, MinBackoff: time.Millisecond,
 		MaxBackoff: 5 * time.Millisecond, Settle: settle, SettleAhead: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -378,7 +382,7 @@ func TestShipperSettlesAheadOfAFailingStore(t *testing.T) {
 // TestShipperUnsettled: Unsettled counts the rows appended and not yet
 // settled (settled ahead, or shipped), from a shipper's start.
 func TestShipperUnsettled(t *testing.T) {
-	sp := MustOpenSpool(t, t.TempDir(), metering.SpoolOptions{})
+	sp := MustOpenSpool(t, t.TempDir(), spool.Options{})
 	st := &recordingStore{Store: mustOpenStore(t)}
 	gate := make(chan struct{})
 	settle := func(ctx context.Context, rows []metering.Usage) error {
@@ -388,7 +392,7 @@ func TestShipperUnsettled(t *testing.T) {
 		}
 		return nil
 	}
-	sh := metering.NewShipper(sp, st, metering.ShipperOptions{BatchRows: 1000, BatchWait: time.Hour, Settle: settle, SettleAhead: true, SettleWait: time.Millisecond})
+	sh := spool.NewShipper(sp, st, spool.ShipperOptions{BatchRows: 1000, BatchWait: time.Hour, Settle: settle, SettleAhead: true, SettleWait: time.Millisecond})
 	for i := range 40 {
 		u := row(i)
 		u.Pending = &metering.PendingBill{Key: u.TaskID}
@@ -412,5 +416,18 @@ func TestShipperUnsettled(t *testing.T) {
 	}
 	if got := sh.Stats().ShippedRows; got != 0 {
 		t.Fatalf("%d rows shipped: settling ahead must not wait for the batch", got)
+	}
+}
+
+// TestLogFailures: the first failure of a run is logged, then every 20th.
+func TestLogFailures(t *testing.T) {
+	var buf bytes.Buffer
+	onError := spool.LogFailures(slog.New(slog.NewTextHandler(&buf, nil)))
+	for n := 1; n <= 41; n++ {
+		onError(errDown, n)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], "consecutive=1") || !strings.Contains(lines[1], "consecutive=20") || !strings.Contains(lines[2], "consecutive=40") {
+		t.Errorf("logged:\n%s\nwant failures 1, 20 and 40", buf.String())
 	}
 }

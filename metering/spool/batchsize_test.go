@@ -1,4 +1,4 @@
-package metering_test
+package spool_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentmarket/agentmarket/metering"
+	"github.com/agentmarket/agentmarket/metering/spool"
 )
 
 // sizedStore is a store that prefers batches of size rows.
@@ -25,10 +26,10 @@ func TestShipperUsesTheStoresBatchSize(t *testing.T) {
 	}{
 		{7, 0, 7},
 		{7, 3, 3},
-		{0, 0, metering.DefaultBatchRows},
+		{0, 0, spool.DefaultBatchRows},
 	} {
 		t.Run(fmt.Sprintf("preferred %d option %d", tc.preferred, tc.option), func(t *testing.T) {
-			sp, err := metering.OpenSpool(t.TempDir(), metering.SpoolOptions{})
+			sp, err := spool.Open(t.TempDir(), spool.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -39,7 +40,7 @@ func TestShipperUsesTheStoresBatchSize(t *testing.T) {
 				}
 			}
 			store := &sizedStore{recordingStore: recordingStore{Store: mustOpenStore(t)}, size: tc.preferred}
-			sh := metering.NewShipper(sp, store, metering.ShipperOptions{BatchRows: tc.option})
+			sh := spool.NewShipper(sp, store, spool.ShipperOptions{BatchRows: tc.option})
 			if err := sh.Flush(context.Background()); err != nil {
 				t.Fatal(err)
 			}

@@ -1,8 +1,9 @@
-package metering_test
+package spool_test
 
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/metering"
+	"github.com/agentmarket/agentmarket/metering/spool"
 	"github.com/agentmarket/agentmarket/metering/storetest"
 )
 
@@ -31,9 +33,9 @@ func row(n int) metering.Usage {
 }
 
 // MustOpenSpool opens a spool in dir, closed after the test.
-func MustOpenSpool(tb testing.TB, dir string, opts metering.SpoolOptions) *metering.Spool {
+func MustOpenSpool(tb testing.TB, dir string, opts spool.Options) *spool.Spool {
 	tb.Helper()
-	s, err := metering.OpenSpool(dir, opts)
+	s, err := spool.Open(dir, opts)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -42,7 +44,7 @@ func MustOpenSpool(tb testing.TB, dir string, opts metering.SpoolOptions) *meter
 }
 
 // readAll reads every row from the acknowledged cursor on.
-func readAll(tb testing.TB, s *metering.Spool) ([]metering.Usage, metering.Cursor) {
+func readAll(tb testing.TB, s *spool.Spool) ([]metering.Usage, spool.Cursor) {
 	tb.Helper()
 	var all []metering.Usage
 	c := s.Acked()
@@ -77,7 +79,7 @@ func segments(tb testing.TB, dir string) []string {
 }
 
 func TestSpoolRoundTrip(t *testing.T) {
-	s := MustOpenSpool(t, t.TempDir(), metering.SpoolOptions{})
+	s := MustOpenSpool(t, t.TempDir(), spool.Options{})
 	want := []metering.Usage{row(1), row(2), row(3)}
 	want[1].Time = time.Date(2026, 12, 1, 1, 2, 3, 456_789_000, time.FixedZone("X", 3600))
 	want[2].ErrorCode, want[2].Model, want[2].Estimated = -32001, "modèle ✓", true
@@ -106,7 +108,7 @@ func TestSpoolRoundTrip(t *testing.T) {
 // binding, a sent message, a lost task, or several (record versions 2, 3,
 // 5 and 6) read back whole, beside a plain row.
 func TestSpoolRoundTripPendingAndBinds(t *testing.T) {
-	s := MustOpenSpool(t, t.TempDir(), metering.SpoolOptions{})
+	s := MustOpenSpool(t, t.TempDir(), spool.Options{})
 	want := []metering.Usage{row(1), row(2), row(3), row(4), row(5), row(6), row(7), row(8)}
 	pending := &metering.PendingBill{Key: "task-9", Cum: metering.Counters{InputTokens: 10, OutputTokens: 20, ComputeMs: 30},
 		Add: metering.Counters{InputTokens: 1, ComputeMs: -2}, Rates: metering.Rates{InputTokensPerMillion: 3, PerTask: 7}}
@@ -136,7 +138,7 @@ func TestSpoolRoundTripPendingAndBinds(t *testing.T) {
 
 func TestSpoolRefusesInvalidRows(t *testing.T) {
 	dir := t.TempDir()
-	s := MustOpenSpool(t, dir, metering.SpoolOptions{})
+	s := MustOpenSpool(t, dir, spool.Options{})
 	for _, bad := range []metering.Usage{
 		{Time: t0},
 		{ID: "x"},
@@ -152,7 +154,7 @@ func TestSpoolRefusesInvalidRows(t *testing.T) {
 }
 
 func TestSpoolConcurrentAppend(t *testing.T) {
-	s := MustOpenSpool(t, t.TempDir(), metering.SpoolOptions{SegmentSize: 64 << 10, SyncInterval: time.Millisecond})
+	s := MustOpenSpool(t, t.TempDir(), spool.Options{SegmentSize: 64 << 10, SyncInterval: time.Millisecond})
 	const writers, each = 8, 500
 	var wg sync.WaitGroup
 	for w := range writers {
@@ -179,7 +181,7 @@ func TestSpoolConcurrentAppend(t *testing.T) {
 
 func TestSpoolAckRemovesShippedSegments(t *testing.T) {
 	dir := t.TempDir()
-	s := MustOpenSpool(t, dir, metering.SpoolOptions{SegmentSize: 4 << 10})
+	s := MustOpenSpool(t, dir, spool.Options{SegmentSize: 4 << 10})
 	for i := range 100 {
 		if err := s.Append(row(i)); err != nil {
 			t.Fatal(err)
@@ -217,14 +219,14 @@ func TestSpoolAckRemovesShippedSegments(t *testing.T) {
 		t.Errorf("stats after full ack = %+v", st)
 	}
 	// An older cursor is ignored.
-	if err := s.Ack(metering.Cursor{}); err != nil || s.Acked() != c {
+	if err := s.Ack(spool.Cursor{}); err != nil || s.Acked() != c {
 		t.Errorf("Ack of an old cursor: %v, acked %+v", err, s.Acked())
 	}
 }
 
 func TestSpoolCursorSurvivesReopen(t *testing.T) {
 	dir := t.TempDir()
-	s, err := metering.OpenSpool(dir, metering.SpoolOptions{SegmentSize: 2 << 10})
+	s, err := spool.Open(dir, spool.Options{SegmentSize: 2 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +245,7 @@ func TestSpoolCursorSurvivesReopen(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s = MustOpenSpool(t, dir, metering.SpoolOptions{SegmentSize: 2 << 10})
+	s = MustOpenSpool(t, dir, spool.Options{SegmentSize: 2 << 10})
 	if s.Acked() != c {
 		t.Errorf("acked after reopen = %+v, want %+v", s.Acked(), c)
 	}
@@ -265,26 +267,44 @@ func TestSpoolCursorSurvivesReopen(t *testing.T) {
 
 func TestSpoolOneProcessPerDirectory(t *testing.T) {
 	dir := t.TempDir()
-	MustOpenSpool(t, dir, metering.SpoolOptions{})
-	if s, err := metering.OpenSpool(dir, metering.SpoolOptions{}); err == nil {
+	MustOpenSpool(t, dir, spool.Options{})
+	if s, err := spool.Open(dir, spool.Options{}); err == nil {
 		s.Close()
-		t.Fatal("a second OpenSpool of the same directory succeeded")
+		t.Fatal("a second Open of the same directory succeeded")
 	}
 }
 
 func TestSpoolClosed(t *testing.T) {
-	s, err := metering.OpenSpool(t.TempDir(), metering.SpoolOptions{})
+	s, err := spool.Open(t.TempDir(), spool.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Append(row(1)); err != metering.ErrSpoolClosed {
+	if err := s.Append(row(1)); err != spool.ErrClosed {
 		t.Errorf("Append after Close: %v", err)
 	}
 	if err := s.Close(); err != nil {
 		t.Errorf("second Close: %v", err)
+	}
+}
+
+// TestSpoolRecord: Record appends the meter's rows, refusing invalid ones
+// as Append does; Err is nil while the spool works.
+func TestSpoolRecord(t *testing.T) {
+	s := MustOpenSpool(t, t.TempDir(), spool.Options{})
+	if err := s.Record(context.Background(), row(1)); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := readAll(t, s); len(got) != 1 || got[0].ID != "r_1" {
+		t.Errorf("rows after Record = %v, want r_1", idsOf(got))
+	}
+	if err := s.Err(); err != nil {
+		t.Errorf("Err of a working spool = %v", err)
+	}
+	if err := s.Record(context.Background(), metering.Usage{}); agentmarket.KindOf(err) != agentmarket.Invalid {
+		t.Errorf("Record of an invalid row = %v, want invalid", err)
 	}
 }
 
@@ -302,7 +322,7 @@ func lastSegmentWithData(tb testing.TB, dir string) string {
 }
 
 func TestSpoolTornTailIsCut(t *testing.T) {
-	rec := metering.EncodeRecord(row(99))
+	rec := spool.EncodeRecord(row(99))
 	badCRC := slices.Clone(rec)
 	badCRC[len(badCRC)-1] ^= 0xff
 	hugeLen := slices.Clone(rec[:8])
@@ -314,11 +334,11 @@ func TestSpoolTornTailIsCut(t *testing.T) {
 		"whole record bad crc":  badCRC,
 		"absurd length":         append(hugeLen, rec[8:]...),
 		"zero filled":           make([]byte, 4096),
-		"good record then torn": append(slices.Clone(metering.EncodeRecord(row(5))), rec[:len(rec)-1]...),
+		"good record then torn": append(slices.Clone(spool.EncodeRecord(row(5))), rec[:len(rec)-1]...),
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			s, err := metering.OpenSpool(dir, metering.SpoolOptions{})
+			s, err := spool.Open(dir, spool.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -338,10 +358,10 @@ func TestSpoolTornTailIsCut(t *testing.T) {
 			f.Close()
 			good, _ := os.Stat(seg)
 
-			s = MustOpenSpool(t, dir, metering.SpoolOptions{})
+			s = MustOpenSpool(t, dir, spool.Options{})
 			got, _ := readAll(t, s)
 			want := []string{"r_0", "r_1", "r_2", "r_3", "r_4"}
-			if bytes.HasPrefix(tail, metering.EncodeRecord(row(5))) {
+			if bytes.HasPrefix(tail, spool.EncodeRecord(row(5))) {
 				want = append(want, "r_5")
 			}
 			if ids := idsOf(got); !slices.Equal(ids, want) {
@@ -388,7 +408,7 @@ func TestMain(m *testing.M) {
 // mode "stream" it appends until its parent kills it, printing each id
 // after its Append returned.
 func killChild(dir, mode string) {
-	s, err := metering.OpenSpool(dir, metering.SpoolOptions{SyncInterval: time.Hour})
+	s, err := spool.Open(dir, spool.Options{SyncInterval: time.Hour})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -438,7 +458,7 @@ func TestSpoolSurvivesSIGKILL(t *testing.T) {
 	t.Run("killed by itself after the last append", func(t *testing.T) {
 		dir := t.TempDir()
 		wasKilled(t, startChild(t, dir, "self").Run())
-		s := MustOpenSpool(t, dir, metering.SpoolOptions{})
+		s := MustOpenSpool(t, dir, spool.Options{})
 		got, _ := readAll(t, s)
 		seen := map[string]bool{}
 		for _, u := range got {
@@ -484,7 +504,7 @@ func TestSpoolSurvivesSIGKILL(t *testing.T) {
 		if n := len(acked); n > 0 && !strings.HasPrefix(acked[n-1], "r_") {
 			acked = acked[:n-1]
 		}
-		s := MustOpenSpool(t, dir, metering.SpoolOptions{})
+		s := MustOpenSpool(t, dir, spool.Options{})
 		got, _ := readAll(t, s)
 		seen := map[string]bool{}
 		for _, u := range got {
@@ -511,8 +531,8 @@ var benchRow = row(12345)
 // BenchmarkSpoolAppend measures one Append of one row, the meter's hot path.
 // Run: go test -run '^$' -bench SpoolAppend -benchmem ./metering/
 func BenchmarkSpoolAppend(b *testing.B) {
-	s := MustOpenSpool(b, b.TempDir(), metering.SpoolOptions{})
-	b.SetBytes(int64(len(metering.EncodeRecord(benchRow))))
+	s := MustOpenSpool(b, b.TempDir(), spool.Options{})
+	b.SetBytes(int64(len(spool.EncodeRecord(benchRow))))
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -525,8 +545,8 @@ func BenchmarkSpoolAppend(b *testing.B) {
 // BenchmarkSpoolAppendParallel is the same from GOMAXPROCS*4 goroutines,
 // as concurrent request handlers append.
 func BenchmarkSpoolAppendParallel(b *testing.B) {
-	s := MustOpenSpool(b, b.TempDir(), metering.SpoolOptions{})
-	b.SetBytes(int64(len(metering.EncodeRecord(benchRow))))
+	s := MustOpenSpool(b, b.TempDir(), spool.Options{})
+	b.SetBytes(int64(len(spool.EncodeRecord(benchRow))))
 	b.SetParallelism(4)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -543,7 +563,7 @@ func BenchmarkSpoolAppendParallel(b *testing.B) {
 // appends while the group commit fsyncs behind them (the tail the meter's
 // p99 sees).
 func BenchmarkSpoolAppendLatency(b *testing.B) {
-	s := MustOpenSpool(b, b.TempDir(), metering.SpoolOptions{})
+	s := MustOpenSpool(b, b.TempDir(), spool.Options{})
 	lat := make([]time.Duration, 0, b.N)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -564,11 +584,11 @@ func BenchmarkSpoolAppendLatency(b *testing.B) {
 	}
 }
 
-// A segment damaged after OpenSpool checked it (a disk error) costs the
+// A segment damaged after Open checked it (a disk error) costs the
 // rest of that segment, counted in CorruptBytes, and shipping goes on.
 func TestSpoolSkipsASegmentDamagedLater(t *testing.T) {
 	dir := t.TempDir()
-	s := MustOpenSpool(t, dir, metering.SpoolOptions{SegmentSize: 2 << 10})
+	s := MustOpenSpool(t, dir, spool.Options{SegmentSize: 2 << 10})
 	for i := range 40 {
 		if err := s.Append(row(i)); err != nil {
 			t.Fatal(err)
@@ -578,7 +598,7 @@ func TestSpoolSkipsASegmentDamagedLater(t *testing.T) {
 	if len(segs) < 3 {
 		t.Fatalf("%d segments", len(segs))
 	}
-	rec := len(metering.EncodeRecord(row(0)))
+	rec := len(spool.EncodeRecord(row(0)))
 	f, err := os.OpenFile(segs[0], os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -599,7 +619,7 @@ func TestSpoolSkipsASegmentDamagedLater(t *testing.T) {
 // 1 to 3, 5 and 6) read back whole, beside untagged ones, whose records are the
 // versions they always were: spools written before tags read as before.
 func TestSpoolRoundTripTags(t *testing.T) {
-	s := MustOpenSpool(t, t.TempDir(), metering.SpoolOptions{})
+	s := MustOpenSpool(t, t.TempDir(), spool.Options{})
 	want := []metering.Usage{row(1), row(2), row(3), row(4), row(5), row(6), row(7), row(8)}
 	tags := agentmarket.Tags(`{"project":"kyc","team":"payments"}`)
 	want[0].Tags = tags
@@ -629,7 +649,7 @@ func TestSpoolRoundTripTags(t *testing.T) {
 		want []byte
 	}{{want[3], []byte{1}}, {want[0], []byte{4, 1}}, {want[1], []byte{4, 2}}, {want[2], []byte{4, 3}}, {want[4], []byte{4, 5}}, {want[5], []byte{5}},
 		{want[6], []byte{6}}, {want[7], []byte{4, 6}}} {
-		if rec := metering.EncodeRecord(tc.u); !bytes.Equal(rec[8:8+len(tc.want)], tc.want) {
+		if rec := spool.EncodeRecord(tc.u); !bytes.Equal(rec[8:8+len(tc.want)], tc.want) {
 			t.Errorf("row %s: version bytes %v, want %v", tc.u.ID, rec[8:8+len(tc.want)], tc.want)
 		}
 	}

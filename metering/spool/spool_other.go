@@ -1,6 +1,6 @@
 //go:build !unix
 
-package metering
+package spool
 
 import "os"
 

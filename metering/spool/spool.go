@@ -1,6 +1,11 @@
-package metering
+// Package spool is the meter's local, durable queue of usage rows: a Spool
+// of segment files on disk that holds each metering.Usage row from the
+// moment its call is metered, and a Shipper that moves the rows in batches
+// to a metering.Store and acknowledges them only once the store took them.
+package spool
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,13 +13,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/metering"
 )
 
 // Durability of the spool.
@@ -33,13 +37,13 @@ import (
 // the power went. Sync closes the window on demand (shutdown, tests).
 //
 // A write cut short by a crash leaves a torn record at the end of a
-// segment; its length or CRC gives it away and OpenSpool truncates it.
+// segment; its length or CRC gives it away and Open truncates it.
 // If fsync fails, the kernel may have dropped the dirty pages, so the
 // spool can no longer promise anything: it keeps the error and refuses
-// every later Append (see SpoolStats.Err).
+// every later Append (see Stats.Err).
 
-// SpoolOptions tune a Spool; zero values take the defaults.
-type SpoolOptions struct {
+// Options tune a Spool; zero values take the defaults.
+type Options struct {
 	// SyncInterval is the group-commit period, the power-loss window
 	// (see above). Default 5 ms.
 	SyncInterval time.Duration
@@ -67,13 +71,13 @@ func (c Cursor) Before(d Cursor) bool {
 	return c.Segment < d.Segment || (c.Segment == d.Segment && c.Offset < d.Offset)
 }
 
-// SpoolStats is a snapshot of the spool's counters, for metrics.
-type SpoolStats struct {
+// Stats is a snapshot of the spool's counters, for metrics.
+type Stats struct {
 	Rows     int64  // appended and not yet acknowledged: the shipping backlog
 	Bytes    int64  // the size of that backlog on disk
 	Segments int    // segment files on disk
 	Appended uint64 // rows appended over the spool's life (the end's Cursor.Seq)
-	// TruncatedBytes is what OpenSpool cut from torn segment tails, and
+	// TruncatedBytes is what Open cut from torn segment tails, and
 	// CorruptBytes what Read skipped in a segment damaged after opening.
 	TruncatedBytes int64
 	CorruptBytes   int64
@@ -81,14 +85,14 @@ type SpoolStats struct {
 	Err error
 }
 
-// ErrSpoolClosed is returned by calls on a closed Spool.
-var ErrSpoolClosed = agentmarket.Errorf(agentmarket.Unavailable, "spool_closed", "the usage spool is closed")
+// ErrClosed is returned by calls on a closed Spool.
+var ErrClosed = agentmarket.Errorf(agentmarket.Unavailable, "spool_closed", "the usage spool is closed")
 
 const (
 	segmentExt = ".seg"
 	cursorFile = "cursor.json"
 	lockFile   = "LOCK"
-	// readChunk is how much Read and OpenSpool read from a segment at once.
+	// readChunk is how much Read and Open read from a segment at once.
 	readChunk = 1 << 20
 	// maxPooledBuf keeps a rare huge batch's buffer out of the pool.
 	maxPooledBuf = 1 << 20
@@ -100,12 +104,12 @@ type segment struct {
 }
 
 // Spool is a local, append-only directory of segment files holding usage
-// rows until they are shipped to a Store. Many goroutines may Append at
+// rows until they are shipped to a metering.Store. Many goroutines may Append at
 // once; one consumer (the Shipper) reads with Read and acknowledges with
 // Ack. One process at a time may open a directory.
 type Spool struct {
 	dir  string
-	opts SpoolOptions
+	opts Options
 	lock *os.File
 
 	bufs sync.Pool // *[]byte for encoding outside the lock
@@ -146,10 +150,10 @@ type Spool struct {
 // end's Cursor.Seq), read without taking the spool's lock.
 func (s *Spool) AppendedRows() uint64 { return s.appendedRows.Load() }
 
-// OpenSpool opens (creating it if needed) the spool in dir. It truncates
+// Open opens (creating it if needed) the spool in dir. It truncates
 // torn records at the end of segments, removes segments that an earlier
 // run acknowledged, and starts a new segment for this run's appends.
-func OpenSpool(dir string, opts SpoolOptions) (*Spool, error) {
+func Open(dir string, opts Options) (*Spool, error) {
 	if opts.SyncInterval == 0 {
 		opts.SyncInterval = DefaultSyncInterval
 	}
@@ -191,181 +195,12 @@ func OpenSpool(dir string, opts SpoolOptions) (*Spool, error) {
 	return s, nil
 }
 
-// recover loads the cursor, checks the segments and opens a new one.
-func (s *Spool) recover() error {
-	os.Remove(filepath.Join(s.dir, cursorFile+".tmp"))
-	b, err := os.ReadFile(filepath.Join(s.dir, cursorFile))
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-	case err != nil:
-		return fmt.Errorf("spool: read cursor: %w", err)
-	default:
-		if err := json.Unmarshal(b, &s.acked); err != nil {
-			return fmt.Errorf("spool: cursor %s is unreadable: %w", filepath.Join(s.dir, cursorFile), err)
-		}
-	}
-	nums, err := listSegments(s.dir)
-	if err != nil {
-		return err
-	}
-	var unshipped uint64
-	last := s.acked.Segment
-	for _, num := range nums {
-		last = max(last, num)
-		path := s.segPath(num)
-		if num < s.acked.Segment {
-			// Acknowledged, but the run that did it stopped before removing it.
-			if err := os.Remove(path); err != nil {
-				return fmt.Errorf("spool: %w", err)
-			}
-			continue
-		}
-		from := int64(0)
-		if num == s.acked.Segment {
-			from = s.acked.Offset
-		}
-		rows, size, cut, err := scanSegment(path, from)
-		if err != nil {
-			return err
-		}
-		s.truncated += cut
-		if size == 0 {
-			// Nothing in it ever (a run that appended nothing): Read skips
-			// missing segments, so drop it rather than ship around it.
-			if err := os.Remove(path); err != nil {
-				return fmt.Errorf("spool: %w", err)
-			}
-			continue
-		}
-		unshipped += rows
-		s.segs = append(s.segs, segment{num: num, size: size})
-	}
-	s.seq = s.acked.Seq + unshipped
-	s.appendedRows.Store(s.seq)
-	f, err := createSegment(s.segPath(last + 1))
-	if err != nil {
-		return err
-	}
-	s.active = f
-	s.segs = append(s.segs, segment{num: last + 1})
-	if err := syncDir(s.dir); err != nil {
-		f.Close()
-		return fmt.Errorf("spool: %w", err)
-	}
-	return nil
-}
-
-// scanSegment validates the records of a segment from offset from on,
-// truncates a torn tail, and returns the number of records after from, the
-// segment's size and how many bytes it cut.
-func scanSegment(path string, from int64) (rows uint64, size int64, cut int64, err error) {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if err != nil {
-		return 0, 0, 0, fmt.Errorf("spool: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return 0, 0, 0, fmt.Errorf("spool: %w", err)
-	}
-	fileSize := fi.Size()
-	if from >= fileSize {
-		// Everything here was shipped (a power loss may even have taken
-		// shipped bytes back): nothing to check.
-		return 0, fileSize, 0, nil
-	}
-	buf := make([]byte, readChunk)
-	off := from
-	for off < fileSize {
-		want := min(int64(len(buf)), fileSize-off)
-		n, err := f.ReadAt(buf[:want], off)
-		if int64(n) < want {
-			return 0, 0, 0, fmt.Errorf("spool: read %s: %w", path, err)
-		}
-		chunk := buf[:n]
-		used, bad := 0, false
-		for {
-			_, rn, err := nextRecord(chunk[used:])
-			if err != nil {
-				bad = true
-				break
-			}
-			if rn == 0 {
-				break
-			}
-			used += rn
-			rows++
-		}
-		off += int64(used)
-		if bad {
-			break
-		}
-		if used == 0 {
-			if want == fileSize-off {
-				break // the file ends inside this record: a torn write
-			}
-			buf = make([]byte, 2*len(buf)) // a record bigger than the buffer
-		}
-	}
-	if off < fileSize {
-		if err := f.Truncate(off); err != nil {
-			return 0, 0, 0, fmt.Errorf("spool: truncate torn tail of %s: %w", path, err)
-		}
-		if err := f.Sync(); err != nil {
-			return 0, 0, 0, fmt.Errorf("spool: %w", err)
-		}
-	}
-	return rows, off, fileSize - off, nil
-}
-
-func listSegments(dir string) ([]uint64, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("spool: %w", err)
-	}
-	var nums []uint64
-	for _, e := range entries {
-		name := e.Name()
-		if e.IsDir() || !strings.HasSuffix(name, segmentExt) {
-			continue
-		}
-		n, err := strconv.ParseUint(strings.TrimSuffix(name, segmentExt), 10, 64)
-		if err != nil {
-			continue
-		}
-		nums = append(nums, n)
-	}
-	slices.Sort(nums)
-	return nums, nil
-}
-
-func (s *Spool) segPath(num uint64) string {
-	return filepath.Join(s.dir, fmt.Sprintf("%020d%s", num, segmentExt))
-}
-
-func createSegment(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o640)
-	if err != nil {
-		return nil, fmt.Errorf("spool: %w", err)
-	}
-	return f, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
-
 // Append stores rows in the spool. When it returns nil the rows are in the
 // operating system's hands: a crash of this process no longer loses them;
 // a power loss may, within the sync interval (see the package comment on
-// durability). Rows must pass Usage.Validate. Append is safe for
+// durability). Rows must pass metering.Usage.Validate. Append is safe for
 // concurrent use and never waits for an fsync.
-func (s *Spool) Append(rows ...Usage) error {
+func (s *Spool) Append(rows ...metering.Usage) error {
 	if len(rows) == 0 {
 		return nil
 	}
@@ -374,7 +209,7 @@ func (s *Spool) Append(rows ...Usage) error {
 	var err error
 	for i := range rows {
 		u := &rows[i]
-		if u.ID == "" || u.Time.Before(minTime) || u.Time.After(maxTime) {
+		if u.ID == "" || !metering.TimeInRange(u.Time) {
 			err = u.Validate()
 			break
 		}
@@ -393,11 +228,15 @@ func (s *Spool) Append(rows ...Usage) error {
 	return err
 }
 
+// Record appends u, as the meter records each call's row: a Spool is the
+// meter's recorder (a2aproxy.Recorder), and Err says when it refuses rows.
+func (s *Spool) Record(_ context.Context, u metering.Usage) error { return s.Append(u) }
+
 func (s *Spool) write(b []byte, rows int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return ErrSpoolClosed
+		return ErrClosed
 	}
 	if s.err != nil {
 		return s.err
@@ -474,7 +313,7 @@ func (s *Spool) Sync() error {
 	closed := s.closed
 	s.mu.Unlock()
 	if closed {
-		return ErrSpoolClosed
+		return ErrClosed
 	}
 	return s.sync()
 }
@@ -539,14 +378,14 @@ func (s *Spool) Acked() Cursor {
 // dst and the position after the rows it read. Rows are readable as soon
 // as Append has returned. With nothing more to read it returns no rows and
 // a cursor that a later Read continues from.
-func (s *Spool) Read(c Cursor, limit int, dst []Usage) ([]Usage, Cursor, error) {
+func (s *Spool) Read(c Cursor, limit int, dst []metering.Usage) ([]metering.Usage, Cursor, error) {
 	s.readMu.Lock()
 	defer s.readMu.Unlock()
 	for n := 0; n < limit; {
 		s.mu.Lock()
 		if s.closed {
 			s.mu.Unlock()
-			return dst, c, ErrSpoolClosed
+			return dst, c, ErrClosed
 		}
 		i, _ := slices.BinarySearchFunc(s.segs, c.Segment, func(g segment, num uint64) int {
 			switch {
@@ -596,7 +435,7 @@ func (s *Spool) Read(c Cursor, limit int, dst []Usage) ([]Usage, Cursor, error) 
 }
 
 // readSegment reads up to limit records of seg from c.
-func (s *Spool) readSegment(seg segment, c Cursor, limit int, dst []Usage) ([]Usage, int, Cursor, error) {
+func (s *Spool) readSegment(seg segment, c Cursor, limit int, dst []metering.Usage) ([]metering.Usage, int, Cursor, error) {
 	if s.readFile == nil || s.readNum != seg.num {
 		if s.readFile != nil {
 			s.readFile.Close()
@@ -631,7 +470,7 @@ func (s *Spool) readSegment(seg segment, c Cursor, limit int, dst []Usage) ([]Us
 			if rn == 0 {
 				break
 			}
-			dst = append(dst, Usage{})
+			dst = append(dst, metering.Usage{})
 			if err := decodePayload(p, &dst[len(dst)-1]); err != nil {
 				dst = dst[:len(dst)-1]
 				return dst, got, c, err
@@ -662,7 +501,7 @@ func (s *Spool) Ack(c Cursor) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return ErrSpoolClosed
+		return ErrClosed
 	}
 	if !s.acked.Before(c) {
 		s.mu.Unlock()
@@ -700,7 +539,7 @@ func (s *Spool) Ack(c Cursor) error {
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		// The cursor is saved; OpenSpool removes what is left.
+		// The cursor is saved; Open removes what is left.
 		return fmt.Errorf("spool: remove shipped segments: %w", err)
 	}
 	return nil
@@ -736,10 +575,10 @@ func (s *Spool) saveCursor(c Cursor) error {
 }
 
 // Stats returns the spool's counters.
-func (s *Spool) Stats() SpoolStats {
+func (s *Spool) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := SpoolStats{
+	st := Stats{
 		Rows:           int64(s.seq - s.acked.Seq),
 		Segments:       len(s.segs),
 		Appended:       s.seq,

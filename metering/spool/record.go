@@ -1,4 +1,4 @@
-package metering
+package spool
 
 import (
 	"encoding/binary"
@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/metering"
 )
 
 // A spool record is
 //
 //	length  uint32 little endian: the payload's length in bytes
 //	crc     uint32 little endian: CRC-32C of the length bytes and the payload
-//	payload version byte (recordV1), then the Usage fields in declaration
+//	payload version byte (recordV1), then the metering.Usage fields in declaration
 //	        order: strings as uvarint length + bytes, integers as zigzag
 //	        varints, Time as varint Unix milliseconds, Estimated as one byte;
 //	        a row with pending usage is recordV2: the same, then the
@@ -63,7 +64,7 @@ var (
 )
 
 // appendRecord appends the record of u to b.
-func appendRecord(b []byte, u *Usage) ([]byte, error) {
+func appendRecord(b []byte, u *metering.Usage) ([]byte, error) {
 	start := len(b)
 	version := byte(recordV1)
 	switch {
@@ -208,7 +209,7 @@ func nextRecord(b []byte) (payload []byte, n int, err error) {
 
 // decodePayload fills u from a record payload whose CRC checked out. All
 // strings of a row share one allocation.
-func decodePayload(p []byte, u *Usage) error {
+func decodePayload(p []byte, u *metering.Usage) error {
 	tagged := len(p) > 1 && p[0] == recordV4
 	if tagged {
 		p = p[1:]
@@ -254,7 +255,7 @@ func decodePayload(p []byte, u *Usage) error {
 	}
 	u.Lost = flags&flagLost != 0
 	if flags&flagPending != 0 {
-		pb := &PendingBill{Key: d.str()}
+		pb := &metering.PendingBill{Key: d.str()}
 		for _, v := range [...]*int64{&pb.Cum.InputTokens, &pb.Cum.OutputTokens, &pb.Cum.ComputeMs, &pb.Add.InputTokens, &pb.Add.OutputTokens, &pb.Add.ComputeMs,
 			&pb.Rates.InputTokensPerMillion, &pb.Rates.OutputTokensPerMillion, &pb.Rates.ComputePerHour, &pb.Rates.PerTask} {
 			*v = d.varint()
@@ -262,14 +263,14 @@ func decodePayload(p []byte, u *Usage) error {
 		u.Pending = pb
 	}
 	if flags&flagBinds != 0 {
-		bd := &Binding{ParentListingID: d.str(), Stored: flags&flagStored != 0}
+		bd := &metering.Binding{ParentListingID: d.str(), Stored: flags&flagStored != 0}
 		if ms := d.varint(); ms != 0 {
 			bd.DeadlineAt = time.UnixMilli(ms).UTC()
 		}
 		u.Binds = bd
 	}
 	if flags&flagSent != 0 {
-		sm := &Sent{MessageID: d.str(), Digest: d.str(), ClaimID: d.str()}
+		sm := &metering.Sent{MessageID: d.str(), Digest: d.str(), ClaimID: d.str()}
 		sm.ClaimedAt = time.UnixMilli(d.varint()).UTC()
 		sm.HeldUntil = time.UnixMilli(d.varint()).UTC()
 		sm.ExpiresAt = time.UnixMilli(d.varint()).UTC()

@@ -1,0 +1,48 @@
+package metering_test
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/metering"
+)
+
+// spendStore answers Totals with its totals and remembers the query.
+type spendStore struct {
+	queryStore
+	totals []metering.Total
+}
+
+func (s spendStore) Totals(ctx context.Context, q metering.Query) ([]metering.Total, error) {
+	s.queryStore.Totals(ctx, q)
+	return s.totals, nil
+}
+
+// TestSpend: spend is the cost of one key's (or contract's) usage from the
+// given time to an hour past the clock's now, summed across buyers, and a
+// sum past the int64 range is the largest value.
+func TestSpend(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	from := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	var q metering.Query
+	store := spendStore{queryStore: queryStore{got: &q}, totals: []metering.Total{{Key: "org_a", CostMicros: 700}, {Key: "org_b", CostMicros: 42}}}
+	s := metering.Spend{Store: store, Clock: agentmarket.NewManualClock(now)}
+	got, err := s.Spent(ctx, "key_1", "ctr_1", from)
+	if err != nil || got != 742 {
+		t.Fatalf("Spent = %d, %v; want 742", got, err)
+	}
+	want := metering.Query{GroupBy: metering.ByBuyer, From: from, To: now.Add(time.Hour), APIKeyID: "key_1", ContractID: "ctr_1"}
+	if !q.From.Equal(want.From) || !q.To.Equal(want.To) || q.GroupBy != want.GroupBy || q.APIKeyID != want.APIKeyID || q.ContractID != want.ContractID {
+		t.Errorf("query %+v, want %+v", q, want)
+	}
+
+	store.totals = []metering.Total{{Key: "org_a", CostMicros: math.MaxInt64 - 1}, {Key: "org_b", CostMicros: 2}}
+	s.Store = store
+	if got, err := s.Spent(ctx, "key_1", "", from); err != nil || got != math.MaxInt64 {
+		t.Errorf("Spent past the int64 range = %d, %v; want %d", got, err, int64(math.MaxInt64))
+	}
+}
