@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentmarket/agentmarket/cmd/internal/config"
+	"github.com/agentmarket/agentmarket/cmd/internal/ops"
 	"github.com/agentmarket/agentmarket/cmd/internal/serve"
 	"github.com/agentmarket/agentmarket/contracts"
 	"github.com/agentmarket/agentmarket/listings"
@@ -60,7 +61,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 
 	fmt.Fprintf(stdout, "AgentMarket marketplace listening on %s\n", baseURL)
-	serve.Announce(ctx, stdout, log, market.Dependencies, banner(cfg, market.PublicMeterURL)...)
+	ops.Announce(ctx, stdout, log, market.Dependencies, banner(cfg, market.PublicMeterURL)...)
 	if operatorKeyFile != "" {
 		fmt.Fprintf(stdout, "  platform operator key written to %s\n", operatorKeyFile)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/agentmarket/agentmarket/a2aproxy/pushsign"
 	"github.com/agentmarket/agentmarket/billing"
 	"github.com/agentmarket/agentmarket/cmd/internal/config"
+	"github.com/agentmarket/agentmarket/cmd/internal/ops"
 	"github.com/agentmarket/agentmarket/contracts"
 	"github.com/agentmarket/agentmarket/contracts/casbin"
 	contractsgorm "github.com/agentmarket/agentmarket/contracts/gormstore"
@@ -52,7 +53,7 @@ type Core struct {
 	// Dependencies are the services the process talks to (the database,
 	// the usage store; the marketplace adds Stripe), for the banner and
 	// /readyz.
-	Dependencies []Dependency
+	Dependencies []ops.Dependency
 	pushKeyClock agentmarket.Clock
 	closeMu      sync.Mutex
 	closers      []func() error
@@ -149,7 +150,7 @@ func OpenCore(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ..
 	c.Usage = usage
 	c.closers = append(c.closers, closeUsage)
 	c.Accounts.Spend = storeSpend{store: usage}
-	c.Dependencies = []Dependency{
+	c.Dependencies = []ops.Dependency{
 		{Name: "database", Where: databaseWhere(cfg), Ping: c.DB.Version},
 		{Name: "usage_store", Where: usageWhere(cfg), Optional: cfg.ClickHouseURL != "", Ping: pingUsage(usage),
 			Impact: "usage reports, invoice previews and budget checks fail until it answers; metered calls go on, their usage waits in the meter's spool"},
@@ -199,10 +200,10 @@ func (c *Core) MeterBodyLimit() int {
 type Marketplace struct {
 	App            *fiber.App
 	Subscriptions  *contracts.Subscriptions
-	Ops            *api.Ops
+	Ops            *ops.Ops
 	PublicMeterURL string
 	// Dependencies are the core's and Stripe's (when configured).
-	Dependencies []Dependency
+	Dependencies []ops.Dependency
 	stop         atomic.Pointer[func(context.Context) error]
 }
 
@@ -249,15 +250,15 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 		Billing:  bill.Service, Webhooks: bill.Webhooks,
 		Authorizer: c.Authz, Logger: c.Log, PublicMeterURL: m.PublicMeterURL,
 		Tasks: tasks, Offers: offers, Alerts: alerts, Focus: bill.Focus, Verified: verified, PushKeys: c.PushKeys}
-	m.Dependencies = append([]Dependency(nil), c.Dependencies...)
+	m.Dependencies = append([]ops.Dependency(nil), c.Dependencies...)
 	if cfg.ClickHouseURL != "" && !cfg.EmbeddedMeter {
 		m.Dependencies[1].Impact = "usage reports, invoice previews and budget checks fail until it answers"
 	}
 	if bill.Stripe != nil {
-		m.Dependencies = append(m.Dependencies, Dependency{Name: "stripe", Where: stripeWhere(cfg), Optional: true, Ping: bill.Stripe.Ping,
+		m.Dependencies = append(m.Dependencies, ops.Dependency{Name: "stripe", Where: stripeWhere(cfg), Optional: true, Ping: bill.Stripe.Ping,
 			Impact: "new subscriptions fail and usage reports wait in the outbox until it answers"})
 	}
-	m.Ops = api.NewOps("marketplace")
+	m.Ops = ops.New("marketplace")
 	m.Ops.Log = c.Log
 	m.App = App("marketplace", srv.ErrorHandler, c.MeterBodyLimit())
 	m.App.Use(m.Ops.Middleware)
@@ -280,7 +281,7 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 		meter.Proxy.Mount(m.App)
 		m.Dependencies = append(m.Dependencies, spoolDependency(cfg, meter))
 	}
-	m.Ops.Checks = Checks(m.Dependencies)
+	m.Ops.Checks = ops.Checks(m.Dependencies)
 	srv.Mount(m.App)
 	web.New(web.Deps{Accounts: c.Accounts, Sessions: c.AccountStore, Listings: c.Catalog, Subscriptions: m.Subscriptions,
 		Usage: srv.Usage, Invoices: srv.Invoices, Billing: bill.Service, Authorizer: c.Authz, Logger: c.Log, Clock: c.Clock,

@@ -39,6 +39,13 @@ func OpenDB(ctx context.Context, cfg *config.Config) (*gormdb.DB, error) {
 	return gormdb.OpenPostgres(ctx, cfg.DatabaseURL)
 }
 
+// RESTErrors answers a binary's errors outside the REST API (the meter's
+// routes that are not JSON-RPC, /readyz, a refused request) with the REST
+// API's one mapping, api.WriteError.
+func RESTErrors(log *slog.Logger) fiber.ErrorHandler {
+	return func(c *fiber.Ctx, err error) error { return api.WriteError(c, log, err) }
+}
+
 // MaxHeaderBytes bounds a request's line (method, URL) and headers
 // together; larger ones are answered 431 (api.Status). It is also the
 // connection's read buffer, which every held stream keeps: the meter's
