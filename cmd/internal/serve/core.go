@@ -228,7 +228,9 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 		return nil, err
 	}
 	m.Subscriptions.Billing = hooks
-	go bill.Run(ctx, m.Subscriptions)
+	sched := &billing.Scheduler{Service: bill.Service, Reporter: bill.Reporter, States: m.Subscriptions, Grace: cfg.BillingGrace,
+		Clock: c.Clock, Logger: c.Log}
+	go sched.Run(ctx)
 	// The marketplace publishes the push signing keys: it makes the first
 	// at start, and rotates on time even while no meter signs.
 	if err := c.PushKeys.Ensure(ctx); err != nil {
@@ -239,7 +241,8 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 	tasks := &contracts.Tasks{Life: c.AccountStore, Push: c.AccountStore, Listings: CatalogTerms{Catalog: c.Catalog}, Clock: c.Clock}
 	alerts := &contracts.Alerts{Store: c.AccountStore, Push: c.AccountStore, Spend: storeSpend{store: c.Usage}, Clock: c.Clock, Sealer: c.Sealer,
 		URLs: WebhookGuard{Guard: Guard(cfg, c.Dialer)}}
-	go runAlerts(ctx, alerts, cfg.BillingGrace, c.Log)
+	alertSweeper := &contracts.AlertSweeper{Alerts: alerts, Every: billing.SweepEvery(cfg.BillingGrace), Logger: c.Log}
+	go alertSweeper.Run(ctx)
 	var verified *metering.Verified
 	if stats, ok := c.Usage.(metering.StatsStore); ok {
 		verified = &metering.Verified{Store: stats, Clock: c.Clock, TTL: 5 * time.Minute}
