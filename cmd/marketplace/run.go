@@ -20,7 +20,7 @@ import (
 // run is the whole program: it returns when ctx ends or on a fatal error.
 // opts adjust the core (tests: the dialer toward agents).
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, opts ...serve.Option) error {
-	cfg, err := config.Load("marketplace", args, getenv, stdout)
+	cfg, err := config.Load("marketplace", serve.ConfigFormats(), args, getenv, stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	}

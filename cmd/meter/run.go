@@ -15,7 +15,7 @@ import (
 
 // run is the whole program: it returns when ctx ends or on a fatal error.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	cfg, err := config.Load("meter", args, getenv, stdout)
+	cfg, err := config.Load("meter", serve.ConfigFormats(), args, getenv, stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	}

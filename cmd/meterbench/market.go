@@ -59,7 +59,7 @@ func startMarket(ctx context.Context, env func(string) string, logOut io.Writer)
 }
 
 func wireMarket(parent context.Context, env func(string) string, logOut io.Writer) (*market, error) {
-	cfg, err := config.Load("marketplace", nil, env, io.Discard)
+	cfg, err := config.Load("marketplace", serve.ConfigFormats(), nil, env, io.Discard)
 	if err != nil {
 		return nil, err
 	}

@@ -24,6 +24,7 @@ import (
 	listingsgorm "github.com/agentmarket/agentmarket/listings/gormstore"
 	"github.com/agentmarket/agentmarket/listings/httpfetch"
 	"github.com/agentmarket/agentmarket/metering"
+	"github.com/agentmarket/agentmarket/metering/clickhouse"
 	"github.com/agentmarket/agentmarket/migrations/gormdb"
 	"github.com/agentmarket/agentmarket/web"
 	"github.com/agentmarket/agentmarket/web/api"
@@ -87,6 +88,21 @@ func Guard(cfg *config.Config, dialer *net.Dialer) httpfetch.Guard {
 	return g
 }
 
+// ConfigFormats are the adapters' checks of their settings (config.Load).
+func ConfigFormats() config.Formats {
+	return config.Formats{SecretKey: aesgcm.ParseKey, AllowCIDRs: httpfetch.ParseCIDRs,
+		ClickHouseDSN: clickhouse.CheckDSN, ClickHouseCluster: clickhouse.ValidCluster}
+}
+
+// SealerKey returns the credential-encryption key: the configured one, or
+// (embedded only) the one generated into the data dir.
+func SealerKey(cfg *config.Config) ([]byte, error) {
+	if cfg.SecretKey != "" {
+		return aesgcm.ParseKey(cfg.SecretKey)
+	}
+	return aesgcm.LoadOrCreateKeyFile(cfg.DataDir + "/secret.key")
+}
+
 // WithClock makes c the clock of everything the core builds (tests move
 // it through trials and billing periods).
 func WithClock(c agentmarket.Clock) Option { return func(core *Core) { core.Clock = c } }
@@ -107,7 +123,7 @@ func OpenCore(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ..
 		return nil, err
 	}
 	c.closers = append(c.closers, c.DB.Close)
-	key, err := cfg.SealerKey()
+	key, err := SealerKey(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("secret key: %w", err)
 	}
