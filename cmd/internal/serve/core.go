@@ -103,6 +103,8 @@ func SealerKey(cfg *config.Config) ([]byte, error) {
 	return aesgcm.LoadOrCreateKeyFile(cfg.DataDir + "/secret.key")
 }
 
+var _ contracts.HostChecker = httpfetch.Guard{}
+
 // WithClock makes c the clock of everything the core builds (tests move
 // it through trials and billing periods).
 func WithClock(c agentmarket.Clock) Option { return func(core *Core) { core.Clock = c } }
@@ -254,9 +256,10 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 	}
 	go c.PushKeys.Run(ctx)
 
+	guard := Guard(cfg, c.Dialer)
 	tasks := &contracts.Tasks{Life: c.AccountStore, Push: c.AccountStore, Listings: CatalogTerms{Catalog: c.Catalog}, Clock: c.Clock}
 	alerts := &contracts.Alerts{Store: c.AccountStore, Push: c.AccountStore, Spend: storeSpend{store: c.Usage}, Clock: c.Clock, Sealer: c.Sealer,
-		URLs: WebhookGuard{Guard: Guard(cfg, c.Dialer)}}
+		URLs: contracts.WebhookRule{Hosts: guard, Allow: guard.Allow}}
 	alertSweeper := &contracts.AlertSweeper{Alerts: alerts, Every: billing.SweepEvery(cfg.BillingGrace), Logger: c.Log}
 	go alertSweeper.Run(ctx)
 	var verified *metering.Verified
