@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentmarket/agentmarket/cmd/internal/config"
+	"github.com/agentmarket/agentmarket/cmd/internal/httpserver"
 	"github.com/agentmarket/agentmarket/cmd/internal/ops"
 	"github.com/agentmarket/agentmarket/cmd/internal/serve"
 	"github.com/agentmarket/agentmarket/contracts"
@@ -39,7 +40,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	go refreshLoop(ctx, core.Catalog, log)
 
-	ln, baseURL, err := serve.Listen(cfg.Addr)
+	ln, baseURL, err := httpserver.Listen(cfg.Addr)
 	if err != nil {
 		return err
 	}
@@ -71,8 +72,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		d.print(stdout)
 	}
 	log.Info("listening", "addr", baseURL, "embedded", cfg.Embedded())
-	return serve.Serve(ctx, market.App, ln, log, cfg.ShutdownTimeout,
-		serve.Step{Name: "embedded meter: ship the usage spool", Run: market.Stop}, core.CloseStep())
+	return httpserver.Serve(ctx, market.App, ln, log, cfg.ShutdownTimeout,
+		httpserver.Step{Name: "embedded meter: ship the usage spool", Run: market.Stop}, core.CloseStep())
 }
 
 // banner names the choices the configuration made that are no service to

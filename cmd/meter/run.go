@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentmarket/agentmarket/cmd/internal/config"
+	"github.com/agentmarket/agentmarket/cmd/internal/httpserver"
 	"github.com/agentmarket/agentmarket/cmd/internal/ops"
 	"github.com/agentmarket/agentmarket/cmd/internal/serve"
 )
@@ -29,7 +30,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	defer core.Close()
 
-	ln, baseURL, err := serve.Listen(cfg.MeterAddr)
+	ln, baseURL, err := httpserver.Listen(cfg.MeterAddr)
 	if err != nil {
 		return err
 	}
@@ -64,8 +65,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	fmt.Fprintf(stdout, "AgentMarket meter listening on %s\n", baseURL)
 	ops.Announce(ctx, stdout, log, deps, [2]string{"public URL", publicURL + "/a2a/{listing} (written into proxied cards)"})
 	log.Info("listening", "addr", baseURL)
-	return serve.Serve(ctx, app, ln, log, cfg.ShutdownTimeout,
-		serve.Step{Name: "meter: ship the usage spool", Run: func(ctx context.Context) error {
+	return httpserver.Serve(ctx, app, ln, log, cfg.ShutdownTimeout,
+		httpserver.Step{Name: "meter: ship the usage spool", Run: func(ctx context.Context) error {
 			defer stopMeter()
 			return serve.CloseMeter(ctx, meter)
 		}}, core.CloseStep())

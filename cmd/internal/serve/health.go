@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/agentmarket/agentmarket/cmd/internal/config"
+	"github.com/agentmarket/agentmarket/cmd/internal/httpserver"
 	"github.com/agentmarket/agentmarket/cmd/internal/ops"
 	"github.com/agentmarket/agentmarket/metering/clickhouse"
 )
@@ -17,8 +18,8 @@ import (
 const StartPingTimeout = ops.StartPingTimeout
 
 // CloseStep is the shutdown step that closes what OpenCore opened.
-func (c *Core) CloseStep() Step {
-	return Step{Name: "close the database and the usage store", Run: func(context.Context) error { c.Close(); return nil }}
+func (c *Core) CloseStep() httpserver.Step {
+	return httpserver.Step{Name: "close the database and the usage store", Run: func(context.Context) error { c.Close(); return nil }}
 }
 
 // databaseWhere names the database cfg uses, without credentials.
