@@ -55,48 +55,8 @@ func Billing(ctx context.Context, cfg *config.Config, d BillingDeps) (*BillingPa
 		parts.Webhooks = &billing.Webhooks{Verifier: &stripe.WebhookVerifier{Secret: cfg.StripeWebhookSecret}, Store: store, Contracts: d.States,
 			Clock: d.Clock, Logger: d.Logger}
 	}
-	orgName := func(ctx context.Context, orgID string) (string, error) {
-		o, err := d.Contracts.GetOrg(ctx, orgID)
-		if err != nil {
-			return "", err
-		}
-		return o.Name, nil
-	}
-	listingName := func(ctx context.Context, listingID string) (string, error) {
-		l, err := d.Listings.GetListing(ctx, listingID)
-		if err != nil {
-			return "", err
-		}
-		if l.Card != nil {
-			return l.Card.Name, nil
-		}
-		return l.ID, nil
-	}
-	parts.Focus = &billing.Focus{Service: svc, OrgName: orgName, ListingName: listingName}
-	hooks := &billing.Hooks{
-		Service: svc,
-		Buyer: func(ctx context.Context, orgID string) (billing.OrgInfo, error) {
-			o, err := d.Contracts.GetOrg(ctx, orgID)
-			if err != nil {
-				return billing.OrgInfo{}, err
-			}
-			return billing.OrgInfo{ID: o.ID, Name: o.Name}, nil
-		},
-		Listing: func(ctx context.Context, listingID string) (string, string, error) {
-			l, err := d.Listings.GetListing(ctx, listingID)
-			if err != nil {
-				return "", "", err
-			}
-			seller, err := d.Contracts.GetOrg(ctx, l.SellerOrgID)
-			if err != nil {
-				return "", "", err
-			}
-			name := l.ID
-			if l.Card != nil {
-				name = l.Card.Name
-			}
-			return name, seller.ConnectAccountID, nil
-		},
-	}
+	names := billing.Directory{Orgs: d.Contracts, Listings: d.Listings}
+	parts.Focus = &billing.Focus{Service: svc, OrgName: names.OrgName, ListingName: names.ListingName}
+	hooks := &billing.Hooks{Service: svc, Buyer: names.Buyer, Listing: names.Listing}
 	return parts, hooks, nil
 }
