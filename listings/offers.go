@@ -189,6 +189,31 @@ func (s *Offers) Get(ctx context.Context, actor agentmarket.Actor, id string) (*
 	return o, nil
 }
 
+// Acceptable returns the offer id that the actor's org may accept now,
+// and its listing: an offer made to another org is Forbidden, one that is
+// no longer open (expired, withdrawn, accepted) a Conflict.
+func (s *Offers) Acceptable(ctx context.Context, actor agentmarket.Actor, id string) (*Offer, *Listing, error) {
+	o, err := s.Get(ctx, actor, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	if o.BuyerOrgID != actor.OrgID {
+		return nil, nil, agentmarket.Errorf(agentmarket.Forbidden, "not_offer_buyer", "offer %q is made to another organisation", id)
+	}
+	switch o.StatusAt(s.Clock.Now()) {
+	case OfferOpen:
+	case OfferExpired:
+		return nil, nil, agentmarket.Errorf(agentmarket.Conflict, "offer_expired", "offer %q expired at %s", id, o.ExpiresAt.Format(time.RFC3339))
+	default:
+		return nil, nil, agentmarket.Errorf(agentmarket.Conflict, "offer_not_open", "offer %q is %s", id, o.Status)
+	}
+	l, err := s.Listings.GetListing(ctx, o.ListingID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return o, l, nil
+}
+
 // List returns the offers the actor's org made (made: true) or was made.
 func (s *Offers) List(ctx context.Context, actor agentmarket.Actor, made bool, listingID string) ([]Offer, error) {
 	q := OfferQuery{BuyerOrgID: actor.OrgID, ListingID: listingID}

@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/agentmarket/agentmarket"
-	"github.com/agentmarket/agentmarket/a2aproxy/demoagent"
 	"github.com/agentmarket/agentmarket/billing"
+	"github.com/agentmarket/agentmarket/cmd/internal/demoagent"
 	"github.com/agentmarket/agentmarket/cmd/internal/serve"
 	"github.com/agentmarket/agentmarket/contracts"
 	"github.com/agentmarket/agentmarket/docs/examples/pushverify"

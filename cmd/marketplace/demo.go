@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/agentmarket/agentmarket"
-	"github.com/agentmarket/agentmarket/a2aproxy/demoagent"
+	"github.com/agentmarket/agentmarket/cmd/internal/demoagent"
 	"github.com/agentmarket/agentmarket/contracts"
 	"github.com/agentmarket/agentmarket/listings"
 )

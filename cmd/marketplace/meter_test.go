@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/agentmarket/agentmarket/a2aproxy"
-	"github.com/agentmarket/agentmarket/a2aproxy/demoagent"
+	"github.com/agentmarket/agentmarket/cmd/internal/demoagent"
 	"github.com/agentmarket/agentmarket/listings"
 	"github.com/agentmarket/agentmarket/metering"
 	"github.com/agentmarket/agentmarket/metering/clickhouse"

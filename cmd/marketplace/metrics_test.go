@@ -20,8 +20,8 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/agentmarket/agentmarket/a2aproxy/demoagent"
 	"github.com/agentmarket/agentmarket/a2aproxy/wire"
+	"github.com/agentmarket/agentmarket/cmd/internal/demoagent"
 )
 
 // marker is in every path, listing id and method name the load makes up:

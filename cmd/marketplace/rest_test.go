@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentmarket/agentmarket/a2aproxy/demoagent"
 	"github.com/agentmarket/agentmarket/a2aproxy/wire"
+	"github.com/agentmarket/agentmarket/cmd/internal/demoagent"
 )
 
 // restCall is a buyer's HTTP+JSON call through the meter.

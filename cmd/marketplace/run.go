@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/agentmarket/agentmarket/cmd/internal/config"
+	"github.com/agentmarket/agentmarket/cmd/internal/httpserver"
+	"github.com/agentmarket/agentmarket/cmd/internal/ops"
 	"github.com/agentmarket/agentmarket/cmd/internal/serve"
 	"github.com/agentmarket/agentmarket/contracts"
 	"github.com/agentmarket/agentmarket/listings"
@@ -19,7 +21,7 @@ import (
 // run is the whole program: it returns when ctx ends or on a fatal error.
 // opts adjust the core (tests: the dialer toward agents).
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer, opts ...serve.Option) error {
-	cfg, err := config.Load("marketplace", args, getenv, stdout)
+	cfg, err := config.Load("marketplace", serve.ConfigFormats(), args, getenv, stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	}
@@ -38,7 +40,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	go refreshLoop(ctx, core.Catalog, log)
 
-	ln, baseURL, err := serve.Listen(cfg.Addr)
+	ln, baseURL, err := httpserver.Listen(cfg.Addr)
 	if err != nil {
 		return err
 	}
@@ -60,7 +62,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 
 	fmt.Fprintf(stdout, "AgentMarket marketplace listening on %s\n", baseURL)
-	serve.Announce(ctx, stdout, log, market.Dependencies, banner(cfg, market.PublicMeterURL)...)
+	ops.Announce(ctx, stdout, log, market.Dependencies, banner(cfg, market.PublicMeterURL)...)
 	if operatorKeyFile != "" {
 		fmt.Fprintf(stdout, "  platform operator key written to %s\n", operatorKeyFile)
 	}
@@ -70,8 +72,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		d.print(stdout)
 	}
 	log.Info("listening", "addr", baseURL, "embedded", cfg.Embedded())
-	return serve.Serve(ctx, market.App, ln, log, cfg.ShutdownTimeout,
-		serve.Step{Name: "embedded meter: ship the usage spool", Run: market.Stop}, core.CloseStep())
+	return httpserver.Serve(ctx, market.App, ln, log, cfg.ShutdownTimeout,
+		httpserver.Step{Name: "embedded meter: ship the usage spool", Run: market.Stop}, core.CloseStep())
 }
 
 // banner names the choices the configuration made that are no service to

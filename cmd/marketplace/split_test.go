@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentmarket/agentmarket/a2aproxy/demoagent"
+	"github.com/agentmarket/agentmarket/cmd/internal/demoagent"
 	"github.com/agentmarket/agentmarket/metering/clickhouse/clickhousetest"
 	"github.com/agentmarket/agentmarket/migrations/relational/relationaltest"
 )

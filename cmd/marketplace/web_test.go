@@ -13,7 +13,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/agentmarket/agentmarket/a2aproxy/demoagent"
+	"github.com/agentmarket/agentmarket/cmd/internal/demoagent"
 	"github.com/agentmarket/agentmarket/web/webtest"
 )
 

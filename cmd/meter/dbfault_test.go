@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentmarket/agentmarket/a2aproxy/demoagent"
+	"github.com/agentmarket/agentmarket/cmd/internal/demoagent"
 	"github.com/agentmarket/agentmarket/metering"
 	"github.com/agentmarket/agentmarket/metering/clickhouse"
 	"github.com/agentmarket/agentmarket/migrations/relational"

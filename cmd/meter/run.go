@@ -8,16 +8,15 @@ import (
 	"io"
 	"time"
 
-	"github.com/gofiber/fiber/v2"
-
 	"github.com/agentmarket/agentmarket/cmd/internal/config"
+	"github.com/agentmarket/agentmarket/cmd/internal/httpserver"
+	"github.com/agentmarket/agentmarket/cmd/internal/ops"
 	"github.com/agentmarket/agentmarket/cmd/internal/serve"
-	"github.com/agentmarket/agentmarket/web/api"
 )
 
 // run is the whole program: it returns when ctx ends or on a fatal error.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout io.Writer) error {
-	cfg, err := config.Load("meter", args, getenv, stdout)
+	cfg, err := config.Load("meter", serve.ConfigFormats(), args, getenv, stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return nil
 	}
@@ -31,7 +30,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	defer core.Close()
 
-	ln, baseURL, err := serve.Listen(cfg.MeterAddr)
+	ln, baseURL, err := httpserver.Listen(cfg.MeterAddr)
 	if err != nil {
 		return err
 	}
@@ -39,14 +38,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if publicURL == "" {
 		publicURL = baseURL
 	}
-	ops := api.NewOps("meter")
-	ops.Log = log
+	endpoints := ops.New("meter")
+	endpoints.Log = log
 
 	meterCtx, stopMeter := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopMeter()
 	meter, err := serve.StartMeter(meterCtx, serve.MeterDeps{Config: cfg, DB: core.DB, Store: core.Usage,
 		Accounts: core.Accounts, Authz: core.Authz, Catalog: core.Catalog, Listings: core.ListingStore, Sealer: core.Sealer, PushKeys: core.PushKeys,
-		Registry: ops.Registry, Logger: log, Clock: core.Clock, PublicURL: publicURL, Dialer: core.Dialer})
+		Registry: endpoints.Registry, Logger: log, Clock: core.Clock, PublicURL: publicURL, Dialer: core.Dialer})
 	if err != nil {
 		return err
 	}
@@ -56,18 +55,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		meter.Close(flushCtx)
 	}()
 	deps := serve.MeterDependencies(core.Dependencies, cfg, meter)
-	ops.Checks = serve.Checks(deps)
+	endpoints.Checks = ops.Checks(deps)
 
-	app := serve.App("meter", func(c *fiber.Ctx, err error) error { return api.WriteError(c, log, err) }, core.MeterBodyLimit())
-	app.Use(ops.Middleware)
-	ops.Mount(app)
+	app := serve.App("meter", serve.RESTErrors(log), core.MeterBodyLimit())
+	app.Use(endpoints.Middleware)
+	endpoints.Mount(app)
 	meter.Proxy.Mount(app)
 
 	fmt.Fprintf(stdout, "AgentMarket meter listening on %s\n", baseURL)
-	serve.Announce(ctx, stdout, log, deps, [2]string{"public URL", publicURL + "/a2a/{listing} (written into proxied cards)"})
+	ops.Announce(ctx, stdout, log, deps, [2]string{"public URL", publicURL + "/a2a/{listing} (written into proxied cards)"})
 	log.Info("listening", "addr", baseURL)
-	return serve.Serve(ctx, app, ln, log, cfg.ShutdownTimeout,
-		serve.Step{Name: "meter: ship the usage spool", Run: func(ctx context.Context) error {
+	return httpserver.Serve(ctx, app, ln, log, cfg.ShutdownTimeout,
+		httpserver.Step{Name: "meter: ship the usage spool", Run: func(ctx context.Context) error {
 			defer stopMeter()
 			return serve.CloseMeter(ctx, meter)
 		}}, core.CloseStep())

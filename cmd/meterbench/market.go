@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/agentmarket/agentmarket/cmd/internal/config"
+	"github.com/agentmarket/agentmarket/cmd/internal/httpserver"
 	"github.com/agentmarket/agentmarket/cmd/internal/serve"
 )
 
@@ -59,7 +60,7 @@ func startMarket(ctx context.Context, env func(string) string, logOut io.Writer)
 }
 
 func wireMarket(parent context.Context, env func(string) string, logOut io.Writer) (*market, error) {
-	cfg, err := config.Load("marketplace", nil, env, io.Discard)
+	cfg, err := config.Load("marketplace", serve.ConfigFormats(), nil, env, io.Discard)
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +79,7 @@ func wireMarket(parent context.Context, env func(string) string, logOut io.Write
 	if _, _, err := core.Accounts.EnsurePlatform(ctx, cfg.OperatorKey); err != nil {
 		return fail(fmt.Errorf("platform org: %w", err))
 	}
-	ln, baseURL, err := serve.Listen(cfg.Addr)
+	ln, baseURL, err := httpserver.Listen(cfg.Addr)
 	if err != nil {
 		return fail(err)
 	}
@@ -89,7 +90,7 @@ func wireMarket(parent context.Context, env func(string) string, logOut io.Write
 	}
 	m := &market{URL: baseURL, done: make(chan error, 1)}
 	go func() {
-		err := serve.Run(ctx, mk.App, ln)
+		err := httpserver.Run(ctx, mk.App, ln)
 		mk.Close()
 		core.Close()
 		m.done <- err

@@ -11,6 +11,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentmarket/agentmarket/cmd/internal/config"
+	"github.com/agentmarket/agentmarket/cmd/internal/serve"
 )
 
 // TestHelmChartSettings keeps the Helm chart's environment right, like
@@ -90,7 +91,7 @@ func TestHelmChartSettings(t *testing.T) {
 				env[e.Name] = secret[ref.Key]
 			}
 		}
-		cfg, err := config.Load(binary, nil, func(k string) string { return env[k] }, io.Discard)
+		cfg, err := config.Load(binary, serve.ConfigFormats(), nil, func(k string) string { return env[k] }, io.Discard)
 		if err != nil {
 			t.Errorf("%s: the chart's environment fails the %s binary's checks: %v", w.Kind, binary, err)
 			continue

@@ -9,6 +9,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/agentmarket/agentmarket/cmd/internal/config"
+	"github.com/agentmarket/agentmarket/cmd/internal/serve"
 )
 
 // TestComposeFile keeps docker-compose.yml correct by construction (no
@@ -76,7 +77,7 @@ func TestComposeFile(t *testing.T) {
 				t.Errorf("%s: %s is not a setting of the %s binary", bin, k, bin)
 			}
 		}
-		c, err := config.Load(bin, nil, func(k string) string { return svc.Environment[k] }, io.Discard)
+		c, err := config.Load(bin, serve.ConfigFormats(), nil, func(k string) string { return svc.Environment[k] }, io.Discard)
 		if err != nil {
 			t.Errorf("%s: its compose environment fails the binary's checks: %v", bin, err)
 			continue

@@ -17,10 +17,18 @@ import (
 	"time"
 
 	"github.com/agentmarket/agentmarket"
-	"github.com/agentmarket/agentmarket/listings/aesgcm"
-	"github.com/agentmarket/agentmarket/listings/httpfetch"
-	"github.com/agentmarket/agentmarket/metering/clickhouse"
 )
+
+// Formats check the settings whose format an adapter owns: the sealer's
+// key, the SSRF allowlist, ClickHouse's DSN and cluster name. The wiring
+// passes its adapters' (serve.ConfigFormats), so that config imports none
+// and still reports every bad setting at once.
+type Formats struct {
+	SecretKey         func(string) ([]byte, error)
+	AllowCIDRs        func(string) ([]netip.Prefix, error)
+	ClickHouseDSN     func(string) error
+	ClickHouseCluster func(string) bool
+}
 
 // Config is every setting of both binaries.
 type Config struct {
@@ -49,6 +57,7 @@ type Config struct {
 	LogLevel            string
 	ShutdownTimeout     time.Duration // the whole way down after SIGTERM
 	Demo                bool
+	allowCIDRs          []netip.Prefix // FetchAllowCIDRs, parsed by Formats.AllowCIDRs
 }
 
 // MeterLimits are the meter's timeouts and size limits.
@@ -298,8 +307,8 @@ func boolean(f func(*Config) *bool) func(*Config, string) error {
 
 // Load reads the settings of bin from args and getenv; flags win over the
 // environment, which wins over defaults. Every bad setting is reported,
-// each by its flag and variable name.
-func Load(bin string, args []string, getenv func(string) string, out io.Writer) (*Config, error) {
+// each by its flag and variable name; f checks the adapters' formats.
+func Load(bin string, f Formats, args []string, getenv func(string) string, out io.Writer) (*Config, error) {
 	settings := Settings(bin)
 	fs := flag.NewFlagSet(bin, flag.ContinueOnError)
 	fs.SetOutput(out)
@@ -334,7 +343,7 @@ func Load(bin string, args []string, getenv func(string) string, out io.Writer) 
 			errs = append(errs, fmt.Sprintf("--%s / %s: %v (got %s)", s.Name, s.Env(), err, got))
 		}
 	}
-	errs = append(errs, c.validate(bin)...)
+	errs = append(errs, c.validate(bin, f)...)
 	if len(errs) > 0 {
 		sort.Strings(errs)
 		return nil, fmt.Errorf("invalid configuration:\n  %s", strings.Join(errs, "\n  "))
@@ -354,20 +363,21 @@ func (c *Config) AutoApproveOn() bool {
 // it also holds 127.0.0.1, where the demo agents listen: a demo is a
 // try-out on one machine, and its agents must be reachable.
 func (c *Config) AllowCIDRs() []netip.Prefix {
-	p, _ := httpfetch.ParseCIDRs(c.FetchAllowCIDRs)
+	p := append([]netip.Prefix(nil), c.allowCIDRs...)
 	if c.Demo {
 		p = append(p, netip.MustParsePrefix("127.0.0.1/32"))
 	}
 	return p
 }
 
-func (c *Config) validate(bin string) []string {
+func (c *Config) validate(bin string, f Formats) []string {
 	var errs []string
-	if _, err := httpfetch.ParseCIDRs(c.FetchAllowCIDRs); err != nil {
+	var err error
+	if c.allowCIDRs, err = f.AllowCIDRs(c.FetchAllowCIDRs); err != nil {
 		errs = append(errs, fmt.Sprintf("--fetch-allow-cidrs / AGENTMARKET_FETCH_ALLOW_CIDRS: %v", err))
 	}
 	if c.SecretKey != "" {
-		if _, err := aesgcm.ParseKey(c.SecretKey); err != nil {
+		if _, err := f.SecretKey(c.SecretKey); err != nil {
 			errs = append(errs, fmt.Sprintf("--secret-key / AGENTMARKET_SECRET_KEY: %v", err))
 		}
 	} else if !c.Embedded() {
@@ -379,7 +389,7 @@ func (c *Config) validate(bin string) []string {
 	if c.ClickHouseURL != "" {
 		if !strings.HasPrefix(c.ClickHouseURL, "clickhouse://") {
 			errs = append(errs, "--clickhouse-url / AGENTMARKET_CLICKHOUSE_URL: must be a clickhouse:// native DSN")
-		} else if err := clickhouse.CheckDSN(c.ClickHouseURL); err != nil {
+		} else if err := f.ClickHouseDSN(c.ClickHouseURL); err != nil {
 			var ae *agentmarket.Error
 			errors.As(err, &ae)
 			errs = append(errs, "--clickhouse-url / AGENTMARKET_CLICKHOUSE_URL: "+ae.Message)
@@ -392,7 +402,7 @@ func (c *Config) validate(bin string) []string {
 		if c.ClickHouseURL == "" {
 			errs = append(errs, "--clickhouse-cluster / AGENTMARKET_CLICKHOUSE_CLUSTER: needs AGENTMARKET_CLICKHOUSE_URL (a node of the cluster)")
 		}
-		if !clickhouse.ValidCluster(c.ClickHouseCluster) {
+		if !f.ClickHouseCluster(c.ClickHouseCluster) {
 			errs = append(errs, "--clickhouse-cluster / AGENTMARKET_CLICKHOUSE_CLUSTER: must be a plain name (letters, digits, _)")
 		}
 	}
@@ -419,13 +429,4 @@ const PushAttemptTimeout = 10 * time.Second
 // attempt, and the longest wait before each.
 func PushRetrySpan(l MeterLimits) time.Duration {
 	return time.Duration(l.PushMaxAttempts) * (l.PushRetryMax + PushAttemptTimeout)
-}
-
-// SealerKey returns the credential-encryption key: the configured one, or
-// (embedded only) the one generated into the data dir.
-func (c *Config) SealerKey() ([]byte, error) {
-	if c.SecretKey != "" {
-		return aesgcm.ParseKey(c.SecretKey)
-	}
-	return aesgcm.LoadOrCreateKeyFile(c.DataDir + "/secret.key")
 }

@@ -7,12 +7,13 @@ import (
 	"testing"
 
 	"github.com/agentmarket/agentmarket/cmd/internal/config"
+	"github.com/agentmarket/agentmarket/cmd/internal/serve"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
 func TestDefaults(t *testing.T) {
-	c, err := config.Load("marketplace", nil, env(nil), io.Discard)
+	c, err := config.Load("marketplace", serve.ConfigFormats(), nil, env(nil), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,7 +24,7 @@ func TestDefaults(t *testing.T) {
 }
 
 func TestFlagWinsOverEnv(t *testing.T) {
-	c, err := config.Load("marketplace", []string{"--addr", "127.0.0.1:9999"}, env(map[string]string{"AGENTMARKET_ADDR": "127.0.0.1:7777", "AGENTMARKET_DATA_DIR": "/tmp/x"}), io.Discard)
+	c, err := config.Load("marketplace", serve.ConfigFormats(), []string{"--addr", "127.0.0.1:9999"}, env(map[string]string{"AGENTMARKET_ADDR": "127.0.0.1:7777", "AGENTMARKET_DATA_DIR": "/tmp/x"}), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +68,7 @@ func TestErrorsNameTheSetting(t *testing.T) {
 		{"marketplace", map[string]string{"AGENTMARKET_PUSH_KEY_ROTATION": "1h"}, []string{"AGENTMARKET_PUSH_KEY_ROTATION"}},
 	}
 	for _, tc := range cases {
-		_, err := config.Load(tc.bin, nil, env(tc.env), io.Discard)
+		_, err := config.Load(tc.bin, serve.ConfigFormats(), nil, env(tc.env), io.Discard)
 		if err == nil {
 			t.Errorf("%s %v: no error", tc.bin, tc.env)
 			continue
@@ -81,7 +82,7 @@ func TestErrorsNameTheSetting(t *testing.T) {
 }
 
 func TestUnknownArgument(t *testing.T) {
-	if _, err := config.Load("marketplace", []string{"serve"}, env(nil), io.Discard); err == nil || !strings.Contains(err.Error(), "serve") {
+	if _, err := config.Load("marketplace", serve.ConfigFormats(), []string{"serve"}, env(nil), io.Discard); err == nil || !strings.Contains(err.Error(), "serve") {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -99,7 +100,7 @@ func TestAllowCIDRs(t *testing.T) {
 		{[]string{"--demo"}, nil, "[127.0.0.1/32]"},
 		{[]string{"--demo"}, map[string]string{"AGENTMARKET_FETCH_ALLOW_CIDRS": "192.0.2.0/24"}, "[192.0.2.0/24 127.0.0.1/32]"},
 	} {
-		c, err := config.Load("marketplace", tc.args, env(tc.env), io.Discard)
+		c, err := config.Load("marketplace", serve.ConfigFormats(), tc.args, env(tc.env), io.Discard)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,7 +112,7 @@ func TestAllowCIDRs(t *testing.T) {
 
 // TestSecretsAreNotEchoed: a bad secret is named, its value never shown.
 func TestSecretsAreNotEchoed(t *testing.T) {
-	_, err := config.Load("marketplace", nil, env(map[string]string{"AGENTMARKET_OPERATOR_KEY": "hunter2-not-a-key",
+	_, err := config.Load("marketplace", serve.ConfigFormats(), nil, env(map[string]string{"AGENTMARKET_OPERATOR_KEY": "hunter2-not-a-key",
 		"AGENTMARKET_CLICKHOUSE_URL": "clickhouse://u:hunter3@127.0.0.1:9000/db?dial_timeout=soon"}), io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "AGENTMARKET_OPERATOR_KEY") || !strings.Contains(err.Error(), "AGENTMARKET_CLICKHOUSE_URL") {
 		t.Fatalf("err = %v", err)

@@ -2,18 +2,15 @@ package serve
 
 import (
 	"context"
-	"net/netip"
-	"net/url"
-	"time"
 
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/a2aproxy"
 	"github.com/agentmarket/agentmarket/contracts"
 	"github.com/agentmarket/agentmarket/listings"
-	"github.com/agentmarket/agentmarket/listings/httpfetch"
 )
 
-// CatalogTerms lets subscriptions read listings from the catalog.
+// CatalogTerms lets subscriptions read listings from the catalog. Wiring
+// only: one call of the catalog, its listing mapped onto contracts' terms.
 type CatalogTerms struct{ Catalog *listings.Service }
 
 var _ contracts.ListingSource = CatalogTerms{}
@@ -29,7 +26,9 @@ func (t CatalogTerms) ListingTerms(ctx context.Context, actor agentmarket.Actor,
 }
 
 // MeterTargets resolves listings for the meter, opening the sealed seller
-// credentials.
+// credentials. It holds one rule (a listing without a readable card is
+// not found) that belongs with a2aproxy.Resolver, its consumer; it stays
+// here until a2aproxy takes it.
 type MeterTargets struct {
 	Store   listings.Store
 	Catalog *listings.Service
@@ -55,7 +54,7 @@ func (m MeterTargets) Resolve(ctx context.Context, id string) (*a2aproxy.Target,
 }
 
 // AccountOrgs tells the catalog which orgs exist (a private offer names
-// its buyer).
+// its buyer). Wiring only: contracts' store answers, not found meaning no.
 type AccountOrgs struct{ Store contracts.Store }
 
 var _ listings.OrgChecker = AccountOrgs{}
@@ -70,6 +69,8 @@ func (a AccountOrgs) OrgExists(ctx context.Context, orgID string) (bool, error) 
 }
 
 // CatalogOffers lets subscriptions accept the catalog's private offers.
+// Wiring only: listings.Offers.Acceptable holds the rules, and this maps
+// its answer onto contracts' terms.
 type CatalogOffers struct {
 	Offers *listings.Offers
 }
@@ -78,21 +79,7 @@ var _ contracts.OfferSource = CatalogOffers{}
 
 // OfferTerms implements contracts.OfferSource.
 func (c CatalogOffers) OfferTerms(ctx context.Context, actor agentmarket.Actor, id string) (*contracts.OfferTerms, error) {
-	o, err := c.Offers.Get(ctx, actor, id)
-	if err != nil {
-		return nil, err
-	}
-	if o.BuyerOrgID != actor.OrgID {
-		return nil, agentmarket.Errorf(agentmarket.Forbidden, "not_offer_buyer", "offer %q is made to another organisation", id)
-	}
-	switch o.StatusAt(c.Offers.Clock.Now()) {
-	case listings.OfferOpen:
-	case listings.OfferExpired:
-		return nil, agentmarket.Errorf(agentmarket.Conflict, "offer_expired", "offer %q expired at %s", id, o.ExpiresAt.Format(time.RFC3339))
-	default:
-		return nil, agentmarket.Errorf(agentmarket.Conflict, "offer_not_open", "offer %q is %s", id, o.Status)
-	}
-	l, err := c.Offers.Listings.GetListing(ctx, o.ListingID)
+	o, l, err := c.Offers.Acceptable(ctx, actor, id)
 	if err != nil {
 		return nil, err
 	}
@@ -103,30 +90,4 @@ func (c CatalogOffers) OfferTerms(ctx context.Context, actor agentmarket.Actor, 
 // AcceptOffer implements contracts.OfferSource.
 func (c CatalogOffers) AcceptOffer(ctx context.Context, offerID, contractID string) error {
 	return c.Offers.Accepted(ctx, offerID, contractID)
-}
-
-// WebhookGuard judges an org's alert webhook as the meter judges push
-// webhooks: https to a public address; plain http, and private
-// addresses, only in AGENTMARKET_FETCH_ALLOW_CIDRS.
-type WebhookGuard struct{ Guard httpfetch.Guard }
-
-var _ contracts.URLChecker = WebhookGuard{}
-
-// CheckWebhook implements contracts.URLChecker.
-func (w WebhookGuard) CheckWebhook(ctx context.Context, raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return agentmarket.Errorf(agentmarket.Invalid, "webhook_refused", "%q is not an absolute URL", raw)
-	}
-	if u.Scheme != "https" {
-		ip, err := netip.ParseAddr(u.Hostname())
-		allowed := false
-		for _, p := range w.Guard.Allow {
-			allowed = allowed || err == nil && p.Contains(ip)
-		}
-		if !allowed {
-			return agentmarket.Errorf(agentmarket.Invalid, "webhook_refused", "the webhook must use https")
-		}
-	}
-	return w.Guard.CheckHost(ctx, u.Hostname())
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/agentmarket/agentmarket/a2aproxy/pushsign"
 	"github.com/agentmarket/agentmarket/billing"
 	"github.com/agentmarket/agentmarket/cmd/internal/config"
+	"github.com/agentmarket/agentmarket/cmd/internal/ops"
 	"github.com/agentmarket/agentmarket/contracts"
 	"github.com/agentmarket/agentmarket/contracts/casbin"
 	contractsgorm "github.com/agentmarket/agentmarket/contracts/gormstore"
@@ -23,6 +24,7 @@ import (
 	listingsgorm "github.com/agentmarket/agentmarket/listings/gormstore"
 	"github.com/agentmarket/agentmarket/listings/httpfetch"
 	"github.com/agentmarket/agentmarket/metering"
+	"github.com/agentmarket/agentmarket/metering/clickhouse"
 	"github.com/agentmarket/agentmarket/migrations/relational"
 	"github.com/agentmarket/agentmarket/web"
 	"github.com/agentmarket/agentmarket/web/api"
@@ -52,7 +54,7 @@ type Core struct {
 	// Dependencies are the services the process talks to (the database,
 	// the usage store; the marketplace adds Stripe), for the banner and
 	// /readyz.
-	Dependencies []Dependency
+	Dependencies []ops.Dependency
 	pushKeyClock agentmarket.Clock
 	closeMu      sync.Mutex
 	closers      []func() error
@@ -86,6 +88,23 @@ func Guard(cfg *config.Config, dialer *net.Dialer) httpfetch.Guard {
 	return g
 }
 
+// ConfigFormats are the adapters' checks of their settings (config.Load).
+func ConfigFormats() config.Formats {
+	return config.Formats{SecretKey: aesgcm.ParseKey, AllowCIDRs: httpfetch.ParseCIDRs,
+		ClickHouseDSN: clickhouse.CheckDSN, ClickHouseCluster: clickhouse.ValidCluster}
+}
+
+// SealerKey returns the credential-encryption key: the configured one, or
+// (embedded only) the one generated into the data dir.
+func SealerKey(cfg *config.Config) ([]byte, error) {
+	if cfg.SecretKey != "" {
+		return aesgcm.ParseKey(cfg.SecretKey)
+	}
+	return aesgcm.LoadOrCreateKeyFile(cfg.DataDir + "/secret.key")
+}
+
+var _ contracts.HostChecker = httpfetch.Guard{}
+
 // WithClock makes c the clock of everything the core builds (tests move
 // it through trials and billing periods).
 func WithClock(c agentmarket.Clock) Option { return func(core *Core) { core.Clock = c } }
@@ -106,7 +125,7 @@ func OpenCore(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ..
 		return nil, err
 	}
 	c.closers = append(c.closers, c.DB.Close)
-	key, err := cfg.SealerKey()
+	key, err := SealerKey(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("secret key: %w", err)
 	}
@@ -149,7 +168,7 @@ func OpenCore(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ..
 	c.Usage = usage
 	c.closers = append(c.closers, closeUsage)
 	c.Accounts.Spend = metering.Spend{Store: usage, Clock: c.Clock}
-	c.Dependencies = []Dependency{
+	c.Dependencies = []ops.Dependency{
 		{Name: "database", Where: databaseWhere(cfg), Ping: c.DB.Version},
 		{Name: "usage_store", Where: usageWhere(cfg), Optional: cfg.ClickHouseURL != "", Ping: pingUsage(usage),
 			Impact: "usage reports, invoice previews and budget checks fail until it answers; metered calls go on, their usage waits in the meter's spool"},
@@ -199,10 +218,10 @@ func (c *Core) MeterBodyLimit() int {
 type Marketplace struct {
 	App            *fiber.App
 	Subscriptions  *contracts.Subscriptions
-	Ops            *api.Ops
+	Ops            *ops.Ops
 	PublicMeterURL string
 	// Dependencies are the core's and Stripe's (when configured).
-	Dependencies []Dependency
+	Dependencies []ops.Dependency
 	stop         atomic.Pointer[func(context.Context) error]
 }
 
@@ -227,7 +246,9 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 		return nil, err
 	}
 	m.Subscriptions.Billing = hooks
-	go bill.Run(ctx, m.Subscriptions)
+	sched := &billing.Scheduler{Service: bill.Service, Reporter: bill.Reporter, States: m.Subscriptions, Grace: cfg.BillingGrace,
+		Clock: c.Clock, Logger: c.Log}
+	go sched.Run(ctx)
 	// The marketplace publishes the push signing keys: it makes the first
 	// at start, and rotates on time even while no meter signs.
 	if err := c.PushKeys.Ensure(ctx); err != nil {
@@ -235,10 +256,12 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 	}
 	go c.PushKeys.Run(ctx)
 
+	guard := Guard(cfg, c.Dialer)
 	tasks := &contracts.Tasks{Life: c.AccountStore, Push: c.AccountStore, Listings: CatalogTerms{Catalog: c.Catalog}, Clock: c.Clock}
 	alerts := &contracts.Alerts{Store: c.AccountStore, Push: c.AccountStore, Spend: metering.Spend{Store: c.Usage, Clock: c.Clock}, Clock: c.Clock, Sealer: c.Sealer,
-		URLs: WebhookGuard{Guard: Guard(cfg, c.Dialer)}}
-	go runAlerts(ctx, alerts, cfg.BillingGrace, c.Log)
+		URLs: contracts.WebhookRule{Hosts: guard, Allow: guard.Allow}}
+	alertSweeper := &contracts.AlertSweeper{Alerts: alerts, Every: billing.SweepEvery(cfg.BillingGrace), Logger: c.Log}
+	go alertSweeper.Run(ctx)
 	var verified *metering.Verified
 	if stats, ok := c.Usage.(metering.StatsStore); ok {
 		verified = &metering.Verified{Store: stats, Clock: c.Clock, TTL: 5 * time.Minute}
@@ -249,15 +272,15 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 		Billing:  bill.Service, Webhooks: bill.Webhooks,
 		Authorizer: c.Authz, Logger: c.Log, PublicMeterURL: m.PublicMeterURL,
 		Tasks: tasks, Offers: offers, Alerts: alerts, Focus: bill.Focus, Verified: verified, PushKeys: c.PushKeys}
-	m.Dependencies = append([]Dependency(nil), c.Dependencies...)
+	m.Dependencies = append([]ops.Dependency(nil), c.Dependencies...)
 	if cfg.ClickHouseURL != "" && !cfg.EmbeddedMeter {
 		m.Dependencies[1].Impact = "usage reports, invoice previews and budget checks fail until it answers"
 	}
 	if bill.Stripe != nil {
-		m.Dependencies = append(m.Dependencies, Dependency{Name: "stripe", Where: stripeWhere(cfg), Optional: true, Ping: bill.Stripe.Ping,
+		m.Dependencies = append(m.Dependencies, ops.Dependency{Name: "stripe", Where: stripeWhere(cfg), Optional: true, Ping: bill.Stripe.Ping,
 			Impact: "new subscriptions fail and usage reports wait in the outbox until it answers"})
 	}
-	m.Ops = api.NewOps("marketplace")
+	m.Ops = ops.New("marketplace")
 	m.Ops.Log = c.Log
 	m.App = App("marketplace", srv.ErrorHandler, c.MeterBodyLimit())
 	m.App.Use(m.Ops.Middleware)
@@ -280,7 +303,7 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 		meter.Proxy.Mount(m.App)
 		m.Dependencies = append(m.Dependencies, spoolDependency(cfg, meter))
 	}
-	m.Ops.Checks = Checks(m.Dependencies)
+	m.Ops.Checks = ops.Checks(m.Dependencies)
 	srv.Mount(m.App)
 	web.New(web.Deps{Accounts: c.Accounts, Sessions: c.AccountStore, Listings: c.Catalog, Subscriptions: m.Subscriptions,
 		Usage: srv.Usage, Invoices: srv.Invoices, Billing: bill.Service, Authorizer: c.Authz, Logger: c.Log, Clock: c.Clock,

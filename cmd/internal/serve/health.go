@@ -3,104 +3,23 @@ package serve
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/url"
 	"path/filepath"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/agentmarket/agentmarket/cmd/internal/config"
+	"github.com/agentmarket/agentmarket/cmd/internal/httpserver"
+	"github.com/agentmarket/agentmarket/cmd/internal/ops"
 	"github.com/agentmarket/agentmarket/metering/clickhouse"
-	"github.com/agentmarket/agentmarket/web/api"
 )
 
-// StartPingTimeout bounds each service's ping at start: a server that
-// does not answer by then is reported down, and the process goes on (or
-// stops, for a required one).
-const StartPingTimeout = 5 * time.Second
-
-// Dependency is a service a process talks to. Each is pinged at start,
-// with a line each saying where it is, whether it answered and its
-// version, and then by every /readyz.
-type Dependency struct {
-	Name string // the /readyz key: "database", "usage_store", "stripe"
-	// Where says what and where it is, for people, without credentials:
-	// "PostgreSQL at db:5432/agentmarket".
-	Where string
-	// Optional: the process serves while it is down (/readyz "degraded");
-	// Impact says what fails meanwhile.
-	Optional bool
-	Impact   string
-	// Ping answers with the server's version.
-	Ping func(ctx context.Context) (string, error)
-}
-
-// Checks turns deps into /readyz checks.
-func Checks(deps []Dependency) []api.Check {
-	out := make([]api.Check, len(deps))
-	for i, d := range deps {
-		out[i] = api.Check{Name: d.Name, Optional: d.Optional, Impact: d.Impact, Check: d.Ping}
-	}
-	return out
-}
-
-// Announce pings every dependency (at once, each within StartPingTimeout)
-// and writes a line each to out, and logs it. Unconfigured services get a
-// line too (notes), so the banner names every choice the configuration
-// made.
-func Announce(ctx context.Context, out io.Writer, log *slog.Logger, deps []Dependency, notes ...[2]string) {
-	type result struct {
-		version string
-		err     error
-		took    time.Duration
-	}
-	results := make([]result, len(deps))
-	var wg sync.WaitGroup
-	for i, d := range deps {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			pctx, cancel := context.WithTimeout(ctx, StartPingTimeout)
-			defer cancel()
-			t0 := time.Now()
-			v, err := d.Ping(pctx)
-			results[i] = result{v, err, time.Since(t0)}
-		}()
-	}
-	wg.Wait()
-	// The lines first, then the log records: both go to stdout.
-	for i, d := range deps {
-		r := results[i]
-		switch {
-		case r.err == nil:
-			fmt.Fprintf(out, "  %-12s %s: up, %s\n", d.Name, d.Where, r.version)
-		case d.Optional:
-			fmt.Fprintf(out, "  %-12s %s: DOWN (%s); serving without it: %s\n", d.Name, d.Where, api.SafeCause(r.err), d.Impact)
-		default:
-			fmt.Fprintf(out, "  %-12s %s: DOWN (%s); /readyz answers 503 until it is back\n", d.Name, d.Where, api.SafeCause(r.err))
-		}
-	}
-	for _, n := range notes {
-		fmt.Fprintf(out, "  %-12s %s\n", n[0], n[1])
-	}
-	for i, d := range deps {
-		r := results[i]
-		switch {
-		case r.err == nil:
-			log.Info("dependency up", "check", d.Name, "where", d.Where, "detail", r.version, "took_ms", r.took.Milliseconds())
-		case d.Optional:
-			log.Warn("dependency down", "check", d.Name, "where", d.Where, "optional", true, "impact", d.Impact, "err", r.err)
-		default:
-			log.Error("dependency down", "check", d.Name, "where", d.Where, "err", r.err)
-		}
-	}
-}
+// StartPingTimeout is ops.StartPingTimeout: opening the usage store
+// waits as long as a ping at start does.
+const StartPingTimeout = ops.StartPingTimeout
 
 // CloseStep is the shutdown step that closes what OpenCore opened.
-func (c *Core) CloseStep() Step {
-	return Step{Name: "close the database and the usage store", Run: func(context.Context) error { c.Close(); return nil }}
+func (c *Core) CloseStep() httpserver.Step {
+	return httpserver.Step{Name: "close the database and the usage store", Run: func(context.Context) error { c.Close(); return nil }}
 }
 
 // databaseWhere names the database cfg uses, without credentials.
@@ -140,8 +59,8 @@ func stripeWhere(cfg *config.Config) string {
 
 // MeterDependencies are a standalone meter's: the core's, the usage store
 // with what a meter does without it, and its spool.
-func MeterDependencies(core []Dependency, cfg *config.Config, m *Meter) []Dependency {
-	deps := append([]Dependency(nil), core...)
+func MeterDependencies(core []ops.Dependency, cfg *config.Config, m *Meter) []ops.Dependency {
+	deps := append([]ops.Dependency(nil), core...)
 	for i := range deps {
 		switch deps[i].Name {
 		case "usage_store":
@@ -160,8 +79,8 @@ func MeterDependencies(core []Dependency, cfg *config.Config, m *Meter) []Depend
 // spoolDependency reports the meter's spool: how much usage waits for the
 // store, or the failure that stopped the spool (then no call can be
 // metered, and the meter is not ready).
-func spoolDependency(cfg *config.Config, m *Meter) Dependency {
-	return Dependency{Name: "spool", Where: "usage spool at " + filepath.Join(cfg.DataDir, "spool"), Ping: func(context.Context) (string, error) {
+func spoolDependency(cfg *config.Config, m *Meter) ops.Dependency {
+	return ops.Dependency{Name: "spool", Where: "usage spool at " + filepath.Join(cfg.DataDir, "spool"), Ping: func(context.Context) (string, error) {
 		// Not ready while the meter cannot record usage (it then refuses
 		// calls): a failed fsync, or an append that failed a moment ago.
 		if err := m.Proxy.RecordingErr(); err != nil {

@@ -1,4 +1,7 @@
-package api
+// Package ops serves what operators and orchestrators ask both binaries:
+// /healthz, /readyz over the dependencies' checks, and /metrics; and it
+// announces those dependencies at start.
+package ops
 
 import (
 	"context"
@@ -128,9 +131,9 @@ func SafeCause(err error) string {
 	return "failed (the logs say why)"
 }
 
-// NewOps makes a registry with the Go and process collectors and the HTTP
+// New makes a registry with the Go and process collectors and the HTTP
 // request metrics of service (e.g. "marketplace").
-func NewOps(service string) *Ops {
+func New(service string) *Ops {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	o := &Ops{

@@ -1,4 +1,4 @@
-package api_test
+package ops_test
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/agentmarket/agentmarket"
-	"github.com/agentmarket/agentmarket/web/api"
+	"github.com/agentmarket/agentmarket/cmd/internal/ops"
 )
 
 // TestReady: a required check down makes the process unavailable, an
@@ -26,9 +26,9 @@ func TestReady(t *testing.T) {
 		}
 	}
 	var logs bytes.Buffer
-	o := api.NewOps("test")
+	o := ops.New("test")
 	o.Log = slog.New(slog.NewJSONHandler(&logs, nil))
-	o.Checks = []api.Check{
+	o.Checks = []ops.Check{
 		{Name: "database", Check: check(&dbDown, "PostgreSQL 15", errors.New("dial tcp 10.1.2.3:5432: secret detail"))},
 		{Name: "usage_store", Optional: true, Impact: "usage waits", Check: check(&chDown, "ClickHouse 18.16",
 			agentmarket.Wrap(agentmarket.Unavailable, "usage_store", errors.New("dial tcp 10.1.2.4:9000"), "the usage store failed: connection refused"))},

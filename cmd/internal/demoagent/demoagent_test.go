@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentmarket/agentmarket/a2aproxy/demoagent"
+	"github.com/agentmarket/agentmarket/cmd/internal/demoagent"
 	"github.com/agentmarket/agentmarket/listings/agentcard"
 )
 

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentmarket/agentmarket/a2aproxy/demoagent"
+	"github.com/agentmarket/agentmarket/cmd/internal/demoagent"
 )
 
 // fixedNow is the clock of tests that compare wire bytes.

@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/agentmarket/agentmarket/a2aproxy/demoagent"
+	"github.com/agentmarket/agentmarket/cmd/internal/demoagent"
 )
 
 // An agent learns its URL once it listens; the card advertises that URL.

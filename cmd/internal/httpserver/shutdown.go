@@ -1,9 +1,8 @@
-package serve
+package httpserver
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"time"
@@ -79,13 +78,3 @@ func Serve(ctx context.Context, app *fiber.App, ln net.Listener, log *slog.Logge
 }
 
 func ms(d time.Duration) int64 { return d.Milliseconds() }
-
-// CloseMeter stops the meter, shipping its spool until ctx ends, and says
-// how many rows stay in the spool for the next start.
-func CloseMeter(ctx context.Context, m *Meter) error {
-	err := m.Close(ctx)
-	if left := m.Spool.Stats().Rows; left > 0 {
-		return fmt.Errorf("%d usage rows stay in the spool and ship at the next start (the usage store did not take them in time)", left)
-	}
-	return err
-}
