@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -353,6 +354,52 @@ func Load(bin string, f Formats, args []string, getenv func(string) string, out 
 
 // Embedded reports whether the relational store is the embedded SQLite.
 func (c *Config) Embedded() bool { return c.DatabaseURL == "" }
+
+// DatabaseWhere names the database c uses, without credentials.
+func (c *Config) DatabaseWhere() string {
+	if c.Embedded() {
+		return "SQLite at " + filepath.Join(c.DataDir, "agentmarket.db")
+	}
+	u, err := url.Parse(c.DatabaseURL)
+	if err != nil {
+		return "PostgreSQL"
+	}
+	return "PostgreSQL at " + u.Host + u.Path
+}
+
+// UsageWhere names the usage store c uses, without credentials;
+// describeClickHouse names a ClickHouse DSN (the adapter's Describe).
+func (c *Config) UsageWhere(describeClickHouse func(dsn string) string) string {
+	if c.ClickHouseURL == "" {
+		return "embedded (SQLite) at " + filepath.Join(c.DataDir, "usage.db")
+	}
+	if c.ClickHouseCluster != "" {
+		return describeClickHouse(c.ClickHouseURL) + " (cluster " + c.ClickHouseCluster + ")"
+	}
+	return describeClickHouse(c.ClickHouseURL)
+}
+
+// StripeWhere names the Stripe API c uses.
+func (c *Config) StripeWhere() string {
+	if c.StripeAPIBase == "" {
+		return "Stripe at api.stripe.com"
+	}
+	u, err := url.Parse(c.StripeAPIBase)
+	if err != nil {
+		return "Stripe"
+	}
+	return "Stripe at " + strings.TrimSuffix(u.Host+u.Path, "/")
+}
+
+// ProxyDuration is a duration setting in the meter's form: 0 (off) in the
+// settings is negative there, where 0 takes the default
+// (meter-idempotency-window, meter-stall-after).
+func ProxyDuration(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
 
 // AutoApproveOn resolves the auto-approve setting.
 func (c *Config) AutoApproveOn() bool {

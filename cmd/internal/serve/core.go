@@ -169,28 +169,11 @@ func OpenCore(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ..
 	c.closers = append(c.closers, closeUsage)
 	c.Accounts.Spend = metering.Spend{Store: usage, Clock: c.Clock}
 	c.Dependencies = []ops.Dependency{
-		{Name: "database", Where: databaseWhere(cfg), Ping: c.DB.Version},
-		{Name: "usage_store", Where: usageWhere(cfg), Optional: cfg.ClickHouseURL != "", Ping: pingUsage(usage),
+		{Name: "database", Where: cfg.DatabaseWhere(), Ping: c.DB.Version},
+		{Name: "usage_store", Where: cfg.UsageWhere(clickhouse.Describe), Optional: cfg.ClickHouseURL != "", Ping: metering.PingOf(usage),
 			Impact: "usage reports, invoice previews and budget checks fail until it answers; metered calls go on, their usage waits in the meter's spool"},
 	}
 	return c, nil
-}
-
-// pingUsage asks the usage store for its version, or (a store without
-// one) for an empty total, which proves it answers.
-func pingUsage(s metering.Store) func(context.Context) (string, error) {
-	if p, ok := s.(interface {
-		Ping(context.Context) (string, error)
-	}); ok {
-		return p.Ping
-	}
-	return func(ctx context.Context) (string, error) {
-		now := time.Now().UTC()
-		if _, err := s.Totals(ctx, metering.Query{GroupBy: metering.ByListing, From: now, To: now.Add(time.Millisecond)}); err != nil {
-			return "", err
-		}
-		return "embedded", nil
-	}
 }
 
 // Close releases what OpenCore opened, last first. Only the first call
@@ -277,7 +260,7 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 		m.Dependencies[1].Impact = "usage reports, invoice previews and budget checks fail until it answers"
 	}
 	if bill.Stripe != nil {
-		m.Dependencies = append(m.Dependencies, ops.Dependency{Name: "stripe", Where: stripeWhere(cfg), Optional: true, Ping: bill.Stripe.Ping,
+		m.Dependencies = append(m.Dependencies, ops.Dependency{Name: "stripe", Where: cfg.StripeWhere(), Optional: true, Ping: bill.Stripe.Ping,
 			Impact: "new subscriptions fail and usage reports wait in the outbox until it answers"})
 	}
 	m.Ops = ops.New("marketplace")

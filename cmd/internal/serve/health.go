@@ -3,14 +3,11 @@ package serve
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"path/filepath"
-	"strings"
 
 	"github.com/agentmarket/agentmarket/cmd/internal/config"
 	"github.com/agentmarket/agentmarket/cmd/internal/httpserver"
 	"github.com/agentmarket/agentmarket/cmd/internal/ops"
-	"github.com/agentmarket/agentmarket/metering/clickhouse"
 )
 
 // StartPingTimeout is ops.StartPingTimeout: opening the usage store
@@ -20,41 +17,6 @@ const StartPingTimeout = ops.StartPingTimeout
 // CloseStep is the shutdown step that closes what OpenCore opened.
 func (c *Core) CloseStep() httpserver.Step {
 	return httpserver.Step{Name: "close the database and the usage store", Run: func(context.Context) error { c.Close(); return nil }}
-}
-
-// databaseWhere names the database cfg uses, without credentials.
-func databaseWhere(cfg *config.Config) string {
-	if cfg.Embedded() {
-		return "SQLite at " + filepath.Join(cfg.DataDir, "agentmarket.db")
-	}
-	u, err := url.Parse(cfg.DatabaseURL)
-	if err != nil {
-		return "PostgreSQL"
-	}
-	return "PostgreSQL at " + u.Host + u.Path
-}
-
-// usageWhere names the usage store cfg uses, without credentials.
-func usageWhere(cfg *config.Config) string {
-	if cfg.ClickHouseURL == "" {
-		return "embedded (SQLite) at " + filepath.Join(cfg.DataDir, "usage.db")
-	}
-	if cfg.ClickHouseCluster != "" {
-		return clickhouse.Describe(cfg.ClickHouseURL) + " (cluster " + cfg.ClickHouseCluster + ")"
-	}
-	return clickhouse.Describe(cfg.ClickHouseURL)
-}
-
-// stripeWhere names the Stripe API cfg uses.
-func stripeWhere(cfg *config.Config) string {
-	if cfg.StripeAPIBase == "" {
-		return "Stripe at api.stripe.com"
-	}
-	u, err := url.Parse(cfg.StripeAPIBase)
-	if err != nil {
-		return "Stripe"
-	}
-	return "Stripe at " + strings.TrimSuffix(u.Host+u.Path, "/")
 }
 
 // MeterDependencies are a standalone meter's: the core's, the usage store

@@ -109,8 +109,8 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 			TaskTimeout:       d.Config.MeterLimits.TaskTimeout,
 			MaxPause:          d.Config.MeterLimits.MaxPause,
 			EventRetention:    d.Config.MeterLimits.EventRetention,
-			IdempotencyWindow: idempotencyWindow(d.Config.MeterLimits.IdempotencyWindow),
-			StallAfter:        idempotencyWindow(d.Config.MeterLimits.StallAfter),
+			IdempotencyWindow: config.ProxyDuration(d.Config.MeterLimits.IdempotencyWindow),
+			StallAfter:        config.ProxyDuration(d.Config.MeterLimits.StallAfter),
 		},
 		Auth:         d.Accounts,
 		Resolver:     MeterTargets{Store: d.Listings, Catalog: d.Catalog},
@@ -148,15 +148,6 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 	go func() { defer loops.Done(); p.RunTaskSweeper(loopsCtx, d.Config.MeterLimits.TaskSweep) }()
 	go func() { defer loops.Done(); p.RunPushDelivery(loopsCtx) }()
 	return &Meter{Proxy: p, Spool: sp, Shipper: ship, stopLoops: func() { stop(); loops.Wait() }}, nil
-}
-
-// idempotencyWindow is the proxy's form of the setting (and of
-// meter-stall-after): 0 (off) is negative there, where 0 takes the default.
-func idempotencyWindow(d time.Duration) time.Duration {
-	if d == 0 {
-		return -1
-	}
-	return d
 }
 
 // Close flushes the spool to the store (bounded by ctx) and closes it.
