@@ -38,7 +38,7 @@ const recordRetry = time.Second
 // yet recorded.
 func (a *accounting) usage(ctx context.Context, cl *call, latency time.Duration) metering.Usage {
 	u := metering.Usage{
-		ID:              agentmarket.NewID("use"),
+		ID:              cl.rowID,
 		Time:            a.clock.Now().Truncate(time.Millisecond),
 		TraceID:         cl.trace.traceID,
 		TaskID:          cl.obs.taskID,
@@ -56,6 +56,9 @@ func (a *accounting) usage(ctx context.Context, cl *call, latency time.Duration)
 		LatencyMs:       latency.Milliseconds(),
 		CardHash:        cl.target.CardHash,
 		Lost:            cl.lost,
+	}
+	if u.ID == "" {
+		u.ID = agentmarket.NewID("use")
 	}
 	if cl.plan != nil {
 		u.Currency = cl.plan.Currency

@@ -3,6 +3,8 @@ package a2aproxy_test
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -128,6 +130,7 @@ type coreMarket struct {
 	// markDown fails MarkTaskReused while set; reused holds the marks.
 	markDown error
 	reused   map[string]bool
+	push     *corePush // set before startCore: the meter relays push notifications
 }
 
 func (m *coreMarket) Authenticate(_ context.Context, secret string) (agentmarket.Actor, error) {
@@ -210,11 +213,15 @@ func (m *coreMarket) usage() []metering.Usage {
 
 // startCore builds a meter in front of agent and serves it on a Fiber app.
 func startCore(t *testing.T, agent *coreAgent) (*fiber.App, *coreMarket) {
+	return startCoreWith(t, agent, nil)
+}
+
+func startCoreWith(t *testing.T, agent *coreAgent, push *corePush) (*fiber.App, *coreMarket) {
 	t.Helper()
 	card := &agentcard.Card{Name: "Core agent",
 		Interfaces:   []agentcard.Interface{{URL: agent.URL, Binding: agentcard.BindingJSONRPC, ProtocolVersion: agent.version}},
 		Capabilities: agentcard.Capabilities{Streaming: true, Extensions: []agentcard.Extension{{URI: wire.UsageExtensionURI}}}}
-	m := &coreMarket{owners: map[string]contracts.TaskBinding{}, listing: &a2aproxy.Target{ListingID: "lst_core", SellerOrgID: "org_seller",
+	m := &coreMarket{push: push, owners: map[string]contracts.TaskBinding{}, listing: &a2aproxy.Target{ListingID: "lst_core", SellerOrgID: "org_seller",
 		Published: true, Card: card, CardJSON: []byte(`{}`), UpstreamAuth: &listings.UpstreamAuth{Header: "X-Seller-Key", Value: "seller-secret"}}}
 	allow, err := httpfetch.ParseCIDRs("127.0.0.0/8")
 	if err != nil {
@@ -222,6 +229,9 @@ func startCore(t *testing.T, agent *coreAgent) (*fiber.App, *coreMarket) {
 	}
 	p := &a2aproxy.Proxy{PublicURL: "http://meter.test", Auth: m, Resolver: m, Plans: m, Contracts: m, Entitlements: m, Owners: m,
 		Recorder: m, Guard: httpfetch.Guard{Allow: allow}, Clock: agentmarket.SystemClock{}, Logger: slog.New(slog.DiscardHandler)}
+	if m.push != nil {
+		p.Push = &a2aproxy.Push{Store: m.push, Guard: httpfetch.Guard{Allow: allow}}
+	}
 	p.Init()
 	m.proxy = p
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
@@ -495,5 +505,76 @@ func TestCoreReusedTaskMarkedLater(t *testing.T) {
 	defer m.mu.Unlock()
 	if !m.reused["lst_core|task-same"] {
 		t.Error("the sweeper did not mark the reused task once the store was back")
+	}
+}
+
+// corePush is the push store of one callback, whose outbox can fail.
+type corePush struct {
+	contracts.PushStore
+	cfg         contracts.PushConfig
+	mu          sync.Mutex
+	enqueueDown error
+	enqueued    []string
+}
+
+func (f *corePush) PushCallback(_ context.Context, id string) (*contracts.PushConfig, error) {
+	if id != f.cfg.CallbackID {
+		return nil, agentmarket.Errorf(agentmarket.NotFound, "not_found", "no callback")
+	}
+	c := f.cfg
+	return &c, nil
+}
+
+func (f *corePush) Enqueue(_ context.Context, d contracts.Delivery) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.enqueueDown != nil {
+		return false, f.enqueueDown
+	}
+	f.enqueued = append(f.enqueued, d.ID)
+	return true, nil
+}
+
+// TestCoreNotificationMeteredOnce: an agent's notification whose delivery
+// could not be stored is refused (503) and sent again by the agent; both
+// times its usage row has the same id, so the store and the ledger (which
+// take a row once by its id) bill it once.
+func TestCoreNotificationMeteredOnce(t *testing.T) {
+	agent := startCoreAgent(t, "1.0")
+	sum := sha256.Sum256([]byte("agent-secret"))
+	push := &corePush{cfg: contracts.PushConfig{ListingID: "lst_core", TaskID: "task-1", ConfigID: "cfg-1", OrgID: "org_acme", APIKeyID: "key_acme",
+		Version: "1.0", URL: "https://hooks.example/x", CallbackID: "cb_1", SecretHash: hex.EncodeToString(sum[:])}}
+	app, m := startCoreWith(t, agent, push)
+	do(t, app, "POST", "/a2a/lst_core", "amk_acme", "1.0", send10)
+	note := fmt.Sprintf(`{"statusUpdate":{"taskId":"task-1","contextId":"ctx-1","status":{"state":"TASK_STATE_WORKING"},"metadata":{%q:{"inputTokens":12,"outputTokens":50}}}}`, wire.UsageExtensionURI)
+	post := func() int {
+		req := httptest.NewRequest("POST", a2aproxy.CallbackPath+"cb_1", strings.NewReader(note))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("A2A-Notification-Token", "agent-secret")
+		res, err := app.Test(req, 10_000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.StatusCode
+	}
+	push.enqueueDown = errors.New("database is locked")
+	if status := post(); status != http.StatusServiceUnavailable {
+		t.Fatalf("with the outbox down: %d, want 503", status)
+	}
+	push.enqueueDown = nil
+	if status := post(); status != http.StatusOK {
+		t.Fatalf("the agent's retry: %d, want 200", status)
+	}
+	var ids []string
+	for _, u := range m.usage() {
+		if u.Method == "push" {
+			ids = append(ids, u.ID)
+		}
+	}
+	if len(ids) != 2 || ids[0] != ids[1] || !strings.HasPrefix(ids[0], "use_push_") {
+		t.Errorf("the notification's usage rows: %v, want two of one id", ids)
+	}
+	if len(push.enqueued) != 1 {
+		t.Errorf("deliveries enqueued: %v", push.enqueued)
 	}
 }

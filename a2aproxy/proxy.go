@@ -326,6 +326,9 @@ type call struct {
 	// label replaces the method name in the usage row of a call the meter
 	// did not get from a buyer ("push" for a notification).
 	label string
+	// rowID, when set, is the usage row's id (a notification's, the same
+	// on every retry of it); else a new one.
+	rowID string
 	// cancelBy and cancelWhy say who canceled and why, for cancels the
 	// meter sends on its own.
 	cancelBy, cancelWhy string

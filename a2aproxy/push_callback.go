@@ -59,16 +59,20 @@ func (p *Proxy) notification(ctx context.Context, n notification) (status int, r
 			return http.StatusBadRequest, "the notification is not an A2A task, message or event: " + err.Error()
 		}
 	}
-	if err := p.meterNotification(ctx, n.traceparent, cfg, ob, len(body), len(out)); err != nil {
+	// One id per notification, the same on every retry of it: its delivery
+	// is enqueued once, and its usage row (keyed by the same sum) is
+	// stored and billed once, however often the agent sends it again.
+	sum := sha256.Sum256(append([]byte(cfg.CallbackID+"\x00"), body...))
+	if err := p.meterNotification(ctx, n.traceparent, "use_push_"+hex.EncodeToString(sum[:16]), cfg, ob, len(body), len(out)); err != nil {
 		p.Logger.ErrorContext(ctx, "push notification not metered", "task_id", cfg.TaskID, "err", err)
 		return http.StatusServiceUnavailable, "try again" // the agent's retry brings it again
 	}
-	sum := sha256.Sum256(append([]byte(cfg.CallbackID+"\x00"), body...))
 	d := contracts.Delivery{ID: "dlv_" + hex.EncodeToString(sum[:16]), ListingID: cfg.ListingID, TaskID: cfg.TaskID, ConfigID: cfg.ConfigID,
 		OrgID: cfg.OrgID, Body: out, Status: contracts.DeliveryPending, NextAttemptAt: p.Clock.Now(), CreatedAt: p.Clock.Now()}
 	if _, err := p.Push.Store.Enqueue(ctx, d); err != nil {
-		// Metered already: the agent's retry meters it a second time (one
-		// more usage row).
+		// Metered already: the agent's retry records the same usage row
+		// again (its id is the notification's), which the store and the
+		// ledger take once.
 		p.Logger.ErrorContext(ctx, "push notification not stored", "task_id", cfg.TaskID, "err", err)
 		return http.StatusServiceUnavailable, "try again" // the agent's retry brings it again
 	}
@@ -96,7 +100,7 @@ func notificationVersion(body []byte) wire.Version {
 
 // meterNotification records the usage a notification reports, as a call
 // of the key that set the config.
-func (p *Proxy) meterNotification(ctx context.Context, traceparent string, cfg *contracts.PushConfig, ob wire.Observation, in, out int) error {
+func (p *Proxy) meterNotification(ctx context.Context, traceparent, rowID string, cfg *contracts.PushConfig, ob wire.Observation, in, out int) error {
 	b, err := p.owners.Known(ctx, cfg.ListingID, cfg.TaskID)
 	if err != nil {
 		return err
@@ -109,7 +113,7 @@ func (p *Proxy) meterNotification(ctx context.Context, traceparent string, cfg *
 	if err != nil {
 		return err
 	}
-	cl.actor.KeyID, cl.label, cl.bytesIn, cl.bytesOut = cfg.APIKeyID, "push", in, out
+	cl.actor.KeyID, cl.label, cl.bytesIn, cl.bytesOut, cl.rowID = cfg.APIKeyID, "push", in, out, rowID
 	cl.obs.add(ob)
 	p.noteProgress(cl, ob)
 	p.finish(ctx, cl, p.Clock.Now().Sub(cl.start))
