@@ -61,3 +61,6 @@ func (p *Proxy) NoteProgress(listingID, taskID string, after time.Duration, ob w
 
 // RetryReuseMarks runs the task sweeper's retry of reuse marks.
 func (p *Proxy) RetryReuseMarks(ctx context.Context) { p.retryReuseMarks(ctx) }
+
+// RetryLife runs the task sweeper's retry of life events.
+func (p *Proxy) RetryLife(ctx context.Context) { p.retryLife(ctx) }

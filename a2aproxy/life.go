@@ -2,6 +2,7 @@ package a2aproxy
 
 import (
 	"context"
+	"sync"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -51,16 +52,27 @@ func (p *Proxy) trackLife(ctx context.Context, cl *call) {
 		}
 		return changed, err
 	}
+	// A pause or a resume goes after an earlier one of its task that waits
+	// for the sweeper (retryLife), so a resume is never written before its
+	// pause; one the store refuses waits for the sweeper in turn.
+	inOrder := func(w lifeWrite, write func() (bool, error)) (bool, error) {
+		if p.lifeRetry.holds(w.e.ListingID, w.e.TaskID) {
+			p.lifeRetry.add(w)
+			return false, nil
+		}
+		changed, err := stored(write)
+		p.lifeRetry.failed(err, w)
+		return changed, err
+	}
 	m := cl.req.Method
 	continuing := cl.req.TaskID() != ""
 	if (m == wire.MethodSend || m == wire.MethodStream) && continuing {
 		// A message to an existing task: the buyer's answer to a pause.
 		e := ev(contracts.TaskResumed)
 		e.Actor = keyActor(cl.actor)
-		_, err := stored(func() (bool, error) { return p.Tasks.TaskResumed(ctx, e) })
-		// Lost, the pause stays open: the task's end closes it, or, once
-		// the pause runs out, Sweep asks the agent (stillPaused) and
-		// records the resume then, without the buyer's key as its actor.
+		_, err := inOrder(lifeWrite{e: e}, func() (bool, error) { return p.Tasks.TaskResumed(ctx, e) })
+		// Retried by the task sweeper (retryLife), in order with the
+		// pause it closes.
 		warn("resume", err)
 	}
 	switch {
@@ -93,10 +105,10 @@ func (p *Proxy) trackLife(ctx context.Context, cl *call) {
 		}
 	case interrupted(cl.obs.state):
 		at := p.Clock.Now().Add(cl.lim.MaxPause)
-		_, err := stored(func() (bool, error) { return p.Tasks.TaskPaused(ctx, ev(contracts.TaskPaused), &at) })
-		// Lost, nothing records it again: the task is not canceled when
-		// its longest pause runs out (a deadline still holds), and its
-		// life shows no pause.
+		e := ev(contracts.TaskPaused)
+		_, err := inOrder(lifeWrite{e: e, cancelAt: &at}, func() (bool, error) { return p.Tasks.TaskPaused(ctx, e, &at) })
+		// Retried by the task sweeper (retryLife): until then the longest
+		// pause is not enforced on this task.
 		warn("pause", err)
 	case cl.obs.terminal && (continuing || cl.tracked || cl.label != ""):
 		_, err := stored(func() (bool, error) { return p.Tasks.TaskEnded(ctx, ev(contracts.TaskEnded)) })
@@ -346,6 +358,7 @@ func (p *Proxy) RunTaskSweeper(ctx context.Context, interval time.Duration) {
 			return
 		case <-t.C:
 		}
+		p.retryLife(ctx)
 		p.Sweep(ctx)
 		p.SweepStalls(ctx)
 		p.retryReuseMarks(ctx)
@@ -556,4 +569,95 @@ func (p *Proxy) stillPaused(ctx context.Context, b contracts.TaskBinding) bool {
 		p.Logger.ErrorContext(ctx, "resume not recorded", "task_id", b.TaskID, "err", err)
 	}
 	return false
+}
+
+// lifeWrite is a task life event the store did not take on the call path
+// (a pause, a resume, a cancel with who and why), kept for the sweeper.
+type lifeWrite struct {
+	e        contracts.TaskEvent
+	cancelAt *time.Time // a pause's
+}
+
+// lifeWrites are the failed life events, in the order they happened (a
+// pause before the resume that closes it). Bounded: past maxLifeRetries
+// the newest are dropped, and were logged when they failed.
+type lifeWrites struct {
+	mu     sync.Mutex
+	writes []lifeWrite
+}
+
+const maxLifeRetries = 10_000
+
+// failed keeps w for the sweeper when err is a failure to retry (not a
+// task unknown to the store and to this meter: its life is not the
+// meter's to record).
+func (l *lifeWrites) failed(err error, w lifeWrite) {
+	if err == nil || isNotFound(err) {
+		return
+	}
+	l.add(w)
+}
+
+// holds reports whether a life event of the task waits for the sweeper.
+func (l *lifeWrites) holds(listingID, taskID string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, w := range l.writes {
+		if w.e.ListingID == listingID && w.e.TaskID == taskID {
+			return true
+		}
+	}
+	return false
+}
+
+func (l *lifeWrites) add(w lifeWrite) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.writes) < maxLifeRetries {
+		l.writes = append(l.writes, w)
+	}
+}
+
+func (l *lifeWrites) snapshot() []lifeWrite {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]lifeWrite(nil), l.writes...)
+}
+
+// written drops the oldest write: only the sweeper does, so it is the one
+// it just wrote (new ones are appended behind).
+func (l *lifeWrites) written() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.writes = l.writes[1:]
+}
+
+// retryLife writes the life events that failed on the call path, in order;
+// from the first that fails again, they wait for the next sweep (so a
+// resume is never written before its pause). They stay queued while
+// written, so that the call path queues a task's newer events behind them.
+func (p *Proxy) retryLife(ctx context.Context) {
+	for _, w := range p.lifeRetry.snapshot() {
+		write := func() error {
+			var err error
+			switch w.e.Kind {
+			case contracts.TaskPaused:
+				_, err = p.Tasks.TaskPaused(ctx, w.e, w.cancelAt)
+			case contracts.TaskResumed:
+				_, err = p.Tasks.TaskResumed(ctx, w.e)
+			default:
+				_, err = p.Tasks.TaskEnded(ctx, w.e)
+			}
+			return err
+		}
+		err := write()
+		if isNotFound(err) && p.storeHeldBinding(ctx, w.e.ListingID, w.e.TaskID) {
+			err = write()
+		}
+		if err != nil && !isNotFound(err) {
+			p.Logger.ErrorContext(ctx, "task life still not recorded; the next sweep retries", "task_id", w.e.TaskID, "kind", w.e.Kind, "err", err)
+			return
+		}
+		p.lifeRetry.written()
+	}
 }

@@ -42,6 +42,7 @@ type coreAgent struct {
 	*httptest.Server
 	version string // "0.3" or "1.0"
 	reuse   string // when set, the id of every task it creates (an agent that reuses ids)
+	state   string // the 1.0 state of its tasks; "" is TASK_STATE_COMPLETED
 	mu      sync.Mutex
 	got     []*agentRequest
 	n       int
@@ -71,9 +72,15 @@ func (a *coreAgent) requests() []*agentRequest {
 func (a *coreAgent) answer(method string, params json.RawMessage) (result string, task string) {
 	usage := fmt.Sprintf(`{%q:{"inputTokens":12,"outputTokens":34,"computeMs":56,"model":"core-1"}}`, wire.UsageExtensionURI)
 	var p struct {
-		ID string `json:"id"`
+		ID      string `json:"id"`
+		Message struct {
+			TaskID string `json:"taskId"`
+		} `json:"message"`
 	}
 	_ = json.Unmarshal(params, &p)
+	if p.ID == "" {
+		p.ID = p.Message.TaskID
+	}
 	a.mu.Lock()
 	a.n++
 	task = fmt.Sprintf("task-%d", a.n)
@@ -86,7 +93,11 @@ func (a *coreAgent) answer(method string, params json.RawMessage) (result string
 	if a.version == "0.3" {
 		return fmt.Sprintf(`{"kind":"task","id":%q,"contextId":"ctx-1","status":{"state":"completed"},"metadata":%s}`, task, usage), task
 	}
-	t := fmt.Sprintf(`{"id":%q,"contextId":"ctx-1","status":{"state":"TASK_STATE_COMPLETED"},"metadata":%s}`, task, usage)
+	state := a.state
+	if state == "" {
+		state = "TASK_STATE_COMPLETED"
+	}
+	t := fmt.Sprintf(`{"id":%q,"contextId":"ctx-1","status":{"state":%q},"metadata":%s}`, task, state, usage)
 	if method == "GetTask" {
 		return t, task
 	}
@@ -131,6 +142,7 @@ type coreMarket struct {
 	markDown error
 	reused   map[string]bool
 	push     *corePush // set before startCore: the meter relays push notifications
+	life     *coreLife // set before startCore: the meter records task life
 }
 
 func (m *coreMarket) Authenticate(_ context.Context, secret string) (agentmarket.Actor, error) {
@@ -216,12 +228,12 @@ func startCore(t *testing.T, agent *coreAgent) (*fiber.App, *coreMarket) {
 	return startCoreWith(t, agent, nil)
 }
 
-func startCoreWith(t *testing.T, agent *coreAgent, push *corePush) (*fiber.App, *coreMarket) {
+func startCoreWith(t *testing.T, agent *coreAgent, push *corePush, life ...*coreLife) (*fiber.App, *coreMarket) {
 	t.Helper()
 	card := &agentcard.Card{Name: "Core agent",
 		Interfaces:   []agentcard.Interface{{URL: agent.URL, Binding: agentcard.BindingJSONRPC, ProtocolVersion: agent.version}},
 		Capabilities: agentcard.Capabilities{Streaming: true, Extensions: []agentcard.Extension{{URI: wire.UsageExtensionURI}}}}
-	m := &coreMarket{push: push, owners: map[string]contracts.TaskBinding{}, listing: &a2aproxy.Target{ListingID: "lst_core", SellerOrgID: "org_seller",
+	m := &coreMarket{push: push, life: append(life, nil)[0], owners: map[string]contracts.TaskBinding{}, listing: &a2aproxy.Target{ListingID: "lst_core", SellerOrgID: "org_seller",
 		Published: true, Card: card, CardJSON: []byte(`{}`), UpstreamAuth: &listings.UpstreamAuth{Header: "X-Seller-Key", Value: "seller-secret"}}}
 	allow, err := httpfetch.ParseCIDRs("127.0.0.0/8")
 	if err != nil {
@@ -229,6 +241,9 @@ func startCoreWith(t *testing.T, agent *coreAgent, push *corePush) (*fiber.App, 
 	}
 	p := &a2aproxy.Proxy{PublicURL: "http://meter.test", Auth: m, Resolver: m, Plans: m, Contracts: m, Entitlements: m, Owners: m,
 		Recorder: m, Guard: httpfetch.Guard{Allow: allow}, Clock: agentmarket.SystemClock{}, Logger: slog.New(slog.DiscardHandler)}
+	if m.life != nil {
+		p.Tasks = m.life
+	}
 	if m.push != nil {
 		p.Push = &a2aproxy.Push{Store: m.push, Guard: httpfetch.Guard{Allow: allow}}
 	}
@@ -576,5 +591,62 @@ func TestCoreNotificationMeteredOnce(t *testing.T) {
 	}
 	if len(push.enqueued) != 1 {
 		t.Errorf("deliveries enqueued: %v", push.enqueued)
+	}
+}
+
+// coreLife records the life events written, and can be down.
+type coreLife struct {
+	contracts.TaskLife
+	mu     sync.Mutex
+	down   error
+	events []string
+}
+
+func (l *coreLife) write(e contracts.TaskEvent) (bool, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.down != nil {
+		return false, l.down
+	}
+	l.events = append(l.events, e.TaskID+":"+string(e.Kind))
+	return true, nil
+}
+
+func (l *coreLife) TaskPaused(_ context.Context, e contracts.TaskEvent, _ *time.Time) (bool, error) {
+	return l.write(e)
+}
+func (l *coreLife) TaskResumed(_ context.Context, e contracts.TaskEvent) (bool, error) {
+	return l.write(e)
+}
+func (l *coreLife) TaskEnded(_ context.Context, e contracts.TaskEvent) (bool, error) {
+	return l.write(e)
+}
+
+// TestCoreLifeRetriedInOrder: a pause the store did not take is written by
+// the task sweeper later, and the resume that came meanwhile after it,
+// never before.
+func TestCoreLifeRetriedInOrder(t *testing.T) {
+	agent := startCoreAgent(t, "1.0")
+	life := &coreLife{}
+	app, m := startCoreWith(t, agent, nil, life)
+	agent.state = "TASK_STATE_INPUT_REQUIRED"
+	life.down = errors.New("database is locked")
+	if _, body := do(t, app, "POST", "/a2a/lst_core", "amk_acme", "1.0", send10); !strings.Contains(body, "INPUT_REQUIRED") {
+		t.Fatalf("send: %s", body)
+	}
+	life.mu.Lock()
+	life.down = nil
+	life.mu.Unlock()
+	agent.state = "TASK_STATE_WORKING"
+	answer := `{"jsonrpc":"2.0","id":9,"method":"SendMessage","params":{"message":{"messageId":"m-9","taskId":"task-1","role":"ROLE_USER","parts":[{"text":"Q3"}]}}}`
+	if _, body := do(t, app, "POST", "/a2a/lst_core", "amk_acme", "1.0", answer); !strings.Contains(body, "WORKING") {
+		t.Fatalf("the buyer's answer: %s", body)
+	}
+	if len(life.events) != 0 {
+		t.Fatalf("the resume was written before its pause: %v", life.events)
+	}
+	m.proxy.RetryLife(context.Background())
+	if got := strings.Join(life.events, " "); got != "task-1:paused task-1:resumed" {
+		t.Errorf("life written by the sweeper: %q, want the pause then the resume", got)
 	}
 }

@@ -221,6 +221,8 @@ type Proxy struct {
 	stalls progressWatch
 	// reuseRetry holds the reuse marks the store did not take (bind.go).
 	reuseRetry reuseMarks
+	// lifeRetry holds the life events the store did not take (life.go).
+	lifeRetry lifeWrites
 	// background counts work that outlives a request (cascades).
 	background sync.WaitGroup
 }
