@@ -419,30 +419,17 @@ func bindMany(tx *gorm.DB, ts []contracts.TaskBinding, owners []string) error {
 	return insertEvents(tx, events)
 }
 
-// eventChunk is how many task events one INSERT writes (9 arguments
-// each: within SQLite's and PostgreSQL's limits).
-const eventChunk = 100
-
-// insertEvents writes task events with one multi-row INSERT per chunk: the
-// projections end a task per call, and GORM's batched create (which reads
-// each row's sequence number back into its struct) cost about as much as
-// the task's binding itself.
+// insertEvents writes task events: the projections end a task per call,
+// and GORM's batched create (which reads each row's sequence number back)
+// cost about as much as the task's binding itself.
 func insertEvents(tx *gorm.DB, events []*taskEventRow) error {
-	for start := 0; start < len(events); start += eventChunk {
-		part := events[start:min(start+eventChunk, len(events))]
-		var b strings.Builder
-		b.WriteString("INSERT INTO task_events (id, listing_id, task_id, kind, state, occurred_at, actor, reason, trace_id) VALUES ")
-		args := make([]any, 0, 9*len(part))
-		for i, e := range part {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?)")
-			args = append(args, e.ID, e.ListingID, e.TaskID, e.Kind, e.State, e.OccurredAt.UTC(), e.Actor, e.Reason, e.TraceID)
-		}
-		if err := tx.Exec(b.String(), args...).Error; err != nil {
-			return relational.Translate(err, "task event")
-		}
+	rows := make([][]any, len(events))
+	for i, e := range events {
+		rows[i] = []any{e.ID, e.ListingID, e.TaskID, e.Kind, e.State, e.OccurredAt.UTC(), e.Actor, e.Reason, e.TraceID}
+	}
+	err := relational.InsertRows(tx, "task_events", []string{"id", "listing_id", "task_id", "kind", "state", "occurred_at", "actor", "reason", "trace_id"}, rows, 100)
+	if err != nil {
+		return relational.Translate(err, "task event")
 	}
 	return nil
 }

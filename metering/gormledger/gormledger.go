@@ -149,29 +149,16 @@ func (l *Ledger) billMany(tx *gorm.DB, reqs []metering.BillRequest, out []meteri
 	return insertSettled(tx, settled)
 }
 
-// settledChunkRows is how many settled rows one INSERT writes (6 arguments
-// each).
-const settledChunkRows = 128
-
-// insertSettled records settled rows with one multi-row INSERT per chunk:
-// every usage row is settled once, and GORM's batched create cost half as
-// much again as the bill itself.
+// insertSettled records settled rows: every usage row is settled once,
+// and GORM's batched create cost half as much again as the bill itself.
 func insertSettled(tx *gorm.DB, settled []settledRow) error {
-	for start := 0; start < len(settled); start += settledChunkRows {
-		part := settled[start:min(start+settledChunkRows, len(settled))]
-		var b strings.Builder
-		b.WriteString("INSERT INTO settled_bills (row_id, input_tokens, output_tokens, compute_ms, first, settled_at) VALUES ")
-		args := make([]any, 0, 6*len(part))
-		for i, r := range part {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString("(?, ?, ?, ?, ?, ?)")
-			args = append(args, r.RowID, r.InputTokens, r.OutputTokens, r.ComputeMs, r.First, r.SettledAt.UTC())
-		}
-		if err := tx.Exec(b.String(), args...).Error; err != nil {
-			return relational.Translate(err, "settled usage")
-		}
+	rows := make([][]any, len(settled))
+	for i, r := range settled {
+		rows[i] = []any{r.RowID, r.InputTokens, r.OutputTokens, r.ComputeMs, r.First, r.SettledAt.UTC()}
+	}
+	err := relational.InsertRows(tx, "settled_bills", []string{"row_id", "input_tokens", "output_tokens", "compute_ms", "first", "settled_at"}, rows, 128)
+	if err != nil {
+		return relational.Translate(err, "settled usage")
 	}
 	return nil
 }

@@ -159,3 +159,30 @@ func Translate(err error, what string) error {
 	}
 	return agentmarket.Wrap(agentmarket.Internal, "database_error", err, "the database failed")
 }
+
+// InsertRows writes rows (each one value per column, in order) into table
+// with one multi-row INSERT per chunk of at most perStatement rows: the
+// pure-Go SQLite driver parses a statement on every execution, and GORM's
+// batched create reads each row back into its struct, so for the rows the
+// meter's projections write, one long statement is what costs least. The
+// caller translates the error.
+func InsertRows(tx *gorm.DB, table string, columns []string, rows [][]any, perStatement int) error {
+	one := "(?" + strings.Repeat(", ?", len(columns)-1) + ")"
+	for start := 0; start < len(rows); start += perStatement {
+		part := rows[start:min(start+perStatement, len(rows))]
+		var b strings.Builder
+		b.WriteString("INSERT INTO " + table + " (" + strings.Join(columns, ", ") + ") VALUES ")
+		args := make([]any, 0, len(columns)*len(part))
+		for i, r := range part {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(one)
+			args = append(args, r...)
+		}
+		if err := tx.Exec(b.String(), args...).Error; err != nil {
+			return err
+		}
+	}
+	return nil
+}
