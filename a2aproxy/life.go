@@ -2,9 +2,9 @@ package a2aproxy
 
 import (
 	"context"
-	"sync"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/agentmarket/agentmarket"
