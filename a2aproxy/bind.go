@@ -132,12 +132,13 @@ func (p *Proxy) recordIncident(ctx context.Context, listingID string) {
 		return
 	}
 	detail := "the agent answered a buyer with a task id that belongs to another buyer organisation (an agent must never reuse task ids, also across restarts); the meter withheld the answer"
-	if err := p.Incidents.RecordIncident(ctx, listingID, detail); err != nil {
+	record := func(ctx context.Context) error { return p.Incidents.RecordIncident(ctx, listingID, detail) }
+	if err := record(ctx); err != nil {
 		// Not returned: the incident is a health mark beside the answer
 		// already withheld or the task already marked, and no caller could
-		// undo those. Nothing records it later: the listing goes unmarked,
-		// and this line is the only trace.
-		p.Logger.ErrorContext(ctx, "listing incident not recorded", "listing", listingID, "err", err)
+		// undo those. The task sweeper records it later (writeLater).
+		p.later.add("listing incident", record)
+		p.Logger.ErrorContext(ctx, "listing incident not recorded; the task sweeper retries", "listing", listingID, "err", err)
 	}
 }
 
@@ -181,6 +182,50 @@ func (p *Proxy) retryReuseMarks(ctx context.Context) {
 		if err != nil && !isNotFound(err) {
 			p.reuseRetry.add(k, at) // the next sweep tries again
 			p.Logger.ErrorContext(ctx, "reused task still not marked; the next sweep retries", "listing", k.listing, "task_id", k.task, "err", err)
+		}
+	}
+}
+
+// laterWrites are writes the store refused where nothing else would make
+// them again (a listing's incident or lost-task count, a stall
+// notification's delivery), retried by the task sweeper until they go
+// through. Each is idempotent or, failing that, one the store most likely
+// did not apply when it answered an error. Bounded by maxLaterWrites.
+type laterWrites struct {
+	mu     sync.Mutex
+	writes []laterWrite
+}
+
+type laterWrite struct {
+	what  string
+	write func(ctx context.Context) error
+}
+
+const maxLaterWrites = 10_000
+
+func (l *laterWrites) add(what string, write func(ctx context.Context) error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.writes) < maxLaterWrites {
+		l.writes = append(l.writes, laterWrite{what, write})
+	}
+}
+
+func (l *laterWrites) take() []laterWrite {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w := l.writes
+	l.writes = nil
+	return w
+}
+
+// writeLater makes the writes the store refused before; those it refuses
+// again wait for the next sweep.
+func (p *Proxy) writeLater(ctx context.Context) {
+	for _, w := range p.later.take() {
+		if err := w.write(ctx); err != nil {
+			p.later.add(w.what, w.write)
+			p.Logger.ErrorContext(ctx, w.what+" still not recorded; the next sweep retries", "err", err)
 		}
 	}
 }

@@ -64,3 +64,6 @@ func (p *Proxy) RetryReuseMarks(ctx context.Context) { p.retryReuseMarks(ctx) }
 
 // RetryLife runs the task sweeper's retry of life events.
 func (p *Proxy) RetryLife(ctx context.Context) { p.retryLife(ctx) }
+
+// WriteLater runs the task sweeper's retry of refused writes.
+func (p *Proxy) WriteLater(ctx context.Context) { p.writeLater(ctx) }

@@ -359,6 +359,7 @@ func (p *Proxy) RunTaskSweeper(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 		}
 		p.retryLife(ctx)
+		p.writeLater(ctx)
 		p.Sweep(ctx)
 		p.SweepStalls(ctx)
 		p.retryReuseMarks(ctx)

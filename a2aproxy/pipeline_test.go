@@ -138,11 +138,13 @@ type coreMarket struct {
 	mu      sync.Mutex
 	owners  map[string]contracts.TaskBinding
 	rows    []metering.Usage
-	// markDown fails MarkTaskReused while set; reused holds the marks.
-	markDown error
-	reused   map[string]bool
-	push     *corePush // set before startCore: the meter relays push notifications
-	life     *coreLife // set before startCore: the meter records task life
+	// markDown fails MarkTaskReused (and incidents) while set; reused
+	// holds the marks, incidents the listings marked.
+	markDown  error
+	reused    map[string]bool
+	incidents []string
+	push      *corePush // set before startCore: the meter relays push notifications
+	life      *coreLife // set before startCore: the meter records task life
 }
 
 func (m *coreMarket) Authenticate(_ context.Context, secret string) (agentmarket.Actor, error) {
@@ -208,6 +210,18 @@ func (m *coreMarket) MarkTaskReused(_ context.Context, listing, task string, _ t
 	return nil
 }
 
+func (m *coreMarket) RecordIncident(_ context.Context, listing, _ string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.markDown != nil {
+		return m.markDown
+	}
+	m.incidents = append(m.incidents, listing)
+	return nil
+}
+
+func (m *coreMarket) RecordLostTask(context.Context, string) error { return nil }
+
 func (m *coreMarket) Record(_ context.Context, u metering.Usage) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -240,7 +254,7 @@ func startCoreWith(t *testing.T, agent *coreAgent, push *corePush, life ...*core
 		t.Fatal(err)
 	}
 	p := &a2aproxy.Proxy{PublicURL: "http://meter.test", Auth: m, Resolver: m, Plans: m, Contracts: m, Entitlements: m, Owners: m,
-		Recorder: m, Guard: httpfetch.Guard{Allow: allow}, Clock: agentmarket.SystemClock{}, Logger: slog.New(slog.DiscardHandler)}
+		Recorder: m, Incidents: m, Guard: httpfetch.Guard{Allow: allow}, Clock: agentmarket.SystemClock{}, Logger: slog.New(slog.DiscardHandler)}
 	if m.life != nil {
 		p.Tasks = m.life
 	}
@@ -492,8 +506,9 @@ func TestCoreStreamIsNotBuffered(t *testing.T) {
 
 // TestCoreReusedTaskMarkedLater: an agent that answers a second org with
 // the first org's task id: the answer is withheld (-32056), and when the
-// store cannot take the reuse mark then, the task sweeper marks it later,
-// so other meters stop relaying the task too.
+// store cannot take the reuse mark and the listing's incident then, the
+// task sweeper writes them later, so other meters stop relaying the task
+// too and the listing is marked.
 func TestCoreReusedTaskMarkedLater(t *testing.T) {
 	agent := startCoreAgent(t, "1.0")
 	agent.reuse = "task-same"
@@ -516,10 +531,14 @@ func TestCoreReusedTaskMarkedLater(t *testing.T) {
 	m.markDown = nil
 	m.mu.Unlock()
 	m.proxy.RetryReuseMarks(context.Background())
+	m.proxy.WriteLater(context.Background())
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.reused["lst_core|task-same"] {
 		t.Error("the sweeper did not mark the reused task once the store was back")
+	}
+	if len(m.incidents) != 1 || m.incidents[0] != "lst_core" {
+		t.Errorf("the listing's incidents once the store was back: %v, want one", m.incidents)
 	}
 }
 

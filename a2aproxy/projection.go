@@ -133,11 +133,13 @@ func (p *Proxy) taskLost(ctx context.Context, e contracts.TaskEvent) error {
 		"listing", e.ListingID, "task_id", e.TaskID)
 	p.Metrics.taskLost(e.ListingID)
 	if p.Incidents != nil {
-		if err := p.Incidents.RecordLostTask(ctx, e.ListingID); err != nil {
-			// Not returned: a retry would find the task ended already and
-			// count nothing. The count on the listing is lost; the metric
-			// above and the warning keep it.
-			p.Logger.ErrorContext(ctx, "lost task not counted on its listing", "listing", e.ListingID, "task_id", e.TaskID, "err", err)
+		count := func(ctx context.Context) error { return p.Incidents.RecordLostTask(ctx, e.ListingID) }
+		if err := count(ctx); err != nil {
+			// Not returned: a replay of the row would find the task ended
+			// already and count nothing. The task sweeper counts it later
+			// (writeLater).
+			p.later.add("lost task count", count)
+			p.Logger.ErrorContext(ctx, "lost task not counted on its listing; the task sweeper retries", "listing", e.ListingID, "task_id", e.TaskID, "err", err)
 		}
 	}
 	return nil

@@ -223,6 +223,9 @@ type Proxy struct {
 	reuseRetry reuseMarks
 	// lifeRetry holds the life events the store did not take (life.go).
 	lifeRetry lifeWrites
+	// later holds other writes the store did not take: incidents, lost
+	// task counts, stall notifications (bind.go).
+	later laterWrites
 	// background counts work that outlives a request (cascades).
 	background sync.WaitGroup
 }

@@ -236,10 +236,13 @@ func (p *Proxy) notifyStalled(ctx context.Context, d stallChange, now time.Time)
 		sum := sha256.Sum256([]byte(cfg.CallbackID + "\x00stalled\x00" + now.UTC().Format(time.RFC3339Nano)))
 		dl := contracts.Delivery{ID: "dlv_" + hex.EncodeToString(sum[:16]), ListingID: cfg.ListingID, TaskID: cfg.TaskID, ConfigID: cfg.ConfigID,
 			OrgID: cfg.OrgID, Body: out, Status: contracts.DeliveryPending, NextAttemptAt: now, CreatedAt: now}
-		if _, err := p.Push.Store.Enqueue(ctx, dl); err != nil {
-			// Lost: the stall is recorded (TaskStalled), so no sweep
-			// notifies it again; the buyer sees it only in the task's life.
-			p.Logger.ErrorContext(ctx, "stall notification not stored", "task_id", d.taskID, "err", err)
+		enqueue := func(ctx context.Context) error { _, err := p.Push.Store.Enqueue(ctx, dl); return err }
+		if err := enqueue(ctx); err != nil {
+			// The stall is recorded (TaskStalled), so no sweep notifies it
+			// again: the delivery itself is enqueued later (writeLater),
+			// under the same id.
+			p.later.add("stall notification", enqueue)
+			p.Logger.ErrorContext(ctx, "stall notification not stored; the task sweeper retries", "task_id", d.taskID, "err", err)
 		}
 	}
 	p.Push.kick()
