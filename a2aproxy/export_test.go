@@ -67,3 +67,9 @@ func (p *Proxy) RetryLife(ctx context.Context) { p.retryLife(ctx) }
 
 // WriteLater runs the task sweeper's retry of refused writes.
 func (p *Proxy) WriteLater(ctx context.Context) { p.writeLater(ctx) }
+
+// RequestChildCancels requests the cancels of a task's delegated tasks, as
+// a buyer's cancel of it does.
+func (p *Proxy) RequestChildCancels(ctx context.Context, listingID, taskID string) {
+	p.requestChildCancels(ctx, listingID, taskID, parseTraceparent(""))
+}

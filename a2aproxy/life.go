@@ -189,9 +189,16 @@ func (p *Proxy) requestChildCancels(ctx context.Context, listingID, taskID strin
 	if err != nil {
 		// Not returned: the cancel of the parent stands either way. A
 		// buyer's cancel looks again in its background cascade
-		// (goCascade); past that nothing does, and a child runs on until
-		// its own deadline, if it has one.
-		p.Logger.ErrorContext(ctx, "delegated tasks not found", "trace_id", trace.traceID, "task_id", taskID, "err", err)
+		// (goCascade), and the task sweeper until the store answers
+		// (writeLater): the cancels it then requests, Sweep carries out.
+		p.later.add("delegated tasks' cancels", func(ctx context.Context) error {
+			if _, err := p.Tasks.ChildTasks(ctx, listingID, taskID); err != nil {
+				return err
+			}
+			p.requestChildCancels(ctx, listingID, taskID, trace)
+			return nil
+		})
+		p.Logger.ErrorContext(ctx, "delegated tasks not found; the task sweeper retries", "trace_id", trace.traceID, "task_id", taskID, "err", err)
 		return nil
 	}
 	var parent *contracts.TaskBinding
@@ -210,13 +217,21 @@ func (p *Proxy) requestChildCancels(ctx context.Context, listingID, taskID strin
 		// Due for the sweeper only once the attempt made right away has
 		// had its time: the two must not cancel the same task together.
 		retryAt := p.Clock.Now().Add(2*p.Limits.RequestTimeout + time.Second)
-		if err := p.Tasks.RequestCancel(ctx, ch.ListingID, ch.TaskID, contracts.CanceledByCascade, cascadeReason(taskID),
-			trace.traceID, retryAt); err != nil && !isNotFound(err) {
+		request := func(ctx context.Context) error {
+			err := p.Tasks.RequestCancel(ctx, ch.ListingID, ch.TaskID, contracts.CanceledByCascade, cascadeReason(taskID), trace.traceID, retryAt)
+			if isNotFound(err) {
+				return nil
+			}
+			return err
+		}
+		if err := request(ctx); err != nil {
 			// Kept all the same: cascade tries the cancel at once (and a
-			// buyer's cancel requests it again from goCascade). If that
-			// attempt fails too, no request is left for Sweep: the child
-			// runs on until its own deadline, if it has one.
-			p.Logger.ErrorContext(ctx, "cancel of a delegated task not recorded", "trace_id", trace.traceID, "task_id", ch.TaskID, "err", err)
+			// buyer's cancel requests it again from goCascade); the task
+			// sweeper records the request once the store answers
+			// (writeLater), and Sweep carries it out unless the child
+			// ended meanwhile.
+			p.later.add("delegated task's cancel request", request)
+			p.Logger.ErrorContext(ctx, "cancel of a delegated task not recorded; the task sweeper retries", "trace_id", trace.traceID, "task_id", ch.TaskID, "err", err)
 		}
 		kept = append(kept, ch)
 	}

@@ -181,3 +181,54 @@ func TestProjectionEndsCanceledTasks(t *testing.T) {
 		t.Errorf("ends recorded: %v", life.ends)
 	}
 }
+
+// childLife is a task store with one delegated task under any parent,
+// which can be down.
+type childLife struct {
+	contracts.TaskLife
+	mu        sync.Mutex
+	down      error
+	requested []string
+}
+
+func (c *childLife) ChildTasks(_ context.Context, listingID, _ string) ([]contracts.TaskBinding, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.down != nil {
+		return nil, c.down
+	}
+	return []contracts.TaskBinding{{ListingID: "lst_child", TaskID: "child-1", OrgID: "org_b", ParentListingID: listingID}}, nil
+}
+
+func (c *childLife) RequestCancel(_ context.Context, listingID, taskID, _, _, _ string, _ time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.down != nil {
+		return c.down
+	}
+	c.requested = append(c.requested, listingID+"/"+taskID)
+	return nil
+}
+
+// TestDelegatedCancelsRequestedLater: when the store cannot list a
+// canceled task's delegated tasks, the task sweeper asks again and
+// requests their cancels once it answers (Sweep then carries them out).
+func TestDelegatedCancelsRequestedLater(t *testing.T) {
+	life := &childLife{down: errors.New("database is locked")}
+	p := &a2aproxy.Proxy{Tasks: life, Recorder: &failingRecorder{}, Clock: agentmarket.NewManualClock(time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)),
+		Logger: slog.New(slog.DiscardHandler)}
+	p.Init()
+	ctx := context.Background()
+	p.RequestChildCancels(ctx, "lst_parent", "parent-1")
+	p.WriteLater(ctx) // still down
+	if len(life.requested) != 0 {
+		t.Fatalf("requested while down: %v", life.requested)
+	}
+	life.mu.Lock()
+	life.down = nil
+	life.mu.Unlock()
+	p.WriteLater(ctx)
+	if strings.Join(life.requested, " ") != "lst_child/child-1" {
+		t.Errorf("cancels requested once the store answered: %v", life.requested)
+	}
+}
