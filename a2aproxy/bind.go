@@ -189,25 +189,34 @@ func (p *Proxy) retryReuseMarks(ctx context.Context) {
 // laterWrites are writes the store refused where nothing else would make
 // them again (a listing's incident or lost-task count, a stall
 // notification's delivery), retried by the task sweeper until they go
-// through. Each is idempotent or, failing that, one the store most likely
-// did not apply when it answered an error. Bounded by maxLaterWrites.
+// through, maxLaterAttempts times at most. Each is idempotent or, failing
+// that, one the store most likely did not apply when it answered an error.
+// Bounded by maxLaterWrites.
 type laterWrites struct {
 	mu     sync.Mutex
 	writes []laterWrite
 }
 
 type laterWrite struct {
-	what  string
-	write func(ctx context.Context) error
+	what     string
+	write    func(ctx context.Context) error
+	attempts int
 }
 
-const maxLaterWrites = 10_000
+const (
+	maxLaterWrites   = 10_000
+	maxLaterAttempts = 100
+)
 
 func (l *laterWrites) add(what string, write func(ctx context.Context) error) {
+	l.again(laterWrite{what: what, write: write})
+}
+
+func (l *laterWrites) again(w laterWrite) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.writes) < maxLaterWrites {
-		l.writes = append(l.writes, laterWrite{what, write})
+		l.writes = append(l.writes, w)
 	}
 }
 
@@ -223,9 +232,15 @@ func (l *laterWrites) take() []laterWrite {
 // again wait for the next sweep.
 func (p *Proxy) writeLater(ctx context.Context) {
 	for _, w := range p.later.take() {
-		if err := w.write(ctx); err != nil {
-			p.later.add(w.what, w.write)
-			p.Logger.ErrorContext(ctx, w.what+" still not recorded; the next sweep retries", "err", err)
+		err := w.write(ctx)
+		if err == nil {
+			continue
 		}
+		if w.attempts++; w.attempts >= maxLaterAttempts {
+			p.Logger.ErrorContext(ctx, w.what+" not recorded; given up", "attempts", w.attempts, "err", err)
+			continue
+		}
+		p.later.again(w)
+		p.Logger.ErrorContext(ctx, w.what+" still not recorded; the next sweep retries", "err", err)
 	}
 }

@@ -70,9 +70,16 @@ func (p *Proxy) registerInlinePush(cl *call) {
 	if _, err := p.pushSet(ctx, cl, *c); err != nil {
 		// Not returned: the agent has the task, and withholding the answer
 		// that names it would leave the buyer a task it cannot reach. The
-		// buyer is not told either: its webhook gets nothing of the task
-		// unless it sets the config again with the push-config method.
-		p.Logger.ErrorContext(ctx, "inline push config not registered", "trace_id", cl.trace.traceID, "task_id", c.TaskID, "err", err)
+		// task sweeper registers it later (writeLater); until then the
+		// webhook gets nothing of the task.
+		cfg, timeout := *c, cl.lim.RequestTimeout
+		p.later.add("inline push config", func(ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			_, err := p.pushSet(ctx, cl, cfg)
+			return err
+		})
+		p.Logger.ErrorContext(ctx, "inline push config not registered; the task sweeper retries", "trace_id", cl.trace.traceID, "task_id", c.TaskID, "err", err)
 	}
 }
 
