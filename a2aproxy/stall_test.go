@@ -13,6 +13,7 @@ import (
 	"github.com/agentmarket/agentmarket/a2aproxy"
 	"github.com/agentmarket/agentmarket/a2aproxy/wire"
 	"github.com/agentmarket/agentmarket/contracts"
+	"github.com/agentmarket/agentmarket/listings/httpfetch"
 	"github.com/agentmarket/agentmarket/metering"
 )
 
@@ -230,5 +231,99 @@ func TestDelegatedCancelsRequestedLater(t *testing.T) {
 	p.WriteLater(ctx)
 	if strings.Join(life.requested, " ") != "lst_child/child-1" {
 		t.Errorf("cancels requested once the store answered: %v", life.requested)
+	}
+}
+
+// lostIncidents counts lost tasks per listing, and can be down.
+type lostIncidents struct {
+	mu   sync.Mutex
+	down error
+	lost []string
+}
+
+func (l *lostIncidents) RecordIncident(context.Context, string, string) error { return nil }
+
+func (l *lostIncidents) RecordLostTask(_ context.Context, listingID string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.down != nil {
+		return l.down
+	}
+	l.lost = append(l.lost, listingID)
+	return nil
+}
+
+// TestLostTaskCountedLater: a lost task whose count on its listing the
+// store refused is counted by the task sweeper once it answers.
+func TestLostTaskCountedLater(t *testing.T) {
+	inc := &lostIncidents{down: errors.New("database is locked")}
+	p := &a2aproxy.Proxy{Tasks: &endLife{}, Incidents: inc, Ledger: countingLedger{}, Recorder: &failingRecorder{},
+		Clock: agentmarket.NewManualClock(time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)), Logger: slog.New(slog.DiscardHandler)}
+	p.Init()
+	ctx := context.Background()
+	rows := []metering.Usage{{ID: "use_1", TaskID: "t-1", ListingID: "lst_1", Method: "GetTask", ErrorCode: -32001, Lost: true, Time: p.Clock.Now()}}
+	if err := p.Project(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	if len(inc.lost) != 0 {
+		t.Fatalf("counted while the store was down: %v", inc.lost)
+	}
+	inc.mu.Lock()
+	inc.down = nil
+	inc.mu.Unlock()
+	p.WriteLater(ctx)
+	if strings.Join(inc.lost, " ") != "lst_1" {
+		t.Errorf("lost tasks counted once the store answered: %v", inc.lost)
+	}
+}
+
+// stallPush is a push store with one config for every task, whose outbox
+// can be down.
+type stallPush struct {
+	contracts.PushStore
+	mu       sync.Mutex
+	down     error
+	enqueued []string
+}
+
+func (s *stallPush) PushConfigs(_ context.Context, listingID, taskID string) ([]contracts.PushConfig, error) {
+	return []contracts.PushConfig{{ListingID: listingID, TaskID: taskID, ConfigID: "cfg-1", OrgID: "org_b", Version: "1.0", CallbackID: "cb_1"}}, nil
+}
+
+func (s *stallPush) Enqueue(_ context.Context, d contracts.Delivery) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down != nil {
+		return false, s.down
+	}
+	s.enqueued = append(s.enqueued, d.TaskID)
+	return true, nil
+}
+
+// TestStallNotificationStoredLater: a stall whose notification the outbox
+// refused is not notified again by the sweep (the stall is recorded), so
+// the task sweeper enqueues that notification once the store answers.
+func TestStallNotificationStoredLater(t *testing.T) {
+	ctx := context.Background()
+	clock := agentmarket.NewManualClock(time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC))
+	outbox := &stallPush{down: errors.New("database is locked")}
+	p := &a2aproxy.Proxy{Clock: clock, Tasks: &stallLife{stalled: map[string]bool{}}, Recorder: &failingRecorder{},
+		Push: &a2aproxy.Push{Store: outbox, Guard: httpfetch.Guard{}}, Logger: slog.New(slog.DiscardHandler)}
+	p.Init()
+	p.NoteProgress("lst_1", "t", time.Minute, wire.Observation{Kind: wire.KindStatusUpdate, TaskID: "t", State: "working", AgentTexts: []string{"started"}})
+	clock.Advance(2 * time.Minute)
+	if n := p.SweepStalls(ctx); n != 1 {
+		t.Fatalf("stalls marked: %d", n)
+	}
+	if len(outbox.enqueued) != 0 {
+		t.Fatalf("enqueued while the outbox was down: %v", outbox.enqueued)
+	}
+	outbox.mu.Lock()
+	outbox.down = nil
+	outbox.mu.Unlock()
+	p.SweepStalls(ctx)
+	p.WriteLater(ctx)
+	if strings.Join(outbox.enqueued, " ") != "t" {
+		t.Errorf("stall notifications enqueued once the outbox answered: %v", outbox.enqueued)
 	}
 }
