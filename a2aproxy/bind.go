@@ -3,7 +3,6 @@ package a2aproxy
 import (
 	"context"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/agentmarket/agentmarket/contracts"
@@ -108,22 +107,34 @@ func (p *Proxy) agentTaskConflict(ctx context.Context, cl *call) {
 	p.Logger.WarnContext(ctx, "agent answered with another org's task; answer withheld", "trace_id", cl.trace.traceID,
 		"listing", cl.target.ListingID, "task_id", cl.obs.taskID, "org", cl.actor.OrgID)
 	now := p.Clock.Now()
-	err := p.Owners.MarkTaskReused(ctx, cl.target.ListingID, cl.obs.taskID, now)
-	if isNotFound(err) && p.storeHeldBinding(ctx, cl.target.ListingID, cl.obs.taskID) {
-		// Bound on this meter and not projected yet: stored now.
-		err = p.Owners.MarkTaskReused(ctx, cl.target.ListingID, cl.obs.taskID, now)
-	}
-	if err != nil {
+	if err := p.markReused(ctx, cl.target.ListingID, cl.obs.taskID, now); err != nil {
 		// Not returned: the buyer gets the conflict error either way, and
 		// this meter relays the task to no one (MarkReused below). Other
 		// meters learn it from the store: the task sweeper retries the
-		// mark (retryReuseMarks) until the store takes it.
-		p.reuseRetry.add(ownerKey{cl.target.ListingID, cl.obs.taskID}, now)
+		// mark (writeLater) until the store takes it.
+		listingID, taskID := cl.target.ListingID, cl.obs.taskID
+		p.later.add("reuse mark", ownerKey{}, 0, func(ctx context.Context) error {
+			return p.markReused(ctx, listingID, taskID, now)
+		})
 		p.Logger.ErrorContext(ctx, "reused task not marked; the task sweeper retries", "trace_id", cl.trace.traceID, "task_id", cl.obs.taskID, "err", err)
 	}
 	p.owners.MarkReused(cl.target.ListingID, cl.obs.taskID, now)
 	cl.obs = observed{}
 	p.recordIncident(ctx, cl.target.ListingID)
+}
+
+// markReused records in the store that the agent reused a task id; a task
+// bound on this meter and not projected yet is stored first. A task unknown
+// to both is no one's to mark.
+func (p *Proxy) markReused(ctx context.Context, listingID, taskID string, at time.Time) error {
+	err := p.Owners.MarkTaskReused(ctx, listingID, taskID, at)
+	if isNotFound(err) && p.storeHeldBinding(ctx, listingID, taskID) {
+		err = p.Owners.MarkTaskReused(ctx, listingID, taskID, at)
+	}
+	if isNotFound(err) {
+		return nil
+	}
+	return err
 }
 
 // recordIncident marks a listing whose agent reused a task id.
@@ -137,110 +148,7 @@ func (p *Proxy) recordIncident(ctx context.Context, listingID string) {
 		// Not returned: the incident is a health mark beside the answer
 		// already withheld or the task already marked, and no caller could
 		// undo those. The task sweeper records it later (writeLater).
-		p.later.add("listing incident", record)
+		p.later.add("listing incident", ownerKey{}, maxLaterAttempts, record)
 		p.Logger.ErrorContext(ctx, "listing incident not recorded; the task sweeper retries", "listing", listingID, "err", err)
-	}
-}
-
-// reuseMarks are the reuse marks the store did not take on the call path,
-// retried by the task sweeper. Bounded: past maxReuseRetries the oldest
-// stay in this meter's memory only (its owner index), and are logged.
-type reuseMarks struct {
-	mu    sync.Mutex
-	marks map[ownerKey]time.Time
-}
-
-const maxReuseRetries = 10_000
-
-func (r *reuseMarks) add(k ownerKey, at time.Time) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.marks == nil {
-		r.marks = map[ownerKey]time.Time{}
-	}
-	if len(r.marks) < maxReuseRetries {
-		r.marks[k] = at
-	}
-}
-
-func (r *reuseMarks) take() map[ownerKey]time.Time {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	m := r.marks
-	r.marks = nil
-	return m
-}
-
-// retryReuseMarks writes the reuse marks that failed on the call path; the
-// ones that fail again wait for the next sweep.
-func (p *Proxy) retryReuseMarks(ctx context.Context) {
-	for k, at := range p.reuseRetry.take() {
-		err := p.Owners.MarkTaskReused(ctx, k.listing, k.task, at)
-		if isNotFound(err) && p.storeHeldBinding(ctx, k.listing, k.task) {
-			err = p.Owners.MarkTaskReused(ctx, k.listing, k.task, at)
-		}
-		if err != nil && !isNotFound(err) {
-			p.reuseRetry.add(k, at) // the next sweep tries again
-			p.Logger.ErrorContext(ctx, "reused task still not marked; the next sweep retries", "listing", k.listing, "task_id", k.task, "err", err)
-		}
-	}
-}
-
-// laterWrites are writes the store refused where nothing else would make
-// them again (a listing's incident or lost-task count, a stall
-// notification's delivery), retried by the task sweeper until they go
-// through, maxLaterAttempts times at most. Each is idempotent or, failing
-// that, one the store most likely did not apply when it answered an error.
-// Bounded by maxLaterWrites.
-type laterWrites struct {
-	mu     sync.Mutex
-	writes []laterWrite
-}
-
-type laterWrite struct {
-	what     string
-	write    func(ctx context.Context) error
-	attempts int
-}
-
-const (
-	maxLaterWrites   = 10_000
-	maxLaterAttempts = 100
-)
-
-func (l *laterWrites) add(what string, write func(ctx context.Context) error) {
-	l.again(laterWrite{what: what, write: write})
-}
-
-func (l *laterWrites) again(w laterWrite) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.writes) < maxLaterWrites {
-		l.writes = append(l.writes, w)
-	}
-}
-
-func (l *laterWrites) take() []laterWrite {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	w := l.writes
-	l.writes = nil
-	return w
-}
-
-// writeLater makes the writes the store refused before; those it refuses
-// again wait for the next sweep.
-func (p *Proxy) writeLater(ctx context.Context) {
-	for _, w := range p.later.take() {
-		err := w.write(ctx)
-		if err == nil {
-			continue
-		}
-		if w.attempts++; w.attempts >= maxLaterAttempts {
-			p.Logger.ErrorContext(ctx, w.what+" not recorded; given up", "attempts", w.attempts, "err", err)
-			continue
-		}
-		p.later.again(w)
-		p.Logger.ErrorContext(ctx, w.what+" still not recorded; the next sweep retries", "err", err)
 	}
 }

@@ -60,10 +60,10 @@ func (p *Proxy) NoteProgress(listingID, taskID string, after time.Duration, ob w
 }
 
 // RetryReuseMarks runs the task sweeper's retry of reuse marks.
-func (p *Proxy) RetryReuseMarks(ctx context.Context) { p.retryReuseMarks(ctx) }
+func (p *Proxy) RetryReuseMarks(ctx context.Context) { p.writeLater(ctx) }
 
 // RetryLife runs the task sweeper's retry of life events.
-func (p *Proxy) RetryLife(ctx context.Context) { p.retryLife(ctx) }
+func (p *Proxy) RetryLife(ctx context.Context) { p.writeLater(ctx) }
 
 // WriteLater runs the task sweeper's retry of refused writes.
 func (p *Proxy) WriteLater(ctx context.Context) { p.writeLater(ctx) }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/agentmarket/agentmarket"
@@ -46,22 +45,28 @@ func (p *Proxy) trackLife(ctx context.Context, cl *call) {
 	// a life event finding no task in the database stores the binding the
 	// meter holds, then is written again.
 	stored := func(write func() (bool, error)) (bool, error) {
-		changed, err := write()
-		if isNotFound(err) && p.storeHeldBinding(ctx, cl.target.ListingID, cl.obs.taskID) {
-			changed, err = write()
-		}
-		return changed, err
+		return p.storedLife(ctx, ownerKey{cl.target.ListingID, cl.obs.taskID}, write)
 	}
-	// A pause or a resume goes after an earlier one of its task that waits
-	// for the sweeper (retryLife), so a resume is never written before its
-	// pause; one the store refuses waits for the sweeper in turn.
-	inOrder := func(w lifeWrite, write func() (bool, error)) (bool, error) {
-		if p.lifeRetry.holds(w.e.ListingID, w.e.TaskID) {
-			p.lifeRetry.add(w)
+	// A pause or a resume goes after an earlier write of its task that
+	// waits for the sweeper (writeLater), so a resume is never written
+	// before its pause; one the store refuses waits for the sweeper in turn.
+	inOrder := func(what string, write func(ctx context.Context) (bool, error)) (bool, error) {
+		task := ownerKey{cl.target.ListingID, cl.obs.taskID}
+		later := func(ctx context.Context) error {
+			_, err := p.storedLife(ctx, task, func() (bool, error) { return write(ctx) })
+			if isNotFound(err) {
+				return nil
+			}
+			return err
+		}
+		if p.later.holds(task) {
+			p.later.add(what, task, 0, later)
 			return false, nil
 		}
-		changed, err := stored(write)
-		p.lifeRetry.failed(err, w)
+		changed, err := stored(func() (bool, error) { return write(ctx) })
+		if err != nil && !isNotFound(err) {
+			p.later.add(what, task, 0, later)
+		}
 		return changed, err
 	}
 	m := cl.req.Method
@@ -70,8 +75,8 @@ func (p *Proxy) trackLife(ctx context.Context, cl *call) {
 		// A message to an existing task: the buyer's answer to a pause.
 		e := ev(contracts.TaskResumed)
 		e.Actor = keyActor(cl.actor)
-		_, err := inOrder(lifeWrite{e: e}, func() (bool, error) { return p.Tasks.TaskResumed(ctx, e) })
-		// Retried by the task sweeper (retryLife), in order with the
+		_, err := inOrder("task resume", func(ctx context.Context) (bool, error) { return p.Tasks.TaskResumed(ctx, e) })
+		// Retried by the task sweeper (writeLater), in order with the
 		// pause it closes.
 		warn("resume", err)
 	}
@@ -106,8 +111,8 @@ func (p *Proxy) trackLife(ctx context.Context, cl *call) {
 	case interrupted(cl.obs.state):
 		at := p.Clock.Now().Add(cl.lim.MaxPause)
 		e := ev(contracts.TaskPaused)
-		_, err := inOrder(lifeWrite{e: e, cancelAt: &at}, func() (bool, error) { return p.Tasks.TaskPaused(ctx, e, &at) })
-		// Retried by the task sweeper (retryLife): until then the longest
+		_, err := inOrder("task pause", func(ctx context.Context) (bool, error) { return p.Tasks.TaskPaused(ctx, e, &at) })
+		// Retried by the task sweeper (writeLater): until then the longest
 		// pause is not enforced on this task.
 		warn("pause", err)
 	case cl.obs.terminal && (continuing || cl.tracked || cl.label != ""):
@@ -115,6 +120,17 @@ func (p *Proxy) trackLife(ctx context.Context, cl *call) {
 		// Recovered: Project records the end from this call's usage row.
 		warn("end", err)
 	}
+}
+
+// storedLife writes a task life event; when the store has no task, the
+// binding this meter holds in memory (not projected yet) is stored, and the
+// event written again.
+func (p *Proxy) storedLife(ctx context.Context, task ownerKey, write func() (bool, error)) (bool, error) {
+	changed, err := write()
+	if isNotFound(err) && p.storeHeldBinding(ctx, task.listing, task.task) {
+		changed, err = write()
+	}
+	return changed, err
 }
 
 // storeHeldBinding writes the binding this meter holds in memory for a
@@ -191,7 +207,7 @@ func (p *Proxy) requestChildCancels(ctx context.Context, listingID, taskID strin
 		// buyer's cancel looks again in its background cascade
 		// (goCascade), and the task sweeper until the store answers
 		// (writeLater): the cancels it then requests, Sweep carries out.
-		p.later.add("delegated tasks' cancels", func(ctx context.Context) error {
+		p.later.add("delegated tasks' cancels", ownerKey{}, maxLaterAttempts, func(ctx context.Context) error {
 			if _, err := p.Tasks.ChildTasks(ctx, listingID, taskID); err != nil {
 				return err
 			}
@@ -230,7 +246,7 @@ func (p *Proxy) requestChildCancels(ctx context.Context, listingID, taskID strin
 			// sweeper records the request once the store answers
 			// (writeLater), and Sweep carries it out unless the child
 			// ended meanwhile.
-			p.later.add("delegated task's cancel request", request)
+			p.later.add("delegated task's cancel request", ownerKey{}, maxLaterAttempts, request)
 			p.Logger.ErrorContext(ctx, "cancel of a delegated task not recorded; the task sweeper retries", "trace_id", trace.traceID, "task_id", ch.TaskID, "err", err)
 		}
 		kept = append(kept, ch)
@@ -373,11 +389,9 @@ func (p *Proxy) RunTaskSweeper(ctx context.Context, interval time.Duration) {
 			return
 		case <-t.C:
 		}
-		p.retryLife(ctx)
 		p.writeLater(ctx)
 		p.Sweep(ctx)
 		p.SweepStalls(ctx)
-		p.retryReuseMarks(ctx)
 		if now := p.Clock.Now(); now.Sub(pruned) >= time.Hour {
 			pruned = now
 			p.pruneSent(ctx, now)
@@ -585,95 +599,4 @@ func (p *Proxy) stillPaused(ctx context.Context, b contracts.TaskBinding) bool {
 		p.Logger.ErrorContext(ctx, "resume not recorded", "task_id", b.TaskID, "err", err)
 	}
 	return false
-}
-
-// lifeWrite is a task life event the store did not take on the call path
-// (a pause, a resume, a cancel with who and why), kept for the sweeper.
-type lifeWrite struct {
-	e        contracts.TaskEvent
-	cancelAt *time.Time // a pause's
-}
-
-// lifeWrites are the failed life events, in the order they happened (a
-// pause before the resume that closes it). Bounded: past maxLifeRetries
-// the newest are dropped, and were logged when they failed.
-type lifeWrites struct {
-	mu     sync.Mutex
-	writes []lifeWrite
-}
-
-const maxLifeRetries = 10_000
-
-// failed keeps w for the sweeper when err is a failure to retry (not a
-// task unknown to the store and to this meter: its life is not the
-// meter's to record).
-func (l *lifeWrites) failed(err error, w lifeWrite) {
-	if err == nil || isNotFound(err) {
-		return
-	}
-	l.add(w)
-}
-
-// holds reports whether a life event of the task waits for the sweeper.
-func (l *lifeWrites) holds(listingID, taskID string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, w := range l.writes {
-		if w.e.ListingID == listingID && w.e.TaskID == taskID {
-			return true
-		}
-	}
-	return false
-}
-
-func (l *lifeWrites) add(w lifeWrite) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.writes) < maxLifeRetries {
-		l.writes = append(l.writes, w)
-	}
-}
-
-func (l *lifeWrites) snapshot() []lifeWrite {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]lifeWrite(nil), l.writes...)
-}
-
-// written drops the oldest write: only the sweeper does, so it is the one
-// it just wrote (new ones are appended behind).
-func (l *lifeWrites) written() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.writes = l.writes[1:]
-}
-
-// retryLife writes the life events that failed on the call path, in order;
-// from the first that fails again, they wait for the next sweep (so a
-// resume is never written before its pause). They stay queued while
-// written, so that the call path queues a task's newer events behind them.
-func (p *Proxy) retryLife(ctx context.Context) {
-	for _, w := range p.lifeRetry.snapshot() {
-		write := func() error {
-			var err error
-			switch w.e.Kind {
-			case contracts.TaskPaused:
-				_, err = p.Tasks.TaskPaused(ctx, w.e, w.cancelAt)
-			case contracts.TaskResumed:
-				_, err = p.Tasks.TaskResumed(ctx, w.e)
-			default:
-				_, err = p.Tasks.TaskEnded(ctx, w.e)
-			}
-			return err
-		}
-		err := write()
-		if isNotFound(err) && p.storeHeldBinding(ctx, w.e.ListingID, w.e.TaskID) {
-			err = write()
-		}
-		if err != nil && !isNotFound(err) {
-			p.Logger.ErrorContext(ctx, "task life still not recorded; the next sweep retries", "task_id", w.e.TaskID, "kind", w.e.Kind, "err", err)
-			return
-		}
-		p.lifeRetry.written()
-	}
 }

@@ -138,7 +138,7 @@ func (p *Proxy) taskLost(ctx context.Context, e contracts.TaskEvent) error {
 			// Not returned: a replay of the row would find the task ended
 			// already and count nothing. The task sweeper counts it later
 			// (writeLater).
-			p.later.add("lost task count", count)
+			p.later.add("lost task count", ownerKey{}, maxLaterAttempts, count)
 			p.Logger.ErrorContext(ctx, "lost task not counted on its listing; the task sweeper retries", "listing", e.ListingID, "task_id", e.TaskID, "err", err)
 		}
 	}

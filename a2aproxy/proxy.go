@@ -219,12 +219,8 @@ type Proxy struct {
 	upstream   *http.Client                           // to agents, under Guard (upstream.go)
 	// stalls is the progress of the tasks this meter saw (stall.go).
 	stalls progressWatch
-	// reuseRetry holds the reuse marks the store did not take (bind.go).
-	reuseRetry reuseMarks
-	// lifeRetry holds the life events the store did not take (life.go).
-	lifeRetry lifeWrites
-	// later holds other writes the store did not take: incidents, lost
-	// task counts, stall notifications (bind.go).
+	// later holds the writes the store refused that nothing else would make
+	// again, for the task sweeper (later.go).
 	later laterWrites
 	// background counts work that outlives a request (cascades).
 	background sync.WaitGroup

@@ -73,7 +73,7 @@ func (p *Proxy) registerInlinePush(cl *call) {
 		// task sweeper registers it later (writeLater); until then the
 		// webhook gets nothing of the task.
 		cfg, timeout := *c, cl.lim.RequestTimeout
-		p.later.add("inline push config", func(ctx context.Context) error {
+		p.later.add("inline push config", ownerKey{}, maxLaterAttempts, func(ctx context.Context) error {
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			_, err := p.pushSet(ctx, cl, cfg)

@@ -241,7 +241,7 @@ func (p *Proxy) notifyStalled(ctx context.Context, d stallChange, now time.Time)
 			// The stall is recorded (TaskStalled), so no sweep notifies it
 			// again: the delivery itself is enqueued later (writeLater),
 			// under the same id.
-			p.later.add("stall notification", enqueue)
+			p.later.add("stall notification", ownerKey{}, maxLaterAttempts, enqueue)
 			p.Logger.ErrorContext(ctx, "stall notification not stored; the task sweeper retries", "task_id", d.taskID, "err", err)
 		}
 	}
