@@ -135,6 +135,17 @@ func (e *sentEntry) learn(taskID, contextID, state string) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	first := taskID != "" && e.taskID == ""
+	e.note(taskID, contextID, state)
+	if !e.knownClosed {
+		e.knownClosed = true
+		close(e.known)
+	}
+	return first
+}
+
+// note keeps what is known of the send's task; an empty value changes
+// nothing. e.mu is held.
+func (e *sentEntry) note(taskID, contextID, state string) {
 	if taskID != "" {
 		e.taskID = taskID
 	}
@@ -144,11 +155,6 @@ func (e *sentEntry) learn(taskID, contextID, state string) bool {
 	if state != "" {
 		e.state = state
 	}
-	if !e.knownClosed {
-		e.knownClosed = true
-		close(e.known)
-	}
-	return first
 }
 
 // end records how the send ended and wakes whoever waits for it.
@@ -156,15 +162,7 @@ func (e *sentEntry) end(stage contracts.SentStage, taskID, contextID, state stri
 	e.mu.Lock()
 	e.stage = stage
 	if stage == contracts.SentDone {
-		if taskID != "" {
-			e.taskID = taskID
-		}
-		if contextID != "" {
-			e.contextID = contextID
-		}
-		if state != "" {
-			e.state = state
-		}
+		e.note(taskID, contextID, state)
 		e.result, e.hasResult, e.resultVersion = result, hasResult, v
 	}
 	if !e.knownClosed {
