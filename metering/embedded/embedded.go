@@ -172,7 +172,7 @@ var _ metering.Store = (*Store)(nil)
 // shipper deletes spooled rows right after.
 func Open(path string) (*Store, error) {
 	q := url.Values{}
-	for _, p := range []string{"journal_mode(WAL)", "synchronous(FULL)", "busy_timeout(10000)"} {
+	for _, p := range []string{"journal_mode(WAL)", "synchronous(FULL)", "busy_timeout(10000)", "temp_store(MEMORY)", "cache_size(-32768)", "mmap_size(1073741824)"} {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")

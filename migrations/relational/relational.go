@@ -59,7 +59,7 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 			return nil, err
 		}
 	}
-	dsn := path + "?_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)&_pragma=mmap_size(1073741824)&_txlock=immediate"
+	dsn := path + "?_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)&_pragma=mmap_size(1073741824)&_pragma=temp_store(MEMORY)&_pragma=cache_size(-32768)&_txlock=immediate"
 	g, err := gorm.Open(sqlite.Open(dsn), config())
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
