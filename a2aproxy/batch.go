@@ -2,19 +2,34 @@ package a2aproxy
 
 import (
 	"context"
+	"sync/atomic"
+	"time"
 
 	"github.com/agentmarket/agentmarket/contracts"
 )
 
 // batcher funnels concurrent requests into one writer goroutine that
 // handles whatever has queued up as one batch (one database commit for
-// many calls). It adds no delay: a request waits only for the batch in
-// flight before its own.
+// many calls). It adds no delay unless it lingers (lingering): a request
+// waits only for the batch in flight before its own.
 type batcher[Req, Res any] struct {
 	in  chan batchItem[Req, Res]
 	run func(ctx context.Context, reqs []Req) []Res
 	max int
+	// linger, when set, is how long a batch may wait for more requests
+	// while requests arrive fast enough to bring at least lingerFor more
+	// within it: a statement costs the pure-Go SQLite driver about as much
+	// to parse for one key as a batch of sixteen costs to run, so under
+	// load a short wait buys most of a call's lookup; at a trickle nothing
+	// waits.
+	linger time.Duration
+	// lingers counts the batches that waited.
+	lingers atomic.Uint64
 }
+
+// lingerFor is how many more requests the arrival rate must promise
+// within the linger for a batch to wait for them.
+const lingerFor = 1
 
 type batchItem[Req, Res any] struct {
 	req Req
@@ -22,23 +37,22 @@ type batchItem[Req, Res any] struct {
 }
 
 func newBatcher[Req, Res any](ctx context.Context, max int, run func(ctx context.Context, reqs []Req) []Res) *batcher[Req, Res] {
-	return newBatchers(ctx, 1, max, run)
+	return lingering(ctx, max, 0, run)
 }
 
-// newBatchers is a batcher with n writers taking from one queue: up to n
-// batches in flight at once (reads, which the database serves side by
-// side).
-func newBatchers[Req, Res any](ctx context.Context, n, max int, run func(ctx context.Context, reqs []Req) []Res) *batcher[Req, Res] {
-	b := &batcher[Req, Res]{in: make(chan batchItem[Req, Res], max), run: run, max: max}
-	for range n {
-		go b.loop(ctx)
-	}
+// lingering is a batcher that waits up to linger to fill a batch while
+// requests arrive fast (batcher.linger).
+func lingering[Req, Res any](ctx context.Context, max int, linger time.Duration, run func(ctx context.Context, reqs []Req) []Res) *batcher[Req, Res] {
+	b := &batcher[Req, Res]{in: make(chan batchItem[Req, Res], max), run: run, max: max, linger: linger}
+	go b.loop(ctx)
 	return b
 }
 
 func (b *batcher[Req, Res]) loop(ctx context.Context) {
 	items := make([]batchItem[Req, Res], 0, b.max)
 	reqs := make([]Req, 0, b.max)
+	var pace arrivals
+	var timer *time.Timer
 	for {
 		select {
 		case <-ctx.Done():
@@ -55,11 +69,52 @@ func (b *batcher[Req, Res]) loop(ctx context.Context) {
 				break drain
 			}
 		}
+		if b.linger > 0 {
+			taken := len(items)
+			if pace.promise(time.Now(), taken, b.linger) >= lingerFor && taken < b.max {
+				b.lingers.Add(1)
+				if timer == nil {
+					timer = time.NewTimer(b.linger)
+				} else {
+					timer.Reset(b.linger)
+				}
+			wait:
+				for len(items) < b.max {
+					select {
+					case it := <-b.in:
+						items, reqs = append(items, it), append(reqs, it.req)
+					case <-timer.C:
+						break wait
+					case <-ctx.Done():
+						break wait
+					}
+				}
+				timer.Stop()
+			}
+			pace.lingered = len(items) - taken
+		}
 		res := b.run(context.WithoutCancel(ctx), reqs)
 		for i, it := range items {
 			it.out <- res[i]
 		}
 	}
+}
+
+// arrivals follows how fast requests reach a lingering batcher's loop.
+type arrivals struct {
+	rate     float64   // requests a second, a moving average over batches
+	last     time.Time // when the loop last decided whether to linger
+	lingered int       // requests taken while it lingered since then
+}
+
+// promise counts taken requests arriving at now and returns how many more
+// the rate promises within linger.
+func (a *arrivals) promise(now time.Time, taken int, linger time.Duration) float64 {
+	if !a.last.IsZero() && now.After(a.last) {
+		a.rate = 0.8*a.rate + 0.2*float64(taken+a.lingered)/now.Sub(a.last).Seconds()
+	}
+	a.last = now
+	return a.rate * linger.Seconds()
 }
 
 // do queues req and waits for its answer.

@@ -68,6 +68,9 @@ const (
 	// write. It is how far apart two copies sent through two meters must
 	// be for the second to be recognised while the first runs.
 	sentClaimDelay = 100 * time.Millisecond
+	// sentLinger is how long a lookup may wait for others to share its
+	// statement while sends arrive fast (batcher.linger).
+	sentLinger = 500 * time.Microsecond
 )
 
 // sentMessageKey is the key a messageId is recorded under.
@@ -273,9 +276,13 @@ func (p *Proxy) initSent() {
 		return
 	}
 	p.sentIdx = newSentIndex(p.Limits.SentIndexSize)
-	// Lookups are reads: a few batches may be in flight at once, so one
-	// slow answer does not hold every send up.
-	p.sentFinds = newBatchers(p.Base, 2, 128, func(ctx context.Context, keys []contracts.SentKey) []sentFound {
+	// Lookups are reads, batched: a lookup of one key costs the pure-Go
+	// SQLite driver about what one of sixteen does (it parses the
+	// statement at every execution), so under load the batch lingers to
+	// gather the lookups of the sends arriving meanwhile. One batch at a
+	// time: a second in flight split the arrivals between two half-full
+	// batches, and waits on the same database when it is slow.
+	p.sentFinds = lingering(p.Base, 128, sentLinger, func(ctx context.Context, keys []contracts.SentKey) []sentFound {
 		ctx, cancel := context.WithTimeout(ctx, sentLookupTimeout)
 		defer cancel()
 		recs, err := p.Sent.FindSent(ctx, keys, p.Clock.Now())
