@@ -22,6 +22,7 @@ type Metrics struct {
 	canceled *prometheus.CounterVec
 	clamped  *prometheus.CounterVec
 	held     prometheus.Counter
+	pacedC   prometheus.Counter
 	sent     *prometheus.CounterVec
 	lost     *prometheus.CounterVec
 	stalled  *prometheus.CounterVec
@@ -52,6 +53,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.requests, m.latency, m.tokensC, m.cost, m.inflight, m.pushIn, m.pushOut, m.canceled)
 	m.held = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "calls_held_back_total",
 		Help: "Calls the meter held back because too many spooled rows (2,000 by default) waited for their projections (bindings, ledger): the database does not keep up."})
+	m.pacedC = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "calls_paced_total",
+		Help: "Calls the meter delayed (up to 10 ms, in proportion to the lag) because more than half the spooled rows it allows (1,000 of 2,000 by default) waited for their projections: the database is close to its pace."})
 	m.sent = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "sends_deduplicated_total",
 		Help: "Sends whose messageId the buyer org had sent to the listing before (idempotent sends), by listing and outcome: replayed (answered with what the first send created, not forwarded), refused (another message under the same messageId, -32059), unchecked (the store could not be read, so the send was forwarded)."},
 		[]string{"listing", "outcome"})
@@ -61,7 +64,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.stalled = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "tasks_stalled_total",
 		Help: "Tasks the meter marked stalled, by listing: no progress (status change, artifact or message) for longer than the listing's stall_after."},
 		[]string{"listing"})
-	reg.MustRegister(m.clamped, m.held, m.sent, m.lost, m.stalled)
+	reg.MustRegister(m.clamped, m.held, m.pacedC, m.sent, m.lost, m.stalled)
 	return m
 }
 
@@ -129,6 +132,12 @@ func (m *Metrics) pushAttempt(outcome string) {
 func (m *Metrics) taskCanceled(why string) {
 	if m != nil {
 		m.canceled.WithLabelValues(why).Inc()
+	}
+}
+
+func (m *Metrics) paced() {
+	if m != nil {
+		m.pacedC.Inc()
 	}
 }
 

@@ -47,7 +47,8 @@ type Limits struct {
 	OwnerMissWait time.Duration
 	// MaxUnsettled is how many spooled rows may wait for their projections
 	// (bindings, ledger) before the meter holds new calls back (up to
-	// UnsettledWait, then -32058); default 2,000. It keeps the projections
+	// UnsettledWait, then -32058); default 2,000. Past half of it, calls
+	// are paced (awaitProjections). It keeps the projections
 	// within a fraction of a second of the calls, so that another meter
 	// finds a new task within OwnerMissWait, and the spool from growing
 	// without bound when calls come faster than the database takes them.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/a2aproxy"
@@ -99,6 +100,60 @@ func TestHeldBackWhileProjectionsLag(t *testing.T) {
 	p.Limits.UnsettledWait = 5 * time.Second
 	if status, body := call(); status != 401 {
 		t.Errorf("once they caught up: %d %s, want the next check (401 for an unknown key)", status, body)
+	}
+}
+
+// TestPacedWhileProjectionsLag: while more than half of MaxUnsettled rows
+// wait for their projections, a call is delayed in proportion to the lag
+// (the full 10 ms at MaxUnsettled) and then goes on, counted in
+// calls_paced_total; at half or less it is not paced, and past
+// MaxUnsettled it is held back instead.
+func TestPacedWhileProjectionsLag(t *testing.T) {
+	var lag atomic.Int64
+	reg := prometheus.NewRegistry()
+	p := &a2aproxy.Proxy{Recorder: &failingRecorder{}, Auth: noKeys{}, Clock: agentmarket.NewManualClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)),
+		Unsettled: func() int { return int(lag.Load()) }, Limits: a2aproxy.Limits{MaxUnsettled: 100, UnsettledWait: 50 * time.Millisecond},
+		Metrics: a2aproxy.NewMetrics(reg)}
+	p.Init()
+	app := fiber.New(fiber.Config{DisableStartupMessage: true})
+	p.Mount(app)
+	call := func() (int, time.Duration) {
+		req := httptest.NewRequest("POST", "/a2a/lst_x", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"message/send","params":{}}`))
+		req.Header.Set("Authorization", "Bearer amk_whatever")
+		start := time.Now()
+		res, err := app.Test(req, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		return res.StatusCode, time.Since(start)
+	}
+	counted := func(name string) float64 {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() == name {
+				return mf.GetMetric()[0].GetCounter().GetValue()
+			}
+		}
+		return 0
+	}
+	lag.Store(50)
+	if status, _ := call(); status != 401 || counted("agentmarket_meter_calls_paced_total") != 0 {
+		t.Errorf("at half the limit: %d, paced %v; want the next check (401) and no pacing", status, counted("agentmarket_meter_calls_paced_total"))
+	}
+	lag.Store(100)
+	if status, took := call(); status != 401 || took < 10*time.Millisecond {
+		t.Errorf("at the limit: %d after %v; want the next check (401) after at least 10 ms", status, took)
+	}
+	if n := counted("agentmarket_meter_calls_paced_total"); n != 1 {
+		t.Errorf("calls_paced_total = %v, want 1", n)
+	}
+	lag.Store(101)
+	if status, _ := call(); status != 503 || counted("agentmarket_meter_calls_held_back_total") != 1 {
+		t.Errorf("past the limit: %d, held back %v; want 503 after being held back once", status, counted("agentmarket_meter_calls_held_back_total"))
 	}
 }
 
