@@ -219,6 +219,10 @@ func (r *Report) compare(extra []namedTarget) {
 	}
 	if hm != nil && hd != nil && hm.Opened > 0 && hd.Opened > 0 {
 		held.Value, held.NotMeasured = hm.HeapStackKB-hd.HeapStackKB, ""
+		held.Note = fmt.Sprintf("%d streams at once", hm.Opened)
+		if hm.Limited != "" {
+			held.Note += " (" + hm.Limited + ")"
+		}
 	}
 	out = append(out, goal{bound: 30, atMost: true, unit: "KiB"}.judge(held))
 

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"os"
 	"runtime"
@@ -11,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -26,7 +28,9 @@ type HoldResult struct {
 	HeapStackKB float64 `json:"heap_stack_kib_per_stream"`
 	RSSKB       float64 `json:"rss_kib_per_stream"`
 	Goroutines  float64 `json:"goroutines_per_stream"`
-	Unavailable string  `json:"unavailable,omitempty"`
+	// Limited says why fewer streams than asked were held (fitStreams).
+	Limited     string `json:"limited,omitempty"`
+	Unavailable string `json:"unavailable,omitempty"`
 }
 
 // holdBody asks the canned agent to keep the stream open after its first
@@ -157,4 +161,45 @@ func residentBytes() uint64 {
 		}
 	}
 	return 0
+}
+
+// fdsPerStream is how many descriptors a stream held through the meter
+// costs this process, which holds every hop: the load generator's
+// connection, the meter's from the buyer and to the agent, and the
+// agent's. fdsSpare covers the rest (listeners, files, idle connections).
+const (
+	fdsPerStream = 4
+	fdsSpare     = 512
+)
+
+// fitStreams raises this process's descriptor limit (RLIMIT_NOFILE) to
+// what n held streams need, the hard limit too when it is lower and the
+// process may, and returns how many streams fit under the limit it has
+// then; when that is fewer than n, why says exactly why.
+func fitStreams(n int) (fit int, why string) {
+	need := uint64(n*fdsPerStream + fdsSpare)
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return n, ""
+	}
+	if lim.Cur < need {
+		want := syscall.Rlimit{Cur: need, Max: max(lim.Max, need)}
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &want); err == nil {
+			return n, ""
+		} else if need > lim.Max {
+			why = fmt.Sprintf("%d streams need %d descriptors in this process (%d each: the load generator's, the meter's from the buyer and to the agent, the agent's; %d spare); its hard limit is %d and raising it was refused (%v)",
+				n, need, fdsPerStream, fdsSpare, lim.Max, err)
+		}
+		lim.Cur = max(lim.Cur, min(lim.Max, need))
+		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: lim.Cur, Max: lim.Max})
+		_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+	}
+	if lim.Cur >= need {
+		return n, ""
+	}
+	fit = max(0, int(lim.Cur)-fdsSpare) / fdsPerStream
+	if why == "" {
+		why = fmt.Sprintf("%d streams need %d descriptors in this process; its limit is %d", n, need, lim.Cur)
+	}
+	return fit, why + fmt.Sprintf(": held %d", fit)
 }

@@ -181,6 +181,9 @@ func (r *Report) writeText(w io.Writer) error {
 				fmt.Fprintf(w, "%s: %s\n", x.Target, x.Unavailable)
 			}
 		}
+		if l := r.Hold[0].Limited; l != "" {
+			fmt.Fprintf(w, "not every stream asked for: %s\n", l)
+		}
 	}
 	fmt.Fprintln(w, "\ntargets (shared/product.md, issue 12); reached: the measure against its goal, 1.00 or more meets it")
 	fmt.Fprintln(tw, "target\tmeasured\tgoal\treached\tverdict\t")

@@ -94,7 +94,7 @@ func parseOptions(args []string, out io.Writer) (*options, error) {
 	fs.DurationVar(&o.serveFor, "serve-for", 0, "set up, print the targets (and wrk scripts), serve them for this long (at most 30m) and exit without loading them")
 	fs.StringVar(&o.logLevel, "log-level", "info", "the meter's log level (its log goes to meter.log in the data dir)")
 	fs.BoolVar(&o.nginxConf, "nginx-conf", false, "print the nginx configuration of the canned agent (on "+nginxAgentAddr+") and proxy_pass to it (on "+nginxProxyAddr+"), and exit")
-	fs.IntVar(&o.holdStreams, "hold-streams", 0, "also open this many streams through direct and meter at once, held open, and measure the memory each costs (0 skips it; each stream through the meter uses 4 file descriptors in this process)")
+	fs.IntVar(&o.holdStreams, "hold-streams", 0, "also open this many streams through direct and meter at once, held open, and measure the memory each costs (0 skips it; each stream through the meter uses 4 file descriptors in this process, which raises its limit to what they need when it may, else holds as many as fit and says why)")
 	fs.StringVar(&o.memProfile, "memprofile", "", "with -hold-streams: write a heap profile to `file` while the streams through the meter are held")
 	fs.StringVar(&o.dataDir, "data-dir", "", "the marketplace's data dir; empty = a temporary one, removed at the end")
 	if err := fs.Parse(args); err != nil {
@@ -122,7 +122,7 @@ func (o *options) validate() error {
 	check(o.sseEvents >= 2 && o.sseEvents <= 10_000, "-sse-events: must be 2 to 10000")
 	check(o.sseInterval >= 0 && time.Duration(o.sseEvents)*o.sseInterval <= 2*time.Minute, "-sse-events × -sse-interval: a stream must last at most 2m")
 	check(o.serveFor >= 0 && o.serveFor <= 30*time.Minute, "-serve-for: must be 0 to 30m")
-	check(o.holdStreams >= 0 && o.holdStreams <= 20_000, "-hold-streams: must be 0 to 20000")
+	check(o.holdStreams >= 0 && o.holdStreams <= 100_000, "-hold-streams: must be 0 to 100000")
 	check(o.rounds >= 1 && o.rounds <= 10, "-rounds: must be 1 to 10")
 	check(o.drainWait >= drainGoal && o.drainWait <= 5*time.Minute, "-drain-wait: must be 5s to 5m")
 	check(o.a2aBuildTimeout > 0 && o.a2aBuildTimeout <= 30*time.Minute, "-a2a-build-timeout: must be above 0 and at most 30m")
@@ -239,6 +239,7 @@ func (b *bench) measure(ctx context.Context, o *options) (*Report, error) {
 		}
 	}
 	if o.holdStreams > 0 {
+		n, limited := fitStreams(o.holdStreams)
 		for _, t := range b.streams {
 			profile := ""
 			switch t.name {
@@ -247,7 +248,9 @@ func (b *bench) measure(ctx context.Context, o *options) (*Report, error) {
 			case "meter":
 				profile = o.memProfile
 			}
-			rep.Hold = append(rep.Hold, holdStreams(ctx, t.name, t.url, b.streamHdr, o.holdStreams, profile))
+			h := holdStreams(ctx, t.name, t.url, b.streamHdr, n, profile)
+			h.Streams, h.Limited = o.holdStreams, limited
+			rep.Hold = append(rep.Hold, h)
 		}
 	}
 	return rep, nil
