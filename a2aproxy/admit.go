@@ -109,7 +109,7 @@ const maxPace = 10 * time.Millisecond
 // the lag falls, for UnsettledWait at most. Holding alone (at the limit,
 // every call waited while a batch of usage was stored, the rest none)
 // left the worst calls of a saturated meter 4 times slower than pacing
-// does (BENCHMARKS.md, "Paced backpressure").
+// does (BENCHMARKS.md, "Where issue 12 stands").
 func (p *Proxy) awaitProjections(ctx context.Context) error {
 	if p.Unsettled == nil {
 		return nil
