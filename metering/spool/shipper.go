@@ -343,10 +343,11 @@ func (s *Shipper) Unsettled() int {
 
 // settleBeyond settles rows appended after the batch, while the batch
 // waits for the store (SettleAhead): they are read into a scratch buffer,
-// settled, and let go; their batch reads them again later.
-func (s *Shipper) settleBeyond(ctx context.Context) {
+// settled, and let go; their batch reads them again later. It reports
+// false when settling failed (the batch's own attempt reports why).
+func (s *Shipper) settleBeyond(ctx context.Context) bool {
 	if !s.opts.SettleAhead || s.opts.Settle == nil {
-		return
+		return true
 	}
 	if s.ahead.Before(s.pos) {
 		s.ahead = s.pos
@@ -355,18 +356,19 @@ func (s *Shipper) settleBeyond(ctx context.Context) {
 		rows, next, err := s.spool.Read(s.ahead, s.opts.BatchRows, s.scratch[:0])
 		s.scratch = rows
 		if err != nil || len(rows) == 0 {
-			return
+			return true
 		}
 		sctx, cancel := context.WithTimeout(ctx, s.opts.InsertTimeout)
 		err = s.opts.Settle(sctx, rows)
 		cancel()
 		clear(s.scratch)
 		if err != nil {
-			return // the batch's own attempt reports the failure
+			return false
 		}
 		s.ahead = next
 		s.noteSettled(next.Seq)
 	}
+	return true
 }
 
 // ship inserts the batch, retrying until it succeeds or ctx ends, then
@@ -401,14 +403,39 @@ func (s *Shipper) ship(ctx context.Context) error {
 			return err
 		}
 		s.fail(err)
-		s.settleBeyond(ctx)
-		t := time.NewTimer(s.backoff())
+		if err := s.waitSettling(ctx, s.backoff()); err != nil {
+			return err
+		}
+	}
+}
+
+// waitSettling waits d before the batch's next attempt, settling the rows
+// appended meanwhile every SettleWait (SettleAhead): the store may be down
+// for minutes (the backoff grows to MaxBackoff), and the projections, with
+// the calls that backpressure would hold, must not wait for it. Settling
+// once per attempt, as before, left a meter under load refusing calls
+// (-32058) a few seconds into a ClickHouse outage.
+func (s *Shipper) waitSettling(ctx context.Context, d time.Duration) error {
+	end := time.Now().Add(d)
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return ctx.Err()
 		case <-t.C:
 		}
+		settling := s.settleBeyond(ctx)
+		left := time.Until(end)
+		if left <= 0 {
+			return nil
+		}
+		if settling && s.opts.SettleAhead && s.opts.Settle != nil {
+			// Settling works (the store alone is down): again soon. When
+			// it fails too (the database is down), at the next attempt.
+			left = min(left, s.opts.SettleWait)
+		}
+		t.Reset(left)
 	}
 }
 
@@ -419,6 +446,12 @@ func (s *Shipper) insert(ctx context.Context) error {
 		if err := s.opts.Settle(ictx, s.batch); err != nil {
 			return fmt.Errorf("billing pending usage: %w", err)
 		}
+		// Settled whatever the store answers: a batch waiting for a store
+		// that is down must not count as the projections' lag (calls
+		// would be held back for the whole outage).
+		s.settled = len(s.batch)
+		s.unsettled = time.Time{}
+		s.noteSettled(s.pos.Seq)
 	}
 	for i := range s.batch {
 		if s.batch[i].Pending != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -377,6 +378,64 @@ func TestShipperSettlesAheadOfAFailingStore(t *testing.T) {
 	cancel()
 	<-done
 	checkStored(t, st.Store, ids)
+}
+
+// TestShipperSettlesThroughALongOutage: while the store stays down and the
+// batch waits a long backoff for its next attempt, rows appended meanwhile
+// are still settled within moments, so the lag that backpressure holds
+// calls on stays near zero through a ClickHouse outage.
+func TestShipperSettlesThroughALongOutage(t *testing.T) {
+	sp := MustOpenSpool(t, t.TempDir(), spool.Options{})
+	st := &recordingStore{Store: mustOpenStore(t)}
+	st.fail.Store(1 << 30)
+	var mu sync.Mutex
+	settled := map[string]bool{}
+	settle := func(ctx context.Context, rows []metering.Usage) error {
+		mu.Lock()
+		defer mu.Unlock()
+		for i := range rows {
+			settled[rows[i].ID] = true
+			rows[i].Pending = nil
+		}
+		return nil
+	}
+	sh := spool.NewShipper(sp, st, spool.ShipperOptions{BatchRows: 10, BatchWait: time.Millisecond, MinBackoff: time.Hour,
+		MaxBackoff: time.Hour, Settle: settle, SettleAhead: true, SettleWait: time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sh.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	appendRows := func(from, to int) {
+		for i := from; i < to; i++ {
+			u := row(i)
+			u.Pending = &metering.PendingBill{Key: u.TaskID}
+			if err := sp.Append(u); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	waitSettled := func(n int, what string) {
+		deadline := time.Now().Add(10 * time.Second)
+		for sh.Unsettled() > 0 || func() int { mu.Lock(); defer mu.Unlock(); return len(settled) }() < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d rows unsettled after 10 s", what, sh.Unsettled())
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	appendRows(0, 10)
+	waitSettled(10, "the first batch")
+	// The first insert failed: the batch now waits an hour for its next try.
+	for st.fail.Load() == 1<<30 {
+		time.Sleep(time.Millisecond)
+	}
+	for round := 1; round <= 3; round++ {
+		appendRows(round*100, round*100+50)
+		waitSettled(10+round*50, fmt.Sprintf("rows appended during the outage, round %d", round))
+	}
+	if got := sh.Stats().ShippedRows; got != 0 {
+		t.Fatalf("%d rows shipped to a store that is down", got)
+	}
 }
 
 // TestShipperUnsettled: Unsettled counts the rows appended and not yet
