@@ -180,8 +180,10 @@ type Proxy struct {
 	// which could name another org's task); nil: Push's.
 	Sealer Sealer
 	// Unsettled, when set, is how many spooled rows wait for their
-	// projections (spool.Shipper.Unsettled): calls are held back while
-	// it is above Limits.MaxUnsettled.
+	// projections in a way that should slow calls down
+	// (spool.Shipper.Backpressure: not while the projections' database is
+	// down): calls are paced past half of Limits.MaxUnsettled and held
+	// back past it.
 	Unsettled func() int
 	// Incidents marks a listing whose agent misbehaved in a way that could
 	// leak one buyer's data to another (nil: only logged).

@@ -119,7 +119,12 @@ type Shipper struct {
 
 	// settledSeq is the spool position (Cursor.Seq) up to which every row
 	// is settled: acknowledged, or settled ahead.
-	settledSeq     atomic.Uint64
+	settledSeq atomic.Uint64
+	// settleDown is set while settling fails (the projections' database
+	// is down); allowance is the lag an outage left when settling came
+	// back, lowered as the projections work it off (Backpressure).
+	settleDown     atomic.Bool
+	allowance      atomic.Int64
 	shippedRows    atomic.Uint64
 	shippedBatches atomic.Uint64
 	failures       atomic.Uint64
@@ -312,7 +317,7 @@ func (s *Shipper) settleAhead(ctx context.Context) error {
 	}
 	sctx, cancel := context.WithTimeout(ctx, s.opts.InsertTimeout)
 	defer cancel()
-	if err := s.opts.Settle(sctx, s.batch[s.settled:]); err != nil {
+	if err := s.settle(sctx, s.batch[s.settled:]); err != nil {
 		return fmt.Errorf("settling usage ahead of shipping: %w", err)
 	}
 	s.settled = len(s.batch)
@@ -326,9 +331,10 @@ func (s *Shipper) noteSettled(seq uint64) {
 	for {
 		old := s.settledSeq.Load()
 		if seq <= old || s.settledSeq.CompareAndSwap(old, seq) {
-			return
+			break
 		}
 	}
+	s.Backpressure() // lowers the allowance to the lag now
 }
 
 // Unsettled is how many rows appended to the spool are not settled yet:
@@ -339,6 +345,48 @@ func (s *Shipper) Unsettled() int {
 		return 0
 	}
 	return int(appended - settled)
+}
+
+// settle applies opts.Settle to rows, following whether settling works
+// (Backpressure).
+func (s *Shipper) settle(ctx context.Context, rows []metering.Usage) error {
+	if err := s.opts.Settle(ctx, rows); err != nil {
+		s.settleDown.Store(true)
+		return err
+	}
+	if s.settleDown.Swap(false) {
+		// Back after an outage: what piled up meanwhile is the outage's,
+		// not a sign that calls come faster than the database takes them.
+		s.allowance.Store(int64(s.Unsettled()))
+	}
+	return nil
+}
+
+// Backpressure is the lag that should slow calls down: the rows waiting
+// for their projections beyond what an outage of the projections'
+// database left (that allowance shrinks to the lowest lag seen since, so
+// the projections must be working it off), and none while settling fails.
+// A database that is down is not one that calls outpace: the calls go on
+// and their rows wait in the spool (whose size bounds them), as they do
+// for a usage store that is down; a database that is merely slower than
+// the calls makes this grow, and the meter paces and then holds them.
+func (s *Shipper) Backpressure() int {
+	if s.settleDown.Load() {
+		return 0
+	}
+	n := int64(s.Unsettled())
+	for {
+		a := s.allowance.Load()
+		if a <= 0 {
+			return int(n)
+		}
+		if n >= a {
+			return int(n - a)
+		}
+		if s.allowance.CompareAndSwap(a, n) {
+			return 0
+		}
+	}
 }
 
 // settleBeyond settles rows appended after the batch, while the batch
@@ -359,7 +407,7 @@ func (s *Shipper) settleBeyond(ctx context.Context) bool {
 			return true
 		}
 		sctx, cancel := context.WithTimeout(ctx, s.opts.InsertTimeout)
-		err = s.opts.Settle(sctx, rows)
+		err = s.settle(sctx, rows)
 		cancel()
 		clear(s.scratch)
 		if err != nil {
@@ -443,7 +491,7 @@ func (s *Shipper) insert(ctx context.Context) error {
 	ictx, cancel := context.WithTimeout(ctx, s.opts.InsertTimeout)
 	defer cancel()
 	if s.opts.Settle != nil {
-		if err := s.opts.Settle(ictx, s.batch); err != nil {
+		if err := s.settle(ictx, s.batch); err != nil {
 			return fmt.Errorf("billing pending usage: %w", err)
 		}
 		// Settled whatever the store answers: a batch waiting for a store

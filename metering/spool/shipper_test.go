@@ -438,6 +438,97 @@ func TestShipperSettlesThroughALongOutage(t *testing.T) {
 	}
 }
 
+// TestShipperBackpressure: the lag that slows calls down is none while
+// settling fails (the database is down: calls go on, rows wait in the
+// spool), none for the backlog the outage left while the projections work
+// it off, and every row when the database is merely slow.
+func TestShipperBackpressure(t *testing.T) {
+	sp := MustOpenSpool(t, t.TempDir(), spool.Options{})
+	st := &recordingStore{Store: mustOpenStore(t)}
+	var down atomic.Bool
+	var gate atomic.Pointer[chan struct{}] // while slow, each settling takes a token from it
+	g1 := make(chan struct{})
+	gate.Store(&g1)
+	var slow atomic.Bool
+	settle := func(ctx context.Context, rows []metering.Usage) error {
+		if down.Load() {
+			return errors.New("database down")
+		}
+		if slow.Load() {
+			select {
+			case <-*gate.Load():
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		for i := range rows {
+			rows[i].Pending = nil
+		}
+		return nil
+	}
+	sh := spool.NewShipper(sp, st, spool.ShipperOptions{BatchRows: 10, BatchWait: time.Millisecond, MinBackoff: time.Millisecond,
+		MaxBackoff: 5 * time.Millisecond, Settle: settle, SettleAhead: true, SettleWait: time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sh.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	next := 0
+	appendRows := func(n int) {
+		for range n {
+			u := row(next)
+			next++
+			u.Pending = &metering.PendingBill{Key: u.TaskID}
+			if err := sp.Append(u); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not after 10 s (unsettled %d, backpressure %d)", what, sh.Unsettled(), sh.Backpressure())
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+
+	down.Store(true)
+	appendRows(30)
+	waitFor("a failed settling", func() bool { return sh.Stats().Failures > 0 })
+	if u, b := sh.Unsettled(), sh.Backpressure(); u != 30 || b != 0 {
+		t.Fatalf("database down: unsettled %d, backpressure %d; want 30 and 0", u, b)
+	}
+	// Back, slowly: one settling at a time. The backlog left is allowed
+	// for; rows appended beyond it count.
+	slow.Store(true)
+	down.Store(false)
+	g1 <- struct{}{}
+	waitFor("the first settling after the outage", func() bool { return sh.Unsettled() < 30 })
+	u := sh.Unsettled()
+	if b := sh.Backpressure(); b != 0 {
+		t.Fatalf("working the outage's backlog off (%d rows left): backpressure %d, want 0", u, b)
+	}
+	appendRows(5)
+	if b := sh.Backpressure(); b != 5 {
+		t.Fatalf("5 rows appended past the backlog (%d rows): backpressure %d, want 5", u, b)
+	}
+	slow.Store(false)
+	close(g1)
+	waitFor("the backlog settled", func() bool { return sh.Unsettled() == 0 && sh.Backpressure() == 0 })
+
+	// A database merely slower than the calls: every row counts.
+	g2 := make(chan struct{})
+	gate.Store(&g2)
+	slow.Store(true)
+	appendRows(20)
+	waitFor("a slow database's lag counted", func() bool { return sh.Backpressure() == 20 })
+	slow.Store(false)
+	close(g2)
+	waitFor("the slow rows settled", func() bool { return sh.Unsettled() == 0 && sh.Backpressure() == 0 })
+}
+
 // TestShipperUnsettled: Unsettled counts the rows appended and not yet
 // settled (settled ahead, or shipped), from a shipper's start.
 func TestShipperUnsettled(t *testing.T) {

@@ -139,7 +139,7 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 	// most: the projections must catch up soon after an outage ends.
 	ship := spool.NewShipper(sp, d.Store, spool.ShipperOptions{Settle: p.Project, SettleAhead: true, Stored: p.Stored, MaxBackoff: 5 * time.Second,
 		OnError: spool.LogFailures(d.Logger)})
-	p.Unsettled = ship.Unsettled
+	p.Unsettled = ship.Backpressure
 	go ship.Run(ctx)
 	registerPipelineMetrics(d.Registry, sp, ship)
 	loopsCtx, stop := context.WithCancel(ctx)
