@@ -128,9 +128,7 @@ func (p *Proxy) awaitProjections(ctx context.Context) error {
 		}
 		return nil
 	}
-	if p.Metrics != nil {
-		p.Metrics.heldBack()
-	}
+	p.Metrics.heldBack()
 	wait, cancel := context.WithTimeout(ctx, p.Limits.UnsettledWait)
 	defer cancel()
 	t := time.NewTicker(2 * time.Millisecond)

@@ -179,27 +179,18 @@ const (
 func fitStreams(n int) (fit int, why string) {
 	need := uint64(n*fdsPerStream + fdsSpare)
 	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur >= need {
 		return n, ""
 	}
-	if lim.Cur < need {
-		want := syscall.Rlimit{Cur: need, Max: max(lim.Max, need)}
-		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &want); err == nil {
-			return n, ""
-		} else if need > lim.Max {
-			why = fmt.Sprintf("%d streams need %d descriptors in this process (%d each: the load generator's, the meter's from the buyer and to the agent, the agent's; %d spare); its hard limit is %d and raising it was refused (%v)",
-				n, need, fdsPerStream, fdsSpare, lim.Max, err)
-		}
-		lim.Cur = max(lim.Cur, min(lim.Max, need))
-		_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: lim.Cur, Max: lim.Max})
-		_ = syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
-	}
-	if lim.Cur >= need {
+	err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: need, Max: max(lim.Max, need)})
+	if err == nil {
 		return n, ""
+	}
+	// The hard limit stays: the soft one goes up to it.
+	if syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: lim.Max, Max: lim.Max}) == nil {
+		lim.Cur = lim.Max
 	}
 	fit = max(0, int(lim.Cur)-fdsSpare) / fdsPerStream
-	if why == "" {
-		why = fmt.Sprintf("%d streams need %d descriptors in this process; its limit is %d", n, need, lim.Cur)
-	}
-	return fit, why + fmt.Sprintf(": held %d", fit)
+	return fit, fmt.Sprintf("%d streams need %d descriptors in this process (%d each: the load generator's, the meter's from the buyer and to the agent, the agent's; %d spare); its hard limit is %d and raising it was refused (%v): held %d",
+		n, need, fdsPerStream, fdsSpare, lim.Max, err, fit)
 }
