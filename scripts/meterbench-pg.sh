@@ -19,28 +19,18 @@ shift
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=lib/services.sh
 source "$here/lib/services.sh"
-AM_WORKDIR=$(mktemp -d /tmp/meterbench-pg.XXXXXX)
-chmod 755 "$AM_WORKDIR"
-pgdata=$AM_WORKDIR/pgdata
-cleanup() {
-	[ -n "${pgport:-}" ] && am_as_pg "$AM_PG_BIN/pg_ctl" -D "$pgdata" -m fast -w stop >/dev/null 2>&1 || true
-	[ -n "$AM_CH_PID" ] && am_stop_pid "$AM_CH_PID" clickhouse-server
-	rm -rf "$AM_WORKDIR"
-}
-trap cleanup EXIT
-am_ensure_postgres
-if am_is_root; then install -d -o postgres -g postgres -m 700 "$pgdata"; else install -d -m 700 "$pgdata"; fi
-am_as_pg "$AM_PG_BIN/initdb" -D "$pgdata" -U postgres --auth=trust -E UTF8 --no-locale >"$AM_WORKDIR/initdb.log" 2>&1
-am_pick_port pgport
-am_as_pg "$AM_PG_BIN/pg_ctl" -D "$pgdata" -l "$pgdata/server.log" -w -t 60 \
-	-o "-c listen_addresses=127.0.0.1 -p $pgport -k $pgdata -c max_connections=300 -c autovacuum_naptime=${AUTOVACUUM_NAPTIME:-1}" start >/dev/null
+AM_PG_SETTINGS="-c max_connections=300 -c autovacuum_naptime=${AUTOVACUUM_NAPTIME:-1}"
+am_make_workdir
+trap am_cleanup EXIT
+am_start_postgres
 am_start_clickhouse
+pg=${AGENTMARKET_TEST_DATABASE_URL%%/postgres\?*}
 ch=${AGENTMARKET_TEST_CLICKHOUSE_DSN%/default}
 chdb=${CLICKHOUSE_DB:-bench}
-am_as_pg psql -q -h 127.0.0.1 -p "$pgport" -U postgres -c "CREATE DATABASE bench" >/dev/null
+am_as_pg psql -q "$AGENTMARKET_TEST_DATABASE_URL" -c "CREATE DATABASE bench" >/dev/null
 [ "$chdb" = bench ] && clickhouse-client --host 127.0.0.1 --port "${ch##*:}" -q "CREATE DATABASE bench"
-echo "PostgreSQL on 127.0.0.1:$pgport (fsync on), ClickHouse $ch/$chdb; load $(cut -d' ' -f1-3 /proc/loadavg)"
-AGENTMARKET_DATABASE_URL="postgres://postgres@127.0.0.1:$pgport/bench?sslmode=disable" \
+echo "PostgreSQL $pg ($AM_PG_SETTINGS), ClickHouse $ch/$chdb; load $(cut -d' ' -f1-3 /proc/loadavg)"
+AGENTMARKET_DATABASE_URL="$pg/bench?sslmode=disable" \
 AGENTMARKET_CLICKHOUSE_URL="$ch/$chdb" \
 AGENTMARKET_SECRET_KEY=${AGENTMARKET_SECRET_KEY:-MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=} \
 	"$bin" "$@"

@@ -23,6 +23,9 @@ AM_ZK_PID=""           # pid of our ZooKeeper, empty when none
 AM_ZK_PORT=""
 AM_APT_UPDATED=0
 AM_USED_PORTS=" "
+# The server settings of am_start_postgres: a throwaway cluster for tests (no durability).
+# scripts/meterbench-pg.sh sets its own, for PostgreSQL's default durability.
+AM_PG_SETTINGS="${AM_PG_SETTINGS:--c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300}"
 
 am_log() { printf '    %s\n' "$*"; }
 am_warn() { printf 'test.sh: warning: %s\n' "$*" >&2; }
@@ -283,8 +286,9 @@ am_ensure_postgres() {
 	am_find_pg_bin || am_die "PostgreSQL installed but no initdb under /usr/lib/postgresql/*/bin"
 }
 
-# am_start_postgres starts a throwaway cluster (trust auth, fsync off) on 127.0.0.1 and
-# exports AGENTMARKET_TEST_DATABASE_URL. Tests create their own databases from it.
+# am_start_postgres starts a throwaway cluster (trust auth; fsync off unless AM_PG_SETTINGS
+# says otherwise) on 127.0.0.1 and exports AGENTMARKET_TEST_DATABASE_URL. Tests create their
+# own databases from it.
 am_start_postgres() {
 	local t0 data port try ok=0
 	t0=$(am_now)
@@ -308,7 +312,7 @@ am_start_postgres() {
 	for try in 1 2 3; do
 		am_pick_port port
 		if am_as_pg "$AM_PG_BIN/pg_ctl" -D "$data" -l "$data/server.log" -w -t 60 \
-			-o "-c listen_addresses=127.0.0.1 -p $port -k $data -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300" \
+			-o "-c listen_addresses=127.0.0.1 -p $port -k $data $AM_PG_SETTINGS" \
 			start >"$AM_WORKDIR/pg_ctl.log" 2>&1 </dev/null; then
 			ok=1
 			break
