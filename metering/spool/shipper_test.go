@@ -319,6 +319,57 @@ func TestShipperCrashBetweenInsertAndAck(t *testing.T) {
 	}
 }
 
+// settleCounter is a Settle that bills every row and counts how often
+// each was settled.
+type settleCounter struct {
+	mu      sync.Mutex
+	settled map[string]int
+}
+
+func (c *settleCounter) settle(_ context.Context, rows []metering.Usage) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.settled == nil {
+		c.settled = map[string]int{}
+	}
+	for i := range rows {
+		c.settled[rows[i].ID]++
+		rows[i].Pending = nil
+	}
+	return nil
+}
+
+// rows is how many distinct rows were settled.
+func (c *settleCounter) rows() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.settled)
+}
+
+// appendPending appends rows from to to-1, each with usage to bill, and
+// returns their ids.
+func appendPending(t *testing.T, sp *spool.Spool, from, to int) []string {
+	t.Helper()
+	var ids []string
+	for i := from; i < to; i++ {
+		u := row(i)
+		u.Pending = &metering.PendingBill{Key: u.TaskID}
+		if err := sp.Append(u); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, u.ID)
+	}
+	return ids
+}
+
+// runShipper runs sh until the test ends.
+func runShipper(t *testing.T, sh *spool.Shipper) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sh.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
 // TestShipperSettlesAheadOfAFailingStore: with SettleAhead, rows are
 // settled (their projections applied) as soon as they are read, and rows
 // appended while the store is down are settled too, before the store comes
@@ -327,37 +378,17 @@ func TestShipperSettlesAheadOfAFailingStore(t *testing.T) {
 	sp := MustOpenSpool(t, t.TempDir(), spool.Options{})
 	st := &recordingStore{Store: mustOpenStore(t)}
 	st.fail.Store(1 << 30) // down until told otherwise
-	var mu sync.Mutex
-	settled := map[string]int{}
-	settle := func(ctx context.Context, rows []metering.Usage) error {
-		mu.Lock()
-		defer mu.Unlock()
-		for i := range rows {
-			settled[rows[i].ID]++
-			rows[i].Pending = nil
-		}
-		return nil
-	}
+	var settled settleCounter
 	sh := spool.NewShipper(sp, st, spool.ShipperOptions{BatchRows: 10, BatchWait: time.Hour, MinBackoff: time.Millisecond,
-		MaxBackoff: 5 * time.Millisecond, Settle: settle, SettleAhead: true})
+		MaxBackoff: 5 * time.Millisecond, Settle: settled.settle, SettleAhead: true})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- sh.Run(ctx) }()
 
-	var ids []string
-	for i := range 35 {
-		u := row(i)
-		u.Pending = &metering.PendingBill{Key: u.TaskID}
-		ids = append(ids, u.ID)
-		if err := sp.Append(u); err != nil {
-			t.Fatal(err)
-		}
-	}
+	ids := appendPending(t, sp, 0, 35)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		mu.Lock()
-		n := len(settled)
-		mu.Unlock()
+		n := settled.rows()
 		if n == len(ids) {
 			break
 		}
@@ -388,49 +419,27 @@ func TestShipperSettlesThroughALongOutage(t *testing.T) {
 	sp := MustOpenSpool(t, t.TempDir(), spool.Options{})
 	st := &recordingStore{Store: mustOpenStore(t)}
 	st.fail.Store(1 << 30)
-	var mu sync.Mutex
-	settled := map[string]bool{}
-	settle := func(ctx context.Context, rows []metering.Usage) error {
-		mu.Lock()
-		defer mu.Unlock()
-		for i := range rows {
-			settled[rows[i].ID] = true
-			rows[i].Pending = nil
-		}
-		return nil
-	}
+	var settled settleCounter
 	sh := spool.NewShipper(sp, st, spool.ShipperOptions{BatchRows: 10, BatchWait: time.Millisecond, MinBackoff: time.Hour,
-		MaxBackoff: time.Hour, Settle: settle, SettleAhead: true, SettleWait: time.Millisecond})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- sh.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	appendRows := func(from, to int) {
-		for i := from; i < to; i++ {
-			u := row(i)
-			u.Pending = &metering.PendingBill{Key: u.TaskID}
-			if err := sp.Append(u); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+		MaxBackoff: time.Hour, Settle: settled.settle, SettleAhead: true, SettleWait: time.Millisecond})
+	runShipper(t, sh)
 	waitSettled := func(n int, what string) {
 		deadline := time.Now().Add(10 * time.Second)
-		for sh.Unsettled() > 0 || func() int { mu.Lock(); defer mu.Unlock(); return len(settled) }() < n {
+		for sh.Unsettled() > 0 || settled.rows() < n {
 			if time.Now().After(deadline) {
 				t.Fatalf("%s: %d rows unsettled after 10 s", what, sh.Unsettled())
 			}
 			time.Sleep(2 * time.Millisecond)
 		}
 	}
-	appendRows(0, 10)
+	appendPending(t, sp, 0, 10)
 	waitSettled(10, "the first batch")
 	// The first insert failed: the batch now waits an hour for its next try.
 	for st.fail.Load() == 1<<30 {
 		time.Sleep(time.Millisecond)
 	}
 	for round := 1; round <= 3; round++ {
-		appendRows(round*100, round*100+50)
+		appendPending(t, sp, round*100, round*100+50)
 		waitSettled(10+round*50, fmt.Sprintf("rows appended during the outage, round %d", round))
 	}
 	if got := sh.Stats().ShippedRows; got != 0 {
@@ -468,20 +477,11 @@ func TestShipperBackpressure(t *testing.T) {
 	}
 	sh := spool.NewShipper(sp, st, spool.ShipperOptions{BatchRows: 10, BatchWait: time.Millisecond, MinBackoff: time.Millisecond,
 		MaxBackoff: 5 * time.Millisecond, Settle: settle, SettleAhead: true, SettleWait: time.Millisecond})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- sh.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	runShipper(t, sh)
 	next := 0
 	appendRows := func(n int) {
-		for range n {
-			u := row(next)
-			next++
-			u.Pending = &metering.PendingBill{Key: u.TaskID}
-			if err := sp.Append(u); err != nil {
-				t.Fatal(err)
-			}
-		}
+		appendPending(t, sp, next, next+n)
+		next += n
 	}
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
