@@ -317,8 +317,19 @@ func (s *Shipper) settleAhead(ctx context.Context) error {
 	}
 	sctx, cancel := context.WithTimeout(ctx, s.opts.InsertTimeout)
 	defer cancel()
-	if err := s.settle(sctx, s.batch[s.settled:]); err != nil {
+	if err := s.settleRest(sctx); err != nil {
 		return fmt.Errorf("settling usage ahead of shipping: %w", err)
+	}
+	return nil
+}
+
+// settleRest settles the rows of the batch not settled yet and counts them
+// settled, whatever the store answers the batch later: a batch waiting for
+// a store that is down must not count as the projections' lag (calls would
+// be held back for the whole outage).
+func (s *Shipper) settleRest(ctx context.Context) error {
+	if err := s.settle(ctx, s.batch[s.settled:]); err != nil {
+		return err
 	}
 	s.settled = len(s.batch)
 	s.unsettled = time.Time{}
@@ -367,7 +378,7 @@ func (s *Shipper) settle(ctx context.Context, rows []metering.Usage) error {
 // database left (that allowance shrinks to the lowest lag seen since, so
 // the projections must be working it off), and none while settling fails.
 // A database that is down is not one that calls outpace: the calls go on
-// and their rows wait in the spool (whose size bounds them), as they do
+// and their rows wait in the spool (its disk bounds them), as they do
 // for a usage store that is down; a database that is merely slower than
 // the calls makes this grow, and the meter paces and then holds them.
 func (s *Shipper) Backpressure() int {
@@ -491,15 +502,9 @@ func (s *Shipper) insert(ctx context.Context) error {
 	ictx, cancel := context.WithTimeout(ctx, s.opts.InsertTimeout)
 	defer cancel()
 	if s.opts.Settle != nil {
-		if err := s.settle(ictx, s.batch); err != nil {
+		if err := s.settleRest(ictx); err != nil {
 			return fmt.Errorf("billing pending usage: %w", err)
 		}
-		// Settled whatever the store answers: a batch waiting for a store
-		// that is down must not count as the projections' lag (calls
-		// would be held back for the whole outage).
-		s.settled = len(s.batch)
-		s.unsettled = time.Time{}
-		s.noteSettled(s.pos.Seq)
 	}
 	for i := range s.batch {
 		if s.batch[i].Pending != nil {
