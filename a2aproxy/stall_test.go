@@ -183,12 +183,24 @@ func TestProjectionEndsCanceledTasks(t *testing.T) {
 	}
 }
 
+// outage makes a fake store answer down until up is called; mu also
+// guards what the fake records.
+type outage struct {
+	mu   sync.Mutex
+	down error
+}
+
+func (o *outage) up() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.down = nil
+}
+
 // childLife is a task store with one delegated task under any parent,
 // which can be down.
 type childLife struct {
 	contracts.TaskLife
-	mu        sync.Mutex
-	down      error
+	outage
 	requested []string
 }
 
@@ -215,7 +227,7 @@ func (c *childLife) RequestCancel(_ context.Context, listingID, taskID, _, _, _ 
 // canceled task's delegated tasks, the task sweeper asks again and
 // requests their cancels once it answers (Sweep then carries them out).
 func TestDelegatedCancelsRequestedLater(t *testing.T) {
-	life := &childLife{down: errors.New("database is locked")}
+	life := &childLife{outage: outage{down: errors.New("database is locked")}}
 	p := &a2aproxy.Proxy{Tasks: life, Recorder: &failingRecorder{}, Clock: agentmarket.NewManualClock(time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)),
 		Logger: slog.New(slog.DiscardHandler)}
 	p.Init()
@@ -225,9 +237,7 @@ func TestDelegatedCancelsRequestedLater(t *testing.T) {
 	if len(life.requested) != 0 {
 		t.Fatalf("requested while down: %v", life.requested)
 	}
-	life.mu.Lock()
-	life.down = nil
-	life.mu.Unlock()
+	life.up()
 	p.WriteLater(ctx)
 	if strings.Join(life.requested, " ") != "lst_child/child-1" {
 		t.Errorf("cancels requested once the store answered: %v", life.requested)
@@ -236,8 +246,7 @@ func TestDelegatedCancelsRequestedLater(t *testing.T) {
 
 // lostIncidents counts lost tasks per listing, and can be down.
 type lostIncidents struct {
-	mu   sync.Mutex
-	down error
+	outage
 	lost []string
 }
 
@@ -256,7 +265,7 @@ func (l *lostIncidents) RecordLostTask(_ context.Context, listingID string) erro
 // TestLostTaskCountedLater: a lost task whose count on its listing the
 // store refused is counted by the task sweeper once it answers.
 func TestLostTaskCountedLater(t *testing.T) {
-	inc := &lostIncidents{down: errors.New("database is locked")}
+	inc := &lostIncidents{outage: outage{down: errors.New("database is locked")}}
 	p := &a2aproxy.Proxy{Tasks: &endLife{}, Incidents: inc, Ledger: countingLedger{}, Recorder: &failingRecorder{},
 		Clock: agentmarket.NewManualClock(time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)), Logger: slog.New(slog.DiscardHandler)}
 	p.Init()
@@ -268,9 +277,7 @@ func TestLostTaskCountedLater(t *testing.T) {
 	if len(inc.lost) != 0 {
 		t.Fatalf("counted while the store was down: %v", inc.lost)
 	}
-	inc.mu.Lock()
-	inc.down = nil
-	inc.mu.Unlock()
+	inc.up()
 	p.WriteLater(ctx)
 	if strings.Join(inc.lost, " ") != "lst_1" {
 		t.Errorf("lost tasks counted once the store answered: %v", inc.lost)
@@ -281,8 +288,7 @@ func TestLostTaskCountedLater(t *testing.T) {
 // can be down.
 type stallPush struct {
 	contracts.PushStore
-	mu       sync.Mutex
-	down     error
+	outage
 	enqueued []string
 }
 
@@ -306,7 +312,7 @@ func (s *stallPush) Enqueue(_ context.Context, d contracts.Delivery) (bool, erro
 func TestStallNotificationStoredLater(t *testing.T) {
 	ctx := context.Background()
 	clock := agentmarket.NewManualClock(time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC))
-	outbox := &stallPush{down: errors.New("database is locked")}
+	outbox := &stallPush{outage: outage{down: errors.New("database is locked")}}
 	p := &a2aproxy.Proxy{Clock: clock, Tasks: &stallLife{stalled: map[string]bool{}}, Recorder: &failingRecorder{},
 		Push: &a2aproxy.Push{Store: outbox, Guard: httpfetch.Guard{}}, Logger: slog.New(slog.DiscardHandler)}
 	p.Init()
@@ -318,9 +324,7 @@ func TestStallNotificationStoredLater(t *testing.T) {
 	if len(outbox.enqueued) != 0 {
 		t.Fatalf("enqueued while the outbox was down: %v", outbox.enqueued)
 	}
-	outbox.mu.Lock()
-	outbox.down = nil
-	outbox.mu.Unlock()
+	outbox.up()
 	p.SweepStalls(ctx)
 	p.WriteLater(ctx)
 	if strings.Join(outbox.enqueued, " ") != "t" {
