@@ -19,52 +19,45 @@ import (
 // activated, the trace carried on. The buyer's own credentials and
 // hop-by-hop headers are never forwarded. A 0.3 HTTP+JSON agent is called
 // in the dialect it speaks, probed on the first call (dialect.go).
-func (p *Proxy) upstreamRequest(ctx context.Context, cl *call, r *wire.Request, accept string) (*http.Request, error) {
-	method, url, body, contentType := http.MethodPost, cl.iface.URL, r.Raw, "application/json"
+func (p *Proxy) upstreamRequest(ctx context.Context, cl *call, r *wire.Request, accept string) (agentRequest, error) {
+	ar := agentRequest{method: http.MethodPost, url: cl.iface.URL, body: r.Raw}
+	contentType := "application/json"
 	if cl.upREST() {
 		var err error
 		if d := p.agentDialect(ctx, cl); d != cl.dialect.agent {
 			cl.dialect.agent = d
 		}
 		if cl.dialect.agent == wire.DialectSDK03 {
-			method, url, body, err = wire.SDK03Upstream(r, cl.iface.URL)
+			ar.method, ar.url, ar.body, err = wire.SDK03Upstream(r, cl.iface.URL)
 		} else {
-			method, url, body, err = wire.RESTUpstream(r, cl.upVersion, cl.iface.URL, cl.iface.Tenant)
+			ar.method, ar.url, ar.body, err = wire.RESTUpstream(r, cl.upVersion, cl.iface.URL, cl.iface.Tenant)
 		}
 		if err != nil {
-			return nil, err
+			return agentRequest{}, err
 		}
 		contentType = wire.RESTContentType(cl.upVersion)
 	}
-	var rd io.Reader
-	if len(body) > 0 {
-		rd = &sentBody{b: body}
+	h := make([]string, 0, 16)
+	if len(ar.body) > 0 {
+		h = append(h, "Content-Type", contentType)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, url, rd)
-	if err != nil {
-		return nil, err
-	}
-	if rd != nil {
-		req.ContentLength = int64(len(body))
-		req.Header.Set("Content-Type", contentType)
-	}
-	req.Header.Set("Accept", accept)
-	req.Header.Set("User-Agent", "AgentMarket-Meter/1")
+	h = append(h, "Accept", accept, "User-Agent", "AgentMarket-Meter/1")
 	if cl.upVersion == wire.V10 {
-		req.Header.Set("A2A-Version", "1.0")
+		h = append(h, "A2A-Version", "1.0")
 	}
 	if cl.target.Card.HasExtension(wire.UsageExtensionURI) {
-		h := "X-A2A-Extensions"
+		name := "X-A2A-Extensions"
 		if cl.upVersion == wire.V10 {
-			h = "A2A-Extensions"
+			name = "A2A-Extensions"
 		}
-		req.Header.Set(h, wire.UsageExtensionURI)
+		h = append(h, name, wire.UsageExtensionURI)
 	}
-	req.Header.Set("traceparent", cl.trace.child())
+	h = append(h, "traceparent", cl.trace.child())
 	if a := cl.target.UpstreamAuth; a != nil {
-		req.Header.Set(a.Header, a.Value)
+		h = append(h, a.Header, a.Value)
 	}
-	return req, nil
+	ar.header = h
+	return ar, nil
 }
 
 // outbound returns the request as the agent must get it: in its version
@@ -99,16 +92,16 @@ func (p *Proxy) unary(c exchange, cl *call) error {
 	if err != nil {
 		return p.fail(c, cl, err)
 	}
-	req, err := p.upstreamRequest(ctx, cl, r, "application/json")
+	ar, err := p.upstreamRequest(ctx, cl, r, "application/json")
 	if err != nil {
 		return p.fail(c, cl, err)
 	}
-	res, err := p.send(cl, req)
+	rep, err := p.roundTrip(ctx, cl, ar, cl.lim.MaxResultBytes, cl.lim.RequestTimeout)
 	if err != nil {
 		return p.fail(c, cl, upstreamErr(ctx, err, cl.lim.RequestTimeout))
 	}
-	defer res.Body.Close()
-	return p.unaryFrom(c, cl, res)
+	defer rep.release()
+	return p.unaryFrom(ctx, c, cl, rep)
 }
 
 // readLimited reads an answer of at most limit bytes.
@@ -142,17 +135,10 @@ func agentAnswer(cl *call, m wire.Method, status int, contentType string, raw []
 	return resp.Result, resp.Error, nil
 }
 
-// unaryFrom relays the agent's answer and meters the call.
-func (p *Proxy) unaryFrom(c exchange, cl *call, res *http.Response) error {
-	ctx := res.Request.Context()
-	raw, err := readLimited(res, cl.lim.MaxResultBytes)
-	if err != nil {
-		if _, ok := err.(*rpcError); ok {
-			return p.fail(c, cl, err)
-		}
-		return p.fail(c, cl, upstreamErr(ctx, err, cl.lim.RequestTimeout))
-	}
-	result, agentErr, err := agentAnswer(cl, cl.req.Method, res.StatusCode, res.Header.Get("Content-Type"), raw)
+// unaryFrom relays the agent's whole answer and meters the call.
+func (p *Proxy) unaryFrom(ctx context.Context, c exchange, cl *call, rep agentReply) error {
+	raw := rep.body
+	result, agentErr, err := agentAnswer(cl, cl.req.Method, rep.status, rep.contentType, raw)
 	if err != nil {
 		return p.fail(c, cl, err)
 	}

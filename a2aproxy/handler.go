@@ -44,7 +44,10 @@ func (x fiberExchange) Answer(status int, contentType string, body []byte, heade
 	for i := 0; i+1 < len(header); i += 2 {
 		x.c.Set(header[i], header[i+1])
 	}
-	return x.c.Status(status).Send(body)
+	// Copied: the body may be the agent's answer, whose buffer goes back
+	// to its pool when the pipeline returns, before Fiber writes this.
+	x.c.Status(status).Response().SetBody(body)
+	return nil
 }
 
 func (x fiberExchange) Stream(write func(w *bufio.Writer), header ...string) error {

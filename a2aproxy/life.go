@@ -1,6 +1,7 @@
 package a2aproxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -353,23 +354,18 @@ func (p *Proxy) callAgent(ctx context.Context, cl *call, r *wire.Request) (json.
 	}
 	ctx, cancel := context.WithTimeout(ctx, cl.lim.RequestTimeout)
 	defer cancel()
-	req, err := p.upstreamRequest(ctx, cl, r, "application/json")
+	ar, err := p.upstreamRequest(ctx, cl, r, "application/json")
 	if err != nil {
 		return nil, nil, err
 	}
-	res, err := p.send(cl, req)
+	rep, err := p.roundTrip(ctx, cl, ar, cl.lim.MaxResultBytes, cl.lim.RequestTimeout)
 	if err != nil {
 		return nil, nil, upstreamErr(ctx, err, cl.lim.RequestTimeout)
 	}
-	raw, err := readLimited(res, cl.lim.MaxResultBytes)
-	if err != nil {
-		if _, ok := err.(*rpcError); ok {
-			return nil, nil, err
-		}
-		return nil, nil, upstreamErr(ctx, err, cl.lim.RequestTimeout)
-	}
-	cl.bytesOut += len(raw)
-	return agentAnswer(cl, r.Method, res.StatusCode, res.Header.Get("Content-Type"), raw)
+	defer rep.release()
+	cl.bytesOut += len(rep.body)
+	result, agentErr, err := agentAnswer(cl, r.Method, rep.status, rep.contentType, bytes.Clone(rep.body))
+	return result, agentErr, err
 }
 
 // RunTaskSweeper cancels, every interval until ctx ends, the tasks whose

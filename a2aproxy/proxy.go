@@ -219,7 +219,8 @@ type Proxy struct {
 	sentFinds  *batcher[contracts.SentKey, sentFound] // idem.go
 	sentWrites chan sentWrite                         // idem.go
 	dialects   dialectCache                           // of 0.3 HTTP+JSON agent interfaces (dialect.go)
-	upstream   *http.Client                           // to agents, under Guard (upstream.go)
+	upstream   *http.Client                           // to agents, under Guard (upstream.go): streams, probes
+	fast       *fastClients                           // to agents, under Guard: unary calls (upstream_fast.go)
 	// stalls is the progress of the tasks this meter saw (stall.go).
 	stalls progressWatch
 	// later holds the writes the store refused that nothing else would make

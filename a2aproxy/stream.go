@@ -27,7 +27,12 @@ func (p *Proxy) stream(c exchange, cl *call) error {
 		cancel()
 		return p.fail(c, cl, err)
 	}
-	req, err := p.upstreamRequest(ctx, cl, r, "text/event-stream")
+	ar, err := p.upstreamRequest(ctx, cl, r, "text/event-stream")
+	if err != nil {
+		cancel()
+		return p.fail(c, cl, err)
+	}
+	req, err := ar.httpRequest(ctx)
 	if err != nil {
 		cancel()
 		return p.fail(c, cl, err)
@@ -232,7 +237,15 @@ func (p *Proxy) writeStreamError(w *bufio.Writer, cl *call, e *wire.Error) {
 
 // relayPlain answers a streaming request the agent answered with JSON.
 func (p *Proxy) relayPlain(c exchange, cl *call, res *http.Response) error {
-	return p.unaryFrom(c, cl, res)
+	ctx := res.Request.Context()
+	raw, err := readLimited(res, cl.lim.MaxResultBytes)
+	if err != nil {
+		if _, ok := err.(*rpcError); ok {
+			return p.fail(c, cl, err)
+		}
+		return p.fail(c, cl, upstreamErr(ctx, err, cl.lim.RequestTimeout))
+	}
+	return p.unaryFrom(ctx, c, cl, agentReply{status: res.StatusCode, contentType: res.Header.Get("Content-Type"), body: raw})
 }
 
 // settle follows a task whose buyer left mid-stream: it polls the agent
@@ -270,23 +283,21 @@ func (p *Proxy) poll(ctx context.Context, cl *call) {
 			return
 		case <-t.C:
 		}
-		req, err := p.upstreamRequest(ctx, cl, get, "application/json")
+		ar, err := p.upstreamRequest(ctx, cl, get, "application/json")
 		if err != nil {
 			return
 		}
-		res, err := p.send(cl, req)
+		rep, err := p.roundTrip(ctx, cl, ar, cl.lim.MaxResultBytes, cl.lim.RequestTimeout)
 		if err != nil {
 			continue
 		}
-		raw, err := readLimited(res, cl.lim.MaxResultBytes)
-		if err != nil {
-			continue
-		}
-		result, agentErr, err := agentAnswer(cl, wire.MethodGetTask, res.StatusCode, res.Header.Get("Content-Type"), raw)
+		result, agentErr, err := agentAnswer(cl, wire.MethodGetTask, rep.status, rep.contentType, rep.body)
 		if err != nil || agentErr != nil {
+			rep.release()
 			continue
 		}
 		ob := wire.Observe(cl.upVersion, wire.MethodGetTask, result)
+		rep.release()
 		if ob.TaskID != cl.obs.taskID {
 			return // not the task asked for: nothing of another task is billed here
 		}

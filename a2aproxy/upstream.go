@@ -29,6 +29,7 @@ func (p *Proxy) initUpstream() {
 	if p.Guard != nil {
 		dial = p.Guard.DialContext(base)
 	}
+	p.fast = &fastClients{dial: dial}
 	p.upstream = &http.Client{
 		Transport: &http.Transport{
 			// A proxy from the environment would be dialled instead of the
@@ -60,12 +61,7 @@ func (p *Proxy) send(cl *call, req *http.Request) (*http.Response, error) {
 	if err != nil {
 		var ae *agentmarket.Error
 		if errors.As(err, &ae) && ae.Kind == agentmarket.Invalid {
-			// The address is for the operator's log only: the buyer must
-			// not learn what the seller's name resolves to inside.
-			p.Logger.WarnContext(req.Context(), "agent address refused by the SSRF guard", "listing", cl.target.ListingID,
-				"url", req.URL.Redacted(), "err", err)
-			return nil, rpcErr(CodeUpstreamRefused, http.StatusOK,
-				"the meter does not connect to this agent's address (loopback, private, link-local and cloud metadata addresses are refused); the seller must list a public endpoint")
+			return nil, p.refused(req.Context(), cl, req.URL.Redacted(), err)
 		}
 		return nil, err
 	}
@@ -75,4 +71,13 @@ func (p *Proxy) send(cl *call, req *http.Request) (*http.Response, error) {
 			fmt.Sprintf("the agent answered HTTP %d, a redirect; the meter does not follow an agent's redirects", res.StatusCode))
 	}
 	return res, nil
+}
+
+// refused is the buyer's error for a connection the guard refused. The
+// address is for the operator's log only: the buyer must not learn what
+// the seller's name resolves to inside.
+func (p *Proxy) refused(ctx context.Context, cl *call, url string, err error) error {
+	p.Logger.WarnContext(ctx, "agent address refused by the SSRF guard", "listing", cl.target.ListingID, "url", url, "err", err)
+	return rpcErr(CodeUpstreamRefused, http.StatusOK,
+		"the meter does not connect to this agent's address (loopback, private, link-local and cloud metadata addresses are refused); the seller must list a public endpoint")
 }
