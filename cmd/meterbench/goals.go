@@ -13,6 +13,7 @@ const (
 	direct03     = "direct/0.3"
 	nginx03      = "nginx/0.3"
 	goProxy03    = "go-proxy/0.3"
+	lean10       = "lean/1.0" // the lean peer (issue 22): A2A 1.0 only
 	meter10      = "meter/1.0"
 	meter03      = "meter/0.3"
 	meterREST    = "meter/rest"
@@ -20,8 +21,8 @@ const (
 )
 
 // Ratio is one comparison. With a goal it is one of the product's
-// performance targets (shared/product.md, issue 12); without, it is shown
-// for reading the others.
+// performance targets (shared/product.md, issues 12 and 22); without, it
+// is shown for reading the others.
 type Ratio struct {
 	Name  string  `json:"name"`
 	Value float64 `json:"value"`
@@ -51,6 +52,8 @@ func (g goal) String() string {
 	switch {
 	case g.exactly:
 		return fmt.Sprintf("= %g%s", g.bound, g.unit)
+	case g.atMost && g.unit == "x":
+		return fmt.Sprintf("<= %g%s", g.bound, g.unit)
 	case g.atMost:
 		return fmt.Sprintf("<= %g %s", g.bound, g.unit)
 	}
@@ -122,25 +125,83 @@ func perRound(rs []Result, a, b string, f func(x, y Result) float64) (v float64,
 		if !ok {
 			continue
 		}
-		ma.RPS, ma.CPUPerCall = ma.RPS+x.RPS, ma.CPUPerCall+x.CPUPerCall
-		mb.RPS, mb.CPUPerCall = mb.RPS+y.RPS, mb.CPUPerCall+y.CPUPerCall
+		ma.addFigures(x)
+		mb.addFigures(y)
 		v := f(x, y)
 		lo, hi, n = min(lo, v), max(hi, v), n+1
 	}
 	if n == 0 {
 		return 0, nil, a + " and " + b + " never ran in the same round"
 	}
-	ma.RPS, ma.CPUPerCall = ma.RPS/float64(n), ma.CPUPerCall/float64(n)
-	mb.RPS, mb.CPUPerCall = mb.RPS/float64(n), mb.CPUPerCall/float64(n)
+	ma.divFigures(n)
+	mb.divFigures(n)
 	if n > 1 {
 		rng = []float64{lo, hi}
 	}
 	return f(ma, mb), rng, ""
 }
 
+// addFigures adds x's figures that perRound takes the mean of to r's.
+func (r *Result) addFigures(x Result) {
+	r.RPS += x.RPS
+	r.CPUPerCall += x.CPUPerCall
+	r.ServerCPUPerCall += x.ServerCPUPerCall
+	r.P99 += x.P99
+	r.Max += x.Max
+}
+
+func (r *Result) divFigures(n int) {
+	d := float64(n)
+	r.RPS, r.CPUPerCall, r.ServerCPUPerCall, r.P99, r.Max = r.RPS/d, r.CPUPerCall/d, r.ServerCPUPerCall/d, r.P99/d, r.Max/d
+}
+
+// worst is perRound's value in the worst round: the top of its range
+// (with one round, the value itself).
+func worst(v float64, rng []float64) float64 {
+	if len(rng) == 2 {
+		return rng[1]
+	}
+	return v
+}
+
 func throughput(x, y Result) float64 { return x.RPS / y.RPS }
 
 func cpuDiff(x, y Result) float64 { return x.CPUPerCall - y.CPUPerCall }
+
+func p99Ratio(x, y Result) float64 { return x.P99 / y.P99 }
+
+func serverCPURatio(x, y Result) float64 { return x.ServerCPUPerCall / y.ServerCPUPerCall }
+
+func ownCPU(x, _ Result) float64 { return x.ServerCPUPerCall }
+
+// noServerCPU says why name has no CPU time of its own process in some
+// round it ran: not run, or not read (another process's CPU is read
+// from Linux's /proc).
+func noServerCPU(rs []Result, name string) string {
+	rounds := roundsOf(rs, name)
+	if len(rounds) == 0 {
+		return whyMissing(rs, name)
+	}
+	for _, x := range rounds {
+		if x.ServerCPUPerCall <= 0 {
+			return name + ": its process's CPU time was not read (/proc/PID/stat, Linux only)"
+		}
+	}
+	return ""
+}
+
+// leanNote says what the lean peer's durability mode means next to the
+// meter's spool, which today answers after write(2) and fdatasyncs every
+// 5 ms in the background.
+func leanNote(sync string) string {
+	switch sync {
+	case "wait":
+		return "the lean peer answers after the fdatasync covering each usage line; the meter's spool today after write(2)"
+	case "off":
+		return "the lean peer answers after write(2) and never fdatasyncs; the meter's spool fdatasyncs every 5 ms"
+	}
+	return "both answer after write(2) and fdatasync every 5 ms in the background"
+}
 
 // compare computes the targets and the other comparisons from the
 // results. Every target gets a row, measured or not.
@@ -162,9 +223,18 @@ func (r *Report) compare(extra []namedTarget) {
 	}
 	ratio("message/send 1.0 ("+store+"): meter ÷ nginx proxy_pass", meter10, nginx10, atLeast(nginxGoal))
 	ratio("message/send 0.3 ("+store+"): meter ÷ nginx proxy_pass", meter03, nginx03, atLeast(nginxGoal))
-	ratio("message/send 1.0: meter ÷ the SDK's serve --proxy", meter10, sdkProxy10, atLeast(5))
+	// Issue 22: the lean peer, the minimum a metering proxy in Go costs.
+	sync := r.Settings.LeanSync
+	ratio("message/send 1.0: meter ÷ lean peer (-sync "+sync+")", meter10, lean10, atLeast(0.9))
+	out[len(out)-1].Note = leanNote(sync)
+	ratio("message/send 0.3: meter ÷ lean peer (1.0, -sync "+sync+")", meter03, lean10, atLeast(0.9))
+	out[len(out)-1].Note = "the lean peer speaks only A2A 1.0: meter/0.3 against lean/1.0"
+	ratio("message/send 1.0: meter ÷ the SDK's serve --proxy", meter10, sdkProxy10, atLeast(3))
+	ratio("message/send 1.0 (issue 12): meter ÷ the SDK's serve --proxy", meter10, sdkProxy10, atLeast(5))
 	ratio("HTTP+JSON (REST buyer, 1.0 JSON-RPC agent): meter ÷ nginx 1.0", meterREST, nginx10, atLeast(0.7))
 	ratio("bridged (0.3 buyer, 1.0 agent): meter ÷ nginx 1.0", meterBridged, nginx10, atLeast(0.7))
+	ratio("HTTP+JSON: meter/rest ÷ meter/1.0", meterREST, meter10, atLeast(0.8))
+	ratio("bridged: meter/bridged ÷ meter/1.0", meterBridged, meter10, atLeast(0.8))
 
 	added := goal{bound: 1, atMost: true, unit: "ms"}
 	for _, v := range []struct{ meter, direct string }{{meter10, direct10}, {meter03, direct03}} {
@@ -198,6 +268,22 @@ func (r *Report) compare(extra []namedTarget) {
 		}
 		out = append(out, p99Goal.judge(x))
 	}
+	v, rng, why := perRound(r.Max, meter10, lean10, p99Ratio)
+	out = append(out, goal{bound: 2, atMost: true, unit: "x"}.judge(Ratio{Name: "closed loop p99: meter/1.0 ÷ lean/1.0 (worst round)",
+		Value: worst(v, rng), Unit: "x", Range: rng, NotMeasured: why}))
+	maxGoal := goal{bound: 50, atMost: true, unit: "ms"}
+	for _, name := range []string{meter10, meter03} {
+		x := Ratio{Name: fmt.Sprintf("closed loop max latency: %s (worst round)", name), Unit: "ms"}
+		rounds := roundsOf(r.Max, name)
+		for _, res := range rounds {
+			x.Value = max(x.Value, res.Max)
+		}
+		if len(rounds) == 0 {
+			x.NotMeasured = whyMissing(r.Max, name)
+		}
+		out = append(out, maxGoal.judge(x))
+	}
+	out = append(out, goal{bound: 1.5, atMost: true, unit: "x"}.judge(r.serverCPURatio()))
 	out = append(out, r.projectionRatios()...)
 
 	sse := Ratio{Name: "SSE: added delay p99, meter − direct", Unit: "ms"}
@@ -233,15 +319,54 @@ func (r *Report) compare(extra []namedTarget) {
 	for _, t := range extra {
 		ratio("throughput meter/0.3 ÷ "+t.name, meter03, t.name, nil)
 	}
+	ratio("throughput lean/1.0 ÷ nginx/1.0", lean10, nginx10, nil)
 	for _, c := range []struct{ meter, direct string }{{meter10, direct10}, {meter03, direct03}, {meterREST, direct10}, {meterBridged, direct10}} {
+		if r.Settings.MeterProcess {
+			out = append(out, ownCPURatio("the meter's CPU per call, "+c.meter+" (its own process)", r.Max, c.meter))
+			continue
+		}
 		v, rng, why := perRound(r.Max, c.meter, c.direct, cpuDiff)
 		out = append(out, Ratio{Name: fmt.Sprintf("the meter's CPU per call, %s (process CPU: %s − %s)", c.meter, c.meter, c.direct),
 			Value: v, Unit: "µs", Range: rng, NotMeasured: why})
 	}
+	out = append(out, ownCPURatio("the lean peer's CPU per call, lean/1.0 (its own process)", r.Max, lean10),
+		ownCPURatio("the SDK proxy's CPU per call, sdk-proxy/1.0 (its own process)", r.Max, sdkProxy10))
 	if sm, sd := findSSE(r.SSE, "meter"), findSSE(r.SSE, "direct"); sm != nil && sd != nil {
 		out = append(out, Ratio{Name: "SSE: added delay p50, meter − direct", Value: sm.P50 - sd.P50, Unit: "ms"})
 	}
 	r.Ratios = out
+}
+
+// serverCPURatio is the meter's CPU per call in its own process over the
+// lean peer's (issue 22): measured only with the meter in a process of
+// its own.
+func (r *Report) serverCPURatio() Ratio {
+	x := Ratio{Name: "server CPU per call: meter/1.0 ÷ lean/1.0", Unit: "x"}
+	switch {
+	case !r.Settings.MeterProcess && r.Settings.MeterInProcess != "":
+		x.NotMeasured = "the meter ran in this process: " + r.Settings.MeterInProcess
+	case !r.Settings.MeterProcess:
+		x.NotMeasured = "the meter ran in this process (-meter-process=false)"
+	default:
+		for _, name := range []string{meter10, lean10} {
+			if why := noServerCPU(r.Max, name); why != "" {
+				x.NotMeasured = why
+				return x
+			}
+		}
+		x.Value, x.Range, x.NotMeasured = perRound(r.Max, meter10, lean10, serverCPURatio)
+	}
+	return x
+}
+
+// ownCPURatio is name's CPU per call in its own process, the mean over
+// the rounds.
+func ownCPURatio(title string, rs []Result, name string) Ratio {
+	x := Ratio{Name: title, Unit: "µs", NotMeasured: noServerCPU(rs, name)}
+	if x.NotMeasured == "" {
+		x.Value, x.Range, x.NotMeasured = perRound(rs, name, name, ownCPU)
+	}
+	return x
 }
 
 // projectionRatios are the targets "the projections keep up": the spool

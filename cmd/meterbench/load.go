@@ -20,6 +20,7 @@ type loadSpec struct {
 	maxReqs  int64         // hard bound on requests sent in the measured time
 	timeout  time.Duration // per request
 	rate     float64       // open loop: requests per second; 0 = closed loop
+	server   int           // the pid of the process serving the target, when it is another one we started; else 0
 }
 
 // Result is what one phase measured against one target. Latencies are in
@@ -43,14 +44,20 @@ type Result struct {
 	// and proxies alike) used per second of the phase: below the machine's
 	// cores with the target saturated, the target waits rather than works.
 	CPUCores float64 `json:"cpu_cores"`
-	// CPUPerCall is the same CPU time per answer, in µs: the meter's own
-	// is the meter's figure minus direct's (see Report.compare).
-	CPUPerCall  float64 `json:"cpu_us_per_call"`
-	NetErrors   int64   `json:"net_errors"`            // dial, write, read or timeout
-	BadStatus   int64   `json:"bad_status"`            // an HTTP status other than 200
-	RPCErrors   int64   `json:"rpc_errors"`            // HTTP 200 without a JSON-RPC result
-	Unsent      int64   `json:"unsent"`                // open loop: scheduled but not sent in time
-	Unavailable string  `json:"unavailable,omitempty"` // why the target was skipped
+	// CPUPerCall is the same CPU time per answer, in µs: with the meter in
+	// this process, the meter's own is the meter's figure minus direct's
+	// (see Report.compare).
+	CPUPerCall float64 `json:"cpu_us_per_call"`
+	// ServerCPUPerCall is the CPU time (user and system, /proc/PID/stat)
+	// of the separate process serving the target per answer, in µs: the
+	// lean peer's, the SDK proxy's, the meter's in its own process. 0 when
+	// the target has no such process or it could not be read (not Linux).
+	ServerCPUPerCall float64 `json:"server_cpu_us_per_call,omitempty"`
+	NetErrors        int64   `json:"net_errors"`            // dial, write, read or timeout
+	BadStatus        int64   `json:"bad_status"`            // an HTTP status other than 200
+	RPCErrors        int64   `json:"rpc_errors"`            // HTTP 200 without a JSON-RPC result
+	Unsent           int64   `json:"unsent"`                // open loop: scheduled but not sent in time
+	Unavailable      string  `json:"unavailable,omitempty"` // why the target was skipped
 }
 
 // outcome classifies one answer to req.
@@ -167,7 +174,7 @@ func closedLoop(ctx context.Context, name, target string, req request, spec load
 	}
 	pause(ctx, spec.warmup)
 	measuring.Store(true)
-	began, cpu := time.Now(), cpuTime()
+	began, cpu, srv := time.Now(), cpuTime(), startServerClock(spec.server)
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	select {
@@ -176,9 +183,11 @@ func closedLoop(ctx context.Context, name, target string, req request, spec load
 	case <-ctx.Done():
 	}
 	elapsed, used := time.Since(began), cpuTime()-cpu
+	srvUsed, srvOK := srv.used()
 	cancel()
 	<-done
 	res.fill(recs, elapsed, used)
+	res.ServerCPUPerCall = serverPerCall(srvUsed, srvOK, res.OK)
 	return res
 }
 
@@ -223,7 +232,7 @@ func openLoop(ctx context.Context, name, target string, req request, spec loadSp
 			}
 		})
 	}
-	began, cpu := time.Now(), cpuTime()
+	began, cpu, srv := time.Now(), cpuTime(), startServerClock(spec.server)
 	next := began
 	for sent := int64(0); sent < total && ctx.Err() == nil; {
 		now := time.Now()
@@ -237,7 +246,9 @@ func openLoop(ctx context.Context, name, target string, req request, spec loadSp
 	}
 	close(due)
 	wg.Wait()
+	srvUsed, srvOK := srv.used()
 	res.fill(recs, time.Since(began), cpuTime()-cpu)
+	res.ServerCPUPerCall = serverPerCall(srvUsed, srvOK, res.OK)
 	res.Unsent = unsent.Load()
 	return res
 }

@@ -18,6 +18,9 @@ import (
 )
 
 func main() {
+	if os.Getenv(serveMarketEnv) == "1" {
+		os.Exit(serveMarket()) // this is the meter's own process (-meter-process)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// A closed stdout (| head) must fail the report's write, not kill the

@@ -15,12 +15,14 @@ import (
 	"github.com/agentmarket/agentmarket/cmd/internal/serve"
 )
 
-// market is the marketplace with its embedded meter, wired in this process
-// exactly as cmd/marketplace's run wires it (same stores, services,
-// middleware and routes; no demo and no card refresh loop), so that the
-// meter's goroutines carry the pprof label role=meter.
+// market is the marketplace with its embedded meter, wired exactly as
+// cmd/marketplace's run wires it (same stores, services, middleware and
+// routes; no demo and no card refresh loop): by default in a process of
+// its own (meterproc.go), with -meter-process=false in this process,
+// where the meter's goroutines carry the pprof label role=meter.
 type market struct {
 	URL  string
+	pid  int // of the meter's own process (-meter-process); 0: it runs in this one
 	done chan error
 	stop func()
 }

@@ -32,10 +32,11 @@ const (
 // its own (it and its children, e.g. nginx's workers, are stopped
 // together). Its output goes to a file in its directory.
 type peerProc struct {
-	name string
-	cmd  *exec.Cmd
-	out  string
-	done chan struct{} // closed when it has exited
+	name  string
+	cmd   *exec.Cmd
+	out   string        // the file its output (or, for the meter, its log) goes to
+	grace time.Duration // how long stop waits for it to end before killing it
+	done  chan struct{} // closed when it has exited
 }
 
 func startPeer(ctx context.Context, name, bin, dir string, args ...string) (*peerProc, error) {
@@ -48,19 +49,29 @@ func startPeer(ctx context.Context, name, bin, dir string, args ...string) (*pee
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = f, f
+	p, err := launch(name, cmd, out)
+	// The child has its own copy of the descriptor once started.
+	f.Close()
+	return p, err
+}
+
+// launch starts cmd as a peer (its own process group, ended with this
+// process) and watches for its exit. out names where its output goes.
+func launch(name string, cmd *exec.Cmd, out string) (*peerProc, error) {
 	cmd.SysProcAttr = peerProcAttr()
 	if err := cmd.Start(); err != nil {
-		f.Close()
 		return nil, err
 	}
-	p := &peerProc{name: name, cmd: cmd, out: out, done: make(chan struct{})}
+	p := &peerProc{name: name, cmd: cmd, out: out, grace: peerStopGrace, done: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
-		f.Close()
 		close(p.done)
 	}()
 	return p, nil
 }
+
+// pid is the peer's process id: its CPU time is read from /proc.
+func (p *peerProc) pid() int { return p.cmd.Process.Pid }
 
 // waitReady waits until a GET of u answers 200, the peer exits, or
 // peerStartTimeout passes.
@@ -93,14 +104,15 @@ func (p *peerProc) waitReady(ctx context.Context, u string) error {
 
 // stop asks the peer to end (SIGTERM to its group, also when the peer
 // itself has exited: its children may not have), and kills the group when
-// the peer has not ended within peerStopGrace. It returns once the peer
-// has exited, or after another second if even SIGKILL did not end it.
+// the peer has not ended within its grace (peerStopGrace unless set). It
+// returns once the peer has exited, or after another second if even
+// SIGKILL did not end it.
 func (p *peerProc) stop() {
 	signalPeer(p.cmd.Process, false)
 	select {
 	case <-p.done:
 		return
-	case <-time.After(peerStopGrace):
+	case <-time.After(p.grace):
 	}
 	signalPeer(p.cmd.Process, true)
 	select {

@@ -51,6 +51,11 @@ type Settings struct {
 	SSEStreams    int     `json:"sse_streams,omitempty"`
 	SSEEvents     int     `json:"sse_events,omitempty"`
 	SSEIntervalMs float64 `json:"sse_interval_ms,omitempty"`
+	// MeterProcess says whether the meter ran in a process of its own
+	// (-meter-process); MeterInProcess, why it did not although asked.
+	MeterProcess   bool   `json:"meter_process"`
+	MeterInProcess string `json:"meter_in_process,omitempty"`
+	LeanSync       string `json:"lean_sync,omitempty"` // the lean peer's durability mode (-lean-sync)
 }
 
 func machine() Machine {
@@ -70,7 +75,8 @@ func machine() Machine {
 
 func settings(o *options, agent, store string) Settings {
 	s := Settings{Connections: o.conns, Seconds: o.duration.Seconds(), WarmupSeconds: o.warmup.Seconds(), MaxRequests: o.maxReqs,
-		Rounds: o.rounds, Agent: agent, Store: store, RequestBytes: len(sendBody(v03)), RequestBytes1: len(sendBody(v10))}
+		Rounds: o.rounds, Agent: agent, Store: store, RequestBytes: len(sendBody(v03)), RequestBytes1: len(sendBody(v10)),
+		MeterProcess: o.meterProcess, MeterInProcess: o.meterInProcess, LeanSync: o.leanSync}
 	if o.sseStreams > 0 {
 		s.SSEStreams, s.SSEEvents, s.SSEIntervalMs = o.sseStreams, o.sseEvents, ms(o.sseInterval)
 	}
@@ -107,6 +113,14 @@ func (r *Report) writeText(w io.Writer) error {
 	m, s := r.Machine, r.Settings
 	fmt.Fprintf(w, "meterbench: %d CPUs (GOMAXPROCS %d), %s, %s; canned agent: %s; stores: %s; message/send of %d bytes (0.3), %d (1.0); %d round(s)\n",
 		m.CPUs, m.GOMAXPROCS, m.CPUModel, m.Go, s.Agent, s.Store, s.RequestBytes, s.RequestBytes1, s.Rounds)
+	where := "in its own process (-meter-process)"
+	switch {
+	case !s.MeterProcess && s.MeterInProcess != "":
+		where = "in this process, as " + s.MeterInProcess
+	case !s.MeterProcess:
+		where = "in this process (-meter-process=false)"
+	}
+	fmt.Fprintf(w, "the meter: %s; the lean peer: -sync %s\n", where, s.LeanSync)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if len(r.Peers) > 0 {
 		fmt.Fprintln(w, "\npeers")
@@ -117,9 +131,9 @@ func (r *Report) writeText(w io.Writer) error {
 	}
 	table := func(title string, rs []Result, rate bool) {
 		fmt.Fprintf(w, "\n%s\n", title)
-		head := "target\treq/s\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\tnet err\tnon-200\trpc err\tcpu cores\tcpu µs/call\t"
+		head := "target\treq/s\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\tnet err\tnon-200\trpc err\tcpu cores\tcpu µs/call\tserver µs/call\t"
 		if rate {
-			head = "target\toffered/s\treq/s\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\tnet err\tnon-200\trpc err\tcpu cores\tcpu µs/call\tunsent\t"
+			head = "target\toffered/s\treq/s\tp50 ms\tp90 ms\tp99 ms\tp99.9 ms\tmax ms\tnet err\tnon-200\trpc err\tcpu cores\tcpu µs/call\tserver µs/call\tunsent\t"
 		} else if s.Rounds > 1 {
 			head = "round\t" + head
 		}
@@ -138,6 +152,11 @@ func (r *Report) writeText(w io.Writer) error {
 				fmt.Fprintf(tw, "%.0f\t", x.OfferedRPS)
 			}
 			fmt.Fprintf(tw, "%.0f\t%.3f\t%.3f\t%.3f\t%.3f\t%.3f\t%d\t%d\t%d\t%.2f\t%.1f\t", x.RPS, x.P50, x.P90, x.P99, x.P999, x.Max, x.NetErrors, x.BadStatus, x.RPCErrors, x.CPUCores, x.CPUPerCall)
+			if x.ServerCPUPerCall > 0 {
+				fmt.Fprintf(tw, "%.1f\t", x.ServerCPUPerCall)
+			} else {
+				fmt.Fprint(tw, "-\t")
+			}
 			if rate {
 				fmt.Fprintf(tw, "%d\t", x.Unsent)
 			}
@@ -149,7 +168,11 @@ func (r *Report) writeText(w io.Writer) error {
 		}
 	}
 	table(fmt.Sprintf("max throughput: closed loop, %d connections, %s each after %s warm-up, targets in turn", s.Connections, secs(s.Seconds), secs(s.WarmupSeconds)), r.Max, false)
-	fmt.Fprintln(w, "cpu: this process's CPU time (load generator, built-in agent, meter); not nginx's nor the SDK proxy's")
+	inThis := "load generator, built-in agent, meter"
+	if s.MeterProcess {
+		inThis = "load generator, built-in agent"
+	}
+	fmt.Fprintf(w, "cpu: this process's CPU time (%s); server: the CPU time of the separate process serving the target (lean peer, SDK proxy, the meter in its own process; not nginx), from /proc/PID/stat in 10 ms ticks\n", inThis)
 	if p := r.Projections; p != nil {
 		r.writeProjections(w, tw, p)
 	}
@@ -185,7 +208,7 @@ func (r *Report) writeText(w io.Writer) error {
 			fmt.Fprintf(w, "not every stream asked for: %s\n", l)
 		}
 	}
-	fmt.Fprintln(w, "\ntargets (shared/product.md, issue 12); reached: the measure against its goal, 1.00 or more meets it")
+	fmt.Fprintln(w, "\ntargets (shared/product.md, issues 12 and 22); reached: the measure against its goal, 1.00 or more meets it")
 	fmt.Fprintln(tw, "target\tmeasured\tgoal\treached\tverdict\t")
 	for _, x := range r.Ratios {
 		if x.Goal != "" {

@@ -40,6 +40,13 @@ type options struct {
 	nginxConf       bool
 	holdStreams     int
 	memProfile      string
+	lean            string
+	leanSync        string
+	meterProcess    bool
+	// meterInProcess says why the meter runs in this process although
+	// -meter-process was not switched off (validate).
+	meterInProcess  string
+	meterProcessSet bool // -meter-process given explicitly
 }
 
 // targetFlags collects -target name=url.
@@ -61,7 +68,7 @@ func (t *targetFlags) Set(v string) error {
 		return errors.New("want name=http://127.0.0.1:PORT/path")
 	}
 	switch name {
-	case direct10, nginx10, sdkProxy10, direct03, nginx03, goProxy03, meter10, meter03, meterREST, meterBridged:
+	case direct10, nginx10, sdkProxy10, direct03, nginx03, goProxy03, lean10, meter10, meter03, meterREST, meterBridged:
 		return fmt.Errorf("%q is a built-in target", name)
 	}
 	*t = append(*t, namedTarget{name, u})
@@ -97,9 +104,13 @@ func parseOptions(args []string, out io.Writer) (*options, error) {
 	fs.IntVar(&o.holdStreams, "hold-streams", 0, "also open this many streams through direct and meter at once, held open, and measure the memory each costs (0 skips it; each stream through the meter uses 4 file descriptors in this process, which raises its limit to what they need when it may, else holds as many as fit and says why)")
 	fs.StringVar(&o.memProfile, "memprofile", "", "with -hold-streams: write a heap profile to `file` while the streams through the meter are held")
 	fs.StringVar(&o.dataDir, "data-dir", "", "the marketplace's data dir; empty = a temporary one, removed at the end")
+	fs.StringVar(&o.lean, "lean", "auto", "the lean peer (issue 22, a minimal metering proxy in Go, run as another program, never linked in): a directory of its Go source, built once per version into the user cache dir (agentmarket/leanpeer-<sha256>); an executable; auto: ../shared/bench/leanpeer beside the repository root (found upwards from the working directory, or from this executable's); off skips it")
+	fs.StringVar(&o.leanSync, "lean-sync", "bg", "the lean peer's durability: wait (each answer after the fdatasync covering its usage line), bg (after write(2), fdatasync every 5 ms: what the meter's spool does today) or off (after write(2))")
+	fs.BoolVar(&o.meterProcess, "meter-process", true, "run the marketplace with its meter in a process of its own (this program again), so that it shares no Go runtime with the load generator and its CPU per call is its own; false: in this process. -cpuprofile and -hold-streams measure this process, so with either the meter runs in this process (the report says so), and -meter-process=true given explicitly with them is refused")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	fs.Visit(func(f *flag.Flag) { o.meterProcessSet = o.meterProcessSet || f.Name == "meter-process" })
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
@@ -133,13 +144,38 @@ func (o *options) validate() error {
 	default:
 		errs = append(errs, errors.New("-log-level: must be debug, info, warn or error"))
 	}
+	check(o.leanSync == "wait" || o.leanSync == "bg" || o.leanSync == "off", "-lean-sync: must be wait, bg or off")
+	check(o.lean != "", "-lean: must be auto, off, a directory or an executable")
 	for _, t := range o.extra {
 		if _, err := newRequest(t.url, nil, nil); err != nil {
 			errs = append(errs, fmt.Errorf("-target %s: %w", t.name, err))
 		}
 	}
+	// -cpuprofile and -hold-streams measure this process: the meter must
+	// be in it to be measured.
+	var inProcess []string
+	if o.cpuProfile != "" {
+		inProcess = append(inProcess, "-cpuprofile")
+	}
+	if o.holdStreams > 0 {
+		inProcess = append(inProcess, "-hold-streams")
+	}
+	if o.meterProcess && len(inProcess) > 0 {
+		why := strings.Join(inProcess, " and ") + " measures this process"
+		if len(inProcess) > 1 {
+			why = strings.Join(inProcess, " and ") + " measure this process"
+		}
+		if o.meterProcessSet {
+			errs = append(errs, fmt.Errorf("-meter-process: %s, so the meter must run in it: leave out -meter-process or set it to false", why))
+		} else {
+			o.meterProcess, o.meterInProcess = false, why
+		}
+	}
 	return errors.Join(errs...)
 }
+
+// meterLogFile is the meter's log, in the data dir.
+const meterLogFile = "meter.log"
 
 // run is the whole program: set up the targets, load each in turn, report.
 // It fails only when what it runs itself fails to start; a peer that is
@@ -168,7 +204,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	} else if err := os.MkdirAll(dataDir, 0o700); err != nil {
 		return err
 	}
-	logFile, err := os.Create(filepath.Join(dataDir, "meter.log"))
+	logFile, err := os.Create(filepath.Join(dataDir, meterLogFile))
 	if err != nil {
 		return err
 	}
@@ -221,7 +257,9 @@ func (b *bench) measure(ctx context.Context, o *options) (*Report, error) {
 				}
 				continue
 			}
-			res := closedLoop(ctx, t.name, t.url, t.req, spec)
+			s := spec
+			s.server = t.pid
+			res := closedLoop(ctx, t.name, t.url, t.req, s)
 			res.Round = round
 			rep.Max = append(rep.Max, res)
 		}
@@ -271,9 +309,9 @@ func (b *bench) halfLoad(ctx context.Context, rep *Report, spec loadSpec) {
 				rep.Half = append(rep.Half, Result{Target: name, Mode: "open", Unavailable: "no max rate to take half of"})
 				continue
 			}
-			half := spec
-			half.rate = basis / 2
 			t := b.target(name)
+			half := spec
+			half.rate, half.server = basis/2, t.pid
 			rep.Half = append(rep.Half, openLoop(ctx, name, t.url, t.req, half))
 		}
 	}

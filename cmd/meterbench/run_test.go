@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"os/exec"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -59,7 +60,7 @@ func ratioNamed(rep *Report, prefix string) *Ratio {
 // API's totals equal the calls answered, and every target has its row.
 func TestRunSmall(t *testing.T) {
 	rep := runJSON(t, "-c", "2", "-d", "300ms", "-warmup", "100ms", "-n", "2000", "-rounds", "1",
-		"-nginx", "/nonexistent/nginx", "-a2a", "/nonexistent/a2a",
+		"-nginx", "/nonexistent/nginx", "-a2a", "/nonexistent/a2a", "-lean", "/nonexistent/leanpeer",
 		"-sse-streams", "2", "-sse-events", "4", "-sse-interval", "5ms", "-hold-streams", "20", "-target", "gone=http://127.0.0.1:1/")
 	if rep.Settings.Agent != "built-in" {
 		t.Errorf("canned agent %q, want built-in", rep.Settings.Agent)
@@ -69,11 +70,15 @@ func TestRunSmall(t *testing.T) {
 			t.Errorf("peer %+v, want not installed", p)
 		}
 	}
-	if len(rep.Peers) != 2 {
-		t.Errorf("peers %+v, want nginx and sdk-proxy", rep.Peers)
+	if len(rep.Peers) != 3 {
+		t.Errorf("peers %+v, want nginx, sdk-proxy and lean-peer", rep.Peers)
+	}
+	// -hold-streams measures this process: the meter runs in it.
+	if s := rep.Settings; s.MeterProcess || !strings.Contains(s.MeterInProcess, "-hold-streams") {
+		t.Errorf("settings %+v: want the meter in this process for -hold-streams", s)
 	}
 	checkMeasured(t, rep, direct10, direct03, goProxy03, meter10, meter03, meterREST, meterBridged)
-	for _, name := range []string{nginx10, nginx03, sdkProxy10} {
+	for _, name := range []string{nginx10, nginx03, sdkProxy10, lean10} {
 		if i := slices.IndexFunc(rep.Max, func(r Result) bool { return r.Target == name }); i < 0 || !strings.Contains(rep.Max[i].Unavailable, "not installed") {
 			t.Errorf("%s: want reported not installed in %+v", name, rep.Max)
 		}
@@ -112,13 +117,15 @@ func TestRunSmall(t *testing.T) {
 			goals++
 		}
 	}
-	if goals != 14 {
-		t.Errorf("%d targets with a goal, want 14: %+v", goals, rep.Ratios)
+	if goals != 23 {
+		t.Errorf("%d targets with a goal, want 23: %+v", goals, rep.Ratios)
 	}
 	for prefix, measured := range map[string]bool{
 		"message/send 1.0 (embedded): meter ÷ nginx": false, "message/send 1.0: meter ÷ the SDK's": false,
 		"closed loop": true, "open loop": true, "spool drained": true, "usage API calls": true, "usage API tokens": true,
 		"SSE: added delay p99": true, "held stream": true, "the meter's CPU per call, meter/rest": true,
+		"message/send 1.0: meter ÷ lean peer": false, "HTTP+JSON: meter/rest ÷ meter/1.0": true, "closed loop max latency: meter/0.3": true,
+		"server CPU per call": false,
 	} {
 		r := ratioNamed(rep, prefix)
 		switch {
@@ -136,8 +143,10 @@ func TestRunSmall(t *testing.T) {
 }
 
 // TestRunPeers runs the benchmark briefly with the peers this machine
-// has (nginx on PATH, the a2a CLI on PATH or already built; it is not
-// built here): each is started, loaded and stopped.
+// has (nginx on PATH, the a2a CLI on PATH or already built, it is not
+// built here; the lean peer beside the repository, built when it can
+// be): each is started, loaded and stopped. The meter runs in its own
+// process (this test binary again, see TestMain).
 func TestRunPeers(t *testing.T) {
 	if _, err := exec.LookPath("nginx"); err != nil {
 		t.Skip("nginx is not installed")
@@ -148,9 +157,31 @@ func TestRunPeers(t *testing.T) {
 		t.Errorf("canned agent %q, want nginx", rep.Settings.Agent)
 	}
 	checkMeasured(t, rep, direct10, nginx10, direct03, nginx03, meter10, meter03, meterREST, meterBridged)
+	if !rep.Settings.MeterProcess {
+		t.Errorf("settings %+v: want the meter in its own process", rep.Settings)
+	}
+	linux := runtime.GOOS == "linux"
+	serverCPU := func(name string) {
+		if r := rep.result(name); r != nil && linux && r.ServerCPUPerCall <= 0 {
+			t.Errorf("%s: no CPU of its own process: %+v", name, *r)
+		}
+	}
+	serverCPU(meter10)
 	for _, p := range rep.Peers {
-		if p.Name == "sdk-proxy" && p.Status == "running" {
+		switch {
+		case p.Name == "sdk-proxy" && p.Status == "running":
 			checkMeasured(t, rep, sdkProxy10)
+			serverCPU(sdkProxy10)
+		case p.Name == "lean-peer" && p.Status == "running":
+			checkMeasured(t, rep, lean10)
+			serverCPU(lean10)
+			for _, prefix := range []string{"message/send 1.0: meter ÷ lean peer", "closed loop p99: meter/1.0 ÷ lean/1.0", "server CPU per call"} {
+				if r := ratioNamed(rep, prefix); r == nil || (r.NotMeasured != "" && linux) {
+					t.Errorf("%s: %+v", prefix, r)
+				}
+			}
+		case p.Name == "lean-peer":
+			t.Logf("lean peer %s: %s", p.Status, p.Detail)
 		}
 	}
 	for _, prefix := range []string{"message/send 1.0 (embedded): meter ÷ nginx", "message/send 0.3 (embedded): meter ÷ nginx", "HTTP+JSON", "bridged"} {
@@ -173,9 +204,37 @@ func TestOnlyLoopback(t *testing.T) {
 		{"-drain-wait", "1s"},
 		{"-agent", "nginx", "-nginx", "off"},
 		{"-target", "meter/1.0=http://127.0.0.1:1/"},
+		{"-target", "lean/1.0=http://127.0.0.1:1/"},
+		{"-lean-sync", "sometimes"},
+		{"-meter-process=true", "-cpuprofile", "cpu.prof"},
 	} {
 		if err := run(context.Background(), args, noEnv, io.Discard, io.Discard); err == nil {
 			t.Errorf("%v: accepted", args)
+		}
+	}
+}
+
+// TestMeterProcessOptions: -cpuprofile and -hold-streams measure this
+// process, so the meter runs in it unless -meter-process was asked for.
+func TestMeterProcessOptions(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		own  bool
+		why  string
+	}{
+		{nil, true, ""},
+		{[]string{"-meter-process=false"}, false, ""},
+		{[]string{"-cpuprofile", "cpu.prof"}, false, "-cpuprofile measures this process"},
+		{[]string{"-cpuprofile", "cpu.prof", "-hold-streams", "10"}, false, "-cpuprofile and -hold-streams measure this process"},
+		{[]string{"-meter-process=false", "-hold-streams", "10"}, false, ""},
+	} {
+		o, err := parseOptions(c.args, io.Discard)
+		if err != nil {
+			t.Errorf("%v: %v", c.args, err)
+			continue
+		}
+		if o.meterProcess != c.own || o.meterInProcess != c.why {
+			t.Errorf("%v: meter process %t (%q), want %t (%q)", c.args, o.meterProcess, o.meterInProcess, c.own, c.why)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -33,6 +34,7 @@ type target struct {
 	headers map[string]string
 	req     request
 	why     string // when set, the target is not measured, for this reason
+	pid     int    // the process serving it, when another one we started and read the CPU of; else 0
 }
 
 func (b *bench) stop() {
@@ -55,6 +57,7 @@ func (b *bench) target(name string) *target {
 // subscribes a buyer to them. Only a failure of what the tool runs itself
 // is an error; a peer that cannot run is reported in b.peers.
 func setUp(ctx context.Context, o *options, getenv func(string) string, dataDir string, meterLog, progress io.Writer) (_ *bench, err error) {
+	meterLogName := filepath.Join(dataDir, meterLogFile)
 	b := &bench{store: storeOf(getenv)}
 	defer func() {
 		if err != nil {
@@ -100,6 +103,23 @@ func setUp(ctx context.Context, o *options, getenv func(string) string, dataDir 
 		b.peers = append(b.peers, Peer{Name: "sdk-proxy", Status: "running", Detail: fmt.Sprintf("%s serve --proxy %s --transport jsonrpc --quiet, at %s", bin, cannedURL(v10), sdk.url)})
 	}
 
+	var lean *leanPeer
+	var leanWhy string
+	if bin, src, status, why := findLean(ctx, o.lean, progress); bin == "" {
+		b.peers = append(b.peers, Peer{Name: "lean-peer", Status: status, Detail: why})
+		leanWhy = "lean peer " + status + ": " + why
+	} else if lean, err = startLean(ctx, bin, cannedURL(v10), dataDir, o.leanSync); err != nil {
+		b.peers = append(b.peers, Peer{Name: "lean-peer", Status: "failed", Detail: err.Error()})
+		leanWhy, lean = "the lean peer failed to start", nil
+	} else {
+		b.stops = append(b.stops, lean.proc.stop)
+		from := ""
+		if src != "" {
+			from = " (built from " + src + ")"
+		}
+		b.peers = append(b.peers, Peer{Name: "lean-peer", Status: "running", Detail: fmt.Sprintf("%s%s -sync %s, forwarding to %s, at %s", bin, from, o.leanSync, cannedURL(v10), lean.url)})
+	}
+
 	goProxy, err := startReverseProxy(ctx, b.canned)
 	if err != nil {
 		return nil, fmt.Errorf("reverse proxy: %w", err)
@@ -113,7 +133,12 @@ func setUp(ctx context.Context, o *options, getenv func(string) string, dataDir 
 		streamProxy = under(p, v03)
 	}
 
-	m, err := startMarket(ctx, marketEnv(getenv, dataDir, o.logLevel), meterLog)
+	var m *market
+	if o.meterProcess {
+		m, err = startMarketProcess(ctx, marketEnv(getenv, dataDir, o.logLevel), dataDir, meterLog, meterLogName)
+	} else {
+		m, err = startMarket(ctx, marketEnv(getenv, dataDir, o.logLevel), meterLog)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("marketplace: %w", err)
 	}
@@ -135,16 +160,21 @@ func setUp(ctx context.Context, o *options, getenv func(string) string, dataDir 
 
 	auth := map[string]string{"Authorization": "Bearer " + sub.Key}
 	v10h := map[string]string{"A2A-Version": "1.0"}
+	leanHeaders := map[string]string{"Authorization": "Bearer " + leanBuyerKey, "A2A-Version": "1.0"}
 	both := maps.Clone(auth)
 	maps.Copy(both, v10h)
 	calls10, calls03 := &callCount{}, &callCount{}
 	body10, body03 := sendBody(v10), sendBody(v03)
-	var nginx10URL, nginx03URL, sdkURL string // empty with a why when the peer does not run
+	var nginx10URL, nginx03URL, sdkURL, leanURL string // empty with a why when the peer does not run
+	var sdkPid, leanPid int
 	if ngx != nil {
 		nginx10URL, nginx03URL = under(ngx.proxy, v10), under(ngx.proxy, v03)
 	}
 	if sdk != nil {
-		sdkURL = sdk.url
+		sdkURL, sdkPid = sdk.url, sdk.proc.pid()
+	}
+	if lean != nil {
+		leanURL, leanPid = lean.url, lean.proc.pid()
 	}
 	type spec struct {
 		name, url, why string
@@ -152,11 +182,12 @@ func setUp(ctx context.Context, o *options, getenv func(string) string, dataDir 
 		headers        map[string]string
 		rest           bool
 		calls          *callCount
+		pid            int
 	}
 	specs := []spec{
 		{name: direct10, url: cannedURL(v10), body: body10, headers: v10h},
 		{name: nginx10, url: nginx10URL, why: nginxWhy, body: body10, headers: v10h},
-		{name: sdkProxy10, url: sdkURL, why: sdkWhy, body: body10, headers: v10h},
+		{name: sdkProxy10, url: sdkURL, why: sdkWhy, body: body10, headers: v10h, pid: sdkPid},
 		{name: direct03, url: cannedURL(v03), body: body03},
 		{name: nginx03, url: nginx03URL, why: nginxWhy, body: body03},
 		{name: goProxy03, url: under(goProxy, v03), body: body03},
@@ -164,16 +195,17 @@ func setUp(ctx context.Context, o *options, getenv func(string) string, dataDir 
 	for _, t := range o.extra {
 		specs = append(specs, spec{name: t.name, url: t.url, body: body03})
 	}
-	// The meter's last: the projections are checked as soon as its last
-	// phase ends.
+	// The lean peer right before the meter, its yardstick; the meter's
+	// last: the projections are checked as soon as its last phase ends.
 	specs = append(specs,
-		spec{name: meter10, url: l10.Endpoint, body: body10, headers: both, calls: calls10},
-		spec{name: meter03, url: l03.Endpoint, body: body03, headers: auth, calls: calls03},
-		spec{name: meterREST, url: l10.Endpoint + "/message:send", body: sendParams10(), headers: both, rest: true, calls: calls10},
-		spec{name: meterBridged, url: l10.Endpoint, body: body03, headers: auth, calls: calls10},
+		spec{name: lean10, url: leanURL, why: leanWhy, body: body10, headers: leanHeaders, pid: leanPid},
+		spec{name: meter10, url: l10.Endpoint, body: body10, headers: both, calls: calls10, pid: m.pid},
+		spec{name: meter03, url: l03.Endpoint, body: body03, headers: auth, calls: calls03, pid: m.pid},
+		spec{name: meterREST, url: l10.Endpoint + "/message:send", body: sendParams10(), headers: both, rest: true, calls: calls10, pid: m.pid},
+		spec{name: meterBridged, url: l10.Endpoint, body: body03, headers: auth, calls: calls10, pid: m.pid},
 	)
 	for _, s := range specs {
-		t := target{name: s.name, url: s.url, why: s.why, body: s.body, headers: s.headers}
+		t := target{name: s.name, url: s.url, why: s.why, body: s.body, headers: s.headers, pid: s.pid}
 		if t.why == "" {
 			if t.req, err = newRequest(t.url, t.body, t.headers); err != nil {
 				return nil, err
