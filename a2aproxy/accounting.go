@@ -25,6 +25,9 @@ type accounting struct {
 	clock    agentmarket.Clock
 	logger   *slog.Logger
 	metrics  *Metrics
+	// bills, when set, decides each row's bill as it is recorded
+	// (billbook.go); else rows are spooled pending, billed when settled.
+	bills *billBook
 	// failedAt is when a row last failed to be recorded (Unix ns, 0:
 	// never), for err.
 	failedAt atomic.Int64
@@ -106,6 +109,7 @@ func (a *accounting) bill(ctx context.Context, cl *call, u *metering.Usage, late
 		}
 	}
 	cum, add = a.bounded(ctx, u, cum, add)
+	cl.seen = metering.Counters{}.Raise(cum, add) // what the call observed, for the log
 	key := u.TaskID
 	if key == "" {
 		key = "call:" + u.ID // a bare message answer: billed on its own
@@ -114,7 +118,41 @@ func (a *accounting) bill(ctx context.Context, cl *call, u *metering.Usage, late
 	if cl.plan != nil {
 		pb.Rates = rates(*cl.plan)
 	}
+	if a.bills != nil && a.decide(ctx, cl, u, pb) {
+		return nil
+	}
 	return pb
+}
+
+// decide bills pb on the call path, from the bill book: u gets its final
+// counters, task count and cost, and (for a task) the task's total after
+// it. It reports false when the book cannot decide (the task's stored
+// bill could not be read, or the task's earlier rows went pending): the
+// row is then spooled pending, and billed when settled, like every later
+// row of the task until those are (billBook.deferred).
+func (a *accounting) decide(ctx context.Context, cl *call, u *metering.Usage, pb *metering.PendingBill) bool {
+	var delta metering.Counters
+	first := true
+	if u.TaskID == "" {
+		delta = metering.Counters{}.Raise(pb.Cum, pb.Add) // billed on its own, once: its row id is its key
+	} else {
+		d, total, f, err := a.bills.bill(ctx, u.ListingID, u.TaskID, cl.fresh, pb.Cum, pb.Add, u.Time)
+		if err != nil {
+			if !errors.Is(err, errDeferred) {
+				a.logger.WarnContext(ctx, "the task's bills are left to the shipper until it has billed them: its stored bill could not be read",
+					"trace_id", u.TraceID, "listing", u.ListingID, "task_id", u.TaskID, "err", err)
+			}
+			return false
+		}
+		delta, first = d, f
+		u.Billed = &total
+	}
+	u.InputTokens, u.OutputTokens, u.ComputeMs = delta.InputTokens, delta.OutputTokens, delta.ComputeMs
+	if first && u.TaskID != "" {
+		u.Tasks = 1
+	}
+	u.CostMicros = metering.Price(pb.Rates, delta, u.Tasks)
+	return true
 }
 
 // bounded clamps what a call reports and adds to agentmarket.MaxQuantity
@@ -143,15 +181,14 @@ func (a *accounting) record(ctx context.Context, cl *call, u metering.Usage, lat
 	err := a.recorder.Record(ctx, u)
 	if err != nil {
 		a.failedAt.Store(a.clock.Now().UnixNano())
+		if u.Billed != nil {
+			a.bills.done(u.ListingID, u.TaskID, *u.Billed) // no projection will come for it
+		}
 	}
 	if a.metrics != nil {
 		a.metrics.observe(cl, latency)
 	}
-	var seen metering.Counters // what the call observed, billed when settled
-	if pb := u.Pending; pb != nil {
-		seen = metering.Counters{InputTokens: agentmarket.AddSat(pb.Cum.InputTokens, pb.Add.InputTokens),
-			OutputTokens: agentmarket.AddSat(pb.Cum.OutputTokens, pb.Add.OutputTokens), ComputeMs: agentmarket.AddSat(pb.Cum.ComputeMs, pb.Add.ComputeMs)}
-	}
+	seen := cl.seen
 	// Typed attributes: the line is written on every call, and LogAttrs
 	// spares slog boxing each value.
 	a.logger.LogAttrs(ctx, slog.LevelInfo, "a2a call", slog.String("trace_id", u.TraceID), slog.String("task_id", u.TaskID),

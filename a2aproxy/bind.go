@@ -67,6 +67,7 @@ func (p *Proxy) bindTask(ctx context.Context, cl *call) error {
 	// decide at once. In steady state that is all: the usage row (Binds)
 	// makes the binding durable and the shipper projects it (Project).
 	got, created := p.owners.Bind(b)
+	cl.fresh = created
 	if !created && !mayRelay(got, cl.actor.OrgID) {
 		p.agentTaskConflict(ctx, cl)
 		return rpcErr(CodeAgentTaskConflict, http.StatusOK, "the agent answered with a task that is not yours; the meter withheld the answer and marked the listing")

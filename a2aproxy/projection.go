@@ -29,6 +29,7 @@ import (
 func (p *Proxy) Project(ctx context.Context, rows []metering.Usage) error {
 	var bs []contracts.TaskBinding
 	var ends []contracts.TaskEvent
+	billed := billedTotals(rows)
 	for i := range rows {
 		u := &rows[i]
 		var ended *contracts.TaskEvent
@@ -55,6 +56,11 @@ func (p *Proxy) Project(ctx context.Context, rows []metering.Usage) error {
 		if !u.Binds.DeadlineAt.IsZero() {
 			d := u.Binds.DeadlineAt
 			b.DeadlineAt = &d
+		}
+		if tb, ok := billed[ownerKey{u.ListingID, u.TaskID}]; ok {
+			// The task's bill goes with its binding (one row per task).
+			b.Billed = &tb
+			delete(billed, ownerKey{u.ListingID, u.TaskID})
 		}
 		bs = append(bs, b)
 	}
@@ -104,13 +110,73 @@ func (p *Proxy) Project(ctx context.Context, rows []metering.Usage) error {
 			return err
 		}
 	}
+	// The bills of tasks bound before (or in the database at once): their
+	// one row is raised to the batch's last bill.
+	if len(billed) > 0 {
+		raise := make([]contracts.TaskBill, 0, len(billed))
+		for k, tb := range billed {
+			raise = append(raise, contracts.TaskBill{ListingID: k.listing, TaskID: k.task, Billed: tb})
+		}
+		if err := p.raiseBilled(ctx, raise); err != nil {
+			return err
+		}
+	}
+	var deferred []int // rows whose bills the bill book left to Settle
+	if p.bills != nil {
+		for i := range rows {
+			if rows[i].Pending != nil && rows[i].TaskID != "" {
+				deferred = append(deferred, i)
+			}
+		}
+	}
 	if err := metering.Settle(ctx, p.Ledger, rows); err != nil {
 		return err
 	}
+	for _, i := range deferred {
+		p.bills.settled(rows[i].ListingID, rows[i].TaskID)
+	}
 	for i := range rows {
-		rows[i].Binds, rows[i].Sent = nil, nil
+		u := &rows[i]
+		if u.Billed != nil && p.bills != nil {
+			p.bills.done(u.ListingID, u.TaskID, *u.Billed)
+		}
+		u.Binds, u.Sent, u.Billed = nil, nil, nil
 	}
 	return nil
+}
+
+// billedTotals is, per task, the last bill the rows decided (the largest
+// counters: a task's bill only grows), with when it was first billed.
+func billedTotals(rows []metering.Usage) map[ownerKey]contracts.TaskBilled {
+	var out map[ownerKey]contracts.TaskBilled
+	for i := range rows {
+		u := &rows[i]
+		if u.Billed == nil || u.TaskID == "" {
+			continue
+		}
+		if out == nil {
+			out = make(map[ownerKey]contracts.TaskBilled)
+		}
+		k := ownerKey{u.ListingID, u.TaskID}
+		tb, ok := out[k]
+		if !ok || u.Time.Before(tb.At) {
+			tb.At = u.Time
+		}
+		tb.InputTokens = max(tb.InputTokens, u.Billed.InputTokens)
+		tb.OutputTokens = max(tb.OutputTokens, u.Billed.OutputTokens)
+		tb.ComputeMs = max(tb.ComputeMs, u.Billed.ComputeMs)
+		out[k] = tb
+	}
+	return out
+}
+
+// raiseBilled raises tasks' stored bills (contracts.BatchTaskOwners).
+func (p *Proxy) raiseBilled(ctx context.Context, bills []contracts.TaskBill) error {
+	bo, ok := p.Owners.(contracts.BatchTaskOwners)
+	if !ok {
+		return fmt.Errorf("the task owners' store keeps no bills (contracts.BatchTaskOwners): the meter cannot bill in memory")
+	}
+	return bo.RaiseBilled(ctx, bills)
 }
 
 // taskLost ends a task its agent no longer knows, recording a TaskLost

@@ -179,6 +179,17 @@ type Proxy struct {
 	// Sealer seals ListTasks page tokens (they hold the agent's own token,
 	// which could name another org's task); nil: Push's.
 	Sealer Sealer
+	// BillInMemory decides each call's bill when its row is recorded,
+	// from the meter's own ledger in memory (billbook.go): for a meter
+	// that is the only one billing its listings' tasks (the embedded
+	// default). Off, rows are spooled pending and the shipper bills them
+	// through Ledger, which several meters share.
+	BillInMemory bool
+	// Warm, with BillInMemory, reports whether the rows the spool held when
+	// the meter started have all been projected (their bills are then in
+	// the tasks' stored rows); until then a bill of a task the meter does
+	// not hold waits. nil: warm from the start.
+	Warm func() bool
 	// Unsettled, when set, is how many spooled rows wait for their
 	// projections in a way that should slow calls down
 	// (spool.Shipper.Backpressure: not while the projections' database is
@@ -214,6 +225,7 @@ type Proxy struct {
 	owners     *ownerIndex
 	grants     *ttlCache[bool]
 	acct       *accounting // accounting.go
+	bills      *billBook   // billbook.go, with BillInMemory
 	binds      *batcher[contracts.TaskBinding, bindResult]
 	sentIdx    *sentIndex                             // idem.go
 	sentFinds  *batcher[contracts.SentKey, sentFound] // idem.go
@@ -251,6 +263,10 @@ func (p *Proxy) Init() {
 		p.Logger = slog.New(slog.DiscardHandler)
 	}
 	p.acct = &accounting{recorder: p.Recorder, clock: p.Clock, logger: p.Logger, metrics: p.Metrics}
+	if p.BillInMemory {
+		p.bills = newBillBook(p.Owners, p.Limits.OwnerIndexSize, func() bool { return p.Warm == nil || p.Warm() })
+		p.acct.bills = p.bills
+	}
 	if p.Push != nil {
 		p.Push.init()
 		if p.Sealer == nil {
@@ -361,6 +377,12 @@ type call struct {
 	// lost is set when the agent answered TaskNotFound for the task the
 	// call named, bound to the caller: the agent forgot it (agentRefused).
 	lost bool
+	// fresh is set when this call bound its task, new to this meter: the
+	// bill book starts it from nothing (billbook.go).
+	fresh bool
+	// seen is what the call observed of its task's usage (reported or
+	// estimated), for its log line.
+	seen metering.Counters
 }
 
 // agentRefused notes the error the agent answered the call with. A

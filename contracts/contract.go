@@ -479,6 +479,28 @@ type TaskOwners interface {
 type BatchTaskOwners interface {
 	TaskOwners
 	BindTasks(ctx context.Context, bindings []TaskBinding) (owners []string, errs []error)
+	// RaiseBilled raises bound tasks' billed counters to those given: each
+	// counter becomes the larger of the two, and a task never billed is
+	// billed from bills[i].Billed.At. Idempotent, and commutative: the
+	// meter's projections write each batch's last bill per task, maybe
+	// more than once, in any order. A task not bound is left alone.
+	RaiseBilled(ctx context.Context, bills []TaskBill) error
+}
+
+// TaskBilled is what a task has been billed so far: the ledger's
+// cumulative counters (metering.Counters), and when the task was first
+// billed.
+type TaskBilled struct {
+	InputTokens  int64
+	OutputTokens int64
+	ComputeMs    int64
+	At           time.Time
+}
+
+// TaskBill is a task's billed counters, for RaiseBilled.
+type TaskBill struct {
+	ListingID, TaskID string
+	Billed            TaskBilled
 }
 
 // TaskBinding is one task's owner.
@@ -508,6 +530,10 @@ type TaskBinding struct {
 	// created and ended in one call): the task is stored ended, with this
 	// event, when the binding is new. Never read back.
 	Ended *TaskEvent
+	// Billed is what the task has been billed so far; nil when it never
+	// was. Given to BindTasks, it is stored with a new binding, and raises
+	// the stored one (as RaiseBilled) of a binding of the same org.
+	Billed *TaskBilled
 }
 
 // transitions are the moves billing may make: payment failed (past due),

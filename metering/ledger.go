@@ -18,6 +18,20 @@ func (c Counters) Sub(d Counters) Counters {
 	return Counters{c.InputTokens - d.InputTokens, c.OutputTokens - d.OutputTokens, c.ComputeMs - d.ComputeMs}
 }
 
+// Raise is what a task's billed counters c become when a call reports cum
+// (the agent's cumulative counters) and adds add (estimates, observed
+// compute): max(c, cum) + add, each sum saturating (agentmarket.AddSat),
+// so a counter at the top of the int64 range stays there instead of
+// wrapping to a negative one, which the next call would bill as an
+// increase of almost 2^63. The one rule every ledger bills by.
+func (c Counters) Raise(cum, add Counters) Counters {
+	return Counters{
+		InputTokens:  agentmarket.AddSat(max(c.InputTokens, cum.InputTokens), add.InputTokens),
+		OutputTokens: agentmarket.AddSat(max(c.OutputTokens, cum.OutputTokens), add.OutputTokens),
+		ComputeMs:    agentmarket.AddSat(max(c.ComputeMs, cum.ComputeMs), add.ComputeMs),
+	}
+}
+
 // Clamp bounds each counter to [0, agentmarket.MaxQuantity] (what an agent
 // may report for one task) and reports whether any was out of bounds: a
 // report past the bound counts as the bound, never as a wrapped or

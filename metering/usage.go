@@ -78,6 +78,15 @@ type Usage struct {
 	// into the sent messages' store. Stores never see it.
 	Sent *Sent
 
+	// Billed, when set, says the meter decided this row's bill when it
+	// recorded it (its own ledger, kept in memory: a2aproxy's bill book):
+	// the row's counters, Tasks and CostMicros are final, and Billed is
+	// what TaskID has been billed in all after this row. The shipper raises
+	// the task's stored counters to it (contracts.TaskBilled), which is
+	// idempotent; the row itself is billed once by its ID, like any other.
+	// Stores never see it.
+	Billed *Counters
+
 	// Lost says the agent answered this call TaskNotFound for TaskID,
 	// a task the meter had bound to BuyerOrgID: the agent forgot it. The
 	// shipper projects it (the task is recorded lost and its listing counts

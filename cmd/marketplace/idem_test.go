@@ -364,8 +364,8 @@ func TestIdempotentSendsAcrossMeters(t *testing.T) {
 // idemBilledOnce checks that each task was billed once: in the usage rows
 // of every meter, one row bills the task and the retries' rows (replay:…,
 // replays of them each) bill nothing; and the ledger (the database's
-// projection of every meter's spool) holds for it what that one row
-// billed.
+// projection of every meter's spool: the task's row) holds for it what that
+// one row billed.
 func idemBilledOnce(t *testing.T, dsn string, meters []*started, tasks map[string]string, replays map[string]int) {
 	t.Helper()
 	var rows []metering.Usage
@@ -412,7 +412,8 @@ func idemBilledOnce(t *testing.T, dsn string, meters []*started, tasks map[strin
 			continue
 		}
 		var in, out, ms int64
-		if err := db.QueryRow(`SELECT input_tokens, output_tokens, compute_ms FROM task_usage WHERE listing_id = $1 AND task_id = $2`, listing, task).Scan(&in, &out, &ms); err != nil {
+		if err := db.QueryRow(`SELECT billed_input_tokens, billed_output_tokens, billed_compute_ms FROM task_owners WHERE listing_id = $1 AND task_id = $2`,
+			listing, task).Scan(&in, &out, &ms); err != nil {
 			t.Fatalf("ledger of task %s: %v", task, err)
 		}
 		if b := billed[0]; in != b.InputTokens || out != b.OutputTokens || ms != b.ComputeMs {

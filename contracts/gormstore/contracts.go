@@ -283,12 +283,22 @@ type taskOwnerRow struct {
 	CancelTraceID     string
 	SweepAttempts     int
 	ReusedAt          *time.Time
+	// What the task has been billed so far (RaiseBilled).
+	BilledInputTokens  int64
+	BilledOutputTokens int64
+	BilledComputeMs    int64
+	BilledAt           *time.Time
 }
 
 func (r *taskOwnerRow) binding() contracts.TaskBinding {
-	return contracts.TaskBinding{ListingID: r.ListingID, TaskID: r.TaskID, OrgID: r.OrgID, ContractID: r.ContractID, ContextID: r.ContextID,
+	b := contracts.TaskBinding{ListingID: r.ListingID, TaskID: r.TaskID, OrgID: r.OrgID, ContractID: r.ContractID, ContextID: r.ContextID,
 		CreatedAt: r.CreatedAt.UTC(), ParentListingID: r.ParentListingID, ParentTaskID: r.ParentTaskID, DeadlineAt: utcPtr(r.DeadlineAt),
 		ReusedAt: utcPtr(r.ReusedAt)}
+	if r.BilledAt != nil {
+		b.Billed = &contracts.TaskBilled{InputTokens: r.BilledInputTokens, OutputTokens: r.BilledOutputTokens, ComputeMs: r.BilledComputeMs,
+			At: r.BilledAt.UTC()}
+	}
+	return b
 }
 
 // utcPtr copies an optional time in UTC.
@@ -337,7 +347,11 @@ func (s *Store) BindTasks(ctx context.Context, ts []contracts.TaskBinding) ([]st
 const bindChunk = 32
 
 // bindCols are task_owners' columns a binding writes, in bindMany's order.
-const bindCols = "listing_id, task_id, org_id, contract_id, context_id, created_at, parent_listing_id, parent_task_id, deadline_at, ended_at"
+const bindCols = "listing_id, task_id, org_id, contract_id, context_id, created_at, parent_listing_id, parent_task_id, deadline_at, ended_at, " +
+	"billed_input_tokens, billed_output_tokens, billed_compute_ms, billed_at"
+
+// bindParams is how many parameters one binding takes (bindCols).
+const bindParams = 14
 
 // bindSQLs[n] binds n tasks unless they are bound, and returns the keys
 // of those it bound (RETURNING: PostgreSQL and SQLite ≥ 3.35 alike). The
@@ -353,7 +367,7 @@ var bindSQLs = func() map[int]string {
 			if i > 0 {
 				b.WriteString(", ")
 			}
-			b.WriteString("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+			b.WriteString("(?" + strings.Repeat(", ?", bindParams-1) + ")")
 		}
 		b.WriteString(" ON CONFLICT (listing_id, task_id) DO NOTHING RETURNING listing_id, task_id")
 		m[n] = b.String()
@@ -371,13 +385,19 @@ func bindMany(tx *gorm.DB, ts []contracts.TaskBinding, owners []string) error {
 		for n > len(ts)-start {
 			n /= 2
 		}
-		args := make([]any, 0, 10*n)
+		args := make([]any, 0, bindParams*n)
 		for _, t := range ts[start : start+n] {
 			var ended *time.Time
 			if t.Ended != nil {
 				ended = utcPtr(&t.Ended.At)
 			}
-			args = append(args, t.ListingID, t.TaskID, t.OrgID, t.ContractID, t.ContextID, t.CreatedAt.UTC(), t.ParentListingID, t.ParentTaskID, utcPtr(t.DeadlineAt), ended)
+			var billed contracts.TaskBilled
+			var billedAt *time.Time
+			if t.Billed != nil {
+				billed, billedAt = *t.Billed, utcPtr(&t.Billed.At)
+			}
+			args = append(args, t.ListingID, t.TaskID, t.OrgID, t.ContractID, t.ContextID, t.CreatedAt.UTC(), t.ParentListingID, t.ParentTaskID, utcPtr(t.DeadlineAt), ended,
+				billed.InputTokens, billed.OutputTokens, billed.ComputeMs, billedAt)
 		}
 		rows, err := tx.Raw(bindSQLs[n], args...).Rows()
 		if err != nil {
@@ -399,6 +419,7 @@ func bindMany(tx *gorm.DB, ts []contracts.TaskBinding, owners []string) error {
 		start += n
 	}
 	var events []*taskEventRow
+	var raise []contracts.TaskBill
 	for i, t := range ts {
 		k := key{t.ListingID, t.TaskID}
 		if bound[k] {
@@ -419,6 +440,14 @@ func bindMany(tx *gorm.DB, ts []contracts.TaskBinding, owners []string) error {
 			return relational.Translate(err, "task")
 		}
 		owners[i] = got.OrgID
+		if t.Billed != nil && got.OrgID == t.OrgID {
+			// Bound before (a replay, or bound at once and billed now): its
+			// bill is raised as RaiseBilled would.
+			raise = append(raise, contracts.TaskBill{ListingID: t.ListingID, TaskID: t.TaskID, Billed: *t.Billed})
+		}
+	}
+	if err := raiseBilled(tx, raise); err != nil {
+		return err
 	}
 	return insertEvents(tx, events)
 }
@@ -442,6 +471,35 @@ func bindTask(db *gorm.DB, t contracts.TaskBinding) (string, error) {
 	owners := make([]string, 1)
 	err := bindMany(db, []contracts.TaskBinding{t}, owners)
 	return owners[0], err
+}
+
+// raiseBilledSQL raises one task's billed counters (CASE rather than
+// GREATEST or MAX: the one spelling PostgreSQL and SQLite share).
+const raiseBilledSQL = `UPDATE task_owners SET
+	billed_input_tokens = CASE WHEN billed_input_tokens < ? THEN ? ELSE billed_input_tokens END,
+	billed_output_tokens = CASE WHEN billed_output_tokens < ? THEN ? ELSE billed_output_tokens END,
+	billed_compute_ms = CASE WHEN billed_compute_ms < ? THEN ? ELSE billed_compute_ms END,
+	billed_at = COALESCE(billed_at, ?)
+ WHERE listing_id = ? AND task_id = ?`
+
+// RaiseBilled implements contracts.BatchTaskOwners, in one transaction.
+func (s *Store) RaiseBilled(ctx context.Context, bills []contracts.TaskBill) error {
+	if len(bills) == 0 {
+		return nil
+	}
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error { return raiseBilled(tx, bills) })
+	return relational.Translate(err, "task")
+}
+
+func raiseBilled(tx *gorm.DB, bills []contracts.TaskBill) error {
+	for _, b := range bills {
+		c := b.Billed
+		if err := tx.Exec(raiseBilledSQL, c.InputTokens, c.InputTokens, c.OutputTokens, c.OutputTokens, c.ComputeMs, c.ComputeMs,
+			c.At.UTC(), b.ListingID, b.TaskID).Error; err != nil {
+			return relational.Translate(err, "task")
+		}
+	}
+	return nil
 }
 
 // TaskOwner implements contracts.TaskOwners.

@@ -82,8 +82,16 @@ func utc(t time.Time) *time.Time {
 }
 
 func showBinding(b contracts.TaskBinding) string {
-	return fmt.Sprintf("%s/%s org=%s contract=%s context=%s created=%s parent=%s/%s deadline=%s reused=%s",
-		b.ListingID, b.TaskID, b.OrgID, b.ContractID, b.ContextID, ts(b.CreatedAt), b.ParentListingID, b.ParentTaskID, tsp(b.DeadlineAt), tsp(b.ReusedAt))
+	return fmt.Sprintf("%s/%s org=%s contract=%s context=%s created=%s parent=%s/%s deadline=%s reused=%s billed=%s",
+		b.ListingID, b.TaskID, b.OrgID, b.ContractID, b.ContextID, ts(b.CreatedAt), b.ParentListingID, b.ParentTaskID, tsp(b.DeadlineAt), tsp(b.ReusedAt),
+		showBilled(b.Billed))
+}
+
+func showBilled(b *contracts.TaskBilled) string {
+	if b == nil {
+		return "never"
+	}
+	return fmt.Sprintf("%d/%d/%d since %s", b.InputTokens, b.OutputTokens, b.ComputeMs, ts(b.At))
 }
 
 func wantBinding(t *testing.T, what string, got, want contracts.TaskBinding) {
@@ -94,6 +102,11 @@ func wantBinding(t *testing.T, what string, got, want contracts.TaskBinding) {
 	}
 	if want.ReusedAt != nil {
 		want.ReusedAt = utc(*want.ReusedAt)
+	}
+	if want.Billed != nil {
+		b := *want.Billed
+		b.At = b.At.UTC()
+		want.Billed = &b
 	}
 	if g, w := showBinding(got), showBinding(want); g != w {
 		t.Errorf("%s =\n  %s\nwant\n  %s", what, g, w)
@@ -277,6 +290,49 @@ func runBindings(t *testing.T, newStore TaskFactory) {
 		if got.DeadlineAt != nil || got.OrgID != "org_a" {
 			t.Errorf("TaskOwner(task_old) = %s, want the first binding, without deadline", showBinding(*got))
 		}
+	})
+
+	t.Run("bindings: what a task was billed, stored with it and raised", func(t *testing.T) {
+		s, _ := newStore(t)
+		billed := &contracts.TaskBilled{InputTokens: 10, OutputTokens: 20, ComputeMs: 30, At: t0}
+		batch := []contracts.TaskBinding{
+			{ListingID: "lst_1", TaskID: "task_b", OrgID: "org_a", ContractID: "ctr_1", CreatedAt: t0, Billed: billed},
+			{ListingID: "lst_1", TaskID: "task_n", OrgID: "org_a", ContractID: "ctr_1", CreatedAt: t0},
+		}
+		_, errs := s.BindTasks(ctx, batch)
+		for i := range errs {
+			must(t, errs[i])
+		}
+		for _, b := range batch {
+			got, err := s.TaskOwner(ctx, b.ListingID, b.TaskID)
+			must(t, err)
+			wantBinding(t, "TaskOwner("+b.TaskID+")", *got, b)
+		}
+		// Each counter takes the larger value; the first bill's time stays;
+		// a task never billed takes the time given; twice is once; a task
+		// not bound is left alone.
+		t1 := t0.Add(time.Minute)
+		raise := []contracts.TaskBill{
+			{ListingID: "lst_1", TaskID: "task_b", Billed: contracts.TaskBilled{InputTokens: 15, OutputTokens: 5, ComputeMs: 30, At: t1}},
+			{ListingID: "lst_1", TaskID: "task_n", Billed: contracts.TaskBilled{InputTokens: 1, At: t1}},
+			{ListingID: "lst_1", TaskID: "task_unbound", Billed: contracts.TaskBilled{InputTokens: 1, At: t1}},
+		}
+		must(t, s.RaiseBilled(ctx, raise))
+		must(t, s.RaiseBilled(ctx, raise))
+		for task, want := range map[string]*contracts.TaskBilled{
+			"task_b": {InputTokens: 15, OutputTokens: 20, ComputeMs: 30, At: t0},
+			"task_n": {InputTokens: 1, At: t1},
+		} {
+			got, err := s.TaskOwner(ctx, "lst_1", task)
+			must(t, err)
+			w := *want
+			w.At = w.At.UTC()
+			if g, ws := showBilled(got.Billed), showBilled(&w); g != ws {
+				t.Errorf("after RaiseBilled, %s billed %s, want %s", task, g, ws)
+			}
+		}
+		_, err := s.TaskOwner(ctx, "lst_1", "task_unbound")
+		wantKind(t, "TaskOwner(task_unbound)", err, agentmarket.NotFound)
 	})
 
 	t.Run("bindings: a large batch, with a task twice in it", func(t *testing.T) {

@@ -1,11 +1,12 @@
 // Package gormledger keeps the per-task billing ledger (what has been
 // billed per task so far) in the relational database through GORM, shared
-// by every meter instance.
+// by every meter instance. A bound task's counters live on its binding
+// (task_owners, contracts.TaskBilled: one row per task); keys without a
+// binding (a bare message's "call:<row id>") in task_usage.
 package gormledger
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -51,18 +52,6 @@ type settledRow struct {
 }
 
 func (settledRow) TableName() string { return "settled_bills" }
-
-// raise is what the task's counters become: max(billed, cum) + add, each
-// sum saturating (agentmarket.AddSat), so a counter at the top of the
-// int64 range stays there instead of wrapping to a negative one, which
-// the next call would bill as an increase of almost 2^63.
-func raise(old, cum, add metering.Counters) metering.Counters {
-	return metering.Counters{
-		InputTokens:  agentmarket.AddSat(max(old.InputTokens, cum.InputTokens), add.InputTokens),
-		OutputTokens: agentmarket.AddSat(max(old.OutputTokens, cum.OutputTokens), add.OutputTokens),
-		ComputeMs:    agentmarket.AddSat(max(old.ComputeMs, cum.ComputeMs), add.ComputeMs),
-	}
-}
 
 // Bill implements metering.Ledger. It is a compare-and-swap on the task's
 // row, retried on conflict, so concurrent meters never bill an increase
@@ -120,20 +109,13 @@ func (l *Ledger) billMany(tx *gorm.DB, reqs []metering.BillRequest, out []meteri
 	}
 	var settled []settledRow
 	now := l.clock.Now()
-	firsts, err := l.insertFirsts(tx, reqs, done)
-	if err != nil {
-		return err
-	}
 	for i, r := range reqs {
 		if s, ok := done[r.RowID]; ok && r.RowID != "" {
 			out[i] = metering.BillResult{Delta: metering.Counters{InputTokens: s.InputTokens, OutputTokens: s.OutputTokens, ComputeMs: s.ComputeMs}, First: s.First}
 			continue
 		}
-		var d metering.Counters
-		var first bool
-		if firsts[i] {
-			d, first = raise(metering.Counters{}, r.Cum, r.Add), true
-		} else if d, first, err = l.bill(tx, r.ListingID, r.TaskID, r.Cum, r.Add); err != nil {
+		d, first, err := l.bill(tx, r.ListingID, r.TaskID, r.Cum, r.Add)
+		if err != nil {
 			return err
 		}
 		out[i] = metering.BillResult{Delta: d, First: first}
@@ -163,85 +145,6 @@ func insertSettled(tx *gorm.DB, settled []settledRow) error {
 	return nil
 }
 
-// firstChunk is the most tasks one statement of insertFirsts inserts.
-const firstChunk = 128
-
-// firstSQLs[n] inserts n tasks' first bills unless the tasks are billed,
-// and returns the keys of those it inserted. One statement for many rows:
-// the pure-Go SQLite driver parses a statement on every execution.
-var firstSQLs = func() map[int]string {
-	m := make(map[int]string)
-	for n := 1; n <= firstChunk; n *= 2 {
-		var b strings.Builder
-		b.WriteString("INSERT INTO task_usage (listing_id, task_id, input_tokens, output_tokens, compute_ms, updated_at) VALUES ")
-		for i := range n {
-			if i > 0 {
-				b.WriteString(", ")
-			}
-			b.WriteString("(?, ?, ?, ?, ?, ?)")
-		}
-		b.WriteString(" ON CONFLICT (listing_id, task_id) DO NOTHING RETURNING listing_id, task_id")
-		m[n] = b.String()
-	}
-	return m
-}()
-
-// insertFirsts bills, in a few statements, the first request of each task
-// of the batch that is not settled already, as the task's first bill when
-// the ledger has no row for it: firsts[i] says request i was billed so
-// (its answer is raise(0, cum, add), first). The others are billed one by
-// one, in order, by bill.
-func (l *Ledger) insertFirsts(tx *gorm.DB, reqs []metering.BillRequest, done map[string]settledRow) ([]bool, error) {
-	type key struct{ listing, task string }
-	firsts := make([]bool, len(reqs))
-	seen := make(map[key]bool, len(reqs))
-	var idx []int
-	for i, r := range reqs {
-		k := key{r.ListingID, r.TaskID}
-		if _, ok := done[r.RowID]; (ok && r.RowID != "") || seen[k] {
-			continue
-		}
-		seen[k] = true
-		idx = append(idx, i)
-	}
-	inserted := make(map[key]bool, len(idx))
-	now := l.clock.Now()
-	for start := 0; start < len(idx); {
-		n := firstChunk
-		for n > len(idx)-start {
-			n /= 2
-		}
-		args := make([]any, 0, 6*n)
-		for _, i := range idx[start : start+n] {
-			r := reqs[i]
-			c := raise(metering.Counters{}, r.Cum, r.Add)
-			args = append(args, r.ListingID, r.TaskID, c.InputTokens, c.OutputTokens, c.ComputeMs, now)
-		}
-		rows, err := tx.Raw(firstSQLs[n], args...).Rows()
-		if err != nil {
-			return nil, relational.Translate(err, "task usage")
-		}
-		for rows.Next() {
-			var k key
-			if err := rows.Scan(&k.listing, &k.task); err != nil {
-				rows.Close()
-				return nil, relational.Translate(err, "task usage")
-			}
-			inserted[k] = true
-		}
-		err = rows.Err()
-		rows.Close()
-		if err != nil {
-			return nil, relational.Translate(err, "task usage")
-		}
-		start += n
-	}
-	for _, i := range idx {
-		firsts[i] = inserted[key{reqs[i].ListingID, reqs[i].TaskID}]
-	}
-	return firsts, nil
-}
-
 // PruneSettled forgets the answers given to rows settled before before: a
 // row is settled again only while it waits in a meter's spool, so these
 // are kept well past any spool's backlog (the meter keeps them 30 days).
@@ -251,9 +154,66 @@ func (l *Ledger) PruneSettled(ctx context.Context, before time.Time) (int64, err
 }
 
 func (l *Ledger) bill(db *gorm.DB, listingID, taskID string, cum, add metering.Counters) (metering.Counters, bool, error) {
-	// Most calls bill a task for the first time: try the insert first, so
-	// they take one statement instead of two.
-	first := raise(metering.Counters{}, cum, add)
+	d, first, bound, err := l.billBound(db, listingID, taskID, cum, add)
+	if err != nil || bound {
+		return d, first, err
+	}
+	return l.billUnbound(db, listingID, taskID, cum, add)
+}
+
+// billedRow is what a bound task has been billed (task_owners).
+type billedRow struct {
+	BilledInputTokens  int64
+	BilledOutputTokens int64
+	BilledComputeMs    int64
+	BilledAt           *time.Time
+}
+
+// billBound bills a task bound in task_owners, where its counters live
+// (contracts.TaskBilled): a compare-and-swap on its row, retried on
+// conflict. bound is false when the task has no binding there.
+func (l *Ledger) billBound(db *gorm.DB, listingID, taskID string, cum, add metering.Counters) (_ metering.Counters, first, bound bool, _ error) {
+	for attempt := 0; attempt < 50; attempt++ {
+		var r billedRow
+		res := db.Table("task_owners").Select("billed_input_tokens, billed_output_tokens, billed_compute_ms, billed_at").
+			Where("listing_id = ? AND task_id = ?", listingID, taskID).Limit(1).Find(&r)
+		if res.Error != nil {
+			return metering.Counters{}, false, false, relational.Translate(res.Error, "task usage")
+		}
+		if res.RowsAffected == 0 {
+			return metering.Counters{}, false, false, nil
+		}
+		first := r.BilledAt == nil
+		old := metering.Counters{InputTokens: r.BilledInputTokens, OutputTokens: r.BilledOutputTokens, ComputeMs: r.BilledComputeMs}
+		next := old.Raise(cum, add)
+		if next == old && !first {
+			return metering.Counters{}, false, true, nil
+		}
+		q := db.Table("task_owners").Where("listing_id = ? AND task_id = ? AND billed_input_tokens = ? AND billed_output_tokens = ? AND billed_compute_ms = ?",
+			listingID, taskID, old.InputTokens, old.OutputTokens, old.ComputeMs)
+		if first {
+			q = q.Where("billed_at IS NULL")
+		} else {
+			q = q.Where("billed_at IS NOT NULL")
+		}
+		res = q.Updates(map[string]any{"billed_input_tokens": next.InputTokens, "billed_output_tokens": next.OutputTokens,
+			"billed_compute_ms": next.ComputeMs, "billed_at": gorm.Expr("COALESCE(billed_at, ?)", l.clock.Now().UTC())})
+		if res.Error != nil {
+			return metering.Counters{}, false, true, relational.Translate(res.Error, "task usage")
+		}
+		if res.RowsAffected == 1 {
+			return next.Sub(old), first, true, nil
+		}
+		// Another meter moved the row first: read it again.
+	}
+	return metering.Counters{}, false, true, agentmarket.Errorf(agentmarket.Unavailable, "ledger_contention", "the task usage ledger is too busy")
+}
+
+// billUnbound bills a key with no binding: a bare message's call
+// ("call:<row id>"), or a task the meter never bound. Such keys keep
+// their counters in task_usage.
+func (l *Ledger) billUnbound(db *gorm.DB, listingID, taskID string, cum, add metering.Counters) (metering.Counters, bool, error) {
+	first := metering.Counters{}.Raise(cum, add)
 	res := db.Clauses(clause.OnConflict{DoNothing: true}).Create(&row{ListingID: listingID, TaskID: taskID,
 		InputTokens: first.InputTokens, OutputTokens: first.OutputTokens, ComputeMs: first.ComputeMs, UpdatedAt: l.clock.Now()})
 	if res.Error != nil {
@@ -268,7 +228,7 @@ func (l *Ledger) bill(db *gorm.DB, listingID, taskID string, cum, add metering.C
 			return metering.Counters{}, false, relational.Translate(err, "task usage")
 		}
 		old := metering.Counters{InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, ComputeMs: r.ComputeMs}
-		next := raise(old, cum, add)
+		next := old.Raise(cum, add)
 		if next == old {
 			return metering.Counters{}, false, nil
 		}

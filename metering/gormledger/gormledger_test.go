@@ -15,9 +15,24 @@ import (
 )
 
 func TestLedger(t *testing.T) {
+	t.Run("unbound", func(t *testing.T) { testLedger(t, false) })
+	t.Run("bound", func(t *testing.T) { testLedger(t, true) })
+}
+
+// testLedger bills task-1 and task-big, bound in task_owners (where their
+// counters then live) or not (task_usage).
+func testLedger(t *testing.T, bound bool) {
 	relationaltest.Each(t, func(t *testing.T, db *relational.DB) {
 		ctx := context.Background()
 		l := gormledger.New(db.DB, agentmarket.NewManualClock(time.Unix(0, 0)))
+		if bound {
+			for _, task := range []string{"task-1", "task-big"} {
+				if err := db.DB.Exec("INSERT INTO task_owners (listing_id, task_id, org_id, contract_id, created_at) VALUES (?, ?, 'org_1', 'ctr_1', ?)",
+					"lst_1", task, time.Unix(0, 0).UTC()).Error; err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
 		c := func(i, o, m int64) metering.Counters {
 			return metering.Counters{InputTokens: i, OutputTokens: o, ComputeMs: m}
 		}
@@ -68,9 +83,20 @@ func TestLedger(t *testing.T) {
 // TestLedgerConcurrent: many meters reporting the same cumulative counters
 // at once bill them exactly once in total.
 func TestLedgerConcurrent(t *testing.T) {
+	t.Run("unbound", func(t *testing.T) { testLedgerConcurrent(t, false) })
+	t.Run("bound", func(t *testing.T) { testLedgerConcurrent(t, true) })
+}
+
+func testLedgerConcurrent(t *testing.T, bound bool) {
 	relationaltest.Each(t, func(t *testing.T, db *relational.DB) {
 		ctx := context.Background()
 		l := gormledger.New(db.DB, agentmarket.SystemClock{})
+		if bound {
+			if err := db.DB.Exec("INSERT INTO task_owners (listing_id, task_id, org_id, contract_id, created_at) VALUES ('lst', 'task', 'org_1', 'ctr_1', ?)",
+				time.Unix(0, 0).UTC()).Error; err != nil {
+				t.Fatal(err)
+			}
+		}
 		var mu sync.Mutex
 		var total metering.Counters
 		firsts := 0

@@ -30,6 +30,9 @@ import (
 //	        Binding;
 //	        a row whose task the agent lost is recordV6: recordV5's layout
 //	        (the flags byte always there) with flag 16 set;
+//	        a row billed when it was recorded is recordV7: recordV6's layout
+//	        with flag 32 set and, after the Sent, the task's billed counters
+//	        (Usage.Billed: InputTokens, OutputTokens, ComputeMs);
 //	        a row with tags is recordV4: that byte, then one of the above
 //	        (its own version byte and fields), then the Tags string
 //
@@ -44,12 +47,14 @@ const (
 	recordV4     = 4 // a tagged row: recordV4, then a V1-V3, V5 or V6 payload, then its tags
 	recordV5     = 5 // recordV3's layout with a Sent
 	recordV6     = 6 // recordV5's layout, flagLost set
+	recordV7     = 7 // recordV6's layout with the task's billed counters (flagBilled)
 
 	flagPending = 1
 	flagBinds   = 2
 	flagStored  = 4 // the binding is in the database already (Binding.Stored)
 	flagSent    = 8
 	flagLost    = 16 // Usage.Lost: no field of its own
+	flagBilled  = 32
 	// maxPayload bounds one record. It is far above any real row and lets
 	// a garbage length in a torn tail be rejected without reading it.
 	maxPayload = 1 << 24
@@ -68,6 +73,8 @@ func appendRecord(b []byte, u *metering.Usage) ([]byte, error) {
 	start := len(b)
 	version := byte(recordV1)
 	switch {
+	case u.Billed != nil:
+		version = recordV7
 	case u.Lost:
 		version = recordV6
 	case u.Sent != nil:
@@ -130,6 +137,9 @@ func appendRecord(b []byte, u *metering.Usage) ([]byte, error) {
 		if u.Lost {
 			flags |= flagLost
 		}
+		if u.Billed != nil {
+			flags |= flagBilled
+		}
 		b = append(b, flags)
 	}
 	if p := u.Pending; p != nil {
@@ -162,6 +172,11 @@ func appendRecord(b []byte, u *metering.Usage) ([]byte, error) {
 		b = binary.AppendUvarint(b, uint64(len(sm.Result)))
 		b = append(b, sm.Result...)
 		b = appendString(b, sm.ResultVersion)
+	}
+	if c := u.Billed; c != nil {
+		b = binary.AppendVarint(b, c.InputTokens)
+		b = binary.AppendVarint(b, c.OutputTokens)
+		b = binary.AppendVarint(b, c.ComputeMs)
 	}
 	if u.Tags != "" {
 		b = appendString(b, string(u.Tags))
@@ -214,7 +229,7 @@ func decodePayload(p []byte, u *metering.Usage) error {
 	if tagged {
 		p = p[1:]
 	}
-	if len(p) == 0 || p[0] < recordV1 || p[0] > recordV6 || p[0] == recordV4 {
+	if len(p) == 0 || p[0] < recordV1 || p[0] > recordV7 || p[0] == recordV4 {
 		return errVersion
 	}
 	d := decoder{s: string(p[1:])}
@@ -245,12 +260,12 @@ func decodePayload(p []byte, u *metering.Usage) error {
 	u.Estimated = d.byte() == 1
 	u.CardHash = d.str()
 	u.Model = d.str()
-	u.Pending, u.Binds, u.Sent = nil, nil, nil
+	u.Pending, u.Binds, u.Sent, u.Billed = nil, nil, nil, nil
 	flags := byte(0)
 	switch p[0] {
 	case recordV2:
 		flags = flagPending
-	case recordV3, recordV5, recordV6:
+	case recordV3, recordV5, recordV6, recordV7:
 		flags = d.byte()
 	}
 	u.Lost = flags&flagLost != 0
@@ -280,6 +295,9 @@ func decodePayload(p []byte, u *metering.Usage) error {
 		}
 		sm.ResultVersion = d.str()
 		u.Sent = sm
+	}
+	if flags&flagBilled != 0 {
+		u.Billed = &metering.Counters{InputTokens: d.varint(), OutputTokens: d.varint(), ComputeMs: d.varint()}
 	}
 	u.Tags = ""
 	if tagged {

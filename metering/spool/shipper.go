@@ -348,6 +348,11 @@ func (s *Shipper) noteSettled(seq uint64) {
 	s.Backpressure() // lowers the allowance to the lag now
 }
 
+// SettledThrough is the spool position (Cursor.Seq, as AppendedRows
+// counts) up to which every row is settled: acknowledged, or settled
+// ahead.
+func (s *Shipper) SettledThrough() uint64 { return s.settledSeq.Load() }
+
 // Unsettled is how many rows appended to the spool are not settled yet:
 // the lag of the projections that settling applies (bindings, ledger).
 func (s *Shipper) Unsettled() int {

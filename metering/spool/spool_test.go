@@ -105,11 +105,12 @@ func TestSpoolRoundTrip(t *testing.T) {
 }
 
 // TestSpoolRoundTripPendingAndBinds: rows carrying pending usage, a
-// binding, a sent message, a lost task, or several (record versions 2, 3,
-// 5 and 6) read back whole, beside a plain row.
+// binding, a sent message, a lost task, a bill decided when recorded, or
+// several (record versions 2, 3, 5, 6 and 7) read back whole, beside a
+// plain row.
 func TestSpoolRoundTripPendingAndBinds(t *testing.T) {
 	s := MustOpenSpool(t, t.TempDir(), spool.Options{})
-	want := []metering.Usage{row(1), row(2), row(3), row(4), row(5), row(6), row(7), row(8)}
+	want := []metering.Usage{row(1), row(2), row(3), row(4), row(5), row(6), row(7), row(8), row(9), row(10)}
 	pending := &metering.PendingBill{Key: "task-9", Cum: metering.Counters{InputTokens: 10, OutputTokens: 20, ComputeMs: 30},
 		Add: metering.Counters{InputTokens: 1, ComputeMs: -2}, Rates: metering.Rates{InputTokensPerMillion: 3, PerTask: 7}}
 	want[1].Pending = pending
@@ -122,6 +123,8 @@ func TestSpoolRoundTripPendingAndBinds(t *testing.T) {
 	want[5].Sent = &metering.Sent{MessageID: "m-2", Digest: "cd34", ClaimID: "use_2", ClaimedAt: at, HeldUntil: at, ExpiresAt: at}
 	want[6].Lost, want[6].ErrorCode = true, -32001
 	want[7].Lost, want[7].Pending, want[7].Binds, want[7].Sent = true, pending, &metering.Binding{Stored: true}, want[5].Sent
+	want[8].Billed = &metering.Counters{InputTokens: 1 << 40, OutputTokens: 3, ComputeMs: 0}
+	want[9].Billed, want[9].Binds, want[9].Sent, want[9].Tags = &metering.Counters{ComputeMs: 7}, &metering.Binding{}, want[4].Sent, "team=x"
 	if err := s.Append(want...); err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +134,8 @@ func TestSpoolRoundTripPendingAndBinds(t *testing.T) {
 	}
 	for i := range want {
 		if w := storetest.Stored(want[i]); !reflect.DeepEqual(got[i], w) {
-			t.Errorf("row %d\n got  %+v %+v %+v %+v\n want %+v %+v %+v %+v", i, got[i], got[i].Pending, got[i].Binds, got[i].Sent, w, w.Pending, w.Binds, w.Sent)
+			t.Errorf("row %d\n got  %+v %+v %+v %+v %+v\n want %+v %+v %+v %+v %+v", i, got[i], got[i].Pending, got[i].Binds, got[i].Sent, got[i].Billed,
+				w, w.Pending, w.Binds, w.Sent, w.Billed)
 		}
 	}
 }

@@ -33,8 +33,7 @@ func (l *Ledger) Bill(_ context.Context, listingID, taskID string, cum, add mete
 	}
 	k := listingID + "/" + taskID
 	old, seen := l.billed[k]
-	n := metering.Counters{InputTokens: max(old.InputTokens, cum.InputTokens) + add.InputTokens,
-		OutputTokens: max(old.OutputTokens, cum.OutputTokens) + add.OutputTokens, ComputeMs: max(old.ComputeMs, cum.ComputeMs) + add.ComputeMs}
+	n := old.Raise(cum, add)
 	l.billed[k] = n
 	return n.Sub(old), !seen, nil
 }

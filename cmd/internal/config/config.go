@@ -48,6 +48,10 @@ type Config struct {
 	OperatorKey         string
 	AutoApprove         string // "auto" (on when embedded), "true" or "false"
 	EmbeddedMeter       bool
+	// MeterState is where a meter keeps the state its calls decide on
+	// (tasks' bills): "memory" (the only meter) or "database" (shared with
+	// other meters); "auto" is memory on the embedded database.
+	MeterState          string
 	CardRefreshSeconds  int
 	CardFetchTimeout    time.Duration
 	PolicyReload        time.Duration
@@ -111,6 +115,12 @@ func size(min int, f func(*Config) *int) func(*Config, string) error {
 	}
 }
 
+// MeterInMemory reports whether the meter keeps its state in memory
+// (MeterState, with auto resolved).
+func (c *Config) MeterInMemory() bool {
+	return c.MeterState == "memory" || (c.MeterState == "auto" && c.DatabaseURL == "")
+}
+
 // Setting describes one setting, for flags, environment and docs.
 type Setting struct {
 	Name    string // flag name; the variable is AGENTMARKET_ + upper(name with - as _)
@@ -139,6 +149,14 @@ func Settings(bin string) []Setting {
 		{"data-dir", "directory for local data: the embedded default's SQLite files and generated keys, and the meter's usage spool (keep it on a disk that survives restarts)", "./agentmarket-data", str(func(c *Config) *string { return &c.DataDir })},
 		{"database-url", "PostgreSQL DSN; empty = embedded SQLite in the data dir", "", str(func(c *Config) *string { return &c.DatabaseURL })},
 		{"clickhouse-url", "ClickHouse native DSN (clickhouse://host:9000/db); empty = embedded usage store", "", str(func(c *Config) *string { return &c.ClickHouseURL })},
+		{"meter-state", "where a meter keeps the state its calls decide on (what each task was billed): memory (this meter is the only one that bills its listings' tasks: decided in memory, on the call path, no SQL per call), database (several meters share the database: every call's bill is settled there, one relational row per call), or auto: memory on the embedded database, database with a database URL", "auto", func(c *Config, v string) error {
+			switch v {
+			case "auto", "memory", "database":
+				c.MeterState = v
+				return nil
+			}
+			return errors.New("must be auto, memory or database")
+		}},
 		{"clickhouse-cluster", "name of the ClickHouse cluster (in the servers' remote_servers) to run on: tables are created ON CLUSTER as replicated tables behind Distributed ones; empty = a single server", "", str(func(c *Config) *string { return &c.ClickHouseCluster })},
 		{"secret-key", "32-byte key (base64) that encrypts stored seller credentials; generated into the data dir when embedded, required with a database URL", "", str(func(c *Config) *string { return &c.SecretKey })},
 		{"fetch-allow-cidrs", "address ranges that card fetches, agents' endpoints (calls from the meter) and webhooks may reach despite the SSRF rules, e.g. 127.0.0.0/8 (--demo adds 127.0.0.1, where its agents listen)", "", str(func(c *Config) *string { return &c.FetchAllowCIDRs })},

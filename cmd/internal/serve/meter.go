@@ -119,6 +119,7 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 		Entitlements: d.Authz,
 		Owners:       store,
 		Ledger:       ledger,
+		BillInMemory: d.Config.MeterInMemory(),
 		Recorder:     sp,
 		Spend:        metering.Spend{Store: d.Store, Clock: d.Clock},
 		Tasks:        store,
@@ -140,6 +141,10 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 	ship := spool.NewShipper(sp, d.Store, spool.ShipperOptions{Settle: p.Project, SettleAhead: true, Stored: p.Stored, MaxBackoff: 5 * time.Second,
 		OnError: spool.LogFailures(d.Logger)})
 	p.Unsettled = ship.Backpressure
+	// What the spool held at the start is projected before the meter bills
+	// a task it does not hold from the task's stored bill.
+	backlog := sp.AppendedRows()
+	p.Warm = func() bool { return ship.SettledThrough() >= backlog }
 	go ship.Run(ctx)
 	registerPipelineMetrics(d.Registry, sp, ship)
 	loopsCtx, stop := context.WithCancel(ctx)
