@@ -2,21 +2,30 @@ package a2aproxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
 
 	"github.com/agentmarket/agentmarket/a2aproxy/wire"
 )
 
-// The meter's HTTP side: the one file of the package that knows Fiber. Its
-// handlers read what the pipeline needs of a request (the listing, the
-// body, the binding's path and query) and give the pipeline an exchange
-// to read headers from and answer through; the pipeline (proxy.go and the
-// files it calls) never sees a *fiber.Ctx.
+// The meter's HTTP side: the one file of the package that knows the HTTP
+// server. Its handlers read what the pipeline needs of a request (the
+// listing, the body, the binding's path and query) and give the pipeline
+// an exchange to read headers from and answer through; the pipeline
+// (proxy.go and the files it calls) never sees the server's request.
+//
+// The handlers run on fasthttp's request directly. Front serves them in
+// front of the binary's Fiber app, so a call through the meter does not
+// go through Fiber's router, context and middleware (BENCHMARKS.md);
+// Mount adds the same handlers as Fiber routes, for an app that has no
+// front (tests, an app without the meter's server).
 
 // exchange is the buyer's side of one call as the pipeline sees it.
 type exchange interface {
@@ -33,41 +42,117 @@ type exchange interface {
 	Stream(write func(w *bufio.Writer), header ...string) error
 }
 
-// fiberExchange is an exchange over Fiber's request context.
-type fiberExchange struct{ c *fiber.Ctx }
+// fastExchange is an exchange over fasthttp's request context.
+type fastExchange struct{ c *fasthttp.RequestCtx }
 
-func (x fiberExchange) Context() context.Context  { return x.c.UserContext() }
-func (x fiberExchange) Header(name string) string { return x.c.Get(name) }
+// Context is the background: the server ends no request's context when
+// its buyer leaves (a unary call's bound is its own timeout).
+func (x fastExchange) Context() context.Context  { return context.Background() }
+func (x fastExchange) Header(name string) string { return string(x.c.Request.Header.Peek(name)) }
 
-func (x fiberExchange) Answer(status int, contentType string, body []byte, header ...string) error {
-	x.c.Set(fiber.HeaderContentType, contentType)
+func (x fastExchange) Answer(status int, contentType string, body []byte, header ...string) error {
+	x.c.Response.Header.SetContentType(contentType)
 	for i := 0; i+1 < len(header); i += 2 {
-		x.c.Set(header[i], header[i+1])
+		x.c.Response.Header.Set(header[i], header[i+1])
 	}
+	x.c.SetStatusCode(status)
 	// Copied: the body may be the agent's answer, whose buffer goes back
-	// to its pool when the pipeline returns, before Fiber writes this.
-	x.c.Status(status).Response().SetBody(body)
+	// to its pool when the pipeline returns, before the server writes this.
+	x.c.Response.SetBody(body)
 	return nil
 }
 
-func (x fiberExchange) Stream(write func(w *bufio.Writer), header ...string) error {
+func (x fastExchange) Stream(write func(w *bufio.Writer), header ...string) error {
 	for i := 0; i+1 < len(header); i += 2 {
-		x.c.Set(header[i], header[i+1])
+		x.c.Response.Header.Set(header[i], header[i+1])
 	}
-	x.c.Context().SetBodyStreamWriter(write)
+	x.c.SetBodyStreamWriter(write)
 	return nil
 }
 
-// Mount adds the meter's routes under /a2a.
+// Front returns next with the meter's routes in front of it: a request
+// for them is served here, every other one by next (the binary's Fiber
+// app). It matches as Fiber's default router would (case-insensitive,
+// trailing slashes ignored) the routes Mount adds.
+func (p *Proxy) Front(next fasthttp.RequestHandler) fasthttp.RequestHandler {
+	return func(c *fasthttp.RequestCtx) {
+		if !p.route(c) {
+			next(c)
+		}
+	}
+}
+
+var (
+	a2aPrefix      = []byte("/a2a/")
+	callbackPrefix = []byte(CallbackPath)
+	cardPaths      = [][]byte{[]byte(".well-known/agent-card.json"), []byte(".well-known/agent.json")}
+)
+
+// route serves c when it is one of the meter's routes, and reports
+// whether it was.
+func (p *Proxy) route(c *fasthttp.RequestCtx) bool {
+	path := c.Request.URI().PathOriginal()
+	// What Fiber routes on: the path lower-cased, trailing slashes cut.
+	var buf [256]byte
+	det := bytes.TrimRight(append(buf[:0], path...), "/")
+	for i, ch := range det {
+		if 'A' <= ch && ch <= 'Z' {
+			det[i] = ch + 'a' - 'A'
+		}
+	}
+	method := c.Request.Header.Method()
+	post := string(method) == http.MethodPost
+	if rest, ok := bytes.CutPrefix(det, callbackPrefix); ok {
+		if !post || len(rest) == 0 || bytes.IndexByte(rest, '/') >= 0 {
+			return false
+		}
+		p.serveCallback(c, string(path[len(callbackPrefix):len(callbackPrefix)+len(rest)]))
+		return true
+	}
+	rest, ok := bytes.CutPrefix(det, a2aPrefix)
+	if !ok {
+		return false
+	}
+	n := bytes.IndexByte(rest, '/')
+	if n < 0 {
+		n = len(rest)
+	}
+	if n == 0 {
+		return false
+	}
+	listing := string(path[len(a2aPrefix) : len(a2aPrefix)+n])
+	sub := bytes.TrimPrefix(rest[n:], []byte("/"))
+	switch {
+	case len(sub) == 0 && post:
+		p.serveRPC(c, listing)
+	case string(method) == http.MethodGet || string(method) == http.MethodHead:
+		for _, cp := range cardPaths {
+			if bytes.Equal(sub, cp) {
+				p.serveCard(c, listing)
+				return true
+			}
+		}
+		p.serveREST(c, listing)
+	default:
+		p.serveREST(c, listing)
+	}
+	return true
+}
+
+// Mount adds the meter's routes under /a2a to a Fiber app (Front serves
+// the same ones ahead of Fiber).
 func (p *Proxy) Mount(r fiber.Router) {
-	r.Get("/a2a/:listing/.well-known/agent-card.json", p.card)
-	r.Get("/a2a/:listing/.well-known/agent.json", p.card)
-	r.Post("/a2a/:listing", p.rpc)
+	r.Get("/a2a/:listing/.well-known/agent-card.json", func(c *fiber.Ctx) error { p.serveCard(c.Context(), listingParam(c)); return nil })
+	r.Get("/a2a/:listing/.well-known/agent.json", func(c *fiber.Ctx) error { p.serveCard(c.Context(), listingParam(c)); return nil })
+	r.Post("/a2a/:listing", func(c *fiber.Ctx) error { p.serveRPC(c.Context(), listingParam(c)); return nil })
 	if p.Push != nil {
-		r.Post(CallbackPath+":callback", p.callback)
+		r.Post(CallbackPath+":callback", func(c *fiber.Ctx) error {
+			p.serveCallback(c.Context(), strings.Clone(c.Params("callback")))
+			return nil
+		})
 	}
 	// Everything else under a listing is the HTTP+JSON binding.
-	r.All("/a2a/:listing/*", p.rest)
+	r.All("/a2a/:listing/*", func(c *fiber.Ctx) error { p.serveREST(c.Context(), listingParam(c)); return nil })
 }
 
 // listingParam is the listing id of the path, copied: Fiber's params
@@ -75,34 +160,61 @@ func (p *Proxy) Mount(r fiber.Router) {
 // request as a cache key.
 func listingParam(c *fiber.Ctx) string { return strings.Clone(c.Params("listing")) }
 
-// card serves the proxied agent card.
-func (p *Proxy) card(c *fiber.Ctx) error {
-	t, err := p.target(c.UserContext(), listingParam(c))
+// headerOf is a request header of c, copied ("" when absent).
+func headerOf(c *fasthttp.RequestCtx, name string) string { return string(c.Request.Header.Peek(name)) }
+
+// answerJSON answers v as JSON with status.
+func answerJSON(c *fasthttp.RequestCtx, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":{"message":"internal error"}}`)
+	}
+	c.Response.Header.SetContentType("application/json")
+	c.SetStatusCode(status)
+	c.Response.SetBody(b)
+}
+
+type errorBody struct {
+	Error struct {
+		Code    string `json:"code,omitempty"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// serveCard serves the proxied agent card.
+func (p *Proxy) serveCard(c *fasthttp.RequestCtx, listingID string) {
+	var e errorBody
+	t, err := p.target(context.Background(), listingID)
 	if err != nil {
 		re := toRPC(err)
 		status := re.Status
 		if status == http.StatusOK {
 			status = http.StatusNotFound
 		}
-		return c.Status(status).JSON(fiber.Map{"error": fiber.Map{"code": "listing_unavailable", "message": re.Message}})
+		e.Error.Code, e.Error.Message = "listing_unavailable", re.Message
+		answerJSON(c, status, e)
+		return
 	}
 	b, err := ProxiedCard(t.CardJSON, t.Card, p.Endpoint(t.ListingID), p.Push != nil && t.Card.Capabilities.PushNotifications,
-		wantsProtoJSON(c.Get("A2A-Version"), c.Query("A2A-Version")))
+		wantsProtoJSON(headerOf(c, "A2A-Version"), string(c.QueryArgs().Peek("A2A-Version"))))
 	if err != nil {
-		return err
+		p.Logger.Error("proxied card failed", "listing", listingID, "err", err)
+		e.Error.Message = "internal error"
+		answerJSON(c, http.StatusInternalServerError, e)
+		return
 	}
-	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
-	c.Set(fiber.HeaderCacheControl, "public, max-age=60")
-	c.Set(fiber.HeaderVary, "A2A-Version") // the security requirement's form follows it (card.go)
-	return c.Send(b)
+	c.Response.Header.SetContentType("application/json")
+	c.Response.Header.Set("Cache-Control", "public, max-age=60")
+	c.Response.Header.Set("Vary", "A2A-Version") // the security requirement's form follows it (card.go)
+	c.Response.SetBody(b)
 }
 
-// rpc serves the JSON-RPC binding.
-func (p *Proxy) rpc(c *fiber.Ctx) error {
-	cl, body := p.newCall(c)
-	version := c.Get("A2A-Version")
+// serveRPC serves the JSON-RPC binding.
+func (p *Proxy) serveRPC(c *fasthttp.RequestCtx, listingID string) {
+	cl, body := p.newCall(c, listingID)
+	version := headerOf(c, "A2A-Version")
 	if version == "" {
-		version = c.Query("A2A-Version")
+		version = string(c.QueryArgs().Peek("A2A-Version"))
 	}
 	parse := func() (*wire.Request, *wire.Error) {
 		req, werr := wire.ParseRequest(body, version)
@@ -111,18 +223,19 @@ func (p *Proxy) rpc(c *fiber.Ctx) error {
 		}
 		return req, werr
 	}
-	return p.serve(fiberExchange{c}, cl, body, parse)
+	p.served(c, p.serve(fastExchange{c}, cl, body, parse))
 }
 
-// rest serves the HTTP+JSON binding: the call becomes the same request a
-// JSON-RPC client would have sent and goes through the same pipeline.
-func (p *Proxy) rest(c *fiber.Ctx) error {
-	cl, body := p.newCall(c)
-	path := string(c.Request().URI().PathOriginal())
-	path = strings.TrimPrefix(path, "/a2a/"+c.Params("listing"))
-	query, _ := url.ParseQuery(string(c.Request().URI().QueryString()))
-	cl.restVersion, cl.dialect.buyer = wire.RESTVersionOf(path, c.Get("A2A-Version"), query)
-	method, contentType, version := c.Method(), c.Get(fiber.HeaderContentType), c.Get("A2A-Version")
+// serveREST serves the HTTP+JSON binding: the call becomes the same
+// request a JSON-RPC client would have sent and goes through the same
+// pipeline.
+func (p *Proxy) serveREST(c *fasthttp.RequestCtx, listingID string) {
+	cl, body := p.newCall(c, listingID)
+	path := strings.TrimPrefix(string(c.Request.URI().PathOriginal()), "/a2a/"+listingID)
+	query, _ := url.ParseQuery(string(c.Request.URI().QueryString()))
+	version := headerOf(c, "A2A-Version")
+	cl.restVersion, cl.dialect.buyer = wire.RESTVersionOf(path, version, query)
+	method, contentType := string(c.Request.Header.Method()), headerOf(c, "Content-Type")
 	parse := func() (*wire.Request, *wire.Error) {
 		req, werr := wire.ParseREST(method, path, query, contentType, body, version)
 		if req.Version != wire.V03 {
@@ -133,30 +246,46 @@ func (p *Proxy) rest(c *fiber.Ctx) error {
 		}
 		return req, werr
 	}
-	return p.serve(fiberExchange{c}, cl, body, parse)
+	p.served(c, p.serve(fastExchange{c}, cl, body, parse))
+}
+
+// served ends a call whose answer could not be written (the exchange's
+// own error): the buyer gets a plain 500.
+func (p *Proxy) served(c *fasthttp.RequestCtx, err error) {
+	if err == nil {
+		return
+	}
+	p.Logger.Error("meter answer failed", "err", err)
+	var e errorBody
+	e.Error.Message = "internal error"
+	answerJSON(c, http.StatusInternalServerError, e)
 }
 
 // newCall starts a call: its clock, its trace, its listing, and a copy of
 // the body (fasthttp reuses the request buffer).
-func (p *Proxy) newCall(c *fiber.Ctx) (*call, []byte) {
-	cl := &call{start: p.Clock.Now(), trace: parseTraceparent(c.Get("traceparent")), listingID: listingParam(c)}
-	body := append([]byte(nil), c.Body()...)
+func (p *Proxy) newCall(c *fasthttp.RequestCtx, listingID string) (*call, []byte) {
+	cl := &call{start: p.Clock.Now(), trace: parseTraceparent(headerOf(c, "traceparent")), listingID: listingID}
+	body := append([]byte(nil), c.Request.Body()...)
 	cl.bytesIn = len(body)
 	return cl, body
 }
 
-// callback takes a push notification from an agent (push.go's
+// serveCallback takes a push notification from an agent (push.go's
 // notification does the work) and answers it.
-func (p *Proxy) callback(c *fiber.Ctx) error {
-	n := notification{callbackID: strings.Clone(c.Params("callback")), traceparent: c.Get("traceparent"), body: c.Body()}
-	if n.token = c.Get("A2A-Notification-Token"); n.token == "" {
-		n.token = c.Get("X-A2A-Notification-Token")
+func (p *Proxy) serveCallback(c *fasthttp.RequestCtx, callbackID string) {
+	n := notification{callbackID: callbackID, traceparent: headerOf(c, "traceparent"), body: c.Request.Body()}
+	if n.token = headerOf(c, "A2A-Notification-Token"); n.token == "" {
+		n.token = headerOf(c, "X-A2A-Notification-Token")
 	}
 	if n.token == "" {
-		n.token, _ = bearer(c.Get(fiber.HeaderAuthorization))
+		n.token, _ = bearer(headerOf(c, "Authorization"))
 	}
-	if status, msg := p.notification(c.UserContext(), n); status != http.StatusOK {
-		return c.Status(status).JSON(fiber.Map{"error": fiber.Map{"message": msg}})
+	if status, msg := p.notification(context.Background(), n); status != http.StatusOK {
+		var e errorBody
+		e.Error.Message = msg
+		answerJSON(c, status, e)
+		return
 	}
-	return c.SendStatus(http.StatusOK)
+	c.SetStatusCode(http.StatusOK)
+	c.Response.SetBodyString("OK") // as Fiber's SendStatus answered
 }

@@ -61,6 +61,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	app.Use(endpoints.Middleware)
 	endpoints.Mount(app)
 	meter.Proxy.Mount(app)
+	// The meter's routes are served ahead of Fiber (a2aproxy.Front).
+	app.Server().Handler = meter.Proxy.Front(app.Server().Handler)
 
 	fmt.Fprintf(stdout, "AgentMarket meter listening on %s\n", baseURL)
 	ops.Announce(ctx, stdout, log, deps, [2]string{"public URL", publicURL + "/a2a/{listing} (written into proxied cards)"})

@@ -284,6 +284,8 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 		}
 		m.stop.Store(&stop)
 		meter.Proxy.Mount(m.App)
+		// The meter's routes are served ahead of Fiber (a2aproxy.Front).
+		m.App.Server().Handler = meter.Proxy.Front(m.App.Server().Handler)
 		m.Dependencies = append(m.Dependencies, spoolDependency(cfg, meter))
 	}
 	m.Ops.Checks = ops.Checks(m.Dependencies)
