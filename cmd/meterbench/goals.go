@@ -190,15 +190,14 @@ func noServerCPU(rs []Result, name string) string {
 	return ""
 }
 
-// leanNote says what the lean peer's durability mode means next to the
-// meter's spool, which today answers after write(2) and fdatasyncs every
-// 5 ms in the background.
+// leanNote says what the durability mode (-lean-sync) means for the lean
+// peer and for the meter, which runs in the same mode (meterSync).
 func leanNote(sync string) string {
 	switch sync {
 	case "wait":
-		return "the lean peer answers after the fdatasync covering each usage line; the meter's spool today after write(2)"
+		return "both answer after the group-committed fdatasync covering the call's usage record"
 	case "off":
-		return "the lean peer answers after write(2) and never fdatasyncs; the meter's spool fdatasyncs every 5 ms"
+		return "the lean peer answers after write(2) and never fdatasyncs; the meter after write(2), fdatasync every 5 ms"
 	}
 	return "both answer after write(2) and fdatasync every 5 ms in the background"
 }

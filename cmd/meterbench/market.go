@@ -27,12 +27,24 @@ type market struct {
 	stop func()
 }
 
+// meterSync is the meter's spool setting for a durability mode of the
+// lean peer's (-lean-sync): the same promise to the buyer. The meter has
+// no "off" (answering before its record is written): it then runs as for
+// bg, the nearest.
+func meterSync(durability string) string {
+	if durability == "wait" {
+		return "each"
+	}
+	return "5ms"
+}
+
 // marketEnv is the marketplace's configuration for the benchmark: the
 // caller's AGENTMARKET_* settings (a PostgreSQL or ClickHouse URL, a log
 // level), with a free loopback port, the benchmark's data dir, card fetches
 // allowed from the loopback and listings published at once.
-func marketEnv(getenv func(string) string, dataDir, logLevel string) func(string) string {
+func marketEnv(getenv func(string) string, dataDir, logLevel, durability string) func(string) string {
 	set := map[string]string{
+		"AGENTMARKET_SPOOL_SYNC":        meterSync(durability),
 		"AGENTMARKET_ADDR":              "127.0.0.1:0",
 		"AGENTMARKET_DATA_DIR":          dataDir,
 		"AGENTMARKET_FETCH_ALLOW_CIDRS": "127.0.0.0/8",

@@ -100,7 +100,7 @@ func TestFindLean(t *testing.T) {
 
 func TestMarketProcEnv(t *testing.T) {
 	t.Setenv("AGENTMARKET_DATABASE_URL", "postgres://leaked")
-	env := marketProcEnv(marketEnv(noEnv, "/tmp/data", "warn"))
+	env := marketProcEnv(marketEnv(noEnv, "/tmp/data", "warn", "wait"))
 	joined := "\n" + strings.Join(env, "\n") + "\n"
 	for _, want := range []string{"\nAGENTMARKET_DATA_DIR=/tmp/data\n", "\nAGENTMARKET_LOG_LEVEL=warn\n", "\nAGENTMARKET_FETCH_ALLOW_CIDRS=127.0.0.0/8\n", "\n" + serveMarketEnv + "=1\n"} {
 		if !strings.Contains(joined, want) {

@@ -173,7 +173,7 @@ func TestIssue22Targets(t *testing.T) {
 			(s.MeterInProcess != "" && !strings.Contains(r.NotMeasured, "-cpuprofile")) {
 			t.Errorf("meter in process: %+v", r)
 		}
-		if r := ratioNamed(in, "message/send 1.0: meter ÷ lean peer (-sync wait)"); r == nil || !strings.Contains(r.Note, "after the fdatasync") {
+		if r := ratioNamed(in, "message/send 1.0: meter ÷ lean peer (-sync wait)"); r == nil || !strings.Contains(r.Note, "after the group-committed fdatasync") {
 			t.Errorf("-lean-sync wait: %+v", r)
 		}
 		if r := ratioNamed(in, "the meter's CPU per call, meter/1.0 (process CPU"); r == nil {

@@ -135,9 +135,9 @@ func setUp(ctx context.Context, o *options, getenv func(string) string, dataDir 
 
 	var m *market
 	if o.meterProcess {
-		m, err = startMarketProcess(ctx, marketEnv(getenv, dataDir, o.logLevel), dataDir, meterLog, meterLogName)
+		m, err = startMarketProcess(ctx, marketEnv(getenv, dataDir, o.logLevel, o.leanSync), dataDir, meterLog, meterLogName)
 	} else {
-		m, err = startMarket(ctx, marketEnv(getenv, dataDir, o.logLevel), meterLog)
+		m, err = startMarket(ctx, marketEnv(getenv, dataDir, o.logLevel, o.leanSync), meterLog)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("marketplace: %w", err)

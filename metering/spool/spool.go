@@ -23,29 +23,50 @@ import (
 
 // Durability of the spool.
 //
-// Append writes the rows with one write(2) into the current segment before
-// it returns. From then on the rows survive a crash of the process
-// (SIGKILL, panic, OOM kill): they are in the kernel's page cache, which
-// the kernel writes out whatever happens to the process.
+// Append writes the rows with one write(2) into the current segment. From
+// then on the rows survive a crash of the process (SIGKILL, panic, OOM
+// kill): they are in the kernel's page cache, which the kernel writes out
+// whatever happens to the process.
 //
-// A power loss or kernel crash is different: it can cost the rows appended
-// since the last fsync. fsync is group-committed: the first Append after a
-// sync wakes a background loop that waits SyncInterval (default 5 ms),
-// then fsyncs once for every row appended meanwhile. So the power-loss
-// window is SyncInterval plus the duration of one fsync (a few ms on an
-// SSD): at the default, rows appended in roughly the last 5-10 ms before
-// the power went. Sync closes the window on demand (shutdown, tests).
+// A power loss or kernel crash is different: only rows the file system was
+// told to keep (fdatasync) survive it. The syncs are group-committed: one
+// fdatasync covers every row appended since the last one started. Two
+// modes (Options.Durability):
+//
+//   - SyncEach (the default): Append returns once an fdatasync that covers
+//     its rows has returned. A row whose Append returned survives a power
+//     loss. Appends that arrive while a sync runs wait for the next one,
+//     which covers them all: under load one sync serves many calls.
+//   - SyncInterval: Append returns after write(2); the first Append after
+//     a sync wakes a background loop that waits SyncInterval (default
+//     5 ms), then syncs once for every row appended meanwhile. A power loss
+//     can cost the rows appended in roughly the last SyncInterval plus one
+//     sync's duration (a few ms on an SSD): 5–10 ms at the default.
+//
+// Sync closes the window on demand (shutdown, tests).
 //
 // A write cut short by a crash leaves a torn record at the end of a
 // segment; its length or CRC gives it away and Open truncates it.
-// If fsync fails, the kernel may have dropped the dirty pages, so the
+// If a sync fails, the kernel may have dropped the dirty pages, so the
 // spool can no longer promise anything: it keeps the error and refuses
 // every later Append (see Stats.Err).
 
+// Durability is when Append returns (see above).
+type Durability int
+
+const (
+	// SyncEach returns once a group-committed fdatasync covers the rows.
+	SyncEach Durability = iota
+	// SyncInterval returns after write(2), and syncs every SyncInterval.
+	SyncInterval
+)
+
 // Options tune a Spool; zero values take the defaults.
 type Options struct {
-	// SyncInterval is the group-commit period, the power-loss window
-	// (see above). Default 5 ms.
+	// Durability is when Append returns; default SyncEach.
+	Durability Durability
+	// SyncInterval is, with Durability SyncInterval, the group-commit
+	// period, the power-loss window (see above). Default 5 ms.
 	SyncInterval time.Duration
 	// SegmentSize is the size at which the current segment is closed and
 	// the next one started. Default 8 MiB.
@@ -81,6 +102,11 @@ type Stats struct {
 	// CorruptBytes what Read skipped in a segment damaged after opening.
 	TruncatedBytes int64
 	CorruptBytes   int64
+	// SyncedRows is how many of the Appended rows are synced (survive a
+	// power loss); Syncs counts the syncs, each covering every row appended
+	// before it (group commit).
+	SyncedRows uint64
+	Syncs      uint64
 	// Err is the failure that stopped the spool (an fsync error), if any.
 	Err error
 }
@@ -97,6 +123,12 @@ const (
 	// maxPooledBuf keeps a rare huge batch's buffer out of the pool.
 	maxPooledBuf = 1 << 20
 )
+
+// syncRound is one group-committed sync that Appends wait for.
+type syncRound struct {
+	done chan struct{}
+	err  error
+}
 
 type segment struct {
 	num  uint64
@@ -128,8 +160,14 @@ type Spool struct {
 	truncated   int64
 	corrupt     int64
 
-	syncMu    sync.Mutex // serializes Sync; guards syncedGen
-	syncedGen uint64
+	syncMu     sync.Mutex // serializes Sync; guards syncedGen
+	syncedGen  uint64
+	syncedRows atomic.Uint64
+	syncs      atomic.Uint64
+
+	// round is, with SyncEach, the sync the Appends since the last one
+	// started wait for; nil when none waits. Guarded by mu.
+	round *syncRound
 
 	kick     chan struct{}
 	appended chan struct{}
@@ -164,6 +202,9 @@ func Open(dir string, opts Options) (*Spool, error) {
 	if opts.SyncInterval < 0 {
 		f.Add("sync_interval", "positive", "the spool sync interval must be positive, not %s", opts.SyncInterval)
 	}
+	if opts.Durability != SyncEach && opts.Durability != SyncInterval {
+		f.Add("durability", "one_of", "the spool durability must be SyncEach or SyncInterval, not %d", opts.Durability)
+	}
 	if opts.SegmentSize < 0 {
 		f.Add("segment_size", "positive", "the spool segment size must be positive, not %d", opts.SegmentSize)
 	}
@@ -191,15 +232,17 @@ func Open(dir string, opts Options) (*Spool, error) {
 		unlockDir(lock)
 		return nil, err
 	}
+	s.syncedRows.Store(s.seq) // what survived is on disk
 	go s.loop()
 	return s, nil
 }
 
 // Append stores rows in the spool. When it returns nil the rows are in the
 // operating system's hands: a crash of this process no longer loses them;
-// a power loss may, within the sync interval (see the package comment on
-// durability). Rows must pass metering.Usage.Validate. Append is safe for
-// concurrent use and never waits for an fsync.
+// with SyncEach, nor does a power loss (they are synced); with
+// SyncInterval a power loss may, within the sync interval (see the package
+// comment on durability). Rows must pass metering.Usage.Validate. Append
+// is safe for concurrent use.
 func (s *Spool) Append(rows ...metering.Usage) error {
 	if len(rows) == 0 {
 		return nil
@@ -218,12 +261,17 @@ func (s *Spool) Append(rows ...metering.Usage) error {
 			break
 		}
 	}
+	var r *syncRound
 	if err == nil {
-		err = s.write(b, len(rows))
+		r, err = s.write(b, len(rows))
 	}
 	if cap(b) <= maxPooledBuf {
 		*bp = b
 		s.bufs.Put(bp)
+	}
+	if r != nil {
+		<-r.done
+		err = r.err
 	}
 	return err
 }
@@ -232,20 +280,22 @@ func (s *Spool) Append(rows ...metering.Usage) error {
 // meter's recorder (a2aproxy.Recorder), and Err says when it refuses rows.
 func (s *Spool) Record(_ context.Context, u metering.Usage) error { return s.Append(u) }
 
-func (s *Spool) write(b []byte, rows int) error {
+// write appends b (rows records) to the current segment; with SyncEach it
+// returns the sync round that will cover them.
+func (s *Spool) write(b []byte, rows int) (*syncRound, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	if s.err != nil {
-		return s.err
+		return nil, s.err
 	}
 	seg := &s.segs[len(s.segs)-1]
 	// WriteAt at the end of what is known good: bytes of a failed, partial
 	// write are overwritten by the next write, never read, and cut on open.
 	if _, err := s.active.WriteAt(b, seg.size); err != nil {
-		return agentmarket.Wrap(agentmarket.Unavailable, "spool_write", err, "usage spool write failed")
+		return nil, agentmarket.Wrap(agentmarket.Unavailable, "spool_write", err, "usage spool write failed")
 	}
 	seg.size += int64(len(b))
 	s.seq += uint64(rows)
@@ -267,7 +317,13 @@ func (s *Spool) write(b []byte, rows int) error {
 		// Append tries again.
 		s.roll()
 	}
-	return nil
+	if s.opts.Durability != SyncEach {
+		return nil, nil
+	}
+	if s.round == nil {
+		s.round = &syncRound{done: make(chan struct{})}
+	}
+	return s.round, nil
 }
 
 // roll starts the next segment; s.mu is held.
@@ -295,6 +351,12 @@ func (s *Spool) loop() {
 			return
 		case <-s.kick:
 		}
+		if s.opts.Durability == SyncEach {
+			// At once: the Appends wait. Those arriving during the sync
+			// wait for the next round, which covers them all.
+			s.sync()
+			continue
+		}
 		t.Reset(s.opts.SyncInterval)
 		select {
 		case <-s.done:
@@ -318,16 +380,27 @@ func (s *Spool) Sync() error {
 	return s.sync()
 }
 
-func (s *Spool) sync() error {
+// sync makes every row appended so far durable, and releases the Appends
+// waiting for it (the round it takes: every row of that round was
+// appended before, so this sync covers it).
+func (s *Spool) sync() (err error) {
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
 	s.mu.Lock()
+	r := s.round
+	s.round = nil
+	if r != nil {
+		defer func() {
+			r.err = err
+			close(r.done)
+		}()
+	}
 	if s.err != nil || s.active == nil {
 		err := s.err
 		s.mu.Unlock()
 		return err
 	}
-	f, files, dir, gen := s.active, s.unsynced, s.dirDirty, s.gen
+	f, files, dir, gen, rows := s.active, s.unsynced, s.dirDirty, s.gen, s.seq
 	s.unsynced, s.dirDirty, s.syncPending = nil, false, false
 	s.mu.Unlock()
 
@@ -339,7 +412,7 @@ func (s *Spool) sync() error {
 		errs = append(errs, syncDir(s.dir))
 	}
 	if gen != s.syncedGen || len(files) > 0 {
-		errs = append(errs, f.Sync())
+		errs = append(errs, fdatasync(f))
 	}
 	if err := errors.Join(errs...); err != nil {
 		s.mu.Lock()
@@ -351,6 +424,8 @@ func (s *Spool) sync() error {
 		return s.err
 	}
 	s.syncedGen = gen
+	s.syncedRows.Store(rows)
+	s.syncs.Add(1)
 	return nil
 }
 
@@ -584,6 +659,8 @@ func (s *Spool) Stats() Stats {
 		Appended:       s.seq,
 		TruncatedBytes: s.truncated,
 		CorruptBytes:   s.corrupt,
+		SyncedRows:     s.syncedRows.Load(),
+		Syncs:          s.syncs.Load(),
 		Err:            s.err,
 	}
 	for _, g := range s.segs {

@@ -658,3 +658,58 @@ func TestSpoolRoundTripTags(t *testing.T) {
 		}
 	}
 }
+
+// TestSpoolDurability: with SyncEach (the default) an Append returns only
+// once a sync covers its rows, and concurrent Appends share syncs (group
+// commit); with SyncInterval it returns after the write, and the rows are
+// synced within the interval.
+func TestSpoolDurability(t *testing.T) {
+	s := MustOpenSpool(t, t.TempDir(), spool.Options{})
+	if err := s.Append(row(1)); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.Stats(); st.SyncedRows != 1 || st.Syncs == 0 {
+		t.Fatalf("after one Append: %+v, want it synced", st)
+	}
+	const writers, each = 32, 50
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				if err := s.Append(row(2 + w*each + i)); err != nil {
+					t.Error(err)
+					return
+				}
+				if st := s.Stats(); st.SyncedRows+writers < st.Appended {
+					// Every writer but this one may have appended after its
+					// row, not more: this row is synced.
+					t.Errorf("an Append returned before its row was synced: %+v", st)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	st := s.Stats()
+	if st.SyncedRows != st.Appended || st.Appended != 1+writers*each {
+		t.Errorf("after the writers: %+v", st)
+	}
+	if st.Syncs >= st.Appended {
+		t.Errorf("%d syncs for %d Appends: no group commit", st.Syncs, st.Appended)
+	}
+	t.Logf("%d appends, %d syncs", st.Appended, st.Syncs)
+
+	iv := MustOpenSpool(t, t.TempDir(), spool.Options{Durability: spool.SyncInterval, SyncInterval: 20 * time.Millisecond})
+	if err := iv.Append(row(1)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for iv.Stats().SyncedRows != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("SyncInterval: the row was not synced within 5 s: %+v", iv.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

@@ -48,6 +48,10 @@ type Config struct {
 	OperatorKey         string
 	AutoApprove         string // "auto" (on when embedded), "true" or "false"
 	EmbeddedMeter       bool
+	// SpoolSync is when a meter answers a call whose usage record it
+	// spooled: 0 once a group-committed fdatasync covers the record, else
+	// after write(2), with an fdatasync every SpoolSync.
+	SpoolSync time.Duration
 	// MeterState is where a meter keeps the state its calls decide on
 	// (tasks' bills): "memory" (the only meter) or "database" (shared with
 	// other meters); "auto" is memory on the embedded database.
@@ -149,6 +153,18 @@ func Settings(bin string) []Setting {
 		{"data-dir", "directory for local data: the embedded default's SQLite files and generated keys, and the meter's usage spool (keep it on a disk that survives restarts)", "./agentmarket-data", str(func(c *Config) *string { return &c.DataDir })},
 		{"database-url", "PostgreSQL DSN; empty = embedded SQLite in the data dir", "", str(func(c *Config) *string { return &c.DatabaseURL })},
 		{"clickhouse-url", "ClickHouse native DSN (clickhouse://host:9000/db); empty = embedded usage store", "", str(func(c *Config) *string { return &c.ClickHouseURL })},
+		{"spool-sync", "when a meter answers a call, given its usage record: each (after a group-committed fdatasync covers the record: a power loss loses no answered call) or a duration like 5ms (after write(2), and an fdatasync that often: a crash of the process loses nothing, a power loss the calls of the last interval or so)", "each", func(c *Config, v string) error {
+			if v == "each" {
+				c.SpoolSync = 0
+				return nil
+			}
+			d, err := time.ParseDuration(v)
+			if err != nil || d < time.Millisecond || d > time.Second {
+				return errors.New("must be each, or a duration from 1ms to 1s, like 5ms")
+			}
+			c.SpoolSync = d
+			return nil
+		}},
 		{"meter-state", "where a meter keeps the state its calls decide on (what each task was billed): memory (this meter is the only one that bills its listings' tasks: decided in memory, on the call path, no SQL per call), database (several meters share the database: every call's bill is settled there, one relational row per call), or auto: memory on the embedded database, database with a database URL", "auto", func(c *Config, v string) error {
 			switch v {
 			case "auto", "memory", "database":

@@ -89,7 +89,11 @@ type Meter struct {
 // builds the proxy. The pipeline stops when ctx ends; Close then flushes
 // what it can and closes the spool.
 func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
-	sp, err := spool.Open(filepath.Join(d.Config.DataDir, "spool"), spool.Options{})
+	opts := spool.Options{}
+	if d.Config.SpoolSync > 0 {
+		opts = spool.Options{Durability: spool.SyncInterval, SyncInterval: d.Config.SpoolSync}
+	}
+	sp, err := spool.Open(filepath.Join(d.Config.DataDir, "spool"), opts)
 	if err != nil {
 		return nil, fmt.Errorf("usage spool: %w", err)
 	}
