@@ -13,8 +13,8 @@ import (
 
 // BenchmarkProjectionWrites measures what the meter's projections write
 // per call on SQLite, in batches of 256 calls (SettleRows): each call's
-// task binding (ended at once, so with its end event) and its send's
-// record.
+// task binding (ended at once, so with its end, and billed) and its
+// send's record.
 //
 //	go test -run '^$' -bench ProjectionWrites ./contracts/gormstore/
 func BenchmarkProjectionWrites(b *testing.B) {
@@ -30,7 +30,8 @@ func BenchmarkProjectionWrites(b *testing.B) {
 				seq++
 				bs[i] = contracts.TaskBinding{ListingID: "lst_1", TaskID: fmt.Sprintf("task-%d", seq), OrgID: "org_1", ContractID: "ctr_1",
 					ContextID: fmt.Sprintf("ctx-%d", seq), CreatedAt: now,
-					Ended: &contracts.TaskEvent{Kind: contracts.TaskEnded, State: "completed", At: now, TraceID: fmt.Sprintf("%032x", seq)}}
+					Ended:  &contracts.TaskEvent{Kind: contracts.TaskEnded, State: "completed", At: now, TraceID: fmt.Sprintf("%032x", seq)},
+					Billed: &contracts.TaskBilled{InputTokens: 180, OutputTokens: 160, ComputeMs: 930, At: now}}
 			}
 			if _, errs := s.BindTasks(ctx, bs); errs[0] != nil {
 				b.Fatal(errs[0])

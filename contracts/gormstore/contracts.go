@@ -2,6 +2,8 @@ package gormstore
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"strings"
 	"time"
 
@@ -274,7 +276,11 @@ type taskOwnerRow struct {
 	PausedSince   *time.Time
 	PauseCancelAt *time.Time
 	EndedAt       *time.Time
-	StalledSince  *time.Time
+	// EndedState and EndedTraceID are the end of a task created and ended
+	// in one call, kept here rather than as an event row (bindMany).
+	EndedState   string
+	EndedTraceID string
+	StalledSince *time.Time
 	LeaseUntil    *time.Time
 	// A requested cancel (RequestCancel) and the sweeps' attempts.
 	CancelRequestedAt *time.Time
@@ -348,10 +354,10 @@ const bindChunk = 32
 
 // bindCols are task_owners' columns a binding writes, in bindMany's order.
 const bindCols = "listing_id, task_id, org_id, contract_id, context_id, created_at, parent_listing_id, parent_task_id, deadline_at, ended_at, " +
-	"billed_input_tokens, billed_output_tokens, billed_compute_ms, billed_at"
+	"ended_state, ended_trace_id, billed_input_tokens, billed_output_tokens, billed_compute_ms, billed_at"
 
 // bindParams is how many parameters one binding takes (bindCols).
-const bindParams = 14
+const bindParams = 16
 
 // bindSQLs[n] binds n tasks unless they are bound, and returns the keys
 // of those it bound (RETURNING: PostgreSQL and SQLite ≥ 3.35 alike). The
@@ -388,8 +394,12 @@ func bindMany(tx *gorm.DB, ts []contracts.TaskBinding, owners []string) error {
 		args := make([]any, 0, bindParams*n)
 		for _, t := range ts[start : start+n] {
 			var ended *time.Time
+			var endState, endTrace string
 			if t.Ended != nil {
 				ended = utcPtr(&t.Ended.At)
+				if endOnBinding(t.Ended) {
+					endState, endTrace = t.Ended.State, t.Ended.TraceID
+				}
 			}
 			var billed contracts.TaskBilled
 			var billedAt *time.Time
@@ -397,7 +407,7 @@ func bindMany(tx *gorm.DB, ts []contracts.TaskBinding, owners []string) error {
 				billed, billedAt = *t.Billed, utcPtr(&t.Billed.At)
 			}
 			args = append(args, t.ListingID, t.TaskID, t.OrgID, t.ContractID, t.ContextID, t.CreatedAt.UTC(), t.ParentListingID, t.ParentTaskID, utcPtr(t.DeadlineAt), ended,
-				billed.InputTokens, billed.OutputTokens, billed.ComputeMs, billedAt)
+				endState, endTrace, billed.InputTokens, billed.OutputTokens, billed.ComputeMs, billedAt)
 		}
 		rows, err := tx.Raw(bindSQLs[n], args...).Rows()
 		if err != nil {
@@ -425,7 +435,7 @@ func bindMany(tx *gorm.DB, ts []contracts.TaskBinding, owners []string) error {
 		if bound[k] {
 			owners[i] = t.OrgID // the first sight: no need to read it back
 			bound[k] = false    // the same task twice in one batch: the second reads the first back
-			if t.Ended != nil {
+			if t.Ended != nil && !endOnBinding(t.Ended) {
 				e := *t.Ended
 				e.ListingID, e.TaskID = t.ListingID, t.TaskID
 				if e.Kind == "" {
@@ -465,6 +475,22 @@ func insertEvents(tx *gorm.DB, events []*taskEventRow) error {
 		return relational.Translate(err, "task event")
 	}
 	return nil
+}
+
+// endOnBinding reports whether a new binding's end is kept on its row
+// (ended_state, ended_trace_id) rather than as an event row: a plain end,
+// as the agent reported it, with nothing else to say (no actor, reason or
+// id of its own). TaskRecord shows it as that event (boundEnd).
+func endOnBinding(e *contracts.TaskEvent) bool {
+	return (e.Kind == "" || e.Kind == contracts.TaskEnded) && e.ID == "" && e.Actor == "" && e.Reason == "" && e.State != ""
+}
+
+// boundEnd is the TaskEnded event of a task whose end is kept on its row;
+// its id is the same at every reading.
+func boundEnd(r *taskOwnerRow) contracts.TaskEvent {
+	sum := sha256.Sum256([]byte(r.ListingID + "\x00" + r.TaskID))
+	return contracts.TaskEvent{ID: "tev_end_" + hex.EncodeToString(sum[:10]), ListingID: r.ListingID, TaskID: r.TaskID, Kind: contracts.TaskEnded,
+		State: r.EndedState, At: r.EndedAt.UTC(), TraceID: r.EndedTraceID}
 }
 
 func bindTask(db *gorm.DB, t contracts.TaskBinding) (string, error) {

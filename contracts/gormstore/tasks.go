@@ -2,6 +2,7 @@ package gormstore
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"gorm.io/gorm"
@@ -149,9 +150,19 @@ func (s *Store) TaskRecord(ctx context.Context, listingID, taskID string) (*cont
 		return nil, relational.Translate(err, "task")
 	}
 	rec := &contracts.TaskRecord{TaskBinding: r.binding(), PausedSince: utcPtr(r.PausedSince), PauseCancelAt: utcPtr(r.PauseCancelAt), StalledSince: utcPtr(r.StalledSince),
-		EndedAt: utcPtr(r.EndedAt), Events: make([]contracts.TaskEvent, len(events))}
+		EndedAt: utcPtr(r.EndedAt), Events: make([]contracts.TaskEvent, 0, len(events)+1)}
 	for i := range events {
-		rec.Events[i] = eventFromRow(&events[i])
+		rec.Events = append(rec.Events, eventFromRow(&events[i]))
+	}
+	if r.EndedAt != nil && r.EndedState != "" {
+		// Ended by the call that created it: its end is on its row. The
+		// order is by time, as the rows' (ties: the end last).
+		e := boundEnd(&r)
+		i := len(rec.Events)
+		for i > 0 && rec.Events[i-1].At.After(e.At) {
+			i--
+		}
+		rec.Events = slices.Insert(rec.Events, i, e)
 	}
 	return rec, nil
 }

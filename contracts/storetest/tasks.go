@@ -191,6 +191,11 @@ func runBindings(t *testing.T, newStore TaskFactory) {
 			rec.Events[0].State != "completed" || rec.Events[0].TraceID != "tr-1" {
 			t.Fatalf("record %+v, events %+v", rec, rec.Events)
 		}
+		again, err := s.TaskRecord(ctx, "lst_1", "task-e")
+		must(t, err)
+		if len(again.Events) != 1 || again.Events[0].ID == "" || again.Events[0].ID != rec.Events[0].ID {
+			t.Errorf("the end event's id changed between readings: %+v, then %+v", rec.Events, again.Events)
+		}
 		// A later end (a replayed or re-observed one) records nothing more.
 		changed, err := s.TaskEnded(ctx, contracts.TaskEvent{ListingID: "lst_1", TaskID: "task-e", State: "completed", At: end.Add(time.Second)})
 		must(t, err)
