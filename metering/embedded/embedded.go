@@ -1,7 +1,7 @@
 // Package embedded is the embedded default's usage store: a SQLite file
 // (pure-Go driver, no cgo) with the same query semantics as the ClickHouse
-// store. A row's ID is its primary key and inserts are INSERT OR IGNORE, so
-// a row inserted again has no effect.
+// store. A row's ID is its primary key and an insert of a stored ID does
+// nothing, so a row inserted again has no effect.
 package embedded
 
 import (
@@ -129,9 +129,9 @@ func sums(cols ...string) string {
 	return strings.Join(out, ", ")
 }
 
-// rollupUpsert adds a batch's sums to a day's cell. Each addition
-// saturates at the largest int64 (an overflowing + gives a REAL, which MIN
-// brings back), as satSum does.
+// rollupUpsert adds a batch's sums to a day's cell (the writer runs it
+// with one VALUES row). Each addition saturates at the largest int64 (an
+// overflowing + gives a REAL, which MIN brings back), as satSum does.
 const rollupUpsert = `INSERT INTO usage_daily (day, buyer_org_id, seller_org_id, listing_id, api_key_id, contract_id,
 		calls, tasks, input_tokens, output_tokens, compute_ms, cost_micros, estimated)
 	VALUES %s
@@ -143,26 +143,24 @@ const rollupUpsert = `INSERT INTO usage_daily (day, buyer_org_id, seller_org_id,
 		cost_micros = MIN(cost_micros + excluded.cost_micros, 9223372036854775807),
 		estimated = MIN(estimated + excluded.estimated, 9223372036854775807)`
 
-// chunkRows is how many rows (or cells) one INSERT carries. The pure-Go
-// driver parses a statement again at every execution (one statement a row
-// spent over half of Insert's time parsing its conflict clause), and binds
-// a statement's parameters in time quadratic in their number (each is
-// looked up among all of them). Twenty rows, 540 parameters, was the best
-// of 1 to 80 measured: 16,500 rows a second against 8,900 for one.
-const chunkRows = 20
-
 const columns = `id, time_ms, trace_id, task_id, context_id, parent_task_id,
 	listing_id, seller_org_id, buyer_org_id, api_key_id, contract_id,
 	method, protocol_version, state, error_code, bytes_in, bytes_out, latency_ms,
 	input_tokens, output_tokens, compute_ms, tasks, cost_micros, currency, estimated,
 	card_hash, model, tags`
 
-// Store implements metering.Store over a SQLite file.
+// pragmas set every connection to the file, the driver's and the
+// writer's: writes are durable at COMMIT (synchronous=FULL in WAL mode).
+var pragmas = []string{"journal_mode(WAL)", "synchronous(FULL)", "busy_timeout(10000)", "temp_store(MEMORY)", "cache_size(-32768)", "mmap_size(1073741824)"}
+
+// Store implements metering.Store over a SQLite file. Reads go through
+// database/sql; Insert through its own connection (writer).
 type Store struct {
 	db *sql.DB
 	// mu serializes writers in this process, so they queue here instead of
-	// failing on SQLite's single-writer lock.
+	// failing on SQLite's single-writer lock, and guards w.
 	mu sync.Mutex
+	w  *writer // nil once closed
 }
 
 var _ metering.Store = (*Store)(nil)
@@ -172,7 +170,7 @@ var _ metering.Store = (*Store)(nil)
 // shipper deletes spooled rows right after.
 func Open(path string) (*Store, error) {
 	q := url.Values{}
-	for _, p := range []string{"journal_mode(WAL)", "synchronous(FULL)", "busy_timeout(10000)", "temp_store(MEMORY)", "cache_size(-32768)", "mmap_size(1073741824)"} {
+	for _, p := range pragmas {
 		q.Add("_pragma", p)
 	}
 	q.Set("_txlock", "immediate")
@@ -187,6 +185,10 @@ func Open(path string) (*Store, error) {
 	if err := s.migrate(); err != nil {
 		db.Close()
 		return nil, err
+	}
+	if s.w, err = openWriter(path); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("embedded usage store: %w", err)
 	}
 	return s, nil
 }
@@ -241,12 +243,23 @@ func hasColumn(ctx context.Context, tx *sql.Tx, stmt string) (bool, error) {
 }
 
 // Close closes the database.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	s.mu.Lock()
+	var err error
+	if s.w != nil {
+		err = s.w.close()
+		s.w = nil
+	}
+	s.mu.Unlock()
+	return errors.Join(err, s.db.Close())
+}
+
+var errClosed = errors.New("the usage store is closed")
 
 // Insert stores rows in one transaction; rows whose ID is stored already
-// are ignored. The rows it did store (RETURNING tells) are summed into
-// their days' rollup cells in the same transaction, so a row inserted
-// again counts once there too.
+// are ignored. The rows it did store are summed into their days' rollup
+// cells in the same transaction, so a row inserted again counts once there
+// too (writer.insert).
 func (s *Store) Insert(ctx context.Context, rows []metering.Usage) error {
 	for i := range rows {
 		if err := rows[i].Validate(); err != nil {
@@ -258,72 +271,10 @@ func (s *Store) Insert(ctx context.Context, rows []metering.Usage) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return unavailable(err)
+	if s.w == nil {
+		return unavailable(errClosed)
 	}
-	defer tx.Rollback()
-	byID := make(map[string]*metering.Usage, len(rows))
-	for i := range rows {
-		if _, ok := byID[rows[i].ID]; !ok {
-			byID[rows[i].ID] = &rows[i]
-		}
-	}
-	cells := map[dayCell]*metering.Total{}
-	var order []dayCell
-	one := "(?" + strings.Repeat(", ?", 27) + ")"
-	for start := 0; start < len(rows); start += chunkRows {
-		chunk := rows[start:min(start+chunkRows, len(rows))]
-		args := make([]any, 0, 28*len(chunk))
-		for i := range chunk {
-			u := &chunk[i]
-			args = append(args, u.ID, u.Time.UnixMilli(), u.TraceID, u.TaskID, u.ContextID, u.ParentTaskID,
-				u.ListingID, u.SellerOrgID, u.BuyerOrgID, u.APIKeyID, u.ContractID,
-				u.Method, u.ProtocolVersion, u.State, u.ErrorCode, u.BytesIn, u.BytesOut, u.LatencyMs,
-				u.InputTokens, u.OutputTokens, u.ComputeMs, u.Tasks, u.CostMicros, u.Currency, boolInt(u.Estimated),
-				u.CardHash, u.Model, string(u.Tags))
-		}
-		res, err := tx.QueryContext(ctx, "INSERT INTO usage ("+columns+") VALUES "+strings.TrimSuffix(strings.Repeat(one+", ", len(chunk)), ", ")+
-			" ON CONFLICT (id) DO NOTHING RETURNING id", args...)
-		if err != nil {
-			return unavailable(err)
-		}
-		for res.Next() {
-			var id string
-			if err := res.Scan(&id); err != nil {
-				res.Close()
-				return unavailable(err)
-			}
-			u := byID[id]
-			k := dayCell{u.Time.UnixMilli() / dayMs, u.BuyerOrgID, u.SellerOrgID, u.ListingID, u.APIKeyID, u.ContractID}
-			c := cells[k]
-			if c == nil {
-				c = &metering.Total{}
-				cells[k] = c
-				order = append(order, k)
-			}
-			*c = c.Add(metering.Total{Calls: 1, Tasks: u.Tasks, InputTokens: u.InputTokens, OutputTokens: u.OutputTokens,
-				ComputeMs: u.ComputeMs, CostMicros: u.CostMicros, Estimated: int64(boolInt(u.Estimated))})
-		}
-		res.Close()
-		if err := res.Err(); err != nil {
-			return unavailable(err)
-		}
-	}
-	for start := 0; start < len(order); start += chunkRows {
-		chunk := order[start:min(start+chunkRows, len(order))]
-		args := make([]any, 0, 13*len(chunk))
-		for _, k := range chunk {
-			c := cells[k]
-			args = append(args, k.day, k.buyer, k.seller, k.listing, k.apiKey, k.contract,
-				c.Calls, c.Tasks, c.InputTokens, c.OutputTokens, c.ComputeMs, c.CostMicros, c.Estimated)
-		}
-		values := strings.TrimSuffix(strings.Repeat("(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?), ", len(chunk)), ", ")
-		if _, err := tx.ExecContext(ctx, fmt.Sprintf(rollupUpsert, values), args...); err != nil {
-			return unavailable(err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
+	if err := s.w.insert(ctx, rows); err != nil {
 		return unavailable(err)
 	}
 	return nil

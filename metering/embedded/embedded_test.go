@@ -2,6 +2,7 @@ package embedded_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"reflect"
@@ -112,4 +113,56 @@ func TestTotalsSQL(t *testing.T) {
 func TestShipperKilled(t *testing.T) {
 	storetest.KillShipper(t, func(t *testing.T) string { return filepath.Join(t.TempDir(), "usage.db") },
 		func(_ context.Context, path string) (metering.Store, error) { return embedded.Open(path) })
+}
+
+// cancelAfter is a context whose Err turns to context.Canceled after n
+// calls: cancelled in the middle of an Insert.
+type cancelAfter struct {
+	context.Context
+	n int
+}
+
+func (c *cancelAfter) Err() error {
+	if c.n--; c.n < 0 {
+		return context.Canceled
+	}
+	return nil
+}
+
+// TestInsertFailureRollsBack: an Insert that fails part way stores none of
+// its rows and none of their sums; the same batch sent again then counts
+// once. After Close, Insert fails.
+func TestInsertFailureRollsBack(t *testing.T) {
+	s, err := embedded.Open(filepath.Join(t.TempDir(), "usage.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []metering.Usage
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for i := range 2000 {
+		rows = append(rows, storetest.Row(i, t0.Add(time.Duration(i)*time.Second)))
+	}
+	err = s.Insert(&cancelAfter{Context: context.Background(), n: 2}, rows)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("Insert cancelled part way: %v, want context.Canceled", err)
+	}
+	ctx := context.Background()
+	if got, err := s.Rows(ctx, metering.Query{}); err != nil || len(got) != 0 {
+		t.Fatalf("after the failed Insert: %d rows, %v", len(got), err)
+	}
+	if got, err := s.Totals(ctx, metering.Query{GroupBy: metering.ByDay}); err != nil || len(got) != 0 {
+		t.Fatalf("after the failed Insert: totals %+v, %v", got, err)
+	}
+	if err := s.Insert(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Totals(ctx, metering.Query{GroupBy: metering.ByDay}); err != nil || metering.Sum(got).Calls != int64(len(rows)) {
+		t.Fatalf("after the batch sent again: totals %+v, %v; want %d calls", got, err, len(rows))
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Insert(ctx, rows[:1]); err == nil {
+		t.Fatal("Insert after Close succeeded")
+	}
 }
