@@ -281,7 +281,7 @@ type taskOwnerRow struct {
 	EndedState   string
 	EndedTraceID string
 	StalledSince *time.Time
-	LeaseUntil    *time.Time
+	LeaseUntil   *time.Time
 	// A requested cancel (RequestCancel) and the sweeps' attempts.
 	CancelRequestedAt *time.Time
 	CancelActor       string
