@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -14,33 +15,66 @@ import (
 	"github.com/agentmarket/agentmarket/listings/agentcard"
 )
 
-// admit runs every check before a request may go upstream: key, envelope,
-// listing, contract, entitlement, task ownership.
-func (p *Proxy) admit(ctx context.Context, c exchange, cl *call, body []byte, parse func() (*wire.Request, *wire.Error)) error {
-	if err := p.RecordingErr(); err != nil {
+// The stages of the chain (chain.go), in order, and what each keeps.
+
+// gate refuses calls the meter could not bill and keeps the meter's pace
+// to what its projections take.
+type gate struct {
+	acct *accounting
+	// unsettled, limits and metrics: awaitProjections.
+	unsettled func() int
+	limits    *Limits
+	metrics   *Metrics
+}
+
+func (g gate) serve(cl *call, next handler) error {
+	if err := g.acct.err(); err != nil {
 		// A call that cannot be billed is not forwarded.
 		return rpcErr(CodeMeterUnavailable, http.StatusServiceUnavailable, "the meter cannot record usage right now, so it forwards no calls; try another meter or again shortly")
 	}
-	if err := p.awaitProjections(ctx); err != nil {
+	if err := g.awaitProjections(cl.x.Context()); err != nil {
 		return err
 	}
-	secret, ok := bearer(c.Header("Authorization"))
+	return next(cl)
+}
+
+// authenticate turns the bearer key into the caller (cached).
+type authenticate struct {
+	auth   Authenticator
+	actors *ttlCache[agentmarket.Actor]
+}
+
+func (a authenticate) serve(cl *call, next handler) error {
+	secret, ok := bearer(cl.x.Header("Authorization"))
 	if !ok {
 		return rpcErr(CodeUnauthorized, http.StatusUnauthorized, "send your AgentMarket API key as: Authorization: Bearer amk_…")
 	}
-	actor, err := p.actors.get(contracts.HashKey(secret), func() (agentmarket.Actor, error) { return p.Auth.Authenticate(ctx, secret) },
+	ctx := cl.x.Context()
+	actor, err := a.actors.get(contracts.HashKey(secret), func() (agentmarket.Actor, error) { return a.auth.Authenticate(ctx, secret) },
 		func(err error) bool { return agentmarket.KindOf(err) == agentmarket.Unauthorized })
 	if err != nil {
 		return err
 	}
 	cl.actor = actor
+	return next(cl)
+}
+
+// entitle finds the listing and the caller's open contract for it, and
+// asks casbin whether the caller's org may invoke it. From here the call
+// is attributable: every refusal after it is metered.
+type entitle struct {
+	p *Proxy // its listing, contract and grant caches, which background calls share
+}
+
+func (e entitle) serve(cl *call, next handler) error {
+	p, ctx := e.p, cl.x.Context()
 	t, err := p.target(ctx, cl.listingID)
 	if err != nil {
 		return err
 	}
 	cl.target = t
 	cl.lim = p.Limits.with(t.Limits)
-	ct, err := p.openContract(ctx, actor.OrgID, t.ListingID)
+	ct, err := p.openContract(ctx, cl.actor.OrgID, t.ListingID)
 	if err != nil {
 		if isNotFound(err) {
 			return rpcErr(CodeNotEntitled, http.StatusForbidden, fmt.Sprintf("your organisation has no active subscription to listing %q", t.ListingID))
@@ -50,42 +84,99 @@ func (p *Proxy) admit(ctx context.Context, c exchange, cl *call, body []byte, pa
 	if !ct.Status.Invocable() {
 		return rpcErr(CodeNotEntitled, http.StatusForbidden, fmt.Sprintf("your subscription to listing %q is %s", t.ListingID, ct.Status))
 	}
-	if err := p.mayInvoke(actor.OrgID, t.ListingID); err != nil {
+	if err := p.mayInvoke(cl.actor.OrgID, t.ListingID); err != nil {
 		return err
 	}
 	cl.contract = ct
 	cl.lim = cl.lim.withBudgets(ct.Budgets)
-	// From here the call is attributable: every refusal below is metered.
-	if len(body) > cl.lim.MaxRequestBytes {
-		return rpcErr(CodeRequestTooLarge, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request is %d bytes; the limit is %d", len(body), cl.lim.MaxRequestBytes))
+	return next(cl)
+}
+
+// decode bounds the body and reads the request by the reading rule (in
+// the buyer's binding: the handler's parse), and what it asks of push.
+type decode struct {
+	p *Proxy // push support and inline configs (push.go, push_inline.go)
+}
+
+func (d decode) serve(cl *call, next handler) error {
+	if len(cl.body) > cl.lim.MaxRequestBytes {
+		return rpcErr(CodeRequestTooLarge, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request is %d bytes; the limit is %d", len(cl.body), cl.lim.MaxRequestBytes))
 	}
-	req, werr := parse()
+	req, werr := cl.parse()
 	if werr != nil {
 		return werr
 	}
 	cl.id = req.ID
 	cl.req = req
-	if req.Method.Push() && !p.pushSupported(cl) {
+	if req.Method.Push() && !d.p.pushSupported(cl) {
 		// The proxied card says pushNotifications: false.
 		return wire.PushNotificationNotSupported("this agent does not offer push notifications through the AgentMarket meter")
 	}
 	if body, cfg := wire.InlinePush(req); cfg != nil {
-		if err := p.takeInlinePush(ctx, cl, body, cfg); err != nil {
+		if err := d.p.takeInlinePush(cl.x.Context(), cl, body, cfg); err != nil {
 			return err
 		}
 	}
-	if err := p.checkBudgets(ctx, cl); err != nil {
+	return next(cl)
+}
+
+// budgets refuses calls once the key's or the contract's monthly budget is
+// spent (check).
+type budgets struct {
+	spend  Spend
+	spent  *ttlCache[int64]
+	clock  agentmarket.Clock
+	logger *slog.Logger
+}
+
+func (b budgets) serve(cl *call, next handler) error {
+	if err := b.check(cl.x.Context(), cl); err != nil {
 		return err
 	}
-	plan, err := p.plan(ctx, t.ListingID, ct.PlanVersion)
+	return next(cl)
+}
+
+// route takes the contract's frozen plan and picks the agent's interface.
+type route struct {
+	p *Proxy // its plan cache, which background calls share
+}
+
+func (r route) serve(cl *call, next handler) error {
+	plan, err := r.p.plan(cl.x.Context(), cl.target.ListingID, cl.contract.PlanVersion)
 	if err != nil {
 		return err
 	}
 	cl.plan = plan
-	if err := p.chooseInterface(cl); err != nil {
+	if err := chooseInterface(cl); err != nil {
 		return err
 	}
-	return p.checkOwner(ctx, cl)
+	return next(cl)
+}
+
+// ownership answers TaskNotFound for a task the caller's org does not own.
+type ownership struct {
+	owners *ownerIndex
+}
+
+func (o ownership) serve(cl *call, next handler) error {
+	if err := o.check(cl.x.Context(), cl); err != nil {
+		return err
+	}
+	return next(cl)
+}
+
+// idempotency answers a send whose messageId the org sent before from the
+// first send (idem.go).
+type idempotency struct {
+	p *Proxy // the sent index, its lookups and writes, the replay (idem.go)
+}
+
+func (i idempotency) serve(cl *call, next handler) error {
+	replied, err := i.p.idempotent(cl.x, cl)
+	if err != nil || replied {
+		return err
+	}
+	return next(cl)
 }
 
 // lastSpendGrace is how old the last spend read for a budget may be and
@@ -110,17 +201,17 @@ const maxPace = 10 * time.Millisecond
 // every call waited while a batch of usage was stored, the rest none)
 // left the worst calls of a saturated meter 4 times slower than pacing
 // does (BENCHMARKS.md, "Where issue 12 stands").
-func (p *Proxy) awaitProjections(ctx context.Context) error {
-	if p.Unsettled == nil {
+func (g gate) awaitProjections(ctx context.Context) error {
+	if g.unsettled == nil {
 		return nil
 	}
-	lag, soft := p.Unsettled(), p.Limits.MaxUnsettled/2
+	lag, soft := g.unsettled(), g.limits.MaxUnsettled/2
 	if lag <= soft {
 		return nil
 	}
-	if lag <= p.Limits.MaxUnsettled {
-		p.Metrics.paced()
-		t := time.NewTimer(time.Duration(float64(maxPace) * float64(lag-soft) / float64(p.Limits.MaxUnsettled-soft)))
+	if lag <= g.limits.MaxUnsettled {
+		g.metrics.paced()
+		t := time.NewTimer(time.Duration(float64(maxPace) * float64(lag-soft) / float64(g.limits.MaxUnsettled-soft)))
 		defer t.Stop()
 		select {
 		case <-t.C:
@@ -128,16 +219,16 @@ func (p *Proxy) awaitProjections(ctx context.Context) error {
 		}
 		return nil
 	}
-	p.Metrics.heldBack()
-	wait, cancel := context.WithTimeout(ctx, p.Limits.UnsettledWait)
+	g.metrics.heldBack()
+	wait, cancel := context.WithTimeout(ctx, g.limits.UnsettledWait)
 	defer cancel()
 	t := time.NewTicker(2 * time.Millisecond)
 	defer t.Stop()
-	for p.Unsettled() > p.Limits.MaxUnsettled {
+	for g.unsettled() > g.limits.MaxUnsettled {
 		select {
 		case <-wait.Done():
 			return rpcErr(CodeMeterBusy, http.StatusServiceUnavailable,
-				fmt.Sprintf("the meter is busy catching up with the usage it recorded (more than %d rows wait); retry shortly or use another meter", p.Limits.MaxUnsettled))
+				fmt.Sprintf("the meter is busy catching up with the usage it recorded (more than %d rows wait); retry shortly or use another meter", g.limits.MaxUnsettled))
 		case <-t.C:
 		}
 	}
@@ -145,7 +236,7 @@ func (p *Proxy) awaitProjections(ctx context.Context) error {
 }
 
 // RecordingErr is why the meter cannot record usage now, nil when it can
-// (accounting.err). /readyz reports it; calls are refused meanwhile.
+// (accounting.err). /readyz reports it; calls are refused meanwhile (gate).
 func (p *Proxy) RecordingErr() error { return p.acct.err() }
 
 // errNotEntitled is casbin's refusal, kept out of the entitlement cache.
@@ -170,26 +261,26 @@ func (p *Proxy) mayInvoke(orgID, listingID string) error {
 	return err
 }
 
-// checkBudgets refuses calls once the key's or the contract's monthly
+// check refuses calls once the key's or the contract's monthly
 // budget is spent. Spend is read from the usage store (cached briefly), so
 // a burst of concurrent calls can overshoot a budget by what they cost.
-func (p *Proxy) checkBudgets(ctx context.Context, cl *call) error {
-	if p.Spend == nil {
+func (b budgets) check(ctx context.Context, cl *call) error {
+	if b.spend == nil {
 		return nil
 	}
-	now := p.Clock.Now()
+	now := b.clock.Now()
 	month := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
 	check := func(budget *int64, keyID, contractID, what string) error {
 		if budget == nil {
 			return nil
 		}
 		key := keyID + "|" + contractID + "|" + month.Format("2006-01")
-		spent, err := p.spent.get(key, func() (int64, error) { return p.Spend.Spent(ctx, keyID, contractID, month) },
+		spent, err := b.spent.get(key, func() (int64, error) { return b.spend.Spent(ctx, keyID, contractID, month) },
 			func(error) bool { return false })
 		if err != nil {
-			last, at, ok := p.spent.last(key)
+			last, at, ok := b.spent.last(key)
 			if !ok || now.Sub(at) > lastSpendGrace {
-				p.Logger.WarnContext(ctx, "call refused: its budget cannot be checked, the usage store is unavailable",
+				b.logger.WarnContext(ctx, "call refused: its budget cannot be checked, the usage store is unavailable",
 					"trace_id", cl.trace.traceID, "budget_of", what, "err", err)
 				return rpcErr(CodeBudgetUnchecked, http.StatusOK, fmt.Sprintf("the %s's monthly budget cannot be checked right now (spend is unavailable); retry shortly", what))
 			}
@@ -209,7 +300,7 @@ func (p *Proxy) checkBudgets(ctx context.Context, cl *call) error {
 // chooseInterface picks the agent's JSON-RPC interface in the buyer's
 // version, else its preferred JSON-RPC interface of another version (the
 // request and its answers are then translated).
-func (p *Proxy) chooseInterface(cl *call) error {
+func chooseInterface(cl *call) error {
 	supported := func(i agentcard.Interface) bool {
 		return (i.Binding == agentcard.BindingJSONRPC || i.Binding == agentcard.BindingHTTPJSON) &&
 			(i.ProtocolVersion == string(wire.V03) || i.ProtocolVersion == string(wire.V10))
@@ -231,14 +322,14 @@ func (p *Proxy) chooseInterface(cl *call) error {
 	return wire.UnsupportedOperation("this agent offers no JSON-RPC or HTTP+JSON interface of A2A 0.3 or 1.0 that the meter can reach")
 }
 
-// checkOwner answers TaskNotFound for any task operation on a task the
+// check answers TaskNotFound for any task operation on a task the
 // buyer's org did not create through the meter, exactly as for a task
 // that does not exist.
-func (p *Proxy) checkOwner(ctx context.Context, cl *call) error {
+func (o ownership) check(ctx context.Context, cl *call) error {
 	// A message's references give the agent those tasks as context: each
 	// must be the caller's own, as the task it continues.
 	for _, ref := range cl.req.ReferenceTaskIDs() {
-		b, err := p.owners.Lookup(ctx, cl.target.ListingID, ref)
+		b, err := o.owners.Lookup(ctx, cl.target.ListingID, ref)
 		if err != nil && !isNotFound(err) {
 			return err
 		}
@@ -250,7 +341,7 @@ func (p *Proxy) checkOwner(ctx context.Context, cl *call) error {
 	if id == "" {
 		return nil
 	}
-	b, err := p.owners.Lookup(ctx, cl.target.ListingID, id)
+	b, err := o.owners.Lookup(ctx, cl.target.ListingID, id)
 	if err != nil {
 		if isNotFound(err) {
 			if cl.req.Method.TaskScoped() || cl.req.Method == wire.MethodSend || cl.req.Method == wire.MethodStream {

@@ -33,9 +33,11 @@ func (p *Proxy) FinishSend(ctx context.Context, listingID, taskID string, plan *
 	return nil
 }
 
-// CheckBudgets runs the budget check of a call by actor under contract.
+// CheckBudgets runs the budgets stage's check of a call by actor under
+// contract.
 func (p *Proxy) CheckBudgets(ctx context.Context, actor agentmarket.Actor, contract *contracts.Contract) error {
-	return p.checkBudgets(ctx, &call{trace: parseTraceparent(""), actor: actor, contract: contract})
+	b := budgets{spend: p.Spend, spent: p.spent, clock: p.Clock, logger: p.Logger}
+	return b.check(ctx, &call{trace: parseTraceparent(""), actor: actor, contract: contract})
 }
 
 // RPCCode is the JSON-RPC error code the buyer gets for err.

@@ -326,7 +326,7 @@ func (p *Proxy) backgroundCall(ctx context.Context, b contracts.TaskBinding, tra
 		return nil, werr
 	}
 	cl.req, cl.id, cl.bytesIn = req, req.ID, len(body)
-	if err := p.chooseInterface(cl); err != nil {
+	if err := chooseInterface(cl); err != nil {
 		return nil, err
 	}
 	cl.obs.taskID, cl.obs.contextID, cl.obs.bound = b.TaskID, b.ContextID, true

@@ -240,6 +240,8 @@ type Proxy struct {
 	later laterWrites
 	// background counts work that outlives a request (cascades).
 	background sync.WaitGroup
+	// chain is the call path: the stages, then forward (chain.go).
+	chain handler
 }
 
 // Init fills defaults; call it once before Mount.
@@ -275,6 +277,7 @@ func (p *Proxy) Init() {
 	}
 	p.startBatchers()
 	p.initSent()
+	p.chain = compose(p.forward, p.stages()...)
 }
 
 // Wait waits for the background work requests started (cascades of
@@ -383,6 +386,11 @@ type call struct {
 	// seen is what the call observed of its task's usage (reported or
 	// estimated), for its log line.
 	seen metering.Counters
+	// x is the buyer's side of the call, body its request body and parse
+	// its reading in the buyer's binding: what the chain's stages read.
+	x     exchange
+	body  []byte
+	parse func() (*wire.Request, *wire.Error)
 }
 
 // agentRefused notes the error the agent answered the call with. A
@@ -396,29 +404,57 @@ func (cl *call) agentRefused(e *wire.Error) {
 		cl.label == "" && cl.cancelBy == ""
 }
 
-// serve runs one call through the pipeline, whatever the buyer's binding.
+// serve runs one call through the chain (chain.go), whatever the buyer's
+// binding: a stage's refusal is answered here, in the buyer's binding.
 func (p *Proxy) serve(c exchange, cl *call, body []byte, parse func() (*wire.Request, *wire.Error)) error {
 	if p.Metrics != nil {
 		p.Metrics.inflight.Inc()
 		defer p.Metrics.inflight.Dec()
 	}
-	if err := p.admit(c.Context(), c, cl, body, parse); err != nil {
+	cl.x, cl.body, cl.parse = c, body, parse
+	if err := p.chain(cl); err != nil {
 		return p.fail(c, cl, err)
 	}
-	if replied, err := p.idempotent(c, cl); err != nil {
-		return p.fail(c, cl, err)
-	} else if replied {
-		return nil
-	}
+	return nil
+}
+
+// forward is the chain's last handler: it forwards an admitted call and
+// answers it, whatever becomes of it.
+func (p *Proxy) forward(cl *call) error {
+	c := cl.x
 	switch {
 	case cl.req.Method.Streaming():
-		return p.stream(c, cl)
+		p.stream(c, cl)
 	case cl.req.Method.Push():
-		return p.pushMethod(c, cl)
+		p.pushMethod(c, cl)
 	case cl.req.Method == wire.MethodListTasks && p.Sealer != nil:
-		return p.listTasks(c, cl)
+		p.listTasks(c, cl)
+	default:
+		p.unary(c, cl)
 	}
-	return p.unary(c, cl)
+	return nil
+}
+
+// stages are the chain's stages in order (chain.go).
+func (p *Proxy) stages() []stage {
+	return []stage{
+		gate{acct: p.acct, unsettled: func() int { return p.unsettled() }, limits: &p.Limits, metrics: p.Metrics},
+		authenticate{auth: p.Auth, actors: p.actors},
+		entitle{p: p},
+		decode{p: p},
+		budgets{spend: p.Spend, spent: p.spent, clock: p.Clock, logger: p.Logger},
+		route{p: p},
+		ownership{owners: p.owners},
+		idempotency{p: p},
+	}
+}
+
+// unsettled is Unsettled's lag, 0 without one.
+func (p *Proxy) unsettled() int {
+	if p.Unsettled == nil {
+		return 0
+	}
+	return p.Unsettled()
 }
 
 // upREST reports whether the agent is called over HTTP+JSON.
