@@ -264,6 +264,11 @@ func (x *sentIndex) put(k contracts.SentKey, e *sentEntry, now time.Time) (*sent
 	return e, true
 }
 
+// localLookups is a store of sent messages whose lookups cost no round
+// trip (the meter's own log, contracts/sentlog): they are made at once,
+// not gathered into batches.
+type localLookups interface{ LocalLookups() }
+
 // sentFound is the store's answer to one lookup.
 type sentFound struct {
 	rec *contracts.SentMessage
@@ -385,6 +390,13 @@ func (p *Proxy) writeSentLoop(ctx context.Context) {
 func (p *Proxy) findSent(ctx context.Context, k contracts.SentKey) (*contracts.SentMessage, error) {
 	ctx, cancel := context.WithTimeout(ctx, sentLookupTimeout)
 	defer cancel()
+	if _, ok := p.Sent.(localLookups); ok {
+		recs, err := p.Sent.FindSent(ctx, []contracts.SentKey{k}, p.Clock.Now())
+		if err != nil {
+			return nil, err
+		}
+		return recs[0], nil
+	}
 	r, err := p.sentFinds.do(ctx, k)
 	if err != nil {
 		return nil, err

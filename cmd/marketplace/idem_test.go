@@ -564,10 +564,12 @@ func (r rpc) postRaw(body string) (map[string]any, error) {
 // gets the task as it is then; a claim left
 // by a meter that stopped before the agent named a task is waited for
 // until the call's own time runs out (-32051, not forwarded), and taken
-// over once it is past its hold.
+// over once it is past its hold. Other meters' claims are in the shared
+// database's store: the meter runs as one of several
+// (AGENTMARKET_METER_STATE=database), on the embedded database.
 func TestIdempotentSendsEdges(t *testing.T) {
 	ag := startSDKAgent(t, "1.0", a2a.TransportProtocolJSONRPC)
-	lm := newLongMarket(t, map[string]string{})
+	lm := newLongMarket(t, map[string]string{"AGENTMARKET_METER_STATE": "database"})
 	listing, ep := lm.list(t, ag.URL, map[string]any{"request_timeout_ms": 1500}, nil)
 	c := rpc{t: t, url: ep, key: lm.buyer, version: "1.0"}
 

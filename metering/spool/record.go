@@ -3,7 +3,6 @@ package spool
 import (
 	"encoding/binary"
 	"errors"
-	"hash/crc32"
 	"time"
 
 	"github.com/agentmarket/agentmarket"
@@ -36,11 +35,12 @@ import (
 //	        a row with tags is recordV4: that byte, then one of the above
 //	        (its own version byte and fields), then the Tags string
 //
-// The CRC covers the length too, so a zero-filled tail (what some file
-// systems show after a power loss) is never taken for a record. A new field
-// means a new version byte; decoders keep reading the old versions.
+// The frame is agentmarket's (BeginFrame, EndFrame, NextFrame): the CRC
+// covers the length too, so a zero-filled tail (what some file systems show
+// after a power loss) is never taken for a record. A new field means a new
+// version byte; decoders keep reading the old versions.
 const (
-	recordHeader = 8
+	recordHeader = agentmarket.FrameHeader
 	recordV1     = 1
 	recordV2     = 2
 	recordV3     = 3
@@ -55,15 +55,10 @@ const (
 	flagSent    = 8
 	flagLost    = 16 // Usage.Lost: no field of its own
 	flagBilled  = 32
-	// maxPayload bounds one record. It is far above any real row and lets
-	// a garbage length in a torn tail be rejected without reading it.
-	maxPayload = 1 << 24
 )
 
-var crcTable = crc32.MakeTable(crc32.Castagnoli)
-
 var (
-	errTorn    = errors.New("torn or corrupt record")
+	errTorn    = agentmarket.ErrTornFrame
 	errTooBig  = errors.New("usage row encodes to more than 16 MiB")
 	errVersion = errors.New("unknown record version")
 )
@@ -84,7 +79,7 @@ func appendRecord(b []byte, u *metering.Usage) ([]byte, error) {
 	case u.Pending != nil:
 		version = recordV2
 	}
-	b = append(b, 0, 0, 0, 0, 0, 0, 0, 0)
+	b = agentmarket.BeginFrame(b)
 	if u.Tags != "" {
 		b = append(b, recordV4)
 	}
@@ -182,15 +177,11 @@ func appendRecord(b []byte, u *metering.Usage) ([]byte, error) {
 		b = appendString(b, string(u.Tags))
 	}
 
-	n := len(b) - start - recordHeader
-	if n > maxPayload {
-		return b[:start], errTooBig
+	b, err := agentmarket.EndFrame(b, start)
+	if errors.Is(err, agentmarket.ErrFrameTooLarge) {
+		return b, errTooBig
 	}
-	binary.LittleEndian.PutUint32(b[start:], uint32(n))
-	crc := crc32.Update(0, crcTable, b[start:start+4])
-	crc = crc32.Update(crc, crcTable, b[start+recordHeader:])
-	binary.LittleEndian.PutUint32(b[start+4:], crc)
-	return b, nil
+	return b, err
 }
 
 func appendString(b []byte, s string) []byte {
@@ -198,29 +189,10 @@ func appendString(b []byte, s string) []byte {
 	return append(b, s...)
 }
 
-// nextRecord checks the record at the start of b. It returns the payload
-// and the record's whole length; n == 0 means b holds only the start of a
-// record (read more, or it is a torn tail), errTorn a record that can never
-// be valid (bad length or CRC).
-func nextRecord(b []byte) (payload []byte, n int, err error) {
-	if len(b) < recordHeader {
-		return nil, 0, nil
-	}
-	length := binary.LittleEndian.Uint32(b)
-	if length == 0 || length > maxPayload {
-		return nil, 0, errTorn
-	}
-	if len(b) < recordHeader+int(length) {
-		return nil, 0, nil
-	}
-	payload = b[recordHeader : recordHeader+int(length)]
-	crc := crc32.Update(0, crcTable, b[:4])
-	crc = crc32.Update(crc, crcTable, payload)
-	if crc != binary.LittleEndian.Uint32(b[4:]) {
-		return nil, 0, errTorn
-	}
-	return payload, recordHeader + int(length), nil
-}
+// nextRecord checks the record at the start of b (agentmarket.NextFrame):
+// n == 0 means b holds only the start of a record (read more, or it is a
+// torn tail), errTorn a record that can never be valid.
+func nextRecord(b []byte) (payload []byte, n int, err error) { return agentmarket.NextFrame(b) }
 
 // decodePayload fills u from a record payload whose CRC checked out. All
 // strings of a row share one allocation.

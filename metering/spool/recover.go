@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/agentmarket/agentmarket"
 )
 
 // recover loads the cursor, checks the segments and opens a new one.
@@ -68,7 +70,7 @@ func (s *Spool) recover() error {
 	}
 	s.active = f
 	s.segs = append(s.segs, segment{num: last + 1})
-	if err := syncDir(s.dir); err != nil {
+	if err := agentmarket.SyncDir(s.dir); err != nil {
 		f.Close()
 		return fmt.Errorf("spool: %w", err)
 	}
@@ -169,13 +171,4 @@ func createSegment(path string) (*os.File, error) {
 		return nil, fmt.Errorf("spool: %w", err)
 	}
 	return f, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

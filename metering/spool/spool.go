@@ -214,7 +214,7 @@ func Open(dir string, opts Options) (*Spool, error) {
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("spool: %w", err)
 	}
-	lock, err := lockDir(filepath.Join(dir, lockFile))
+	lock, err := agentmarket.LockDir(filepath.Join(dir, lockFile))
 	if err != nil {
 		return nil, fmt.Errorf("spool %s: %w", dir, err)
 	}
@@ -229,7 +229,7 @@ func Open(dir string, opts Options) (*Spool, error) {
 	}
 	s.bufs.New = func() any { b := make([]byte, 0, 4096); return &b }
 	if err := s.recover(); err != nil {
-		unlockDir(lock)
+		agentmarket.UnlockDir(lock)
 		return nil, err
 	}
 	s.syncedRows.Store(s.seq) // what survived is on disk
@@ -409,10 +409,10 @@ func (s *Spool) sync() (err error) {
 		errs = append(errs, g.Sync(), g.Close())
 	}
 	if dir {
-		errs = append(errs, syncDir(s.dir))
+		errs = append(errs, agentmarket.SyncDir(s.dir))
 	}
 	if gen != s.syncedGen || len(files) > 0 {
-		errs = append(errs, fdatasync(f))
+		errs = append(errs, agentmarket.Fdatasync(f))
 	}
 	if err := errors.Join(errs...); err != nil {
 		s.mu.Lock()
@@ -641,7 +641,7 @@ func (s *Spool) saveCursor(c Cursor) error {
 		err = os.Rename(tmp, filepath.Join(s.dir, cursorFile))
 	}
 	if err == nil {
-		err = syncDir(s.dir)
+		err = agentmarket.SyncDir(s.dir)
 	}
 	if err != nil {
 		return fmt.Errorf("spool: save cursor: %w", err)
@@ -709,6 +709,6 @@ func (s *Spool) Close() error {
 		s.readFile = nil
 	}
 	s.readMu.Unlock()
-	unlockDir(s.lock)
+	agentmarket.UnlockDir(s.lock)
 	return err
 }

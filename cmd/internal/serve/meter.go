@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -18,6 +19,7 @@ import (
 	"github.com/agentmarket/agentmarket/contracts"
 	"github.com/agentmarket/agentmarket/contracts/casbin"
 	contractsgorm "github.com/agentmarket/agentmarket/contracts/gormstore"
+	"github.com/agentmarket/agentmarket/contracts/sentlog"
 	"github.com/agentmarket/agentmarket/listings"
 	"github.com/agentmarket/agentmarket/metering"
 	"github.com/agentmarket/agentmarket/metering/clickhouse"
@@ -83,6 +85,8 @@ type Meter struct {
 	Shipper *spool.Shipper
 	// stopLoops ends the task sweeper and the push delivery, and waits.
 	stopLoops func()
+	// closeSent closes the log of sent messages, if the meter keeps one.
+	closeSent func() error
 }
 
 // StartMeter opens the spool, starts shipping it to the usage store and
@@ -101,6 +105,18 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 	// row (the proxy's Project) ahead of storing it.
 	ledger := gormledger.New(d.DB.DB, d.Clock)
 	store := contractsgorm.New(d.DB.DB)
+	// The records of sent messages: the meter's own log when it is the
+	// only one (no relational row per send), else the shared database's.
+	var sent contracts.SentMessages = store
+	closeSent := func() error { return nil }
+	if d.Config.MeterInMemory() {
+		sl, err := sentlog.Open(filepath.Join(d.Config.DataDir, "sent"))
+		if err != nil {
+			sp.Close()
+			return nil, fmt.Errorf("sent messages' log: %w", err)
+		}
+		sent, closeSent = sl, sl.Close
+	}
 	guard := Guard(d.Config, d.Dialer)
 	p := &a2aproxy.Proxy{
 		PublicURL: d.PublicURL,
@@ -127,7 +143,7 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 		Recorder:     sp,
 		Spend:        metering.Spend{Store: d.Store, Clock: d.Clock},
 		Tasks:        store,
-		Sent:         store,
+		Sent:         sent,
 		Incidents:    d.Catalog,
 		Sealer:       d.Sealer,
 		Push: &a2aproxy.Push{Store: store, Sealer: d.Sealer, Signer: d.PushKeys, Guard: guard, Allow: guard.Allow,
@@ -156,7 +172,7 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 	loops.Add(2)
 	go func() { defer loops.Done(); p.RunTaskSweeper(loopsCtx, d.Config.MeterLimits.TaskSweep) }()
 	go func() { defer loops.Done(); p.RunPushDelivery(loopsCtx) }()
-	return &Meter{Proxy: p, Spool: sp, Shipper: ship, stopLoops: func() { stop(); loops.Wait() }}, nil
+	return &Meter{Proxy: p, Spool: sp, Shipper: ship, stopLoops: func() { stop(); loops.Wait() }, closeSent: closeSent}, nil
 }
 
 // Close flushes the spool to the store (bounded by ctx) and closes it.
@@ -174,7 +190,7 @@ func (m *Meter) Close(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	_ = m.Shipper.Flush(ctx)
-	return m.Spool.Close()
+	return errors.Join(m.Spool.Close(), m.closeSent())
 }
 
 func registerPipelineMetrics(reg prometheus.Registerer, sp *spool.Spool, ship *spool.Shipper) {

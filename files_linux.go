@@ -1,13 +1,13 @@
-package spool
+package agentmarket
 
 import (
 	"os"
 	"syscall"
 )
 
-// fdatasync flushes f's data and what reading it back needs (its size),
+// Fdatasync flushes f's data and what reading it back needs (its size),
 // not its other metadata (times): cheaper than fsync for an append.
-func fdatasync(f *os.File) error {
+func Fdatasync(f *os.File) error {
 	for {
 		err := syscall.Fdatasync(int(f.Fd()))
 		if err != syscall.EINTR {
