@@ -388,8 +388,6 @@ func (p *Proxy) writeSentLoop(ctx context.Context) {
 
 // findSent is the store's record of a messageId (nil when none holds it).
 func (p *Proxy) findSent(ctx context.Context, k contracts.SentKey) (*contracts.SentMessage, error) {
-	ctx, cancel := context.WithTimeout(ctx, sentLookupTimeout)
-	defer cancel()
 	if _, ok := p.Sent.(localLookups); ok {
 		recs, err := p.Sent.FindSent(ctx, []contracts.SentKey{k}, p.Clock.Now())
 		if err != nil {
@@ -397,6 +395,8 @@ func (p *Proxy) findSent(ctx context.Context, k contracts.SentKey) (*contracts.S
 		}
 		return recs[0], nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, sentLookupTimeout)
+	defer cancel()
 	r, err := p.sentFinds.do(ctx, k)
 	if err != nil {
 		return nil, err
@@ -428,9 +428,18 @@ func (p *Proxy) idempotent(c exchange, cl *call) (replied bool, err error) {
 	sum := out.MessageDigest()
 	digest := hex.EncodeToString(sum[:])
 	key := contracts.SentKey{ListingID: cl.target.ListingID, OrgID: cl.actor.OrgID, MessageID: sentMessageKey(id)}
-	// The wait for a first copy is bounded like the call itself.
-	ctx, cancel := context.WithTimeout(p.Base, cl.lim.RequestTimeout)
-	defer cancel()
+	// The wait for a first copy is bounded like the call itself; the
+	// context is made only when something waits (a fresh send, looked up
+	// in the meter's own log, waits on nothing).
+	var ctx context.Context
+	cancel := context.CancelFunc(func() {})
+	defer func() { cancel() }()
+	bounded := func() context.Context {
+		if ctx == nil {
+			ctx, cancel = context.WithTimeout(p.Base, cl.lim.RequestTimeout)
+		}
+		return ctx
+	}
 	waitEnd := cl.req.Method == wire.MethodSend && cl.req.Blocking()
 	for {
 		now := p.Clock.Now()
@@ -446,7 +455,7 @@ func (p *Proxy) idempotent(c exchange, cl *call) (replied bool, err error) {
 				}
 				select {
 				case <-ch:
-				case <-ctx.Done():
+				case <-bounded().Done():
 				}
 			}
 			v := e.view()
@@ -456,16 +465,20 @@ func (p *Proxy) idempotent(c exchange, cl *call) (replied bool, err error) {
 			case v.taskID == "" && !v.hasResult:
 				return false, sentStillRunning()
 			}
-			return true, p.replay(ctx, c, cl, key, v)
+			return true, p.replay(bounded(), c, cl, key, v)
 		}
-		rec, err := p.findSent(ctx, key)
+		lookup := p.Base
+		if _, local := p.Sent.(localLookups); !local {
+			lookup = bounded()
+		}
+		rec, err := p.findSent(lookup, key)
 		if err != nil {
-			if ctx.Err() != nil {
+			if lookup.Err() != nil {
 				return false, sentStillRunning()
 			}
 			// The store cannot say: the call goes on (as calls do while the
 			// database is down), and the lookup is counted.
-			p.Logger.WarnContext(ctx, "messageId not checked against other meters' sends: the store did not answer", "trace_id", cl.trace.traceID,
+			p.Logger.WarnContext(lookup, "messageId not checked against other meters' sends: the store did not answer", "trace_id", cl.trace.traceID,
 				"listing", key.ListingID, "err", err)
 			p.Metrics.sentOutcome(key.ListingID, "unchecked")
 			rec = nil
@@ -481,7 +494,7 @@ func (p *Proxy) idempotent(c exchange, cl *call) (replied bool, err error) {
 			if rec != nil {
 				// A claim abandoned by a meter that stopped: taken over in
 				// the store at once, as another meter may try too.
-				applied, err := p.Sent.RecordSent(ctx, []contracts.SentMessage{ne.record()}, now)
+				applied, err := p.Sent.RecordSent(bounded(), []contracts.SentMessage{ne.record()}, now)
 				if err == nil && !applied[0] {
 					ne.end(contracts.SentReleased, "", "", "", nil, false, "")
 					continue
@@ -499,16 +512,16 @@ func (p *Proxy) idempotent(c exchange, cl *call) (replied bool, err error) {
 			resultVersion: wire.Version(rec.ResultVersion), hasResult: rec.Result != nil}
 		if rec.Stage == contracts.SentDone {
 			p.rememberSent(rec, v, now)
-			return true, p.replay(ctx, c, cl, key, v)
+			return true, p.replay(bounded(), c, cl, key, v)
 		}
 		if rec.TaskID != "" {
-			return true, p.replay(ctx, c, cl, key, v) // running elsewhere: its current state
+			return true, p.replay(bounded(), c, cl, key, v) // running elsewhere: its current state
 		}
 		// Claimed through another meter, which has not learned the task
 		// yet: wait for it.
 		t := time.NewTimer(sentPoll)
 		select {
-		case <-ctx.Done():
+		case <-bounded().Done():
 			t.Stop()
 			return false, sentStillRunning()
 		case <-t.C:
