@@ -20,7 +20,7 @@ import (
 // per agent address (and result limit): net/http's client runs two
 // goroutines per connection and allocates a request, a response and their
 // headers per call, which cost about 18 µs a call at the meter's rate
-// (BENCHMARKS.md, "The ceiling"). Streams keep net/http (stream.go): they
+// (BENCHMARKS.md, "Where the meter's CPU goes"). Streams keep net/http (stream.go): they
 // are long and few, and its body reader is what the relay reads event by
 // event. Every connection either client makes is dialled through the same
 // guard (upstream.go), on the resolved address.
