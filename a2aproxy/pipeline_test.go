@@ -54,7 +54,7 @@ type agentRequest struct {
 	body   []byte
 }
 
-func startCoreAgent(t *testing.T, version string) *coreAgent {
+func startCoreAgent(t testing.TB, version string) *coreAgent {
 	t.Helper()
 	a := &coreAgent{version: version}
 	a.Server = httptest.NewServer(http.HandlerFunc(a.serve))
@@ -238,11 +238,11 @@ func (m *coreMarket) usage() []metering.Usage {
 }
 
 // startCore builds a meter in front of agent and serves it on a Fiber app.
-func startCore(t *testing.T, agent *coreAgent) (*fiber.App, *coreMarket) {
+func startCore(t testing.TB, agent *coreAgent) (*fiber.App, *coreMarket) {
 	return startCoreWith(t, agent, nil)
 }
 
-func startCoreWith(t *testing.T, agent *coreAgent, push *corePush, life ...*coreLife) (*fiber.App, *coreMarket) {
+func startCoreWith(t testing.TB, agent *coreAgent, push *corePush, life ...*coreLife) (*fiber.App, *coreMarket) {
 	t.Helper()
 	card := &agentcard.Card{Name: "Core agent",
 		Interfaces:   []agentcard.Interface{{URL: agent.URL, Binding: agentcard.BindingJSONRPC, ProtocolVersion: agent.version}},
