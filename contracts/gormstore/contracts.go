@@ -327,6 +327,9 @@ func (s *Store) BindTask(ctx context.Context, t contracts.TaskBinding) (string, 
 // batch, or each binding on its own if the transaction fails.
 func (s *Store) BindTasks(ctx context.Context, ts []contracts.TaskBinding) ([]string, []error) {
 	owners, errs := make([]string, len(ts)), make([]error, len(ts))
+	if s.tasks != nil && s.tasks.direct(ts) && s.tasks.bind(ctx, ts, owners) == nil {
+		return owners, errs
+	}
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		for start := 0; start < len(ts); start += bindChunk {
 			end := min(start+bindChunk, len(ts))

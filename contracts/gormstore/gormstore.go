@@ -21,6 +21,9 @@ import (
 // stores of package contracts (each asserted beside its methods).
 type Store struct {
 	db *gorm.DB
+	// tasks, when set, binds tasks through its own connection to the
+	// SQLite file (WriteTasksDirect).
+	tasks *taskWriter
 }
 
 var (

@@ -1,6 +1,8 @@
 package gormstore_test
 
 import (
+	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 	"github.com/agentmarket/agentmarket/contracts"
 	"github.com/agentmarket/agentmarket/contracts/gormstore"
 	"github.com/agentmarket/agentmarket/contracts/storetest"
+	"github.com/agentmarket/agentmarket/migrations/relational"
 	"github.com/agentmarket/agentmarket/migrations/relational/relationaltest"
 )
 
@@ -34,6 +37,25 @@ func TestTaskStore(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestTaskStoreDirect: the same suite with task bindings written through
+// the store's own connection to the SQLite file (WriteTasksDirect), as the
+// meter's projections write them on the embedded database.
+func TestTaskStoreDirect(t *testing.T) {
+	storetest.RunTasks(t, func(t *testing.T) (storetest.TaskStore, func(listingID, sellerOrgID string)) {
+		path := filepath.Join(t.TempDir(), "direct.db")
+		db, err := relational.OpenSQLite(context.Background(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := gormstore.New(db.DB)
+		if err := s.WriteTasksDirect(path); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close(); db.Close() })
+		return s, func(listingID, sellerOrgID string) { insertListing(t, db.DB, listingID, sellerOrgID) }
+	})
 }
 
 // insertListing writes the least listing row a contract can reference;

@@ -32,6 +32,9 @@ import (
 type DB struct {
 	*gorm.DB
 	Dialect migrations.Dialect
+	// Path is the SQLite file's ("" for PostgreSQL), for writers that open
+	// a connection of their own to it (sqlitec).
+	Path string
 }
 
 // OpenPostgres opens PostgreSQL at dsn and applies the migrations.
@@ -50,6 +53,13 @@ func OpenPostgres(ctx context.Context, dsn string) (*DB, error) {
 	return migrate(ctx, g, migrations.Postgres)
 }
 
+// SQLitePragmas are how every connection to the embedded database is set,
+// the driver's and those a writer opens of its own (sqlitec): WAL, so
+// that readers work beside the one writer, and a busy timeout queueing
+// writers.
+var SQLitePragmas = []string{"foreign_keys(1)", "journal_mode(WAL)", "busy_timeout(5000)", "synchronous(NORMAL)", "mmap_size(1073741824)",
+	"temp_store(MEMORY)", "cache_size(-32768)"}
+
 // OpenSQLite opens (creating) the SQLite file at path and applies the
 // migrations. WAL mode and a busy timeout let the marketplace and its
 // in-process meter share the file.
@@ -59,7 +69,11 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 			return nil, err
 		}
 	}
-	dsn := path + "?_pragma=foreign_keys(1)&_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)&_pragma=mmap_size(1073741824)&_pragma=temp_store(MEMORY)&_pragma=cache_size(-32768)&_txlock=immediate"
+	dsn := path + "?"
+	for _, p := range SQLitePragmas {
+		dsn += "_pragma=" + p + "&"
+	}
+	dsn += "_txlock=immediate"
 	g, err := gorm.Open(sqlite.Open(dsn), config())
 	if err != nil {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
@@ -77,7 +91,14 @@ func OpenSQLite(ctx context.Context, path string) (*DB, error) {
 		sqlDB.SetMaxOpenConns(4)
 		sqlDB.SetMaxIdleConns(4)
 	}
-	return migrate(ctx, g, migrations.SQLite)
+	db, err := migrate(ctx, g, migrations.SQLite)
+	if err != nil {
+		return nil, err
+	}
+	if path != ":memory:" {
+		db.Path = path
+	}
+	return db, nil
 }
 
 func config() *gorm.Config {
