@@ -21,10 +21,9 @@ import (
 
 // taskWriter is BindTasks' own connection to the SQLite file.
 type taskWriter struct {
-	mu                      sync.Mutex
-	c                       *sqlitec.Conn
-	ins, owner, raise       sqlitec.Stmt
-	begin, commit, rollback sqlitec.Stmt
+	mu                sync.Mutex
+	c                 *sqlitec.Conn
+	ins, owner, raise sqlitec.Stmt
 }
 
 // insertTaskSQL inserts one binding unless the task is bound: Changes
@@ -56,9 +55,6 @@ func (s *Store) WriteTasksDirect(path string) error {
 		{&w.ins, insertTaskSQL},
 		{&w.owner, "SELECT org_id FROM task_owners WHERE listing_id = ? AND task_id = ?"},
 		{&w.raise, raiseBilledSQL},
-		{&w.begin, "BEGIN IMMEDIATE"},
-		{&w.commit, "COMMIT"},
-		{&w.rollback, "ROLLBACK"},
 	} {
 		if *st.stmt, err = c.Prepare(st.sql); err != nil {
 			c.Close()
@@ -94,18 +90,15 @@ func (w *taskWriter) direct(ts []contracts.TaskBinding) bool {
 // bind binds ts in one transaction, as bindMany does: a new binding is
 // inserted with its bill and end; a known one's owner is read back, and
 // its bill raised when it is the same org's.
-func (w *taskWriter) bind(ctx context.Context, ts []contracts.TaskBinding, owners []string) (err error) {
+func (w *taskWriter) bind(ctx context.Context, ts []contracts.TaskBinding, owners []string) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return relational.Translate(w.c.Tx(func() error { return w.bindAll(ctx, ts, owners) }), "task")
+}
+
+// bindAll is bind's work, in its transaction.
+func (w *taskWriter) bindAll(ctx context.Context, ts []contracts.TaskBinding, owners []string) error {
 	c := w.c
-	if err := c.Step(w.begin); err != nil {
-		return relational.Translate(err, "task")
-	}
-	defer func() {
-		if err != nil && c.InTx() {
-			c.Step(w.rollback)
-		}
-	}()
 	for i := range ts {
 		if i%256 == 0 {
 			if err := ctx.Err(); err != nil {
@@ -117,7 +110,7 @@ func (w *taskWriter) bind(ctx context.Context, ts []contracts.TaskBinding, owner
 			return err
 		}
 		if err := c.Step(w.ins); err != nil {
-			return relational.Translate(err, "task")
+			return err
 		}
 		if c.Changes() == 1 {
 			owners[i] = t.OrgID
@@ -134,7 +127,7 @@ func (w *taskWriter) bind(ctx context.Context, ts []contracts.TaskBinding, owner
 			}
 		}
 	}
-	return relational.Translate(c.Step(w.commit), "task")
+	return nil
 }
 
 // bindRow binds t to the insert's parameters, in bindCols' order.
@@ -201,11 +194,11 @@ func (w *taskWriter) ownerOf(listingID, taskID string) (string, error) {
 	}
 	ok, err := c.Row(s)
 	if err != nil {
-		return "", relational.Translate(err, "task")
+		return "", err
 	}
 	defer c.Reset(s)
 	if !ok {
-		return "", relational.Translate(errNoOwner, "task")
+		return "", errNoOwner
 	}
 	return c.ColumnText(s, 0), nil
 }
@@ -229,5 +222,5 @@ func (w *taskWriter) raiseBill(t *contracts.TaskBinding) error {
 	if err := c.Bound(); err != nil {
 		return err
 	}
-	return relational.Translate(c.Step(s), "task")
+	return c.Step(s)
 }

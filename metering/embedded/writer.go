@@ -17,7 +17,7 @@ import (
 type writer struct {
 	c *sqlitec.Conn
 	// Prepared statements.
-	ins, upsert, begin, commit, rollback sqlitec.Stmt
+	ins, upsert sqlitec.Stmt
 }
 
 // insertRow stores a row unless its ID is stored already; Changes then
@@ -46,9 +46,6 @@ func openWriter(path string) (_ *writer, err error) {
 	}{
 		{&w.ins, insertRow},
 		{&w.upsert, fmt.Sprintf(rollupUpsert, "("+params(13)+")")},
-		{&w.begin, "BEGIN IMMEDIATE"},
-		{&w.commit, "COMMIT"},
-		{&w.rollback, "ROLLBACK"},
 	} {
 		if *s.stmt, err = c.Prepare(s.sql); err != nil {
 			return nil, err
@@ -64,16 +61,13 @@ func (w *writer) close() error { return w.c.Close() }
 // already (or came earlier in rows), and adds the rows it stored to their
 // days' rollup cells: summed per cell in memory, then one upsert per cell.
 // On any error the transaction is rolled back.
-func (w *writer) insert(ctx context.Context, rows []metering.Usage) (err error) {
+func (w *writer) insert(ctx context.Context, rows []metering.Usage) error {
+	return w.c.Tx(func() error { return w.insertRows(ctx, rows) })
+}
+
+// insertRows is insert's work, in its transaction.
+func (w *writer) insertRows(ctx context.Context, rows []metering.Usage) error {
 	c := w.c
-	if err := c.Step(w.begin); err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil && c.InTx() {
-			c.Step(w.rollback) // err stands; closing the connection would roll back too
-		}
-	}()
 	cells := map[dayCell]int{} // index in sums
 	var order []dayCell
 	var sums []metering.Total
@@ -115,7 +109,7 @@ func (w *writer) insert(ctx context.Context, rows []metering.Usage) (err error) 
 			return err
 		}
 	}
-	return c.Step(w.commit)
+	return nil
 }
 
 // bindRow binds u to insertRow's parameters, in columns' order.

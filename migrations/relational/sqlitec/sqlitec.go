@@ -27,7 +27,9 @@ type Conn struct {
 	tls   *libc.TLS
 	db    uintptr // sqlite3 *
 	stmts []Stmt
-	text  arena
+	// begin, commit and rollback are Tx's.
+	begin, commit, rollback Stmt
+	text                    arena
 	// bindRC is the first failed bind's result code since the last Bound.
 	bindRC int32
 	// out is C memory for an address a call hands back.
@@ -76,7 +78,32 @@ func Open(path string, pragmas []string) (_ *Conn, err error) {
 	if err := c.text.reserve(c.tls, 0); err != nil {
 		return nil, err
 	}
+	for _, st := range []struct {
+		stmt *Stmt
+		sql  string
+	}{{&c.begin, "BEGIN IMMEDIATE"}, {&c.commit, "COMMIT"}, {&c.rollback, "ROLLBACK"}} {
+		if *st.stmt, err = c.Prepare(st.sql); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
+}
+
+// Tx runs f in one transaction, taking the write lock at once (BEGIN
+// IMMEDIATE), and commits; when f or the commit fails, it rolls back.
+func (c *Conn) Tx(f func() error) (err error) {
+	if err := c.Step(c.begin); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil && c.InTx() {
+			c.Step(c.rollback) // err stands; closing the connection would roll back too
+		}
+	}()
+	if err := f(); err != nil {
+		return err
+	}
+	return c.Step(c.commit)
 }
 
 // Exec runs sql, statements without parameters.
