@@ -56,15 +56,7 @@ func TestTargets(t *testing.T) {
 			t.Errorf("no ratio %q", prefix)
 			continue
 		}
-		got := ""
-		switch {
-		case r.NotMeasured != "":
-			got = "not measured"
-		case r.Met != nil && *r.Met:
-			got = "met"
-		case r.Met != nil:
-			got = "missed"
-		}
+		got := verdictOf(r)
 		if math.Abs(r.Value-w.value) > 1e-9 || got != w.met || len(r.Range) != w.rangeLen {
 			t.Errorf("%s: %+v, want %+v", prefix, *r, w)
 		}
@@ -144,15 +136,7 @@ func TestIssue22Targets(t *testing.T) {
 			t.Errorf("no ratio %q", prefix)
 			continue
 		}
-		got := ""
-		switch {
-		case r.NotMeasured != "":
-			got = "not measured"
-		case r.Met != nil && *r.Met:
-			got = "met"
-		case r.Met != nil:
-			got = "missed"
-		}
+		got := verdictOf(r)
 		if math.Abs(r.Value-w.value) > 1e-9 || got != w.met {
 			t.Errorf("%s: %+v, want %+v", prefix, *r, w)
 		}
@@ -216,4 +200,18 @@ func TestIssue22Targets(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
 	}
+}
+
+// verdictOf is a ratio's verdict as the tests name it: "met", "missed",
+// "not measured", or "" for a comparison without a goal.
+func verdictOf(r *Ratio) string {
+	switch {
+	case r.NotMeasured != "":
+		return "not measured"
+	case r.Met != nil && *r.Met:
+		return "met"
+	case r.Met != nil:
+		return "missed"
+	}
+	return ""
 }
