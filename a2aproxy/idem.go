@@ -281,6 +281,7 @@ func (p *Proxy) initSent() {
 		return
 	}
 	p.sentIdx = newSentIndex(p.Limits.SentIndexSize)
+	_, p.sentLocal = p.Sent.(localLookups)
 	// Lookups are reads, batched: a lookup of one key costs the pure-Go
 	// SQLite driver about what one of sixteen does (it parses the
 	// statement at every execution), so under load the batch lingers to
@@ -388,7 +389,7 @@ func (p *Proxy) writeSentLoop(ctx context.Context) {
 
 // findSent is the store's record of a messageId (nil when none holds it).
 func (p *Proxy) findSent(ctx context.Context, k contracts.SentKey) (*contracts.SentMessage, error) {
-	if _, ok := p.Sent.(localLookups); ok {
+	if p.sentLocal {
 		recs, err := p.Sent.FindSent(ctx, []contracts.SentKey{k}, p.Clock.Now())
 		if err != nil {
 			return nil, err
@@ -468,7 +469,7 @@ func (p *Proxy) idempotent(c exchange, cl *call) (replied bool, err error) {
 			return true, p.replay(bounded(), c, cl, key, v)
 		}
 		lookup := p.Base
-		if _, local := p.Sent.(localLookups); !local {
+		if !p.sentLocal {
 			lookup = bounded()
 		}
 		rec, err := p.findSent(lookup, key)

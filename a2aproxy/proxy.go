@@ -230,6 +230,7 @@ type Proxy struct {
 	sentIdx    *sentIndex                             // idem.go
 	sentFinds  *batcher[contracts.SentKey, sentFound] // idem.go
 	sentWrites chan sentWrite                         // idem.go
+	sentLocal  bool                                   // Sent answers lookups at once (localLookups, idem.go)
 	dialects   dialectCache                           // of 0.3 HTTP+JSON agent interfaces (dialect.go)
 	upstream   *http.Client                           // to agents, under Guard (upstream.go): streams, probes
 	fast       *fastClients                           // to agents, under Guard: unary calls (upstream_fast.go)
