@@ -11,7 +11,7 @@
 # Environment:
 #   AGENTMARKET_TEST_SERVICES  comma list of services to start: postgres, clickhouse,
 #                              clickhouse-cluster (ZooKeeper and three ClickHouse nodes),
-#                              stripe (stripe-mock), helm (the helm binary, for the
+#                              redis, stripe (stripe-mock), helm (the helm binary, for the
 #                              chart's checks), chromium, or all / none.
 #                              Default: all of them.
 #   AGENTMARKET_TEST_TIMEOUT   go test -timeout (default 20m).
@@ -19,12 +19,13 @@
 #                              explores beyond its corpus, as go test -fuzztime
 #                              (default 1000000x: a million inputs).
 #   AGENTMARKET_TEST_DATABASE_URL, AGENTMARKET_TEST_CLICKHOUSE_DSN,
-#   AGENTMARKET_TEST_STRIPE_API_BASE
+#   AGENTMARKET_TEST_REDIS_URL, AGENTMARKET_TEST_STRIPE_API_BASE
 #                              when already set, that service is used as given, not started.
 #
 # Exported to the tests:
 #   AGENTMARKET_TEST_DATABASE_URL      postgres://postgres@127.0.0.1:PORT/postgres?sslmode=disable
 #   AGENTMARKET_TEST_CLICKHOUSE_DSN    clickhouse://127.0.0.1:PORT/default   (clickhouse)
+#   AGENTMARKET_TEST_REDIS_URL         redis://127.0.0.1:PORT/0             (redis)
 #   AGENTMARKET_TEST_STRIPE_API_BASE   http://127.0.0.1:PORT                (stripe)
 #   AGENTMARKET_TEST_STRIPE_SECRET_KEY sk_test_123                          (stripe)
 #   AGENTMARKET_TEST_CLICKHOUSE_CLUSTER       the cluster's name          (clickhouse-cluster)
@@ -47,7 +48,7 @@ RACE_PATTERNS=(./a2aproxy/... ./metering/...)
 
 T0=$(am_now)
 FAILED=()
-ALL_SERVICES="postgres clickhouse clickhouse-cluster stripe helm chromium"
+ALL_SERVICES="postgres clickhouse clickhouse-cluster redis stripe helm chromium"
 
 GO_PID=""
 
@@ -75,7 +76,7 @@ on_signal() {
 step() { printf '\n==> [+%ss] %s\n' "$(am_since "$T0")" "$*"; }
 
 # parse_services turns AGENTMARKET_TEST_SERVICES into the canonical, ordered list
-# "postgres clickhouse clickhouse-cluster stripe helm chromium" (a subset of it).
+# "postgres clickhouse clickhouse-cluster redis stripe helm chromium" (a subset of it).
 parse_services() {
 	local raw=$1 s want=" "
 	raw=$(printf '%s' "$raw" | tr 'A-Z,' 'a-z ')
@@ -86,6 +87,7 @@ parse_services() {
 		postgres | postgresql | pg) want+="postgres " ;;
 		clickhouse | ch) want+="clickhouse " ;;
 		clickhouse-cluster | cluster | ch-cluster) want+="clickhouse-cluster " ;;
+		redis) want+="redis " ;;
 		helm) want+="helm " ;;
 		stripe | stripe-mock) want+="stripe " ;;
 		chromium | chrome) want+="chromium " ;;
@@ -122,6 +124,13 @@ start_services() {
 				am_log "ClickHouse cluster: using AGENTMARKET_TEST_CLICKHOUSE_CLUSTER from the environment"
 			else
 				am_start_clickhouse_cluster
+			fi
+			;;
+		redis)
+			if [ -n "${AGENTMARKET_TEST_REDIS_URL:-}" ]; then
+				am_log "Redis: using AGENTMARKET_TEST_REDIS_URL from the environment"
+			else
+				am_start_redis
 			fi
 			;;
 		helm) am_ensure_helm ;;

@@ -124,54 +124,7 @@ func taskIDs(bs []contracts.TaskBinding) []string {
 func runBindings(t *testing.T, newStore TaskFactory) {
 	ctx := context.Background()
 
-	t.Run("bindings: parent and deadline round trip", func(t *testing.T) {
-		s, _ := newStore(t)
-		deadline := t0.Add(time.Hour)
-		child := contracts.TaskBinding{ListingID: "lst_2", TaskID: "task_c", OrgID: "org_a", ContractID: "ctr_2", ContextID: "ctx_1",
-			CreatedAt: t0, ParentListingID: "lst_1", ParentTaskID: "task_p", DeadlineAt: &deadline}
-		root := contracts.TaskBinding{ListingID: "lst_1", TaskID: "task_p", OrgID: "org_a", ContractID: "ctr_1", CreatedAt: t0}
-		for _, b := range []contracts.TaskBinding{child, root} {
-			owner, err := s.BindTask(ctx, b)
-			must(t, err)
-			if owner != b.OrgID {
-				t.Errorf("BindTask(%s) = %s, want %s", b.TaskID, owner, b.OrgID)
-			}
-		}
-		got, err := s.TaskOwner(ctx, "lst_2", "task_c")
-		must(t, err)
-		wantBinding(t, "TaskOwner(child)", *got, child)
-		got, err = s.TaskOwner(ctx, "lst_1", "task_p")
-		must(t, err)
-		wantBinding(t, "TaskOwner(root)", *got, root)
-
-		// A second sight binds nothing new: the first binding stays whole.
-		later := t0.Add(2 * time.Hour)
-		other := contracts.TaskBinding{ListingID: "lst_2", TaskID: "task_c", OrgID: "org_z", ContractID: "ctr_9", CreatedAt: later,
-			ParentListingID: "lst_9", ParentTaskID: "task_9", DeadlineAt: &later}
-		owner, err := s.BindTask(ctx, other)
-		must(t, err)
-		if owner != "org_a" {
-			t.Errorf("BindTask of a bound task = %s, want the first owner org_a", owner)
-		}
-		got, err = s.TaskOwner(ctx, "lst_2", "task_c")
-		must(t, err)
-		wantBinding(t, "TaskOwner(child) after a second bind", *got, child)
-	})
-
-	t.Run("bindings: a reused task id is marked once, and stays bound to its owner", func(t *testing.T) {
-		s, _ := newStore(t)
-		b := contracts.TaskBinding{ListingID: "lst_1", TaskID: "task-1", OrgID: "org_a", ContractID: "ctr_1", CreatedAt: t0}
-		_, err := s.BindTask(ctx, b)
-		must(t, err)
-		first := t0.Add(time.Minute)
-		must(t, s.MarkTaskReused(ctx, "lst_1", "task-1", first))
-		must(t, s.MarkTaskReused(ctx, "lst_1", "task-1", first.Add(time.Hour)))
-		got, err := s.TaskOwner(ctx, "lst_1", "task-1")
-		must(t, err)
-		b.ReusedAt = &first
-		wantBinding(t, "TaskOwner(reused)", *got, b)
-		wantKind(t, "MarkTaskReused(unseen)", s.MarkTaskReused(ctx, "lst_1", "task-9", first), agentmarket.NotFound)
-	})
+	runOwners(t, func(t *testing.T) contracts.TaskOwners { s, _ := newStore(t); return s })
 
 	t.Run("bindings: a task bound ended is recorded ended once, with its event", func(t *testing.T) {
 		s, _ := newStore(t)

@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # Throwaway services for scripts/test.sh: PostgreSQL, ClickHouse (a server, and a cluster
-# of three with ZooKeeper), stripe-mock, Chromium; and the helm binary.
+# of three with ZooKeeper), Redis, stripe-mock, Chromium; and the helm binary.
 #
 # Sourced, not run. Every service lives under one work directory ($AM_WORKDIR) and is
 # stopped by am_cleanup, which test.sh installs as its EXIT trap. Each start function
@@ -8,7 +8,7 @@
 #
 # Versions are pinned where the tests depend on behaviour (see shared/infra.md):
 # PostgreSQL 15 (Debian), ClickHouse 18.16 (Debian; the only server installable here),
-# ZooKeeper 3.8 (Debian), stripe-mock v0.162.0 (later versions dropped usage records),
+# ZooKeeper 3.8 (Debian), Redis 7.0 (Debian), stripe-mock v0.162.0 (later versions dropped usage records),
 # helm v3.22.0.
 
 AM_STRIPE_MOCK_VERSION=v0.162.0
@@ -18,6 +18,7 @@ AM_PG_BIN=""           # directory holding initdb/pg_ctl
 AM_PG_DATA=""          # data dir of the running cluster, empty when none
 AM_CH_PID=""           # pid of our clickhouse-server, empty when none
 AM_STRIPE_PID=""       # pid of our stripe-mock, empty when none
+AM_REDIS_PID=""        # pid of our redis-server, empty when none
 AM_CLUSTER_PIDS=""     # pids of our ClickHouse cluster's nodes, space-separated
 AM_ZK_PID=""           # pid of our ZooKeeper, empty when none
 AM_ZK_PORT=""
@@ -233,6 +234,10 @@ am_make_workdir() {
 # EXIT trap, so it must not fail and stays quiet: go test's output closes the log.
 am_cleanup() {
 	set +e
+	if [ -n "$AM_REDIS_PID" ]; then
+		am_stop_pid "$AM_REDIS_PID" redis-server
+		AM_REDIS_PID=""
+	fi
 	if [ -n "$AM_STRIPE_PID" ]; then
 		am_stop_pid "$AM_STRIPE_PID" stripe-mock
 		AM_STRIPE_PID=""
@@ -660,6 +665,39 @@ am_start_stripe_mock() {
 	export AGENTMARKET_TEST_STRIPE_API_BASE="http://127.0.0.1:$port"
 	export AGENTMARKET_TEST_STRIPE_SECRET_KEY=sk_test_123
 	am_log "stripe-mock $AM_STRIPE_MOCK_VERSION on 127.0.0.1:$port (https $tls_port), up in $(am_since "$t0")s"
+}
+
+# --- Redis (the hot state meters share) ---------------------------------------------------
+
+am_ensure_redis() {
+	command -v redis-server >/dev/null 2>&1 || am_apt_install redis-server
+	command -v redis-server >/dev/null 2>&1 || am_die "redis-server not found after install"
+}
+
+# am_start_redis starts a throwaway redis-server (no persistence) on 127.0.0.1 and exports
+# AGENTMARKET_TEST_REDIS_URL. Tests keep apart by key prefix or by their own ids.
+am_start_redis() {
+	local t0 port try ok=0
+	t0=$(am_now)
+	am_ensure_redis
+	for try in 1 2 3; do
+		am_pick_port port
+		redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no --daemonize no \
+			--dir "$AM_WORKDIR" --logfile "$AM_WORKDIR/redis.log" </dev/null >/dev/null 2>&1 &
+		AM_REDIS_PID=$!
+		echo "$AM_REDIS_PID" >"$AM_WORKDIR/redis.svcpid"
+		if am_wait_port "$port" 30 "$AM_REDIS_PID"; then
+			ok=1
+			break
+		fi
+		am_warn "redis-server did not start on port $port (try $try)"
+		tail -n 20 "$AM_WORKDIR/redis.log" >&2 2>/dev/null
+		am_stop_pid "$AM_REDIS_PID" redis-server
+		AM_REDIS_PID=""
+	done
+	[ "$ok" -eq 1 ] || am_die "redis-server did not start"
+	export AGENTMARKET_TEST_REDIS_URL="redis://127.0.0.1:$port/0"
+	am_log "Redis $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p') on 127.0.0.1:$port, up in $(am_since "$t0")s"
 }
 
 # --- Chromium (browser tests) --------------------------------------------------------------

@@ -1,0 +1,108 @@
+package redis
+
+import (
+	"context"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/contracts"
+)
+
+var _ contracts.TaskOwners = (*Store)(nil)
+
+// A task's binding is a hash under ownerKey: o org, c contract, x context,
+// ca created at, pl/pt parent listing and task, dl deadline, ru reused at.
+// Its end and its bill live in the database's row, not here.
+func (s *Store) ownerKey(listingID, taskID string) string {
+	return s.prefix + "o:" + listingID + "|" + taskID
+}
+
+// bindScript records a binding unless the task is bound, and returns the
+// owner now recorded. ARGV: ttl ms, then the fields in hash order.
+var bindScript = goredis.NewScript(`
+local o = redis.call('HGET', KEYS[1], 'o')
+if o then return o end
+redis.call('HSET', KEYS[1], 'o', ARGV[2], 'c', ARGV[3], 'x', ARGV[4], 'ca', ARGV[5], 'pl', ARGV[6], 'pt', ARGV[7], 'dl', ARGV[8], 'ru', '')
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return ARGV[2]
+`)
+
+// BindTask records t's org as the task's owner unless it is bound, and
+// returns the owner now recorded.
+func (s *Store) BindTask(ctx context.Context, t contracts.TaskBinding) (string, error) {
+	owners, errs := s.BindTasks(ctx, []contracts.TaskBinding{t})
+	return owners[0], errs[0]
+}
+
+// BindTasks binds many tasks in one pipeline; each binding is atomic.
+func (s *Store) BindTasks(ctx context.Context, bs []contracts.TaskBinding) ([]string, []error) {
+	owners, errs := make([]string, len(bs)), make([]error, len(bs))
+	fail := func(err error) ([]string, []error) {
+		for i := range errs {
+			errs[i] = unavailable(err)
+		}
+		return owners, errs
+	}
+	if err := bindScript.Load(ctx, s.c).Err(); err != nil {
+		return fail(err)
+	}
+	cmds := make([]*goredis.Cmd, len(bs))
+	_, err := s.c.Pipelined(ctx, func(pl goredis.Pipeliner) error {
+		for i := range bs {
+			b := &bs[i]
+			var dl string
+			if b.DeadlineAt != nil {
+				dl = encTime(*b.DeadlineAt)
+			}
+			cmds[i] = bindScript.EvalSha(ctx, pl, []string{s.ownerKey(b.ListingID, b.TaskID)}, s.bindingTTL.Milliseconds(),
+				b.OrgID, b.ContractID, b.ContextID, encTime(b.CreatedAt), b.ParentListingID, b.ParentTaskID, dl)
+		}
+		return nil
+	})
+	if err != nil {
+		return fail(err)
+	}
+	for i, c := range cmds {
+		owners[i], errs[i] = c.Text()
+		errs[i] = unavailable(errs[i])
+	}
+	return owners, errs
+}
+
+// TaskOwner returns the task's binding, or NotFound when Redis holds none
+// (never bound, or its time to live is over: the database has it then).
+func (s *Store) TaskOwner(ctx context.Context, listingID, taskID string) (*contracts.TaskBinding, error) {
+	h, err := s.c.HGetAll(ctx, s.ownerKey(listingID, taskID)).Result()
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	if h["o"] == "" {
+		return nil, agentmarket.Errorf(agentmarket.NotFound, "task_not_found", "no task %q on listing %q", taskID, listingID)
+	}
+	return &contracts.TaskBinding{ListingID: listingID, TaskID: taskID, OrgID: h["o"], ContractID: h["c"], ContextID: h["x"],
+		CreatedAt: decTime(h["ca"]), ParentListingID: h["pl"], ParentTaskID: h["pt"], DeadlineAt: decTimePtr(h["dl"]), ReusedAt: decTimePtr(h["ru"])}, nil
+}
+
+// markReusedScript sets the reuse mark unless it is set; 0 when the task
+// is not bound here.
+var markReusedScript = goredis.NewScript(`
+local ru = redis.call('HGET', KEYS[1], 'ru')
+if not ru then return 0 end
+if ru == '' then redis.call('HSET', KEYS[1], 'ru', ARGV[1]) end
+return 1
+`)
+
+// MarkTaskReused records that the agent reused the bound task's id; the
+// first mark stays. NotFound for a task Redis does not hold.
+func (s *Store) MarkTaskReused(ctx context.Context, listingID, taskID string, at time.Time) error {
+	n, err := markReusedScript.Run(ctx, s.c, []string{s.ownerKey(listingID, taskID)}, encTime(at)).Int()
+	if err != nil {
+		return unavailable(err)
+	}
+	if n == 0 {
+		return agentmarket.Errorf(agentmarket.NotFound, "task_not_found", "no task %q on listing %q", taskID, listingID)
+	}
+	return nil
+}
