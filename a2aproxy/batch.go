@@ -142,16 +142,35 @@ type bindResult struct {
 // startBatchers batches the task-owner writes of the calls that bind in
 // the database (bindsInDB) when the store can.
 func (p *Proxy) startBatchers() {
-	if bo, ok := p.Owners.(contracts.BatchTaskOwners); ok {
-		p.binds = newBatcher(p.Base, 256, func(ctx context.Context, ts []contracts.TaskBinding) []bindResult {
-			owners, errs := bo.BindTasks(ctx, ts)
-			out := make([]bindResult, len(ts))
-			for i := range ts {
-				out[i] = bindResult{owners[i], errs[i]}
-			}
-			return out
-		})
+	if p.Shared != nil {
+		p.sharedBind = bindBatcher(p.Base, p.Shared.BindTasks)
 	}
+	if bo, ok := p.Owners.(contracts.BatchTaskOwners); ok {
+		p.binds = bindBatcher(p.Base, bo.BindTasks)
+	}
+}
+
+// bindBatcher gathers the bindings of concurrent calls into batches of a
+// store's BindTasks.
+func bindBatcher(ctx context.Context, bind func(context.Context, []contracts.TaskBinding) ([]string, []error)) *batcher[contracts.TaskBinding, bindResult] {
+	return newBatcher(ctx, 256, func(ctx context.Context, ts []contracts.TaskBinding) []bindResult {
+		owners, errs := bind(ctx, ts)
+		out := make([]bindResult, len(ts))
+		for i := range ts {
+			out[i] = bindResult{owners[i], errs[i]}
+		}
+		return out
+	})
+}
+
+// bindShared records a binding in the shared state (Shared) and returns
+// the owner recorded there.
+func (p *Proxy) bindShared(ctx context.Context, t contracts.TaskBinding) (string, error) {
+	r, err := p.sharedBind.do(ctx, t)
+	if err != nil {
+		return "", err
+	}
+	return r.owner, r.err
 }
 
 func (p *Proxy) bindOwner(ctx context.Context, t contracts.TaskBinding) (string, error) {

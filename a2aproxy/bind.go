@@ -72,6 +72,23 @@ func (p *Proxy) bindTask(ctx context.Context, cl *call) error {
 		p.agentTaskConflict(ctx, cl)
 		return rpcErr(CodeAgentTaskConflict, http.StatusOK, "the agent answered with a task that is not yours; the meter withheld the answer and marked the listing")
 	}
+	if created && p.Shared != nil {
+		// The other meters' bindings: the first owner of the task on any
+		// meter stays, and the others find it there at once.
+		owner, err := p.bindShared(ctx, b)
+		switch {
+		case err != nil:
+			// The database path: the binding is durable with the call's
+			// usage row, and other meters find it once it is projected.
+			p.Metrics.SharedFallback("bind")
+			p.Logger.WarnContext(ctx, "task binding not shared with the other meters; they find it in the database", "trace_id", cl.trace.traceID,
+				"task_id", b.TaskID, "err", err)
+		case owner != cl.actor.OrgID:
+			p.owners.Forget(b.ListingID, b.TaskID)
+			p.sharedTaskConflict(ctx, cl)
+			return rpcErr(CodeAgentTaskConflict, http.StatusOK, "the agent answered with a task that is not yours; the meter withheld the answer and marked the listing")
+		}
+	}
 	if p.bindsInDB(cl, &b) {
 		// The task's life is recorded at once (a deadline, a parent, a
 		// pause, a push config) or its row comes late (a stream): its
@@ -122,6 +139,21 @@ func (p *Proxy) agentTaskConflict(ctx context.Context, cl *call) {
 	p.owners.MarkReused(cl.target.ListingID, cl.obs.taskID, now)
 	cl.obs = observed{}
 	p.recordIncident(ctx, cl.target.ListingID)
+}
+
+// sharedTaskConflict is agentTaskConflict for a task another meter bound
+// to another org (found in the shared state): the mark goes to the shared
+// state at once, and to the database once the other meter's projection has
+// stored the binding (the task sweeper retries it until then).
+func (p *Proxy) sharedTaskConflict(ctx context.Context, cl *call) {
+	listingID, taskID, now := cl.target.ListingID, cl.obs.taskID, p.Clock.Now()
+	if err := p.Shared.MarkTaskReused(ctx, listingID, taskID, now); err != nil {
+		p.Logger.WarnContext(ctx, "reused task not marked in the shared state", "trace_id", cl.trace.traceID, "task_id", taskID, "err", err)
+	}
+	p.later.add("reuse mark", ownerKey{}, maxLaterAttempts, func(ctx context.Context) error {
+		return p.Owners.MarkTaskReused(ctx, listingID, taskID, now)
+	})
+	p.agentTaskConflict(ctx, cl)
 }
 
 // markReused records in the store that the agent reused a task id; a task

@@ -98,3 +98,11 @@ type Sealer interface {
 	Seal(plaintext, context []byte) ([]byte, error)
 	Open(sealed, context []byte) ([]byte, error)
 }
+
+// SharedOwners is the state of task owners that the meters of one
+// deployment share (contracts/redis): a binding one meter makes is found by
+// every other at once. Its bindings are atomic: the first owner stays.
+type SharedOwners interface {
+	contracts.TaskOwners
+	BindTasks(ctx context.Context, bindings []contracts.TaskBinding) (owners []string, errs []error)
+}

@@ -269,6 +269,14 @@ func (x *sentIndex) put(k contracts.SentKey, e *sentEntry, now time.Time) (*sent
 // not gathered into batches.
 type localLookups interface{ LocalLookups() }
 
+// claimsAtOnce marks a store of sent messages shared by the meters of a
+// deployment and fast enough to be written on the call path (Redis,
+// contracts.SentFallback): a send claims its messageId there before it is
+// forwarded (atomically: a copy sent through another meter at the same
+// moment finds the claim), and its end is written as soon as the call
+// ends, not when its usage row is projected.
+type claimsAtOnce interface{ ClaimsAtOnce() }
+
 // sentFound is the store's answer to one lookup.
 type sentFound struct {
 	rec *contracts.SentMessage
@@ -282,6 +290,7 @@ func (p *Proxy) initSent() {
 	}
 	p.sentIdx = newSentIndex(p.Limits.SentIndexSize)
 	_, p.sentLocal = p.Sent.(localLookups)
+	_, p.sentAtOnce = p.Sent.(claimsAtOnce)
 	// Lookups are reads, batched: a lookup of one key costs the pure-Go
 	// SQLite driver about what one of sixteen does (it parses the
 	// statement at every execution), so under load the batch lingers to
@@ -306,10 +315,12 @@ func (p *Proxy) initSent() {
 	go p.writeSentLoop(p.Base)
 }
 
-// sentWrite is a send in flight to record in the store once due.
+// sentWrite is a send to record in the store once due: while it is in
+// flight, or whatever it is then (ended).
 type sentWrite struct {
-	e   *sentEntry
-	due time.Time
+	e     *sentEntry
+	due   time.Time
+	ended bool
 }
 
 // writeSent queues a send in flight for the store, off the call path: its
@@ -317,8 +328,13 @@ type sentWrite struct {
 // records it). A full queue drops it (the store lags): the call's usage
 // row still records how the send ended.
 func (p *Proxy) writeSent(e *sentEntry, due time.Time) {
+	p.queueSent(sentWrite{e: e, due: due})
+}
+
+func (p *Proxy) queueSent(w sentWrite) {
+	e := w.e
 	select {
-	case p.sentWrites <- sentWrite{e, due}:
+	case p.sentWrites <- w:
 	default:
 		// Not waited for: the call must not wait on the store. Its usage
 		// row records how the send ended (Project); until then another
@@ -353,7 +369,7 @@ func (p *Proxy) writeSentLoop(ctx context.Context) {
 		}
 		batch = batch[:0]
 		for head != nil && len(batch) < cap(batch) && !head.due.After(time.Now()) {
-			if head.e.inFlight() {
+			if head.ended || head.e.inFlight() {
 				batch = append(batch, head.e.record())
 			}
 			head = nil
@@ -492,9 +508,10 @@ func (p *Proxy) idempotent(c exchange, cl *call) (replied bool, err error) {
 			if _, ok := p.sentIdx.put(key, ne, now); !ok {
 				continue // a call through this meter claimed it meanwhile
 			}
-			if rec != nil {
-				// A claim abandoned by a meter that stopped: taken over in
-				// the store at once, as another meter may try too.
+			if rec != nil || p.sentAtOnce {
+				// A claim abandoned by a meter that stopped, or any claim in
+				// a store shared at once: taken in the store now, as another
+				// meter may try too.
 				applied, err := p.Sent.RecordSent(bounded(), []contracts.SentMessage{ne.record()}, now)
 				if err == nil && !applied[0] {
 					ne.end(contracts.SentReleased, "", "", "", nil, false, "")
@@ -588,6 +605,11 @@ func (p *Proxy) sentEnded(cl *call, u *metering.Usage) *metering.Sent {
 		kept = nil
 	}
 	e.end(stage, u.TaskID, u.ContextID, u.State, kept, cl.sentResult != nil, cl.sentResultVersion)
+	if p.sentAtOnce && (!done || u.TaskID != "" || kept != nil) {
+		// Other meters see the end now, not once the row is projected (a
+		// message answer too large to keep here is left to the row).
+		p.queueSent(sentWrite{e: e, ended: true})
+	}
 	s := &metering.Sent{MessageID: e.key.MessageID, Digest: e.digest, ClaimID: e.claimID, ClaimedAt: e.claimedAt,
 		HeldUntil: e.heldUntil, ExpiresAt: e.expires, Done: done}
 	if done && cl.sentResult != nil {

@@ -26,6 +26,7 @@ type Metrics struct {
 	sent     *prometheus.CounterVec
 	lost     *prometheus.CounterVec
 	stalled  *prometheus.CounterVec
+	shared   *prometheus.CounterVec
 }
 
 // NewMetrics registers the meter's series on reg.
@@ -64,7 +65,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.stalled = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "tasks_stalled_total",
 		Help: "Tasks the meter marked stalled, by listing: no progress (status change, artifact or message) for longer than the listing's stall_after."},
 		[]string{"listing"})
-	reg.MustRegister(m.clamped, m.held, m.pacedC, m.sent, m.lost, m.stalled)
+	m.shared = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "shared_state_fallbacks_total",
+		Help: "Operations on the state meters share (Redis) that failed and went down the database path instead, by operation (bind, lookup, sent_find, sent_record)."},
+		[]string{"op"})
+	reg.MustRegister(m.clamped, m.held, m.pacedC, m.sent, m.lost, m.stalled, m.shared)
 	return m
 }
 
@@ -150,6 +154,14 @@ func (m *Metrics) heldBack() {
 func (m *Metrics) sentOutcome(listing, outcome string) {
 	if m != nil {
 		m.sent.WithLabelValues(listing, outcome).Inc()
+	}
+}
+
+// SharedFallback counts an operation on the shared state (Redis) that
+// went down the database path (op: bind, lookup, sent_find, sent_record).
+func (m *Metrics) SharedFallback(op string) {
+	if m != nil {
+		m.shared.WithLabelValues(op).Inc()
 	}
 }
 

@@ -16,8 +16,9 @@ import (
 // that the shipper fills from the spool (a binding is durable once the
 // usage row that carries it is appended).
 //
-// A task this meter never saw is read from the database; when the
-// database does not know it either, the lookup waits (up to missWait) for
+// A task this meter never saw is read from the state the meters share
+// (Proxy.Shared, Redis), where every meter's bindings are as soon as its
+// call made them, then from the database; when neither knows it, the lookup waits (up to missWait) for
 // another meter's projection before answering "not found", so a task
 // created on one meter is found for its owner on another right after its
 // creation.
@@ -26,7 +27,12 @@ import (
 // dropping the oldest first; a dropped entry is read from the database
 // again (where its projection is by then).
 type ownerIndex struct {
-	store    contracts.TaskOwners
+	store contracts.TaskOwners
+	// shared, when set, is read before the database: the bindings every
+	// meter of the deployment made (Proxy.Shared). fallback is told when
+	// it fails (the database answers then).
+	shared   contracts.TaskOwners
+	fallback func(error)
 	missWait time.Duration
 	poll     time.Duration
 	seed     maphash.Seed
@@ -152,12 +158,26 @@ func (x *ownerIndex) Known(ctx context.Context, listingID, taskID string) (*cont
 	if b := sh.get(k); b != nil {
 		return b, nil
 	}
-	b, err := x.store.TaskOwner(ctx, listingID, taskID)
+	b, err := x.read(ctx, listingID, taskID)
 	if err != nil {
 		return nil, err
 	}
 	got, _ := sh.putIfAbsent(k, b)
 	return got, nil
+}
+
+// read is the task's binding from the shared state, else the database.
+func (x *ownerIndex) read(ctx context.Context, listingID, taskID string) (*contracts.TaskBinding, error) {
+	if x.shared != nil {
+		b, err := x.shared.TaskOwner(ctx, listingID, taskID)
+		switch {
+		case err == nil:
+			return b, nil
+		case !isNotFound(err):
+			x.fallback(err)
+		}
+	}
+	return x.store.TaskOwner(ctx, listingID, taskID)
 }
 
 // Lookup returns the task's binding, or a NotFound error once neither
@@ -174,7 +194,7 @@ func (x *ownerIndex) Lookup(ctx context.Context, listingID, taskID string) (*con
 	wait, cancel := context.WithTimeout(ctx, x.missWait)
 	defer cancel()
 	for {
-		b, err := x.store.TaskOwner(ctx, listingID, taskID)
+		b, err := x.read(ctx, listingID, taskID)
 		if err == nil {
 			got, _ := sh.putIfAbsent(k, b)
 			return got, nil

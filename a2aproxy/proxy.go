@@ -167,9 +167,15 @@ type Proxy struct {
 	Contracts    Contracts
 	Entitlements Entitlements
 	Owners       contracts.TaskOwners
-	Ledger       metering.Ledger
-	Recorder     Recorder
-	Spend        Spend // nil: budgets are not enforced
+	// Shared is where the meters of one deployment share their bindings
+	// (Redis): a task bound through one meter is found for its owner on
+	// every other at once, not once the database's projection has it.
+	// nil: the database alone. A failure of Shared sends the call down
+	// the database path (logged, counted); no call is refused for it.
+	Shared   SharedOwners
+	Ledger   metering.Ledger
+	Recorder Recorder
+	Spend    Spend // nil: budgets are not enforced
 	// Tasks records the life of tasks (pauses, cancels, deadlines); nil:
 	// not recorded, and no task is canceled for its time.
 	Tasks contracts.TaskLife
@@ -227,13 +233,15 @@ type Proxy struct {
 	acct       *accounting // accounting.go
 	bills      *billBook   // billbook.go, with BillInMemory
 	binds      *batcher[contracts.TaskBinding, bindResult]
-	sentIdx    *sentIndex                             // idem.go
-	sentFinds  *batcher[contracts.SentKey, sentFound] // idem.go
-	sentWrites chan sentWrite                         // idem.go
-	sentLocal  bool                                   // Sent answers lookups at once (localLookups, idem.go)
-	dialects   dialectCache                           // of 0.3 HTTP+JSON agent interfaces (dialect.go)
-	upstream   *http.Client                           // to agents, under Guard (upstream.go): streams, probes
-	fast       *fastClients                           // to agents, under Guard: unary calls (upstream_fast.go)
+	sharedBind *batcher[contracts.TaskBinding, bindResult] // to Shared
+	sentIdx    *sentIndex                                  // idem.go
+	sentFinds  *batcher[contracts.SentKey, sentFound]      // idem.go
+	sentWrites chan sentWrite                              // idem.go
+	sentLocal  bool                                        // Sent answers lookups at once (localLookups, idem.go)
+	sentAtOnce bool                                        // Sent takes claims on the call path (claimsAtOnce, idem.go)
+	dialects   dialectCache                                // of 0.3 HTTP+JSON agent interfaces (dialect.go)
+	upstream   *http.Client                                // to agents, under Guard (upstream.go): streams, probes
+	fast       *fastClients                                // to agents, under Guard: unary calls (upstream_fast.go)
 	// stalls is the progress of the tasks this meter saw (stall.go).
 	stalls progressWatch
 	// later holds the writes the store refused that nothing else would make
@@ -257,6 +265,13 @@ func (p *Proxy) Init() {
 	p.plans = newTTLCache[*listings.Plan](time.Hour, now).staleFor(stale)
 	p.parents = newTTLCache[*contracts.TaskBinding](p.Limits.CacheTTL, now)
 	p.owners = newOwnerIndex(p.Owners, p.Limits.OwnerIndexSize, p.Limits.OwnerMissWait)
+	if p.Shared != nil {
+		p.owners.shared = p.Shared
+		p.owners.fallback = func(err error) {
+			p.Metrics.SharedFallback("lookup")
+			p.Logger.Debug("task owner not read from the shared state; reading the database", "err", err)
+		}
+	}
 	p.grants = newTTLCache[bool](p.Limits.CacheTTL, now).staleFor(stale)
 	p.initUpstream()
 	if p.Base == nil {

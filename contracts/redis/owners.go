@@ -39,14 +39,25 @@ func (s *Store) BindTask(ctx context.Context, t contracts.TaskBinding) (string, 
 // BindTasks binds many tasks in one pipeline; each binding is atomic.
 func (s *Store) BindTasks(ctx context.Context, bs []contracts.TaskBinding) ([]string, []error) {
 	owners, errs := make([]string, len(bs)), make([]error, len(bs))
-	fail := func(err error) ([]string, []error) {
-		for i := range errs {
-			errs[i] = unavailable(err)
+	err := s.up()
+	if err == nil {
+		err = s.bindTasks(ctx, bs, owners)
+		if s.noScript(err) {
+			err = s.bindTasks(ctx, bs, owners)
 		}
-		return owners, errs
 	}
-	if err := bindScript.Load(ctx, s.c).Err(); err != nil {
-		return fail(err)
+	if err != nil {
+		err = s.failed(err)
+		for i := range errs {
+			errs[i] = err
+		}
+	}
+	return owners, errs
+}
+
+func (s *Store) bindTasks(ctx context.Context, bs []contracts.TaskBinding, owners []string) error {
+	if err := s.loadScripts(ctx); err != nil {
+		return err
 	}
 	cmds := make([]*goredis.Cmd, len(bs))
 	_, err := s.c.Pipelined(ctx, func(pl goredis.Pipeliner) error {
@@ -62,21 +73,27 @@ func (s *Store) BindTasks(ctx context.Context, bs []contracts.TaskBinding) ([]st
 		return nil
 	})
 	if err != nil {
-		return fail(err)
+		return err
 	}
 	for i, c := range cmds {
-		owners[i], errs[i] = c.Text()
-		errs[i] = unavailable(errs[i])
+		o, err := c.Text()
+		if err != nil {
+			return err
+		}
+		owners[i] = o
 	}
-	return owners, errs
+	return nil
 }
 
 // TaskOwner returns the task's binding, or NotFound when Redis holds none
 // (never bound, or its time to live is over: the database has it then).
 func (s *Store) TaskOwner(ctx context.Context, listingID, taskID string) (*contracts.TaskBinding, error) {
+	if err := s.up(); err != nil {
+		return nil, err
+	}
 	h, err := s.c.HGetAll(ctx, s.ownerKey(listingID, taskID)).Result()
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, s.failed(err)
 	}
 	if h["o"] == "" {
 		return nil, agentmarket.Errorf(agentmarket.NotFound, "task_not_found", "no task %q on listing %q", taskID, listingID)
@@ -97,9 +114,12 @@ return 1
 // MarkTaskReused records that the agent reused the bound task's id; the
 // first mark stays. NotFound for a task Redis does not hold.
 func (s *Store) MarkTaskReused(ctx context.Context, listingID, taskID string, at time.Time) error {
+	if err := s.up(); err != nil {
+		return err
+	}
 	n, err := markReusedScript.Run(ctx, s.c, []string{s.ownerKey(listingID, taskID)}, encTime(at)).Int()
 	if err != nil {
-		return unavailable(err)
+		return s.failed(err)
 	}
 	if n == 0 {
 		return agentmarket.Errorf(agentmarket.NotFound, "task_not_found", "no task %q on listing %q", taskID, listingID)

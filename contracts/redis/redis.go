@@ -17,8 +17,9 @@ package redis
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	goredis "github.com/redis/go-redis/v9"
@@ -28,7 +29,16 @@ import (
 
 // Store is the shared hot state on one Redis server.
 type Store struct {
-	c      *goredis.Client
+	c *goredis.Client
+	// downUntil (Unix nanoseconds) is when the server is tried again
+	// after it failed: meanwhile every operation fails at once, so an
+	// outage costs the meter's calls no waiting (they take the database
+	// path).
+	downUntil atomic.Int64
+	// loaded: the scripts are in the server's cache (loadScripts); a
+	// server restarted since has lost them (NOSCRIPT), and they are loaded
+	// again.
+	loaded atomic.Bool
 	prefix string
 	// BindingTTL is how long a task's binding stays in Redis after it was
 	// last written; past it, meters read the task's row in the database.
@@ -44,9 +54,10 @@ type Options struct {
 	BindingTTL time.Duration
 }
 
-// Open connects to the Redis server at url (redis://[user:pass@]host:port/db)
-// and checks that it answers within timeout.
-func Open(ctx context.Context, url string, timeout time.Duration, o Options) (*Store, error) {
+// Open makes a store of the Redis server at url
+// (redis://[user:pass@]host:port/db). It connects lazily: a server that is
+// down now is tried again at each use (Ping tells).
+func Open(url string, o Options) (*Store, error) {
 	opt, err := goredis.ParseURL(url)
 	if err != nil {
 		return nil, agentmarket.Wrap(agentmarket.Invalid, "invalid_redis_url", err, "the Redis URL must look like redis://host:6379/0")
@@ -56,14 +67,9 @@ func Open(ctx context.Context, url string, timeout time.Duration, o Options) (*S
 	opt.DialTimeout = min(opt.DialTimeout, time.Second)
 	opt.ReadTimeout, opt.WriteTimeout = 500*time.Millisecond, 500*time.Millisecond
 	opt.MaxRetries = 1
-	c := goredis.NewClient(opt)
-	pctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if err := c.Ping(pctx).Err(); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("redis at %s: %w", opt.Addr, err)
-	}
-	return New(c, o), nil
+	opt.DialerRetries = 1
+	opt.MinRetryBackoff, opt.MaxRetryBackoff = time.Millisecond, 10*time.Millisecond
+	return New(goredis.NewClient(opt), o), nil
 }
 
 // New wraps a client.
@@ -81,7 +87,34 @@ func New(c *goredis.Client, o Options) *Store {
 func (s *Store) Close() error { return s.c.Close() }
 
 // Ping checks that the server answers.
-func (s *Store) Ping(ctx context.Context) error { return unavailable(s.c.Ping(ctx).Err()) }
+func (s *Store) Ping(ctx context.Context) error { return s.failed(s.c.Ping(ctx).Err()) }
+
+// retryAfter is how long the store answers "unavailable" at once after
+// the server failed.
+const retryAfter = time.Second
+
+var errDown = agentmarket.Errorf(agentmarket.Unavailable, "redis_unavailable", "the shared state (Redis) failed less than %s ago", retryAfter)
+
+// up reports whether the server may be tried now.
+func (s *Store) up() error {
+	if time.Now().UnixNano() < s.downUntil.Load() {
+		return errDown
+	}
+	return nil
+}
+
+// failed turns a failure of the server into the error the meter falls back
+// on, and holds the server off for retryAfter.
+func (s *Store) failed(err error) error {
+	if err == errDown {
+		return err // held off, not tried: the hold is not renewed
+	}
+	err = unavailable(err)
+	if agentmarket.KindOf(err) == agentmarket.Unavailable {
+		s.downUntil.Store(time.Now().Add(retryAfter).UnixNano())
+	}
+	return err
+}
 
 // unavailable is how a failure of Redis reaches the meter: the kind it
 // falls back on (the database path).
@@ -133,3 +166,31 @@ local function lt(a, b)
   return a < b
 end
 `
+
+var scripts = []*goredis.Script{recordSentScript, bindScript}
+
+// loadScripts puts the scripts run in pipelines (EvalSha) into the
+// server's cache, once.
+func (s *Store) loadScripts(ctx context.Context) error {
+	if s.loaded.Load() {
+		return nil
+	}
+	for _, sc := range scripts {
+		if err := sc.Load(ctx, s.c).Err(); err != nil {
+			return err
+		}
+	}
+	s.loaded.Store(true)
+	return nil
+}
+
+// noScript reports whether a pipeline failed for a script the server no
+// longer holds (it restarted): they are loaded again, and the caller
+// retries once.
+func (s *Store) noScript(err error) bool {
+	if err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		s.loaded.Store(false)
+		return true
+	}
+	return false
+}

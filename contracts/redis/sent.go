@@ -79,8 +79,22 @@ func (s *Store) RecordSent(ctx context.Context, recs []contracts.SentMessage, no
 	if len(recs) == 0 {
 		return nil, nil
 	}
-	if err := recordSentScript.Load(ctx, s.c).Err(); err != nil {
-		return nil, unavailable(err)
+	if err := s.up(); err != nil {
+		return nil, err
+	}
+	applied, err := s.recordSent(ctx, recs, now)
+	if s.noScript(err) {
+		applied, err = s.recordSent(ctx, recs, now)
+	}
+	if err != nil {
+		return nil, s.failed(err)
+	}
+	return applied, nil
+}
+
+func (s *Store) recordSent(ctx context.Context, recs []contracts.SentMessage, now time.Time) ([]bool, error) {
+	if err := s.loadScripts(ctx); err != nil {
+		return nil, err
 	}
 	cmds := make([]*goredis.Cmd, len(recs))
 	_, err := s.c.Pipelined(ctx, func(pl goredis.Pipeliner) error {
@@ -98,13 +112,13 @@ func (s *Store) RecordSent(ctx context.Context, recs []contracts.SentMessage, no
 		return nil
 	})
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, err
 	}
 	applied := make([]bool, len(recs))
 	for i, c := range cmds {
 		n, err := c.Int()
 		if err != nil {
-			return nil, unavailable(err)
+			return nil, err
 		}
 		applied[i] = n == 1
 	}
@@ -113,6 +127,9 @@ func (s *Store) RecordSent(ctx context.Context, recs []contracts.SentMessage, no
 
 // FindSent reads the keys' records in one pipeline.
 func (s *Store) FindSent(ctx context.Context, keys []contracts.SentKey, now time.Time) ([]*contracts.SentMessage, error) {
+	if err := s.up(); err != nil {
+		return nil, err
+	}
 	cmds := make([]*goredis.MapStringStringCmd, len(keys))
 	_, err := s.c.Pipelined(ctx, func(pl goredis.Pipeliner) error {
 		for i, k := range keys {
@@ -121,7 +138,7 @@ func (s *Store) FindSent(ctx context.Context, keys []contracts.SentKey, now time
 		return nil
 	})
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, s.failed(err)
 	}
 	out := make([]*contracts.SentMessage, len(keys))
 	for i, c := range cmds {
@@ -181,12 +198,12 @@ func (s *Store) PruneSent(ctx context.Context, before time.Time) (int64, error) 
 	for it.Next(ctx) {
 		if keys = append(keys, it.Val()); len(keys) == cap(keys) {
 			if err := flush(); err != nil {
-				return n, unavailable(err)
+				return n, s.failed(err)
 			}
 		}
 	}
 	if err := it.Err(); err != nil {
-		return n, unavailable(err)
+		return n, s.failed(err)
 	}
-	return n, unavailable(flush())
+	return n, s.failed(flush())
 }

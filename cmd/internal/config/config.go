@@ -55,7 +55,10 @@ type Config struct {
 	// MeterState is where a meter keeps the state its calls decide on
 	// (tasks' bills): "memory" (the only meter) or "database" (shared with
 	// other meters); "auto" is memory on the embedded database.
-	MeterState          string
+	MeterState string
+	// RedisURL is the Redis server the meters of a deployment share their
+	// hot state through (task owners, sent messages); empty: the database.
+	RedisURL            string
 	CardRefreshSeconds  int
 	CardFetchTimeout    time.Duration
 	PolicyReload        time.Duration
@@ -135,7 +138,7 @@ type Setting struct {
 
 // secretSettings are never echoed in an error.
 var secretSettings = map[string]bool{"secret-key": true, "operator-key": true, "stripe-secret-key": true, "stripe-webhook-secret": true,
-	"database-url": true, "clickhouse-url": true}
+	"database-url": true, "clickhouse-url": true, "redis-url": true}
 
 // Env is the environment variable of a setting.
 func (s Setting) Env() string {
@@ -173,6 +176,7 @@ func Settings(bin string) []Setting {
 			}
 			return errors.New("must be auto, memory or database")
 		}},
+		{"redis-url", "Redis the meters of a deployment share their hot state through (redis://host:6379/0): a task created through one meter is found on every other at once, a send retried through another meter is answered from the first, without a database row per call; empty = through the database (correct, slower). A Redis outage falls back to the database path (no call refused for it); refused with --meter-state memory (that meter is the only one)", "", str(func(c *Config) *string { return &c.RedisURL })},
 		{"clickhouse-cluster", "name of the ClickHouse cluster (in the servers' remote_servers) to run on: tables are created ON CLUSTER as replicated tables behind Distributed ones; empty = a single server", "", str(func(c *Config) *string { return &c.ClickHouseCluster })},
 		{"secret-key", "32-byte key (base64) that encrypts stored seller credentials; generated into the data dir when embedded, required with a database URL", "", str(func(c *Config) *string { return &c.SecretKey })},
 		{"fetch-allow-cidrs", "address ranges that card fetches, agents' endpoints (calls from the meter) and webhooks may reach despite the SSRF rules, e.g. 127.0.0.0/8 (--demo adds 127.0.0.1, where its agents listen)", "", str(func(c *Config) *string { return &c.FetchAllowCIDRs })},
@@ -474,6 +478,13 @@ func (c *Config) validate(bin string, f Formats) []string {
 			var ae *agentmarket.Error
 			errors.As(err, &ae)
 			errs = append(errs, "--clickhouse-url / AGENTMARKET_CLICKHOUSE_URL: "+ae.Message)
+		}
+	}
+	if c.RedisURL != "" {
+		if u, err := url.Parse(c.RedisURL); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
+			errs = append(errs, "--redis-url / AGENTMARKET_REDIS_URL: must be a redis:// URL like redis://127.0.0.1:6379/0")
+		} else if c.MeterInMemory() {
+			errs = append(errs, "--redis-url / AGENTMARKET_REDIS_URL: shares a meter's state with other meters, but this meter keeps it in memory as the only one (AGENTMARKET_METER_STATE=memory, or auto on the embedded database); use a database URL for several meters")
 		}
 	}
 	if bin == "meter" && c.Embedded() {

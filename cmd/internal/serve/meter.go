@@ -19,6 +19,7 @@ import (
 	"github.com/agentmarket/agentmarket/contracts"
 	"github.com/agentmarket/agentmarket/contracts/casbin"
 	contractsgorm "github.com/agentmarket/agentmarket/contracts/gormstore"
+	contractsredis "github.com/agentmarket/agentmarket/contracts/redis"
 	"github.com/agentmarket/agentmarket/contracts/sentlog"
 	"github.com/agentmarket/agentmarket/listings"
 	"github.com/agentmarket/agentmarket/metering"
@@ -127,6 +128,27 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 		}
 		sent, closeSent = sl, sl.Close
 	}
+	// The hot state several meters share, when there is a Redis: bindings
+	// and sent messages there, the database their durable projection (and
+	// the fallback while Redis is down).
+	var shared *contractsredis.Store
+	closeShared := func() error { return nil }
+	if d.Config.RedisURL != "" {
+		rs, err := contractsredis.Open(d.Config.RedisURL, contractsredis.Options{})
+		if err != nil {
+			closeSent()
+			store.Close()
+			sp.Close()
+			return nil, fmt.Errorf("redis: %w", err)
+		}
+		pctx, cancel := context.WithTimeout(ctx, StartPingTimeout)
+		if err := rs.Ping(pctx); err != nil {
+			// Not fatal: calls go down the database path until it answers.
+			d.Logger.Warn("Redis does not answer; the meter shares its state through the database until it does", "err", err)
+		}
+		cancel()
+		shared, closeShared = rs, rs.Close
+	}
 	guard := Guard(d.Config, d.Dialer)
 	p := &a2aproxy.Proxy{
 		PublicURL: d.PublicURL,
@@ -165,6 +187,13 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 		Metrics: a2aproxy.NewMetrics(d.Registry),
 		Base:    ctx,
 	}
+	if shared != nil {
+		p.Shared = shared
+		p.Sent = &contracts.SentFallback{Hot: shared, Durable: sent, Window: listings.MaxIdempotencyWindow, OnFallback: func(op string, err error) {
+			p.Metrics.SharedFallback(op)
+			d.Logger.Debug("sent message not in the shared state; the database holds it", "op", op, "err", err)
+		}}
+	}
 	p.Init()
 	// Retries of a failing database or usage store back off to 5 s at
 	// most: the projections must catch up soon after an outage ends.
@@ -183,7 +212,7 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 	go func() { defer loops.Done(); p.RunTaskSweeper(loopsCtx, d.Config.MeterLimits.TaskSweep) }()
 	go func() { defer loops.Done(); p.RunPushDelivery(loopsCtx) }()
 	return &Meter{Proxy: p, Spool: sp, Shipper: ship, stopLoops: func() { stop(); loops.Wait() },
-		closeStores: func() error { return errors.Join(closeSent(), store.Close()) }}, nil
+		closeStores: func() error { return errors.Join(closeSent(), closeShared(), store.Close()) }}, nil
 }
 
 // Close flushes the spool to the store (bounded by ctx) and closes it.
