@@ -5,6 +5,7 @@
 #   go build -o /tmp/meterbench ./cmd/meterbench
 #   scripts/meterbench-pg.sh /tmp/meterbench -d 5s -rounds 1 -half-load=false -sse-streams 0
 #   CLICKHOUSE_DB=nosuchdb scripts/meterbench-pg.sh /tmp/meterbench …   # ClickHouse "down": every insert fails
+#   REDIS=1 scripts/meterbench-pg.sh /tmp/meterbench …   # also a Redis, for the meters' shared state
 #
 # PostgreSQL runs with its default durability (fsync and synchronous_commit on), unlike the
 # test suite's throwaway cluster; each run gets fresh databases. Autovacuum looks every second
@@ -24,13 +25,19 @@ am_make_workdir
 trap am_cleanup EXIT
 am_start_postgres
 am_start_clickhouse
+redis_url=""
+if [ "${REDIS:-0}" = 1 ]; then
+	am_start_redis
+	redis_url=$AGENTMARKET_TEST_REDIS_URL
+fi
 pg=${AGENTMARKET_TEST_DATABASE_URL%%/postgres\?*}
 ch=${AGENTMARKET_TEST_CLICKHOUSE_DSN%/default}
 chdb=${CLICKHOUSE_DB:-bench}
 am_as_pg psql -q "$AGENTMARKET_TEST_DATABASE_URL" -c "CREATE DATABASE bench" >/dev/null
 [ "$chdb" = bench ] && clickhouse-client --host 127.0.0.1 --port "${ch##*:}" -q "CREATE DATABASE bench"
-echo "PostgreSQL $pg ($AM_PG_SETTINGS), ClickHouse $ch/$chdb; load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "PostgreSQL $pg ($AM_PG_SETTINGS), ClickHouse $ch/$chdb${redis_url:+, Redis $redis_url}; load $(cut -d' ' -f1-3 /proc/loadavg)"
 AGENTMARKET_DATABASE_URL="$pg/bench?sslmode=disable" \
 AGENTMARKET_CLICKHOUSE_URL="$ch/$chdb" \
+AGENTMARKET_REDIS_URL="$redis_url" \
 AGENTMARKET_SECRET_KEY=${AGENTMARKET_SECRET_KEY:-MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=} \
 	"$bin" "$@"

@@ -22,6 +22,7 @@ type Report struct {
 	Half        []Result     `json:"half_load,omitempty"`
 	SSE         []SSEResult  `json:"sse,omitempty"`
 	Hold        []HoldResult `json:"held_streams,omitempty"`
+	Fleet       *Fleet       `json:"fleet,omitempty"` // -fleet
 	// Ratios are the product's targets (those with a goal), measured or
 	// not, then other comparisons.
 	Ratios []Ratio `json:"ratios"`
@@ -222,7 +223,13 @@ func (r *Report) writeText(w io.Writer) error {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t\n", x.Name, x.value(), x.NotMeasured)
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if r.Fleet != nil {
+		r.Fleet.writeText(w)
+	}
+	return nil
 }
 
 func (r *Report) writeProjections(w io.Writer, tw *tabwriter.Writer, p *Projections) {

@@ -24,6 +24,8 @@ type bench struct {
 	metered   []meteredListing
 	streams   []target // direct, go-proxy and meter for the SSE and held-stream phases
 	streamHdr map[string]string
+	fleet     *fleetMeter // -fleet: the second meter
+	redis     bool        // the meters share a Redis
 }
 
 // target is one URL loaded with one request.
@@ -221,6 +223,16 @@ func setUp(ctx context.Context, o *options, getenv func(string) string, dataDir 
 	b.streams = []target{{name: "direct", url: streamAgent}, {name: "go-proxy", url: streamProxy}, {name: "meter", url: lStream.Endpoint}}
 	b.streamHdr = auth
 
+	if o.fleet {
+		if getenv("AGENTMARKET_DATABASE_URL") == "" {
+			return nil, fmt.Errorf("-fleet: the meters share a database: set AGENTMARKET_DATABASE_URL (scripts/meterbench-fleet.sh does)")
+		}
+		if b.fleet, err = startFleetMeter(ctx, o, getenv, dataDir, meterLog, m, l10.Endpoint); err != nil {
+			return nil, err
+		}
+		b.stops = append(b.stops, b.fleet.m.stop)
+		b.redis = getenv("AGENTMARKET_REDIS_URL") != ""
+	}
 	for _, name := range []string{direct10, direct03, meter10, meter03} {
 		t := b.target(name)
 		if why := probe(t.req, o.timeout); why != "" {
