@@ -26,8 +26,9 @@ type accounting struct {
 	logger   *slog.Logger
 	metrics  *Metrics
 	// bills, when set, decides each row's bill as it is recorded
-	// (billbook.go); else rows are spooled pending, billed when settled.
-	bills *billBook
+	// (billbook.go, sharedbills.go); else rows are spooled pending, billed
+	// when settled.
+	bills billDecider
 	// failedAt is when a row last failed to be recorded (Unix ns, 0:
 	// never), for err.
 	failedAt atomic.Int64
@@ -139,6 +140,13 @@ func (a *accounting) decide(ctx context.Context, cl *call, u *metering.Usage, pb
 		delta = metering.Counters{}.Raise(pb.Cum, pb.Add) // billed on its own, once: its row id is its key
 	} else {
 		d, total, f, err := a.bills.bill(ctx, u.ListingID, u.TaskID, cl.fresh, pb.Cum, pb.Add, u.Time)
+		if errors.Is(err, errUnbilled) {
+			a.logger.WarnContext(ctx, "call not billed: the shared bills did not answer for its task", "trace_id", u.TraceID, "listing", u.ListingID,
+				"task_id", u.TaskID, "err", err)
+			a.metrics.unbilled(u.ListingID)
+			u.InputTokens, u.OutputTokens, u.ComputeMs, u.Tasks, u.CostMicros = 0, 0, 0, 0, 0
+			return true
+		}
 		if err != nil {
 			if !errors.Is(err, errDeferred) {
 				a.logger.WarnContext(ctx, "the task's bills are left to the shipper until it has billed them: its stored bill could not be read",

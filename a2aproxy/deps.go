@@ -106,3 +106,14 @@ type SharedOwners interface {
 	contracts.TaskOwners
 	BindTasks(ctx context.Context, bindings []contracts.TaskBinding) (owners []string, errs []error)
 }
+
+// SharedBills is the bill of every task that the meters of one deployment
+// share (contracts/redis): each call's bill is decided there, on the call
+// path, atomically across meters.
+type SharedBills interface {
+	// RaiseBill raises the task's bill (metering.Counters.Raise) and
+	// returns it before and after, and whether this is its first bill;
+	// found is false, and nothing changes, when it holds no bill of the
+	// task and create is false.
+	RaiseBill(ctx context.Context, listingID, taskID string, create bool, cum, add metering.Counters, at time.Time) (old, total metering.Counters, first, found bool, err error)
+}

@@ -27,6 +27,7 @@ type Metrics struct {
 	lost     *prometheus.CounterVec
 	stalled  *prometheus.CounterVec
 	shared   *prometheus.CounterVec
+	unbill   *prometheus.CounterVec
 }
 
 // NewMetrics registers the meter's series on reg.
@@ -68,7 +69,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.shared = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "shared_state_fallbacks_total",
 		Help: "Operations on the state meters share (Redis) that failed and went down the database path instead, by operation (bind, lookup, sent_find, sent_record)."},
 		[]string{"op"})
-	reg.MustRegister(m.clamped, m.held, m.pacedC, m.sent, m.lost, m.stalled, m.shared)
+	m.unbill = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "calls_unbilled_total",
+		Help: "Calls about a task billed in the shared state (Redis) that billed nothing because it did not answer, by listing: the task's next call bills an agent's cumulative report; what the meter estimated for the call alone is not billed."},
+		[]string{"listing"})
+	reg.MustRegister(m.clamped, m.held, m.pacedC, m.sent, m.lost, m.stalled, m.shared, m.unbill)
 	return m
 }
 
@@ -162,6 +166,12 @@ func (m *Metrics) sentOutcome(listing, outcome string) {
 func (m *Metrics) SharedFallback(op string) {
 	if m != nil {
 		m.shared.WithLabelValues(op).Inc()
+	}
+}
+
+func (m *Metrics) unbilled(listing string) {
+	if m != nil {
+		m.unbill.WithLabelValues(listing).Inc()
 	}
 }
 

@@ -172,10 +172,14 @@ type Proxy struct {
 	// every other at once, not once the database's projection has it.
 	// nil: the database alone. A failure of Shared sends the call down
 	// the database path (logged, counted); no call is refused for it.
-	Shared   SharedOwners
-	Ledger   metering.Ledger
-	Recorder Recorder
-	Spend    Spend // nil: budgets are not enforced
+	Shared SharedOwners
+	// SharedBills, with Shared, is where each call's bill is decided, on
+	// the call path (sharedbills.go): no relational row per call; the
+	// ledger bills only the tasks the shared bills do not hold.
+	SharedBills SharedBills
+	Ledger      metering.Ledger
+	Recorder    Recorder
+	Spend       Spend // nil: budgets are not enforced
 	// Tasks records the life of tasks (pauses, cancels, deadlines); nil:
 	// not recorded, and no task is canceled for its time.
 	Tasks contracts.TaskLife
@@ -281,9 +285,12 @@ func (p *Proxy) Init() {
 		p.Logger = slog.New(slog.DiscardHandler)
 	}
 	p.acct = &accounting{recorder: p.Recorder, clock: p.Clock, logger: p.Logger, metrics: p.Metrics}
-	if p.BillInMemory {
+	switch {
+	case p.BillInMemory:
 		p.bills = newBillBook(p.Owners, p.Limits.OwnerIndexSize, func() bool { return p.Warm == nil || p.Warm() })
 		p.acct.bills = p.bills
+	case p.SharedBills != nil:
+		p.acct.bills = sharedBook{p.SharedBills}
 	}
 	if p.Push != nil {
 		p.Push.init()

@@ -152,6 +152,24 @@ func TestSharedStateAcrossMeters(t *testing.T) {
 		t.Errorf("the agent got %d sends of %d messages", n, sent)
 	}
 	billedOnceEach(t, dsn, []*started{lm.m, second}, listing, []string{task1, task2, task3})
+	// The bills of the tasks created while Redis served were decided there,
+	// by the sends that created them: no ledger row in the database.
+	for _, task := range []string{task1, task3} {
+		for _, m := range []*started{lm.m, second} {
+			for _, u := range usageRows(t, m, meterEnv{}, 0) {
+				if u.TaskID != task {
+					continue
+				}
+				if (u.Tasks == 1) != (u.Method == "SendMessage") {
+					t.Errorf("task %s: row %s %s bills tasks=%d; the send that created it bills the task", task, u.ID, u.Method, u.Tasks)
+				}
+				var n int
+				if err := db.QueryRowContext(ctx, "SELECT count(*) FROM settled_bills WHERE row_id = $1", u.ID).Scan(&n); err != nil || n != 0 {
+					t.Errorf("task %s: row %s settled in the database's ledger (%d %v), want decided in Redis", task, u.ID, n, err)
+				}
+			}
+		}
+	}
 	if m := (client{t: t, base: second.URL}).do("GET", "/metrics", nil); !strings.Contains(string(m.Body), `agentmarket_meter_shared_state_fallbacks_total{op="lookup"}`) {
 		t.Errorf("the second meter's metrics count no lookup that fell back to the database")
 	}

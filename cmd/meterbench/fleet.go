@@ -31,9 +31,12 @@ type Fleet struct {
 	Ratio float64 `json:"ratio"`
 	// Rows are PostgreSQL's row writes (inserts, updates, deletes, from
 	// pg_stat_user_tables) during each phase, until the meters had settled
-	// it, per table and per new task (every answered call created one).
+	// it, per table and per new task (task_owners rows inserted: every
+	// answered call, warm-up included, created one).
 	AloneRows    []TableRows `json:"alone_rows"`
 	TogetherRows []TableRows `json:"together_rows"`
+	AloneTasks   int64       `json:"alone_new_tasks"`
+	Tasks        int64       `json:"together_new_tasks"`
 	AlonePerTask float64     `json:"alone_rows_per_task"`
 	PerTask      float64     `json:"together_rows_per_task"`
 	Shared       string      `json:"shared"` // what the meters share besides PostgreSQL
@@ -201,30 +204,41 @@ func (b *bench) measureFleet(ctx context.Context, o *options, spec loadSpec, dsn
 		f.Ratio = (f.Together[0].RPS + f.Together[1].RPS) / f.Alone.RPS
 	}
 	f.AloneRows, f.TogetherRows = diffRows(s0, s1), diffRows(s1, s2)
-	if n := f.Alone.OK; n > 0 {
-		f.AlonePerTask = float64(sumRows(f.AloneRows)) / float64(n)
-	}
-	if n := f.Together[0].OK + f.Together[1].OK; n > 0 {
-		f.PerTask = float64(sumRows(f.TogetherRows)) / float64(n)
-	}
+	f.AloneTasks, f.AlonePerTask = perTask(f.AloneRows)
+	f.Tasks, f.PerTask = perTask(f.TogetherRows)
 	return f, nil
+}
+
+// perTask is how many tasks a phase created (task_owners rows inserted:
+// every answered call, its warm-up's included, created one) and the rows
+// PostgreSQL received per task.
+func perTask(rows []TableRows) (tasks int64, per float64) {
+	for _, t := range rows {
+		if t.Table == "task_owners" {
+			tasks = t.Inserts
+		}
+	}
+	if tasks > 0 {
+		per = float64(sumRows(rows)) / float64(tasks)
+	}
+	return tasks, per
 }
 
 func (f *Fleet) writeText(w io.Writer) {
 	fmt.Fprintf(w, "\nfleet: two meters sharing %s, the 1.0 JSON-RPC send (goal: together ≥ 1.6× one alone; PostgreSQL ≤ 1 row per new task)\n", f.Shared)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "phase\tconns\treq/s\tp99 ms\tmax ms\terrors\tserver µs/call\tPostgreSQL rows\trows per new task\t")
-	row := func(name string, r Result, rows int64, per float64) {
-		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.1f\t%.1f\t%d\t%.0f\t%d\t%.2f\t\n", name, r.Connections, r.RPS, r.P99, r.Max, r.NetErrors+r.BadStatus+r.RPCErrors, r.ServerCPUPerCall, rows, per)
+	fmt.Fprintln(tw, "phase\tconns\treq/s\tp99 ms\tmax ms\terrors\tserver µs/call\tnew tasks\tPostgreSQL rows\trows per new task\t")
+	row := func(name string, r Result, tasks, rows int64, per float64) {
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.1f\t%.1f\t%d\t%.0f\t%d\t%d\t%.2f\t\n", name, r.Connections, r.RPS, r.P99, r.Max, r.NetErrors+r.BadStatus+r.RPCErrors, r.ServerCPUPerCall, tasks, rows, per)
 	}
-	row("one meter alone", f.Alone, sumRows(f.AloneRows), f.AlonePerTask)
+	row("one meter alone", f.Alone, f.AloneTasks, sumRows(f.AloneRows), f.AlonePerTask)
 	for i, r := range f.Together {
-		fmt.Fprintf(tw, "meter %d of 2\t%d\t%.0f\t%.1f\t%.1f\t%d\t%.0f\t\t\t\n", i+1, r.Connections, r.RPS, r.P99, r.Max, r.NetErrors+r.BadStatus+r.RPCErrors, r.ServerCPUPerCall)
+		fmt.Fprintf(tw, "meter %d of 2\t%d\t%.0f\t%.1f\t%.1f\t%d\t%.0f\t\t\t\t\n", i+1, r.Connections, r.RPS, r.P99, r.Max, r.NetErrors+r.BadStatus+r.RPCErrors, r.ServerCPUPerCall)
 	}
 	if len(f.Together) == 2 {
 		both := Result{Connections: f.Together[0].Connections + f.Together[1].Connections, RPS: f.Together[0].RPS + f.Together[1].RPS,
 			P99: max(f.Together[0].P99, f.Together[1].P99), Max: max(f.Together[0].Max, f.Together[1].Max), OK: f.Together[0].OK + f.Together[1].OK}
-		row("two meters together", both, sumRows(f.TogetherRows), f.PerTask)
+		row("two meters together", both, f.Tasks, sumRows(f.TogetherRows), f.PerTask)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "  together ÷ alone: %.2f× (goal 1.6×)\n", f.Ratio)

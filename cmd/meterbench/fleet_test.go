@@ -22,8 +22,8 @@ func TestDiffRows(t *testing.T) {
 func TestFleetText(t *testing.T) {
 	f := &Fleet{Shared: "PostgreSQL and Redis", Alone: Result{Connections: 32, RPS: 1000, OK: 8000},
 		Together: []Result{{Connections: 16, RPS: 700, OK: 5600}, {Connections: 16, RPS: 900, OK: 7200}}, Ratio: 1.6,
-		AloneRows: []TableRows{{Table: "task_owners", Inserts: 8000}}, AlonePerTask: 1,
-		TogetherRows: []TableRows{{Table: "task_owners", Inserts: 12800, Updates: 10}}, PerTask: 1.0008}
+		AloneRows: []TableRows{{Table: "task_owners", Inserts: 8000}}, AloneTasks: 8000, AlonePerTask: 1,
+		TogetherRows: []TableRows{{Table: "task_owners", Inserts: 12800, Updates: 10}}, Tasks: 12800, PerTask: 1.0008}
 	var buf bytes.Buffer
 	f.writeText(&buf)
 	out := buf.String()
@@ -31,5 +31,12 @@ func TestFleetText(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("report lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+func TestPerTask(t *testing.T) {
+	tasks, per := perTask([]TableRows{{Table: "task_owners", Inserts: 100, Updates: 100}, {Table: "settled_bills", Inserts: 100}})
+	if tasks != 100 || per != 3 {
+		t.Errorf("perTask = %d %v, want 100 tasks, 3 rows each", tasks, per)
 	}
 }

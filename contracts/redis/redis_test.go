@@ -2,6 +2,7 @@ package redis_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/agentmarket/agentmarket/contracts"
 	"github.com/agentmarket/agentmarket/contracts/redis/redistest"
 	"github.com/agentmarket/agentmarket/contracts/storetest"
+	"github.com/agentmarket/agentmarket/metering"
 )
 
 func TestSent(t *testing.T) {
@@ -64,5 +66,44 @@ func TestOutage(t *testing.T) {
 	}
 	if _, err := s.TaskOwner(ctx, "lst_1", "t1"); agentmarket.KindOf(err) != agentmarket.NotFound {
 		t.Errorf("a binding of before the restart (nothing persists): %v, want not found", err)
+	}
+}
+
+// TestRaiseBill: a task's bill is created only by the call that bound the
+// task, raised to the largest cumulative report plus what calls add, and
+// first once.
+func TestRaiseBill(t *testing.T) {
+	s := redistest.Open(t)
+	ctx := context.Background()
+	at := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
+	c := func(i, o, ms int64) metering.Counters {
+		return metering.Counters{InputTokens: i, OutputTokens: o, ComputeMs: ms}
+	}
+	if _, _, _, found, err := s.RaiseBill(ctx, "lst_1", "t1", false, c(5, 5, 5), c(0, 0, 0), at); err != nil || found {
+		t.Fatalf("a task never billed here, not created: found=%v %v", found, err)
+	}
+	old, total, first, found, err := s.RaiseBill(ctx, "lst_1", "t1", true, c(10, 20, 0), c(3, 0, 100), at)
+	if err != nil || !found || !first || old != c(0, 0, 0) || total != c(13, 20, 100) {
+		t.Fatalf("first bill: %v %v first=%v found=%v %v", old, total, first, found, err)
+	}
+	// A lower report bills nothing more of it; what a call adds is added.
+	old, total, first, found, err = s.RaiseBill(ctx, "lst_1", "t1", false, c(12, 25, 0), c(1, 0, 50), at.Add(time.Minute))
+	if err != nil || !found || first || old != c(13, 20, 100) || total != c(14, 25, 150) {
+		t.Fatalf("second bill: %v %v first=%v found=%v %v", old, total, first, found, err)
+	}
+	// Concurrent raises of one task add up exactly.
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, _, _, _, err := s.RaiseBill(ctx, "lst_1", "t1", false, c(0, 0, 0), c(1, 1, 1), at); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if _, total, _, _, _ = s.RaiseBill(ctx, "lst_1", "t1", false, c(0, 0, 0), c(0, 0, 0), at); total != c(34, 45, 170) {
+		t.Errorf("after 20 concurrent adds of 1: %v, want {34 45 170}", total)
 	}
 }
