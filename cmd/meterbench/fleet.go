@@ -40,6 +40,20 @@ type Fleet struct {
 	AlonePerTask float64     `json:"alone_rows_per_task"`
 	PerTask      float64     `json:"together_rows_per_task"`
 	Shared       string      `json:"shared"` // what the meters share besides PostgreSQL
+	// AloneBusy and TogetherBusy are how busy the whole machine was in
+	// each phase (every process: meters, load, agent, databases), as a
+	// fraction of all its CPUs; 0 when unknown.
+	AloneBusy    float64 `json:"alone_machine_busy"`
+	TogetherBusy float64 `json:"together_machine_busy"`
+}
+
+// busySince is how busy the machine was since a reading of machineCPU.
+func busySince(busy0, total0 int64) float64 {
+	busy, total, ok := machineCPU()
+	if !ok || total <= total0 {
+		return 0
+	}
+	return float64(busy-busy0) / float64(total-total0)
 }
 
 // TableRows is one table's row writes in a phase.
@@ -173,7 +187,9 @@ func (b *bench) measureFleet(ctx context.Context, o *options, spec loadSpec, dsn
 	}
 	alone := spec
 	alone.server = t.pid
+	b0, t0, _ := machineCPU()
 	f.Alone = closedLoop(ctx, "meter alone", t.url, t.req, alone)
+	f.AloneBusy = busySince(b0, t0)
 	s1, err := settledStats(ctx, db, settle)
 	if err != nil {
 		return nil, err
@@ -183,6 +199,7 @@ func (b *bench) measureFleet(ctx context.Context, o *options, spec loadSpec, dsn
 	f.Together = make([]Result, 2)
 	var wg sync.WaitGroup
 	wg.Add(2)
+	b0, t0, _ = machineCPU()
 	go func() {
 		defer wg.Done()
 		s := half
@@ -196,6 +213,7 @@ func (b *bench) measureFleet(ctx context.Context, o *options, spec loadSpec, dsn
 		f.Together[1] = closedLoop(ctx, "meter 2 of 2", b.fleet.url, second, s)
 	}()
 	wg.Wait()
+	f.TogetherBusy = busySince(b0, t0)
 	s2, err := settledStats(ctx, db, settle)
 	if err != nil {
 		return nil, err
@@ -241,7 +259,8 @@ func (f *Fleet) writeText(w io.Writer) {
 		row("two meters together", both, f.Tasks, sumRows(f.TogetherRows), f.PerTask)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "  together ÷ alone: %.2f× (goal 1.6×)\n", f.Ratio)
+	fmt.Fprintf(w, "  together ÷ alone: %.2f× (goal 1.6×); the machine's CPUs busy: %.0f%% alone, %.0f%% together (every process: meters, load, agent, databases)\n",
+		f.Ratio, 100*f.AloneBusy, 100*f.TogetherBusy)
 	for _, p := range []struct {
 		name string
 		rows []TableRows
