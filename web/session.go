@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -78,11 +80,26 @@ func (u *UI) begin(c *fiber.Ctx) (*req, error) {
 		}
 	}
 	if c.Method() == fiber.MethodPost {
-		if !sameOrigin(c) || !hmac.Equal([]byte(c.FormValue("csrf")), []byte(r.csrf)) {
+		if !sameOrigin(c) || !hmac.Equal([]byte(csrfOf(c)), []byte(r.csrf)) {
 			return r, errCSRF
 		}
 	}
 	return r, nil
+}
+
+// csrfOf is the CSRF token a POST carries: in its form body (URL-encoded
+// or multipart) or the X-CSRF-Token header, never in the query string,
+// where it would leak into logs, history and Referer headers.
+func csrfOf(c *fiber.Ctx) string {
+	if v := c.Request().PostArgs().Peek("csrf"); len(v) > 0 {
+		return string(v)
+	}
+	if mf, err := c.MultipartForm(); err == nil {
+		if vs := mf.Value["csrf"]; len(vs) > 0 {
+			return vs[0]
+		}
+	}
+	return c.Get("X-CSRF-Token")
 }
 
 // sameOrigin refuses requests a browser marks as coming from another site.
@@ -125,12 +142,46 @@ func (u *UI) signIn(r *req, actor agentmarket.Actor) error {
 	return nil
 }
 
-// localPath keeps a ?next= target on this site.
+// localPath keeps a ?next= target on this site: it is kept only when it
+// parses as a URL with no scheme, no host and no user, its path starts
+// with one "/" (also once percent-decoded), and nothing in it, raw or
+// decoded, is a control character, a space of any kind, a backslash, a
+// character that reorders text, or a look-alike of a slash; anything else
+// is "/". Browsers strip tabs and line breaks and read "\" as "/", so a
+// pattern that misses one of those sends the visitor to another origin.
 func localPath(p string) string {
-	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.ContainsAny(p, "\\\r\n") {
+	if !safePathText(p) {
+		return "/"
+	}
+	u, err := url.Parse(p)
+	if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
+		return "/"
+	}
+	dec, err := url.PathUnescape(u.EscapedPath())
+	if err != nil || !strings.HasPrefix(dec, "/") || strings.HasPrefix(dec, "//") || !safePathText(dec) {
+		return "/"
+	}
+	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") {
 		return "/"
 	}
 	return p
+}
+
+// safePathText reports whether s holds none of what a redirect target
+// must not.
+func safePathText(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		switch {
+		case r == '\\', unicode.IsControl(r), unicode.IsSpace(r), unicode.Is(unicode.Cf, r):
+			return false
+		case r == '\u2044', r == '\u2215', r == '\u29F8', r == '\uFF0F', r == '\u2216', r == '\u29F9', r == '\uFE68', r == '\uFF3C':
+			return false // fraction, division and fullwidth slashes, set minus, small and fullwidth reverse solidus
+		}
+	}
+	return true
 }
 
 func (u *UI) signupForm(r *req) error {

@@ -186,9 +186,12 @@ type handler func(r *req) error
 // a signed-out visitor of a private page, a redirect to sign in).
 func (u *UI) page(h handler) fiber.Handler {
 	return func(c *fiber.Ctx) error {
+		// First, whatever follows: refusal and error pages carry them too.
+		// A request with a session cookie may show private data, which is
+		// never stored by a cache.
+		setSecurityHeaders(c, c.Cookies(sessionCookie) != "")
 		r, err := u.begin(c)
 		if err == nil {
-			setSecurityHeaders(c, r.signedIn)
 			err = h(r)
 		}
 		if err != nil {

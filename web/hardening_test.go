@@ -1,0 +1,65 @@
+package web_test
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// wantSecurityHeaders checks the headers every page carries.
+func wantSecurityHeaders(t *testing.T, what string, p page, private bool) {
+	t.Helper()
+	h := p.Header
+	if csp := h.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") || !strings.Contains(csp, "form-action 'self'") {
+		t.Errorf("%s: Content-Security-Policy %q", what, csp)
+	}
+	if h.Get("X-Frame-Options") != "DENY" || h.Get("X-Content-Type-Options") != "nosniff" || h.Get("Referrer-Policy") != "same-origin" {
+		t.Errorf("%s: X-Frame-Options %q, X-Content-Type-Options %q, Referrer-Policy %q", what, h.Get("X-Frame-Options"),
+			h.Get("X-Content-Type-Options"), h.Get("Referrer-Policy"))
+	}
+	if private && h.Get("Cache-Control") != "no-store" {
+		t.Errorf("%s: Cache-Control %q, want no-store", what, h.Get("Cache-Control"))
+	}
+}
+
+// TestRefusalPagesCarryHeaders: the page refusing a form without its CSRF
+// token, an error page and a CSV export carry the same security headers as
+// every other page (they cannot be framed, and are not cached).
+func TestRefusalPagesCarryHeaders(t *testing.T) {
+	s := newSite(t, siteOptions{})
+	b := s.browser(t)
+	b.signup("Acme Agents", "owner@acme.example")
+	wantSecurityHeaders(t, "the home page", b.get("/"), true)
+
+	refused := b.do("POST", "/keys", url.Values{"name": {"ci"}}) // no token
+	if refused.Status != http.StatusForbidden {
+		t.Fatalf("a form without its token: %d, want 403", refused.Status)
+	}
+	wantSecurityHeaders(t, "the CSRF refusal page", refused, true)
+	wantSecurityHeaders(t, "a missing listing", b.get("/listings/lst_nosuch"), true)
+	wantSecurityHeaders(t, "the usage CSV", b.get("/finance/usage.csv"), true)
+
+	anon := s.browser(t)
+	wantSecurityHeaders(t, "the sign-in page", anon.get("/signin"), false)
+	wantSecurityHeaders(t, "a refused sign-in", anon.do("POST", "/signin", url.Values{"email": {"x@y.example"}, "password": {"x"}}), false)
+}
+
+// TestCSRFTokenNotFromQuery: the token is read from the form body or the
+// X-CSRF-Token header, never from the query string (where logs, history
+// and Referer headers would keep it).
+func TestCSRFTokenNotFromQuery(t *testing.T) {
+	s := newSite(t, siteOptions{})
+	b := s.browser(t)
+	b.signup("Acme Agents", "owner@acme.example")
+	b.get("/keys")
+	tok := b.csrf
+	if p := b.do("POST", "/keys?csrf="+url.QueryEscape(tok), url.Values{"name": {"from-query"}}); p.Status != http.StatusForbidden {
+		t.Errorf("the token in the query string: %d, want 403", p.Status)
+	}
+	if p := b.post("/keys", url.Values{"name": {"from-body"}}); p.Status >= 400 {
+		t.Errorf("the token in the body: %d %s", p.Status, excerpt(p.Body))
+	}
+	mustNotContain(t, b.get("/keys"), "from-query")
+	mustContain(t, b.get("/keys"), "from-body")
+}
