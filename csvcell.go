@@ -10,7 +10,11 @@ import (
 // a tab or a carriage return) gets a leading apostrophe, so a listing name
 // a seller wrote as =HYPERLINK(…) reaches a buyer's finance sheet as text.
 // Numbers (a negative amount) are left as they are.
+//
+// Characters that reorder text (HasBidiControl) are dropped: a sheet or a
+// text editor would show the cells after them reversed.
 func CSVCell(s string) string {
+	s = StripBidiControls(s)
 	if s == "" || !strings.ContainsRune("=+-@\t\r", rune(s[0])) {
 		return s
 	}

@@ -26,6 +26,12 @@ func TestText(t *testing.T) {
 		{"invalid UTF-8", "Acme\xff", "utf8"},
 		{"truncated UTF-8", "caf\xc3", "utf8"},
 		{"a megabyte", strings.Repeat("a", 1<<20), "max_length"},
+		{"right-to-left override", "Acme\u202e", "bidi_control"},
+		{"left-to-right embedding", "\u202aAcme", "bidi_control"},
+		{"first strong isolate", "Acme\u2068x", "bidi_control"},
+		{"right-to-left mark", "Acme\u200f", "bidi_control"},
+		{"Arabic letter mark", "\u061cAcme", "bidi_control"},
+		{"right-to-left text itself is fine", "شركة الوكلاء", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -44,5 +50,14 @@ func TestText(t *testing.T) {
 				t.Errorf("Text = %v, rule %q; want rule %q", ok, got, tc.want)
 			}
 		})
+	}
+}
+
+func TestStripBidiControls(t *testing.T) {
+	if got := agentmarket.StripBidiControls("$0.00\u202e6036\u2066x\u2069"); got != "$0.006036x" {
+		t.Errorf("StripBidiControls = %q", got)
+	}
+	if got := agentmarket.StripBidiControls("plain"); got != "plain" {
+		t.Errorf("StripBidiControls(plain) = %q", got)
 	}
 }

@@ -1,10 +1,16 @@
 package web_test
 
 import (
+	"context"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/listings"
+	"github.com/agentmarket/agentmarket/listings/storetest"
 )
 
 // wantSecurityHeaders checks the headers every page carries.
@@ -62,4 +68,43 @@ func TestCSRFTokenNotFromQuery(t *testing.T) {
 	}
 	mustNotContain(t, b.get("/keys"), "from-query")
 	mustContain(t, b.get("/keys"), "from-body")
+}
+
+// TestBidiControls: names typed here may not carry characters that
+// reorder text; a name that comes from elsewhere (an agent's card) is shown
+// isolated, so it cannot reorder the page around it, and leaves them out
+// of a CSV export.
+func TestBidiControls(t *testing.T) {
+	s := newSite(t, siteOptions{autoApprove: true})
+	b := s.browser(t)
+	b.get("/signup")
+	p := b.post("/signup", url.Values{"org_name": {"Evil\u202e Corp"}, "email": {"e@evil.example"}, "password": {"correct horse battery"}})
+	if p.Status != http.StatusUnprocessableEntity || !strings.Contains(p.Body, "reorder text") {
+		t.Errorf("sign-up with U+202E in the org name: %d %s, want 422 naming the rule", p.Status, excerpt(p.Body))
+	}
+	b.signup("Acme Agents", "owner@acme.example")
+	if p := b.post("/keys", url.Values{"name": {"ci\u2066"}}); p.Status != http.StatusUnprocessableEntity {
+		t.Errorf("a key named with U+2066: %d, want 422", p.Status)
+	}
+
+	seller := s.actor(t, "owner@acme.example")
+	var card map[string]any
+	if err := json.Unmarshal(storetest.Card(t, "summarizer-v0.3.json"), &card); err != nil {
+		t.Fatal(err)
+	}
+	card["name"] = "Summarizer\u202e 9.0$"
+	raw, _ := json.Marshal(card)
+	l, err := s.catalog.Create(context.Background(), seller, listings.CreateInput{Card: raw, Pricing: json.RawMessage(pricing)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/", "/listings/" + l.ID, "/seller"} {
+		pg := b.get(path)
+		if !strings.Contains(pg.Body, "<bdi>Summarizer\u202e 9.0$</bdi>") {
+			t.Errorf("%s: the card's name is not isolated: %s", path, excerpt(pg.Body))
+		}
+	}
+	if got := agentmarket.CSVCell("Summarizer\u202e 9.0$"); got != "Summarizer 9.0$" {
+		t.Errorf("CSV cell %q", got)
+	}
 }

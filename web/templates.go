@@ -6,6 +6,8 @@ import (
 	"path"
 	"strings"
 	"time"
+
+	"github.com/agentmarket/agentmarket"
 )
 
 // inputField is one labelled input, rendered by the "input" template with
@@ -68,7 +70,10 @@ var funcs = template.FuncMap{
 	"describedBy": describedBy,
 	"hasPrefix":   strings.HasPrefix,
 	"lower":       strings.ToLower,
-	"add":         func(a, b int) int { return a + b },
+	// plain is text without the characters that reorder what follows it,
+	// where <bdi> cannot go (an <option>, a <title>).
+	"plain": agentmarket.StripBidiControls,
+	"add":   func(a, b int) int { return a + b },
 	"dict": func(kv ...any) map[string]any {
 		m := map[string]any{}
 		for i := 0; i+1 < len(kv); i += 2 {

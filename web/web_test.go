@@ -229,7 +229,7 @@ func TestCatalogSearchAndListing(t *testing.T) {
 	if p.Status != 200 {
 		t.Fatalf("catalog = %d", p.Status)
 	}
-	mustContain(t, p, "3 agents", "/listings/"+sum.ID, "/listings/"+tr.ID, "/listings/"+ex.ID, "$19.00", "€5.50", "¥1,500", ">Acme Agents</a>",
+	mustContain(t, p, "3 agents", "/listings/"+sum.ID, "/listings/"+tr.ID, "/listings/"+ex.ID, "$19.00", "€5.50", "¥1,500", "><bdi>Acme Agents</bdi></a>",
 		"+ €0.012345 per task", `<label for="q">`)
 	mustNotContain(t, p, "/listings/"+draft.ID)
 
