@@ -108,3 +108,56 @@ func TestBidiControls(t *testing.T) {
 		t.Errorf("CSV cell %q", got)
 	}
 }
+
+// TestRefreshShowsOutcome: "Refresh card" says what the service did: a
+// refused refresh (another org's listing, none, a pasted card) shows the
+// refusal in the API's words, a failed fetch says it failed, and only a
+// fetched card says it was fetched.
+func TestRefreshShowsOutcome(t *testing.T) {
+	s := newSite(t, siteOptions{autoApprove: true})
+	b := s.browser(t)
+	b.signup("Acme Agents", "owner@acme.example")
+	s.fetcher.cards["http://agent.test/"] = storetest.Card(t, "summarizer-v0.3.json")
+	p := b.post("/seller/new", url.Values{"source": {"url"}, "card_url": {"http://agent.test/"}, "currency": {"usd"}, "monthly_fee": {"19"}})
+	if p.Status != http.StatusSeeOther {
+		t.Fatalf("list: %d %s", p.Status, excerpt(p.Body))
+	}
+	byURL := strings.TrimPrefix(strings.Split(p.Location, "?")[0], "/listings/")
+	pasted := s.list(t, s.actor(t, "owner@acme.example"), "translator-v1.0.json", pricing)
+
+	b.get("/seller")
+	p = b.post("/seller/listings/"+byURL+"/refresh", nil)
+	if p.Status != http.StatusSeeOther || !strings.Contains(p.Location, "notice=refreshed") {
+		t.Errorf("a card that fetches: %d → %q", p.Status, p.Location)
+	}
+	mustContain(t, b.get(p.Location), "The card was fetched again.")
+
+	delete(s.fetcher.cards, "http://agent.test/")
+	b.get("/seller")
+	p = b.post("/seller/listings/"+byURL+"/refresh", nil)
+	if !strings.Contains(p.Location, "notice=refreshfailed") {
+		t.Errorf("a card that no longer fetches: %d → %q", p.Status, p.Location)
+	}
+	pg := b.get(p.Location)
+	mustContain(t, pg, "could not be fetched again")
+	mustNotContain(t, pg, "The card was fetched again.")
+
+	b.get("/seller")
+	p = b.post("/seller/listings/"+pasted.ID+"/refresh", nil)
+	if p.Status != http.StatusUnprocessableEntity {
+		t.Errorf("a pasted card: %d, want 422", p.Status)
+	}
+	mustContain(t, p, "The listing has no card URL", "there is no URL to refresh it from")
+
+	b.get("/seller")
+	if p = b.post("/seller/listings/lst_nosuch/refresh", nil); p.Status != http.StatusNotFound || strings.Contains(p.Body, "fetched again") {
+		t.Errorf("no such listing: %d %s, want 404", p.Status, excerpt(p.Body))
+	}
+
+	other := s.browser(t)
+	other.signup("Globex Agents", "owner@globex.example")
+	other.get("/seller")
+	if p = other.post("/seller/listings/"+byURL+"/refresh", nil); (p.Status != http.StatusForbidden && p.Status != http.StatusNotFound) || strings.Contains(p.Body, "fetched again") {
+		t.Errorf("another org's listing: %d %s, want a refusal", p.Status, excerpt(p.Body))
+	}
+}

@@ -107,11 +107,28 @@ func (u *UI) sellerRefresh(r *req) error {
 		return err
 	}
 	id := strings.Clone(r.c.Params("id"))
-	if _, err := u.d.Listings.Refresh(r.ctx, r.actor, id); err != nil && agentmarket.KindOf(err) == agentmarket.Internal {
+	l, err := u.d.Listings.Refresh(r.ctx, r.actor, id)
+	switch {
+	case err == nil:
+		return redirect(r, "/listings/"+id+"?notice=refreshed")
+	case l == nil, agentmarket.KindOf(err) == agentmarket.Internal, errCode(err) == "not_refreshable":
+		// Refused (another org's listing, none, a pasted card): the error
+		// page says why, in the API's words.
 		return err
 	}
-	// A failed fetch marks the listing unhealthy, which its page shows.
-	return redirect(r, "/listings/"+id+"?notice=refreshed")
+	// Fetched and failed: the listing is marked unhealthy, and its page
+	// shows why.
+	return redirect(r, "/listings/"+id+"?notice=refreshfailed")
+}
+
+// errCode is err's stable code, "" for an error that is not an
+// *agentmarket.Error.
+func errCode(err error) string {
+	var ae *agentmarket.Error
+	if errors.As(err, &ae) {
+		return ae.Code
+	}
+	return ""
 }
 
 // amountInput is an input of an amount, typed in currency units and sent
