@@ -26,6 +26,9 @@ const (
 	TooLarge        Kind = "too_large"
 	HeadersTooLarge Kind = "headers_too_large" // the request's line and headers, not its body
 	Unavailable     Kind = "unavailable"
+	// TooManyRequests: the caller must wait (Error.RetryAfter) before
+	// trying again (sign-in attempts, say).
+	TooManyRequests Kind = "too_many_requests"
 	Internal        Kind = "internal"
 )
 
@@ -45,6 +48,9 @@ type Error struct {
 	Message string
 	Fields  []FieldError
 	Err     error
+	// RetryAfter, with TooManyRequests, is how long the caller must wait
+	// (the transports send it as Retry-After).
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {

@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
@@ -103,6 +104,12 @@ type Accounts struct {
 	// Spend reads keys' spend, for keys with a budget that mint keys; nil:
 	// such keys cannot mint.
 	Spend Spend
+	// Throttle slows down guessing through the *From entry points
+	// (password and key sign-in, sign-up); nil: one in this process's
+	// memory with the defaults.
+	Throttle *Throttle
+
+	throttleOnce sync.Once
 }
 
 // Lengths of the names people give, in characters (agentmarket.Fields.Text).

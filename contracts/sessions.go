@@ -161,6 +161,73 @@ func decoy(cost int) []byte {
 	return h
 }
 
+// throttle is Accounts.Throttle, made on first use when nil.
+func (a *Accounts) throttle() *Throttle {
+	a.throttleOnce.Do(func() {
+		if a.Throttle == nil {
+			a.Throttle = &Throttle{Clock: a.Clock}
+		}
+	})
+	return a.Throttle
+}
+
+// Keys of the throttle: an account (its e-mail, as Login reads it) and a
+// client address, for sign-in; a client address, for sign-up.
+func signinKeys(email, client string) []string {
+	return []string{"signin:acct:" + strings.ToLower(strings.TrimSpace(email)), "signin:addr:" + client}
+}
+
+// LoginFrom is Login from a client address, throttled per account and per
+// address (Throttle): past the failures allowed, it refuses with
+// TooManyRequests, before the password is even checked; a success resets
+// both.
+func (a *Accounts) LoginFrom(ctx context.Context, email, password, client string) (agentmarket.Actor, error) {
+	t, keys := a.throttle(), signinKeys(email, client)
+	if err := t.Check(ctx, keys...); err != nil {
+		return agentmarket.Actor{}, err
+	}
+	actor, err := a.Login(ctx, email, password)
+	switch {
+	case err == nil:
+		t.Succeeded(ctx, keys...)
+	case agentmarket.KindOf(err) == agentmarket.Unauthorized:
+		t.Failed(ctx, keys...)
+	}
+	return actor, err
+}
+
+// AuthenticateFrom is Authenticate of a key typed into the sign-in page,
+// throttled per client address as LoginFrom is.
+func (a *Accounts) AuthenticateFrom(ctx context.Context, secret, client string) (agentmarket.Actor, error) {
+	t, key := a.throttle(), "signin:addr:"+client
+	if err := t.Check(ctx, key); err != nil {
+		return agentmarket.Actor{}, err
+	}
+	actor, err := a.Authenticate(ctx, secret)
+	switch {
+	case err == nil:
+		t.Succeeded(ctx, key)
+	case agentmarket.KindOf(err) == agentmarket.Unauthorized:
+		t.Failed(ctx, key)
+	}
+	return actor, err
+}
+
+// SignupFrom is Signup from a client address, throttled per address: a
+// sign-up refused (a taken e-mail, a bad field) counts as a failure, so a
+// client cannot try e-mails one after the other to learn which are known.
+func (a *Accounts) SignupFrom(ctx context.Context, in SignupInput, client string) (*SignupResult, error) {
+	t, key := a.throttle(), "signup:addr:"+client
+	if err := t.Check(ctx, key); err != nil {
+		return nil, err
+	}
+	res, err := a.Signup(ctx, in)
+	if k := agentmarket.KindOf(err); err != nil && (k == agentmarket.Conflict || k == agentmarket.Invalid) {
+		t.Failed(ctx, key)
+	}
+	return res, err
+}
+
 // Login checks an e-mail and password and returns the user's actor. Every
 // failure is the same Unauthorized error after the same bcrypt work.
 func (a *Accounts) Login(ctx context.Context, email, password string) (agentmarket.Actor, error) {

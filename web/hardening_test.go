@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/listings"
@@ -159,5 +160,80 @@ func TestRefreshShowsOutcome(t *testing.T) {
 	other.get("/seller")
 	if p = other.post("/seller/listings/"+byURL+"/refresh", nil); (p.Status != http.StatusForbidden && p.Status != http.StatusNotFound) || strings.Contains(p.Body, "fetched again") {
 		t.Errorf("another org's listing: %d %s, want a refusal", p.Status, excerpt(p.Body))
+	}
+}
+
+// TestSignInThrottled: after five wrong passwords for an account, sign-in
+// answers 429 with Retry-After, the right password included, until the
+// wait is over; waits grow; other accounts from the same address are
+// throttled too; a success resets; key sign-in and refused sign-ups are
+// throttled the same way.
+func TestSignInThrottled(t *testing.T) {
+	s := newSite(t, siteOptions{})
+	owner := s.browser(t)
+	owner.signup("Acme Agents", "owner@acme.example")
+
+	b := s.browser(t)
+	b.get("/signin")
+	signin := func(email, password string) page {
+		t.Helper()
+		b.get("/signin")
+		return b.post("/signin", url.Values{"email": {email}, "password": {password}})
+	}
+	for i := range 5 {
+		if p := signin("owner@acme.example", "wrong"); p.Status != http.StatusUnauthorized {
+			t.Fatalf("wrong password %d: %d, want 401", i+1, p.Status)
+		}
+	}
+	p := signin("owner@acme.example", "correct horse battery")
+	if p.Status != http.StatusTooManyRequests || p.Header.Get("Retry-After") != "1" {
+		t.Fatalf("the right password after five wrong ones: %d Retry-After %q, want 429 and 1", p.Status, p.Header.Get("Retry-After"))
+	}
+	mustContain(t, p, "Too many failed attempts; try again in 1 seconds")
+	if p := signin("other@acme.example", "wrong"); p.Status != http.StatusTooManyRequests {
+		t.Errorf("another account from the same address: %d, want 429", p.Status)
+	}
+	s.clock.Advance(time.Second)
+	if p := signin("owner@acme.example", "wrong again"); p.Status != http.StatusUnauthorized {
+		t.Fatalf("after the wait, a wrong password: %d, want 401", p.Status)
+	}
+	if p := signin("owner@acme.example", "correct horse battery"); p.Status != http.StatusTooManyRequests || p.Header.Get("Retry-After") != "2" {
+		t.Errorf("after a sixth failure: %d Retry-After %q, want 429 and 2", p.Status, p.Header.Get("Retry-After"))
+	}
+	s.clock.Advance(2 * time.Second)
+	if p := signin("owner@acme.example", "correct horse battery"); p.Status != http.StatusSeeOther {
+		t.Fatalf("the right password after the wait: %d %s", p.Status, excerpt(p.Body))
+	}
+	// The success reset the account and the address.
+	b.do("POST", "/signout", url.Values{"csrf": {b.csrf}})
+	for i := range 5 {
+		if p := signin("owner@acme.example", "wrong"); p.Status != http.StatusUnauthorized {
+			t.Fatalf("after the reset, wrong password %d: %d, want 401", i+1, p.Status)
+		}
+	}
+
+	k := s.browser(t)
+	for i := range 5 {
+		k.get("/signin")
+		if p := k.post("/signin/key", url.Values{"api_key": {"amk_nosuchkey"}}); p.Status != http.StatusUnauthorized && p.Status != http.StatusTooManyRequests {
+			t.Fatalf("unknown key %d: %d", i+1, p.Status)
+		}
+	}
+	k.get("/signin")
+	if p := k.post("/signin/key", url.Values{"api_key": {"amk_nosuchkey"}}); p.Status != http.StatusTooManyRequests || p.Header.Get("Retry-After") == "" {
+		t.Errorf("a key sign-in after many failures from this address: %d, want 429 with Retry-After", p.Status)
+	}
+	s.clock.Advance(time.Hour)
+
+	u := s.browser(t)
+	for i := range 5 {
+		u.get("/signup")
+		if p := u.post("/signup", url.Values{"org_name": {"Copycat"}, "email": {"owner@acme.example"}, "password": {"correct horse battery"}}); p.Status != http.StatusConflict {
+			t.Fatalf("sign-up with a taken e-mail %d: %d", i+1, p.Status)
+		}
+	}
+	u.get("/signup")
+	if p := u.post("/signup", url.Values{"org_name": {"Copycat"}, "email": {"x" + "@acme.example"}, "password": {"correct horse battery"}}); p.Status != http.StatusTooManyRequests {
+		t.Errorf("a sign-up after five refused ones from this address: %d, want 429", p.Status)
 	}
 }

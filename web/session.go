@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"net/url"
 	"strings"
 	"time"
@@ -194,7 +195,7 @@ func (u *UI) signupForm(r *req) error {
 func (u *UI) signup(r *req) error {
 	in := contracts.SignupInput{OrgName: r.c.FormValue("org_name"), Email: r.c.FormValue("email"), Password: r.c.FormValue("password")}
 	f := &form{Values: map[string]string{"org_name": in.OrgName, "email": in.Email}}
-	res, err := u.d.Accounts.Signup(r.ctx, in)
+	res, err := u.d.Accounts.SignupFrom(r.ctx, in, r.c.IP())
 	if err != nil {
 		if f.absorb(err, nil) {
 			r.c.Status(fiber.StatusUnprocessableEntity)
@@ -217,6 +218,17 @@ type signinData struct {
 	Next string
 }
 
+// tooMany answers a throttled sign-in: 429, Retry-After, and the sign-in
+// page saying how long to wait.
+func (u *UI) tooMany(r *req, d *signinData, field string, err error) error {
+	var ae *agentmarket.Error
+	errors.As(err, &ae)
+	d.Errors = append(d.Errors, fieldMsg{Field: field, Message: capitalize(ae.Message) + "."})
+	setRetryAfter(r.c, ae)
+	r.c.Status(fiber.StatusTooManyRequests)
+	return u.render(r, "signin", "Sign in", d)
+}
+
 func (u *UI) signinForm(r *req) error {
 	return u.render(r, "signin", "Sign in", &signinData{form: form{Values: map[string]string{}}, Next: localPath(r.c.Query("next", "/"))})
 }
@@ -224,8 +236,11 @@ func (u *UI) signinForm(r *req) error {
 func (u *UI) signin(r *req) error {
 	email := r.c.FormValue("email")
 	next := localPath(r.c.FormValue("next", "/"))
-	actor, err := u.d.Accounts.Login(r.ctx, email, r.c.FormValue("password"))
+	actor, err := u.d.Accounts.LoginFrom(r.ctx, email, r.c.FormValue("password"), r.c.IP())
 	if err != nil {
+		if agentmarket.KindOf(err) == agentmarket.TooManyRequests {
+			return u.tooMany(r, &signinData{form: form{Values: map[string]string{"email": email}}, Next: next}, "password", err)
+		}
 		if agentmarket.KindOf(err) != agentmarket.Unauthorized {
 			return err
 		}
@@ -244,8 +259,11 @@ func (u *UI) signin(r *req) error {
 // (whose org has no user) signs in, and a way in for any key holder.
 func (u *UI) signinKey(r *req) error {
 	next := localPath(r.c.FormValue("next", "/"))
-	actor, err := u.d.Accounts.Authenticate(r.ctx, strings.TrimSpace(r.c.FormValue("api_key")))
+	actor, err := u.d.Accounts.AuthenticateFrom(r.ctx, strings.TrimSpace(r.c.FormValue("api_key")), r.c.IP())
 	if err != nil {
+		if agentmarket.KindOf(err) == agentmarket.TooManyRequests {
+			return u.tooMany(r, &signinData{form: form{Values: map[string]string{}}, Next: next}, "api_key", err)
+		}
 		if agentmarket.KindOf(err) != agentmarket.Unauthorized {
 			return err
 		}

@@ -81,13 +81,8 @@ var funcs = template.FuncMap{
 		}
 		return m
 	},
-	"join": strings.Join,
-	"capital": func(s string) string {
-		if s == "" {
-			return s
-		}
-		return strings.ToUpper(s[:1]) + s[1:]
-	},
+	"join":    strings.Join,
+	"capital": capitalize,
 	"short": func(h string) string {
 		if len(h) > 12 {
 			return h[:12]
@@ -125,4 +120,12 @@ func parsePages() map[string]*template.Template {
 		pages[name] = template.Must(template.Must(base.Clone()).ParseFS(templateFS, n))
 	}
 	return pages
+}
+
+// capitalize upper-cases the first letter of an ASCII sentence.
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }

@@ -107,3 +107,7 @@ func TestRaiseBill(t *testing.T) {
 		t.Errorf("after 20 concurrent adds of 1: %v, want {34 45 170}", total)
 	}
 }
+
+func TestAttempts(t *testing.T) {
+	storetest.RunAttempts(t, func(t *testing.T) contracts.AttemptStore { return redistest.Open(t) })
+}

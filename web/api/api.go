@@ -11,7 +11,9 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
@@ -157,6 +159,9 @@ func WriteError(c *fiber.Ctx, log *slog.Logger, err error) error {
 	if ae.Kind == agentmarket.Internal && msg == "" {
 		msg = "internal error"
 	}
+	if ae.RetryAfter > 0 {
+		c.Set(fiber.HeaderRetryAfter, strconv.FormatInt(int64((ae.RetryAfter+time.Second-1)/time.Second), 10))
+	}
 	return c.Status(status).JSON(ErrorBody{Error: ErrorDetail{Code: ae.Code, Message: msg, Fields: ae.Fields}})
 }
 
@@ -181,6 +186,8 @@ func Status(k agentmarket.Kind) int {
 		return fiber.StatusRequestHeaderFieldsTooLarge
 	case agentmarket.Unavailable:
 		return fiber.StatusServiceUnavailable
+	case agentmarket.TooManyRequests:
+		return fiber.StatusTooManyRequests
 	default:
 		return fiber.StatusInternalServerError
 	}

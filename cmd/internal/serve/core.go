@@ -19,6 +19,7 @@ import (
 	"github.com/agentmarket/agentmarket/contracts"
 	"github.com/agentmarket/agentmarket/contracts/casbin"
 	contractsgorm "github.com/agentmarket/agentmarket/contracts/gormstore"
+	contractsredis "github.com/agentmarket/agentmarket/contracts/redis"
 	"github.com/agentmarket/agentmarket/listings"
 	"github.com/agentmarket/agentmarket/listings/aesgcm"
 	listingsgorm "github.com/agentmarket/agentmarket/listings/gormstore"
@@ -58,6 +59,9 @@ type Core struct {
 	pushKeyClock agentmarket.Clock
 	closeMu      sync.Mutex
 	closers      []func() error
+	// Shared is the Redis the processes of a deployment share
+	// (AGENTMARKET_REDIS_URL); nil without one.
+	Shared *contractsredis.Store
 }
 
 // Option adjusts a Core before OpenCore builds anything over it.
@@ -136,6 +140,21 @@ func OpenCore(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ..
 	c.Sealer = sealer
 	c.AccountStore = contractsgorm.New(c.DB.DB)
 	c.Accounts = &contracts.Accounts{Store: c.AccountStore, Clock: c.Clock}
+	if cfg.RedisURL != "" {
+		// The state processes share: sign-in throttling here, bindings,
+		// sent messages and bills in the meter.
+		if c.Shared, err = contractsredis.Open(cfg.RedisURL, contractsredis.Options{}); err != nil {
+			return nil, fmt.Errorf("redis: %w", err)
+		}
+		c.closers = append(c.closers, c.Shared.Close)
+		pctx, cancel := context.WithTimeout(ctx, StartPingTimeout)
+		if err := c.Shared.Ping(pctx); err != nil {
+			// Not fatal: each process counts on its own until it answers.
+			log.Warn("Redis does not answer; each process keeps its own state until it does", "err", err)
+		}
+		cancel()
+		c.Accounts.Throttle = &contracts.Throttle{Store: c.Shared, Clock: c.Clock}
+	}
 	if c.Authz, err = casbin.New(ctx, c.AccountStore); err != nil {
 		return nil, err
 	}
@@ -271,7 +290,7 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 
 	if cfg.EmbeddedMeter {
 		meterCtx, stopMeter := context.WithCancel(context.WithoutCancel(ctx))
-		meter, err := StartMeter(meterCtx, MeterDeps{Config: cfg, DB: c.DB, Store: c.Usage, Accounts: c.Accounts, Authz: c.Authz,
+		meter, err := StartMeter(meterCtx, MeterDeps{Config: cfg, DB: c.DB, Store: c.Usage, Accounts: c.Accounts, Authz: c.Authz, Shared: c.Shared,
 			Catalog: c.Catalog, Listings: c.ListingStore, Sealer: c.Sealer, PushKeys: c.PushKeys, Registry: m.Ops.Registry, Logger: c.Log, Clock: c.Clock,
 			PublicURL: m.PublicMeterURL, Dialer: c.Dialer})
 		if err != nil {

@@ -77,6 +77,8 @@ type MeterDeps struct {
 	// Dialer is the base dialer toward agents and webhooks (Core.Dialer);
 	// nil: a 30 s connect timeout.
 	Dialer *net.Dialer
+	// Shared is the Redis the meters share (Core.Shared); nil: none.
+	Shared *contractsredis.Store
 }
 
 // Meter is a running meter: the proxy and its usage pipeline.
@@ -128,26 +130,12 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 		}
 		sent, closeSent = sl, sl.Close
 	}
-	// The hot state several meters share, when there is a Redis: bindings
-	// and sent messages there, the database their durable projection (and
-	// the fallback while Redis is down).
-	var shared *contractsredis.Store
-	closeShared := func() error { return nil }
-	if d.Config.RedisURL != "" {
-		rs, err := contractsredis.Open(d.Config.RedisURL, contractsredis.Options{})
-		if err != nil {
-			closeSent()
-			store.Close()
-			sp.Close()
-			return nil, fmt.Errorf("redis: %w", err)
-		}
-		pctx, cancel := context.WithTimeout(ctx, StartPingTimeout)
-		if err := rs.Ping(pctx); err != nil {
-			// Not fatal: calls go down the database path until it answers.
-			d.Logger.Warn("Redis does not answer; the meter shares its state through the database until it does", "err", err)
-		}
-		cancel()
-		shared, closeShared = rs, rs.Close
+	// The hot state several meters share, when there is a Redis: bindings,
+	// sent messages and bills there, the database their durable projection
+	// (and the fallback while Redis is down).
+	shared := d.Shared
+	if d.Config.MeterInMemory() {
+		shared = nil // the only meter (config refuses a Redis URL with it)
 	}
 	guard := Guard(d.Config, d.Dialer)
 	p := &a2aproxy.Proxy{
@@ -212,7 +200,7 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 	go func() { defer loops.Done(); p.RunTaskSweeper(loopsCtx, d.Config.MeterLimits.TaskSweep) }()
 	go func() { defer loops.Done(); p.RunPushDelivery(loopsCtx) }()
 	return &Meter{Proxy: p, Spool: sp, Shipper: ship, stopLoops: func() { stop(); loops.Wait() },
-		closeStores: func() error { return errors.Join(closeSent(), closeShared(), store.Close()) }}, nil
+		closeStores: func() error { return errors.Join(closeSent(), store.Close()) }}, nil
 }
 
 // Close flushes the spool to the store (bounded by ctx) and closes it.
