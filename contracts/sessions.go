@@ -28,6 +28,9 @@ type Session struct {
 	Role      agentmarket.Role
 	CreatedAt time.Time
 	ExpiresAt time.Time
+	// LastSeenAt is when the browser last used the session (to the few
+	// minutes: Resolve writes it at most every Idle/24).
+	LastSeenAt time.Time
 }
 
 // SessionStore persists sessions (contracts/gormstore).
@@ -41,10 +44,16 @@ type SessionStore interface {
 	DeleteSession(ctx context.Context, idHash string) error
 	// DeleteExpiredSessions removes sessions that expired before t.
 	DeleteExpiredSessions(ctx context.Context, t time.Time) (int64, error)
+	// TouchSession records that the session was used at at.
+	TouchSession(ctx context.Context, idHash string, at time.Time) error
 }
 
-// DefaultSessionTTL is how long a sign-in lasts.
-const DefaultSessionTTL = 12 * time.Hour
+// DefaultSessionTTL is how long a sign-in lasts; DefaultSessionIdle how
+// long it lasts unused.
+const (
+	DefaultSessionTTL  = 12 * time.Hour
+	DefaultSessionIdle = 2 * time.Hour
+)
 
 // Sessions signs browsers in and out.
 type Sessions struct {
@@ -53,6 +62,9 @@ type Sessions struct {
 	Clock    agentmarket.Clock
 	// TTL is a session's lifetime from sign-in; 0 means DefaultSessionTTL.
 	TTL time.Duration
+	// Idle ends a session unused for that long; 0 means
+	// DefaultSessionIdle.
+	Idle time.Duration
 }
 
 var errNoSession = agentmarket.Errorf(agentmarket.Unauthorized, "no_session", "you are not signed in, or your session has expired")
@@ -78,7 +90,7 @@ func (s *Sessions) Start(ctx context.Context, actor agentmarket.Actor) (string, 
 		ttl = DefaultSessionTTL
 	}
 	sess := &Session{IDHash: HashSessionToken(token), UserID: actor.UserID, KeyID: actor.KeyID, OrgID: actor.OrgID, Role: actor.Role,
-		CreatedAt: now, ExpiresAt: now.Add(ttl)}
+		CreatedAt: now, ExpiresAt: now.Add(ttl), LastSeenAt: now}
 	if err := s.Store.CreateSession(ctx, sess); err != nil {
 		return "", nil, err
 	}
@@ -103,8 +115,30 @@ func (s *Sessions) Resolve(ctx context.Context, token string) (agentmarket.Actor
 	if err != nil {
 		return agentmarket.Actor{}, nil, err
 	}
-	if !s.Clock.Now().Before(sess.ExpiresAt) {
+	now := s.Clock.Now()
+	if !now.Before(sess.ExpiresAt) {
 		return agentmarket.Actor{}, nil, errNoSession
+	}
+	idle := s.Idle
+	if idle <= 0 {
+		idle = DefaultSessionIdle
+	}
+	seen := sess.LastSeenAt
+	if seen.IsZero() {
+		seen = sess.CreatedAt
+	}
+	if !now.Before(seen.Add(idle)) {
+		if err := s.Store.DeleteSession(ctx, sess.IDHash); err != nil {
+			return agentmarket.Actor{}, nil, err
+		}
+		return agentmarket.Actor{}, nil, errNoSession
+	}
+	if now.Sub(seen) >= idle/24 {
+		// At most every few minutes: a page view is not a write.
+		if err := s.Store.TouchSession(ctx, sess.IDHash, now); err != nil {
+			return agentmarket.Actor{}, nil, err
+		}
+		sess.LastSeenAt = now
 	}
 	org, err := s.Accounts.Store.GetOrg(ctx, sess.OrgID)
 	if err != nil {

@@ -105,3 +105,37 @@ func TestSessions(t *testing.T) {
 		}
 	})
 }
+
+// TestSessionIdle: a session unused for its idle time ends, beside its
+// absolute lifetime; using it keeps it alive (its last use is written at
+// most every few minutes), on every database.
+func TestSessionIdle(t *testing.T) {
+	relationaltest.Each(t, func(t *testing.T, db *relational.DB) {
+		ctx := context.Background()
+		store := contractsgorm.New(db.DB)
+		clock := agentmarket.NewManualClock(now)
+		accounts := &contracts.Accounts{Store: store, Clock: clock, BcryptCost: bcrypt.MinCost}
+		sessions := &contracts.Sessions{Store: store, Accounts: accounts, Clock: clock, TTL: 12 * time.Hour, Idle: 2 * time.Hour}
+		res, err := accounts.Signup(ctx, contracts.SignupInput{OrgName: "Acme", Email: "a@acme.example", Password: "correct horse battery"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok, _, err := sessions.Start(ctx, agentmarket.Actor{OrgID: res.Org.ID, UserID: res.User.ID, Role: agentmarket.RoleAdmin})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, step := range []time.Duration{time.Hour, 90 * time.Minute, 119 * time.Minute} {
+			clock.Advance(step)
+			if _, _, err := sessions.Resolve(ctx, tok); err != nil {
+				t.Fatalf("used %s after the last use: %v", step, err)
+			}
+		}
+		clock.Advance(2 * time.Hour)
+		if _, _, err := sessions.Resolve(ctx, tok); agentmarket.CodeOf(err) != "no_session" {
+			t.Fatalf("unused for 2h: %v, want no_session", err)
+		}
+		if _, err := store.SessionByHash(ctx, contracts.HashSessionToken(tok)); agentmarket.KindOf(err) != agentmarket.NotFound {
+			t.Errorf("the idle session is still stored: %v", err)
+		}
+	})
+}
