@@ -100,8 +100,8 @@ func (r *Request) Blocking() bool { return r.blocking }
 // operations).
 //
 // When the error comes after the id was read, the returned Request is not
-// nil and carries at least ID, so the error answer can echo it; its other
-// fields may be incomplete.
+// nil and carries at least ID (nil when the request has none), so the
+// error answer can echo it; its other fields may be incomplete.
 func ParseRequest(body []byte, versionHeader string) (*Request, *Error) {
 	if !validJSON(body) {
 		return nil, ParseError("")
@@ -130,11 +130,16 @@ func ParseRequest(body []byte, versionHeader string) (*Request, *Error) {
 			params = m.val
 		}
 	}
-	if isNull(id) {
-		return nil, InvalidRequest(`"id" is required: A2A methods are not notifications`)
-	}
-	if !validID(id) {
+	// A request without an id is refused (A2A methods are not
+	// notifications), but only once its method and params are judged: an
+	// unknown method is -32601 and bad params -32602 first, as the
+	// official SDKs answer them.
+	noID := isNull(id)
+	if !noID && !validID(id) {
 		return nil, InvalidRequest(`"id" must be a string or a number`)
+	}
+	if noID {
+		id = nil
 	}
 	r := &Request{ID: id, Raw: body}
 	if s, ok := unquote(rpcVersion); !ok || s != "2.0" {
@@ -177,6 +182,9 @@ func ParseRequest(body []byte, versionHeader string) (*Request, *Error) {
 	r.Params = params
 	if err := r.readParams(); err != nil {
 		return r, err
+	}
+	if noID {
+		return r, InvalidRequest(`"id" is required: A2A methods are not notifications`)
 	}
 	return r, nil
 }

@@ -112,6 +112,13 @@ func TestParseRequestErrors(t *testing.T) {
 		{"scalar", `"hello"`, "", -32600, "", ""},
 		{"notification", `{"jsonrpc":"2.0","method":"tasks/get","params":{"id":"t"}}`, "", -32600, "", "notification"},
 		{"null id", `{"jsonrpc":"2.0","id":null,"method":"tasks/get","params":{"id":"t"}}`, "", -32600, "", "notification"},
+		// Without an id, the method and params are judged first, as the
+		// official SDKs do: -32601 and -32602 before -32600.
+		{"notification of an unknown method", `{"jsonrpc":"2.0","method":"tasks/list","params":{}}`, "", -32601, "", "tasks/list"},
+		{"notification of an unknown 1.0 method", `{"jsonrpc":"2.0","method":"Frobnicate","params":{}}`, "1.0", -32601, "", ""},
+		{"notification with params an array", `{"jsonrpc":"2.0","method":"tasks/get","params":["t"]}`, "", -32602, "", ""},
+		{"notification of a send without message", `{"jsonrpc":"2.0","method":"SendMessage","params":{}}`, "1.0", -32602, "", "message"},
+		{"notification of a get without task id", `{"jsonrpc":"2.0","id":null,"method":"tasks/get","params":{}}`, "", -32602, "", "params.id"},
 		{"object id", `{"jsonrpc":"2.0","id":{},"method":"tasks/get","params":{"id":"t"}}`, "", -32600, "", ""},
 		{"bool id", `{"jsonrpc":"2.0","id":true,"method":"tasks/get","params":{"id":"t"}}`, "", -32600, "", ""},
 		{"jsonrpc 1.0", `{"jsonrpc":"1.0","id":1,"method":"tasks/get","params":{"id":"t"}}`, "", -32600, "1", "jsonrpc"},
