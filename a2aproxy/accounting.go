@@ -75,6 +75,8 @@ func (a *accounting) usage(ctx context.Context, cl *call, latency time.Duration)
 		u.Method = cl.req.Name
 		if cl.label != "" {
 			u.Method = cl.label
+		} else if cl.reusedID {
+			u.Method = "reused-id:" + cl.req.Name
 		}
 		u.ProtocolVersion = string(cl.req.Version)
 		u.ParentTaskID = cl.req.ParentTaskID()

@@ -24,7 +24,8 @@ import (
 // answers with what the first send created (its task in its current
 // state, or the message the agent answered), waiting for the first copy
 // when it is still running, and bills nothing more. The same messageId
-// with another message is refused (CodeMessageIDReused).
+// with another message is a new send, forwarded and billed (reusedSep);
+// its usage row's method is reused-id:<method>.
 //
 // The meter decides on its own sends from memory (sentIndex): a send it
 // forwards is claimed there first, so a retry through the same meter
@@ -72,6 +73,14 @@ const (
 	// statement while sends arrive fast (batcher.linger).
 	sentLinger = 500 * time.Microsecond
 )
+
+// A messageId sent again with another message is a new send (A2A makes
+// duplicate detection an agent's MAY, and clients reuse ids: the
+// conformance suite keeps one per session). The first message sent under a
+// messageId is recorded under the id's key; each other message under it is
+// recorded under the id's key followed by reusedSep and the message's
+// digest, so an identical retry of any of them finds its own first send.
+const reusedSep = "#"
 
 // sentMessageKey is the key a messageId is recorded under.
 func sentMessageKey(id string) string {
@@ -458,12 +467,26 @@ func (p *Proxy) idempotent(c exchange, cl *call) (replied bool, err error) {
 		return ctx
 	}
 	waitEnd := cl.req.Method == wire.MethodSend && cl.req.Blocking()
+	// reuse moves key from the messageId's first message to the record of
+	// this one (reusedSep), once: a second mismatch is a digest collision.
+	reused := false
+	reuse := func() bool {
+		if reused {
+			return false
+		}
+		key.MessageID += reusedSep + digest
+		reused = true
+		return true
+	}
 	for {
 		now := p.Clock.Now()
 		e := p.sentIdx.get(key)
 		if e != nil && !e.replaceable(now) {
 			if e.digest != digest {
-				return false, p.messageIDReused(cl, id)
+				if !reuse() {
+					return false, p.messageIDReused(cl, id)
+				}
+				continue
 			}
 			if e.local {
 				ch := e.known
@@ -521,10 +544,20 @@ func (p *Proxy) idempotent(c exchange, cl *call) (replied bool, err error) {
 				p.writeSent(ne, time.Now().Add(sentClaimDelay))
 			}
 			cl.sent = ne
+			if reused {
+				// Another message under a messageId this org sent before:
+				// a new send, counted so the buyer can find the client that
+				// reuses its ids.
+				cl.reusedID = true
+				p.Metrics.sentOutcome(key.ListingID, "reused_id")
+			}
 			return false, nil
 		}
 		if rec.Digest != digest {
-			return false, p.messageIDReused(cl, id)
+			if !reuse() {
+				return false, p.messageIDReused(cl, id)
+			}
+			continue
 		}
 		v := sentView{stage: rec.Stage, taskID: rec.TaskID, contextID: rec.ContextID, state: rec.State, result: rec.Result,
 			resultVersion: wire.Version(rec.ResultVersion), hasResult: rec.Result != nil}

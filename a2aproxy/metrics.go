@@ -58,7 +58,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.pacedC = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "calls_paced_total",
 		Help: "Calls the meter delayed (up to 10 ms, in proportion to the lag) because more than half the spooled rows it allows (1,000 of 2,000 by default) waited for their projections: the database is close to its pace."})
 	m.sent = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "sends_deduplicated_total",
-		Help: "Sends whose messageId the buyer org had sent to the listing before (idempotent sends), by listing and outcome: replayed (answered with what the first send created, not forwarded), refused (another message under the same messageId, -32059), unchecked (the store could not be read, so the send was forwarded)."},
+		Help: "Sends whose messageId the buyer org had sent to the listing before (idempotent sends), by listing and outcome: replayed (answered with what the first send created, not forwarded), reused_id (another message under a messageId sent before: forwarded and billed as a new send; its usage row's method is reused-id:<method>), refused (the rare digest collision, -32059), unchecked (the store could not be read, so the send was forwarded)."},
 		[]string{"listing", "outcome"})
 	m.lost = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "tasks_lost_total",
 		Help: "Tasks recorded lost, by listing: the agent answered TaskNotFound for a task the meter had bound (it forgot it, say in a restart)."},

@@ -373,6 +373,9 @@ type call struct {
 	// label replaces the method name in the usage row of a call the meter
 	// did not get from a buyer ("push" for a notification).
 	label string
+	// reusedID: a send under a messageId this org sent before with another
+	// message (idem.go): its usage row's method says so.
+	reusedID bool
 	// rowID, when set, is the usage row's id (a notification's, the same
 	// on every retry of it); else a new one.
 	rowID string

@@ -41,17 +41,14 @@ func (a *sdkAgent) sends(mark int) int {
 	return n
 }
 
-// idemMessageReused is what the meter says when a messageId comes back
-// with another message (-32059).
-const idemMessageReused = "was sent to this listing before"
-
 // TestIdempotentSendsSDK runs the official A2A Go SDK on both sides of the
 // meter (its agents serving one binding, its client preferring one), in
 // A2A 1.0 and 0.3: a send retried with the same message gets the first
 // send's task (a blocking retry, a stream retry), and the agent saw one
 // message; a retry after the client gave up waiting waits for the first
 // copy and gets its completed task; a message answer is replayed as it
-// was; the same messageId with another message is refused (-32059);
+// was; the same messageId with another message is a new send with its own
+// task (and its retry gets that task);
 // another org sending the same messageId gets its own task. The usage
 // rows bill each task once: the retries' rows bill nothing.
 func TestIdempotentSendsSDK(t *testing.T) {
@@ -122,19 +119,30 @@ func runIdemCombo(t *testing.T, c *sdkCombo, buyer, other *sdkBuyer) {
 		t.Errorf("the agent got %d sends of one message sent three times, want 1", n)
 	}
 
-	// The same messageId with another message: refused, not forwarded.
+	// The same messageId with another message: a new send, forwarded once,
+	// with its own task; an identical retry of it gets that task, and one
+	// of the first message still gets the first.
 	amark = c.ag.Wire.mark()
 	changed := a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("another message"))
 	changed.ID = msg.ID
-	if _, err := send(ctx, cl, changed); err == nil || !strings.Contains(err.Error(), idemMessageReused) {
-		t.Errorf("another message under the same messageId: %v, want the meter's refusal (-32059)", err)
+	second, err := send(ctx, cl, changed)
+	if err != nil || second.ID == first.ID || sdkTaskText(second) != sdkArtifactText("another message") {
+		t.Fatalf("another message under the same messageId: %v %+v, want a task of its own", err, second)
 	}
-	if n := c.ag.sends(amark); n != 0 {
-		t.Errorf("the refused send reached the agent (%d sends)", n)
+	c.tasks[string(second.ID)] = "reused"
+	if again, err := send(ctx, cl, changed); err != nil || again.ID != second.ID {
+		t.Errorf("a retry of the other message: %v %+v, want its task %s", err, again, second.ID)
+	}
+	if again, err := send(ctx, cl, msg); err != nil || again.ID != first.ID {
+		t.Errorf("a retry of the first message after another under its id: %v %+v, want the first task %s", err, again, first.ID)
+	}
+	if n := c.ag.sends(amark); n != 1 {
+		t.Errorf("the agent got %d sends of another message sent twice under a known messageId, want 1", n)
 	}
 
 	// Another org sending the same messageId (and message) gets its own
 	// task: the first org's is never answered to it.
+	amark = c.ag.Wire.mark()
 	octx := other.ctx(ctx)
 	ocl, _, _, err := other.connect(octx, c.endpoint, c.version, c.client)
 	if err != nil {
@@ -196,8 +204,8 @@ func runIdemCombo(t *testing.T, c *sdkCombo, buyer, other *sdkBuyer) {
 }
 
 // checkIdemUsage: each task is billed once, by its first send; the rows of
-// the retries (method replay:…) bill nothing; each refusal is a row with
-// -32059.
+// the retries (method replay:…) bill nothing; a send of another message
+// under a known messageId bills its own task, its row's method reused-id:….
 func checkIdemUsage(t *testing.T, m *started, combos []*sdkCombo, buyerOrg string) {
 	var rows []metering.Usage
 	waitFor(t, "every retry's row", 15*time.Second, func() bool {
@@ -208,29 +216,29 @@ func checkIdemUsage(t *testing.T, m *started, combos []*sdkCombo, buyerOrg strin
 				n++
 			}
 		}
-		return n >= 4*len(combos) // per pairing: two of the send, one of the slow send, one of the message answer
+		return n >= 6*len(combos) // per pairing: three of the send, one of the slow send, one of the message answer, one of the other message
 	})
 	for _, c := range combos {
 		if !c.ran {
 			continue
 		}
-		refused := 0
+		reused := 0
 		for _, u := range rows {
-			if u.ListingID == c.listing && u.ErrorCode == a2aproxy.CodeMessageIDReused && u.BuyerOrgID == buyerOrg {
-				refused++
-				if u.CostMicros != 0 || u.InputTokens != 0 {
-					t.Errorf("%s: the refusal billed %+v", c.name(), u)
+			if u.ListingID == c.listing && strings.HasPrefix(u.Method, "reused-id:") && u.BuyerOrgID == buyerOrg {
+				reused++
+				if u.Tasks != 1 || u.CostMicros == 0 || u.ErrorCode != 0 {
+					t.Errorf("%s: the send of another message under a known messageId did not bill its task: %+v", c.name(), u)
 				}
 			}
 		}
-		sharing := 0 // the pairings on this listing (one per client binding), one refusal each
+		sharing := 0 // the pairings on this listing (one per client binding), one such send each
 		for _, d := range combos {
 			if d.ran && d.listing == c.listing {
 				sharing++
 			}
 		}
-		if refused != sharing {
-			t.Errorf("%s: %d rows of refused sends on its listing, want %d", c.name(), refused, sharing)
+		if reused != sharing {
+			t.Errorf("%s: %d rows of sends reusing a messageId on its listing, want %d", c.name(), reused, sharing)
 		}
 		for id, role := range c.tasks {
 			var billed, replays []metering.Usage
@@ -244,7 +252,7 @@ func checkIdemUsage(t *testing.T, m *started, combos []*sdkCombo, buyerOrg strin
 					billed = append(billed, u)
 				}
 			}
-			wantReplays := map[string]int{"send": 2, "slow": 1, "other": 0}[role]
+			wantReplays := map[string]int{"send": 3, "slow": 1, "other": 0, "reused": 1}[role]
 			if len(billed) != 1 || len(replays) != wantReplays {
 				t.Errorf("%s %s task: %d billed rows and %d replays, want 1 and %d", c.name(), role, len(billed), len(replays), wantReplays)
 				continue
@@ -310,14 +318,17 @@ func TestIdempotentSendsAcrossMeters(t *testing.T) {
 	if status != 200 || get(body, "task", "id") != task10 {
 		t.Errorf("HTTP+JSON retry through the second meter: %d %v, want task %s", status, body, task10)
 	}
-	// Another message under that messageId is refused there too.
+	// Another message under that messageId is a new send, through either
+	// meter: its own task, which its retry through the other meter gets.
 	changed := msg10("another message", map[string]any{"messageId": get(p10, "message", "messageId")})
-	if _, rerr := (rpc{t: t, url: at2(l10), key: lm.buyer, version: "1.0"}).call("SendMessage", changed); rerr == nil || rerr["code"] != float64(a2aproxy.CodeMessageIDReused) {
-		t.Errorf("another message under the messageId, through the second meter: %v, want -32059", rerr)
+	res, rerr = rpc{t: t, url: at2(l10), key: lm.buyer, version: "1.0"}.call("SendMessage", changed)
+	other10, _ := get(res, "task", "id").(string)
+	if rerr != nil || other10 == "" || other10 == task10 {
+		t.Errorf("another message under the messageId, through the second meter: %v %v, want a task of its own", res, rerr)
 	}
-	status, body, _ = restCall(t, lm.buyer, "POST", at2(l10)+"/message:send", "1.0", changed)
-	if status != 409 || !strings.Contains(fmt.Sprint(body), "MESSAGE_ID_REUSED") {
-		t.Errorf("over HTTP+JSON: %d %v, want 409 MESSAGE_ID_REUSED", status, body)
+	status, body, _ = restCall(t, lm.buyer, "POST", ep10+"/message:send", "1.0", changed)
+	if status != 200 || get(body, "task", "id") != other10 {
+		t.Errorf("its retry over HTTP+JSON through the first meter: %d %v, want task %s", status, body, other10)
 	}
 
 	// 0.3: the first copy still runs through the first meter when the
@@ -352,8 +363,8 @@ func TestIdempotentSendsAcrossMeters(t *testing.T) {
 	if rerr != nil || get(res, "task", "id") != task10 {
 		t.Errorf("retry through the restarted meter: %v %v, want task %s", res, rerr, task10)
 	}
-	if n := ag10.sends(mark10); n != 1 {
-		t.Errorf("the 1.0 agent got %d sends of one message, want 1", n)
+	if n := ag10.sends(mark10); n != 2 {
+		t.Errorf("the 1.0 agent got %d sends of two messages (one retried twice, one once), want 2", n)
 	}
 	if n := ag03.sends(mark03); n != 1 {
 		t.Errorf("the 0.3 agent got %d sends of one message, want 1", n)
@@ -376,7 +387,7 @@ func idemBilledOnce(t *testing.T, dsn string, meters []*started, tasks map[strin
 		}
 		n := 0
 		for _, u := range rows {
-			if strings.HasPrefix(u.Method, "replay:") {
+			if _, counted := replays[u.TaskID]; counted && strings.HasPrefix(u.Method, "replay:") {
 				n++
 			}
 		}
@@ -491,8 +502,8 @@ func TestIdempotentSendsRestartAndWindow(t *testing.T) {
 
 // TestIdempotentSendsSameMessage: a retry serialized otherwise (members in
 // another order, other whitespace, escapes) is the same message; a
-// message with anything else changed is another one, refused; a send
-// without a messageId is forwarded every time.
+// message with anything else changed is another one, forwarded as a new
+// send; a send without a messageId is forwarded every time.
 func TestIdempotentSendsSameMessage(t *testing.T) {
 	ag := startSDKAgent(t, "1.0", a2a.TransportProtocolJSONRPC)
 	lm := newLongMarket(t, map[string]string{})
@@ -520,12 +531,12 @@ func TestIdempotentSendsSameMessage(t *testing.T) {
 		`{"jsonrpc":"2.0","id":3,"method":"SendMessage","params":{"message":{"messageId":"same-1","role":"ROLE_USER","parts":[{"text":"a <b> \"c\"!"}],"metadata":{"k":[1,2]}}}}`,
 		`{"jsonrpc":"2.0","id":3,"method":"SendMessage","params":{"message":{"messageId":"same-1","role":"ROLE_USER","parts":[{"text":"a <b> \"c\""}],"metadata":{"k":[2,1]}}}}`,
 	} {
-		if r := post(changed); get(r, "error", "code") != float64(a2aproxy.CodeMessageIDReused) {
-			t.Errorf("a changed message under the messageId: %v, want -32059", r)
+		if r := post(changed); get(r, "result", "task", "id") == task || get(r, "result", "task", "id") == nil {
+			t.Errorf("a changed message under the messageId: %v, want a task of its own", r)
 		}
 	}
-	if n := ag.sends(mark); n != 1 {
-		t.Errorf("the agent got %d sends, want 1", n)
+	if n := ag.sends(mark); n != 3 {
+		t.Errorf("the agent got %d sends of three messages, want 3", n)
 	}
 	// No messageId (the specification requires one; some clients omit
 	// it): nothing to recognise a retry by, so it is forwarded.

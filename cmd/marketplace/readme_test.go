@@ -89,7 +89,7 @@ func TestReadmeTour(t *testing.T) {
 			`"state":"completed"`,
 			listing + "/" + task + ",1,1,", // the task's usage row (CSV)
 			"the retry got the first send's task",
-			`"code":-32059`,
+			"another message under m1 got a task of its own",
 			`"revoked_at":"`,
 			`"code":-32040,"message":"the API key is unknown or revoked"}} HTTP 401`,
 			`"max_pause_ms":600000`,

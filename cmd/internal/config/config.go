@@ -202,7 +202,7 @@ func Settings(bin string) []Setting {
 			return nil
 		}},
 		{"meter-max-pause", "longest a task may wait in input-required or auth-required before the meter cancels it at the agent", "24h", duration(time.Second, func(c *Config) *time.Duration { return &c.MeterLimits.MaxPause })},
-		{"meter-idempotency-window", "how long a send's messageId holds: a send whose messageId the same buyer org already sent to the same listing within it is answered with what the first send created (its task, waited for while it runs) instead of being forwarded and billed again, and one with another message is refused (-32059); 0 = off (listings may set their own)", "24h", func(c *Config, v string) error {
+		{"meter-idempotency-window", "how long a send's messageId holds: a send whose messageId the same buyer org already sent to the same listing within it is answered with what the first send created (its task, waited for while it runs) instead of being forwarded and billed again, and one with another message is a new send (forwarded, billed, its usage row's method reused-id:…); 0 = off (listings may set their own)", "24h", func(c *Config, v string) error {
 			d, err := time.ParseDuration(v)
 			if err != nil || (d != 0 && d < time.Second) || d > 7*24*time.Hour {
 				return errors.New("must be 0 or a duration from 1s to 168h, like 24h")
