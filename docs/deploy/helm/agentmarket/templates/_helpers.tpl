@@ -37,6 +37,8 @@ app.kubernetes.io/component: {{ index . 1 }}
   valueFrom: {secretKeyRef: {name: {{ include "agentmarket.secretName" . }}, key: clickhouseURL}}
 - name: AGENTMARKET_SECRET_KEY
   valueFrom: {secretKeyRef: {name: {{ include "agentmarket.secretName" . }}, key: secretKey}}
+- name: AGENTMARKET_REDIS_URL
+  valueFrom: {secretKeyRef: {name: {{ include "agentmarket.secretName" . }}, key: redisURL, optional: true}}
 {{- with .Values.clickhouse.cluster }}
 - name: AGENTMARKET_CLICKHOUSE_CLUSTER
   value: {{ . | quote }}
