@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/contracts"
+	"github.com/agentmarket/agentmarket/web/api"
 )
 
 const (
@@ -224,7 +225,7 @@ func (u *UI) tooMany(r *req, d *signinData, field string, err error) error {
 	var ae *agentmarket.Error
 	errors.As(err, &ae)
 	d.Errors = append(d.Errors, fieldMsg{Field: field, Message: capitalize(ae.Message) + "."})
-	setRetryAfter(r.c, ae)
+	api.SetRetryAfter(r.c, ae)
 	r.c.Status(fiber.StatusTooManyRequests)
 	return u.render(r, "signin", "Sign in", d)
 }

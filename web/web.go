@@ -21,10 +21,8 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -214,13 +212,6 @@ func setSecurityHeaders(c *fiber.Ctx, private bool) {
 	}
 }
 
-// setRetryAfter sends how long a throttled caller must wait.
-func setRetryAfter(c *fiber.Ctx, ae *agentmarket.Error) {
-	if ae != nil && ae.RetryAfter > 0 {
-		c.Set(fiber.HeaderRetryAfter, strconv.FormatInt(int64((ae.RetryAfter+time.Second-1)/time.Second), 10))
-	}
-}
-
 var errCSRF = agentmarket.Errorf(agentmarket.Forbidden, "csrf", "this form has expired or did not come from this site; reload the page and try again")
 
 // fail renders err. Unauthorized on a GET sends the visitor to sign in.
@@ -243,7 +234,7 @@ func (u *UI) fail(c *fiber.Ctx, r *req, err error) error {
 	if r == nil {
 		r = &req{c: c, ctx: c.UserContext()}
 	}
-	setRetryAfter(c, ae)
+	api.SetRetryAfter(c, ae)
 	c.Status(status)
 	return u.render(r, "error", "Error", map[string]any{"Status": status, "Code": ae.Code, "Message": msg, "Fields": ae.Fields})
 }

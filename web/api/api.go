@@ -159,10 +159,16 @@ func WriteError(c *fiber.Ctx, log *slog.Logger, err error) error {
 	if ae.Kind == agentmarket.Internal && msg == "" {
 		msg = "internal error"
 	}
-	if ae.RetryAfter > 0 {
+	SetRetryAfter(c, ae)
+	return c.Status(status).JSON(ErrorBody{Error: ErrorDetail{Code: ae.Code, Message: msg, Fields: ae.Fields}})
+}
+
+// SetRetryAfter sends how long a throttled caller must wait (whole
+// seconds, rounded up), for the API and the web pages alike.
+func SetRetryAfter(c *fiber.Ctx, ae *agentmarket.Error) {
+	if ae != nil && ae.RetryAfter > 0 {
 		c.Set(fiber.HeaderRetryAfter, strconv.FormatInt(int64((ae.RetryAfter+time.Second-1)/time.Second), 10))
 	}
-	return c.Status(status).JSON(ErrorBody{Error: ErrorDetail{Code: ae.Code, Message: msg, Fields: ae.Fields}})
 }
 
 // Status maps an error kind to its HTTP status: the one place it is done.
