@@ -301,3 +301,223 @@ func ascii(b []byte) bool {
 	}
 	return true
 }
+
+// Proto names in JSON-RPC params. A2A 1.0's JSON is ProtoJSON, whose
+// parsers take a field's proto name (task_id) for its JSON name (taskId);
+// the 0.3 reference SDKs read their Python field names the same way. So
+// in every object of a JSON-RPC request's params that the meter reads
+// fields of, a key spelled as a proto name whose JSON name is absent is
+// renamed to the JSON name before the meter reads it, and the agent gets
+// the renamed bytes: both read the same field, whatever the agent's
+// parser. A key given under both names is left as it is, for the reading
+// rule to refuse.
+
+// camelParams returns params with the proto names renamed (see above)
+// and whether any was.
+func camelParams(m Method, v Version, params []byte) ([]byte, bool) {
+	if !mayHaveProtoKey(params) || !protoKeys(m, v, params) {
+		return params, false
+	}
+	p, ok := parseObject(params)
+	if !ok {
+		return params, false
+	}
+	changed := camelKeys(p)
+	switch m {
+	case MethodSend, MethodStream:
+		changed = camelIn(p, "message", func(msg *object) bool {
+			c := camelKeys(msg)
+			if pv, ok := msg.get("parts"); ok && firstByte(pv) == '[' {
+				renamed := false
+				parts := mapArray(pv, func(el []byte) []byte {
+					return camelObject(el, func(part *object) bool {
+						pc := camelKeys(part)
+						if v == V03 {
+							pc = camelIn(part, "file", camelKeys) || pc
+						}
+						renamed = renamed || pc
+						return pc
+					})
+				})
+				if renamed {
+					msg.set("parts", parts)
+					c = true
+				}
+			}
+			return c
+		}) || changed
+		changed = camelIn(p, "configuration", camelKeys) || changed
+	case MethodPushSet:
+		if v == V03 {
+			changed = camelIn(p, "pushNotificationConfig", camelKeys) || changed
+		}
+	}
+	if !changed {
+		return params, false
+	}
+	return p.bytes(), true
+}
+
+// mayHaveProtoKey is a quick look for what could end a proto name as a
+// key: an underscore followed by lower-case letters, digits and
+// underscores, a quote and a colon ("_id":); or an escape, which could
+// spell anything. Most bodies have neither (ROLE_USER is no key).
+func mayHaveProtoKey(b []byte) bool {
+	if bytes.Contains(b, []byte(`\u`)) {
+		return true
+	}
+	for i := bytes.IndexByte(b, '_'); i >= 0; {
+		j := i + 1
+		for j < len(b) && ('a' <= b[j] && b[j] <= 'z' || '0' <= b[j] && b[j] <= '9' || b[j] == '_') {
+			j++
+		}
+		if j < len(b) && b[j] == '"' {
+			if k := skipSpace(b, j+1); k < len(b) && b[k] == ':' {
+				return true
+			}
+		}
+		next := bytes.IndexByte(b[j:], '_')
+		if next < 0 {
+			break
+		}
+		i = j + next
+	}
+	return false
+}
+
+// protoKeys reports, without allocating, whether camelParams has a key
+// to rename: it looks at the keys of the same objects.
+func protoKeys(m Method, v Version, params []byte) bool {
+	var buf [8]member
+	ps, ok := splitObject(params, buf[:0])
+	if !ok {
+		return false
+	}
+	if anyProtoKey(ps) {
+		return true
+	}
+	switch m {
+	case MethodSend, MethodStream:
+		for _, p := range ps {
+			switch {
+			case p.is("configuration"):
+				if objectHasProtoKey(p.val) {
+					return true
+				}
+			case p.is("message"):
+				var mbuf [12]member
+				mm, _ := splitObject(p.val, mbuf[:0])
+				if anyProtoKey(mm) {
+					return true
+				}
+				for _, x := range mm {
+					if !x.is("parts") {
+						continue
+					}
+					var abuf [8][]byte
+					els, _ := splitArray(x.val, abuf[:0])
+					for _, el := range els {
+						var pbuf [6]member
+						pm, _ := splitObject(el, pbuf[:0])
+						if anyProtoKey(pm) {
+							return true
+						}
+						for _, f := range pm {
+							if v == V03 && f.is("file") && objectHasProtoKey(f.val) {
+								return true
+							}
+						}
+					}
+				}
+			}
+		}
+	case MethodPushSet:
+		for _, p := range ps {
+			if v == V03 && p.is("pushNotificationConfig") && objectHasProtoKey(p.val) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func objectHasProtoKey(b []byte) bool {
+	var buf [8]member
+	ms, _ := splitObject(b, buf[:0])
+	return anyProtoKey(ms)
+}
+
+func anyProtoKey(ms []member) bool {
+	for _, m := range ms {
+		if (m.esc || bytes.IndexByte(m.key, '_') >= 0) && protoName(m.name()) {
+			return true
+		}
+	}
+	return false
+}
+
+// camelIn applies f to the object member name of o, when it is one, and
+// keeps what f changed.
+func camelIn(o *object, name string, f func(*object) bool) bool {
+	v, ok := o.get(name)
+	if !ok || firstByte(v) != '{' {
+		return false
+	}
+	in, ok := parseObject(v)
+	if !ok || !f(in) {
+		return false
+	}
+	o.set(name, in.bytes())
+	return true
+}
+
+// camelObject is the object b as f leaves it; b itself when f changes
+// nothing or b is not an object.
+func camelObject(b []byte, f func(*object) bool) []byte {
+	o, ok := parseObject(b)
+	if !ok || !f(o) {
+		return b
+	}
+	return o.bytes()
+}
+
+// camelKeys renames o's members spelled as proto names (lower snake case)
+// to their JSON names, where no member has that JSON name already.
+func camelKeys(o *object) bool {
+	changed := false
+	for i, m := range o.ms {
+		if bytes.IndexByte(m.key, '_') < 0 && !m.esc {
+			continue
+		}
+		name := m.name()
+		if !protoName(name) {
+			continue
+		}
+		camel := lowerCamel(name)
+		if slices.ContainsFunc(o.ms, func(x member) bool { return x.is(camel) }) {
+			continue
+		}
+		o.ms[i] = member{key: []byte(camel), val: m.val}
+		changed = true
+	}
+	return changed
+}
+
+// protoName reports whether s is spelled as a proto field name with an
+// underscore, the only ones whose JSON name differs: lower case letters
+// and digits in words joined by single underscores.
+func protoName(s string) bool {
+	if s == "" || s[0] < 'a' || s[0] > 'z' || s[len(s)-1] == '_' || strings.IndexByte(s, '_') < 0 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
+		case c == '_' && s[i-1] != '_':
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -216,12 +216,22 @@ func FuzzReadingRule(f *testing.F) {
 		if werr != nil {
 			return
 		}
-		sdk, ok := sdkView(req.Method, req.Version, body)
-		if !ok {
+		// The agent reads the bytes the meter forwards (proto names
+		// renamed), with the SDK's types or a ProtoJSON parser.
+		got := normalize(meterView(req))
+		if sdk, ok := sdkView(req.Method, req.Version, req.Raw); ok && !reflect.DeepEqual(got, normalize(sdk)) {
+			t.Fatalf("the meter reads %+v, the SDK reads %+v\nbody: %s\nforwarded: %s", got, sdk, body, req.Raw)
+		}
+		if req.Version != wire.V10 {
 			return
 		}
-		if got := meterView(req); !reflect.DeepEqual(normalize(got), normalize(sdk)) {
-			t.Fatalf("the meter reads %+v, the SDK reads %+v\nbody: %s", got, sdk, body)
+		pj, ok := protoView(req.Method, req.Raw)
+		if ok && !reflect.DeepEqual(got, normalize(pj)) {
+			t.Fatalf("the meter reads %+v, a ProtoJSON parser reads %+v\nbody: %s\nforwarded: %s", got, pj, body, req.Raw)
+		}
+		// Renaming changes nothing a ProtoJSON agent reads.
+		if orig, ok2 := protoView(req.Method, body); ok && ok2 && !reflect.DeepEqual(normalize(orig), normalize(pj)) {
+			t.Fatalf("a ProtoJSON parser reads %+v from the body, %+v from what is forwarded\nbody: %s\nforwarded: %s", orig, pj, body, req.Raw)
 		}
 	})
 }
@@ -247,7 +257,7 @@ func TestReadingRuleRefusesLookalikes(t *testing.T) {
 		req, werr := wire.ParseRequest([]byte(body), header)
 		if werr == nil {
 			exact++
-			sdk, ok := sdkView(req.Method, req.Version, []byte(body))
+			sdk, ok := sdkView(req.Method, req.Version, req.Raw)
 			if ok && !reflect.DeepEqual(normalize(meterView(req)), normalize(sdk)) {
 				t.Errorf("accepted, but the meter reads %+v and the SDK %+v\n%s", meterView(req), sdk, body)
 			}

@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -178,6 +179,11 @@ func ParseRequest(body []byte, versionHeader string) (*Request, *Error) {
 		return r, InvalidParams("params must be an object")
 	default:
 		return r, InvalidRequest(`"params" must be an object`)
+	}
+	if np, renamed := camelParams(m, v, params); renamed {
+		env := &object{ms: slices.Clone(ms)} // ms stays on the stack
+		env.set("params", np)
+		params, r.Raw = np, env.bytes()
 	}
 	r.Params = params
 	if err := r.readParams(); err != nil {

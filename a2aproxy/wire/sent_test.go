@@ -72,8 +72,9 @@ func TestMessageDigest(t *testing.T) {
 	}
 }
 
-// TestMessageIDRead: the meter reads params.message.messageId, and refuses
-// a key an agent could take for it.
+// TestMessageIDRead: the meter reads params.message.messageId (message_id,
+// its proto name, renamed to it), and refuses a key an agent could take
+// for it beside it.
 func TestMessageIDRead(t *testing.T) {
 	r, werr := wire.ParseRequest([]byte(`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m-\u00e9","role":"ROLE_USER","parts":[]}}}`), "")
 	if werr != nil || r.MessageID() != "m-é" {
@@ -81,7 +82,7 @@ func TestMessageIDRead(t *testing.T) {
 	}
 	for _, msg := range []string{
 		`{"messageId":"a","MessageId":"b","role":"ROLE_USER","parts":[]}`,
-		`{"message_id":"b","role":"ROLE_USER","parts":[]}`,
+		`{"messageId":"a","message_id":"b","role":"ROLE_USER","parts":[]}`,
 		`{"messageID":"b","role":"ROLE_USER","parts":[]}`,
 		`{"messageId":7,"role":"ROLE_USER","parts":[]}`,
 	} {

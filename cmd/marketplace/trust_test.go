@@ -72,17 +72,19 @@ func TestCrossOrgTaskBySpelling(t *testing.T) {
 		return b
 	}
 	for _, k := range lookalikes {
-		refused("message/send "+k, post(b03, "message/send", msg03("show me", map[string]any{k: task03})), `"code":-32600`)
-		refused("message/stream "+k, post(b03, "message/stream", msg03("show me", map[string]any{k: task03})), `"code":-32600`)
-		refused("SendMessage "+k, post(b10, "SendMessage", msg10("show me", map[string]any{k: task10})), `"code":-32600`)
-		refused("SendStreamingMessage "+k, post(b10, "SendStreamingMessage", msg10("show me", map[string]any{k: task10})), `"code":-32600`)
-
-		// Over REST the proto name task_id is taskId (ProtoJSON reads
-		// both), so it is read as such: another org's task, not found.
-		want := 400
+		// The proto name task_id is taskId (ProtoJSON reads both), on
+		// every binding: the meter renames it and reads it as such, so it
+		// names another org's task, not found. The other spellings are
+		// refused as ambiguous.
+		want, code := 400, `"code":-32600`
 		if k == "task_id" {
-			want = 404
+			want, code = 404, `"code":-32001`
 		}
+		refused("message/send "+k, post(b03, "message/send", msg03("show me", map[string]any{k: task03})), code)
+		refused("message/stream "+k, post(b03, "message/stream", msg03("show me", map[string]any{k: task03})), code)
+		refused("SendMessage "+k, post(b10, "SendMessage", msg10("show me", map[string]any{k: task10})), code)
+		refused("SendStreamingMessage "+k, post(b10, "SendStreamingMessage", msg10("show me", map[string]any{k: task10})), code)
+
 		status, body, _ := restCall(t, keyB, "POST", mk.ep10+"/message:send", "1.0", msg10("show me", map[string]any{k: task10}))
 		if status != want || strings.Contains(fmt.Sprint(body), "secret plans") {
 			t.Errorf("REST 1.0 message:send %s: %d %v, want %d", k, status, body, want)
@@ -95,6 +97,8 @@ func TestCrossOrgTaskBySpelling(t *testing.T) {
 	// A message may reference only its own org's tasks.
 	refused("referenceTaskIds 0.3", post(b03, "message/send", msg03("use it", map[string]any{"referenceTaskIds": []string{task03}})), `"code":-32001`)
 	refused("referenceTaskIds 1.0", post(b10, "SendMessage", msg10("use it", map[string]any{"referenceTaskIds": []string{task10}})), `"code":-32001`)
+	refused("reference_task_ids 0.3", post(b03, "message/send", msg03("use it", map[string]any{"reference_task_ids": []string{task03}})), `"code":-32001`)
+	refused("reference_task_ids 1.0", post(b10, "SendMessage", msg10("use it", map[string]any{"reference_task_ids": []string{task10}})), `"code":-32001`)
 	status, body, _ := restCall(t, keyB, "POST", mk.ep10+"/message:send", "1.0", msg10("use it", map[string]any{"referenceTaskIds": []string{task10}}))
 	if status != 404 {
 		t.Errorf("REST referenceTaskIds: %d %v, want 404", status, body)
@@ -113,6 +117,18 @@ func TestCrossOrgTaskBySpelling(t *testing.T) {
 	// The owner still reaches its task, and may reference it.
 	if _, rerr := a10.call("SendMessage", msg10("follow up", map[string]any{"referenceTaskIds": []string{task10}})); rerr != nil {
 		t.Errorf("owner referencing its own task: %v", rerr)
+	}
+	for _, c := range []struct {
+		r      rpc
+		method string
+		params map[string]any
+	}{
+		{a10, "SendMessage", msg10("follow up by proto name", map[string]any{"reference_task_ids": []string{task10}})},
+		{a03, "message/send", msg03("follow up by proto name", map[string]any{"reference_task_ids": []string{task03}})},
+	} {
+		if _, rerr := c.r.call(c.method, c.params); rerr != nil {
+			t.Errorf("owner referencing its own task by the proto name, %s: %v", c.method, rerr)
+		}
 	}
 }
 
