@@ -8,8 +8,8 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/agentmarket/agentmarket/a2aproxy"
-	"github.com/agentmarket/agentmarket/a2aproxy/protoschema"
 	"github.com/agentmarket/agentmarket/listings/agentcard"
+	"github.com/agentmarket/agentmarket/listings/agentcard/protoschema"
 )
 
 // sellerCard is a 1.0 card with security requirements at the top and in a

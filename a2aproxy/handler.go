@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -102,6 +103,10 @@ func (p *Proxy) route(c *fasthttp.RequestCtx) bool {
 	}
 	method := c.Request.Header.Method()
 	post := string(method) == http.MethodPost
+	if string(det) == CardKeysPath && (string(method) == http.MethodGet || string(method) == http.MethodHead) {
+		p.serveCardKeys(c)
+		return true
+	}
 	if rest, ok := bytes.CutPrefix(det, callbackPrefix); ok {
 		if !post || len(rest) == 0 || bytes.IndexByte(rest, '/') >= 0 {
 			return false
@@ -145,6 +150,7 @@ func (p *Proxy) Mount(r fiber.Router) {
 	r.Get("/a2a/:listing/.well-known/agent-card.json", func(c *fiber.Ctx) error { p.serveCard(c.Context(), listingParam(c)); return nil })
 	r.Get("/a2a/:listing/.well-known/agent.json", func(c *fiber.Ctx) error { p.serveCard(c.Context(), listingParam(c)); return nil })
 	r.Post("/a2a/:listing", func(c *fiber.Ctx) error { p.serveRPC(c.Context(), listingParam(c)); return nil })
+	r.Get(CardKeysPath, func(c *fiber.Ctx) error { p.serveCardKeys(c.Context()); return nil })
 	if p.Push != nil {
 		r.Post(CallbackPath+":callback", func(c *fiber.Ctx) error {
 			p.serveCallback(c.Context(), strings.Clone(c.Params("callback")))
@@ -203,10 +209,38 @@ func (p *Proxy) serveCard(c *fasthttp.RequestCtx, listingID string) {
 		answerJSON(c, http.StatusInternalServerError, e)
 		return
 	}
+	if p.CardSigner != nil {
+		if b, err = p.CardSigner.SignCard(p.Base, b); err != nil {
+			p.Logger.Error("proxied card not signed", "listing", listingID, "err", err)
+			e.Error.Message = "the card could not be signed; try again later"
+			answerJSON(c, http.StatusServiceUnavailable, e)
+			return
+		}
+	}
 	c.Response.Header.SetContentType("application/json")
 	c.Response.Header.Set("Cache-Control", "public, max-age=60")
 	c.Response.Header.Set("Vary", "A2A-Version") // the security requirement's form follows it (card.go)
 	c.Response.SetBody(b)
+}
+
+// serveCardKeys serves the JWKS that verifies the proxied cards.
+func (p *Proxy) serveCardKeys(c *fasthttp.RequestCtx) {
+	var e errorBody
+	if p.CardSigner == nil {
+		e.Error.Message = "the meter does not sign cards"
+		answerJSON(c, http.StatusNotFound, e)
+		return
+	}
+	jwks, maxAge, err := p.CardSigner.JWKS(p.Base)
+	if err != nil {
+		p.Logger.Error("card keys not read", "err", err)
+		e.Error.Message = "the keys could not be read; try again later"
+		answerJSON(c, http.StatusServiceUnavailable, e)
+		return
+	}
+	c.Response.Header.SetContentType("application/jwk-set+json")
+	c.Response.Header.Set("Cache-Control", fmt.Sprintf("public, max-age=%d", int(maxAge.Seconds())))
+	c.Response.SetBody(jwks)
 }
 
 // serveRPC serves the JSON-RPC binding.

@@ -158,8 +158,22 @@ func (l Limits) withBudgets(b contracts.TimeBudgets) Limits {
 }
 
 // Proxy is the meter. Build it with New.
+// CardSigner signs the proxied cards the meter serves and publishes the
+// keys that verify them (listings/cardsig.Signer).
+type CardSigner interface {
+	SignCard(ctx context.Context, card []byte) ([]byte, error)
+	JWKS(ctx context.Context) ([]byte, time.Duration, error)
+}
+
+// CardKeysPath is where the meter publishes the JWKS of the keys its
+// proxied cards are signed with (the jku of their signatures).
+const CardKeysPath = "/.well-known/jwks.json"
+
 type Proxy struct {
-	PublicURL    string // the meter's base URL as buyers reach it
+	PublicURL string // the meter's base URL as buyers reach it
+	// CardSigner signs every proxied card (A2A 1.0 §8.4), replacing the
+	// seller's signatures, which no longer match; nil: served unsigned.
+	CardSigner   CardSigner
 	Limits       Limits
 	Auth         Authenticator
 	Resolver     Resolver

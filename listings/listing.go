@@ -69,6 +69,15 @@ type Listing struct {
 	CardHash      string // hex SHA-256 of CardJSON
 	CardETag      string
 	CardFetchedAt time.Time
+	// CardSignature is what the card in force's signatures showed when
+	// it was taken.
+	CardSignature CardSignature
+	// CardKeys is the JWKS the seller registered to verify its cards
+	// with (public keys; empty: each signature's jku is fetched).
+	CardKeys []byte
+	// SignaturePolicy is SignaturesMark or SignaturesRequire ("" reads as
+	// mark).
+	SignaturePolicy SignaturePolicy
 
 	Plan Plan // the plan version in force
 
@@ -125,6 +134,7 @@ type CardVersion struct {
 	CardJSON  []byte
 	SourceURL string
 	FetchedAt time.Time
+	Signature CardSignature
 }
 
 // UpstreamAuth is the header the meter presents to the seller's agent.

@@ -40,6 +40,9 @@ type Service struct {
 	// DefaultRefresh is the refresh interval of listings that set none
 	// (DefaultRefreshInterval in the shipped configuration); 0 disables it.
 	DefaultRefresh time.Duration
+	// Verifier checks the signatures of every card taken; nil records
+	// every card as unsigned.
+	Verifier CardVerifier
 }
 
 // CreateInput is what a seller sends to list an agent: a card URL or a
@@ -52,6 +55,10 @@ type CreateInput struct {
 	RefreshSeconds *int            `json:"refresh_seconds"`
 	Limits         *LimitsInput    `json:"limits"`
 	Draft          bool            `json:"draft"`
+	// CardKeys is a JWKS to verify the card's signatures with;
+	// CardSignatures the policy for a card whose signatures fail.
+	CardKeys       json.RawMessage  `json:"card_keys"`
+	CardSignatures *SignaturePolicy `json:"card_signatures"`
 }
 
 // UpdateInput changes a listing; nil fields stay as they are. A new
@@ -64,6 +71,9 @@ type UpdateInput struct {
 	RefreshSeconds *int            `json:"refresh_seconds"`
 	Limits         *LimitsInput    `json:"limits"`
 	Status         *Status         `json:"status"`
+	// CardKeys replaces the registered JWKS (null or {} removes it).
+	CardKeys       json.RawMessage  `json:"card_keys"`
+	CardSignatures *SignaturePolicy `json:"card_signatures"`
 }
 
 func (s *Service) now() time.Time { return s.Clock.Now() }
@@ -125,12 +135,22 @@ func (s *Service) Create(ctx context.Context, actor agentmarket.Actor, in Create
 	validateRefresh(&fe, in.RefreshSeconds)
 	limits, err := ParseLimits(in.Limits)
 	fe = appendFields(fe, err)
+	keys := cardKeys(in.CardKeys)
+	validateSigning(&fe, s.Verifier, in.CardSignatures, keys)
 	if err := fe.Err("invalid_listing", "the listing is not valid"); err != nil {
 		return nil, err
+	}
+	policy := SignaturesMark
+	if in.CardSignatures != nil {
+		policy = *in.CardSignatures
 	}
 
 	now := s.now()
 	raw, card, fetched, err := s.readCard(ctx, in.CardURL, in.Card, "")
+	if err != nil {
+		return nil, err
+	}
+	sig, err := s.checkSignature(ctx, raw, keys, policy)
 	if err != nil {
 		return nil, err
 	}
@@ -144,10 +164,13 @@ func (s *Service) Create(ctx context.Context, actor agentmarket.Actor, in Create
 		CardJSON:      raw,
 		CardHash:      Hash(raw),
 		CardFetchedAt: now,
+		CardSignature: sig,
+		CardKeys:      keys,
 		Limits:        limits,
 		CreatedAt:     now,
 		UpdatedAt:     now,
 	}
+	l.SignaturePolicy = policy
 	if fetched != nil {
 		l.CardURL = fetched.URL
 		l.CardETag = fetched.ETag
@@ -165,7 +188,7 @@ func (s *Service) Create(ctx context.Context, actor agentmarket.Actor, in Create
 		return nil, err
 	}
 	s.setRefresh(l, in.RefreshSeconds, now)
-	v := &CardVersion{ListingID: l.ID, CardHash: l.CardHash, CardJSON: raw, SourceURL: l.CardURL, FetchedAt: now}
+	v := &CardVersion{ListingID: l.ID, CardHash: l.CardHash, CardJSON: raw, SourceURL: l.CardURL, FetchedAt: now, Signature: sig}
 	if err := s.Store.CreateListing(ctx, l, v); err != nil {
 		return nil, err
 	}
@@ -262,6 +285,16 @@ func (s *Service) readCard(ctx context.Context, cardURL string, pasted json.RawM
 	return raw, card, fetched, nil
 }
 
+// cardKeys is a registered JWKS as given: nil for none (absent, null or
+// an object without keys).
+func cardKeys(b json.RawMessage) []byte {
+	t := bytes.TrimSpace(b)
+	if len(t) == 0 || bytes.Equal(t, []byte("null")) || bytes.Equal(t, []byte("{}")) {
+		return nil
+	}
+	return t
+}
+
 // appendFields adds the field errors of err (an Invalid *agentmarket.Error)
 // to fe.
 func appendFields(fe agentmarket.Fields, err error) agentmarket.Fields {
@@ -347,11 +380,14 @@ func (s *Service) Update(ctx context.Context, actor agentmarket.Actor, id string
 	validateRefresh(&fe, in.RefreshSeconds)
 	limits, err := ParseLimits(in.Limits)
 	fe = appendFields(fe, err)
+	keys := cardKeys(in.CardKeys)
+	validateSigning(&fe, s.Verifier, in.CardSignatures, keys)
+	signing := in.CardKeys != nil || in.CardSignatures != nil
 	newCard := in.CardURL != nil || len(bytes.TrimSpace(in.Card)) > 0
 	if in.CardURL != nil && len(bytes.TrimSpace(in.Card)) > 0 {
 		fe.Add("card", "exclusive", "give card_url or card, not both")
 	}
-	if !owner && (in.Pricing != nil || in.UpstreamAuth != nil || in.RefreshSeconds != nil || in.Limits != nil || newCard) {
+	if !owner && (in.Pricing != nil || in.UpstreamAuth != nil || in.RefreshSeconds != nil || in.Limits != nil || newCard || signing) {
 		return nil, agentmarket.Errorf(agentmarket.Forbidden, "not_listing_owner", "only the seller may change the card, pricing, credentials or refresh of listing %q", id)
 	}
 	if in.Status != nil {
@@ -368,7 +404,21 @@ func (s *Service) Update(ctx context.Context, actor agentmarket.Actor, id string
 		return nil, err
 	}
 	now := s.now()
+	if in.CardKeys != nil {
+		l.CardKeys = keys
+	}
+	if in.CardSignatures != nil {
+		l.SignaturePolicy = *in.CardSignatures
+	}
 	var version *CardVersion
+	if signing && !newCard {
+		// New keys or a new policy judge the card in force again.
+		sig, err := s.checkSignature(ctx, l.CardJSON, l.CardKeys, l.SignaturePolicy)
+		if err != nil {
+			return nil, err
+		}
+		l.CardSignature = sig
+	}
 	if newCard {
 		cardURL := ""
 		if in.CardURL != nil {
@@ -378,6 +428,11 @@ func (s *Service) Update(ctx context.Context, actor agentmarket.Actor, id string
 		if err != nil {
 			return nil, err
 		}
+		sig, err := s.checkSignature(ctx, raw, l.CardKeys, l.SignaturePolicy)
+		if err != nil {
+			return nil, err
+		}
+		l.CardSignature = sig
 		l.CardURL, l.CardETag = cardURL, ""
 		if fetched != nil {
 			l.CardURL, l.CardETag = fetched.URL, fetched.ETag
@@ -385,7 +440,7 @@ func (s *Service) Update(ctx context.Context, actor agentmarket.Actor, id string
 		l.Health, l.HealthDetail, l.CardFetchedAt = HealthHealthy, "", now
 		if h := Hash(raw); h != l.CardHash {
 			l.Card, l.CardJSON, l.CardHash = card, raw, h
-			version = &CardVersion{ListingID: l.ID, CardHash: h, CardJSON: raw, SourceURL: l.CardURL, FetchedAt: now}
+			version = &CardVersion{ListingID: l.ID, CardHash: h, CardJSON: raw, SourceURL: l.CardURL, FetchedAt: now, Signature: sig}
 		}
 		if l.CardURL == "" {
 			l.RefreshInterval, l.NextRefreshAt = 0, time.Time{}
@@ -514,6 +569,12 @@ func (s *Service) RecordIncident(ctx context.Context, listingID, detail string) 
 func (s *Service) refresh(ctx context.Context, l *Listing) (*Listing, error) {
 	now := s.now()
 	raw, card, fetched, ferr := s.readCard(ctx, l.CardURL, nil, l.CardETag)
+	var sig CardSignature
+	if ferr == nil && !fetched.NotModified {
+		// A card whose signatures a "require" listing refuses leaves the
+		// card in force, as a card that cannot be read does.
+		sig, ferr = s.checkSignature(ctx, raw, l.CardKeys, l.SignaturePolicy)
+	}
 	var v *CardVersion
 	switch {
 	case ferr != nil:
@@ -526,9 +587,10 @@ func (s *Service) refresh(ctx context.Context, l *Listing) (*Listing, error) {
 		l.Health, l.HealthDetail = HealthHealthy, ""
 		l.CardFetchedAt = now
 		l.CardETag = fetched.ETag
+		l.CardSignature = sig
 		if h := Hash(raw); h != l.CardHash {
 			l.Card, l.CardJSON, l.CardHash = card, raw, h
-			v = &CardVersion{ListingID: l.ID, CardHash: h, CardJSON: raw, SourceURL: fetched.URL, FetchedAt: now}
+			v = &CardVersion{ListingID: l.ID, CardHash: h, CardJSON: raw, SourceURL: fetched.URL, FetchedAt: now, Signature: sig}
 		}
 	}
 	if l.RefreshInterval > 0 {

@@ -30,6 +30,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -75,6 +76,11 @@ type Keys struct {
 	Sealer Sealer
 	Clock  agentmarket.Clock
 	Logger *slog.Logger // nil: no logs
+
+	// Purpose names what the keys sign, kept apart from the others by a
+	// store of their own: "" (push deliveries) or "card" (proxied Agent
+	// Cards, SignJWS). It binds the sealed private keys to it.
+	Purpose string
 
 	// RotateEvery is how long a key signs before the next one takes over;
 	// default 30 days.
@@ -238,7 +244,12 @@ func containsKey(keys []contracts.PushKey, kid string) bool {
 	return false
 }
 
-func sealContext(kid string) []byte { return []byte("push-signing-key|" + kid) }
+func (k *Keys) sealContext(kid string) []byte {
+	if k.Purpose != "" {
+		return []byte(k.Purpose + "-signing-key|" + kid)
+	}
+	return []byte("push-signing-key|" + kid)
+}
 
 // newKey makes the generation after keys[0]: active at once when it is
 // the first, else Lead from now (and never before its predecessor).
@@ -262,7 +273,7 @@ func (k *Keys) newKey(keys []contracts.PushKey, now time.Time) (contracts.PushKe
 		return contracts.PushKey{}, err
 	}
 	kid := base64.RawURLEncoding.EncodeToString(tp)
-	sealed, err := k.Sealer.Seal(der, sealContext(kid))
+	sealed, err := k.Sealer.Seal(der, k.sealContext(kid))
 	if err != nil {
 		return contracts.PushKey{}, err
 	}
@@ -324,6 +335,33 @@ func (k *Keys) Sign(ctx context.Context, body []byte, c Claims) (string, error) 
 	return obj.DetachedCompactSerialize()
 }
 
+// SignJWS signs payload now with the active key: a JWS whose protected
+// header holds alg, typ "JOSE", kid and jku (the URL of the JWKS that
+// publishes the key), as A2A 1.0 §8.4.2 has Agent Card signatures. It
+// returns the protected header and the signature, base64url encoded.
+func (k *Keys) SignJWS(ctx context.Context, payload []byte, jku string) (protected, signature string, err error) {
+	k.init()
+	priv, kid, err := k.active(ctx, k.Clock.Now())
+	if err != nil {
+		return "", "", err
+	}
+	opts := (&jose.SignerOptions{}).WithType("JOSE").WithHeader("jku", jku)
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: Algorithm, Key: jose.JSONWebKey{Key: priv, KeyID: kid}}, opts)
+	if err != nil {
+		return "", "", err
+	}
+	obj, err := signer.Sign(payload)
+	if err != nil {
+		return "", "", err
+	}
+	compact, err := obj.CompactSerialize()
+	if err != nil {
+		return "", "", err
+	}
+	parts := strings.Split(compact, ".")
+	return parts[0], parts[2], nil
+}
+
 // active returns the private key that signs at now: the newest published
 // key active by then.
 func (k *Keys) active(ctx context.Context, now time.Time) (*ecdsa.PrivateKey, string, error) {
@@ -341,7 +379,7 @@ func (k *Keys) active(ctx context.Context, now time.Time) (*ecdsa.PrivateKey, st
 		if priv != nil {
 			return priv, pk.ID, nil
 		}
-		der, err := k.Sealer.Open(pk.Sealed, sealContext(pk.ID))
+		der, err := k.Sealer.Open(pk.Sealed, k.sealContext(pk.ID))
 		if err != nil {
 			return nil, "", fmt.Errorf("push signing key %s cannot be opened (is AGENTMARKET_SECRET_KEY the same on every process?): %w", pk.ID, err)
 		}

@@ -13,8 +13,8 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/agentmarket/agentmarket/a2aproxy"
-	"github.com/agentmarket/agentmarket/a2aproxy/protoschema"
 	"github.com/agentmarket/agentmarket/a2aproxy/wire"
+	"github.com/agentmarket/agentmarket/listings/agentcard/protoschema"
 )
 
 // TestSDKMediaType: A2A 1.0.1 prefers application/a2a+json for requests

@@ -44,7 +44,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	meterCtx, stopMeter := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopMeter()
 	meter, err := serve.StartMeter(meterCtx, serve.MeterDeps{Config: cfg, DB: core.DB, Store: core.Usage, Shared: core.Shared,
-		Accounts: core.Accounts, Authz: core.Authz, Catalog: core.Catalog, Listings: core.ListingStore, Sealer: core.Sealer, PushKeys: core.PushKeys,
+		Accounts: core.Accounts, Authz: core.Authz, Catalog: core.Catalog, Listings: core.ListingStore, Sealer: core.Sealer, PushKeys: core.PushKeys, CardKeys: core.CardKeys,
 		Registry: endpoints.Registry, Logger: log, Clock: core.Clock, PublicURL: publicURL, Dialer: core.Dialer})
 	if err != nil {
 		return err

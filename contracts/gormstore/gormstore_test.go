@@ -77,6 +77,9 @@ func TestPushKeyStore(t *testing.T) {
 	for _, o := range relationaltest.Openers {
 		t.Run(o.Name, func(t *testing.T) {
 			storetest.RunPushKeys(t, func(t *testing.T) contracts.PushKeyStore { return gormstore.New(o.Open(t).DB) })
+			t.Run("card keys", func(t *testing.T) {
+				storetest.RunPushKeys(t, func(t *testing.T) contracts.PushKeyStore { return gormstore.New(o.Open(t).DB).CardKeys() })
+			})
 		})
 	}
 }

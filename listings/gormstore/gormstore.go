@@ -61,6 +61,9 @@ type listingRow struct {
 	IncidentAt        *time.Time
 	LostTasks         int64
 	LostTaskAt        *time.Time
+	CardSignature     string
+	CardKeys          string
+	SignaturePolicy   string
 	CreatedAt         time.Time
 	UpdatedAt         time.Time
 }
@@ -74,6 +77,7 @@ type cardVersionRow struct {
 	CardJSON  string `gorm:"column:card_json"`
 	SourceURL string `gorm:"column:source_url"`
 	FetchedAt time.Time
+	Signature string
 }
 
 func (cardVersionRow) TableName() string { return "listing_card_versions" }
@@ -144,6 +148,9 @@ func toRow(l *listings.Listing) *listingRow {
 		UpstreamAuth:     encodeSealed(l.UpstreamAuth),
 		RefreshSeconds:   int(l.RefreshInterval / time.Second),
 		Limits:           encodeLimits(l.Limits),
+		CardSignature:    encodeSignature(l.CardSignature),
+		CardKeys:         string(l.CardKeys),
+		SignaturePolicy:  string(l.SignaturePolicy),
 		CreatedAt:        l.CreatedAt.UTC(),
 		UpdatedAt:        l.UpdatedAt.UTC(),
 	}
@@ -176,8 +183,16 @@ func fromRow(r *listingRow, p *planRow) *listings.Listing {
 		UpstreamAuth:    decodeSealed(r.UpstreamAuth),
 		RefreshInterval: time.Duration(r.RefreshSeconds) * time.Second,
 		Limits:          decodeLimits(r.Limits),
+		CardSignature:   decodeSignature(r.CardSignature),
+		SignaturePolicy: listings.SignaturePolicy(r.SignaturePolicy),
 		CreatedAt:       r.CreatedAt.UTC(),
 		UpdatedAt:       r.UpdatedAt.UTC(),
+	}
+	if r.CardKeys != "" {
+		l.CardKeys = []byte(r.CardKeys)
+	}
+	if l.SignaturePolicy == "" {
+		l.SignaturePolicy = listings.SignaturesMark
 	}
 	if r.NextRefreshAt != nil {
 		l.NextRefreshAt = r.NextRefreshAt.UTC()
@@ -364,7 +379,8 @@ func addVersion(tx *gorm.DB, v *listings.CardVersion) error {
 	if v == nil {
 		return nil
 	}
-	row := &cardVersionRow{ListingID: v.ListingID, CardHash: v.CardHash, CardJSON: string(v.CardJSON), SourceURL: v.SourceURL, FetchedAt: v.FetchedAt.UTC()}
+	row := &cardVersionRow{ListingID: v.ListingID, CardHash: v.CardHash, CardJSON: string(v.CardJSON), SourceURL: v.SourceURL, FetchedAt: v.FetchedAt.UTC(),
+		Signature: encodeSignature(v.Signature)}
 	if err := tx.Create(row).Error; err != nil {
 		return err
 	}
@@ -451,7 +467,8 @@ func (s *Store) CardVersions(ctx context.Context, listingID string) ([]listings.
 	}
 	out := make([]listings.CardVersion, len(rows))
 	for i, r := range rows {
-		out[i] = listings.CardVersion{ID: r.ID, ListingID: r.ListingID, CardHash: r.CardHash, CardJSON: []byte(r.CardJSON), SourceURL: r.SourceURL, FetchedAt: r.FetchedAt.UTC()}
+		out[i] = listings.CardVersion{ID: r.ID, ListingID: r.ListingID, CardHash: r.CardHash, CardJSON: []byte(r.CardJSON), SourceURL: r.SourceURL, FetchedAt: r.FetchedAt.UTC(),
+			Signature: decodeSignature(r.Signature)}
 	}
 	return out, nil
 }
@@ -550,4 +567,23 @@ func decodeLimits(s string) listings.Limits {
 		StreamIdleTimeout: time.Duration(r.StreamIdleTimeoutMs) * time.Millisecond, MaxRequestBytes: r.MaxRequestBytes, MaxResultBytes: r.MaxResultBytes,
 		TaskTimeout: time.Duration(r.TaskTimeoutMs) * time.Millisecond, MaxPause: time.Duration(r.MaxPauseMs) * time.Millisecond,
 		IdempotencyWindow: time.Duration(r.IdempotencyWindowMs) * time.Millisecond}
+}
+
+// encodeSignature is a card's signature result as its column holds it
+// (JSON); decodeSignature reads it back, "unsigned" for rows from before.
+func encodeSignature(sig listings.CardSignature) string {
+	if sig.Status == "" {
+		return ""
+	}
+	sig.CheckedAt = sig.CheckedAt.UTC()
+	b, _ := json.Marshal(sig)
+	return string(b)
+}
+
+func decodeSignature(s string) listings.CardSignature {
+	var sig listings.CardSignature
+	if s != "" && json.Unmarshal([]byte(s), &sig) == nil && sig.Status != "" {
+		return sig
+	}
+	return listings.CardSignature{Status: listings.SignatureNone}
 }

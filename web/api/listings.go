@@ -13,34 +13,40 @@ import (
 )
 
 type listingJSON struct {
-	ID                 string               `json:"id"`
-	SellerOrgID        string               `json:"seller_org_id"`
-	Status             listings.Status      `json:"status"`
-	Health             listings.Health      `json:"health"`
-	HealthDetail       string               `json:"health_detail,omitempty"`
-	Incident           *incidentJSON        `json:"incident,omitempty"`
-	LostTasks          *lostTasksJSON       `json:"lost_tasks,omitempty"`
-	Name               string               `json:"name"`
-	Description        string               `json:"description"`
-	Version            string               `json:"version"`
-	ProtocolVersions   []string             `json:"protocol_versions"`
-	Interfaces         []interfaceJSON      `json:"interfaces"`
-	Capabilities       capabilitiesJSON     `json:"capabilities"`
-	DefaultInputModes  []string             `json:"default_input_modes"`
-	DefaultOutputModes []string             `json:"default_output_modes"`
-	Skills             []skillJSON          `json:"skills"`
-	Pricing            map[string]any       `json:"pricing"`
-	CardURL            string               `json:"card_url"`
-	CardHash           string               `json:"card_hash"`
-	CardFetchedAt      time.Time            `json:"card_fetched_at"`
-	HasUpstreamAuth    bool                 `json:"has_upstream_auth"`
-	RefreshSeconds     int                  `json:"refresh_seconds"`
-	Limits             listings.LimitsInput `json:"limits"`
-	NextRefreshAt      *time.Time           `json:"next_refresh_at"`
-	ProxiedCardURL     string               `json:"proxied_card_url,omitempty"`
-	CreatedAt          time.Time            `json:"created_at"`
-	UpdatedAt          time.Time            `json:"updated_at"`
-	Card               json.RawMessage      `json:"card,omitempty"`
+	ID                 string           `json:"id"`
+	SellerOrgID        string           `json:"seller_org_id"`
+	Status             listings.Status  `json:"status"`
+	Health             listings.Health  `json:"health"`
+	HealthDetail       string           `json:"health_detail,omitempty"`
+	Incident           *incidentJSON    `json:"incident,omitempty"`
+	LostTasks          *lostTasksJSON   `json:"lost_tasks,omitempty"`
+	Name               string           `json:"name"`
+	Description        string           `json:"description"`
+	Version            string           `json:"version"`
+	ProtocolVersions   []string         `json:"protocol_versions"`
+	Interfaces         []interfaceJSON  `json:"interfaces"`
+	Capabilities       capabilitiesJSON `json:"capabilities"`
+	DefaultInputModes  []string         `json:"default_input_modes"`
+	DefaultOutputModes []string         `json:"default_output_modes"`
+	Skills             []skillJSON      `json:"skills"`
+	Pricing            map[string]any   `json:"pricing"`
+	CardURL            string           `json:"card_url"`
+	CardHash           string           `json:"card_hash"`
+	CardFetchedAt      time.Time        `json:"card_fetched_at"`
+	// CardSignature is what the card's own signatures showed (the card
+	// field keeps them as the seller sent them); CardSignatures the
+	// listing's policy, CardKeys the JWKS its seller registered.
+	CardSignature   listings.CardSignature   `json:"card_signature"`
+	CardSignatures  listings.SignaturePolicy `json:"card_signatures"`
+	CardKeys        json.RawMessage          `json:"card_keys,omitempty"`
+	HasUpstreamAuth bool                     `json:"has_upstream_auth"`
+	RefreshSeconds  int                      `json:"refresh_seconds"`
+	Limits          listings.LimitsInput     `json:"limits"`
+	NextRefreshAt   *time.Time               `json:"next_refresh_at"`
+	ProxiedCardURL  string                   `json:"proxied_card_url,omitempty"`
+	CreatedAt       time.Time                `json:"created_at"`
+	UpdatedAt       time.Time                `json:"updated_at"`
+	Card            json.RawMessage          `json:"card,omitempty"`
 }
 
 // incidentJSON is the meter's health mark on a listing.
@@ -100,6 +106,9 @@ func (s *Server) listingView(l *listings.Listing, withCard bool) listingJSON {
 		CardURL:         l.CardURL,
 		CardHash:        l.CardHash,
 		CardFetchedAt:   l.CardFetchedAt,
+		CardSignature:   l.CardSignature,
+		CardSignatures:  l.SignaturePolicy,
+		CardKeys:        l.CardKeys,
 		HasUpstreamAuth: l.HasUpstreamAuth(),
 		RefreshSeconds:  int(l.RefreshInterval / time.Second),
 		Limits:          l.Limits.Input(),
@@ -192,15 +201,16 @@ func (s *Server) listingVersions(c *fiber.Ctx) error {
 		return err
 	}
 	type versionJSON struct {
-		ID        int64           `json:"id"`
-		CardHash  string          `json:"card_hash"`
-		SourceURL string          `json:"source_url"`
-		FetchedAt time.Time       `json:"fetched_at"`
-		Card      json.RawMessage `json:"card"`
+		ID        int64                  `json:"id"`
+		CardHash  string                 `json:"card_hash"`
+		SourceURL string                 `json:"source_url"`
+		FetchedAt time.Time              `json:"fetched_at"`
+		Signature listings.CardSignature `json:"signature"`
+		Card      json.RawMessage        `json:"card"`
 	}
 	out := make([]versionJSON, len(vs))
 	for i, v := range vs {
-		out[i] = versionJSON{ID: v.ID, CardHash: v.CardHash, SourceURL: v.SourceURL, FetchedAt: v.FetchedAt, Card: v.CardJSON}
+		out[i] = versionJSON{ID: v.ID, CardHash: v.CardHash, SourceURL: v.SourceURL, FetchedAt: v.FetchedAt, Signature: v.Signature, Card: v.CardJSON}
 	}
 	return c.JSON(fiber.Map{"items": out})
 }

@@ -22,6 +22,7 @@ import (
 	contractsredis "github.com/agentmarket/agentmarket/contracts/redis"
 	"github.com/agentmarket/agentmarket/listings"
 	"github.com/agentmarket/agentmarket/listings/aesgcm"
+	"github.com/agentmarket/agentmarket/listings/cardsig"
 	listingsgorm "github.com/agentmarket/agentmarket/listings/gormstore"
 	"github.com/agentmarket/agentmarket/listings/httpfetch"
 	"github.com/agentmarket/agentmarket/metering"
@@ -52,6 +53,10 @@ type Core struct {
 	// (the marketplace's JWKS); every process shares them through the
 	// database.
 	PushKeys *pushsign.Keys
+	// CardKeys sign the proxied Agent Cards every meter serves (their own
+	// keys, in their own table), published at each meter's
+	// a2aproxy.CardKeysPath.
+	CardKeys *pushsign.Keys
 	// Dependencies are the services the process talks to (the database,
 	// the usage store; the marketplace adds Stripe), for the banner and
 	// /readyz.
@@ -165,15 +170,19 @@ func OpenCore(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ..
 	}
 	c.PushKeys = &pushsign.Keys{Store: c.AccountStore, Sealer: sealer, Clock: keyClock, Logger: log,
 		RotateEvery: cfg.MeterLimits.PushKeyRotation, Retention: cfg.MeterLimits.PushKeyRetention}
+	c.CardKeys = &pushsign.Keys{Store: c.AccountStore.CardKeys(), Purpose: "card", Sealer: sealer, Clock: keyClock, Logger: log,
+		RotateEvery: cfg.MeterLimits.PushKeyRotation, Retention: cfg.MeterLimits.PushKeyRetention}
 	c.ListingStore = listingsgorm.New(c.DB.DB)
 	// Listings stored before the search index existed (migration 0030).
 	if _, err := c.ListingStore.IndexMissing(ctx); err != nil {
 		return nil, fmt.Errorf("index listings for search: %w", err)
 	}
 	guard := Guard(cfg, c.Dialer)
+	fetcher := &httpfetch.Fetcher{Guard: guard, Dialer: c.Dialer, Timeout: cfg.CardFetchTimeout}
 	c.Catalog = &listings.Service{
 		Store:          c.ListingStore,
-		Fetcher:        &httpfetch.Fetcher{Guard: guard, Dialer: c.Dialer, Timeout: cfg.CardFetchTimeout},
+		Fetcher:        fetcher,
+		Verifier:       &cardsig.Verifier{Fetch: fetcher},
 		Endpoints:      guard,
 		Sealer:         sealer,
 		Clock:          c.Clock,
@@ -257,6 +266,10 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 		c.Log.Warn("push signing keys not ready; retried every minute", "err", err)
 	}
 	go c.PushKeys.Run(ctx)
+	if err := c.CardKeys.Ensure(ctx); err != nil {
+		c.Log.Warn("card signing keys not ready; retried every minute", "err", err)
+	}
+	go c.CardKeys.Run(ctx)
 
 	guard := Guard(cfg, c.Dialer)
 	tasks := &contracts.Tasks{Life: c.AccountStore, Push: c.AccountStore, Listings: CatalogTerms{Catalog: c.Catalog}, Clock: c.Clock}
@@ -291,7 +304,7 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 	if cfg.EmbeddedMeter {
 		meterCtx, stopMeter := context.WithCancel(context.WithoutCancel(ctx))
 		meter, err := StartMeter(meterCtx, MeterDeps{Config: cfg, DB: c.DB, Store: c.Usage, Accounts: c.Accounts, Authz: c.Authz, Shared: c.Shared,
-			Catalog: c.Catalog, Listings: c.ListingStore, Sealer: c.Sealer, PushKeys: c.PushKeys, Registry: m.Ops.Registry, Logger: c.Log, Clock: c.Clock,
+			Catalog: c.Catalog, Listings: c.ListingStore, Sealer: c.Sealer, PushKeys: c.PushKeys, CardKeys: c.CardKeys, Registry: m.Ops.Registry, Logger: c.Log, Clock: c.Clock,
 			PublicURL: m.PublicMeterURL, Dialer: c.Dialer})
 		if err != nil {
 			stopMeter()

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	contractsredis "github.com/agentmarket/agentmarket/contracts/redis"
 	"github.com/agentmarket/agentmarket/contracts/sentlog"
 	"github.com/agentmarket/agentmarket/listings"
+	"github.com/agentmarket/agentmarket/listings/cardsig"
 	"github.com/agentmarket/agentmarket/metering"
 	"github.com/agentmarket/agentmarket/metering/clickhouse"
 	"github.com/agentmarket/agentmarket/metering/embedded"
@@ -69,6 +71,9 @@ type MeterDeps struct {
 	// PushKeys signs every push delivery attempt (Core.PushKeys); nil
 	// sends them unsigned.
 	PushKeys a2aproxy.DeliverySigner
+	// CardKeys sign the proxied cards (Core.CardKeys); nil serves them
+	// unsigned.
+	CardKeys cardsig.Keys
 	Registry prometheus.Registerer
 	Logger   *slog.Logger
 	Clock    agentmarket.Clock
@@ -181,6 +186,9 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 			p.Metrics.SharedFallback(op)
 			d.Logger.Debug("sent message not in the shared state; the database holds it", "op", op, "err", err)
 		}}
+	}
+	if d.CardKeys != nil {
+		p.CardSigner = cardsig.Signer{Keys: d.CardKeys, JKU: strings.TrimRight(d.PublicURL, "/") + a2aproxy.CardKeysPath}
 	}
 	p.Init()
 	// Retries of a failing database or usage store back off to 5 s at

@@ -15,7 +15,7 @@ func Parse(src string) (*Schema, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &parser{toks: toks, s: &Schema{messages: map[string]*message{}, enums: map[string]map[string]bool{}}}
+	p := &parser{toks: toks, s: &Schema{messages: map[string]*message{}, enums: map[string]map[string]bool{}, enumOrder: map[string][]string{}}}
 	if err := p.file(); err != nil {
 		return nil, err
 	}
@@ -242,6 +242,7 @@ func (p *parser) field(oneof string) (*field, error) {
 		f.repeated = true
 	case "optional":
 		p.next()
+		f.optional = true
 	case "map":
 		p.next()
 		if err := p.expect("<"); err != nil {
@@ -323,7 +324,9 @@ func (p *parser) enum() error {
 		case "":
 			return p.errorf("enum %s does not end", name)
 		}
-		values[p.next()] = true
+		v := p.next()
+		values[v] = true
+		p.s.enumOrder[name] = append(p.s.enumOrder[name], v)
 		if err := p.skipStatement(); err != nil {
 			return err
 		}

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentmarket/agentmarket/a2aproxy/protoschema"
+	"github.com/agentmarket/agentmarket/listings/agentcard/protoschema"
 )
 
 const card = `{

@@ -1,5 +1,7 @@
 // Package protoschema checks JSON documents against the A2A 1.0 data
-// model the way a schema-checking client does, for tests.
+// model the way a schema-checking client does (for tests), and removes the
+// members a protobuf encoder would not write, as A2A 1.0's card signatures
+// require before canonicalization (StripDefaults).
 //
 // A2A 1.0 defines its objects in a2a.proto and their JSON as ProtoJSON.
 // The specification's proto of 1.0.1 is embedded here unchanged
@@ -46,8 +48,9 @@ var a2aProto string
 
 // Schema is the data model of one proto file.
 type Schema struct {
-	messages map[string]*message
-	enums    map[string]map[string]bool
+	messages  map[string]*message
+	enums     map[string]map[string]bool
+	enumOrder map[string][]string // the values in the order written: the first is the default
 }
 
 type message struct {
@@ -62,6 +65,7 @@ type field struct {
 	key            string // map key type; "" for no map
 	repeated       bool
 	required       bool
+	optional       bool // the proto3 optional keyword: explicit presence
 	oneof          string
 }
 
@@ -305,4 +309,106 @@ func jsonName(name string) string {
 		}
 	}
 	return b.String()
+}
+
+// StripDefaults returns the JSON value v (as encoding/json decodes it,
+// numbers as json.Number) read as the message typeName, without the
+// members that hold their field's default value and that proto presence
+// does not keep, as A2A 1.0 §8.4.1 asks before a card is canonicalized for
+// its signature: an empty string, false, zero, the first enum value, an
+// empty array or map are dropped unless the field is REQUIRED, marked
+// optional or a member of a oneof; messages have presence and stay (their
+// members stripped in turn). Members the schema does not know are kept as
+// they are.
+func (s *Schema) StripDefaults(typeName string, v any) (any, error) {
+	m, ok := s.messages[typeName]
+	if !ok {
+		return nil, fmt.Errorf("protoschema: no message %q", typeName)
+	}
+	return s.stripMessage(m, v), nil
+}
+
+func (s *Schema) stripMessage(m *message, v any) any {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return v
+	}
+	out := make(map[string]any, len(obj))
+	for k, val := range obj {
+		f, known := m.byKey[k]
+		if !known {
+			out[k] = val
+			continue
+		}
+		if !f.required && !f.optional && f.oneof == "" && s.isDefault(f, val) {
+			continue
+		}
+		out[k] = s.stripValue(f, val)
+	}
+	return out
+}
+
+func (s *Schema) stripValue(f *field, v any) any {
+	switch {
+	case f.repeated:
+		items, ok := v.([]any)
+		if !ok {
+			return v
+		}
+		out := make([]any, len(items))
+		for i, item := range items {
+			out[i] = s.stripSingle(f.typ, item)
+		}
+		return out
+	case f.key != "":
+		entries, ok := v.(map[string]any)
+		if !ok {
+			return v
+		}
+		out := make(map[string]any, len(entries))
+		for k, e := range entries {
+			out[k] = s.stripSingle(f.typ, e)
+		}
+		return out
+	}
+	return s.stripSingle(f.typ, v)
+}
+
+func (s *Schema) stripSingle(typ string, v any) any {
+	if m, ok := s.messages[typ]; ok {
+		return s.stripMessage(m, v)
+	}
+	return v
+}
+
+// isDefault reports whether v is the default value of f as protobuf sees
+// it (a message field has presence: never default).
+func (s *Schema) isDefault(f *field, v any) bool {
+	switch {
+	case f.repeated:
+		a, ok := v.([]any)
+		return ok && len(a) == 0
+	case f.key != "":
+		o, ok := v.(map[string]any)
+		return ok && len(o) == 0
+	}
+	if f.typ == "google.protobuf.Value" {
+		return false // a Value has presence; null is its NullValue
+	}
+	switch x := v.(type) {
+	case nil:
+		return true // ProtoJSON's null: not set
+	case string:
+		if values := s.enumOrder[f.typ]; len(values) > 0 {
+			return x == values[0]
+		}
+		return x == "" && (f.typ == "string" || f.typ == "bytes")
+	case bool:
+		return !x && f.typ == "bool"
+	case json.Number:
+		n, err := strconv.ParseFloat(string(x), 64)
+		_, enum := s.enums[f.typ]
+		return err == nil && n == 0 && (scalars[f.typ] || enum)
+	}
+	return false
 }
