@@ -64,7 +64,7 @@ func validateSigning(fe *agentmarket.Fields, v CardVerifier, policy *SignaturePo
 	}
 	if len(keys) > 0 && v != nil {
 		if err := v.CheckKeys(keys); err != nil {
-			fe.Add("card_keys", "jwks", "card_keys must be a JSON Web Key Set ({\"keys\":[...]}) of public keys: "+err.Error())
+			fe.Add("card_keys", "jwks", "card_keys must be a JSON Web Key Set ({\"keys\":[...]}) of public keys: %s", err.Error())
 		}
 	}
 }
@@ -84,7 +84,7 @@ func (s *Service) checkSignature(ctx context.Context, raw, keys []byte, policy S
 			why = "no signature of the card verifies: " + sig.Detail
 		}
 		var fe agentmarket.Fields
-		fe.Add("card.signatures", "verified", why+" (this listing's card_signatures is \"require\")")
+		fe.Add("card.signatures", "verified", "%s (this listing's card_signatures is \"require\")", why)
 		return sig, fe.Err("card_signature_refused", why)
 	}
 	return sig, nil
