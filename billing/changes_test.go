@@ -170,7 +170,9 @@ func TestPlanChangeWithTheProvider(t *testing.T) {
 	// v3 from 10:17:42 on 3 May to 12:00:00 on 10 May (610,938 s) of
 	// $49: 11,176,807 + 74/93 micros; v4 from there (1,857,600 s) of $99:
 	// 68,661,290 + 10/31; usage: v3 (1,500,100 − 1,000,000) input × 3 =
-	// 1,500,300; v4 (2,500,000 − 2,000,000) × 5 = 2,500,000.
+	// 1,500,300; v4: the month's allowance is shared, v3 used 1,000,000
+	// of it free, so v4's 2,000,000 leaves 1,000,000: (2,500,000 −
+	// 1,000,000) × 5 = 7,500,000.
 	want, err := billing.RateParts(may, []billing.Part{
 		{Plan: e.plans["lst_echo/3"], Span: period(t0, at), Usage: billing.Usage{InputTokens: 1_500_100, Tasks: 1}},
 		{Plan: dear, Span: period(at, may.End), Usage: billing.Usage{InputTokens: 2_500_000, Tasks: 1}},
@@ -181,7 +183,7 @@ func TestPlanChangeWithTheProvider(t *testing.T) {
 	if summary(&inv.Invoice) != summary(want) {
 		t.Errorf("May's invoice\n  %s\nwant\n  %s", summary(&inv.Invoice), summary(want))
 	}
-	if l := inv.Invoice.Lines; l[0].Used != 610_938 || l[0].AmountMicros != 11_176_807 || l[5].AmountMicros != 68_661_290 || l[5].Used != 1_857_600 || l[1].AmountMicros != 1_500_300 || l[6].AmountMicros != 2_500_000 ||
+	if l := inv.Invoice.Lines; l[0].Used != 610_938 || l[0].AmountMicros != 11_176_807 || l[5].AmountMicros != 68_661_290 || l[5].Used != 1_857_600 || l[1].AmountMicros != 1_500_300 || l[6].AmountMicros != 7_500_000 ||
 		inv.Invoice.Parts[1].PlanVersion != 4 {
 		t.Errorf("the parts: %+v", inv.Invoice.Lines)
 	}

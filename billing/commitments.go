@@ -50,7 +50,7 @@ func (s *Service) chargeCommitment(ctx context.Context, c *contracts.Contract, p
 		return false, err
 	}
 	if charge == nil {
-		parts, ok, err := contractParts(ctx, s.Plans, s.History, s.Usage, c, period, period.End)
+		parts, ok, err := s.terms().contractParts(ctx, c, period, period.End)
 		if err != nil || !ok {
 			return false, err
 		}

@@ -36,24 +36,29 @@
 // # Allowance
 //
 // The included units of a plan (included_input_tokens,
-// included_output_tokens, included_compute_ms, included_tasks) are free in
-// every billed period, in full, and are NOT prorated when the contract is
-// active for only part of the period. Why:
+// included_output_tokens, included_compute_ms, included_tasks) are free
+// once per calendar month per buyer org and listing, in full, and are NOT
+// prorated when a contract is active for only part of the month. Every
+// stay of the org on the listing in the month draws on that one allowance,
+// in the order they began: each part (a contract, or one plan of a
+// contract that changed plans) may use free what is left of its own
+// plan's allowance after what the month's earlier parts used free
+// (Part.AllowanceUsed, AllowanceUsed). Why:
 //
-//   - A shorter stay never makes the same usage dearer: a buyer who cancels
-//     on the 10th pays less, never more, than one who stays to the end for
-//     the same usage. (Prorated allowances break this: fewer free units
-//     can cost more than the fee saved.)
+//   - No sequence of subscribing, canceling, resubscribing and changing
+//     plans gets more free usage in a month than the largest allowance
+//     among the plans held: cycling stays collects nothing.
+//   - A shorter stay never makes the same usage dearer: a buyer who
+//     cancels on the 10th pays less, never more, than one who stays to
+//     the end for the same usage. (Prorated allowances break this: fewer
+//     free units can cost more than the fee saved.)
 //   - Prorating a count of units needs a second rounding (of units), and
 //     the house rule is one rounding, in one place.
-//   - It is what a Stripe metered price with a free first tier does, so
-//     the amounts Stripe invoices match these without per-contract
-//     adjustments.
 //
-// The cost is that a contract that starts late in a month still gets the
-// whole month's allowance; stopping buyers from cancelling and
-// resubscribing to collect extra allowances is a rule for contracts, not
-// for rating.
+// With Stripe, a metered price's free first tier applies per subscription
+// item and period: a second stay or a replaced item in the same month gets
+// a tier again at Stripe. The own rating is the source of truth;
+// reconciliation lists the difference.
 //
 // # Parts
 //
@@ -62,8 +67,9 @@
 // the span one set of terms was in force, with the usage metered in that
 // span (split at the instant the terms changed, to the millisecond of the
 // usage rows). Each part is rated by the rules below as a contract active
-// for that span only: its flat fee prorated by its whole seconds, its
-// plan's allowance in full. A trial part is rated at zero: its lines show
+// for that span only: its flat fee prorated by its whole seconds, what is
+// left of the month's allowance. A part may be shorter than a second: it
+// rates as zero seconds of fee and keeps its usage. A trial part is rated at zero: its lines show
 // the seconds and the usage at a price of zero. The exact amounts of all
 // parts are summed, and the sum is rounded once.
 //

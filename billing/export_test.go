@@ -12,6 +12,6 @@ var Apportion = apportion
 // ContractParts are a contract's parts in a closed period, as CloseMonth
 // rates them.
 func ContractParts(ctx context.Context, s *Service, c *contracts.Contract, period Period) ([]Part, error) {
-	parts, _, err := contractParts(ctx, s.Plans, s.History, s.Usage, c, period, period.End)
+	parts, _, err := s.terms().contractParts(ctx, c, period, period.End)
 	return parts, err
 }

@@ -2,6 +2,7 @@ package billing
 
 import (
 	"context"
+	"errors"
 	"math/big"
 	"sort"
 	"strings"
@@ -27,6 +28,12 @@ const (
 	FocusRated FocusStatus = "rated"
 	// FocusPreview: the open period so far (Preview).
 	FocusPreview FocusStatus = "preview"
+	// FocusUnratable: a contract whose month cannot be rated (a plan in a
+	// currency AgentMarket does not bill in, stored before currencies
+	// were checked, or amounts past the int64 range): one row without
+	// cost whose description says why, in place of its charges, so that
+	// the rest of the export stands.
+	FocusUnratable FocusStatus = "unratable"
 )
 
 // FocusRow is one charge of an org's FOCUS export: one invoice line of
@@ -143,9 +150,12 @@ func (f *Focus) Rows(ctx context.Context, in FocusInput) ([]FocusRow, error) {
 			continue
 		}
 		rows, err := f.contractRows(ctx, c, in.Period, now)
-		if agentmarket.CodeOf(err) == "amount_out_of_range" {
-			continue // not billable, as CloseMonth refuses it: Reconcile lists it
-		} else if err != nil {
+		if agentmarket.KindOf(err) == agentmarket.Invalid {
+			// Not billable, as CloseMonth refuses it (Reconcile lists it):
+			// said in one row, and the rest of the export stands.
+			rows, err = []FocusRow{f.unratable(ctx, c, in.Period, err)}, nil
+		}
+		if err != nil {
 			return nil, err
 		}
 		for j := range rows {
@@ -154,6 +164,23 @@ func (f *Focus) Rows(ctx context.Context, in FocusInput) ([]FocusRow, error) {
 		out = append(out, rows...)
 	}
 	return out, nil
+}
+
+// unratable is the one row of a contract whose period cannot be rated.
+func (f *Focus) unratable(ctx context.Context, c *contracts.Contract, period Period, why error) FocusRow {
+	listingName, _ := f.ListingName(ctx, c.ListingID)
+	seller, _ := f.OrgName(ctx, c.SellerOrgID)
+	msg := why.Error()
+	var ae *agentmarket.Error
+	if errors.As(why, &ae) {
+		msg = ae.Message
+		for _, fe := range ae.Fields {
+			msg += "; " + fe.Message
+		}
+	}
+	return FocusRow{SubAccountID: c.ID, SubAccountName: listingName, BillingPeriod: period, ChargePeriod: period, Kind: LineFlatFee,
+		Description: "Not rated: " + msg, PerUnits: 1, Status: FocusUnratable, ListingID: c.ListingID, ListingName: listingName,
+		SellerName: seller, PlanVersion: c.PlanVersion, ResourceID: c.ListingID, ResourceName: listingName, ResourceType: "Listing"}
 }
 
 // focusInvoice is a contract's invoice of a period with the windows its
@@ -170,7 +197,7 @@ func (f *Focus) invoiceOf(ctx context.Context, c *contracts.Contract, period Per
 	s := f.Service
 	if period.Contains(now) {
 		to := now.Add(time.Millisecond)
-		parts, windows, err := partsIn(ctx, s.Plans, s.History, s.Usage, c, period, to)
+		parts, windows, err := s.terms().partsIn(ctx, c, period, to)
 		if err != nil || len(parts) == 0 {
 			return nil, err
 		}
@@ -198,7 +225,7 @@ func (f *Focus) invoiceOf(ctx context.Context, c *contracts.Contract, period Per
 	if _, ok := activeIn(c, period); !ok {
 		return nil, nil
 	}
-	parts, windows, err := partsIn(ctx, s.Plans, s.History, s.Usage, c, period, period.End)
+	parts, windows, err := s.terms().partsIn(ctx, c, period, period.End)
 	if err != nil || len(parts) == 0 {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"math"
 	"math/big"
 	"strconv"
 	"strings"
@@ -39,9 +40,22 @@ const (
 
 // Record is the row as the FOCUS CSV writes it, one value per
 // FocusColumns (empty for null). Costs are decimals of the currency's
-// major unit with six places: exactly the row's micros.
+// major unit with six places. The columns follow FOCUS 1.2's definitions:
+// BilledCost and EffectiveCost are the row's share of the invoice, exactly
+// its micros (the allowance, the trial and the one rounding of the
+// invoice are in them); PricingQuantity is the volume priced, in
+// PricingUnits (what was consumed, for usage; the share of the month, for
+// the fee); ListCost and ContractedCost are ListUnitPrice (the plan's
+// price) × PricingQuantity, rounded half up to the micro: the usage at
+// the plan's prices before its allowance, so a FinOps tool sees what
+// tokens inside the allowance are worth.
 func (r FocusRow) Record() []string {
 	cost, price := decimalMicros(r.CostMicros), decimalMicros(r.UnitPriceMicros)
+	priced := r.Quantity
+	if r.Usage() {
+		priced = r.Consumed
+	}
+	list := decimalMicros(listMicros(r.UnitPriceMicros, priced, r.PerUnits))
 	currency := strings.ToUpper(r.Currency)
 	category, frequency := "Purchase", "Recurring"
 	var consumed, consumedUnit string
@@ -56,11 +70,11 @@ func (r FocusRow) Record() []string {
 		"ChargeCategory": category, "ChargeDescription": r.Description, "ChargeFrequency": frequency,
 		"ChargePeriodEnd": focusTime(r.ChargePeriod.End), "ChargePeriodStart": focusTime(r.ChargePeriod.Start),
 		"ConsumedQuantity": consumed, "ConsumedUnit": consumedUnit,
-		"ContractedCost": cost, "ContractedUnitPrice": price, "EffectiveCost": cost,
-		"InvoiceId": r.InvoiceID, "InvoiceIssuerName": focusProvider, "ListCost": cost, "ListUnitPrice": price,
+		"ContractedCost": list, "ContractedUnitPrice": price, "EffectiveCost": cost,
+		"InvoiceId": r.InvoiceID, "InvoiceIssuerName": focusProvider, "ListCost": list, "ListUnitPrice": price,
 		"PricingCategory": "Standard", "PricingCurrency": currency, "PricingCurrencyContractedUnitPrice": price,
 		"PricingCurrencyEffectiveCost": cost, "PricingCurrencyListUnitPrice": price,
-		"PricingQuantity": quantity(r.Quantity, r.PerUnits), "PricingUnit": focusUnits[r.Kind][0],
+		"PricingQuantity": quantity(priced, r.PerUnits), "PricingUnit": focusUnits[r.Kind][0],
 		"ProviderName": focusProvider, "PublisherName": r.SellerName,
 		"ResourceId": r.ResourceID, "ResourceName": r.ResourceName, "ResourceType": r.ResourceType,
 		"ServiceCategory": focusServiceCategory, "ServiceName": r.ListingName, "ServiceSubcategory": focusServiceSubcategory,
@@ -93,6 +107,21 @@ func WriteFocusCSV(w io.Writer, rows []FocusRow) error {
 	}
 	cw.Flush()
 	return cw.Error()
+}
+
+// listMicros is price × units / perUnits micros, rounded half up to the
+// micro (saturated at the int64 range).
+func listMicros(price, units, perUnits int64) int64 {
+	if perUnits <= 0 {
+		perUnits = 1
+	}
+	n := new(big.Int).Mul(big.NewInt(price), big.NewInt(units))
+	n.Mul(n, big.NewInt(2)).Add(n, big.NewInt(perUnits))
+	n.Quo(n, big.NewInt(2*perUnits))
+	if !n.IsInt64() {
+		return math.MaxInt64
+	}
+	return n.Int64()
 }
 
 // decimalMicros writes an amount of micros as a decimal of the major unit with

@@ -101,16 +101,18 @@ func TestFocusRowsAddUpToTheInvoice(t *testing.T) {
 
 	// v3 from t0 to the change: fee 11,176,807 + 74/93 micros, input
 	// (2,000,000 − 1,000,000) × 3 = 3,000,000, split 3:1 between the
-	// tasks; v4 from the change: fee 68,661,290 + 10/31, input (2,500,000
-	// − 2,000,000) × 5 = 2,500,000, all task-a's. Total 8,533.8098 cents:
-	// 8,534, the missing cent to v3's fee (.68 beats .129).
+	// tasks; v4 from the change: fee 68,661,290 + 10/31, input: the
+	// month's allowance is shared, v3 used 1,000,000 of it free, so v4's
+	// 2,000,000 leaves 1,000,000: (2,500,000 − 1,000,000) × 5 = 7,500,000,
+	// all task-a's. Total 9,033.8098 cents: 9,034, the missing cent to
+	// v3's fee (.68 beats .129).
 	want := []string{
 		`flat_fee v3 lst_echo {"team":"platform"} 11180000/610938/0 %s`,
 		`input_tokens v3 lst_echo/task-a {"team":"payments"} 2250000/750000/1500000 %s`,
 		`input_tokens v3 lst_echo/task-b {"team":"search"} 750000/250000/500000 %s`,
 		`tasks v3 lst_echo/task-a {"team":"payments"} 0/0/1 %s`,
 		`flat_fee v4 lst_echo {"team":"platform"} 68660000/1857600/0 %s`,
-		`input_tokens v4 lst_echo/task-a {"team":"payments"} 2500000/500000/2500000 %s`,
+		`input_tokens v4 lst_echo/task-a {"team":"payments"} 7500000/1500000/2500000 %s`,
 		`tasks v4 lst_echo/task-a {"team":"payments"} 0/0/1 %s`,
 	}
 	check := func(status billing.FocusStatus) []billing.FocusRow {
@@ -126,8 +128,8 @@ func TestFocusRowsAddUpToTheInvoice(t *testing.T) {
 		if got := focusLines(rows); !slices.Equal(got, w) {
 			t.Errorf("%s rows\n  %s\nwant\n  %s", status, strings.Join(got, "\n  "), strings.Join(w, "\n  "))
 		}
-		if got := costOf(rows, "ctr_1"); got != 8534*10_000 {
-			t.Errorf("%s rows cost %d micros, want the invoice's 8,534 cents", status, got)
+		if got := costOf(rows, "ctr_1"); got != 9034*10_000 {
+			t.Errorf("%s rows cost %d micros, want the invoice's 9,034 cents", status, got)
 		}
 		return rows
 	}
@@ -137,7 +139,7 @@ func TestFocusRowsAddUpToTheInvoice(t *testing.T) {
 		t.Fatalf("CloseMonth = %d, %v", n, err)
 	}
 	inv, _ := e.store.Invoice(ctx, "ctr_1", may.Start)
-	if inv.Invoice.TotalMinor != 8534 {
+	if inv.Invoice.TotalMinor != 9034 {
 		t.Fatalf("the invoice: %s", summary(&inv.Invoice))
 	}
 	rows = check(billing.FocusIssued)
@@ -157,8 +159,8 @@ func TestFocusRowsAddUpToTheInvoice(t *testing.T) {
 	}
 	col := func(rec int, name string) string { return records[rec][slices.Index(billing.FocusColumns, name)] }
 	for _, c := range []struct{ rec, name, want string }{
-		{"1", "BilledCost", "11.180000"}, {"1", "EffectiveCost", "11.180000"}, {"1", "ListCost", "11.180000"},
-		{"1", "ContractedCost", "11.180000"}, {"1", "ChargeCategory", "Purchase"}, {"1", "ChargeFrequency", "Recurring"},
+		{"1", "BilledCost", "11.180000"}, {"1", "EffectiveCost", "11.180000"}, {"1", "ListCost", "11.176808"},
+		{"1", "ContractedCost", "11.176808"}, {"1", "ChargeCategory", "Purchase"}, {"1", "ChargeFrequency", "Recurring"},
 		{"1", "PricingQuantity", "0.228098118280"}, {"1", "PricingUnit", "Months"}, {"1", "ListUnitPrice", "49.000000"},
 		{"1", "ConsumedQuantity", ""}, {"1", "ResourceId", "lst_echo"}, {"1", "ResourceType", "Listing"},
 		{"1", "ChargePeriodStart", "2026-05-03T10:17:42Z"}, {"1", "ChargePeriodEnd", "2026-05-10T12:00:00Z"},
@@ -166,7 +168,8 @@ func TestFocusRowsAddUpToTheInvoice(t *testing.T) {
 		{"1", "BillingCurrency", "USD"}, {"1", "ServiceName", "Listing lst_echo"}, {"1", "SubAccountId", "ctr_1"},
 		{"1", "InvoiceId", "ctr_1/2026-05"}, {"1", "Tags", `{"team":"platform"}`}, {"1", "x_InvoiceStatus", "issued"},
 		{"2", "BilledCost", "2.250000"}, {"2", "ChargeCategory", "Usage"}, {"2", "ChargeFrequency", "Usage-Based"},
-		{"2", "PricingQuantity", "0.75"}, {"2", "PricingUnit", "1000000 Tokens"}, {"2", "ListUnitPrice", "3.000000"},
+		{"2", "PricingQuantity", "1.5"}, {"2", "PricingUnit", "1000000 Tokens"}, {"2", "ListUnitPrice", "3.000000"},
+		{"2", "ListCost", "4.500000"}, {"2", "ContractedCost", "4.500000"}, {"2", "EffectiveCost", "2.250000"},
 		{"2", "ConsumedQuantity", "1500000"}, {"2", "ConsumedUnit", "Tokens"}, {"2", "ResourceId", "lst_echo/task-a"},
 		{"2", "ResourceType", "Task"}, {"2", "SkuPriceId", "lst_echo/v3/input_tokens"}, {"2", "x_BilledCostMicros", "2250000"},
 		{"6", "ChargePeriodStart", "2026-05-10T12:00:00.25Z"}, {"6", "x_PlanVersion", "4"},
@@ -391,4 +394,41 @@ func TestPropertyFocusMatchesTheInvoice(t *testing.T) {
 // the stored invoice when there is one.
 func partsOf(ctx context.Context, svc *billing.Service, c *contracts.Contract, month billing.Period) ([]billing.Part, error) {
 	return billing.ContractParts(ctx, svc, c, month)
+}
+
+// TestFocusSkipsAnUnratableContract: a contract whose plan is in a
+// currency AgentMarket cannot rate (stored before currencies were checked)
+// is one row that says so; the org's other contracts are exported as
+// before (issue 23: that one contract made the whole export fail).
+func TestFocusSkipsAnUnratableContract(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	odd := basePlan(49_000_000)
+	odd.Currency = "zzz"
+	e.plans["lst_odd/3"] = odd
+	e.contract("ctr_ok", t0)
+	c := e.contract("ctr_odd", t0)
+	e.ctrs.all[1].ListingID = "lst_odd"
+	e.use(t, "ctr_ok", t0.Add(time.Minute), billing.Usage{Tasks: 1})
+	e.use(t, c.ID, t0.Add(time.Minute), billing.Usage{Tasks: 1})
+	e.at(date(2026, 6, 1, 0, 5))
+	rows, err := e.focus(e.ledger()).Rows(ctx, billing.FocusInput{OrgID: "org_buyer", Period: billing.MonthOf(t0)})
+	if err != nil {
+		t.Fatalf("Rows: %v", err)
+	}
+	var ok, odds int
+	for _, r := range rows {
+		switch r.SubAccountID {
+		case "ctr_ok":
+			ok++
+		case "ctr_odd":
+			odds++
+			if r.Status != billing.FocusUnratable || r.CostMicros != 0 || !strings.Contains(r.Description, `"zzz"`) {
+				t.Errorf("the unratable row: %+v", r)
+			}
+		}
+	}
+	if ok == 0 || odds != 1 {
+		t.Errorf("%d rows of ctr_ok, %d of ctr_odd; want some and one", ok, odds)
+	}
 }

@@ -74,7 +74,7 @@ func (s *Service) closeContract(ctx context.Context, c *contracts.Contract, peri
 	if _, ok := activeIn(c, period); !ok {
 		return false, nil
 	}
-	parts, ok, err := contractParts(ctx, s.Plans, s.History, s.Usage, c, period, period.End)
+	parts, ok, err := s.terms().contractParts(ctx, c, period, period.End)
 	if err != nil || !ok {
 		return false, err
 	}
@@ -86,11 +86,16 @@ func (s *Service) closeContract(ctx context.Context, c *contracts.Contract, peri
 }
 
 // activeIn is the span of the period in which the contract was active, in
-// whole seconds, and whether it lasts a second at least.
+// whole seconds, and whether it was active in the period at all: a stay
+// shorter than a second counts (zero seconds of fee, its usage rated).
 func activeIn(c *contracts.Contract, p Period) (Period, bool) {
 	end := p.End
 	if c.CanceledAt != nil && c.CanceledAt.Before(end) {
 		end = *c.CanceledAt
 	}
-	return overlap(p, Period{Start: c.CreatedAt, End: end})
+	stay := Period{Start: c.CreatedAt, End: end}
+	if !touches(p, stay) {
+		return Period{}, false
+	}
+	return clip(p, stay), true
 }

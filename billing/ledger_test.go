@@ -42,16 +42,22 @@ func TestCloseMonthIssuesOneInvoicePerContract(t *testing.T) {
 	}
 
 	plan := e.plans["lst_echo/3"]
+	// The three stays are one org's on one listing: they share May's
+	// allowance in the order they began (ctr_gone, ctr_full, ctr_late), so
+	// ctr_full has 199,999 output tokens left of it, and ctr_late no task.
 	for _, tc := range []struct {
 		id     string
 		usage  billing.Usage
 		active billing.Period
+		prior  billing.Usage
 	}{
-		{"ctr_full", billing.Usage{InputTokens: 1_200_000, OutputTokens: 300_000, ComputeMs: 3_600_001, Tasks: 150}, period(date(2026, 4, 20), date(2026, 7, 1))},
-		{"ctr_late", billing.Usage{Tasks: 101}, period(date(2026, 5, 21), date(2026, 7, 1))},
-		{"ctr_gone", billing.Usage{OutputTokens: 1}, period(date(2026, 4, 1), date(2026, 5, 11))},
+		{"ctr_full", billing.Usage{InputTokens: 1_200_000, OutputTokens: 300_000, ComputeMs: 3_600_001, Tasks: 150}, period(date(2026, 5, 1), date(2026, 6, 1)),
+			billing.Usage{OutputTokens: 1}},
+		{"ctr_late", billing.Usage{Tasks: 101}, period(date(2026, 5, 21), date(2026, 6, 1)),
+			billing.Usage{InputTokens: 1_000_000, OutputTokens: 200_000, ComputeMs: 3_600_000, Tasks: 100}},
+		{"ctr_gone", billing.Usage{OutputTokens: 1}, period(date(2026, 5, 1), date(2026, 5, 11)), billing.Usage{}},
 	} {
-		want, err := billing.Rate(plan, tc.usage, may, tc.active)
+		want, err := billing.RateParts(may, []billing.Part{{Plan: plan, Span: tc.active, Usage: tc.usage, AllowanceUsed: tc.prior}})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -28,6 +28,9 @@ type Previews struct {
 	Clock     agentmarket.Clock
 	// History is the contracts' plan changes (nil: none).
 	History PlanHistory
+	// Stays lists the org's other contracts, whose use of a month's
+	// allowance the contract shares (nil: none is looked for).
+	Stays Stays
 }
 
 // Preview returns the invoice preview of the actor's contract for the
@@ -44,5 +47,5 @@ func (p *Previews) Preview(ctx context.Context, actor agentmarket.Actor, contrac
 	if err != nil {
 		return nil, err
 	}
-	return previewContract(ctx, p.Plans, p.History, p.Usage, c, p.Clock.Now())
+	return terms{plans: p.Plans, history: p.History, usage: p.Usage, stays: p.Stays}.previewContract(ctx, c, p.Clock.Now())
 }

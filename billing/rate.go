@@ -111,6 +111,12 @@ type Part struct {
 	Usage Usage
 	// Trial marks a free trial: its fee and usage are rated at zero.
 	Trial bool
+	// AllowanceUsed, on the first part, is how much of the month's
+	// allowance the buyer org's earlier stays on the listing used before
+	// this contract began (priorAllowance): a month's allowance is shared
+	// by every stay of an org on a listing. Each later part starts from
+	// what the parts before it used; a later part's own value is ignored.
+	AllowanceUsed Usage
 }
 
 // PartInfo is a part as an invoice shows it.
@@ -195,10 +201,12 @@ func Rate(plan listings.Plan, usage Usage, billed Period, active Period) (*Invoi
 // RateParts rates a contract's billed period made of parts (a trial and
 // then paid; one plan, then another), as one invoice with one rounding:
 // each part is rated as Rate rates a contract active for its span (the
-// fee prorated by the second, the plan's allowance in full), a trial part
-// at zero, and the exact amounts of all parts are summed before the total
-// is rounded. Parts must be in time order, not overlap, share a currency,
-// and together overlap the billed period by a whole second at least.
+// fee prorated by the second, what is left of the month's allowance), a
+// trial part at zero, and the exact amounts of all parts are summed before
+// the total is rounded. Parts must be in time order, not overlap and
+// share a currency; a part may be shorter than a second (zero seconds of
+// fee, its usage kept), and together they must overlap the billed period,
+// by any time.
 func RateParts(billed Period, parts []Part) (*Invoice, error) {
 	var fe agentmarket.Fields
 	if billed.check(&fe, "billed") {
@@ -206,7 +214,7 @@ func RateParts(billed Period, parts []Part) (*Invoice, error) {
 	}
 	checkParts(&fe, parts)
 	if len(fe) == 0 {
-		if _, ok := overlap(billed, Period{Start: parts[0].Span.Start, End: parts[len(parts)-1].Span.End}); !ok {
+		if !touches(billed, Period{Start: parts[0].Span.Start, End: parts[len(parts)-1].Span.End}) {
 			fe.Add("parts", "outside_period", "the contract was not active in the billed period")
 		}
 	}
@@ -245,7 +253,10 @@ func checkParts(fe *agentmarket.Fields, parts []Part) {
 	for i, p := range parts {
 		prefix := fmt.Sprintf("parts[%d]", i)
 		checkTerms(fe, p.Plan, p.Usage, prefix+".")
-		if p.Span.check(fe, prefix+".span") && i > 0 && p.Span.Start.Before(parts[i-1].Span.End) {
+		// A part may be shorter than a second (a stay canceled in the
+		// second it began, a plan changed and canceled in one second): it
+		// rates as zero seconds of fee and keeps its usage.
+		if p.Span.checkSpan(fe, prefix+".span") && i > 0 && p.Span.Start.Before(parts[i-1].Span.End) {
 			fe.Add(prefix+".span.start", "ordered", "a part starts when the one before it ends, or later")
 		}
 		if i > 0 && p.Plan.Currency != parts[0].Plan.Currency {
@@ -348,6 +359,7 @@ func rateParts(billed Period, parts []Part) (*Invoice, error) {
 		Period:          Period{Start: time.Unix(bs, 0).UTC(), End: time.Unix(be, 0).UTC()},
 		MinorUnitDigits: digits,
 	}
+	used := parts[0].AllowanceUsed
 	for i, p := range parts {
 		on := clip(billed, p.Span)
 		if i == 0 {
@@ -355,7 +367,8 @@ func rateParts(billed Period, parts []Part) (*Invoice, error) {
 		}
 		inv.Active.End = on.End
 		inv.Parts = append(inv.Parts, PartInfo{PlanVersion: p.Plan.Version, Active: on, Trial: p.Trial})
-		inv.Lines = append(inv.Lines, partLines(p, i, on, periodSec)...)
+		inv.Lines = append(inv.Lines, partLines(p, i, on, periodSec, used)...)
+		used = allowanceAfter(p, used)
 	}
 
 	var fe agentmarket.Fields
@@ -413,10 +426,15 @@ func lineField(inv *Invoice, l *Line) string {
 
 // partLines are the lines of one part (Quantity and amounts still to be
 // computed): the fee for the part's whole seconds in the period, and the
-// usage less the plan's allowance, in full. A trial's lines carry what was
-// used at a price of zero.
-func partLines(p Part, index int, on Period, periodSec int64) []Line {
+// usage less what is left of the plan's allowance after used (what the
+// month's earlier stays and parts took of it). A trial's lines carry what
+// was used at a price of zero.
+func partLines(p Part, index int, on Period, periodSec int64, used Usage) []Line {
 	plan := p.Plan
+	plan.IncludedInputTokens = max(0, plan.IncludedInputTokens-used.InputTokens)
+	plan.IncludedOutputTokens = max(0, plan.IncludedOutputTokens-used.OutputTokens)
+	plan.IncludedComputeMs = max(0, plan.IncludedComputeMs-used.ComputeMs)
+	plan.IncludedTasks = max(0, plan.IncludedTasks-used.Tasks)
 	as, ae := on.seconds()
 	activeSec := ae - as
 	lines := []Line{
@@ -448,6 +466,46 @@ func partLines(p Part, index int, on Period, periodSec int64) []Line {
 		}
 	}
 	return lines
+}
+
+// The allowance rule. A plan's included_* quantities are a month's, once
+// per buyer org and listing: every stay of the org on the listing in the
+// month (contracts one after another, plan versions one after another)
+// draws on one allowance. A part may use free what is left of its own
+// plan's allowance after what the month's earlier parts used free, so no
+// sequence of subscribing, canceling, resubscribing and changing plans
+// gets more free usage in a month than the largest allowance among the
+// plans held. Trial parts are free altogether and draw nothing.
+
+// allowanceAfter is the allowance used once part p is rated, used having
+// been used before it.
+func allowanceAfter(p Part, used Usage) Usage {
+	if p.Trial {
+		return used
+	}
+	take := func(u, included, before int64) int64 {
+		return agentmarket.AddSat(before, min(u, max(0, included-before)))
+	}
+	return Usage{
+		InputTokens:  take(p.Usage.InputTokens, p.Plan.IncludedInputTokens, used.InputTokens),
+		OutputTokens: take(p.Usage.OutputTokens, p.Plan.IncludedOutputTokens, used.OutputTokens),
+		ComputeMs:    take(p.Usage.ComputeMs, p.Plan.IncludedComputeMs, used.ComputeMs),
+		Tasks:        take(p.Usage.Tasks, p.Plan.IncludedTasks, used.Tasks),
+	}
+}
+
+// AllowanceUsed is the allowance a contract's parts used in a month,
+// starting from parts[0].AllowanceUsed: what the next stay of the same
+// org on the listing in that month starts from.
+func AllowanceUsed(parts []Part) Usage {
+	if len(parts) == 0 {
+		return Usage{}
+	}
+	used := parts[0].AllowanceUsed
+	for _, p := range parts {
+		used = allowanceAfter(p, used)
+	}
+	return used
 }
 
 // split divides a non-negative amount into whole micros and the fraction

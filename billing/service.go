@@ -55,6 +55,9 @@ type Service struct {
 	// lists their scheduled cancellations, for EndScheduled.
 	History   PlanHistory
 	Scheduled ScheduledLister
+	// Stays lists an org's contracts: a month's allowance is shared by
+	// the org's stays on a listing (nil: none is looked for).
+	Stays Stays
 	// PlatformFeePercent is the platform's share of a seller's invoices
 	// when the seller has a connected account (see SubscribeInput).
 	PlatformFeePercent float64
@@ -65,6 +68,10 @@ type Service struct {
 	// Logger receives what is worth knowing but is no error; nil is
 	// slog.Default().
 	Logger *slog.Logger
+}
+
+func (s *Service) terms() terms {
+	return terms{plans: s.Plans, history: s.History, usage: s.Usage, stays: s.Stays}
 }
 
 // Attach creates the contract's subscription at the provider: the plan

@@ -257,6 +257,17 @@ func (l *lister) ContractsActiveIn(_ context.Context, p billing.Period) ([]contr
 	return out, nil
 }
 
+// ListContracts implements billing.Stays.
+func (l *lister) ListContracts(_ context.Context, org string) ([]contracts.Contract, error) {
+	var out []contracts.Contract
+	for _, c := range l.all {
+		if c.BuyerOrgID == org {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
 // flakyStore is a Store whose MarkReportSent fails while crash is set,
 // as if the process died between the provider's answer and the marking.
 type flakyStore struct {
@@ -321,7 +332,7 @@ func newEnvOn(t *testing.T, open func(testing.TB) *relational.DB) *env {
 
 func (e *env) service() *billing.Service {
 	return &billing.Service{Store: e.store, Provider: e.prov, Usage: e.usage, Clock: e.clock, Plans: e.plans, Contracts: e.ctrs,
-		PlatformFeePercent: 12.5, Logger: quiet}
+		Stays: e.ctrs, PlatformFeePercent: 12.5, Logger: quiet}
 }
 
 func (e *env) ledger() *billing.Service {

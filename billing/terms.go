@@ -2,6 +2,7 @@ package billing
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/agentmarket/agentmarket"
@@ -87,37 +88,108 @@ func stayEnd(c *contracts.Contract, period Period) time.Time {
 	return end
 }
 
+// Stays lists a buyer org's contracts, every stay on every listing
+// (contracts.Store's ListContracts): the month's allowance of a listing is
+// shared by the org's stays on it.
+type Stays interface {
+	ListContracts(ctx context.Context, buyerOrgID string) ([]contracts.Contract, error)
+}
+
+// terms are what rating a contract's month reads: its plans, its plan
+// changes, its usage, and the org's other stays.
+type terms struct {
+	plans   PlanSource
+	history PlanHistory
+	usage   metering.Store
+	stays   Stays // nil: no other stay is looked for
+}
+
+// priorAllowance is how much of the month's allowance the org's stays on
+// c's listing that began before c used in period (see the allowance rule
+// in rate.go), each rated in turn from what the ones before it used.
+func (t terms) priorAllowance(ctx context.Context, c *contracts.Contract, period Period) (Usage, error) {
+	if t.stays == nil {
+		return Usage{}, nil
+	}
+	list, err := t.stays.ListContracts(ctx, c.BuyerOrgID)
+	if err != nil {
+		return Usage{}, err
+	}
+	var earlier []contracts.Contract
+	for _, x := range list {
+		if x.ListingID != c.ListingID || x.ID == c.ID || !startsBefore(&x, c) {
+			continue
+		}
+		if _, ok := activeIn(&x, period); ok {
+			earlier = append(earlier, x)
+		}
+	}
+	slices.SortFunc(earlier, func(a, b contracts.Contract) int {
+		if startsBefore(&a, &b) {
+			return -1
+		}
+		return 1
+	})
+	used := Usage{}
+	for i := range earlier {
+		parts, _, err := t.partsFrom(ctx, &earlier[i], period, period.End, used)
+		if err != nil {
+			return Usage{}, err
+		}
+		if len(parts) > 0 {
+			used = AllowanceUsed(parts)
+		}
+	}
+	return used, nil
+}
+
+// startsBefore orders stays: by start, then by id.
+func startsBefore(a, b *contracts.Contract) bool {
+	if !a.CreatedAt.Equal(b.CreatedAt) {
+		return a.CreatedAt.Before(b.CreatedAt)
+	}
+	return a.ID < b.ID
+}
+
 // contractParts are a contract's parts in a period, each with the usage
 // metered under its terms (in the window contractWindows gives it). ok is
 // false when the contract has no part in the period.
-func contractParts(ctx context.Context, plans PlanSource, history PlanHistory, usage metering.Store, c *contracts.Contract, period Period,
-	usageTo time.Time) ([]Part, bool, error) {
-	parts, _, err := partsIn(ctx, plans, history, usage, c, period, usageTo)
+func (t terms) contractParts(ctx context.Context, c *contracts.Contract, period Period, usageTo time.Time) ([]Part, bool, error) {
+	parts, _, err := t.partsIn(ctx, c, period, usageTo)
 	return parts, len(parts) > 0, err
 }
 
 // partsIn are contractParts with the usage window of each part (none
-// when the contract has no part in the period).
-func partsIn(ctx context.Context, plans PlanSource, history PlanHistory, usage metering.Store, c *contracts.Contract, period Period,
-	usageTo time.Time) ([]Part, []Period, error) {
-	spans, windows, err := contractWindows(ctx, history, c, period, usageTo)
+// when the contract has no part in the period); the first part carries
+// the allowance the org's earlier stays on the listing used.
+func (t terms) partsIn(ctx context.Context, c *contracts.Contract, period Period, usageTo time.Time) ([]Part, []Period, error) {
+	prior, err := t.priorAllowance(ctx, c, period)
+	if err != nil {
+		return nil, nil, err
+	}
+	return t.partsFrom(ctx, c, period, usageTo, prior)
+}
+
+func (t terms) partsFrom(ctx context.Context, c *contracts.Contract, period Period, usageTo time.Time, prior Usage) ([]Part, []Period, error) {
+	spans, windows, err := contractWindows(ctx, t.history, c, period, usageTo)
 	if err != nil || len(spans) == 0 {
 		return nil, nil, err
 	}
 	parts := make([]Part, len(spans))
 	for i, s := range spans {
-		plan, err := plans.Plan(ctx, c.ListingID, s.version)
+		plan, err := t.plans.Plan(ctx, c.ListingID, s.version)
 		if err != nil {
 			return nil, nil, err
 		}
 		u := Usage{}
 		if w := windows[i]; w.End.After(w.Start) {
-			if u, err = usageIn(ctx, usage, c.ID, w); err != nil {
+			if u, err = usageIn(ctx, t.usage, c.ID, w); err != nil {
 				return nil, nil, err
 			}
 		}
 		parts[i] = Part{Plan: *plan, Span: s.Period, Usage: u, Trial: s.trial}
 	}
+	parts[0].AllowanceUsed = prior
 	return parts, windows, nil
 }
 
@@ -166,14 +238,14 @@ func clamp(t, lo, hi time.Time) time.Time {
 }
 
 // previewContract rates a contract's open period as of now.
-func previewContract(ctx context.Context, plans PlanSource, history PlanHistory, usage metering.Store, c *contracts.Contract, now time.Time) (*Invoice, error) {
+func (t terms) previewContract(ctx context.Context, c *contracts.Contract, now time.Time) (*Invoice, error) {
 	period := MonthOf(now)
 	if c.CreatedAt.After(now) {
 		var fe agentmarket.Fields
 		fe.Add("contract_start", "not_started", "the contract starts after now: there is nothing to preview")
 		return nil, fe.Err("invalid_preview_input", "the invoice preview cannot be rated")
 	}
-	parts, ok, err := contractParts(ctx, plans, history, usage, c, period, now.Add(time.Millisecond))
+	parts, ok, err := t.contractParts(ctx, c, period, now.Add(time.Millisecond))
 	if err != nil {
 		return nil, err
 	}

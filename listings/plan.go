@@ -169,6 +169,10 @@ func ParsePricing(raw json.RawMessage) (Plan, error) {
 				fe.Add("pricing.currency", "format", "currency must be an ISO 4217 code in lower case, like \"usd\"")
 				continue
 			}
+			if _, ok := agentmarket.MinorUnitDigits(c); !ok {
+				fe.Add("pricing.currency", "unknown_currency", "currency %q is not one AgentMarket can bill in; it bills in %s", c, agentmarket.CurrencyList())
+				continue
+			}
 			p.Currency = c
 			continue
 		}

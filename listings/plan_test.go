@@ -52,6 +52,10 @@ func TestParsePricing(t *testing.T) {
 			want: full,
 		},
 		{name: "omitted amounts are zero", raw: `{"currency": "eur"}`, want: listings.Plan{Currency: "eur"}},
+		{name: "a zero-decimal currency", raw: `{"currency": "jpy"}`, want: listings.Plan{Currency: "jpy"}},
+		// Three letters are not a currency: one AgentMarket cannot rate
+		// would make every export and preview of its buyers fail.
+		{name: "three letters that are no currency", raw: `{"currency": "zzz"}`, errs: "pricing.currency:unknown_currency"},
 		{name: "zero and the largest amounts", raw: `{"currency": "usd", "per_task_micros": 0, "monthly_fee_micros": 10000000000000,
 			"input_tokens_per_million_micros": 10000000000, "output_tokens_per_million_micros": 10000000000, "compute_per_hour_micros": 10000000000,
 			"included_input_tokens": 1000000000000, "included_output_tokens": 1000000000000, "included_compute_ms": 1000000000000, "included_tasks": 1000000000000}`,

@@ -40,16 +40,16 @@ func (u *UI) parsePeriod(r *req, action string) periodForm {
 	last := today
 	if v := strings.TrimSpace(r.c.Query("from")); v != "" {
 		t, err := time.Parse(dateLayout, v)
-		if err != nil {
-			p.add("from", "The start must be a date like 2026-11-01.")
+		if err != nil || !billing.InRange(t) {
+			p.add("from", "The start must be a date like 2026-11-01, from 1970 to 2105.")
 		} else {
 			p.Start = t
 		}
 	}
 	if v := strings.TrimSpace(r.c.Query("to")); v != "" {
 		t, err := time.Parse(dateLayout, v)
-		if err != nil {
-			p.add("to", "The end must be a date like 2026-11-30.")
+		if err != nil || !billing.InRange(t) || !t.Before(billing.Latest) {
+			p.add("to", "The end must be a date like 2026-11-30, from 1970 to 2105.")
 		} else {
 			last = t
 		}
@@ -476,11 +476,10 @@ func (u *UI) reconciliation(r *req) error {
 	period := billing.MonthOf(u.d.Clock.Now())
 	if v := strings.TrimSpace(r.c.Query("period")); v != "" {
 		d.Values["period"] = v
-		t, err := time.Parse("2006-01", v)
-		if err != nil {
-			d.add("period", "The month must look like 2026-11.")
+		if p, err := billing.ParseMonth("period", v); err != nil {
+			d.add("period", "The month must look like 2026-11, from 1970-01 to 2105-12.")
 		} else {
-			period = billing.MonthOf(t)
+			period = p
 		}
 	}
 	d.Period = period.Start.Format("2006-01")
@@ -574,13 +573,13 @@ func (u *UI) focusCSV(r *req) error {
 	}
 	period := billing.MonthOf(u.d.Clock.Now())
 	if v := strings.TrimSpace(r.c.Query("period")); v != "" {
-		t, err := time.Parse("2006-01", v)
+		p, err := billing.ParseMonth("period", v)
 		if err != nil {
 			var fe agentmarket.Fields
-			fe.Add("period", "format", "The month must look like 2026-11.")
+			fe.Add("period", "format", "The month must look like 2026-11, from 1970-01 to 2105-12.")
 			return fe.Err("invalid_focus_export", "the FOCUS export request is not valid")
 		}
-		period = billing.MonthOf(t)
+		period = p
 	}
 	rows, err := u.d.Focus.Rows(r.ctx, billing.FocusInput{OrgID: r.actor.OrgID, Period: period})
 	if err != nil {

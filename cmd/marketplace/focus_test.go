@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"math/big"
 	"net/http"
 	"slices"
 	"sort"
@@ -62,8 +63,15 @@ func focusByLine(t *testing.T, rows []map[string]string) []string {
 	sums := map[string]int64{}
 	for _, r := range rows {
 		m := atoi64(r["x_BilledCostMicros"])
-		if want := fmt.Sprintf("%d.%06d", m/1_000_000, m%1_000_000); r["BilledCost"] != want || r["EffectiveCost"] != want || r["ListCost"] != want {
-			t.Errorf("a row's costs %s/%s/%s, its micros %d", r["BilledCost"], r["EffectiveCost"], r["ListCost"], m)
+		if want := fmt.Sprintf("%d.%06d", m/1_000_000, m%1_000_000); r["BilledCost"] != want || r["EffectiveCost"] != want {
+			t.Errorf("a row's costs %s/%s, its micros %d", r["BilledCost"], r["EffectiveCost"], m)
+		}
+		// FOCUS 1.2: ListCost = ListUnitPrice × PricingQuantity (to the micro).
+		price, _ := new(big.Rat).SetString(r["ListUnitPrice"])
+		q, _ := new(big.Rat).SetString(r["PricingQuantity"])
+		list, _ := new(big.Rat).SetString(r["ListCost"])
+		if diff := new(big.Rat).Sub(new(big.Rat).Mul(price, q), list); diff.Abs(diff).Cmp(big.NewRat(1, 1_000_000)) > 0 || r["ContractedCost"] != r["ListCost"] {
+			t.Errorf("ListCost %s is not ListUnitPrice %s × PricingQuantity %s", r["ListCost"], r["ListUnitPrice"], r["PricingQuantity"])
 		}
 		k := "v" + r["x_PlanVersion"] + " " + r["x_LineKind"]
 		if r["x_FreeTrial"] == "true" {

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"time"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -43,13 +42,13 @@ type driftJSON struct {
 func (s *Server) monthParam(c *fiber.Ctx, code string) (billing.Period, error) {
 	period := billing.MonthOf(s.Billing.Clock.Now())
 	if v := c.Query("period"); v != "" {
-		t, err := time.Parse("2006-01", v)
+		p, err := billing.ParseMonth("period", v)
 		if err != nil {
 			var fe agentmarket.Fields
-			fe.Add("period", "format", "period must be a month like 2026-11")
+			fe.Add("period", "format", "period must be a month like 2026-11, from 1970-01 to 2105-12")
 			return period, fe.Err(code, "the query is not valid")
 		}
-		period = billing.MonthOf(t)
+		period = p
 	}
 	return period, nil
 }

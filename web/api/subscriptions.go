@@ -9,6 +9,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/billing"
 	"github.com/agentmarket/agentmarket/contracts"
 	"github.com/agentmarket/agentmarket/metering"
 )
@@ -136,14 +137,15 @@ func parseTime(fe *agentmarket.Fields, name, v string) time.Time {
 	if v == "" {
 		return time.Time{}
 	}
-	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-		return t.UTC()
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		t, err = time.Parse("2006-01-02", v)
 	}
-	if t, err := time.Parse("2006-01-02", v); err == nil {
-		return t
+	if err != nil || !billing.InRange(t) {
+		fe.Add(name, "format", "%s must be an RFC 3339 time (2026-11-30T00:00:00Z) or a date (2026-11-30), from 1970 to 2106", name)
+		return time.Time{}
 	}
-	fe.Add(name, "format", "%s must be an RFC 3339 time (2026-11-30T00:00:00Z) or a date (2026-11-30)", name)
-	return time.Time{}
+	return t.UTC()
 }
 
 func (s *Server) usage(c *fiber.Ctx) error {

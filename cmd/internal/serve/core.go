@@ -283,7 +283,7 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 	}
 	srv := &api.Server{Accounts: c.Accounts, Listings: c.Catalog, Subscriptions: m.Subscriptions,
 		Usage:    &metering.Reports{Store: c.Usage, Clock: c.Clock},
-		Invoices: &billing.Previews{Contracts: m.Subscriptions, Plans: c.ListingStore, Usage: c.Usage, Clock: c.Clock, History: c.AccountStore},
+		Invoices: &billing.Previews{Contracts: m.Subscriptions, Plans: c.ListingStore, Usage: c.Usage, Clock: c.Clock, History: c.AccountStore, Stays: c.AccountStore},
 		Billing:  bill.Service, Webhooks: bill.Webhooks,
 		Authorizer: c.Authz, Logger: c.Log, PublicMeterURL: m.PublicMeterURL,
 		Tasks: tasks, Offers: offers, Alerts: alerts, Focus: bill.Focus, Verified: verified, PushKeys: c.PushKeys}

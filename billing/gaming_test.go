@@ -1,0 +1,138 @@
+package billing_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/billing"
+)
+
+// TestAllowanceOncePerMonth: three short stays of one org on one listing
+// in a month share one month's allowance (issue 23: cancel-and-resubscribe
+// got an allowance each, and each stay's invoice was $0.00). The input
+// charges of the three add up to those of one stay with all the usage.
+func TestAllowanceOncePerMonth(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	stays := []struct {
+		id         string
+		start, end time.Time
+	}{
+		{"ctr_a", t0, t0.Add(time.Hour)},
+		{"ctr_b", t0.Add(2 * time.Hour), t0.Add(3 * time.Hour)},
+		{"ctr_c", t0.Add(4 * time.Hour), time.Time{}},
+	}
+	for _, s := range stays {
+		c := e.contract(s.id, s.start)
+		if !s.end.IsZero() {
+			end := s.end
+			e.ctrs.all[len(e.ctrs.all)-1].CanceledAt = &end
+		}
+		e.use(t, c.ID, s.start.Add(time.Minute), billing.Usage{InputTokens: 800_000, Tasks: 1})
+	}
+	may := billing.MonthOf(t0)
+
+	// Mid-month, the last stay's preview already has no allowance left.
+	e.at(t0.Add(5 * time.Hour))
+	pv := &billing.Previews{Contracts: getter{e.ctrs.all[2]}, Plans: e.plans, Usage: e.usage, Clock: e.clock, Stays: e.ctrs}
+	preview, err := pv.Preview(ctx, agentmarket.Actor{}, "ctr_c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := preview.Lines[1]; l.Kind != billing.LineInputTokens || l.Included != 0 || l.AmountMicros != 2_400_000 {
+		t.Errorf("ctr_c's preview input line: %+v", l)
+	}
+
+	e.at(date(2026, 6, 1, 0, 5))
+	if n, err := e.ledger().CloseMonth(ctx, may); err != nil || n != 3 {
+		t.Fatalf("CloseMonth = %d, %v", n, err)
+	}
+	// The allowance is 1,000,000 input tokens: ctr_a uses 800,000 of it,
+	// ctr_b the 200,000 left (600,000 × $3/M = 1,800,000 micros), ctr_c
+	// none (800,000 × 3 = 2,400,000); 100 tasks included, 3 used.
+	want := map[string]struct{ included, amount int64 }{
+		"ctr_a": {1_000_000, 0}, "ctr_b": {200_000, 1_800_000}, "ctr_c": {0, 2_400_000},
+	}
+	var sum int64
+	for id, w := range want {
+		inv, err := e.store.Invoice(ctx, id, may.Start)
+		if err != nil {
+			t.Fatalf("%s: %v", id, err)
+		}
+		l := inv.Invoice.Lines[1]
+		if l.Included != w.included || l.AmountMicros != w.amount {
+			t.Errorf("%s's input line: included %d, %d micros; want %d, %d", id, l.Included, l.AmountMicros, w.included, w.amount)
+		}
+		if tl := inv.Invoice.Lines[4]; tl.AmountMicros != 0 {
+			t.Errorf("%s's tasks line: %+v", id, tl)
+		}
+		sum += l.AmountMicros
+	}
+	one, err := billing.RateParts(may, []billing.Part{{Plan: e.plans["lst_echo/3"], Span: billing.Period{Start: t0, End: may.End},
+		Usage: billing.Usage{InputTokens: 2_400_000, Tasks: 3}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum != one.Lines[1].AmountMicros {
+		t.Errorf("the stays' input charges sum to %d micros; one stay's would be %d", sum, one.Lines[1].AmountMicros)
+	}
+}
+
+// TestSubSecondPartsRate: a part shorter than a second (a stay canceled in
+// the second it began, a plan changed and canceled in one second, a trial
+// used up in its first second) rates as zero seconds of fee with its usage
+// kept, and the month closes with it (issue 23: the month's rating failed
+// with invalid_rating_input, and the close skipped the contract).
+func TestSubSecondPartsRate(t *testing.T) {
+	ctx := context.Background()
+	may := billing.MonthOf(t0)
+	at := t0.Add(200 * time.Millisecond) // 10:17:42.2
+	plan, dear := basePlan(49_000_000), basePlan(99_000_000)
+	dear.Version = 4
+	for name, parts := range map[string][]billing.Part{
+		"one stay": {{Plan: plan, Span: billing.Period{Start: at, End: at.Add(500 * time.Millisecond)}, Usage: billing.Usage{Tasks: 150}}},
+		"a plan change, then canceled": {
+			{Plan: plan, Span: billing.Period{Start: at, End: at.Add(300 * time.Millisecond)}, Usage: billing.Usage{Tasks: 60}},
+			{Plan: dear, Span: billing.Period{Start: at.Add(300 * time.Millisecond), End: at.Add(600 * time.Millisecond)}, Usage: billing.Usage{Tasks: 90}},
+		},
+		"a trial used up at once": {
+			{Plan: plan, Trial: true, Span: billing.Period{Start: at, End: at.Add(100 * time.Millisecond)}, Usage: billing.Usage{InputTokens: 5_000}},
+			{Plan: plan, Span: billing.Period{Start: at.Add(100 * time.Millisecond), End: at.Add(700 * time.Millisecond)}, Usage: billing.Usage{Tasks: 150}},
+		},
+	} {
+		inv, err := billing.RateParts(may, parts)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		// 150 tasks, 100 of them in the month's allowance: 50 × $0.01.
+		var fee, tasks int64
+		for _, l := range inv.Lines {
+			switch l.Kind {
+			case billing.LineFlatFee:
+				fee += l.AmountMicros
+			case billing.LineTasks:
+				tasks += l.AmountMicros
+			}
+		}
+		if fee != 0 || tasks != 500_000 {
+			t.Errorf("%s: fee %d, tasks %d micros; want 0 and 500,000", name, fee, tasks)
+		}
+	}
+
+	// Through the month close: a contract canceled within its first second.
+	e := newEnv(t)
+	c := e.contract("ctr_blink", at)
+	end := at.Add(500 * time.Millisecond)
+	e.ctrs.all[0].CanceledAt = &end
+	e.use(t, c.ID, at.Add(100*time.Millisecond), billing.Usage{Tasks: 150})
+	e.at(date(2026, 6, 1, 0, 5))
+	if n, err := e.ledger().CloseMonth(ctx, may); err != nil || n != 1 {
+		t.Fatalf("CloseMonth = %d, %v", n, err)
+	}
+	inv, err := e.store.Invoice(ctx, "ctr_blink", may.Start)
+	if err != nil || inv.Invoice.Lines[0].Used != 0 || inv.Invoice.Lines[4].AmountMicros != 500_000 {
+		t.Fatalf("the blink's invoice: %+v, %v", inv, err)
+	}
+}
