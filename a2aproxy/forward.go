@@ -171,6 +171,11 @@ func (p *Proxy) unaryFrom(ctx context.Context, c exchange, cl *call, rep agentRe
 		if result, err = ProxiedCard(result, card, p.Endpoint(cl.target.ListingID), p.pushSupported(cl), false); err != nil {
 			return p.fail(c, cl, err)
 		}
+		if p.CardSigner != nil {
+			if result, err = p.CardSigner.SignCard(ctx, result); err != nil {
+				return p.fail(c, cl, err)
+			}
+		}
 		modified = true
 	default:
 		ob = wire.Observe(cl.upVersion, cl.req.Method, result)
