@@ -96,9 +96,10 @@ func (ps *Push) kick() {
 
 // DeliverySigner signs a delivery attempt (pushsign.Keys): a JWS with a
 // detached payload over d.Body, naming the delivery, task, listing and
-// config, signed now.
+// config, and whom it is for (d.OrgID and targetURL, the URL it is
+// POSTed to), signed now.
 type DeliverySigner interface {
-	SignDelivery(ctx context.Context, d contracts.Delivery) (string, error)
+	SignDelivery(ctx context.Context, d contracts.Delivery, targetURL string) (string, error)
 }
 
 // SignatureHeader carries a delivery's signature (pushsign.Header).

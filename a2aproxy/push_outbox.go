@@ -141,8 +141,9 @@ func (p *Proxy) deliver(ctx context.Context, d contracts.Delivery) {
 	}
 	if p.Push.Signer != nil {
 		// Each attempt is signed anew (a fresh iat), over the bytes sent:
-		// the body in the buyer's version, as stored.
-		sig, err := p.Push.Signer.SignDelivery(ctx, d)
+		// the body in the buyer's version, as stored; for the URL it goes
+		// to now.
+		sig, err := p.Push.Signer.SignDelivery(ctx, d, cfg.URL)
 		if err != nil && ctx.Err() != nil {
 			attempts = d.Attempts
 			record(contracts.DeliveryPending, p.Clock.Now(), 0, "interrupted: the meter stopped during the attempt")

@@ -25,14 +25,14 @@ import (
 
 type failingSigner struct{}
 
-func (failingSigner) SignDelivery(context.Context, contracts.Delivery) (string, error) {
+func (failingSigner) SignDelivery(context.Context, contracts.Delivery, string) (string, error) {
 	return "", errors.New("no key can be opened")
 }
 
 // TestDeliverySigned: each attempt of a delivery carries a signature over
-// the exact body sent, fresh each attempt, which the buyer's verifier
-// accepts with the published keys; a delivery that cannot be signed is
-// not sent, but retried.
+// the exact body sent, fresh each attempt, for the delivery's org and the
+// URL it is sent to, which the buyer's verifier accepts with the published
+// keys; a delivery that cannot be signed is not sent, but retried.
 func TestDeliverySigned(t *testing.T) {
 	ctx := context.Background()
 	if a2aproxy.SignatureHeader != pushsign.Header {
@@ -56,19 +56,22 @@ func TestDeliverySigned(t *testing.T) {
 	defer jwks.Close()
 
 	type got struct {
-		sig, id string
-		body    []byte
-		status  int
+		sig, id, path string
+		body          []byte
+		status        int
 	}
 	var (
 		mu       sync.Mutex
 		received []got
 	)
-	verifier := &pushverify.Verifier{JWKSURL: jwks.URL, Now: clock.Now}
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	var hook *httptest.Server
+	verifier := func(path string) *pushverify.Verifier {
+		return &pushverify.Verifier{JWKSURL: jwks.URL, Org: "org_b", URL: hook.URL + path, Config: pushverify.ConfigIDs("cfg_1"), Now: clock.Now}
+	}
+	hook = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		g := got{sig: r.Header.Get("AgentMarket-Signature"), id: r.Header.Get("X-AgentMarket-Delivery-Id"), body: body, status: 204}
-		if _, err := verifier.Verify(r.Context(), g.sig, body); err != nil {
+		g := got{sig: r.Header.Get("AgentMarket-Signature"), id: r.Header.Get("X-AgentMarket-Delivery-Id"), path: r.URL.Path, body: body, status: 204}
+		if _, err := verifier(r.URL.Path).Verify(r.Context(), g.sig, body); err != nil {
 			t.Errorf("the webhook refused a delivery: %v", err)
 		}
 		mu.Lock()
@@ -110,13 +113,36 @@ func TestDeliverySigned(t *testing.T) {
 		if !bytes.Equal(g.body, body) || g.id != "dlv_1" || g.sig == "" {
 			t.Errorf("attempt %d: id %q, signature %q, body %s", i+1, g.id, g.sig, g.body)
 		}
-		v, err := verifier.Verify(ctx, g.sig, body)
-		if err != nil || v.DeliveryID != "dlv_1" || v.TaskID != "task_1" || v.ConfigID != "cfg_1" || v.ListingID != "lst_1" {
+		v, err := verifier("/hook").Verify(ctx, g.sig, body)
+		if err != nil || v.DeliveryID != "dlv_1" || v.TaskID != "task_1" || v.ConfigID != "cfg_1" || v.ListingID != "lst_1" ||
+			v.Org != "org_b" || v.Target != pushsign.TargetHash(hook.URL+"/hook") {
 			t.Errorf("attempt %d verifies as %+v, %v", i+1, v, err)
+		}
+		if _, err := verifier("/other").Verify(ctx, g.sig, body); !errors.Is(err, pushverify.ErrNotForYou) {
+			t.Errorf("attempt %d at another URL: %v, want ErrNotForYou", i+1, err)
 		}
 	}
 	if received[0].sig == received[1].sig {
 		t.Error("the retry carried the first attempt's signature; each attempt is signed anew")
+	}
+
+	// The config's URL replaced after the delivery was queued: the
+	// delivery goes to the new URL, signed for it.
+	moved := d
+	moved.ID, moved.Attempts = "dlv_moved", 0
+	if _, err := store.Enqueue(ctx, moved); err != nil {
+		t.Fatal(err)
+	}
+	cfg.URL = hook.URL + "/moved"
+	if err := store.SavePushConfig(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	p.DeliverOnce(ctx, moved)
+	if len(received) != 3 || received[2].path != "/moved" {
+		t.Fatalf("the delivery after the move: %d received, last %+v", len(received), received[len(received)-1])
+	}
+	if v, err := verifier("/moved").Verify(ctx, received[2].sig, body); err != nil || v.Target != pushsign.TargetHash(hook.URL+"/moved") {
+		t.Errorf("the delivery after the move verifies at its new URL as %+v, %v", v, err)
 	}
 
 	// Unsigned, nothing goes out: the attempt counts, and is retried.
@@ -127,7 +153,7 @@ func TestDeliverySigned(t *testing.T) {
 	}
 	p.Push.Signer = failingSigner{}
 	p.DeliverOnce(ctx, d2)
-	if len(received) != 2 {
+	if len(received) != 3 {
 		t.Errorf("a delivery that could not be signed was sent")
 	}
 	ds, err := store.Deliveries(ctx, contracts.DeliveryQuery{OrgID: "org_b", TaskID: "task_1"})

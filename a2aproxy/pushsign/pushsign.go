@@ -4,9 +4,12 @@
 // JWS (RFC 7515) in the AgentMarket-Signature header, in the compact form
 // with a detached payload (appendix F: "header..signature"), made over the
 // exact bytes of the body. Its protected header names the key ("kid"), the
-// time of signing ("iat") and the delivery, task, listing and config it is
-// about. The public keys are published as a JWKS (RFC 7517) by the
-// marketplace at GET /api/v1/push/jwks.
+// time of signing ("iat"), the delivery, task, listing and config it is
+// about, and whom it is for: the buyer org ("aud") and the hash of the URL
+// it is POSTed to ("agentmarket-target"). A genuine delivery for one org's
+// config is thus no use at another org's webhook, even one whose config
+// has the same id and URL. The public keys are published as a JWKS
+// (RFC 7517) by the marketplace at GET /api/v1/push/jwks.
 //
 // Keys are kept in the database every meter and the marketplace share
 // (contracts.PushKeyStore), the private half sealed with the marketplace's
@@ -24,6 +27,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
@@ -53,7 +57,22 @@ const (
 	ParamTask     = "agentmarket-task"     // the task the notification is about
 	ParamListing  = "agentmarket-listing"  // the listing the task runs on
 	ParamConfig   = "agentmarket-config"   // the buyer's push notification config id
+	// ParamAudience is the buyer org the delivery is for (JWT's "aud",
+	// RFC 7519 §4.1.3, one string): the org that owns the config, so
+	// another org's delivery to the same URL says so.
+	ParamAudience = "aud"
+	// ParamTarget is the base64url (no padding) SHA-256 of the exact URL
+	// the delivery is POSTed to, as the buyer set it (TargetHash): the
+	// signature is good for that webhook only.
+	ParamTarget = "agentmarket-target"
 )
+
+// TargetHash is the value of ParamTarget for a webhook URL: base64url
+// without padding of the SHA-256 of its bytes, as they are, unnormalized.
+func TargetHash(url string) string {
+	sum := sha256.Sum256([]byte(url))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
 
 // Algorithm is the signature algorithm of every key made now.
 const Algorithm = jose.ES256
@@ -303,17 +322,31 @@ type Claims struct {
 	TaskID     string
 	ListingID  string
 	ConfigID   string
+	// Audience is the buyer org the delivery is for (ParamAudience).
+	Audience string
+	// TargetURL is where the delivery is POSTed; the header carries its
+	// TargetHash (ParamTarget), not the URL, which may hold a secret.
+	TargetURL string
 }
 
-// SignDelivery signs one attempt of a delivery, over its body, now.
-func (k *Keys) SignDelivery(ctx context.Context, d contracts.Delivery) (string, error) {
+// SignDelivery signs one attempt of a delivery, over its body, now, for
+// its org (d.OrgID) and the URL it is about to be POSTed to: its config's
+// URL at the time of the attempt, which a replaced config may have
+// changed since the delivery was queued.
+func (k *Keys) SignDelivery(ctx context.Context, d contracts.Delivery, targetURL string) (string, error) {
 	k.init()
-	return k.Sign(ctx, d.Body, Claims{IssuedAt: k.Clock.Now(), DeliveryID: d.ID, TaskID: d.TaskID, ListingID: d.ListingID, ConfigID: d.ConfigID})
+	return k.Sign(ctx, d.Body, Claims{IssuedAt: k.Clock.Now(), DeliveryID: d.ID, TaskID: d.TaskID, ListingID: d.ListingID, ConfigID: d.ConfigID,
+		Audience: d.OrgID, TargetURL: targetURL})
 }
 
 // Sign returns the compact JWS with a detached payload of body, made with
-// the active key, with c in its protected header.
+// the active key, with c in its protected header. A signature that says
+// for no one is not made: a verifier checking its audience would refuse
+// it, one not checking would take it for its own.
 func (k *Keys) Sign(ctx context.Context, body []byte, c Claims) (string, error) {
+	if c.Audience == "" || c.TargetURL == "" {
+		return "", fmt.Errorf("delivery %s has no org or no target URL: not signed", c.DeliveryID)
+	}
 	priv, kid, err := k.active(ctx, c.IssuedAt)
 	if err != nil {
 		return "", err
@@ -323,7 +356,9 @@ func (k *Keys) Sign(ctx context.Context, body []byte, c Claims) (string, error) 
 		WithHeader(ParamDelivery, c.DeliveryID).
 		WithHeader(ParamTask, c.TaskID).
 		WithHeader(ParamListing, c.ListingID).
-		WithHeader(ParamConfig, c.ConfigID)
+		WithHeader(ParamConfig, c.ConfigID).
+		WithHeader(ParamAudience, c.Audience).
+		WithHeader(ParamTarget, TargetHash(c.TargetURL))
 	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: Algorithm, Key: jose.JSONWebKey{Key: priv, KeyID: kid}}, opts)
 	if err != nil {
 		return "", err

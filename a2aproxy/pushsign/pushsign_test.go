@@ -77,9 +77,10 @@ func (r *rig) process(t *testing.T) *pushsign.Keys {
 		RotateEvery: 30 * 24 * time.Hour, Retention: 7 * 24 * time.Hour, Lead: time.Hour, Refresh: time.Minute}
 }
 
-// verifier is a buyer's, on the rig's clock, fetching the JWKS afresh.
+// verifier is the buyer's (org_b, at hookURL, config cfg-1), on the
+// rig's clock, fetching the JWKS afresh.
 func (r *rig) verifier() *pushverify.Verifier {
-	return &pushverify.Verifier{JWKSURL: r.url, Now: r.clock.Now, MaxSkew: -1}
+	return &pushverify.Verifier{JWKSURL: r.url, Org: "org_b", URL: hookURL, Config: pushverify.ConfigIDs("cfg-1"), Now: r.clock.Now, MaxSkew: -1}
 }
 
 func (r *rig) jwks(t *testing.T) []string {
@@ -111,14 +112,18 @@ func (r *rig) jwks(t *testing.T) []string {
 	return kids
 }
 
+// hookURL is org_b's webhook, where its deliveries go.
+const hookURL = "https://hooks.example/push?tenant=b"
+
 func delivery(id string) contracts.Delivery {
-	return contracts.Delivery{ID: id, ListingID: "lst_1", TaskID: "task-" + id, ConfigID: "cfg-1",
+	return contracts.Delivery{ID: id, ListingID: "lst_1", TaskID: "task-" + id, ConfigID: "cfg-1", OrgID: "org_b",
 		Body: []byte(`{"statusUpdate":{"taskId":"task-` + id + `","status":{"state":"TASK_STATE_WORKING"}}}`)}
 }
 
+// sign signs d as the meter does, for hookURL.
 func sign(t *testing.T, k *pushsign.Keys, d contracts.Delivery) (string, string) {
 	t.Helper()
-	sig, err := k.SignDelivery(context.Background(), d)
+	sig, err := k.SignDelivery(context.Background(), d, hookURL)
 	if err != nil {
 		t.Fatalf("sign %s: %v", d.ID, err)
 	}
@@ -143,7 +148,8 @@ func header(t *testing.T, sig string) map[string]any {
 }
 
 // TestSignAndVerify: a delivery's signature is a detached compact ES256
-// JWS over the exact body, with the claims in its protected header; the
+// JWS over the exact body, with the claims in its protected header (whom
+// it is for included: the org as "aud", the URL's hash); the
 // buyer's verifier (docs/examples/pushverify) accepts it with the JWKS
 // fetched over HTTP, and refuses a changed body, another delivery's
 // signature, a stale one, and a forged one.
@@ -153,8 +159,13 @@ func TestSignAndVerify(t *testing.T) {
 	d := delivery("dlv_1")
 	sig, kid := sign(t, r.keys, d)
 	h := header(t, sig)
+	// The target is the SHA-256 of the URL's bytes, base64url without
+	// padding, computed here by hand.
+	sum := sha256.Sum256([]byte("https://hooks.example/push?tenant=b"))
+	target := base64.RawURLEncoding.EncodeToString(sum[:])
 	want := map[string]any{"alg": "ES256", "kid": kid, "iat": float64(t0.Unix()), "agentmarket-delivery": "dlv_1",
-		"agentmarket-task": "task-dlv_1", "agentmarket-listing": "lst_1", "agentmarket-config": "cfg-1"}
+		"agentmarket-task": "task-dlv_1", "agentmarket-listing": "lst_1", "agentmarket-config": "cfg-1",
+		"aud": "org_b", "agentmarket-target": target}
 	if g, w := mustJSON(h), mustJSON(want); g != w {
 		t.Errorf("protected header = %s, want %s", g, w)
 	}
@@ -168,7 +179,8 @@ func TestSignAndVerify(t *testing.T) {
 	if err != nil {
 		t.Fatalf("verify: %v", err)
 	}
-	if got.KeyID != kid || got.DeliveryID != "dlv_1" || got.TaskID != "task-dlv_1" || got.ListingID != "lst_1" || got.ConfigID != "cfg-1" || !got.IssuedAt.Equal(t0) {
+	if got.KeyID != kid || got.DeliveryID != "dlv_1" || got.TaskID != "task-dlv_1" || got.ListingID != "lst_1" || got.ConfigID != "cfg-1" ||
+		got.Org != "org_b" || got.Target != target || !got.IssuedAt.Equal(t0) {
 		t.Errorf("verified delivery = %+v", got)
 	}
 
@@ -206,6 +218,51 @@ func TestSignAndVerify(t *testing.T) {
 	r.clock.Advance(6 * time.Minute)
 	if _, err := v.Verify(ctx, sig, d.Body); !errors.Is(err, pushverify.ErrStale) {
 		t.Errorf("verify a signature 6 minutes old: %v, want ErrStale", err)
+	}
+}
+
+// TestSignedForWhom: the audience in the header is the delivery's org and
+// the hash of the URL it is sent to, each from what the meter has at the
+// attempt; the same delivery for another org or URL is signed for that
+// one, and a delivery with no org or no URL is not signed at all.
+func TestSignedForWhom(t *testing.T) {
+	r := newRig(t)
+	ctx := context.Background()
+	d := delivery("dlv_1")
+	cases := []struct {
+		org, url string
+	}{
+		{"org_b", hookURL},
+		{"org_a", hookURL},
+		{"org_b", "https://hooks.example/push?tenant=B"}, // one byte apart, another URL
+		{"org_b", "https://hooks.example/push?tenant=b "},
+	}
+	targets := map[string]bool{}
+	for _, c := range cases {
+		d.OrgID = c.org
+		sig, err := r.keys.SignDelivery(ctx, d, c.url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := header(t, sig)
+		if h[pushsign.ParamAudience] != c.org || h[pushsign.ParamTarget] != pushsign.TargetHash(c.url) || h[pushsign.ParamConfig] != "cfg-1" {
+			t.Errorf("%s at %q: header %v", c.org, c.url, h)
+		}
+		if c.org == "org_b" {
+			targets[h[pushsign.ParamTarget].(string)] = true
+		}
+	}
+	if len(targets) != 3 {
+		t.Errorf("three URLs hash to %d targets", len(targets))
+	}
+	if got, want := pushsign.TargetHash(hookURL), pushverify.TargetHash(hookURL); got != want || len(got) != 43 {
+		t.Errorf("TargetHash: the meter's %q, the verifier's %q (43 base64url characters)", got, want)
+	}
+	for _, c := range []struct{ org, url string }{{"", hookURL}, {"org_b", ""}} {
+		d.OrgID = c.org
+		if sig, err := r.keys.SignDelivery(ctx, d, c.url); err == nil {
+			t.Errorf("org %q, URL %q: signed %s, want no signature", c.org, c.url, sig)
+		}
 	}
 }
 
@@ -345,7 +402,7 @@ func TestProcessesShareKeys(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sig, err := m.SignDelivery(ctx, delivery("dlv_1"))
+			sig, err := m.SignDelivery(ctx, delivery("dlv_1"), hookURL)
 			if err != nil {
 				t.Errorf("meter %d: %v", i, err)
 				return
@@ -396,13 +453,13 @@ func TestStoreTrouble(t *testing.T) {
 	// A fresh process cannot start without its store.
 	fresh := r.process(t)
 	fresh.Store = flaky
-	if _, err := fresh.SignDelivery(ctx, delivery("dlv_4")); err == nil {
+	if _, err := fresh.SignDelivery(ctx, delivery("dlv_4"), hookURL); err == nil {
 		t.Error("a process that never read its keys signed with the store down")
 	}
 	// Another secret key cannot open the shared key.
 	wrong := r.process(t)
 	wrong.Sealer = sealer(t, 9)
-	if _, err := wrong.SignDelivery(ctx, delivery("dlv_5")); err == nil || !strings.Contains(err.Error(), "AGENTMARKET_SECRET_KEY") {
+	if _, err := wrong.SignDelivery(ctx, delivery("dlv_5"), hookURL); err == nil || !strings.Contains(err.Error(), "AGENTMARKET_SECRET_KEY") {
 		t.Errorf("signing with another secret key: %v", err)
 	}
 }

@@ -140,10 +140,20 @@ func TestSpendAlerts(t *testing.T) {
 		}
 		// Signed like push deliveries: verified as a buyer would, against
 		// the marketplace's key set.
-		v := &pushverify.Verifier{JWKSURL: cm.m.URL + "/api/v1/push/jwks", Now: cm.clock.Now}
+		// Signed for the org and its alert webhook: another org's verifier
+		// refuses them.
+		verifier := func(org string) *pushverify.Verifier {
+			return &pushverify.Verifier{JWKSURL: cm.m.URL + "/api/v1/push/jwks", Org: org, URL: hook.srv.URL + "/alerts",
+				Config: pushverify.ConfigIDs("alerts:" + cm.buyerOrg), Now: cm.clock.Now}
+		}
+		v, other := verifier(cm.buyerOrg), verifier("org_someoneelse")
 		for i, req := range reqs {
-			if d, err := v.Verify(context.Background(), req.signature, req.raw); err != nil || d.DeliveryID != req.deliveryID {
+			if d, err := v.Verify(context.Background(), req.signature, req.raw); err != nil || d.DeliveryID != req.deliveryID || d.Org != cm.buyerOrg ||
+				d.ConfigID != "alerts:"+cm.buyerOrg || d.Target != pushverify.TargetHash(hook.srv.URL+"/alerts") {
 				t.Errorf("alert %d's signature: %+v, %v", i, d, err)
+			}
+			if _, err := other.Verify(context.Background(), req.signature, req.raw); !errors.Is(err, pushverify.ErrNotForYou) {
+				t.Errorf("alert %d at another org's verifier: %v, want ErrNotForYou", i, err)
 			}
 			if _, err := v.Verify(context.Background(), req.signature, append(bytes.Clone(req.raw), ' ')); !errors.Is(err, pushverify.ErrBadSig) {
 				t.Errorf("alert %d with a byte added: %v, want ErrBadSig", i, err)

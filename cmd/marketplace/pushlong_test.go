@@ -125,7 +125,7 @@ func TestPushNotifications(t *testing.T) {
 		}
 		// Each is signed over the bytes sent, by a key the marketplace
 		// publishes (the same before and after the restart).
-		verifyDeliveries(t, lm.m.URL, calls, listing, task, "cfg-1")
+		verifyDeliveries(t, lm.m.URL, lm.buyerOrg, hook.URL, calls, listing, task, "cfg-1")
 		// The webhook may see the last delivery a moment before the meter
 		// records its answer.
 		waitFor(t, "five delivered deliveries in the API", 10*time.Second, func() bool { return len(deliveries("delivered")) == 5 })
@@ -253,7 +253,7 @@ func TestPushNotifications03(t *testing.T) {
 		t.Errorf("0.3 deliveries: %v", kinds)
 	}
 	// The 0.3 bodies are signed as sent, like 1.0 ones.
-	verifyDeliveries(t, lm.m.URL, hook.received("/hook03"), listing, task, task)
+	verifyDeliveries(t, lm.m.URL, lm.buyerOrg, hook.URL, hook.received("/hook03"), listing, task, task)
 }
 
 // TestPushConfigsOverREST: the push-config paths of the HTTP+JSON binding

@@ -22,29 +22,42 @@ import (
 // verifyDeliveries checks, as a buyer would (docs/examples/pushverify),
 // that every delivery a webhook got is signed over the exact bytes it got
 // by a key in the marketplace's JWKS, fetched over HTTP, for the right
-// delivery, listing, config and task (task "": the task the body names),
-// and that the same signature over a body one byte different is refused.
-func verifyDeliveries(t *testing.T, marketURL string, calls []hookCall, listing, task, config string) {
+// org, webhook URL (hookURL and the call's path), delivery, listing,
+// config and task (task "": the task the body names); that the same
+// signature over a body one byte different is refused; and that another
+// org's verifier, or another URL's, refuses it as not theirs.
+func verifyDeliveries(t *testing.T, marketURL, org, hookURL string, calls []hookCall, listing, task, config string) {
 	t.Helper()
 	if len(calls) == 0 {
 		t.Error("no deliveries to verify")
 		return
 	}
 	ctx := context.Background()
-	v := &pushverify.Verifier{JWKSURL: marketURL + "/api/v1/push/jwks"}
+	verifier := func(org, url string) *pushverify.Verifier {
+		return &pushverify.Verifier{JWKSURL: marketURL + "/api/v1/push/jwks", Org: org, URL: url, Config: pushverify.ConfigIDs(config)}
+	}
 	for i, c := range calls {
+		v := verifier(org, hookURL+c.Path)
 		d, err := v.Verify(ctx, c.Signature, c.Raw)
 		if err != nil {
 			t.Errorf("delivery %d (%s, %s): %v\nsignature %q\nbody %s", i, c.DeliveryID, c.Path, err, c.Signature, c.Raw)
 			continue
 		}
 		if d.DeliveryID != c.DeliveryID || d.ListingID != listing || d.ConfigID != config || (task != "" && d.TaskID != task) ||
-			!bytes.Contains(c.Raw, []byte(`"`+d.TaskID+`"`)) {
-			t.Errorf("delivery %d (%s, %s) is signed as %+v; want listing %s, config %s, task %q\nbody %s", i, c.DeliveryID, c.Path, d,
-				listing, config, task, c.Raw)
+			!bytes.Contains(c.Raw, []byte(`"`+d.TaskID+`"`)) || d.Org != org || d.Target != pushverify.TargetHash(hookURL+c.Path) {
+			t.Errorf("delivery %d (%s, %s) is signed as %+v; want org %s, listing %s, config %s, task %q\nbody %s", i, c.DeliveryID, c.Path, d,
+				org, listing, config, task, c.Raw)
 		}
 		if _, err := v.Verify(ctx, c.Signature, append(bytes.Clone(c.Raw), ' ')); !errors.Is(err, pushverify.ErrBadSig) {
 			t.Errorf("delivery %d with a space added to its body: %v, want ErrBadSig", i, err)
+		}
+		// Genuine, but not theirs: another org at the same URL (one that
+		// set a config of the same id there), and the same org elsewhere.
+		if _, err := verifier("org_someoneelse", hookURL+c.Path).Verify(ctx, c.Signature, c.Raw); !errors.Is(err, pushverify.ErrNotForYou) {
+			t.Errorf("delivery %d at another org's verifier: %v, want ErrNotForYou", i, err)
+		}
+		if _, err := verifier(org, hookURL+c.Path+"/elsewhere").Verify(ctx, c.Signature, c.Raw); !errors.Is(err, pushverify.ErrNotForYou) {
+			t.Errorf("delivery %d at another URL's verifier: %v, want ErrNotForYou", i, err)
 		}
 	}
 }
@@ -142,8 +155,8 @@ func TestPushSignatureRotation(t *testing.T) {
 	}
 	ag.Exec.step(task)
 	waitFor(t, "part 1 at both webhooks", 10*time.Second, func() bool { return has("/rot", "part 1;") && has("/rot03", "part 1;") })
-	verifyDeliveries(t, lm.m.URL, hook.received("/rot"), listing, task, "rot")
-	verifyDeliveries(t, lm.m.URL, hook.received("/rot03"), listing, task, "rot03")
+	verifyDeliveries(t, lm.m.URL, lm.buyerOrg, hook.URL, hook.received("/rot"), listing, task, "rot")
+	verifyDeliveries(t, lm.m.URL, lm.buyerOrg, hook.URL, hook.received("/rot03"), listing, task, "rot03")
 	before := append(hook.received("/rot"), hook.received("/rot03")...)
 	for _, c := range before {
 		if signedBy(c) != first[0] {
@@ -171,9 +184,10 @@ func TestPushSignatureRotation(t *testing.T) {
 	}
 	// A buyer verifies both with the JWKS after the rotation.
 	verify := func(calls []hookCall) []error {
-		v := &pushverify.Verifier{JWKSURL: lm.m.URL + "/api/v1/push/jwks", Now: clock.Now, MaxSkew: -1}
 		var errs []error
 		for _, c := range calls {
+			v := &pushverify.Verifier{JWKSURL: lm.m.URL + "/api/v1/push/jwks", Org: lm.buyerOrg, URL: hook.URL + c.Path,
+				Config: pushverify.ConfigIDs("rot", "rot03"), Now: clock.Now, MaxSkew: -1}
 			_, err := v.Verify(context.Background(), c.Signature, c.Raw)
 			errs = append(errs, err)
 		}
@@ -233,7 +247,8 @@ func TestPushSignaturesAcrossProcesses(t *testing.T) {
 		verified []*pushverify.Delivery
 		refused  []string
 	)
-	v := &pushverify.Verifier{JWKSURL: lm.m.URL + "/api/v1/push/jwks"}
+	var front *httptest.Server
+	v := &pushverify.Verifier{JWKSURL: lm.m.URL + "/api/v1/push/jwks", Org: lm.buyerOrg, Config: pushverify.ConfigIDs("apart")}
 	hook := startWebhook(t) // records what the verifier let through
 	guarded := v.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d, _ := pushverify.FromContext(r.Context())
@@ -242,7 +257,7 @@ func TestPushSignaturesAcrossProcesses(t *testing.T) {
 		mu.Unlock()
 		hook.Config.Handler.ServeHTTP(w, r) // record it
 	}))
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	front = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w}
 		guarded.ServeHTTP(rec, r)
 		if rec.status == http.StatusUnauthorized {
@@ -252,6 +267,7 @@ func TestPushSignaturesAcrossProcesses(t *testing.T) {
 		}
 	}))
 	t.Cleanup(front.Close)
+	v.URL = front.URL + "/apart"
 
 	b10 := rpc{t: t, url: ep, key: lm.buyer, version: "1.0"}
 	res, rerr := b10.call("SendMessage", map[string]any{"message": msg10("long 2", nil)["message"], "configuration": map[string]any{"returnImmediately": true}})
@@ -278,7 +294,7 @@ func TestPushSignaturesAcrossProcesses(t *testing.T) {
 		t.Errorf("the verifying webhook accepted %d deliveries and refused %v", len(verified), refused)
 	}
 	mu.Unlock()
-	verifyDeliveries(t, lm.m.URL, calls, listing, task, "apart")
+	verifyDeliveries(t, lm.m.URL, lm.buyerOrg, front.URL, calls, listing, task, "apart")
 	if a, b := jwks(t, lm.m.URL), jwks(t, meter.URL); strings.Join(a, ",") != strings.Join(b, ",") {
 		t.Errorf("the marketplace publishes %v, the meter's process %v", a, b)
 	}

@@ -20,7 +20,7 @@ func TestSDKPush(t *testing.T) {
 	m := startMarketplace(t, nil)
 	api := client{t: t, base: m.URL}
 	_, seller := signup(t, api, "Acme Agents", "owner@acme.example")
-	_, buyerKey := signup(t, api, "Globex", "it@globex.example")
+	buyerOrg, buyerKey := signup(t, api, "Globex", "it@globex.example")
 	buyer := newSDKBuyer(buyerKey)
 	hook := startWebhook(t)
 	bindings := []a2a.TransportProtocol{a2a.TransportProtocolJSONRPC, a2a.TransportProtocolHTTPJSON}
@@ -43,7 +43,7 @@ func TestSDKPush(t *testing.T) {
 					runSDKPush(t, c, buyer, hook)
 					// Signed over the bytes sent, in either version.
 					path := "/sdk/" + strings.NewReplacer("/", "-", "=", "-").Replace(c.name())
-					verifyDeliveries(t, m.URL, hook.received(path), listing, "", "hook-1")
+					verifyDeliveries(t, m.URL, buyerOrg, hook.URL, hook.received(path), listing, "", "hook-1")
 				})
 			}
 		}

@@ -12,21 +12,28 @@
 //  1. read the body as it arrived (before any JSON decoding);
 //  2. split the header at its two dots; the middle part is empty;
 //  3. decode the protected header (base64url, no padding): a JSON object
-//     with "alg" ("ES256"), "kid", "iat" and the agentmarket-* names of
-//     the delivery, task, listing and push config;
+//     with "alg" ("ES256"), "kid", "iat", "aud" (the buyer org the
+//     delivery is for), and the agentmarket-* names of the delivery, task,
+//     listing, push config and target (the hash of the URL it was sent to);
 //  4. find the key of that "kid" in the JWKS published at
 //     <marketplace>/api/v1/push/jwks (fetched again when the kid is not in
 //     your copy: keys rotate, and a new one is published an hour before it
 //     signs);
 //  5. check the ES256 signature over the ASCII bytes
 //     "<protected header>.<base64url of the body>";
-//  6. check "iat" is recent (each attempt is signed anew), and use the
+//  6. check it is for you: "aud" is your org's id, "agentmarket-target"
+//     is the hash of this webhook's URL and "agentmarket-config" one of
+//     your configs (a genuine delivery another org asked for, with the
+//     same config id and your URL, is signed for that org, not for you);
+//  7. check "iat" is recent (each attempt is signed anew), and use the
 //     delivery id to drop a delivery you already have.
 package pushverify
 
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -49,6 +56,10 @@ type Delivery struct {
 	TaskID     string
 	ListingID  string
 	ConfigID   string // your push notification config's id
+	Org        string // "aud": the org it is for, yours
+	// Target is "agentmarket-target": the base64url SHA-256 of the URL
+	// it was sent to, this webhook's.
+	Target string
 }
 
 // Errors of Verify.
@@ -57,12 +68,25 @@ var (
 	ErrUnknownKey = errors.New("the signature's key is not in the marketplace's JWKS")
 	ErrBadSig     = errors.New("the signature does not match the body")
 	ErrStale      = errors.New("the signature is too old (or from the future)")
+	// ErrNotForYou: a genuine delivery, signed for another org, another
+	// webhook URL or a config that is not yours.
+	ErrNotForYou = errors.New("the delivery is not for this webhook")
 )
 
 // Verifier checks deliveries against the JWKS of one marketplace.
 type Verifier struct {
 	// JWKSURL is the marketplace's key set: https://<marketplace>/api/v1/push/jwks.
 	JWKSURL string
+	// Org is your org's id (org_...): a delivery's "aud" must be it.
+	Org string
+	// URL is this webhook's URL, exactly as your push configs (or alert
+	// settings) name it: a delivery's "agentmarket-target" must be its
+	// hash. One Verifier per webhook URL.
+	URL string
+	// Config reports whether a push config id is yours at this webhook:
+	// the ids you set (a 0.3 config without one: its task's id), and
+	// "alerts:<org>" for spend alerts. ConfigIDs makes one of a list.
+	Config func(ctx context.Context, configID string) bool
 	// Client fetches it; nil: http.DefaultClient.
 	Client *http.Client
 	// MaxSkew is how far from now a signature's iat may be; default 5
@@ -79,6 +103,25 @@ type Verifier struct {
 	fetched time.Time
 }
 
+// ConfigIDs is a Verifier.Config that accepts the ids given.
+func ConfigIDs(ids ...string) func(context.Context, string) bool {
+	return func(_ context.Context, id string) bool {
+		for _, x := range ids {
+			if id == x {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// TargetHash is what "agentmarket-target" says for a webhook URL: the
+// base64url (no padding) SHA-256 of its bytes, as they are.
+func TargetHash(url string) string {
+	sum := sha256.Sum256([]byte(url))
+	return base64.RawURLEncoding.EncodeToString(sum[:])
+}
+
 func (v *Verifier) now() time.Time {
 	if v.Now != nil {
 		return v.Now()
@@ -87,8 +130,12 @@ func (v *Verifier) now() time.Time {
 }
 
 // Verify checks the signature of a delivery against its body, byte for
-// byte as received.
+// byte as received, and that it is for this webhook (Org, URL, Config).
 func (v *Verifier) Verify(ctx context.Context, signature string, body []byte) (*Delivery, error) {
+	if v.Org == "" || v.URL == "" || v.Config == nil {
+		// Without them a genuine delivery for anyone would pass.
+		return nil, errors.New("pushverify: the Verifier needs Org, URL and Config")
+	}
 	if body == nil {
 		body = []byte{}
 	}
@@ -108,6 +155,7 @@ func (v *Verifier) Verify(ctx context.Context, signature string, body []byte) (*
 	d := &Delivery{KeyID: h.KeyID}
 	str := func(name string) string { s, _ := h.ExtraHeaders[jose.HeaderKey(name)].(string); return s }
 	d.DeliveryID, d.TaskID, d.ListingID, d.ConfigID = str("agentmarket-delivery"), str("agentmarket-task"), str("agentmarket-listing"), str("agentmarket-config")
+	d.Org, d.Target = str("aud"), str("agentmarket-target")
 	iat, ok := h.ExtraHeaders["iat"].(float64)
 	// agentmarket-task is present always, empty in a delivery about no
 	// task (a spend alert).
@@ -116,6 +164,14 @@ func (v *Verifier) Verify(ctx context.Context, signature string, body []byte) (*
 		return nil, fmt.Errorf("%w: iat, agentmarket-delivery or agentmarket-task missing", ErrMalformed)
 	}
 	d.IssuedAt = time.Unix(int64(iat), 0)
+	switch {
+	case d.Org != v.Org:
+		return nil, fmt.Errorf("%w: signed for org %q", ErrNotForYou, d.Org)
+	case d.Target != TargetHash(v.URL):
+		return nil, fmt.Errorf("%w: signed for another URL", ErrNotForYou)
+	case !v.Config(ctx, d.ConfigID):
+		return nil, fmt.Errorf("%w: config %q is not yours", ErrNotForYou, d.ConfigID)
+	}
 	skew := v.MaxSkew
 	if skew == 0 {
 		skew = 5 * time.Minute
@@ -197,10 +253,11 @@ func FromContext(ctx context.Context) (*Delivery, bool) {
 }
 
 // Handler verifies every request before next sees it: a request whose
-// signature does not verify, or whose X-AgentMarket-Delivery-Id is not
-// the signed one, is answered 401 (the meter retries it; a forgery stops
-// here). next gets the body as it arrived, and the verified Delivery in
-// the request's context (FromContext).
+// signature does not verify, is not for this webhook, or whose
+// X-AgentMarket-Delivery-Id is not the signed one, is answered 401 (the
+// meter retries it; a forgery or another org's delivery stops here).
+// next gets the body as it arrived, and the verified Delivery in the
+// request's context (FromContext).
 func (v *Verifier) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 4<<20))

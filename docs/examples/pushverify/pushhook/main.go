@@ -1,14 +1,17 @@
 // Command pushhook is a buyer's webhook that accepts only push
 // notifications signed by the AgentMarket meter (docs/long-tasks.md).
 //
-// Serve a webhook, printing each verified delivery:
+// Serve a webhook, printing each verified delivery for your org, at the
+// URL your push configs name, of the configs you list:
 //
-//	go run ./docs/examples/pushverify/pushhook -jwks https://market.example/api/v1/push/jwks -listen :8443
+//	go run ./docs/examples/pushverify/pushhook -jwks https://market.example/api/v1/push/jwks \
+//	    -org org_7hq2kx4mzd5wa3bp -url https://hooks.globex.example/agentmarket -config cfg-1 -listen :8443
 //
 // Check one delivery saved earlier (its body, byte for byte, and its
 // AgentMarket-Signature header):
 //
 //	go run ./docs/examples/pushverify/pushhook -jwks https://market.example/api/v1/push/jwks \
+//	    -org org_7hq2kx4mzd5wa3bp -url https://hooks.globex.example/agentmarket -config cfg-1 \
 //	    -body delivery.json -signature "$(cat delivery.sig)" -max-skew -1s
 package main
 
@@ -21,6 +24,7 @@ import (
 	"log"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/agentmarket/agentmarket/docs/examples/pushverify"
@@ -32,6 +36,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("pushhook", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	jwks := fs.String("jwks", "", "the marketplace's JWKS URL, https://<marketplace>/api/v1/push/jwks")
+	org := fs.String("org", "", "your org's id: a delivery signed for another org is refused")
+	url := fs.String("url", "", "this webhook's URL, exactly as your push configs name it")
+	configs := fs.String("config", "", "your push config ids at this webhook, comma-separated (alerts: alerts:<org>)")
 	listen := fs.String("listen", "", "serve a webhook at this address (host:port)")
 	bodyFile := fs.String("body", "", "check one delivery: the file with its body")
 	signature := fs.String("signature", "", "check one delivery: its AgentMarket-Signature header")
@@ -39,12 +46,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	if *jwks == "" || (*listen == "") == (*bodyFile == "") {
-		fmt.Fprintln(stderr, "pushhook needs -jwks, and -listen or -body with -signature")
+	if *jwks == "" || *org == "" || *url == "" || *configs == "" || (*listen == "") == (*bodyFile == "") {
+		fmt.Fprintln(stderr, "pushhook needs -jwks, -org, -url and -config, and -listen or -body with -signature")
 		fs.Usage()
 		return 2
 	}
-	v := &pushverify.Verifier{JWKSURL: *jwks, MaxSkew: *maxSkew}
+	v := &pushverify.Verifier{JWKSURL: *jwks, Org: *org, URL: *url, Config: pushverify.ConfigIDs(strings.Split(*configs, ",")...), MaxSkew: *maxSkew}
 
 	if *bodyFile != "" {
 		body, err := os.ReadFile(*bodyFile)
@@ -82,6 +89,6 @@ func show(w io.Writer, d *pushverify.Delivery, body []byte) {
 		shown = json.RawMessage(body)
 	}
 	out, _ := json.Marshal(map[string]any{"verified": true, "kid": d.KeyID, "iat": d.IssuedAt.UTC(), "delivery": d.DeliveryID,
-		"task": d.TaskID, "listing": d.ListingID, "config": d.ConfigID, "body": shown})
+		"task": d.TaskID, "listing": d.ListingID, "config": d.ConfigID, "org": d.Org, "body": shown})
 	fmt.Fprintln(w, string(out))
 }

@@ -33,7 +33,8 @@ func docSample(t *testing.T) (jwks, signature, body string) {
 }
 
 // TestCheckMode: the command as docs/long-tasks.md runs it, on the doc's
-// sample delivery: verified as it is, refused with a byte changed.
+// sample delivery: verified as it is, refused with a byte changed, and
+// refused by another org's (or another webhook's) check.
 func TestCheckMode(t *testing.T) {
 	sampleJWKS, sampleSignature, sampleBody := docSample(t)
 	market := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, sampleJWKS) }))
@@ -44,16 +45,26 @@ func TestCheckMode(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	check := func(file string) (int, string) {
+	const org, url = "org_7hq2kx4mzd5wa3bp", "https://hooks.globex.example/agentmarket"
+	checkAs := func(org, url, file string) (int, string) {
 		var out, errs strings.Builder
-		code := run([]string{"-jwks", market.URL + "/api/v1/push/jwks", "-body", filepath.Join(dir, file), "-signature", sampleSignature, "-max-skew", "-1s"}, &out, &errs)
+		code := run([]string{"-jwks", market.URL + "/api/v1/push/jwks", "-org", org, "-url", url, "-config", "cfg-1,alerts:" + org,
+			"-body", filepath.Join(dir, file), "-signature", sampleSignature, "-max-skew", "-1s"}, &out, &errs)
 		return code, out.String() + errs.String()
 	}
-	if code, out := check("delivery.json"); code != 0 || !strings.Contains(out, `"verified":true`) || !strings.Contains(out, `"task":"task-42"`) {
+	check := func(file string) (int, string) { return checkAs(org, url, file) }
+	if code, out := check("delivery.json"); code != 0 || !strings.Contains(out, `"verified":true`) || !strings.Contains(out, `"task":"task-42"`) ||
+		!strings.Contains(out, `"org":"`+org+`"`) {
 		t.Errorf("the saved delivery: exit %d, %s", code, out)
 	}
 	if code, out := check("changed.json"); code != 1 || !strings.Contains(out, "NOT VERIFIED: the signature does not match the body") {
 		t.Errorf("the changed delivery: exit %d, %s", code, out)
+	}
+	if code, out := checkAs("org_otherotherother", url, "delivery.json"); code != 1 || !strings.Contains(out, "NOT VERIFIED: the delivery is not for this webhook") {
+		t.Errorf("the delivery at another org's webhook: exit %d, %s", code, out)
+	}
+	if code, out := checkAs(org, url+"/", "delivery.json"); code != 1 || !strings.Contains(out, "NOT VERIFIED: the delivery is not for this webhook") {
+		t.Errorf("the delivery at another URL: exit %d, %s", code, out)
 	}
 	var errs strings.Builder
 	if code := run(nil, io.Discard, &errs); code != 2 {
