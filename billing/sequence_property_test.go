@@ -1,0 +1,262 @@
+package billing_test
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/billing"
+	"github.com/agentmarket/agentmarket/contracts"
+	"github.com/agentmarket/agentmarket/listings"
+)
+
+// sequenceRuns is the budget of random buyer sequences a run of the
+// suite tries, besides the regression seeds (each a few months of a few
+// orgs on real stores: SQLite and the embedded usage store).
+const sequenceRuns = 25
+
+// sequenceRegressions are seeds that once found a failure: each runs on
+// every run of the suite. Add the seed a failure prints here.
+var sequenceRegressions = []uint64{}
+
+// TestPropertyBuyerSequences plays random sequences of what buyers do —
+// subscribe (with a trial, once per org), use, change plans, cancel,
+// resubscribe, stays shorter than a second — for three orgs over three
+// months, closing each month, and holds the billing to a small model of
+// its rules (issue 23, item 8):
+//
+//   - every contract-month rates and is closed (none skipped);
+//   - the allowance rule: the usage an org gets free on the listing in a
+//     month is at most the largest allowance among the plans it held;
+//   - no sequence bills less than the same paid seconds and usage under
+//     one stay at the lowest terms the org held (the least fee and prices,
+//     the largest allowance, of its plans that month);
+//   - each contract's preview at the month's last millisecond equals the
+//     invoice the month's close issues;
+//   - the FOCUS rows of each org's month sum to its invoices exactly.
+func TestPropertyBuyerSequences(t *testing.T) {
+	seeds := append([]uint64{}, sequenceRegressions...)
+	for i := range sequenceRuns {
+		seeds = append(seeds, uint64(23_000+i))
+	}
+	for _, seed := range seeds {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { playSequence(t, seed) })
+	}
+}
+
+// seqPlans are the listing's plan versions: the base plan (3), a dearer
+// one with more allowance (4), a cheap one with little (5).
+func seqPlans() map[int]listings.Plan {
+	base := basePlan(49_000_000)
+	dear := basePlan(99_000_000)
+	dear.Version, dear.InputTokensPerMillionMicros, dear.IncludedInputTokens, dear.IncludedTasks = 4, 5_000_000, 2_000_000, 300
+	cheap := basePlan(19_000_000)
+	cheap.Version, cheap.InputTokensPerMillionMicros, cheap.IncludedInputTokens, cheap.IncludedOutputTokens = 5, 2_000_000, 300_000, 50_000
+	cheap.IncludedTasks = 10
+	return map[int]listings.Plan{3: base, 4: dear, 5: cheap}
+}
+
+type seqOrg struct {
+	id      string
+	open    int // index in e.ctrs.all of the open contract, -1 for none
+	trialed bool
+}
+
+func playSequence(t *testing.T, seed uint64) {
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(seed, 23))
+	e := newEnv(t)
+	for v, p := range seqPlans() {
+		e.plans[fmt.Sprintf("lst_echo/%d", v)] = p
+	}
+	h := history{}
+	svc := e.ledger()
+	svc.History = h
+	orgs := []*seqOrg{{id: "org_a", open: -1}, {id: "org_b", open: -1}, {id: "org_c", open: -1}}
+	changedIn := map[string]billing.Period{} // contract → the month of its last plan change
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Fatalf("seed %d (add it to sequenceRegressions): %s", seed, fmt.Sprintf(format, args...))
+	}
+
+	now := date(2026, 5, 1).Add(time.Duration(r.Int64N(int64(time.Hour))))
+	e.at(now)
+	for m := 0; m < 3; m++ {
+		month := billing.MonthOf(date(2026, time.Month(5+m), 1))
+		for steps := 10 + r.IntN(20); steps > 0; steps-- {
+			// Mostly hours to days apart; sometimes within the same second.
+			step := time.Duration(r.Int64N(int64(3 * 24 * time.Hour)))
+			if r.IntN(5) == 0 {
+				step = time.Duration(1+r.IntN(900)) * time.Millisecond
+			}
+			next := e.clock.Now().Add(step).Truncate(time.Millisecond)
+			if !next.Before(month.End.Add(-time.Second)) {
+				break
+			}
+			e.at(next)
+			now = next
+			o := orgs[r.IntN(len(orgs))]
+			if o.open < 0 {
+				v := 3 + r.IntN(3)
+				id := fmt.Sprintf("ctr_%d", len(e.ctrs.all)+1)
+				e.contract(id, now)
+				c := &e.ctrs.all[len(e.ctrs.all)-1]
+				c.BuyerOrgID, c.PlanVersion = o.id, v
+				if !o.trialed && r.IntN(3) == 0 {
+					end := now.Add(time.Duration(r.Int64N(int64(4 * 24 * time.Hour)))).Truncate(time.Second)
+					c.TrialEnd, o.trialed = &end, true
+				}
+				o.open = len(e.ctrs.all) - 1
+				continue
+			}
+			c := &e.ctrs.all[o.open]
+			switch k := r.IntN(10); {
+			case k < 2:
+				end := now
+				c.CanceledAt, o.open = &end, -1
+			case k < 4:
+				trialing := c.TrialEnd != nil && now.Before(*c.TrialEnd)
+				if trialing || changedIn[c.ID] == billing.MonthOf(now) {
+					continue // the rules: no change in a trial, one a month
+				}
+				to := 3 + r.IntN(3)
+				if to == c.PlanVersion {
+					continue
+				}
+				h[c.ID] = append(h[c.ID], contracts.PlanChange{ContractID: c.ID, Seq: len(h[c.ID]) + 1, At: now, FromVersion: c.PlanVersion, ToVersion: to})
+				c.PlanVersion, changedIn[c.ID] = to, billing.MonthOf(now)
+			default:
+				e.use(t, c.ID, now, billing.Usage{InputTokens: r.Int64N(900_000), OutputTokens: r.Int64N(150_000),
+					ComputeMs: r.Int64N(2_000_000), Tasks: r.Int64N(60)})
+			}
+		}
+
+		// Previews at the month's last millisecond, then the close.
+		e.at(month.End.Add(-time.Millisecond))
+		active, err := e.ctrs.ContractsActiveIn(ctx, month)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pv := &billing.Previews{Contracts: getter(e.ctrs.all), Plans: e.plans, Usage: e.usage, Clock: e.clock, History: h, Stays: e.ctrs}
+		previews := map[string]*billing.Invoice{}
+		for _, c := range active {
+			inv, err := pv.Preview(ctx, agentmarket.Actor{}, c.ID)
+			if err != nil {
+				fail("%s's preview of %s: %v", c.ID, month.Start.Format("2006-01"), err)
+			}
+			previews[c.ID] = inv
+		}
+		e.at(month.End.Add(10 * time.Minute))
+		if n, err := svc.CloseMonth(ctx, month); err != nil || n != len(active) {
+			fail("CloseMonth(%s) = %d, %v; %d contracts were active", month.Start.Format("2006-01"), n, err, len(active))
+		}
+		checkMonth(t, fail, e, svc, month, active, previews)
+		now = e.clock.Now()
+	}
+}
+
+func checkMonth(t *testing.T, fail func(string, ...any), e *env, svc *billing.Service, month billing.Period, active []contracts.Contract,
+	previews map[string]*billing.Invoice) {
+	ctx := context.Background()
+	plans := seqPlans()
+	byOrg := map[string][]*billing.Invoice{}
+	for _, c := range active {
+		li, err := e.store.Invoice(ctx, c.ID, month.Start)
+		if err != nil {
+			fail("%s has no invoice for %s: %v", c.ID, month.Start.Format("2006-01"), err)
+		}
+		inv := &li.Invoice
+		if p := previews[c.ID]; p.TotalMinor != inv.TotalMinor || p.ExactMicros().Cmp(inv.ExactMicros()) != 0 {
+			fail("%s: preview %s (%d) ≠ invoice %s (%d)\n  %s\n  %s", c.ID, p.ExactMicros(), p.TotalMinor, inv.ExactMicros(), inv.TotalMinor,
+				summary(p), summary(inv))
+		}
+		byOrg[c.BuyerOrgID] = append(byOrg[c.BuyerOrgID], inv)
+	}
+	for org, invs := range byOrg {
+		// The model: what the org's paid parts used, for how long, under
+		// which plans; the allowance it got free.
+		var used, free billing.Usage
+		var seconds int64
+		lowest := listings.Plan{Currency: "usd", Version: 99}
+		first := true
+		var billed big.Rat
+		var cents int64
+		for _, inv := range invs {
+			billed.Add(&billed, inv.ExactMicros())
+			cents += inv.TotalMinor
+			for i, part := range inv.Parts {
+				if part.Trial {
+					continue
+				}
+				seconds += part.Active.End.Unix() - part.Active.Start.Unix()
+				p := plans[part.PlanVersion]
+				if first {
+					lowest.MonthlyFeeMicros, lowest.InputTokensPerMillionMicros = p.MonthlyFeeMicros, p.InputTokensPerMillionMicros
+					lowest.OutputTokensPerMillionMicros, lowest.ComputePerHourMicros, lowest.PerTaskMicros = p.OutputTokensPerMillionMicros, p.ComputePerHourMicros, p.PerTaskMicros
+					first = false
+				}
+				lowest.MonthlyFeeMicros = min(lowest.MonthlyFeeMicros, p.MonthlyFeeMicros)
+				lowest.InputTokensPerMillionMicros = min(lowest.InputTokensPerMillionMicros, p.InputTokensPerMillionMicros)
+				lowest.OutputTokensPerMillionMicros = min(lowest.OutputTokensPerMillionMicros, p.OutputTokensPerMillionMicros)
+				lowest.ComputePerHourMicros = min(lowest.ComputePerHourMicros, p.ComputePerHourMicros)
+				lowest.PerTaskMicros = min(lowest.PerTaskMicros, p.PerTaskMicros)
+				lowest.IncludedInputTokens = max(lowest.IncludedInputTokens, p.IncludedInputTokens)
+				lowest.IncludedOutputTokens = max(lowest.IncludedOutputTokens, p.IncludedOutputTokens)
+				lowest.IncludedComputeMs = max(lowest.IncludedComputeMs, p.IncludedComputeMs)
+				lowest.IncludedTasks = max(lowest.IncludedTasks, p.IncludedTasks)
+				for _, l := range inv.Lines {
+					if l.Part != i {
+						continue
+					}
+					f := min(l.Used, l.Included)
+					switch l.Kind {
+					case billing.LineInputTokens:
+						used.InputTokens += l.Used
+						free.InputTokens += f
+					case billing.LineOutputTokens:
+						used.OutputTokens += l.Used
+						free.OutputTokens += f
+					case billing.LineCompute:
+						used.ComputeMs += l.Used
+						free.ComputeMs += f
+					case billing.LineTasks:
+						used.Tasks += l.Used
+						free.Tasks += f
+					}
+				}
+			}
+		}
+		if first {
+			continue // trials only
+		}
+		if free.InputTokens > lowest.IncludedInputTokens || free.OutputTokens > lowest.IncludedOutputTokens ||
+			free.ComputeMs > lowest.IncludedComputeMs || free.Tasks > lowest.IncludedTasks {
+			fail("%s in %s got %+v free, more than the largest allowance of its plans (%d, %d, %d, %d)", org, month.Start.Format("2006-01"),
+				free, lowest.IncludedInputTokens, lowest.IncludedOutputTokens, lowest.IncludedComputeMs, lowest.IncludedTasks)
+		}
+		one, err := billing.RateParts(month, []billing.Part{{Plan: lowest, Span: billing.Period{Start: month.Start, End: month.Start.Add(time.Duration(seconds) * time.Second)},
+			Usage: used}})
+		if err != nil {
+			fail("the model's stay: %v", err)
+		}
+		if billed.Cmp(one.ExactMicros()) < 0 {
+			fail("%s in %s was billed %s micros, less than one stay at its lowest terms (%s)", org, month.Start.Format("2006-01"),
+				billed.FloatString(3), one.ExactMicros().FloatString(3))
+		}
+		rows, err := e.focus(svc).Rows(ctx, billing.FocusInput{OrgID: org, Period: month})
+		if err != nil {
+			fail("FOCUS of %s: %v", org, err)
+		}
+		var cost int64
+		for _, row := range rows {
+			cost += row.CostMicros
+		}
+		if cost != cents*10_000 {
+			fail("%s's FOCUS rows of %s cost %d micros; its invoices %d cents", org, month.Start.Format("2006-01"), cost, cents)
+		}
+	}
+}
