@@ -24,6 +24,9 @@ type listingCard struct {
 	Rates                                  []string
 	// Verified is what the meter measured (nil: too few calls).
 	Verified *verifiedView
+	// SignedBy is who vouches for the card when its signature verified
+	// ("" otherwise).
+	SignedBy string
 }
 
 func firstN(s []string, n int) []string {
@@ -52,6 +55,9 @@ func (u *UI) card(r *req, l *listings.Listing) listingCard {
 	health, _ := l.HealthShown()
 	c := listingCard{ID: l.ID, Name: l.ID, Seller: u.orgName(r.ctx, l.SellerOrgID), SellerID: l.SellerOrgID, Status: l.Status, Health: health,
 		Fee: formatMicros(l.Plan.MonthlyFeeMicros, l.Plan.Currency), Rates: rates(l.Plan), Verified: u.verified(r, l.ID)}
+	if l.CardSignature.Status == listings.SignatureVerified {
+		c.SignedBy = l.CardSignature.Signer
+	}
 	if k := l.Card; k != nil {
 		c.Name, c.Description, c.Version = k.Name, k.Description, k.Version
 		for _, s := range k.Skills {

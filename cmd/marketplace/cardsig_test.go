@@ -55,7 +55,10 @@ func TestSignedCards(t *testing.T) {
 	}
 	page := mk.api.do("GET", "/listings/"+mk.id10, nil)
 	if !strings.Contains(string(page.Body), `data-signature="verified"`) {
-		t.Errorf("the catalog page does not show the signature")
+		t.Errorf("the listing's page does not show the signature")
+	}
+	if page = mk.api.do("GET", "/?q=Translator", nil); !strings.Contains(string(page.Body), `data-signed-by>Signed by <bdi>the seller&#39;s registered keys</bdi>, verified`) {
+		t.Errorf("the catalog does not show the signature:\n%s", page.Body)
 	}
 
 	// Tampered after signing: refused under "require"; the verified card stays.
