@@ -24,7 +24,7 @@ import (
 func TestReportPastTheBound(t *testing.T) {
 	rec := &rowsRecorder{}
 	reg := prometheus.NewRegistry()
-	p := &a2aproxy.Proxy{Ledger: countingLedger{}, Recorder: rec, Metrics: a2aproxy.NewMetrics(reg),
+	p := &a2aproxy.Proxy{Ledger: countingLedger{}, Recorder: rec, Metrics: a2aproxy.NewMetrics(reg, a2aproxy.MetricsOptions{}),
 		Clock: agentmarket.NewManualClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC))}
 	p.Init()
 	top := agentmarket.MaxUnitPriceMicros

@@ -30,8 +30,17 @@ type Metrics struct {
 	unbill   *prometheus.CounterVec
 }
 
+// MetricsOptions choose the meter's optional series.
+type MetricsOptions struct {
+	// ListingCost adds agentmarket_meter_cost_micros_total{listing}, the
+	// list price billed on each listing: money per listing, which only
+	// the operator asks for (it is each seller's revenue, and with few
+	// buyers each buyer's spend).
+	ListingCost bool
+}
+
 // NewMetrics registers the meter's series on reg.
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+func NewMetrics(reg prometheus.Registerer, opts MetricsOptions) *Metrics {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "a2a_requests_total",
 			Help: "A2A calls through the meter, by listing, method and JSON-RPC error code (0 = success)."}, []string{"listing", "method", "code"}),
@@ -39,8 +48,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Latency of A2A calls through the meter, by listing.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18)}, []string{"listing"}),
 		tokensC: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "tokens_total",
 			Help: "Tokens billed, by listing, direction (input, output) and source (reported, estimated)."}, []string{"listing", "direction", "source"}),
-		cost: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "cost_micros_total",
-			Help: "List price of the usage billed, in micro-units, by listing."}, []string{"listing"}),
 		inflight: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "a2a_inflight_requests",
 			Help: "A2A calls in progress (streams included)."}),
 		pushIn: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "push_notifications_total",
@@ -52,7 +59,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		clamped: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "usage_clamped_total",
 			Help: "Calls whose reported or observed usage passed a counter's bound (agentmarket.MaxQuantity) and was counted as the bound, by listing."}, []string{"listing"}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.tokensC, m.cost, m.inflight, m.pushIn, m.pushOut, m.canceled)
+	reg.MustRegister(m.requests, m.latency, m.tokensC, m.inflight, m.pushIn, m.pushOut, m.canceled)
+	if opts.ListingCost {
+		m.cost = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "cost_micros_total",
+			Help: "List price of the usage billed, in micro-units, by listing."}, []string{"listing"})
+		reg.MustRegister(m.cost)
+	}
 	m.held = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "calls_held_back_total",
 		Help: "Calls the meter held back because too many spooled rows (2,000 by default) waited for their projections (bindings, ledger): the database does not keep up."})
 	m.pacedC = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "calls_paced_total",
@@ -120,7 +132,9 @@ func (m *Metrics) tokens(u metering.Usage) {
 	}
 	m.tokensC.WithLabelValues(u.ListingID, "input", src).Add(float64(u.InputTokens))
 	m.tokensC.WithLabelValues(u.ListingID, "output", src).Add(float64(u.OutputTokens))
-	m.cost.WithLabelValues(u.ListingID).Add(float64(u.CostMicros))
+	if m.cost != nil {
+		m.cost.WithLabelValues(u.ListingID).Add(float64(u.CostMicros))
+	}
 }
 
 // The counters below are nil-safe: a Proxy without Metrics counts nothing.

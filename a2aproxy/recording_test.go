@@ -113,7 +113,7 @@ func TestPacedWhileProjectionsLag(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	p := &a2aproxy.Proxy{Recorder: &failingRecorder{}, Auth: noKeys{}, Clock: agentmarket.NewManualClock(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)),
 		Unsettled: func() int { return int(lag.Load()) }, Limits: a2aproxy.Limits{MaxUnsettled: 100, UnsettledWait: 50 * time.Millisecond},
-		Metrics: a2aproxy.NewMetrics(reg)}
+		Metrics: a2aproxy.NewMetrics(reg, a2aproxy.MetricsOptions{})}
 	p.Init()
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
 	p.Mount(app)

@@ -34,8 +34,17 @@ import (
 //   - Estimated calls are calls whose tokens the meter estimated from text
 //     because the agent reported none.
 //
-// A listing with fewer than MinCalls calls in the window has no stats: a
-// handful of calls says nothing, and would reveal single buyers' use.
+// A listing's stats show only when enough buyers made enough tasks in the
+// window: MinTasks distinct tasks or more, from MinBuyerOrgs distinct buyer
+// orgs or more. A task counts when a buyer's call about it was answered
+// without error; an org counts when it made such a call. Calls are no
+// measure of that: one buyer polling its own task with free tasks/get
+// calls, or asking for task ids that do not exist (answered with an
+// error), would reach any number of them and then read the figures of the
+// other buyers of a small listing. A listing whose agent answers only with
+// messages (no task) has no stats. The thresholds are a minimum of crowd,
+// not anonymity: buyers who combine orgs may still learn what the rest
+// did.
 //
 // A seller's own calls to its listing (buyer org = seller org) are not
 // counted: a seller may subscribe to its own listing, and must not make
@@ -63,11 +72,13 @@ const MaxStatsListings = 500
 
 // StatsQuery selects the listings to measure: the window [From, To) and,
 // when set, the listings (none: every listing with calls in the window).
-// Listings with fewer than MinCalls calls are left out.
+// Listings with fewer than MinTasks tasks or MinBuyerOrgs buyer orgs (as
+// the rules above count them) are left out.
 type StatsQuery struct {
-	From, To   time.Time
-	ListingIDs []string
-	MinCalls   int64
+	From, To     time.Time
+	ListingIDs   []string
+	MinBuyerOrgs int64
+	MinTasks     int64
 }
 
 // Validate reports every broken rule.
@@ -82,8 +93,11 @@ func (q StatsQuery) Validate() error {
 	if !q.From.IsZero() && !q.To.IsZero() && !q.To.After(q.From) {
 		f.Add("to", "after_from", "to must be after from")
 	}
-	if q.MinCalls < 1 {
-		f.Add("min_calls", "min", "min_calls must be at least 1")
+	if q.MinBuyerOrgs < 1 {
+		f.Add("min_buyer_orgs", "min", "min_buyer_orgs must be at least 1")
+	}
+	if q.MinTasks < 1 {
+		f.Add("min_tasks", "min", "min_tasks must be at least 1")
 	}
 	if len(q.ListingIDs) > MaxStatsListings {
 		f.Add("listing_ids", "max_items", "at most %d listings", MaxStatsListings)
@@ -118,8 +132,9 @@ type ListingStats struct {
 // (metering/embedded and metering/clickhouse implement it; storetest
 // RunStats is its contract).
 type StatsStore interface {
-	// ListingStats returns the stats of q's listings with MinCalls calls
-	// or more in the window, ordered by listing id.
+	// ListingStats returns the stats of q's listings that reach q's
+	// minimums of tasks and buyer orgs in the window, ordered by listing
+	// id.
 	ListingStats(ctx context.Context, q StatsQuery) ([]ListingStats, error)
 }
 
@@ -177,9 +192,12 @@ func (q StatsQuery) ListingFilter() (string, []any) {
 // StatsWindow is the window verified stats cover: the last 30 days.
 const StatsWindow = 30 * 24 * time.Hour
 
-// DefaultStatsMinCalls is the fewest calls in the window for a listing's
-// stats to show.
-const DefaultStatsMinCalls = 20
+// DefaultStatsMinBuyerOrgs and DefaultStatsMinTasks are the fewest buyer
+// orgs and tasks in the window for a listing's stats to show.
+const (
+	DefaultStatsMinBuyerOrgs = 3
+	DefaultStatsMinTasks     = 20
+)
 
 // Verified serves listings' verified stats over the last StatsWindow,
 // computed for every listing at once and kept for TTL (the figures of 30
@@ -187,8 +205,9 @@ const DefaultStatsMinCalls = 20
 type Verified struct {
 	Store StatsStore
 	Clock agentmarket.Clock
-	// MinCalls is the fewest calls for stats to show (0: the default).
-	MinCalls int64
+	// MinBuyerOrgs and MinTasks are the fewest buyer orgs and tasks for
+	// stats to show (0: the defaults).
+	MinBuyerOrgs, MinTasks int64
 	// TTL is how long computed stats are served (0: computed every time).
 	TTL time.Duration
 
@@ -198,18 +217,21 @@ type Verified struct {
 	from  time.Time
 }
 
-func (v *Verified) minCalls() int64 {
-	if v.MinCalls > 0 {
-		return v.MinCalls
+// Minimums are the fewest buyer orgs and tasks in the window for a
+// listing's stats to show.
+func (v *Verified) Minimums() (buyerOrgs, tasks int64) {
+	buyerOrgs, tasks = v.MinBuyerOrgs, v.MinTasks
+	if buyerOrgs < 1 {
+		buyerOrgs = DefaultStatsMinBuyerOrgs
 	}
-	return DefaultStatsMinCalls
+	if tasks < 1 {
+		tasks = DefaultStatsMinTasks
+	}
+	return buyerOrgs, tasks
 }
 
-// MinCallsShown is the fewest calls in the window for stats to show.
-func (v *Verified) MinCallsShown() int64 { return v.minCalls() }
-
 // Listing returns a listing's stats, and whether it has any (false below
-// the minimum of calls), with the window they cover.
+// the minimums), with the window they cover.
 func (v *Verified) Listing(ctx context.Context, listingID string) (ListingStats, bool, Period, error) {
 	all, window, err := v.all(ctx)
 	if err != nil {
@@ -236,7 +258,8 @@ func (v *Verified) all(ctx context.Context) (map[string]ListingStats, Period, er
 		return v.stats, Period{Start: v.from, End: v.at}, nil
 	}
 	from := now.Add(-StatsWindow)
-	list, err := v.Store.ListingStats(ctx, StatsQuery{From: from, To: now, MinCalls: v.minCalls()})
+	orgs, tasks := v.Minimums()
+	list, err := v.Store.ListingStats(ctx, StatsQuery{From: from, To: now, MinBuyerOrgs: orgs, MinTasks: tasks})
 	if err != nil {
 		return nil, Period{Start: from, End: now}, err
 	}

@@ -40,7 +40,8 @@ func (c *countingStats) ListingStats(_ context.Context, q metering.StatsQuery) (
 }
 
 // TestVerifiedWindowAndCache: the last 30 days up to now, every listing
-// at once with the default minimum of calls, kept for the TTL.
+// at once with the default minimums (3 buyer orgs, 20 tasks), kept for
+// the TTL.
 func TestVerifiedWindowAndCache(t *testing.T) {
 	now := time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
 	clock := agentmarket.NewManualClock(now)
@@ -56,12 +57,20 @@ func TestVerifiedWindowAndCache(t *testing.T) {
 	}
 	clock.Advance(4 * time.Minute)
 	v.Listings(ctx)
-	if len(store.calls) != 1 || store.calls[0].MinCalls != metering.DefaultStatsMinCalls || len(store.calls[0].ListingIDs) != 0 {
+	if len(store.calls) != 1 || store.calls[0].MinBuyerOrgs != 3 || store.calls[0].MinTasks != 20 || len(store.calls[0].ListingIDs) != 0 {
 		t.Errorf("queries within the TTL: %+v", store.calls)
 	}
 	clock.Advance(time.Minute)
 	v.Listings(ctx)
 	if len(store.calls) != 2 || !store.calls[1].To.Equal(now.Add(5*time.Minute)) {
 		t.Errorf("after the TTL: %+v", store.calls)
+	}
+	if orgs, tasks := v.Minimums(); orgs != 3 || tasks != 20 {
+		t.Errorf("Minimums() = %d, %d; want 3, 20", orgs, tasks)
+	}
+	own := &metering.Verified{Store: store, Clock: clock, MinBuyerOrgs: 5, MinTasks: 50}
+	own.Listings(ctx)
+	if q := store.calls[len(store.calls)-1]; q.MinBuyerOrgs != 5 || q.MinTasks != 50 {
+		t.Errorf("own minimums: %+v", q)
 	}
 }

@@ -22,7 +22,7 @@ type listingCard struct {
 	Streaming, Push                        bool
 	Fee                                    string
 	Rates                                  []string
-	// Verified is what the meter measured (nil: too few calls).
+	// Verified is what the meter measured (nil: too few tasks or buyer orgs).
 	Verified *verifiedView
 	// SignedBy is who vouches for the card when its signature verified
 	// ("" otherwise).
@@ -246,9 +246,9 @@ type listingData struct {
 	// the signed-in org had it already.
 	Trial    string
 	HadTrial bool
-	// StatsMinCalls is the fewest calls for verified stats to show (0:
-	// the marketplace shows none).
-	StatsMinCalls int64
+	// StatsMinOrgs and StatsMinTasks are the fewest buyer orgs and tasks
+	// for verified stats to show (0: the marketplace shows none).
+	StatsMinOrgs, StatsMinTasks int64
 }
 
 func (u *UI) meterEndpoint(listingID string) string {
@@ -273,7 +273,7 @@ func (u *UI) listingPage(r *req, id string, f *form) error {
 		Versions: vs, Endpoint: u.meterEndpoint(l.ID), Own: r.signedIn && l.SellerOrgID == r.actor.OrgID, SignedIn: r.signedIn}
 	d.CardURL = d.Endpoint + "/.well-known/agent-card.json"
 	if u.d.Verified != nil {
-		d.StatsMinCalls = u.d.Verified.MinCallsShown()
+		d.StatsMinOrgs, d.StatsMinTasks = u.d.Verified.Minimums()
 	}
 	if r.signedIn && u.d.Subscriptions != nil && u.can(r, contracts.ObjSubscriptions, contracts.ActWrite) {
 		cs, err := u.d.Subscriptions.List(r.ctx, r.actor)

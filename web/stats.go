@@ -41,7 +41,7 @@ func verifiedOf(s metering.ListingStats) *verifiedView {
 }
 
 // verified is the listing's verified stats, nil when it has none (too few
-// calls) or they cannot be read now (the page shows without them).
+// tasks or buyer orgs) or they cannot be read now (the page shows without them).
 func (u *UI) verified(r *req, listingID string) *verifiedView {
 	if u.d.Verified == nil {
 		return nil

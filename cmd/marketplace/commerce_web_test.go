@@ -493,22 +493,28 @@ func TestWebFocusExport(t *testing.T) {
 }
 
 // TestWebVerifiedStats: a listing's page says its figures are hidden
-// below 20 metered calls; after 20 calls, the catalog's card and the
-// listing page show what the meter measured.
+// until 20 tasks from 3 buyer orgs were metered; after 20 tasks of three
+// orgs, the catalog's card and the listing page show what the meter
+// measured.
 func TestWebVerifiedStats(t *testing.T) {
 	b := newBrowser(t)
 	cm := newCommerceMarketAt(t, nil, changePricing, browserT0())
 	base := cm.m.URL
 
 	b.open(base + "/listings/" + cm.listing)
-	if got := b.text(`[data-stat="hidden"]`); got != "Fewer than 20 metered calls in the last 30 days: not enough traffic to show measured figures yet." {
+	if got := b.text(`[data-stat="hidden"]`); got != "Not enough traffic to show measured figures yet: they show once at least 20 tasks from 3 or more buyer organisations were metered in the last 30 days." {
 		t.Errorf("before any call: %q", got)
 	}
 	if n := b.count(`[data-stat="calls"]`); n != 0 {
 		t.Errorf("figures shown before any call")
 	}
 	cm.subscribe(t, cm.buyer, map[string]any{})
-	cm.timedCalls(t, cm.buyer, 1, 20) // the agent takes 10 ms, 20 ms, … 200 ms
+	cm.subscribe(t, cm.other, map[string]any{})
+	third := cm.subscribedBuyer(t, "Umbrella", "it@umbrella.example")
+	// The agent takes 10 ms, 20 ms, … 200 ms.
+	cm.timedCalls(t, cm.buyer, 1, 18)
+	cm.timedCalls(t, cm.other, 19, 19)
+	cm.timedCalls(t, third, 20, 20)
 	cm.clock.Advance(6 * time.Minute) // past the five minutes figures are kept
 
 	b.open(base + "/")

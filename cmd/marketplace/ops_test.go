@@ -2,6 +2,7 @@ package main
 
 import (
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -191,5 +192,77 @@ func TestClickHouseClusterMode(t *testing.T) {
 	}
 	if r := c.with(operatorKey(t, m)).do("GET", "/api/v1/usage?group_by=listing", nil); r.Status != 200 {
 		t.Errorf("GET /usage = %d %s", r.Status, r.Body)
+	}
+}
+
+// operatorURL is the operator listener the marketplace's banner names.
+func operatorURL(t *testing.T, m *started) string {
+	t.Helper()
+	found := regexp.MustCompile(`\n  metrics +(http://127\.0\.0\.1:\d+)/metrics, on the operator listener only\n`).FindStringSubmatch(waitBanner(t, m))
+	if found == nil || found[1] == m.URL {
+		t.Fatalf("the banner does not name an operator listener of its own:\n%s", m.Output)
+	}
+	return found[1]
+}
+
+// TestOperatorListener (issue 23, item 4): with AGENTMARKET_METRICS_ADDR
+// the marketplace serves /metrics on that listener only, named in its
+// banner: the public listener answers it 404 and still answers the
+// probes; the operator listener answers /metrics (the embedded meter's
+// series too, and with AGENTMARKET_METRICS_LISTING_COST the cost billed
+// per listing) and the probes, and closes with the process. Without
+// them, /metrics is on the public listener, with no cost per listing.
+func TestOperatorListener(t *testing.T) {
+	cm := newCommerceMarket(t, map[string]string{"AGENTMARKET_METRICS_ADDR": "127.0.0.1:0", "AGENTMARKET_METRICS_LISTING_COST": "true"}, changePricing)
+	opsURL := operatorURL(t, cm.m)
+	public, operator := client{t: t, base: cm.m.URL}, client{t: t, base: opsURL}
+	if r := public.do("GET", "/metrics", nil); r.Status != 404 || strings.Contains(string(r.Body), "agentmarket_") {
+		t.Errorf("public /metrics = %d %.300s, want 404", r.Status, r.Body)
+	}
+	for _, p := range []string{"/healthz", "/readyz"} {
+		if r := public.do("GET", p, nil); r.Status != 200 {
+			t.Errorf("public %s = %d %s", p, r.Status, r.Body)
+		}
+		if r := operator.do("GET", p, nil); r.Status != 200 {
+			t.Errorf("operator %s = %d %s", p, r.Status, r.Body)
+		}
+	}
+	if r := operator.do("GET", "/api/v1/listings", nil); r.Status != 404 {
+		t.Errorf("the operator listener serves the API: %d", r.Status)
+	}
+	cm.subscribe(t, cm.buyer, map[string]any{})
+	cm.call(t, cm.buyer)
+	// 222 micros: 9 input tokens × 3 + 13 output × 15.
+	metrics := func(c client) string { return string(c.do("GET", "/metrics", nil).Body) }
+	waitFor(t, "the call's cost in /metrics", 10*time.Second, func() bool {
+		return strings.Contains(metrics(operator), `agentmarket_meter_cost_micros_total{listing="`+cm.listing+`"} 222`)
+	})
+	body := metrics(operator)
+	for _, want := range []string{
+		`agentmarket_marketplace_http_requests_total{method="GET",route="/healthz",status="200"} 1`, // the public listener's
+		`agentmarket_marketplace_http_requests_total{method="GET",route="unmatched",status="404"} 1`,
+		`agentmarket_meter_tokens_total{direction="input",listing="` + cm.listing + `",source="reported"} 9`,
+		"agentmarket_meter_a2a_inflight_requests 0",
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("operator /metrics lacks %s", want)
+		}
+	}
+	cm.m.stop(t)
+	if res, err := http.Get(opsURL + "/healthz"); err == nil {
+		res.Body.Close()
+		t.Errorf("the operator listener still answers after the process stopped: %d", res.StatusCode)
+	}
+
+	plain := newCommerceMarket(t, nil, changePricing)
+	if want := "\n  metrics      " + plain.m.URL + "/metrics, on the public listener (AGENTMARKET_METRICS_ADDR serves it apart)\n"; !strings.Contains(waitBanner(t, plain.m), want) {
+		t.Errorf("the banner lacks %q:\n%s", want, plain.m.Output)
+	}
+	plain.subscribe(t, plain.buyer, map[string]any{})
+	plain.call(t, plain.buyer)
+	tokens := `agentmarket_meter_tokens_total{direction="input",listing="` + plain.listing + `",source="reported"} 9`
+	waitFor(t, "the call's tokens in /metrics", 10*time.Second, func() bool { return strings.Contains(metrics(client{t: t, base: plain.m.URL}), tokens) })
+	if body := metrics(client{t: t, base: plain.m.URL}); strings.Contains(body, "cost_micros_total") {
+		t.Errorf("/metrics exports the cost per listing by default")
 	}
 }

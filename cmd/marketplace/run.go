@@ -50,19 +50,30 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	defer market.Close()
+	servers := []httpserver.Server{{App: market.App, Listener: ln}}
+	opsServer, opsURL, err := serve.ListenOps(cfg, "marketplace", market.Ops, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	if opsServer != nil {
+		servers = append(servers, *opsServer)
+	}
 
 	var d *demo
 	if cfg.Demo {
 		d = &demo{accounts: core.Accounts, catalog: core.Catalog, subs: market.Subscriptions, dataDir: cfg.DataDir,
 			meterURL: market.PublicMeterURL, apiURL: baseURL + "/api/v1"}
 		if err := d.start(ctx); err != nil {
-			ln.Close()
+			for _, s := range servers {
+				s.Listener.Close()
+			}
 			return fmt.Errorf("demo: %w", err)
 		}
 	}
 
 	fmt.Fprintf(stdout, "AgentMarket marketplace listening on %s\n", baseURL)
-	ops.Announce(ctx, stdout, log, market.Dependencies, banner(cfg, market.PublicMeterURL)...)
+	ops.Announce(ctx, stdout, log, market.Dependencies, banner(cfg, market.PublicMeterURL, baseURL, opsURL)...)
 	if operatorKeyFile != "" {
 		fmt.Fprintf(stdout, "  platform operator key written to %s\n", operatorKeyFile)
 	}
@@ -72,13 +83,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		d.print(stdout)
 	}
 	log.Info("listening", "addr", baseURL, "embedded", cfg.Embedded())
-	return httpserver.Serve(ctx, market.App, ln, log, cfg.ShutdownTimeout,
+	return httpserver.Serve(ctx, servers, log, cfg.ShutdownTimeout,
 		httpserver.Step{Name: "embedded meter: ship the usage spool", Run: market.Stop}, core.CloseStep())
 }
 
 // banner names the choices the configuration made that are no service to
-// ping: billing without Stripe, where the meter runs, listing review.
-func banner(cfg *config.Config, meterURL string) [][2]string {
+// ping: billing without Stripe, where the meter runs, listing review,
+// where /metrics is.
+func banner(cfg *config.Config, meterURL, baseURL, opsURL string) [][2]string {
 	var notes [][2]string
 	if cfg.StripeSecretKey == "" {
 		notes = append(notes, [2]string{"stripe", "not configured: billing on the platform's own ledger"})
@@ -92,7 +104,7 @@ func banner(cfg *config.Config, meterURL string) [][2]string {
 	if !cfg.AutoApproveOn() {
 		review = "new ones wait for the operator's review (PATCH /api/v1/listings/{id} {\"status\":\"published\"})"
 	}
-	return append(notes, [2]string{"listings", review})
+	return append(notes, [2]string{"listings", review}, serve.MetricsNote(baseURL, opsURL))
 }
 
 // ensureOperator creates the platform org on first start. Its first key is

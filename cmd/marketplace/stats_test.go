@@ -17,9 +17,19 @@ func (cm *commerceMarket) timedCalls(t *testing.T, key string, from, to int) {
 	}
 }
 
-// TestVerifiedStats (issue 14, item 7), on both storage set-ups: a
-// listing's measured figures stay hidden below 20 calls in the last 30
-// days; from the 20th call the API shows them, computed by the usage
+// subscribedBuyer signs up a buyer org and subscribes it to the listing,
+// and returns its admin key.
+func (cm *commerceMarket) subscribedBuyer(t *testing.T, org, email string) string {
+	t.Helper()
+	_, key := signup(t, cm.api, org, email)
+	cm.subscribe(t, key, map[string]any{})
+	return key
+}
+
+// TestVerifiedStats (issue 14, item 7; issue 23, item 4), on both storage
+// set-ups: a listing's measured figures stay hidden until 20 tasks from 3
+// buyer orgs were metered in the last 30 days (20 calls of one or two
+// orgs are not enough); then the API shows them, computed by the usage
 // store from the rows the meter wrote (latency percentiles by rank of the
 // times the meter measured, the median cost of a task, every task
 // completed); sellers cannot set them.
@@ -27,29 +37,38 @@ func TestVerifiedStats(t *testing.T) {
 	meterEnvs(t, func(t *testing.T, e meterEnv) {
 		cm := newCommerceMarket(t, e.env, changePricing)
 		cm.subscribe(t, cm.buyer, map[string]any{})
+		cm.subscribe(t, cm.other, map[string]any{})
+		third := cm.subscribedBuyer(t, "Umbrella", "it@umbrella.example")
 		path := "/api/v1/listings/" + cm.listing + "/stats"
-		cm.timedCalls(t, cm.buyer, 1, 19)
-		r := cm.api.with(cm.other).do("GET", path, nil)
-		if r.Status != 200 || r.JSON["stats"] != nil || r.JSON["min_calls"] != float64(20) || r.JSON["listing_id"] != cm.listing {
-			t.Fatalf("19 calls: %d %s", r.Status, r.Body)
+		hidden := func(when string) {
+			t.Helper()
+			r := cm.api.with(cm.other).do("GET", path, nil)
+			if r.Status != 200 || r.JSON["stats"] != nil || r.JSON["min_buyer_orgs"] != float64(3) || r.JSON["min_tasks"] != float64(20) ||
+				r.JSON["listing_id"] != cm.listing {
+				t.Fatalf("%s: %d %s", when, r.Status, r.Body)
+			}
 		}
-		cm.timedCalls(t, cm.buyer, 20, 20)
-		if r := cm.api.with(cm.other).do("GET", path, nil); r.JSON["stats"] != nil {
-			t.Errorf("within the five minutes the figures are kept: %s", r.Body)
-		}
+		cm.timedCalls(t, cm.buyer, 1, 20)
+		cm.clock.Advance(6 * time.Minute) // past the five minutes figures are kept
+		hidden("20 tasks of one org")
+		cm.timedCalls(t, cm.other, 21, 21)
 		cm.clock.Advance(6 * time.Minute)
-		r = cm.api.with(cm.other).do("GET", path, nil)
+		hidden("21 tasks of two orgs")
+		cm.timedCalls(t, third, 22, 22)
+		hidden("within the five minutes the figures are kept")
+		cm.clock.Advance(6 * time.Minute)
+		r := cm.api.with(cm.other).do("GET", path, nil)
 		stats, _ := r.JSON["stats"].(map[string]any)
 		if r.Status != 200 || stats == nil {
-			t.Fatalf("20 calls: %d %s", r.Status, r.Body)
+			t.Fatalf("22 tasks of three orgs: %d %s", r.Status, r.Body)
 		}
-		// The meter timed the calls 10, 20, … 200 ms: rank floor(20 × 50 /
-		// 100) = 10 and floor(20 × 95 / 100) = 19 of them sorted are 110 and
-		// 200 ms.
+		// The meter timed the calls 10, 20, … 220 ms: rank floor(22 × 50 /
+		// 100) = 11 and floor(22 × 95 / 100) = 20 of them sorted are 120 and
+		// 210 ms.
 		// 222 micros a call (9 input tokens × 3 + 13 output × 15), each call
 		// its own completed task.
-		want := map[string]any{"calls": 20.0, "completed_tasks": 20.0, "failures": 0.0, "send_calls": 20.0,
-			"latency_p50_ms": 110.0, "latency_p95_ms": 200.0, "tasks": 20.0,
+		want := map[string]any{"calls": 22.0, "completed_tasks": 22.0, "failures": 0.0, "send_calls": 22.0,
+			"latency_p50_ms": 120.0, "latency_p95_ms": 210.0, "tasks": 22.0,
 			"median_task_cost_micros": 222.0, "currency": "usd", "estimated_calls": 0.0}
 		for k, v := range want {
 			if stats[k] != v {
@@ -67,8 +86,6 @@ func TestVerifiedStats(t *testing.T) {
 		}
 		// Thirty days later the calls are out of the window.
 		cm.clock.Advance(30 * 24 * time.Hour)
-		if r := cm.api.with(cm.other).do("GET", path, nil); r.JSON["stats"] != nil {
-			t.Errorf("30 days later: %s", r.Body)
-		}
+		hidden("30 days later")
 	})
 }

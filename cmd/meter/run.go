@@ -59,15 +59,25 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 
 	app := serve.App("meter", serve.RESTErrors(log), core.MeterBodyLimit())
 	app.Use(endpoints.Middleware)
-	endpoints.Mount(app)
+	serve.MountOps(cfg, endpoints, app)
 	meter.Proxy.Mount(app)
 	// The meter's routes are served ahead of Fiber (a2aproxy.Front).
 	app.Server().Handler = meter.Proxy.Front(app.Server().Handler)
+	servers := []httpserver.Server{{App: app, Listener: ln}}
+	opsServer, opsURL, err := serve.ListenOps(cfg, "meter", endpoints, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	if opsServer != nil {
+		servers = append(servers, *opsServer)
+	}
 
 	fmt.Fprintf(stdout, "AgentMarket meter listening on %s\n", baseURL)
-	ops.Announce(ctx, stdout, log, deps, [2]string{"public URL", publicURL + "/a2a/{listing} (written into proxied cards)"})
+	ops.Announce(ctx, stdout, log, deps, serve.MetricsNote(baseURL, opsURL),
+		[2]string{"public URL", publicURL + "/a2a/{listing} (written into proxied cards)"})
 	log.Info("listening", "addr", baseURL)
-	return httpserver.Serve(ctx, app, ln, log, cfg.ShutdownTimeout,
+	return httpserver.Serve(ctx, servers, log, cfg.ShutdownTimeout,
 		httpserver.Step{Name: "meter: ship the usage spool", Run: func(ctx context.Context) error {
 			defer stopMeter()
 			return serve.CloseMeter(ctx, meter)

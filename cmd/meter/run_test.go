@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -118,6 +119,42 @@ func TestMeterServesOps(t *testing.T) {
 	}
 	if status, body := send("POST", "/a2a/lst_x", http.Header{"Content-Type": {"application/json"}}, big); status == 413 || !strings.Contains(body, `"jsonrpc":"2.0"`) {
 		t.Errorf("1.5 MiB POST /a2a/lst_x: %d %.200s, want the meter's JSON-RPC answer", status, body)
+	}
+}
+
+// TestMeterOperatorListener (issue 23, item 4): with
+// AGENTMARKET_METRICS_ADDR the meter serves /metrics there only, named in
+// its banner; its public listener answers /metrics 404 and still answers
+// the probes.
+func TestMeterOperatorListener(t *testing.T) {
+	m := runMeter(t, map[string]string{"AGENTMARKET_METRICS_ADDR": "127.0.0.1:0"})
+	found := regexp.MustCompile(`\n  metrics +(http://127\.0\.0\.1:\d+)/metrics, on the operator listener only\n`).FindStringSubmatch(m.Output.String())
+	if found == nil || found[1] == m.URL {
+		t.Fatalf("the banner does not name an operator listener of its own:\n%s", m.Output)
+	}
+	get := func(url string) (int, string) {
+		t.Helper()
+		res, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	if status, body := get(m.URL + "/metrics"); status != 404 || strings.Contains(body, "agentmarket_") {
+		t.Errorf("public /metrics = %d %.300s, want 404", status, body)
+	}
+	for _, base := range []string{m.URL, found[1]} {
+		for _, p := range []string{"/healthz", "/readyz"} {
+			if status, body := get(base + p); status != 200 {
+				t.Errorf("%s%s = %d %s", base, p, status, body)
+			}
+		}
+	}
+	if status, body := get(found[1] + "/metrics"); status != 200 || !strings.Contains(body, "agentmarket_meter_http_requests_total") ||
+		!strings.Contains(body, "agentmarket_meter_spool_rows") {
+		t.Errorf("operator /metrics = %d, lacks the meter's series", status)
 	}
 }
 

@@ -19,8 +19,9 @@ func TestListingStats(t *testing.T) {
 
 // TestStatsSQL: the rows of the window read with FINAL (each row once),
 // bounded twice like every read, and of the listings asked for; the
-// rules' lists inlined; the minimum of calls in HAVING; the percentiles
-// by 0-based rank floor(p × n / 100).
+// rules' lists inlined; the minimums of buyer orgs and tasks of
+// error-free buyer calls in HAVING; the percentiles by 0-based rank
+// floor(p × n / 100).
 func TestStatsSQL(t *testing.T) {
 	from := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	to := from.Add(metering.StatsWindow)
@@ -32,11 +33,11 @@ func TestStatsSQL(t *testing.T) {
 		wantWhere string
 		wantArgs  []any
 	}{
-		{"every listing", metering.StatsQuery{From: from, To: to, MinCalls: 20}, bounds + "\n      AND buyer_org_id <> seller_org_id",
-			[]any{uint64(from.Unix()), uint64(from.UnixMilli()), uint64(to.Unix()), uint64(to.UnixMilli()), int64(20)}},
-		{"two listings", metering.StatsQuery{From: from, To: to, MinCalls: 1, ListingIDs: []string{"lst_b", "lst_a"}},
+		{"every listing", metering.StatsQuery{From: from, To: to, MinBuyerOrgs: 3, MinTasks: 20}, bounds + "\n      AND buyer_org_id <> seller_org_id",
+			[]any{uint64(from.Unix()), uint64(from.UnixMilli()), uint64(to.Unix()), uint64(to.UnixMilli()), int64(3), int64(20)}},
+		{"two listings", metering.StatsQuery{From: from, To: to, MinBuyerOrgs: 1, MinTasks: 2, ListingIDs: []string{"lst_b", "lst_a"}},
 			bounds + "\n      AND listing_id IN (?, ?)\n      AND buyer_org_id <> seller_org_id",
-			[]any{uint64(from.Unix()), uint64(from.UnixMilli()), uint64(to.Unix()), uint64(to.UnixMilli()), "lst_b", "lst_a", int64(1)}},
+			[]any{uint64(from.Unix()), uint64(from.UnixMilli()), uint64(to.Unix()), uint64(to.UnixMilli()), "lst_b", "lst_a", int64(1), int64(2)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -52,7 +53,9 @@ func TestStatsSQL(t *testing.T) {
 				"toInt64(arrayElement(lats, intDiv(length(lats) * 50, 100) + 1))",
 				"toInt64(arrayElement(lats, intDiv(length(lats) * 95, 100) + 1))",
 				"toInt64(arrayElement(costs, intDiv(length(costs), 2) + 1))",
-				"HAVING n_calls >= ?",
+				"groupUniqArrayIf(buyer_org_id, task_id != '' AND error_code = 0 AND method NOT IN ('push', 'sweep')) AS t_orgs",
+				"toInt64(countIf(task_id != '' AND length(t_orgs) > 0)) AS n_crowd_tasks, toInt64(uniqExactArray(t_orgs)) AS n_crowd_orgs",
+				"HAVING n_crowd_orgs >= ? AND n_crowd_tasks >= ?",
 			} {
 				if !strings.Contains(sql, part) {
 					t.Errorf("the query lacks %q:\n%s", part, sql)

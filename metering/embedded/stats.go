@@ -7,9 +7,11 @@ import (
 )
 
 // StatsSQL returns the query ListingStats runs for q, and its arguments:
-// the window's rows (w); per task (the empty task id holding the calls without one)
-// its calls, errors, terminal outcome and summed cost (per_task); per
-// listing the sums, kept when the calls reach MinCalls (listings); and the
+// the window's rows (w); the listings whose distinct tasks and buyer orgs
+// of error-free buyer calls reach q's minimums (crowd); per task (the
+// empty task id holding the calls without one) its calls, errors,
+// terminal outcome and summed cost (per_task); per listing of the crowd
+// the sums (listings); and the
 // percentiles by rank, 0-based floor(p × n / 100) of the sorted values
 // (lat, lats for message/send latencies; costs, medians for task costs).
 // The rules are metering's (see StatsStore).
@@ -20,8 +22,10 @@ func StatsSQL(q metering.StatsQuery) (string, []any) {
 		w, args = w+" AND "+cond, append(args, ids...)
 	}
 	w += " AND " + metering.SelfTrafficSQL
-	args = append(args, q.MinCalls)
-	return `WITH w AS (SELECT listing_id, task_id, method, state, error_code, latency_ms, cost_micros, currency, estimated FROM usage` + w + `),
+	args = append(args, q.MinBuyerOrgs, q.MinTasks)
+	return `WITH w AS (SELECT listing_id, task_id, buyer_org_id, method, state, error_code, latency_ms, cost_micros, currency, estimated FROM usage` + w + `),
+crowd AS (SELECT listing_id FROM w WHERE task_id <> '' AND error_code = 0 AND method NOT IN ` + meter + `
+  GROUP BY listing_id HAVING COUNT(DISTINCT buyer_org_id) >= ? AND COUNT(DISTINCT task_id) >= ?),
 per_task AS (SELECT listing_id, task_id, SUM(method NOT IN ` + meter + `) AS calls,
   SUM(method NOT IN ` + meter + ` AND estimated <> 0) AS estimated, SUM(error_code IN ` + codes + `) AS errors,
   MAX(state = 'completed') AS completed, MAX(state IN ` + failed + `) AS failed, ` + satSum("cost_micros") + ` AS cost,
@@ -29,7 +33,7 @@ per_task AS (SELECT listing_id, task_id, SUM(method NOT IN ` + meter + `) AS cal
   FROM w GROUP BY listing_id, task_id),
 listings AS (SELECT listing_id, SUM(calls) AS calls, SUM(estimated) AS estimated, SUM(task_id <> '' AND completed) AS completed,
   SUM(task_id <> '' AND failed) + SUM(errors) AS failed, SUM(task_id <> '') AS tasks, MAX(currency) AS currency
-  FROM per_task GROUP BY listing_id HAVING SUM(calls) >= ?),
+  FROM per_task WHERE listing_id IN (SELECT listing_id FROM crowd) GROUP BY listing_id),
 lat AS (SELECT listing_id, latency_ms, ROW_NUMBER() OVER (PARTITION BY listing_id ORDER BY latency_ms) - 1 AS r,
   COUNT(*) OVER (PARTITION BY listing_id) AS n
   FROM w WHERE method IN ` + send + ` AND error_code = 0),

@@ -34,7 +34,8 @@ type call struct {
 	estimated                    bool
 	at                           time.Duration // after w0
 	currency                     string
-	own                          bool // the seller calls its own listing
+	own                          bool   // the seller calls its own listing
+	org                          string // the buyer org ("": Row's)
 }
 
 func (c call) row(n int) metering.Usage {
@@ -46,6 +47,9 @@ func (c call) row(n int) metering.Usage {
 	}
 	if c.currency != "" {
 		u.Currency = c.currency
+	}
+	if c.org != "" {
+		u.BuyerOrgID = c.org
 	}
 	if c.own {
 		u.BuyerOrgID = u.SellerOrgID
@@ -73,11 +77,36 @@ func seq(n int) []int64 {
 	return out
 }
 
+// fromOrgs spreads calls over n buyer orgs, the i-th call to the i mod
+// n-th.
+func fromOrgs(n int, calls []call) []call {
+	for i := range calls {
+		calls[i].org = fmt.Sprintf("org_b%d", i%n)
+	}
+	return calls
+}
+
+// polls are n tasks/get calls about a task, answered without error, a
+// minute apart from at.
+func polls(listing, org, task string, n int, at time.Duration) []call {
+	out := make([]call, n)
+	for i := range out {
+		out[i] = call{listing: listing, org: org, task: task, method: "tasks/get", state: "working", latency: 1,
+			at: at + time.Duration(i)*time.Minute}
+	}
+	return out
+}
+
 // RunStats is the contract of metering.StatsStore: a table of usage rows
 // and the stats they must give, then random rows checked against
 // StatsReference, the rules written in Go.
 func RunStats(t *testing.T, open StatsFactory) {
-	window := metering.StatsQuery{From: w0, To: w0.Add(metering.StatsWindow), MinCalls: 1}
+	window := metering.StatsQuery{From: w0, To: w0.Add(metering.StatsWindow), MinBuyerOrgs: 1, MinTasks: 1}
+	// The default minimums: 3 buyer orgs, 20 tasks.
+	crowd := func(q metering.StatsQuery) metering.StatsQuery {
+		q.MinBuyerOrgs, q.MinTasks = metering.DefaultStatsMinBuyerOrgs, metering.DefaultStatsMinTasks
+		return q
+	}
 	cases := []struct {
 		name  string
 		calls []call
@@ -153,13 +182,63 @@ func RunStats(t *testing.T, open StatsFactory) {
 			want: []metering.ListingStats{{ListingID: "lst_w", Calls: 2, Sends: 2, LatencyP50Ms: 2, LatencyP95Ms: 2, Tasks: 2, Currency: "usd"}},
 		},
 		{
-			name: "fewer calls than the minimum: hidden (the meter's rows do not count)",
+			name: "fewer tasks than the minimum: hidden (the meter's rows do not count)",
 			calls: append(append(sends("lst_few", []int64{1, 2}, []int64{1, 1}),
-				call{listing: "lst_few", task: "lst_few-t0", method: "push", state: "completed", at: time.Hour}),
+				call{listing: "lst_few", task: "lst_few-t9", method: "push", state: "completed", at: time.Hour}),
 				sends("lst_enough", []int64{1, 2, 3}, []int64{1, 1, 1})...),
-			q: func(q metering.StatsQuery) metering.StatsQuery { q.MinCalls = 3; return q },
+			q: func(q metering.StatsQuery) metering.StatsQuery { q.MinTasks = 3; return q },
 			want: []metering.ListingStats{{ListingID: "lst_enough", Calls: 3, Completed: 3, Sends: 3, LatencyP50Ms: 2, LatencyP95Ms: 3,
 				Tasks: 3, MedianTaskCostMicros: 1, Currency: "usd"}},
+		},
+		{
+			name:  "three orgs and twenty tasks: shown",
+			calls: fromOrgs(3, sends("lst_crowd", seq(20), seq(20))),
+			q:     crowd,
+			want: []metering.ListingStats{{ListingID: "lst_crowd", Calls: 20, Completed: 20, Sends: 20, LatencyP50Ms: 11, LatencyP95Ms: 20,
+				Tasks: 20, MedianTaskCostMicros: 11, Currency: "usd"}},
+		},
+		{
+			// Issue 23: one buyer reaching a calls threshold with free
+			// polls of its own task would read the other buyers' figures.
+			name: "one org's many calls on its tasks: hidden",
+			// lst_one_org: 25 tasks, all one org's. lst_polled: two orgs'
+			// tasks, polled 70 times: 72 calls, 2 tasks, 2 orgs.
+			calls: append(append(append(
+				fromOrgs(1, sends("lst_one_org", seq(25), seq(25))),
+				fromOrgs(2, sends("lst_polled", seq(2), seq(2)))...),
+				polls("lst_polled", "org_b0", "lst_polled-t0", 60, time.Hour)...),
+				polls("lst_polled", "org_b1", "lst_polled-t1", 10, 2*time.Hour)...),
+			q:    crowd,
+			want: []metering.ListingStats{},
+		},
+		{
+			name: "many calls on few tasks from many orgs: hidden",
+			calls: append(fromOrgs(5, sends("lst_few_tasks", seq(19), seq(19))),
+				polls("lst_few_tasks", "org_b4", "lst_few_tasks-t18", 40, time.Hour)...),
+			q:    crowd,
+			want: []metering.ListingStats{},
+		},
+		{
+			name: "calls answered with an error make no task and no org",
+			// 18 tasks of two orgs; a third org asks for tasks that do not
+			// exist (refused), sends without budget, gets an agent's
+			// timeout; a fourth has only the meter's row of a push.
+			// Counted, they would make 23 tasks of 4 orgs.
+			calls: append(fromOrgs(2, sends("lst_errors", seq(18), seq(18))),
+				call{listing: "lst_errors", org: "org_c", task: "made-up-1", method: "tasks/get", code: -32001, at: time.Hour},
+				call{listing: "lst_errors", org: "org_c", task: "made-up-2", method: "tasks/get", code: -32001, at: time.Hour},
+				call{listing: "lst_errors", org: "org_c", task: "no-budget", code: -32042, at: time.Hour},
+				call{listing: "lst_errors", org: "org_c", task: "timed-out", code: -32051, at: 2 * time.Hour},
+				call{listing: "lst_errors", org: "org_d", task: "pushed", method: "push", state: "completed", at: 2 * time.Hour}),
+			q:    crowd,
+			want: []metering.ListingStats{},
+		},
+		{
+			name: "the seller's own tasks count for no minimum",
+			calls: append(fromOrgs(2, sends("lst_own", seq(20), seq(20))),
+				call{listing: "lst_own", task: "own", state: "completed", latency: 1, at: time.Hour, own: true}),
+			q:    crowd,
+			want: []metering.ListingStats{},
 		},
 		{
 			name:  "only the listings asked for",
@@ -225,33 +304,36 @@ func RunStats(t *testing.T, open StatsFactory) {
 		codes := []int{0, 0, 0, 0, -32051, -32603, -32042, -32001, -32006}
 		var rows []metering.Usage
 		for i := range 400 {
-			c := call{listing: fmt.Sprintf("lst_%d", r.IntN(4)), method: methods[r.IntN(len(methods))], state: states[r.IntN(len(states))],
+			l := r.IntN(4)
+			c := call{listing: fmt.Sprintf("lst_%d", l), method: methods[r.IntN(len(methods))], state: states[r.IntN(len(states))],
 				code: codes[r.IntN(len(codes))], latency: r.Int64N(5000), cost: r.Int64N(100_000), estimated: r.IntN(3) == 0,
 				at: time.Duration(r.Int64N(int64(metering.StatsWindow+2*time.Hour))) - time.Hour}
 			if r.IntN(5) > 0 {
 				c.task = fmt.Sprintf("t%d", r.IntN(60))
 			}
+			c.org = fmt.Sprintf("org_b%d", r.IntN(2+l)) // lst_0's buyers are 2 orgs, lst_3's 5
 			rows = append(rows, c.row(i))
 		}
 		if err := s.Insert(context.Background(), rows); err != nil {
 			t.Fatal(err)
 		}
-		for _, minCalls := range []int64{1, 60, 64} {
+		for _, least := range [][2]int64{{1, 1}, {3, 1}, {3, 16}, {3, 18}, {3, 20}, {4, 16}, {6, 1}} {
 			q := window
-			q.MinCalls = minCalls
+			q.MinBuyerOrgs, q.MinTasks = least[0], least[1]
 			got, err := s.ListingStats(context.Background(), q)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if want := StatsReference(rows, q); !reflect.DeepEqual(got, want) {
-				t.Errorf("min %d:\n got  %+v\n want %+v", minCalls, got, want)
+				t.Errorf("at least %d orgs, %d tasks:\n got  %+v\n want %+v", least[0], least[1], got, want)
 			}
 		}
 	})
 
 	t.Run("invalid queries", func(t *testing.T) {
 		s := open(t)
-		for _, q := range []metering.StatsQuery{{}, {From: w0, To: w0, MinCalls: 1}, {From: w0, To: w0.Add(time.Hour)}} {
+		for _, q := range []metering.StatsQuery{{}, {From: w0, To: w0, MinBuyerOrgs: 1, MinTasks: 1}, {From: w0, To: w0.Add(time.Hour)},
+			{From: w0, To: w0.Add(time.Hour), MinTasks: 1}, {From: w0, To: w0.Add(time.Hour), MinBuyerOrgs: 1}} {
 			if _, err := s.ListingStats(context.Background(), q); agentmarket.KindOf(err) != agentmarket.Invalid {
 				t.Errorf("%+v: %v, want Invalid", q, err)
 			}
@@ -270,6 +352,8 @@ func StatsReference(rows []metering.Usage, q metering.StatsQuery) []metering.Lis
 		st    metering.ListingStats
 		lats  []int64
 		tasks map[string]*task
+		// The tasks and buyer orgs of error-free buyer calls about a task.
+		crowdTasks, crowdOrgs map[string]bool
 	}
 	seen := map[string]bool{}
 	by := map[string]*acc{}
@@ -281,13 +365,16 @@ func StatsReference(rows []metering.Usage, q metering.StatsQuery) []metering.Lis
 		seen[u.ID] = true
 		a := by[u.ListingID]
 		if a == nil {
-			a = &acc{st: metering.ListingStats{ListingID: u.ListingID}, tasks: map[string]*task{}}
+			a = &acc{st: metering.ListingStats{ListingID: u.ListingID}, tasks: map[string]*task{}, crowdTasks: map[string]bool{}, crowdOrgs: map[string]bool{}}
 			by[u.ListingID] = a
 		}
 		if !slices.Contains(metering.MeterMethods, u.Method) {
 			a.st.Calls++
 			if u.Estimated {
 				a.st.EstimatedCalls++
+			}
+			if u.TaskID != "" && u.ErrorCode == 0 {
+				a.crowdTasks[u.TaskID], a.crowdOrgs[u.BuyerOrgID] = true, true
 			}
 		}
 		if slices.Contains(metering.AgentErrorCodes, u.ErrorCode) {
@@ -318,7 +405,7 @@ func StatsReference(rows []metering.Usage, q metering.StatsQuery) []metering.Lis
 	}
 	out := []metering.ListingStats{}
 	for _, a := range by {
-		if a.st.Calls < q.MinCalls {
+		if int64(len(a.crowdOrgs)) < q.MinBuyerOrgs || int64(len(a.crowdTasks)) < q.MinTasks {
 			continue
 		}
 		var costs []int64

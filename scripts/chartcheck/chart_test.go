@@ -130,7 +130,9 @@ func TestLint(t *testing.T) {
 // promises: the marketplace as a Deployment without its meter, meters as
 // a StatefulSet with a volume each for the spool, probes on /readyz, a
 // PodDisruptionBudget and Services that select the right pods, settings
-// from the Secret, a ServiceMonitor when asked for.
+// from the Secret, /metrics on an operator listener of its own with
+// ClusterIP Services apart from the public ones, a ServiceMonitor on
+// those when asked for.
 func TestRendered(t *testing.T) {
 	for _, tc := range []struct {
 		values     string
@@ -142,14 +144,16 @@ func TestRendered(t *testing.T) {
 		spool      string
 		storage    string
 		clusterEnv string
+		metrics    int32
+		cost       string
 	}{
-		{"testdata/minimal.yaml", "rel-agentmarket", false, 2, 30, "20s", "10Gi", "", ""},
-		{"testdata/full.yaml", "agentmarket-prod", true, 4, 40, "30s", "50Gi", "fast-ssd", "agentmarket_prod"},
+		{"testdata/minimal.yaml", "rel-agentmarket", false, 2, 30, "20s", "10Gi", "", "", 9090, "false"},
+		{"testdata/full.yaml", "agentmarket-prod", true, 4, 40, "30s", "50Gi", "fast-ssd", "agentmarket_prod", 9100, "true"},
 	} {
 		t.Run(tc.values, func(t *testing.T) {
 			m := render(t, tc.values)
-			if len(m.Deployments) != 1 || len(m.StatefulSets) != 1 || len(m.PDBs) != 1 || len(m.Services) != 3 {
-				t.Fatalf("rendered %d Deployments, %d StatefulSets, %d PDBs, %d Services; want 1, 1, 1, 3",
+			if len(m.Deployments) != 1 || len(m.StatefulSets) != 1 || len(m.PDBs) != 1 || len(m.Services) != 5 {
+				t.Fatalf("rendered %d Deployments, %d StatefulSets, %d PDBs, %d Services; want 1, 1, 1, 5",
 					len(m.Deployments), len(m.StatefulSets), len(m.PDBs), len(m.Services))
 			}
 			if tc.secret == "rel-agentmarket" && (len(m.Secrets) != 1 || m.Secrets[0].Name != tc.secret) {
@@ -159,8 +163,8 @@ func TestRendered(t *testing.T) {
 				t.Errorf("with existingSecret the chart renders a Secret anyway")
 			}
 			market, meter := m.Deployments[0], m.StatefulSets[0]
-			checkPod(t, "marketplace", market.Spec.Template.Spec, "marketplace", tc.secret, tc.grace, tc.shutdown, tc.clusterEnv)
-			checkPod(t, "meter", meter.Spec.Template.Spec, "meter", tc.secret, tc.grace, tc.shutdown, tc.clusterEnv)
+			checkPod(t, "marketplace", market.Spec.Template.Spec, "marketplace", tc.secret, tc.grace, tc.shutdown, tc.clusterEnv, tc.metrics, tc.cost)
+			checkPod(t, "meter", meter.Spec.Template.Spec, "meter", tc.secret, tc.grace, tc.shutdown, tc.clusterEnv, tc.metrics, tc.cost)
 			if env := envOf(market.Spec.Template.Spec.Containers[0]); env["AGENTMARKET_EMBEDDED_METER"] != "false" {
 				t.Errorf("the marketplace runs its embedded meter: %v", env)
 			}
@@ -207,9 +211,18 @@ func TestRendered(t *testing.T) {
 				if svc.Name == meter.Spec.ServiceName {
 					headless = svc.Spec.ClusterIP == corev1.ClusterIPNone
 				}
+				// A Service is public (http) or the operator's (metrics,
+				// ClusterIP), never both.
+				want := "http"
+				if strings.HasSuffix(svc.Name, "-metrics") {
+					want = "metrics"
+					if svc.Spec.Type != corev1.ServiceTypeClusterIP || len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != tc.metrics {
+						t.Errorf("operator Service %s: %s, ports %+v; want ClusterIP on %d", svc.Name, svc.Spec.Type, svc.Spec.Ports, tc.metrics)
+					}
+				}
 				for _, p := range svc.Spec.Ports {
-					if p.TargetPort.StrVal != "http" {
-						t.Errorf("Service %s targets port %v", svc.Name, p.TargetPort)
+					if p.TargetPort.StrVal != want {
+						t.Errorf("Service %s targets port %v, want %s", svc.Name, p.TargetPort, want)
 					}
 				}
 			}
@@ -227,7 +240,7 @@ func TestRendered(t *testing.T) {
 				t.Fatalf("%d ServiceMonitors", len(m.ServiceMonitors))
 			}
 			sm := m.ServiceMonitors[0]
-			if len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Path != "/metrics" || sm.Spec.Endpoints[0].Port != "http" {
+			if len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Path != "/metrics" || sm.Spec.Endpoints[0].Port != "metrics" {
 				t.Errorf("ServiceMonitor endpoints: %+v", sm.Spec.Endpoints)
 			}
 			sel := selector(t, &sm.Spec.Selector)
@@ -238,17 +251,20 @@ func TestRendered(t *testing.T) {
 					if svc.Spec.ClusterIP == corev1.ClusterIPNone {
 						t.Error("the ServiceMonitor scrapes the headless Service too (each meter twice)")
 					}
+					if !strings.HasSuffix(svc.Name, "-metrics") {
+						t.Errorf("the ServiceMonitor scrapes the public Service %s (its /metrics answers 404)", svc.Name)
+					}
 				}
 			}
 			if scraped != 2 {
-				t.Errorf("the ServiceMonitor selects %d Services, want the marketplace's and the meters'", scraped)
+				t.Errorf("the ServiceMonitor selects %d Services, want the marketplace's and the meters' operator Services", scraped)
 			}
 		})
 	}
 }
 
 // checkPod checks what both processes' pods share.
-func checkPod(t *testing.T, name string, pod corev1.PodSpec, command, secret string, grace int64, shutdown, cluster string) {
+func checkPod(t *testing.T, name string, pod corev1.PodSpec, command, secret string, grace int64, shutdown, cluster string, metrics int32, cost string) {
 	t.Helper()
 	if len(pod.Containers) != 1 {
 		t.Fatalf("%s: %d containers", name, len(pod.Containers))
@@ -263,8 +279,8 @@ func checkPod(t *testing.T, name string, pod corev1.PodSpec, command, secret str
 	if p := c.LivenessProbe; p == nil || p.HTTPGet == nil || p.HTTPGet.Path != "/healthz" {
 		t.Errorf("%s: liveness probe %+v, want GET /healthz", name, p)
 	}
-	if len(c.Ports) != 1 || c.Ports[0].Name != "http" {
-		t.Errorf("%s: ports %+v", name, c.Ports)
+	if len(c.Ports) != 2 || c.Ports[0].Name != "http" || c.Ports[1].Name != "metrics" || c.Ports[1].ContainerPort != metrics {
+		t.Errorf("%s: ports %+v, want http and metrics on %d", name, c.Ports, metrics)
 	}
 	if pod.TerminationGracePeriodSeconds == nil || *pod.TerminationGracePeriodSeconds != grace {
 		t.Errorf("%s: grace period %v, want %d (the shutdown timeout and 10 s)", name, pod.TerminationGracePeriodSeconds, grace)
@@ -274,7 +290,8 @@ func checkPod(t *testing.T, name string, pod corev1.PodSpec, command, secret str
 	}
 	env := envOf(c)
 	if env["AGENTMARKET_SHUTDOWN_TIMEOUT"] != shutdown || env["AGENTMARKET_CLICKHOUSE_CLUSTER"] != cluster ||
-		!strings.HasPrefix(env["AGENTMARKET_PUBLIC_METER_URL"], "https://") {
+		!strings.HasPrefix(env["AGENTMARKET_PUBLIC_METER_URL"], "https://") || env["AGENTMARKET_METRICS_ADDR"] != fmt.Sprintf("0.0.0.0:%d", metrics) ||
+		env["AGENTMARKET_METRICS_LISTING_COST"] != cost {
 		t.Errorf("%s: env %v", name, env)
 	}
 	for _, e := range c.Env {
@@ -330,6 +347,8 @@ func TestRefused(t *testing.T) {
 		{"existingSecret: s\nmeter: {publicURL: 'https://m.example.com', spool: {size: lots}}", "/meter/spool/size"},
 		{"existingSecret: s\nmetre: {publicURL: 'https://m.example.com'}", "metre"},
 		{"existingSecret: s\nmeter: {publicURL: 'https://m.example.com', env: {LOG_LEVEL: debug}}", "LOG_LEVEL"},
+		{"existingSecret: s\nmeter: {publicURL: 'https://m.example.com'}\nmetrics: {port: 8081}", "/metrics/port"},
+		{"existingSecret: s\nmeter: {publicURL: 'https://m.example.com'}\nmetrics: {port: 9090, listingCost: 'yes'}", "/metrics/listingCost"},
 	} {
 		f := filepath.Join(dir, fmt.Sprintf("v%d.yaml", i))
 		if err := os.WriteFile(f, []byte(tc.values), 0o644); err != nil {

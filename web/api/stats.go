@@ -20,7 +20,7 @@ type listingStatsJSON struct {
 }
 
 // listingStats answers what the meter measured on a listing over the last
-// 30 days; stats is null below the minimum of calls.
+// 30 days; stats is null below the minimums of buyer orgs and tasks.
 func (s *Server) listingStats(c *fiber.Ctx) error {
 	if s.Verified == nil {
 		return agentmarket.Errorf(agentmarket.NotFound, "route_not_found", "no route %s %s", c.Method(), c.Path())
@@ -39,6 +39,7 @@ func (s *Server) listingStats(c *fiber.Ctx) error {
 			LatencyP50Ms: st.LatencyP50Ms, LatencyP95Ms: st.LatencyP95Ms, Tasks: st.Tasks, MedianTaskCostMicros: st.MedianTaskCostMicros,
 			Currency: st.Currency, EstimatedCalls: st.EstimatedCalls}
 	}
-	return c.JSON(fiber.Map{"listing_id": l.ID, "window": periodJSON{window.Start, window.End}, "min_calls": s.Verified.MinCallsShown(),
+	orgs, tasks := s.Verified.Minimums()
+	return c.JSON(fiber.Map{"listing_id": l.ID, "window": periodJSON{window.Start, window.End}, "min_buyer_orgs": orgs, "min_tasks": tasks,
 		"stats": stats})
 }

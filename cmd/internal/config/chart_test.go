@@ -18,7 +18,8 @@ import (
 // TestComposeFile keeps docker-compose.yml's: every variable a container
 // of `helm template` gets is a setting of the binary it runs, and with the
 // values a try-out gives (the Secret's values read in) each binary's own
-// configuration checks pass in production mode. (scripts/chartcheck
+// configuration checks pass in production mode, /metrics on the operator
+// listener. (scripts/chartcheck
 // checks the manifests against the Kubernetes API types.)
 func TestHelmChartSettings(t *testing.T) {
 	bin := os.Getenv("AGENTMARKET_TEST_HELM")
@@ -96,7 +97,8 @@ func TestHelmChartSettings(t *testing.T) {
 			t.Errorf("%s: the chart's environment fails the %s binary's checks: %v", w.Kind, binary, err)
 			continue
 		}
-		if cfg.Embedded() || cfg.ClickHouseURL == "" || cfg.DataDir != "/data" || cfg.PublicMeterURL != "https://meter.example.com" {
+		if cfg.Embedded() || cfg.ClickHouseURL == "" || cfg.DataDir != "/data" || cfg.PublicMeterURL != "https://meter.example.com" ||
+			cfg.MetricsAddr != "0.0.0.0:9090" || cfg.MetricsListingCost {
 			t.Errorf("%s: not production's shape: %+v", binary, cfg)
 		}
 		if binary == "marketplace" && (cfg.EmbeddedMeter || cfg.AutoApproveOn() || cfg.OperatorKey == "") {

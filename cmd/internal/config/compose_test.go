@@ -2,7 +2,9 @@ package config_test
 
 import (
 	"io"
+	"net"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -28,6 +30,8 @@ func TestComposeFile(t *testing.T) {
 			Environment map[string]string `yaml:"environment"`
 			DependsOn   map[string]any    `yaml:"depends_on"`
 			Healthcheck map[string]any    `yaml:"healthcheck"`
+			Ports       []string          `yaml:"ports"`
+			Expose      []string          `yaml:"expose"`
 		} `yaml:"services"`
 	}
 	if err := yaml.Unmarshal(raw, &doc); err != nil {
@@ -84,6 +88,18 @@ func TestComposeFile(t *testing.T) {
 		}
 		if c.Embedded() || c.ClickHouseURL == "" {
 			t.Errorf("%s: compose must run on PostgreSQL and ClickHouse, got database %q clickhouse %q", bin, c.DatabaseURL, c.ClickHouseURL)
+		}
+		// /metrics on an operator listener, reachable on the compose
+		// network and not published.
+		_, port, _ := net.SplitHostPort(c.MetricsAddr)
+		if port == "" || !slices.Contains(svc.Expose, port) || c.MetricsListingCost {
+			t.Errorf("%s: metrics address %q (listing cost %v), exposed %v: want an operator listener on an exposed port, no cost per listing",
+				bin, c.MetricsAddr, c.MetricsListingCost, svc.Expose)
+		}
+		for _, p := range svc.Ports {
+			if port != "" && strings.HasSuffix(p, ":"+port) {
+				t.Errorf("%s publishes its operator listener: %s", bin, p)
+			}
 		}
 		if bin == "marketplace" && (c.StripeSecretKey == "" || c.StripeAPIBase == "" || c.EmbeddedMeter) {
 			t.Errorf("marketplace: Stripe settings and a separate meter expected, got %+v", c)

@@ -58,7 +58,13 @@ type Config struct {
 	MeterState string
 	// RedisURL is the Redis server the meters of a deployment share their
 	// hot state through (task owners, sent messages); empty: the database.
-	RedisURL            string
+	RedisURL string
+	// MetricsAddr is the operator listener: /metrics is served there and
+	// not on the public listener (empty: on the public listener).
+	MetricsAddr string
+	// MetricsListingCost exports the meter's per-listing cost series
+	// (only on the operator listener).
+	MetricsListingCost  bool
 	CardRefreshSeconds  int
 	CardFetchTimeout    time.Duration
 	PolicyReload        time.Duration
@@ -244,6 +250,13 @@ func Settings(bin string) []Setting {
 		}},
 	}
 	meterAddr := Setting{"meter-addr", "meter listen address (cmd/meter); a marketplace without its embedded meter derives the meter's public URL from it when that is not set", "127.0.0.1:8081", addr(func(c *Config) *string { return &c.MeterAddr })}
+	metricsAddr := Setting{"metrics-addr", "operator listen address (host:port, like 0.0.0.0:9090) for /metrics, /healthz and /readyz: when set, /metrics is served there only and the public listener answers it 404 (keep this address off the load balancer and ingress: it is for Prometheus); empty = /metrics on the public listener, for a try-out on one machine", "", func(c *Config, v string) error {
+		if v == "" {
+			return nil
+		}
+		return addr(func(c *Config) *string { return &c.MetricsAddr })(c, v)
+	}}
+	listingCost := Setting{"metrics-listing-cost", "also export agentmarket_meter_cost_micros_total{listing}, the list price billed on each listing (each seller's revenue, and with few buyers each buyer's spend); needs --metrics-addr, so that only the operator reads it", "false", boolean(func(c *Config) *bool { return &c.MetricsListingCost })}
 	publicMeter := Setting{"public-meter-url", "base URL buyers use to reach the meter (written into proxied cards); derived from the address when empty", "", func(c *Config, v string) error {
 		if v == "" {
 			return nil
@@ -256,7 +269,7 @@ func Settings(bin string) []Setting {
 		return nil
 	}}
 	if bin == "meter" {
-		return append([]Setting{meterAddr, publicMeter}, common...)
+		return append([]Setting{meterAddr, metricsAddr, listingCost, publicMeter}, common...)
 	}
 	return append([]Setting{
 		{"addr", "marketplace listen address (API, web UI; the meter too when embedded)", "127.0.0.1:8080", addr(func(c *Config) *string { return &c.Addr })},
@@ -320,6 +333,8 @@ func Settings(bin string) []Setting {
 			return nil
 		}},
 		meterAddr,
+		metricsAddr,
+		listingCost,
 	}, common...)
 }
 
@@ -502,6 +517,18 @@ func (c *Config) validate(bin string, f Formats) []string {
 		errs = append(errs, fmt.Sprintf("--push-key-retention / AGENTMARKET_PUSH_KEY_RETENTION: must be longer than a push delivery's retries may last (%s: push-max-attempts × (push-retry-max + %s per attempt)), so that every attempt's signature still verifies at the end",
 			PushRetrySpan(l), PushAttemptTimeout))
 	}
+	if c.MetricsAddr != "" {
+		listen, setting := c.Addr, "--addr / AGENTMARKET_ADDR"
+		if bin == "meter" {
+			listen, setting = c.MeterAddr, "--meter-addr / AGENTMARKET_METER_ADDR"
+		}
+		if sameListener(c.MetricsAddr, listen) {
+			errs = append(errs, "--metrics-addr / AGENTMARKET_METRICS_ADDR: must differ from "+setting+" (the operator listener is a listener of its own)")
+		}
+	}
+	if c.MetricsListingCost && c.MetricsAddr == "" {
+		errs = append(errs, "--metrics-listing-cost / AGENTMARKET_METRICS_LISTING_COST: needs AGENTMARKET_METRICS_ADDR (money per listing is served on the operator listener only, never on the public one)")
+	}
 	if c.StripeSecretKey != "" && c.StripeWebhookSecret == "" {
 		errs = append(errs, "--stripe-webhook-secret / AGENTMARKET_STRIPE_WEBHOOK_SECRET: required with a Stripe secret key")
 	}
@@ -511,6 +538,14 @@ func (c *Config) validate(bin string, f Formats) []string {
 		}
 	}
 	return errs
+}
+
+// sameListener reports whether two host:port settings name the same
+// listener (port 0 picks a free port each time: never the same).
+func sameListener(a, b string) bool {
+	ah, ap, err1 := net.SplitHostPort(a)
+	bh, bp, err2 := net.SplitHostPort(b)
+	return err1 == nil && err2 == nil && ap == bp && ap != "0" && (ah == bh || ah == "" || bh == "" || ah == "0.0.0.0" || bh == "0.0.0.0")
 }
 
 // PushAttemptTimeout is how long one attempt of a push delivery may take

@@ -66,6 +66,16 @@ func TestErrorsNameTheSetting(t *testing.T) {
 		{"marketplace", map[string]string{"AGENTMARKET_PUSH_KEY_RETENTION": "2h", "AGENTMARKET_PUSH_MAX_ATTEMPTS": "30"},
 			[]string{"AGENTMARKET_PUSH_KEY_RETENTION: must be longer than a push delivery's retries may last (2h35m0s"}},
 		{"marketplace", map[string]string{"AGENTMARKET_PUSH_KEY_ROTATION": "1h"}, []string{"AGENTMARKET_PUSH_KEY_ROTATION"}},
+		// Money per listing on the public listener: refused.
+		{"marketplace", map[string]string{"AGENTMARKET_METRICS_LISTING_COST": "true"}, []string{"AGENTMARKET_METRICS_LISTING_COST: needs AGENTMARKET_METRICS_ADDR"}},
+		{"marketplace", map[string]string{"AGENTMARKET_METRICS_LISTING_COST": "yes"}, []string{"AGENTMARKET_METRICS_LISTING_COST: must be true or false"}},
+		// The operator listener is a listener of its own.
+		{"marketplace", map[string]string{"AGENTMARKET_METRICS_ADDR": "9090"}, []string{"AGENTMARKET_METRICS_ADDR: must be host:port"}},
+		{"marketplace", map[string]string{"AGENTMARKET_ADDR": "0.0.0.0:8080", "AGENTMARKET_METRICS_ADDR": "127.0.0.1:8080"},
+			[]string{"AGENTMARKET_METRICS_ADDR: must differ from --addr / AGENTMARKET_ADDR"}},
+		{"meter", map[string]string{"AGENTMARKET_DATABASE_URL": "postgres://x/y", "AGENTMARKET_SECRET_KEY": "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
+			"AGENTMARKET_METER_ADDR": "0.0.0.0:8081", "AGENTMARKET_METRICS_ADDR": "0.0.0.0:8081"},
+			[]string{"AGENTMARKET_METRICS_ADDR: must differ from --meter-addr / AGENTMARKET_METER_ADDR"}},
 	}
 	for _, tc := range cases {
 		_, err := config.Load(tc.bin, serve.ConfigFormats(), nil, env(tc.env), io.Discard)
@@ -78,6 +88,41 @@ func TestErrorsNameTheSetting(t *testing.T) {
 				t.Errorf("%s %v: error %q does not name %s", tc.bin, tc.env, err, w)
 			}
 		}
+	}
+}
+
+// TestMetricsAddr: no operator listener and no cost per listing by
+// default; an operator listener on any address but the process's own
+// listener (port 0 picks a port of its own), and the cost per listing
+// with it.
+func TestMetricsAddr(t *testing.T) {
+	for _, tc := range []struct {
+		bin  string
+		env  map[string]string
+		want string
+	}{
+		{"marketplace", nil, ""},
+		{"marketplace", map[string]string{"AGENTMARKET_METRICS_ADDR": "0.0.0.0:9090"}, "0.0.0.0:9090"},
+		{"marketplace", map[string]string{"AGENTMARKET_ADDR": "127.0.0.1:0", "AGENTMARKET_METRICS_ADDR": "127.0.0.1:0"}, "127.0.0.1:0"},
+		// The marketplace does not listen on the meter's address.
+		{"marketplace", map[string]string{"AGENTMARKET_METRICS_ADDR": "127.0.0.1:8081"}, "127.0.0.1:8081"},
+		{"meter", map[string]string{"AGENTMARKET_DATABASE_URL": "postgres://x/y", "AGENTMARKET_SECRET_KEY": "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
+			"AGENTMARKET_METRICS_ADDR": "0.0.0.0:9090"}, "0.0.0.0:9090"},
+	} {
+		c, err := config.Load(tc.bin, serve.ConfigFormats(), nil, env(tc.env), io.Discard)
+		if err != nil {
+			t.Errorf("%s %v: %v", tc.bin, tc.env, err)
+			continue
+		}
+		if c.MetricsAddr != tc.want || c.MetricsListingCost {
+			t.Errorf("%s %v: MetricsAddr = %q, listing cost %v; want %q, false", tc.bin, tc.env, c.MetricsAddr, c.MetricsListingCost, tc.want)
+		}
+	}
+	c, err := config.Load("meter", serve.ConfigFormats(), nil, env(map[string]string{"AGENTMARKET_DATABASE_URL": "postgres://x/y",
+		"AGENTMARKET_SECRET_KEY": "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=", "AGENTMARKET_METRICS_ADDR": "0.0.0.0:9090",
+		"AGENTMARKET_METRICS_LISTING_COST": "true"}), io.Discard)
+	if err != nil || !c.MetricsListingCost {
+		t.Errorf("listing cost on the operator listener: %v, %v", c, err)
 	}
 }
 

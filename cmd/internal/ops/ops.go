@@ -191,6 +191,17 @@ func methodLabel(m string) string {
 
 // Mount adds /healthz, /readyz and /metrics.
 func (o *Ops) Mount(app *fiber.App) {
+	o.MountProbes(app)
+	o.MountMetrics(app)
+}
+
+// MountMetrics adds /metrics.
+func (o *Ops) MountMetrics(app *fiber.App) {
+	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{})))
+}
+
+// MountProbes adds /healthz and /readyz.
+func (o *Ops) MountProbes(app *fiber.App) {
 	app.Get("/healthz", func(c *fiber.Ctx) error {
 		return c.JSON(fiber.Map{"status": "ok"})
 	})
@@ -203,5 +214,4 @@ func (o *Ops) Mount(app *fiber.App) {
 		}
 		return c.JSON(r)
 	})
-	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{})))
 }

@@ -299,7 +299,7 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 	m.Ops.Log = c.Log
 	m.App = App("marketplace", srv.ErrorHandler, c.MeterBodyLimit())
 	m.App.Use(m.Ops.Middleware)
-	m.Ops.Mount(m.App)
+	MountOps(cfg, m.Ops, m.App)
 
 	if cfg.EmbeddedMeter {
 		meterCtx, stopMeter := context.WithCancel(context.WithoutCancel(ctx))

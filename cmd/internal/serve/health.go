@@ -3,11 +3,15 @@ package serve
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"path/filepath"
+
+	"github.com/gofiber/fiber/v2"
 
 	"github.com/agentmarket/agentmarket/cmd/internal/config"
 	"github.com/agentmarket/agentmarket/cmd/internal/httpserver"
 	"github.com/agentmarket/agentmarket/cmd/internal/ops"
+	"github.com/agentmarket/agentmarket/web/api"
 )
 
 // StartPingTimeout is ops.StartPingTimeout: opening the usage store
@@ -51,4 +55,40 @@ func spoolDependency(cfg *config.Config, m *Meter) ops.Dependency {
 		st := m.Spool.Stats()
 		return fmt.Sprintf("%d rows (%d bytes) waiting to ship", st.Rows, st.Bytes), nil
 	}}
+}
+
+// MountOps adds a binary's ops endpoints to its public app: /healthz and
+// /readyz (the probes and load balancers ask there), and /metrics unless
+// the configuration names an operator listener for it (ListenOps), where
+// only the operator reaches it: the series name every listing.
+func MountOps(cfg *config.Config, o *ops.Ops, app *fiber.App) {
+	o.MountProbes(app)
+	if cfg.MetricsAddr == "" {
+		o.MountMetrics(app)
+	}
+}
+
+// ListenOps binds the operator listener AGENTMARKET_METRICS_ADDR and
+// returns the server of o's /metrics, /healthz and /readyz there, and its
+// base URL; nil when the configuration names none.
+func ListenOps(cfg *config.Config, name string, o *ops.Ops, log *slog.Logger) (*httpserver.Server, string, error) {
+	if cfg.MetricsAddr == "" {
+		return nil, "", nil
+	}
+	ln, url, err := httpserver.Listen(cfg.MetricsAddr)
+	if err != nil {
+		return nil, "", fmt.Errorf("operator listener (AGENTMARKET_METRICS_ADDR): %w", err)
+	}
+	app := httpserver.New(name+"-ops", RESTErrors(log), httpserver.BodyLimits{Large: api.MaxBodyBytes, Default: api.MaxBodyBytes})
+	o.Mount(app)
+	return &httpserver.Server{App: app, Listener: ln}, url, nil
+}
+
+// MetricsNote is the start banner's line saying where /metrics is served:
+// on the operator listener opsURL, or (empty) on the public one, baseURL.
+func MetricsNote(baseURL, opsURL string) [2]string {
+	if opsURL == "" {
+		return [2]string{"metrics", baseURL + "/metrics, on the public listener (AGENTMARKET_METRICS_ADDR serves it apart)"}
+	}
+	return [2]string{"metrics", opsURL + "/metrics, on the operator listener only"}
 }

@@ -177,7 +177,7 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 		Dialer:  d.Dialer,
 		Clock:   d.Clock,
 		Logger:  d.Logger,
-		Metrics: a2aproxy.NewMetrics(d.Registry),
+		Metrics: a2aproxy.NewMetrics(d.Registry, a2aproxy.MetricsOptions{ListingCost: d.Config.MetricsListingCost}),
 		Base:    ctx,
 	}
 	if shared != nil {

@@ -55,6 +55,30 @@ app.kubernetes.io/component: {{ index . 1 }}
   value: /data
 - name: AGENTMARKET_PUBLIC_METER_URL
   value: {{ required "meter.publicURL is required: the URL buyers reach the meters at" .Values.meter.publicURL | quote }}
+- name: AGENTMARKET_METRICS_ADDR
+  value: {{ printf "0.0.0.0:%d" (int .Values.metrics.port) | quote }}
+- name: AGENTMARKET_METRICS_LISTING_COST
+  value: {{ .Values.metrics.listingCost | quote }}
+{{- end -}}
+
+{{/* metricsService takes (list . "component"): the operator listener's Service of a component, for Prometheus only. */}}
+{{- define "agentmarket.metricsService" -}}
+{{- $ := index . 0 -}}
+{{- $component := index . 1 -}}
+# The operator listener of the {{ $component }} (/metrics): for Prometheus, never behind a load balancer or ingress.
+apiVersion: v1
+kind: Service
+metadata:
+  name: {{ include "agentmarket.fullname" $ }}-{{ $component }}-metrics
+  labels:
+    {{- include "agentmarket.labels" $ | nindent 4 }}
+    app.kubernetes.io/component: {{ $component }}-metrics
+spec:
+  type: ClusterIP
+  selector:
+    {{- include "agentmarket.selectorLabels" (list $ $component) | nindent 4 }}
+  ports:
+    - {name: metrics, port: {{ $.Values.metrics.port }}, targetPort: metrics, protocol: TCP}
 {{- end -}}
 
 {{- define "agentmarket.extraEnv" -}}
