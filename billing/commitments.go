@@ -3,6 +3,7 @@ package billing
 import (
 	"context"
 	"fmt"
+	"math/big"
 	"time"
 
 	"github.com/agentmarket/agentmarket"
@@ -32,7 +33,12 @@ func (s *Service) ChargeCommitments(ctx context.Context, period Period) (int, er
 }
 
 func (s *Service) chargeCommitment(ctx context.Context, c *contracts.Contract, period Period, now time.Time) (bool, error) {
-	if ok, err := s.committed(ctx, c, period); err != nil || !ok {
+	committed, err := s.committed(ctx, c, period)
+	if err != nil {
+		return false, err
+	}
+	shares, err := s.sharesAllowance(ctx, c, period)
+	if err != nil || (!committed && !shares) {
 		return false, err
 	}
 	charge, err := s.Store.CommitmentCharge(ctx, c.ID, period.Start)
@@ -64,18 +70,26 @@ func (s *Service) chargeCommitment(ctx context.Context, c *contracts.Contract, p
 				minor += l.AmountMinor
 			}
 		}
-		if minor == 0 {
+		shared, err := allowanceShared(period, parts, inv, minor)
+		if err != nil {
+			return false, err
+		}
+		if minor+shared == 0 {
 			return false, nil
 		}
 		charge, err = s.Store.AddCommitmentCharge(ctx, &CommitmentCharge{ContractID: c.ID, PeriodStart: period.Start, Currency: inv.Currency,
-			AmountMinor: minor, IdempotencyKey: CommitmentKey(c.ID, period.Start), CreatedAt: now})
+			AmountMinor: minor + shared, IdempotencyKey: CommitmentKey(c.ID, period.Start), CreatedAt: now,
+			Description: adjustmentDescription(minor, shared, period)})
 		if err != nil {
 			return false, err
 		}
 	}
+	desc := charge.Description
+	if desc == "" {
+		desc = adjustmentDescription(charge.AmountMinor, 0, period)
+	}
 	err = s.Provider.AddInvoiceItem(ctx, InvoiceItem{CustomerID: sub.CustomerID, SubscriptionID: sub.Refs.ID, Currency: charge.Currency,
-		AmountMinor: charge.AmountMinor, IdempotencyKey: charge.IdempotencyKey, Period: period,
-		Description: fmt.Sprintf("Minimum commitment shortfall, %s", period.Start.Format("January 2006"))})
+		AmountMinor: charge.AmountMinor, IdempotencyKey: charge.IdempotencyKey, Period: period, Description: desc})
 	if err != nil {
 		return false, err
 	}
@@ -100,4 +114,77 @@ func (s *Service) committed(ctx context.Context, c *contracts.Contract, period P
 		}
 	}
 	return false, nil
+}
+
+// adjustmentDescription is the invoice item's text: the commitment's
+// shortfall, the allowance the month's earlier stays and plans used, or
+// both.
+func adjustmentDescription(commitment, shared int64, period Period) string {
+	month := period.Start.Format("January 2006")
+	switch {
+	case shared == 0:
+		return fmt.Sprintf("Minimum commitment shortfall, %s", month)
+	case commitment == 0:
+		return fmt.Sprintf("Monthly allowance already used by earlier subscriptions or plans, %s", month)
+	}
+	return fmt.Sprintf("Minimum commitment shortfall and monthly allowance already used by earlier subscriptions or plans, %s", month)
+}
+
+// sharesAllowance reports whether the contract's month draws on an
+// allowance that other parts used first: it changed plans in the period,
+// or the org had an earlier stay on the listing in it (plans and
+// contracts only: no usage is read for the others).
+func (s *Service) sharesAllowance(ctx context.Context, c *contracts.Contract, period Period) (bool, error) {
+	changes, err := planChanges(ctx, s.History, c)
+	if err != nil {
+		return false, err
+	}
+	for _, ch := range changes {
+		if period.Contains(ch.At) {
+			return true, nil
+		}
+	}
+	if s.Stays == nil {
+		return false, nil
+	}
+	list, err := s.Stays.ListContracts(ctx, c.BuyerOrgID)
+	if err != nil {
+		return false, err
+	}
+	for i := range list {
+		x := &list[i]
+		if x.ListingID == c.ListingID && x.ID != c.ID && startsBefore(x, c) {
+			if _, ok := activeIn(x, period); ok {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
+}
+
+// allowanceShared is what the provider's prices miss of the month's
+// invoice, in minor units: a metered price's free first tier applies per
+// subscription item and period, so each stay and each plan of the month
+// gets its tier in full there, where the own rating shares one allowance
+// (the allowance rule). It is the invoice's total, less its commitment
+// lines (charged apart), less the same parts rated each with a fresh
+// allowance and no commitment, rounded once as the invoice is; never
+// negative.
+func allowanceShared(period Period, parts []Part, inv *Invoice, commitmentMinor int64) (int64, error) {
+	if len(parts) == 1 && parts[0].AllowanceUsed == (Usage{}) {
+		return 0, nil
+	}
+	fresh := new(big.Rat)
+	for _, p := range parts {
+		p.AllowanceUsed = Usage{}
+		p.Plan.MinCommitMicros = 0
+		one, err := RateParts(period, []Part{p})
+		if err != nil {
+			return 0, err
+		}
+		fresh.Add(fresh, one.ExactMicros())
+	}
+	perMinor := new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(6-inv.MinorUnitDigits)), nil))
+	freshMinor := roundHalfUp(fresh.Quo(fresh, perMinor)).Int64()
+	return max(0, inv.TotalMinor-commitmentMinor-freshMinor), nil
 }

@@ -57,8 +57,9 @@
 //
 // With Stripe, a metered price's free first tier applies per subscription
 // item and period: a second stay or a replaced item in the same month gets
-// a tier again at Stripe. The own rating is the source of truth;
-// reconciliation lists the difference.
+// a tier again at Stripe. ChargeCommitments charges what that misses
+// (allowanceShared) as an invoice item once the month is over, so the
+// buyer pays at Stripe what the own rating rates.
 //
 // # Parts
 //

@@ -136,3 +136,31 @@ func TestSubSecondPartsRate(t *testing.T) {
 		t.Fatalf("the blink's invoice: %+v, %v", inv, err)
 	}
 }
+
+// TestStripeAllowanceShared: with a payment provider, whose metered
+// prices give each subscription item its free first tier, the month's
+// second stay is charged, as one invoice item, the allowance the first
+// one used: the buyer pays at the provider what the own rating rates.
+func TestStripeAllowanceShared(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	a := e.attach(t, "ctr_a")
+	e.use(t, a.ID, t0.Add(time.Minute), billing.Usage{InputTokens: 800_000})
+	end := t0.Add(time.Hour)
+	e.ctrs.all[0].CanceledAt = &end
+	e.at(t0.Add(2 * time.Hour))
+	b := e.attach(t, "ctr_b")
+	e.use(t, b.ID, t0.Add(3*time.Hour), billing.Usage{InputTokens: 800_000})
+	may := billing.MonthOf(t0)
+	e.at(date(2026, 6, 1, 0, 5))
+	svc := e.service()
+	if n, err := svc.ChargeCommitments(ctx, may); err != nil || n != 1 {
+		t.Fatalf("ChargeCommitments = %d, %v", n, err)
+	}
+	// ctr_b's own rating leaves it 200,000 free tokens (600,000 × $3/M =
+	// $1.80); the provider's tier would give it 1,000,000 ($0): 180 cents.
+	wantCalls(t, e.prov.take(), `AddInvoiceItem sub_ctr_b cus_org_buyer 180 usd "Monthly allowance already used by earlier subscriptions or plans, May 2026" am1/contract/ctr_b/commitment/1777593600`)
+	if n, err := svc.ChargeCommitments(ctx, may); err != nil || n != 0 {
+		t.Fatalf("again = %d, %v", n, err)
+	}
+}

@@ -226,8 +226,13 @@ type CommitmentCharge struct {
 	Currency       string
 	AmountMinor    int64
 	IdempotencyKey string
-	CreatedAt      time.Time
-	SentAt         *time.Time
+	// Description is the invoice item's text: a commitment's shortfall,
+	// the allowance shared with the month's earlier stays and plans
+	// (which the provider's per-item free tiers miss), or both. Empty on
+	// charges recorded before it: a commitment's.
+	Description string
+	CreatedAt   time.Time
+	SentAt      *time.Time
 }
 
 // LocalInvoice is an invoice of the own ledger: a contract's closed

@@ -742,6 +742,7 @@ type commitmentRow struct {
 	Currency       string
 	AmountMinor    int64
 	IdempotencyKey string
+	Description    string
 	CreatedAt      time.Time
 	SentAt         *time.Time
 }
@@ -751,7 +752,7 @@ func (commitmentRow) TableName() string { return "billing_commitment_charges" }
 // AddCommitmentCharge implements billing.Store.
 func (s *Store) AddCommitmentCharge(ctx context.Context, c *billing.CommitmentCharge) (*billing.CommitmentCharge, error) {
 	row := &commitmentRow{ContractID: c.ContractID, PeriodStart: ts(c.PeriodStart), Currency: c.Currency, AmountMinor: c.AmountMinor,
-		IdempotencyKey: c.IdempotencyKey, CreatedAt: ts(c.CreatedAt), SentAt: tsp(c.SentAt)}
+		IdempotencyKey: c.IdempotencyKey, Description: c.Description, CreatedAt: ts(c.CreatedAt), SentAt: tsp(c.SentAt)}
 	if err := s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(row).Error; err != nil {
 		return nil, relational.Translate(err, "commitment charge")
 	}
@@ -772,7 +773,7 @@ func (s *Store) CommitmentCharge(ctx context.Context, contractID string, periodS
 		return nil, relational.Translate(err, "commitment charge")
 	}
 	return &billing.CommitmentCharge{ContractID: r.ContractID, PeriodStart: r.PeriodStart.UTC(), Currency: r.Currency, AmountMinor: r.AmountMinor,
-		IdempotencyKey: r.IdempotencyKey, CreatedAt: r.CreatedAt.UTC(), SentAt: tsp(r.SentAt)}, nil
+		IdempotencyKey: r.IdempotencyKey, Description: r.Description, CreatedAt: r.CreatedAt.UTC(), SentAt: tsp(r.SentAt)}, nil
 }
 
 // SetSubscriptionItems implements billing.Store.

@@ -355,7 +355,7 @@ func Run(t *testing.T, newStore Factory) {
 		_, err := s.CommitmentCharge(ctx, "ctr_1", may.Start)
 		wantKind(t, err, agentmarket.NotFound)
 		c := &billing.CommitmentCharge{ContractID: "ctr_1", PeriodStart: may.Start, Currency: "usd", AmountMinor: 1451,
-			IdempotencyKey: "am1/contract/ctr_1/commitment/1777593600", CreatedAt: t0}
+			IdempotencyKey: "am1/contract/ctr_1/commitment/1777593600", Description: "Minimum commitment shortfall, May 2026", CreatedAt: t0}
 		got, err := s.AddCommitmentCharge(ctx, c)
 		must(t, err)
 		if !reflect.DeepEqual(got, c) {
