@@ -1,9 +1,10 @@
 package wire
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/json"
-	"sort"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -41,7 +42,10 @@ func (r *Request) DropBody() {
 const maxCanonicalDepth = 10000
 
 // appendCanonical appends the canonical form of the JSON value v (valid
-// JSON) to dst.
+// JSON) to dst: no insignificant space, object members sorted by their
+// (unescaped) names, strings with only the escapes JSON requires. It
+// allocates nothing for objects of up to 16 members and strings without
+// escapes (the common message), which it copies as they are.
 func appendCanonical(dst, v []byte, depth int) []byte {
 	i := skipSpace(v, 0)
 	if i >= len(v) {
@@ -52,31 +56,34 @@ func appendCanonical(dst, v []byte, depth int) []byte {
 	}
 	switch v[i] {
 	case '{':
-		ms, ok := splitObject(v, nil)
+		var buf [16]member
+		ms, ok := splitObject(v, buf[:0])
 		if !ok {
 			return append(dst, v[i:]...)
 		}
-		type kv struct {
-			key string
-			val []byte
+		var kbuf [16]canonMember
+		kvs := kbuf[:0]
+		for _, m := range ms {
+			k := canonMember{key: m.key, val: m.val}
+			if m.esc {
+				k.key = []byte(m.name())
+			}
+			kvs = append(kvs, k)
 		}
-		kvs := make([]kv, len(ms))
-		for j, m := range ms {
-			kvs[j] = kv{m.name(), m.val}
-		}
-		sort.SliceStable(kvs, func(a, b int) bool { return kvs[a].key < kvs[b].key })
+		slices.SortStableFunc(kvs, func(a, b canonMember) int { return bytes.Compare(a.key, b.key) })
 		dst = append(dst, '{')
 		for j, m := range kvs {
 			if j > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendCanonString(dst, m.key)
+			dst = appendCanonBytes(dst, m.key)
 			dst = append(dst, ':')
 			dst = appendCanonical(dst, m.val, depth+1)
 		}
 		return append(dst, '}')
 	case '[':
-		els, ok := splitArray(v, nil)
+		var buf [16][]byte
+		els, ok := splitArray(v, buf[:0])
 		if !ok {
 			return append(dst, v[i:]...)
 		}
@@ -89,6 +96,15 @@ func appendCanonical(dst, v []byte, depth int) []byte {
 		}
 		return append(dst, ']')
 	case '"':
+		end := skipString(v, i)
+		if end <= len(v) && end-i >= 2 && v[end-1] == '"' {
+			inner := v[i+1 : end-1]
+			if bytes.IndexByte(inner, '\\') < 0 && utf8.Valid(inner) {
+				// Nothing to unescape, nothing to escape (JSON has no raw
+				// control characters in strings): the string is canonical.
+				return append(dst, v[i:end]...)
+			}
+		}
 		s, ok := unquote(v[i:])
 		if !ok {
 			return append(dst, v[i:]...)
@@ -97,6 +113,27 @@ func appendCanonical(dst, v []byte, depth int) []byte {
 	}
 	end := skipValue(v, i)
 	return append(dst, v[i:end]...)
+}
+
+// canonMember is an object member as appendCanonical sorts it: its name
+// unescaped.
+type canonMember struct{ key, val []byte }
+
+// appendCanonBytes is appendCanonString of a name held as bytes.
+func appendCanonBytes(dst, s []byte) []byte {
+	plain := utf8.Valid(s)
+	for _, c := range s {
+		if c == '"' || c == '\\' || c < 0x20 {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		dst = append(dst, '"')
+		dst = append(dst, s...)
+		return append(dst, '"')
+	}
+	return appendCanonString(dst, string(s))
 }
 
 // appendCanonString appends s as a JSON string escaping only what JSON
