@@ -3,6 +3,7 @@ package gormstore_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"path/filepath"
 	"testing"
 	"time"
@@ -38,15 +39,20 @@ func BenchmarkProjectionWrites(b *testing.B) {
 	const batch = 256
 	seq := 0
 	for _, v := range []struct {
-		name string
-		s    *gormstore.Store
-	}{{"bind", s}, {"bind-direct", direct}} {
+		name   string
+		s      *gormstore.Store
+		random bool
+	}{{"bind", s, false}, {"bind-direct", direct, false}, {"bind-direct-random", direct, true}} {
 		b.Run(v.name, func(b *testing.B) {
 			for b.Loop() {
 				bs := make([]contracts.TaskBinding, batch)
 				for i := range bs {
 					seq++
-					bs[i] = contracts.TaskBinding{ListingID: "lst_1", TaskID: fmt.Sprintf("task-%d", seq), OrgID: "org_1", ContractID: "ctr_1",
+					task := fmt.Sprintf("task-%d", seq)
+					if v.random { // as agents name tasks: a UUID, or nginx's $request_id
+						task = fmt.Sprintf("%016x%016x", rand.Uint64(), rand.Uint64())
+					}
+					bs[i] = contracts.TaskBinding{ListingID: "lst_1", TaskID: task, OrgID: "org_1", ContractID: "ctr_1",
 						ContextID: fmt.Sprintf("ctx-%d", seq), CreatedAt: now,
 						Ended:  &contracts.TaskEvent{Kind: contracts.TaskEnded, State: "completed", At: now, TraceID: fmt.Sprintf("%032x", seq)},
 						Billed: &contracts.TaskBilled{InputTokens: 180, OutputTokens: 160, ComputeMs: 930, At: now}}
