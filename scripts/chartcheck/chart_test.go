@@ -20,9 +20,8 @@ import (
 
 const chart = "../../docs/deploy/helm/agentmarket"
 
-// kubeVersion is the Kubernetes version the chart is rendered for: helm
-// built with go install knows no version of its own (it says 1.20), and
-// the chart needs 1.25 or later.
+// kubeVersion is the Kubernetes version the chart is rendered for in the
+// checks of the manifests (TestNewcomersTemplate renders without one).
 const kubeVersion = "1.31.0"
 
 // helm returns the helm binary scripts/test.sh installed. Without it the
@@ -123,6 +122,19 @@ func TestLint(t *testing.T) {
 		if out, err := runHelm(t, "lint", "--strict", "--kube-version", kubeVersion, chart, "--values", v); err != nil {
 			t.Errorf("helm lint --strict --values %s: %v\n%s", v, err, out)
 		}
+	}
+}
+
+// TestNewcomersTemplate: helm template renders the chart as a newcomer
+// runs it, with a helm built by go install and no --kube-version (that
+// helm says Kubernetes 1.20), and with the README's values.
+func TestNewcomersTemplate(t *testing.T) {
+	out, err := runHelm(t, "template", "agentmarket", chart, "--values", "testdata/minimal.yaml")
+	if err != nil {
+		t.Fatalf("helm template without --kube-version: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "kind: StatefulSet") || !strings.Contains(out, "kind: Deployment") {
+		t.Errorf("helm template rendered no meters or marketplace:\n%s", out)
 	}
 }
 
