@@ -68,8 +68,7 @@ func (in ChangePlanInput) Validate() error {
 // version or a private offer made to the org on the same listing (which is
 // then accepted). Only an active or past-due contract changes plan (not in
 // a trial: a trial ends first), to a plan in the same currency, at most
-// once per calendar month, since each part of a month gets its plan's
-// allowance in full.
+// once per calendar month (PlanChangeRefused: the rule the pages show).
 func (s *Subscriptions) ChangePlan(ctx context.Context, actor agentmarket.Actor, id string, in ChangePlanInput) (*Contract, error) {
 	if err := in.Validate(); err != nil {
 		return nil, err
@@ -78,8 +77,8 @@ func (s *Subscriptions) ChangePlan(ctx context.Context, actor agentmarket.Actor,
 	if err != nil {
 		return nil, err
 	}
-	if c.Status != ContractActive && c.Status != ContractPastDue {
-		return nil, agentmarket.Errorf(agentmarket.Conflict, "plan_change_refused", "a %s subscription cannot change plan", c.Status)
+	if err := planChangeStatus(c); err != nil {
+		return nil, err
 	}
 	to := in.PlanVersion
 	if in.OfferID != "" {
@@ -107,18 +106,14 @@ func (s *Subscriptions) ChangePlan(ctx context.Context, actor agentmarket.Actor,
 			return nil, fe.Err("invalid_plan_change", "the plan change is not valid")
 		}
 	}
-	if to == c.PlanVersion {
-		return nil, agentmarket.Errorf(agentmarket.Conflict, "same_plan", "the subscription is on plan version %d already", to)
+	if err := s.PlanChangeRefused(ctx, c, to); err != nil {
+		return nil, err
 	}
 	changes, err := s.Changes.PlanChanges(ctx, c.ID)
 	if err != nil {
 		return nil, err
 	}
 	now := s.Clock.Now()
-	if n := len(changes); n > 0 && sameMonth(changes[n-1].At, now) {
-		return nil, agentmarket.Errorf(agentmarket.Conflict, "plan_changed_this_period",
-			"the subscription changed plan on %s already: one change per calendar month", changes[n-1].At.Format("2006-01-02"))
-	}
 	ch := PlanChange{ContractID: c.ID, Seq: len(changes) + 1, At: now.UTC().Truncate(time.Millisecond), FromVersion: c.PlanVersion,
 		ToVersion: to, OfferID: in.OfferID}
 	if s.Billing != nil {
@@ -136,6 +131,38 @@ func (s *Subscriptions) ChangePlan(ctx context.Context, actor agentmarket.Actor,
 		}
 	}
 	return c, nil
+}
+
+// PlanChangeRefused says why contract c cannot change to plan version to
+// now, as ChangePlan would refuse it (a Conflict naming the rule), or nil
+// when it can: the pages offer a change only when this is nil, and show
+// its message otherwise.
+func (s *Subscriptions) PlanChangeRefused(ctx context.Context, c *Contract, to int) error {
+	if err := planChangeStatus(c); err != nil {
+		return err
+	}
+	if to == c.PlanVersion {
+		return agentmarket.Errorf(agentmarket.Conflict, "same_plan", "the subscription is on plan version %d already", to)
+	}
+	changes, err := s.Changes.PlanChanges(ctx, c.ID)
+	if err != nil {
+		return err
+	}
+	now := s.Clock.Now().UTC()
+	if n := len(changes); n > 0 && sameMonth(changes[n-1].At, now) {
+		next := time.Date(now.Year(), now.Month()+1, 1, 0, 0, 0, 0, time.UTC)
+		return agentmarket.Errorf(agentmarket.Conflict, "plan_changed_this_period",
+			"the subscription changed plan on %s already: one change per calendar month, the next from %s",
+			changes[n-1].At.Format("2006-01-02"), next.Format("2006-01-02"))
+	}
+	return nil
+}
+
+func planChangeStatus(c *Contract) error {
+	if c.Status != ContractActive && c.Status != ContractPastDue {
+		return agentmarket.Errorf(agentmarket.Conflict, "plan_change_refused", "a %s subscription cannot change plan", c.Status)
+	}
+	return nil
 }
 
 func sameMonth(a, b time.Time) bool {

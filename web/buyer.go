@@ -1,6 +1,7 @@
 package web
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -31,6 +32,10 @@ type subView struct {
 	NewPlan   *listings.Plan
 	NewFee    string
 	PeriodEnd time.Time
+	// NoChange, with NewPlan, says why the change cannot be made now (the
+	// server's own rule, contracts.PlanChangeRefused): the button is shown
+	// disabled with it.
+	NoChange string
 }
 
 type buyerData struct {
@@ -135,6 +140,12 @@ func (u *UI) buyer(r *req) error {
 		if (c.Status == contracts.ContractActive || c.Status == contracts.ContractPastDue) && l.plan.Version != 0 && l.plan.Version != c.PlanVersion {
 			p := l.plan
 			v.NewPlan, v.NewFee = &p, formatMicros(p.MonthlyFeeMicros, p.Currency)
+			if err := u.d.Subscriptions.PlanChangeRefused(r.ctx, &c, p.Version); err != nil {
+				if agentmarket.KindOf(err) != agentmarket.Conflict {
+					return err
+				}
+				v.NoChange = planChangeWords(err)
+			}
 		}
 		v.PeriodEnd = billing.MonthOf(u.d.Clock.Now()).End
 		d.Subs = append(d.Subs, v)
@@ -405,4 +416,23 @@ func (u *UI) revokeKey(r *req) error {
 		return err
 	}
 	return redirect(r, "/keys?notice=revoked")
+}
+
+// planChangeWords is why a plan change is refused, in the page's words.
+func planChangeWords(err error) string {
+	var ae *agentmarket.Error
+	if !errors.As(err, &ae) {
+		return "The plan cannot change now."
+	}
+	switch ae.Code {
+	case "plan_changed_this_period":
+		msg := ae.Message
+		if i := strings.Index(msg, "the next from "); i >= 0 {
+			return "One plan change a month: this subscription changed plan this month already; the next change can be made from " + strings.TrimPrefix(msg[i:], "the next from ") + "."
+		}
+		return "One plan change a month: this subscription changed plan this month already."
+	case "plan_change_refused":
+		return "Only an active subscription changes plan."
+	}
+	return "The plan cannot change now."
 }

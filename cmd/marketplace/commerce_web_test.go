@@ -310,6 +310,17 @@ func TestWebPlanChanges(t *testing.T) {
 	if got := b.text(".sub .facts"); !strings.Contains(got, "version 2,") {
 		t.Errorf("the subscription %q", got)
 	}
+	// A third plan the same month: the change the server would refuse
+	// (one a month) is shown disabled, with why, never offered.
+	third := map[string]any{"currency": "usd", "monthly_fee_micros": 15_000_000, "input_tokens_per_million_micros": 4_000_000}
+	if r := cm.api.with(cm.seller).do("PATCH", "/api/v1/listings/"+cm.listing, map[string]any{"pricing": third}); r.Status != 200 {
+		t.Fatalf("third prices: %d %s", r.Status, r.Body)
+	}
+	b.open(base + "/buyer")
+	next := billing.MonthOf(t0).End.Format("2006-01-02")
+	if b.count("[data-new-plan] button[disabled]") != 1 || !strings.Contains(b.text("[data-no-change]"), "the next change can be made from "+next) {
+		t.Errorf("the refused change: %d disabled buttons, %q", b.count("[data-new-plan] button[disabled]"), b.text("[data-no-change]"))
+	}
 	b.open(base + "/finance/invoices")
 	month := billing.MonthOf(t0)
 	monthSec := month.End.Unix() - month.Start.Unix()
