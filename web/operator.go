@@ -17,9 +17,20 @@ type operatorRow struct {
 	Updated string
 }
 
+// statusTabs name the listing statuses in the operator's words: the
+// tab, and the sentence when a tab is empty (statusNone).
+var (
+	statusTabs = map[listings.Status]string{listings.StatusDraft: "Drafts", listings.StatusPendingReview: "Waiting for review",
+		listings.StatusPublished: "Published", listings.StatusSuspended: "Suspended", listings.StatusRetired: "Retired"}
+	statusNone = map[listings.Status]string{listings.StatusDraft: "No listing is a draft.",
+		listings.StatusPendingReview: "No listing is waiting for review.", listings.StatusPublished: "No listing is published.",
+		listings.StatusSuspended: "No listing is suspended.", listings.StatusRetired: "No listing is retired."}
+)
+
 type operatorData struct {
 	Tabs       []option
 	Status     listings.Status
+	None       string // what an empty tab says
 	Rows       []operatorRow
 	Total      int
 	Prev, Next string
@@ -77,9 +88,9 @@ func (u *UI) operator(r *req) error {
 	if !st.Valid() {
 		st = listings.StatusPendingReview
 	}
-	d := &operatorData{Status: st, Month: u.d.Clock.Now().UTC().Format("January 2006")}
+	d := &operatorData{Status: st, None: statusNone[st], Month: u.d.Clock.Now().UTC().Format("January 2006")}
 	for _, s := range allStatuses {
-		d.Tabs = append(d.Tabs, option{Value: string(s), Label: strings.ReplaceAll(string(s), "_", " "), Current: s == st,
+		d.Tabs = append(d.Tabs, option{Value: string(s), Label: statusTabs[s], Current: s == st,
 			Href: "/operator?status=" + url.QueryEscape(string(s))})
 	}
 	page, _ := strconv.Atoi(r.c.Query("page", "1"))

@@ -287,7 +287,7 @@ func absorbListing(f *form, err error) bool {
 	}
 	f.Message = ae.Message
 	for _, fe := range ae.Fields {
-		name, msg := listingFieldInputs[fe.Field], fe.Message
+		name, msg := listingFieldInputs[fe.Field], pricingWords(fe, f.V("currency"))
 		if sub, ok := strings.CutPrefix(fe.Field, "card."); ok {
 			name = cardInput
 			if !strings.Contains(msg, sub) {
@@ -391,4 +391,56 @@ func listingInput(f *form) (listings.CreateInput, bool) {
 	in.Draft = f.V("draft") != ""
 	f.Values["auth_value"] = "" // a secret is never sent back to the browser
 	return in, len(f.Errors) == 0
+}
+
+// pricingWords is a catalog's pricing error in the form's words: the
+// input's label for the API's field name (per_task_micros), and an amount
+// bound in the currency's units rather than micros. Other errors keep
+// their message.
+func pricingWords(fe agentmarket.FieldError, currency string) string {
+	k, ok := strings.CutPrefix(fe.Field, "pricing.")
+	if !ok {
+		return fe.Message
+	}
+	label, amount := "", false
+	for _, a := range append(append([]amountInput{}, amountInputs...), trialCapInput, commitInput) {
+		if a.field == k {
+			label, amount = a.label, true
+		}
+	}
+	for _, a := range allowanceInputs {
+		if a.input == k {
+			label = a.label
+		}
+	}
+	for _, a := range trialCountInputs {
+		if a.input == k {
+			label = a.label
+		}
+	}
+	if label == "" {
+		return fe.Message
+	}
+	switch fe.Rule {
+	case "non_negative":
+		return label + " must not be negative."
+	case "max":
+		if i := strings.LastIndexByte(fe.Message, ' '); i >= 0 {
+			if n, err := strconv.ParseInt(fe.Message[i+1:], 10, 64); err == nil {
+				if amount {
+					return label + " must be at most " + formatMicros(n, currency) + "."
+				}
+				return label + " must be at most " + strconv.FormatInt(n, 10) + "."
+			}
+		}
+		return label + " is too large."
+	case "integer", "type", "range":
+		if amount {
+			return label + " must be an amount like 19.99."
+		}
+		return label + " must be a whole number."
+	case "requires_trial_days":
+		return label + " limits a free trial: set the trial's days too."
+	}
+	return strings.ReplaceAll(fe.Message, k, label)
 }

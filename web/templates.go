@@ -1,6 +1,7 @@
 package web
 
 import (
+	"fmt"
 	"html/template"
 	"io/fs"
 	"path"
@@ -73,6 +74,7 @@ var funcs = template.FuncMap{
 	// plain is text without the characters that reorder what follows it,
 	// where <bdi> cannot go (an <option>, a <title>).
 	"plain": agentmarket.StripBidiControls,
+	"words": statusText,
 	"add":   func(a, b int) int { return a + b },
 	"dict": func(kv ...any) map[string]any {
 		m := map[string]any{}
@@ -128,4 +130,15 @@ func capitalize(s string) string {
 		return s
 	}
 	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// statusText is a status as a page says it: words, not the API's
+// identifier ("pending_review" is "waiting for review", "past_due" "past
+// due").
+func statusText(v any) string {
+	s := fmt.Sprint(v)
+	if s == "pending_review" {
+		return "waiting for review"
+	}
+	return strings.ReplaceAll(s, "_", " ")
 }

@@ -315,6 +315,12 @@ func TestSellerListsAgentWithInlineErrors(t *testing.T) {
 		"auth_header": {"Bad Header"}, "auth_value": {"Bearer s3cret-token"}})
 	mustContain(t, p, `id="monthly_fee-error"`, "must not be negative", `id="currency-error"`, `id="auth_header-error"`)
 	mustNotContain(t, p, "s3cret-token")
+	// In the form's words: its labels and dollars, never the API's field
+	// names or micros.
+	p = b.post("/seller/new", url.Values{"source": {"url"}, "card_url": {"http://agent.test/"}, "currency": {"usd"}, "task_price": {"-0.5"},
+		"input_price": {"20000"}})
+	mustContain(t, p, "Price per task must not be negative.", "Price per million input tokens must be at most $10,000.00.")
+	mustNotContain(t, p, "per_task_micros", "input_tokens_per_million_micros", "_micros")
 
 	// A pasted card with a missing required field: card.* errors on the card.
 	p = b.post("/seller/new", url.Values{"source": {"paste"}, "card": {`{"protocolVersion":"0.3.0","description":"no name"}`}, "currency": {"usd"}})
@@ -454,6 +460,10 @@ func TestFinanceAndOperator(t *testing.T) {
 		}
 	}
 	mustContain(t, op.get("/operator?status=published"), "Suspend")
+	// Statuses in words: the tab and an empty one say "waiting for review".
+	p = op.get("/operator")
+	mustContain(t, p, "Waiting for review", "No listing is waiting for review.")
+	mustNotContain(t, p, "pending_review<", "are pending_review")
 	if p := sb.get("/operator"); p.Status != http.StatusForbidden {
 		t.Errorf("a seller's /operator = %d", p.Status)
 	}
