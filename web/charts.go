@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"html"
 	"html/template"
+	"math"
 	"strings"
 	"unicode/utf8"
 )
@@ -41,6 +42,7 @@ func trendChart(id, title, desc string, pts []point, format func(int64) string) 
 	for _, p := range pts {
 		maxV = max(maxV, p.Value)
 	}
+	maxV = niceMax(maxV) // ticks at round values: $0.02 and $0.04, not $0.014859
 	plotW, plotH := w-left-right, h-top-bottom
 	for i, v := range []int64{0, maxV / 2, maxV} { // maxV·i/2 could overflow
 		y := top + plotH - plotH*float64(i)/2
@@ -74,6 +76,23 @@ func trendChart(id, title, desc string, pts []point, format func(int64) string) 
 	}
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String())
+}
+
+// niceMax is the axis's top for values up to v: the least of 2, 4 and 10
+// times a power of ten that is at least v, so that the top and its half
+// (1, 2, 5 times a power of ten) are round. v itself past that range.
+func niceMax(v int64) int64 {
+	if v <= 0 {
+		return 0
+	}
+	for p := int64(1); p <= math.MaxInt64/10; p *= 10 {
+		for _, m := range []int64{2, 4, 10} {
+			if m*p >= v {
+				return m * p
+			}
+		}
+	}
+	return v
 }
 
 // shortDay turns "2026-11-03" into "Nov 3" for axis labels.

@@ -93,3 +93,12 @@ func TestFormatDuration(t *testing.T) {
 		}
 	}
 }
+
+func TestNiceMax(t *testing.T) {
+	for _, c := range []struct{ v, want int64 }{{0, 0}, {1, 2}, {2, 2}, {3, 4}, {5, 10}, {14_859, 20_000}, {29_718, 40_000},
+		{40_001, 100_000}, {1_234_567, 2_000_000}, {math.MaxInt64, math.MaxInt64}} {
+		if got := niceMax(c.v); got != c.want {
+			t.Errorf("niceMax(%d) = %d, want %d", c.v, got, c.want)
+		}
+	}
+}
