@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/agentmarket/agentmarket"
@@ -34,11 +35,17 @@ type demo struct {
 	catalog  *listings.Service
 	subs     *contracts.Subscriptions
 	dataDir  string
+	addrs    []string // where the agents listen (config.DemoAddrs)
 	meterURL string
 	apiURL   string
-	// What start made, for print.
-	key    string
-	listed []demoListing
+	webURL   string
+	// operatorKey: the operator's key is the configured one, not the
+	// data dir's operator.key.
+	operatorKey bool
+	// What start made, for print and close.
+	key     string
+	listed  []demoListing
+	servers []*http.Server
 }
 
 type demoListing struct {
@@ -68,20 +75,24 @@ func (d *demo) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var listed []demoListing
-	for _, cfg := range demoagent.Presets() {
+	presets := demoagent.Presets()
+	lns, err := d.listen(len(presets))
+	if err != nil {
+		return err
+	}
+	bases := make([]string, len(presets))
+	for i, cfg := range presets {
 		cfg.StepDelay = 300 * time.Millisecond
 		a := demoagent.New(cfg)
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return err
-		}
-		base := "http://" + ln.Addr().String() + "/"
-		a.SetBaseURL(base)
+		bases[i] = "http://" + lns[i].Addr().String() + "/"
+		a.SetBaseURL(bases[i])
 		srv := &http.Server{Handler: a, ReadHeaderTimeout: 10 * time.Second}
-		go srv.Serve(ln)
-		go func() { <-ctx.Done(); srv.Close() }()
-
+		d.servers = append(d.servers, srv)
+		go srv.Serve(lns[i])
+	}
+	var listed []demoListing
+	for i, cfg := range presets {
+		base := bases[i]
 		card, err := fetchCard(ctx, base+".well-known/agent-card.json")
 		if err != nil {
 			return fmt.Errorf("demo agent %s: %w", cfg.Name, err)
@@ -97,6 +108,40 @@ func (d *demo) start(ctx context.Context) error {
 	}
 	d.key, d.listed = buyerKey, listed
 	return nil
+}
+
+// close stops the agents, at once: their ports are free when it returns
+// (a restart takes them again).
+func (d *demo) close() {
+	for _, s := range d.servers {
+		s.Close()
+	}
+}
+
+// listen opens the n agents' listeners on d.addrs, all or none: the
+// ports stay the same from one start to the next (listings made from the
+// agents' URLs then survive a restart), so a taken one is an error that
+// says which and what to do.
+func (d *demo) listen(n int) ([]net.Listener, error) {
+	if len(d.addrs) != n {
+		return nil, fmt.Errorf("%d addresses for %d demo agents", len(d.addrs), n)
+	}
+	lns := make([]net.Listener, 0, n)
+	for _, addr := range d.addrs {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			if errors.Is(err, syscall.EADDRINUSE) {
+				return nil, fmt.Errorf("the demo agents listen on %s to %s, and %s is taken (another program, or another marketplace with --demo); choose other ports with --demo-port / AGENTMARKET_DEMO_PORT (0: free ones, new at every start)",
+					d.addrs[0], d.addrs[n-1], addr)
+			}
+			return nil, fmt.Errorf("demo agent on %s: %w", addr, err)
+		}
+		lns = append(lns, ln)
+	}
+	return lns, nil
 }
 
 // org returns the demo org of email, signing it up the first time; the
@@ -210,5 +255,19 @@ func (d *demo) print(out io.Writer) {
 	}
 	fmt.Fprintf(out, "\nThen see what it cost (usage reaches the store within a second):\n")
 	fmt.Fprintf(out, "  curl -s '%s/usage?group_by=listing' -H \"Authorization: Bearer $KEY\"\n", d.apiURL)
-	fmt.Fprintf(out, "  curl -s '%s/usage?group_by=task' -H \"Authorization: Bearer $KEY\" -H 'Accept: text/csv'\n\n", d.apiURL)
+	fmt.Fprintf(out, "  curl -s '%s/usage?group_by=task' -H \"Authorization: Bearer $KEY\" -H 'Accept: text/csv'\n", d.apiURL)
+	d.printSignins(out)
+}
+
+// printSignins says how to sign in to the web UI as each of the demo's
+// parties. The platform operator's org has no user: its way in is its key.
+func (d *demo) printSignins(out io.Writer) {
+	operator := "the key in " + filepath.Join(d.dataDir, "operator.key")
+	if d.operatorKey {
+		operator = "the key given as --operator-key / AGENTMARKET_OPERATOR_KEY"
+	}
+	fmt.Fprintf(out, "\nSign in to the web UI at %s/signin as\n", d.webURL)
+	fmt.Fprintf(out, "  the seller    e-mail %s  password %s\n", demoSellerEmail, demoPassword)
+	fmt.Fprintf(out, "  the buyer     e-mail %s  password %s\n", demoBuyerEmail, demoPassword)
+	fmt.Fprintf(out, "  the operator  \"Sign in with an API key\": %s\n\n", operator)
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -617,7 +618,24 @@ func TestRevocationReachesEveryMeter(t *testing.T) {
 // (--demo lets the meter reach its agents on 127.0.0.1).
 func TestDemo(t *testing.T) {
 	m := startMarketplace(t, map[string]string{"AGENTMARKET_FETCH_ALLOW_CIDRS": ""}, "--demo")
-	out := waitOutput(t, m, "group_by=task")
+	out := waitOutput(t, m, "the operator ")
+	// The web sign-ins of the demo's parties, each one that works.
+	for _, want := range []string{"Sign in to the web UI at " + m.URL + "/signin as",
+		"the seller    e-mail " + demoSellerEmail + "  password " + demoPassword,
+		"the buyer     e-mail " + demoBuyerEmail + "  password " + demoPassword,
+		`the operator  "Sign in with an API key": the key in ` + filepath.Join(m.DataDir, "operator.key")} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %s:\n%s", want, out)
+		}
+	}
+	for _, email := range []string{demoSellerEmail, demoBuyerEmail} {
+		if !webSignin(t, m.URL, "/signin", url.Values{"email": {email}, "password": {demoPassword}}) {
+			t.Errorf("%s cannot sign in with the printed password", email)
+		}
+	}
+	if !webSignin(t, m.URL, "/signin/key", url.Values{"api_key": {operatorKey(t, m)}}) {
+		t.Error("the operator cannot sign in with the key in operator.key")
+	}
 	// Three agents, each asked something of its own kind.
 	for _, want := range []string{"Summarizer ", "Translator ", "Invoice extractor ", `"text":"Summarize the quarterly report for the board"`,
 		`"text":"Translate hello world"`, `"text":"Invoice 17: consulting 1200.00, travel 310.50, VAT 302.10"`} {

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -44,7 +45,9 @@ func docBlocks(t *testing.T, path, name string, atLeast int) []string {
 // fresh `--demo` marketplace whose data dir is ./agentmarket-data of the
 // shell's directory, as when one follows the README. Only the address
 // differs: the README's 127.0.0.1:8080 is this marketplace's. It runs the
-// tour twice on the same data, as a reader may.
+// tour twice on the same data, restarting the marketplace in between, as a
+// reader may (TestDemoRestart: the demo agents come back on the same
+// ports).
 func TestReadmeTour(t *testing.T) {
 	for _, tool := range []string{"bash", "curl"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -55,15 +58,24 @@ func TestReadmeTour(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	m := startMarketplace(t, map[string]string{
+	env := map[string]string{
 		"AGENTMARKET_DATA_DIR":          filepath.Join(dir, "agentmarket-data"),
 		"AGENTMARKET_FETCH_ALLOW_CIDRS": "", // only what --demo allows, as in the README
-	}, "--demo")
-	waitOutput(t, m, "group_by=task")
-	script := strings.ReplaceAll(strings.Join(docBlocks(t, "../../README.md", "tour", 5), "\n"), "http://127.0.0.1:8080", m.URL) +
-		"\necho \"TOUR LISTING=$LISTING CONTRACT=$CONTRACT TASK=$TASK\"\n"
+		// The marketplace takes a free port; its demo agents the same
+		// ones at both starts, as they do after the README's 8080.
+		"AGENTMARKET_DEMO_PORT": strconv.Itoa(demoPorts(t, 3)),
+	}
+	blocks := strings.Join(docBlocks(t, "../../README.md", "tour", 5), "\n")
 
+	var m *started
 	for run := 1; run <= 2; run++ {
+		if m != nil {
+			m.stop(t)
+		}
+		m = startMarketplace(t, env, "--demo")
+		waitOutput(t, m, "the operator ")
+		script := strings.ReplaceAll(blocks, "http://127.0.0.1:8080", m.URL) +
+			"\necho \"TOUR LISTING=$LISTING CONTRACT=$CONTRACT TASK=$TASK\"\n"
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
 		cmd.Dir = dir
@@ -101,12 +113,42 @@ func TestReadmeTour(t *testing.T) {
 				t.Errorf("run %d: the tour's output lacks %s:\n%s", run, want, got)
 			}
 		}
-		if strings.Contains(got, "pick: no") {
-			t.Errorf("run %d: an id was missing from an answer:\n%s", run, got)
+		if strings.Contains(got, "pick: no") || strings.Contains(got, "FAILED: ") {
+			t.Errorf("run %d: an id was missing from an answer, or a check failed:\n%s", run, got)
 		}
 		r := client{t: t, base: m.URL, key: operatorKey(t, m)}.do("GET", "/api/v1/listings/"+listing, nil)
 		if r.str("status") != "suspended" {
 			t.Errorf("run %d: the operator's step left the listing %s", run, r.str("status"))
+		}
+	}
+}
+
+// TestReadmeTourChecks: the tour's checks fail, saying so, when a value
+// they compare is empty (a tour where nothing worked must not print
+// "the retry got the first send's task").
+func TestReadmeTourChecks(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skipf("the tour needs bash: %v", err)
+	}
+	helpers := docBlocks(t, "../../README.md", "tour", 5)[0]
+	for _, tc := range []struct {
+		check string
+		pass  bool
+	}{
+		{`same "ok" task-1 task-1`, true},
+		{`same "ok" "" ""`, false},
+		{`same "ok" task-1 ""`, false},
+		{`same "ok" task-1 task-2`, false},
+		{`differ "ok" task-2 task-1`, true},
+		{`differ "ok" "" task-1`, false},
+		{`differ "ok" task-1 ""`, false},
+		{`differ "ok" "" ""`, false},
+		{`differ "ok" task-1 task-1`, false},
+	} {
+		out, err := exec.Command("bash", "-uo", "pipefail", "-c", helpers+"\n"+tc.check).CombinedOutput()
+		said := strings.TrimSpace(string(out))
+		if pass := err == nil && said == "ok"; pass != tc.pass || (!pass && !strings.HasPrefix(said, "FAILED: ok")) {
+			t.Errorf("%s: err %v, said %q; want it to pass: %v", tc.check, err, said, tc.pass)
 		}
 	}
 }

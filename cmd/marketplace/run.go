@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/agentmarket/agentmarket/cmd/internal/config"
+	"github.com/agentmarket/agentmarket/cmd/internal/demoagent"
 	"github.com/agentmarket/agentmarket/cmd/internal/httpserver"
 	"github.com/agentmarket/agentmarket/cmd/internal/ops"
 	"github.com/agentmarket/agentmarket/cmd/internal/serve"
@@ -63,8 +64,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	var d *demo
 	if cfg.Demo {
 		d = &demo{accounts: core.Accounts, catalog: core.Catalog, subs: market.Subscriptions, dataDir: cfg.DataDir,
-			meterURL: market.PublicMeterURL, apiURL: baseURL + "/api/v1"}
-		if err := d.start(ctx); err != nil {
+			meterURL: market.PublicMeterURL, apiURL: baseURL + "/api/v1", webURL: baseURL, operatorKey: cfg.OperatorKey != ""}
+		d.addrs, err = cfg.DemoAddrs(len(demoagent.Presets()))
+		if err == nil {
+			err = d.start(ctx)
+		}
+		// Stopped before run returns, so that a restart finds their ports free.
+		defer d.close()
+		if err != nil {
 			for _, s := range servers {
 				s.Listener.Close()
 			}

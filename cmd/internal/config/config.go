@@ -75,7 +75,11 @@ type Config struct {
 	LogLevel            string
 	ShutdownTimeout     time.Duration // the whole way down after SIGTERM
 	Demo                bool
-	allowCIDRs          []netip.Prefix // FetchAllowCIDRs, parsed by Formats.AllowCIDRs
+	// DemoPort is the port of --demo's first agent on 127.0.0.1, the
+	// others on the ports after it; 0: free ports; -1 (auto): the ports
+	// after Addr's (DemoAddrs).
+	DemoPort   int
+	allowCIDRs []netip.Prefix // FetchAllowCIDRs, parsed by Formats.AllowCIDRs
 }
 
 // MeterLimits are the meter's timeouts and size limits.
@@ -332,6 +336,18 @@ func Settings(bin string) []Setting {
 			c.CardFetchTimeout = d
 			return nil
 		}},
+		{"demo-port", "where --demo's agents listen on 127.0.0.1: auto (the ports after --addr's: 8081, 8082, … for the default; free ones when --addr's port is 0), a port (the first agent's; the others on the ports after it), or 0 (free ports, new at every start: listings made from the agents' URLs then fail after a restart)", "auto", func(c *Config, v string) error {
+			if v == "auto" {
+				c.DemoPort = -1
+				return nil
+			}
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || n > 65535 {
+				return errors.New("must be auto, 0 or a port from 1 to 65535")
+			}
+			c.DemoPort = n
+			return nil
+		}},
 		meterAddr,
 		metricsAddr,
 		listingCost,
@@ -468,6 +484,39 @@ func (c *Config) AllowCIDRs() []netip.Prefix {
 		p = append(p, netip.MustParsePrefix("127.0.0.1/32"))
 	}
 	return p
+}
+
+// DemoAddrs returns where --demo's n agents listen: on 127.0.0.1 (the
+// address --demo lets the SSRF guard reach), on ports that stay the same
+// from one start to the next, so that a listing made from an agent's URL
+// survives a restart; port 0 (free ports) only when DemoPort says so or
+// the marketplace itself takes a free port.
+func (c *Config) DemoAddrs(n int) ([]string, error) {
+	first := c.DemoPort
+	if first < 0 {
+		_, p, err := net.SplitHostPort(c.Addr)
+		if err == nil {
+			first, err = strconv.Atoi(p)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("--demo-port / AGENTMARKET_DEMO_PORT: auto needs a numeric port in --addr (got %q); set a port", c.Addr)
+		}
+		if first != 0 {
+			first++
+		}
+	}
+	if first != 0 && first+n-1 > 65535 {
+		return nil, fmt.Errorf("--demo-port / AGENTMARKET_DEMO_PORT: the %d demo agents need ports %d to %d, past 65535; set a lower port", n, first, first+n-1)
+	}
+	addrs := make([]string, n)
+	for i := range addrs {
+		p := 0
+		if first != 0 {
+			p = first + i
+		}
+		addrs[i] = net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
+	}
+	return addrs, nil
 }
 
 func (c *Config) validate(bin string, f Formats) []string {

@@ -51,6 +51,8 @@ func TestErrorsNameTheSetting(t *testing.T) {
 		{"marketplace", map[string]string{"AGENTMARKET_STRIPE_SECRET_KEY": "sk_test_1"}, []string{"AGENTMARKET_STRIPE_WEBHOOK_SECRET"}},
 		{"meter", map[string]string{}, []string{"AGENTMARKET_DATABASE_URL"}},
 		{"meter", map[string]string{"AGENTMARKET_METER_ADDR": "x"}, []string{"AGENTMARKET_METER_ADDR"}},
+		{"marketplace", map[string]string{"AGENTMARKET_DEMO_PORT": "65536"}, []string{"AGENTMARKET_DEMO_PORT: must be auto, 0 or a port"}},
+		{"marketplace", map[string]string{"AGENTMARKET_DEMO_PORT": "next"}, []string{"AGENTMARKET_DEMO_PORT: must be auto, 0 or a port"}},
 		// A bad value and a broken rule between settings, in one run.
 		{"marketplace", map[string]string{"AGENTMARKET_ADDR": "nope", "AGENTMARKET_DATABASE_URL": "postgres://x/y", "AGENTMARKET_SHUTDOWN_TIMEOUT": "1ms",
 			"AGENTMARKET_CLICKHOUSE_URL": "clickhouse://127.0.0.1:9000/db?dial_timeout=soon", "AGENTMARKET_STRIPE_SECRET_KEY": "sk_test_1",
@@ -151,6 +153,39 @@ func TestAllowCIDRs(t *testing.T) {
 		}
 		if got := fmt.Sprint(c.AllowCIDRs()); got != tc.want {
 			t.Errorf("%v %v: AllowCIDRs = %s, want %s", tc.args, tc.env, got, tc.want)
+		}
+	}
+}
+
+// TestDemoAddrs: --demo's agents take the same ports at every start (the
+// ones after the marketplace's, or the setting's), free ones only when
+// asked or when the marketplace itself takes a free port.
+func TestDemoAddrs(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want string // or the error's start
+	}{
+		{nil, "[127.0.0.1:8081 127.0.0.1:8082 127.0.0.1:8083]"},
+		{map[string]string{"AGENTMARKET_ADDR": "0.0.0.0:9000"}, "[127.0.0.1:9001 127.0.0.1:9002 127.0.0.1:9003]"},
+		{map[string]string{"AGENTMARKET_ADDR": "127.0.0.1:0"}, "[127.0.0.1:0 127.0.0.1:0 127.0.0.1:0]"},
+		{map[string]string{"AGENTMARKET_DEMO_PORT": "7001"}, "[127.0.0.1:7001 127.0.0.1:7002 127.0.0.1:7003]"},
+		{map[string]string{"AGENTMARKET_ADDR": "127.0.0.1:0", "AGENTMARKET_DEMO_PORT": "7001"}, "[127.0.0.1:7001 127.0.0.1:7002 127.0.0.1:7003]"},
+		{map[string]string{"AGENTMARKET_DEMO_PORT": "0"}, "[127.0.0.1:0 127.0.0.1:0 127.0.0.1:0]"},
+		{map[string]string{"AGENTMARKET_DEMO_PORT": "65534"}, "--demo-port / AGENTMARKET_DEMO_PORT: the 3 demo agents need ports 65534 to 65536"},
+		{map[string]string{"AGENTMARKET_ADDR": "127.0.0.1:65535"}, "--demo-port / AGENTMARKET_DEMO_PORT: the 3 demo agents need ports 65536 to 65538"},
+		{map[string]string{"AGENTMARKET_ADDR": "localhost:http"}, "--demo-port / AGENTMARKET_DEMO_PORT: auto needs a numeric port in --addr"},
+	} {
+		c, err := config.Load("marketplace", serve.ConfigFormats(), []string{"--demo"}, env(tc.env), io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs, err := c.DemoAddrs(3)
+		got := fmt.Sprint(addrs)
+		if err != nil {
+			got = err.Error()
+		}
+		if !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%v: DemoAddrs(3) = %s, want %s", tc.env, got, tc.want)
 		}
 	}
 }

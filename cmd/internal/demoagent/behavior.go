@@ -43,7 +43,7 @@ var behaviors = map[Behavior]behavior{
 		name:             "Invoice extractor",
 		description:      "Finds the amounts in an invoice's text and totals them. A deterministic demo agent.",
 		skillName:        "Extract invoice amounts",
-		skillDescription: "Lists how many amounts the text contains, their total and the largest.",
+		skillDescription: "Lists how many amounts the text contains (numbers with cents or a currency sign: not the invoice number), their total and the largest.",
 		artifactName:     "extraction",
 		model:            "demo-invoice-extractor-1",
 		tags:             []string{"invoices", "finance", "extraction", "demo"},
@@ -74,12 +74,15 @@ func translate(words []string) string {
 	return "Demo translation: " + strings.Join(out, " ")
 }
 
-// extractInvoice sums amounts in integer cents: money is never a float.
+// extractInvoice sums the amounts in integer cents: money is never a
+// float. An amount is a number written as money: with cents (800.00,
+// 310.5) or a currency sign ($800); a bare whole number is an invoice
+// number, a quantity or a count of days, not an amount.
 func extractInvoice(words []string) string {
 	var n int
 	var total, largest int64
 	for _, w := range words {
-		c, ok := parseCents(w)
+		c, ok := parseAmount(w)
 		if !ok {
 			continue
 		}
@@ -87,15 +90,25 @@ func extractInvoice(words []string) string {
 		total += c
 		largest = max(largest, c)
 	}
-	return fmt.Sprintf("Invoice extraction: %d amounts, total %s, largest %s.", n, formatCents(total), formatCents(largest))
+	noun := "amounts"
+	if n == 1 {
+		noun = "amount"
+	}
+	return fmt.Sprintf("Invoice extraction: %d %s, total %s, largest %s.", n, noun, formatCents(total), formatCents(largest))
 }
 
-// parseCents reads "1200", "310.5", "$310.50" or "302.10," as cents.
-func parseCents(w string) (int64, bool) {
-	w = strings.TrimLeft(w, "$€£")
+// parseAmount reads "1200.00", "310.5", "$310", "1,200.00" or "302.10,"
+// as cents; "17", "#17" or "30" are no amount.
+func parseAmount(w string) (int64, bool) {
 	w = strings.TrimRight(w, ",;:.)")
-	whole, frac, hasFrac := strings.Cut(w, ".")
-	if whole == "" || len(whole) > 12 || (hasFrac && (frac == "" || len(frac) > 2)) {
+	bare := strings.TrimLeft(w, "$€£")
+	signed := len(bare) < len(w)
+	whole, frac, hasFrac := strings.Cut(bare, ".")
+	if !signed && !hasFrac {
+		return 0, false
+	}
+	whole, ok := ungroup(whole)
+	if !ok || len(whole) > 12 || (hasFrac && (frac == "" || len(frac) > 2)) {
 		return 0, false
 	}
 	for _, r := range whole + frac {
@@ -115,6 +128,21 @@ func parseCents(w string) (int64, bool) {
 		}
 	}
 	return units*100 + cents, true
+}
+
+// ungroup removes thousands separators ("1,200" → "1200"), which must
+// stand every three digits; ok is false when they do not.
+func ungroup(whole string) (string, bool) {
+	groups := strings.Split(whole, ",")
+	if len(groups) == 1 {
+		return whole, whole != ""
+	}
+	for i, g := range groups {
+		if len(g) != 3 && (i > 0 || g == "" || len(g) > 3) {
+			return "", false
+		}
+	}
+	return strings.Join(groups, ""), true
 }
 
 func formatCents(c int64) string { return fmt.Sprintf("%d.%02d", c/100, c%100) }

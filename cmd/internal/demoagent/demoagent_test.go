@@ -595,7 +595,7 @@ func TestBehaviors(t *testing.T) {
 			"Summary of 13 words: one two three four five six seven eight nine ten eleven twelve…"},
 		{demoagent.Translate, "Good morning, world", "Demo translation: GOOD MORNING, WORLD"},
 		{demoagent.ExtractInvoice, "Invoice 17: consulting 1200.00, travel $310.5, VAT 302.10. Due in 30 days",
-			"Invoice extraction: 5 amounts, total 1859.60, largest 1200.00."},
+			"Invoice extraction: 3 amounts, total 1812.60, largest 1200.00."},
 	}
 	for _, tc := range cases {
 		t.Run(string(tc.behavior), func(t *testing.T) {
@@ -604,6 +604,25 @@ func TestBehaviors(t *testing.T) {
 				t.Errorf("got %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestInvoiceAmounts: the extractor counts what is written as money
+// (cents or a currency sign), not the invoice number, quantities or days.
+func TestInvoiceAmounts(t *testing.T) {
+	_, srv := MustStart(t, demoagent.Config{Version: "1.0", Behavior: demoagent.ExtractInvoice})
+	c := newClient(t, srv, "1.0")
+	for _, tc := range []struct{ in, want string }{
+		{"Invoice 9: hosting 800.00, support 150.00", "2 amounts, total 950.00, largest 800.00."},
+		{"Invoice 17: consulting 1200.00, travel 310.50, VAT 302.10", "3 amounts, total 1812.60, largest 1200.00."},
+		{"Invoice #2031 for 3 licences: $99, due in 30 days", "1 amount, total 99.00, largest 99.00."},
+		{"Invoice 12 of 2026-05-01: servers 1,250.00 and €40.5.", "2 amounts, total 1290.50, largest 1250.00."},
+		{"Invoice 5, order 778, 12 items", "0 amounts, total 0.00, largest 0.00."},
+		{"bad groups 1,25.00 12,3456.00 1.234 $ .50", "0 amounts, total 0.00, largest 0.00."},
+	} {
+		if got := c.send(message("1.0", tc.in, ""), nil).text(); got != "Invoice extraction: "+tc.want {
+			t.Errorf("%q: got %q, want %q", tc.in, got, "Invoice extraction: "+tc.want)
+		}
 	}
 }
 
