@@ -76,8 +76,8 @@ type Config struct {
 	ShutdownTimeout     time.Duration // the whole way down after SIGTERM
 	Demo                bool
 	// DemoPort is the port of --demo's first agent on 127.0.0.1, the
-	// others on the ports after it; 0: free ports; -1 (auto): the ports
-	// after Addr's (DemoAddrs).
+	// others on the ports after it; 0: free ports; -1 (auto): from Addr's
+	// port + DemoPortOffset (DemoAddrs).
 	DemoPort   int
 	allowCIDRs []netip.Prefix // FetchAllowCIDRs, parsed by Formats.AllowCIDRs
 }
@@ -336,7 +336,7 @@ func Settings(bin string) []Setting {
 			c.CardFetchTimeout = d
 			return nil
 		}},
-		{"demo-port", "where --demo's agents listen on 127.0.0.1: auto (the ports after --addr's: 8081, 8082, … for the default; free ones when --addr's port is 0), a port (the first agent's; the others on the ports after it), or 0 (free ports, new at every start: listings made from the agents' URLs then fail after a restart)", "auto", func(c *Config, v string) error {
+		{"demo-port", "where --demo's agents listen on 127.0.0.1: auto (from --addr's port + 100: 8180, 8181, 8182 for the default, clear of cmd/meter's 8081; free ones when --addr's port is 0), a port (the first agent's; the others on the ports after it), or 0 (free ports, new at every start: listings made from the agents' URLs then fail after a restart)", "auto", func(c *Config, v string) error {
 			if v == "auto" {
 				c.DemoPort = -1
 				return nil
@@ -486,6 +486,10 @@ func (c *Config) AllowCIDRs() []netip.Prefix {
 	return p
 }
 
+// DemoPortOffset is how far above --addr's port --demo's agents listen by
+// default: clear of the ports after it (8081 is cmd/meter's default).
+const DemoPortOffset = 100
+
 // DemoAddrs returns where --demo's n agents listen: on 127.0.0.1 (the
 // address --demo lets the SSRF guard reach), on ports that stay the same
 // from one start to the next, so that a listing made from an agent's URL
@@ -502,7 +506,7 @@ func (c *Config) DemoAddrs(n int) ([]string, error) {
 			return nil, fmt.Errorf("--demo-port / AGENTMARKET_DEMO_PORT: auto needs a numeric port in --addr (got %q); set a port", c.Addr)
 		}
 		if first != 0 {
-			first++
+			first += DemoPortOffset
 		}
 	}
 	if first != 0 && first+n-1 > 65535 {

@@ -165,14 +165,14 @@ func TestDemoAddrs(t *testing.T) {
 		env  map[string]string
 		want string // or the error's start
 	}{
-		{nil, "[127.0.0.1:8081 127.0.0.1:8082 127.0.0.1:8083]"},
-		{map[string]string{"AGENTMARKET_ADDR": "0.0.0.0:9000"}, "[127.0.0.1:9001 127.0.0.1:9002 127.0.0.1:9003]"},
+		{nil, "[127.0.0.1:8180 127.0.0.1:8181 127.0.0.1:8182]"},
+		{map[string]string{"AGENTMARKET_ADDR": "0.0.0.0:9000"}, "[127.0.0.1:9100 127.0.0.1:9101 127.0.0.1:9102]"},
 		{map[string]string{"AGENTMARKET_ADDR": "127.0.0.1:0"}, "[127.0.0.1:0 127.0.0.1:0 127.0.0.1:0]"},
 		{map[string]string{"AGENTMARKET_DEMO_PORT": "7001"}, "[127.0.0.1:7001 127.0.0.1:7002 127.0.0.1:7003]"},
 		{map[string]string{"AGENTMARKET_ADDR": "127.0.0.1:0", "AGENTMARKET_DEMO_PORT": "7001"}, "[127.0.0.1:7001 127.0.0.1:7002 127.0.0.1:7003]"},
 		{map[string]string{"AGENTMARKET_DEMO_PORT": "0"}, "[127.0.0.1:0 127.0.0.1:0 127.0.0.1:0]"},
 		{map[string]string{"AGENTMARKET_DEMO_PORT": "65534"}, "--demo-port / AGENTMARKET_DEMO_PORT: the 3 demo agents need ports 65534 to 65536"},
-		{map[string]string{"AGENTMARKET_ADDR": "127.0.0.1:65535"}, "--demo-port / AGENTMARKET_DEMO_PORT: the 3 demo agents need ports 65536 to 65538"},
+		{map[string]string{"AGENTMARKET_ADDR": "127.0.0.1:65435"}, "--demo-port / AGENTMARKET_DEMO_PORT: the 3 demo agents need ports 65535 to 65537"},
 		{map[string]string{"AGENTMARKET_ADDR": "localhost:http"}, "--demo-port / AGENTMARKET_DEMO_PORT: auto needs a numeric port in --addr"},
 	} {
 		c, err := config.Load("marketplace", serve.ConfigFormats(), []string{"--demo"}, env(tc.env), io.Discard)
