@@ -76,6 +76,10 @@ type Config struct {
 	ShutdownTimeout     time.Duration // the whole way down after SIGTERM
 	Demo                bool
 	allowCIDRs          []netip.Prefix // FetchAllowCIDRs, parsed by Formats.AllowCIDRs
+
+	// AnonymousReadsPerMinute is how many catalog reads without a key one
+	// client address may make a minute; 0: they need a key.
+	AnonymousReadsPerMinute int
 }
 
 // MeterLimits are the meter's timeouts and size limits.
@@ -330,6 +334,14 @@ func Settings(bin string) []Setting {
 				return errors.New("must be a positive duration, like 10s")
 			}
 			c.CardFetchTimeout = d
+			return nil
+		}},
+		{"anonymous-reads-per-minute", "how many requests a minute one client address may make to the API's catalog reads without a key (GET /api/v1/listings, /api/v1/listings/{id} and its /stats: published listings only, as the web catalog shows them); more are answered 429 with Retry-After until the minute ends (counted in Redis when --redis-url is set, so across processes); 0 = those reads need a key too", "120", func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || n > 1_000_000 {
+				return errors.New("must be a whole number from 0 to 1000000")
+			}
+			c.AnonymousReadsPerMinute = n
 			return nil
 		}},
 		meterAddr,
