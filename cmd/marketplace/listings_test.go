@@ -270,7 +270,7 @@ func TestOwnership(t *testing.T) {
 		if r := a.do("GET", "/api/v1/listings", nil); r.Status != 401 || r.code() != "invalid_api_key" {
 			t.Errorf("revoked key: %d %s", r.Status, r.Body)
 		}
-		if r := api.do("GET", "/api/v1/listings", nil); r.Status != 401 || r.code() != "missing_api_key" {
+		if r := api.do("GET", "/api/v1/api-keys", nil); r.Status != 401 || r.code() != "missing_api_key" {
 			t.Errorf("no key: %d %s", r.Status, r.Body)
 		}
 	})

@@ -3,6 +3,8 @@ package httpfetch
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +13,8 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/agentmarket/agentmarket"
@@ -156,7 +160,7 @@ func (f *Fetcher) get(ctx context.Context, client *http.Client, target, etag str
 
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, 0, f.transportError(ctx, err, req.URL, limit)
+		return nil, 0, f.transportError(ctx, err, req.URL, limit, false)
 	}
 	defer resp.Body.Close()
 	final := resp.Request.URL
@@ -171,7 +175,7 @@ func (f *Fetcher) get(ctx context.Context, client *http.Client, target, etag str
 		return card, resp.StatusCode, nil
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		return nil, resp.StatusCode, fieldError(CodeStatus, "status_2xx", nil,
-			"GET %s answered %d %s", final, resp.StatusCode, http.StatusText(resp.StatusCode))
+			"GET %s answered %d %s%s", final, resp.StatusCode, http.StatusText(resp.StatusCode), statusHint(resp))
 	}
 
 	maxBytes := f.MaxBytes
@@ -185,7 +189,7 @@ func (f *Fetcher) get(ctx context.Context, client *http.Client, target, etag str
 	// without ever reading an unbounded body.
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBytes+1))
 	if err != nil {
-		return nil, resp.StatusCode, f.transportError(ctx, err, final, limit)
+		return nil, resp.StatusCode, f.transportError(ctx, err, final, limit, true)
 	}
 	if int64(len(body)) > maxBytes {
 		return nil, resp.StatusCode, tooLarge(final, maxBytes)
@@ -203,6 +207,19 @@ func (f *Fetcher) get(ctx context.Context, client *http.Client, target, etag str
 		ETag:      resp.Header.Get("ETag"),
 		FetchedAt: f.now(),
 	}, resp.StatusCode, nil
+}
+
+// statusHint says what a status the fetch cannot use usually means.
+func statusHint(resp *http.Response) string {
+	switch c := resp.StatusCode; {
+	case c >= 300 && c <= 399 && resp.Header.Get("Location") == "":
+		return " (a redirect without a Location header to follow)"
+	case c == http.StatusUnauthorized, c == http.StatusForbidden:
+		return " (the card must be readable without credentials)"
+	case c == http.StatusNotFound:
+		return " (no card at that path)"
+	}
+	return ""
 }
 
 // checkURL accepts absolute http(s) URLs whose host, when it is a literal
@@ -267,8 +284,12 @@ func (f *Fetcher) checkRedirect(req *http.Request, via []*http.Request) error {
 }
 
 // transportError turns a failed round trip or body read into the fetch's
-// error model. at is the URL being fetched when it failed.
-func (f *Fetcher) transportError(ctx context.Context, err error, at *url.URL, limit time.Duration) error {
+// error model, in words a seller can act on: what failed (refused, timed
+// out, TLS, DNS, redirect), never an address a name resolved to (that
+// would map the marketplace's network). at is the URL being fetched when
+// it failed; reading is true when the answer had begun and its body
+// stopped.
+func (f *Fetcher) transportError(ctx context.Context, err error, at *url.URL, limit time.Duration, reading bool) error {
 	var uerr *url.Error
 	if errors.As(err, &uerr) {
 		if u, perr := url.Parse(uerr.URL); perr == nil {
@@ -287,16 +308,102 @@ func (f *Fetcher) transportError(ctx context.Context, err error, at *url.URL, li
 		// The caller cancelled; that says nothing about the card URL.
 		return ctx.Err()
 	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		switch {
+		case dnsErr.IsNotFound:
+			return fieldError(CodeFetchFailed, "reachable", err, "host %s not found: no DNS record has that name (check its spelling)", at.Hostname())
+		case !dnsErr.IsTimeout && ctx.Err() == nil:
+			return fieldError(CodeFetchFailed, "reachable", err, "could not look up host %s: the DNS lookup failed (%s)", at.Hostname(), dnsErr.Err)
+		}
+	}
 	// Our deadline, the caller's, or a dial/TLS timeout inside the transport.
 	var nerr net.Error
 	if ctx.Err() != nil || (errors.As(err, &nerr) && nerr.Timeout()) {
-		return fieldError(CodeTimeout, "timeout", err, "no answer from %s within %s", at.Host, limit)
+		return fieldError(CodeTimeout, "timeout", err, "no answer from %s within %s: %s", at.Host, limit, timeoutPhase(err, reading))
 	}
-	var dnsErr *net.DNSError
-	if errors.As(err, &dnsErr) && dnsErr.IsNotFound {
-		return fieldError(CodeFetchFailed, "reachable", err, "host %s not found", at.Hostname())
+	if msg := networkCause(err, at); msg != "" {
+		return fieldError(CodeFetchFailed, "reachable", err, "%s", msg)
+	}
+	if c := agentmarket.Cause(err); c != "" {
+		return fieldError(CodeFetchFailed, "reachable", err, "could not fetch the card from %s: %s", at.Host, c)
 	}
 	return fieldError(CodeFetchFailed, "reachable", err, "could not fetch the card from %s", at.Host)
+}
+
+// timeoutPhase says where a fetch that ran out of time was.
+func timeoutPhase(err error, reading bool) string {
+	var oerr *net.OpError
+	switch {
+	case reading:
+		return "timed out while the card was arriving (the server stopped sending it)"
+	case errors.As(err, &oerr) && oerr.Op == "dial":
+		return "timed out connecting (the host is down, or a firewall drops the connection)"
+	case strings.Contains(err.Error(), "TLS handshake timeout"):
+		return "timed out in the TLS handshake"
+	case errors.As(err, &oerr) && oerr.Op == "lookup":
+		return "timed out looking up the host's name"
+	}
+	return "timed out waiting for the answer (the server took the connection but did not answer in time)"
+}
+
+// networkCause names a failure to connect, to speak TLS or HTTP, or to
+// follow a redirect; "" when it is none of those.
+func networkCause(err error, at *url.URL) string {
+	var (
+		unknownAuthority x509.UnknownAuthorityError
+		hostnameErr      x509.HostnameError
+		invalidCert      x509.CertificateInvalidError
+		verifyErr        *tls.CertificateVerificationError
+		recordErr        tls.RecordHeaderError
+		alertErr         tls.AlertError
+	)
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Sprintf("connection refused by %s: nothing listens on that port (is the agent running, and on this port?)", at.Host)
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		return fmt.Sprintf("no route to %s: the host is unreachable from the marketplace", at.Host)
+	case errors.As(err, &unknownAuthority):
+		return fmt.Sprintf("the TLS certificate of %s is not trusted: it is signed by an unknown authority (self-signed, or by a private CA); serve one from a public CA", at.Host)
+	case errors.As(err, &hostnameErr):
+		return fmt.Sprintf("the TLS certificate of %s is not valid for that name: %s", at.Host, gist(hostnameErr))
+	case errors.As(err, &invalidCert):
+		return fmt.Sprintf("the TLS certificate of %s is not valid: %s", at.Host, gist(invalidCert))
+	case errors.As(err, &verifyErr):
+		return fmt.Sprintf("the TLS certificate of %s does not verify: %s", at.Host, gist(verifyErr.Err))
+	case errors.As(err, &recordErr):
+		return fmt.Sprintf("%s did not answer in TLS (is this the agent's address and port?)", at.Host)
+	case errors.As(err, &alertErr):
+		return fmt.Sprintf("the TLS handshake with %s failed: the server refused it (%s)", at.Host, gist(alertErr))
+	}
+	// net/http says these in words only.
+	switch msg := err.Error(); {
+	case strings.Contains(msg, "failed to parse Location header"):
+		return fmt.Sprintf("%s answered a redirect whose Location header is not a valid URL", at.Host)
+	case strings.Contains(msg, "malformed HTTP"):
+		return fmt.Sprintf("%s did not answer in HTTP (is this the agent's web address and port?)", at.Host)
+	case strings.Contains(msg, "server gave HTTP response to HTTPS client"):
+		return fmt.Sprintf("%s answered in plain HTTP to an https:// URL (use http://, or serve TLS)", at.Host)
+	case strings.Contains(msg, "tls: "):
+		return fmt.Sprintf("the TLS handshake with %s failed: %s", at.Host, gist(err))
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		return fmt.Sprintf("%s closed the connection without answering (is it the agent's web server, and does it speak this scheme?)", at.Host)
+	}
+	return ""
+}
+
+// gist is an error's own words without the package prefixes and the
+// wrapping of the layers above it.
+func gist(err error) string {
+	msg := err.Error()
+	if i := strings.LastIndex(msg, "tls: "); i >= 0 {
+		msg = msg[i+len("tls: "):]
+	}
+	if i := strings.LastIndex(msg, "x509: "); i >= 0 {
+		msg = msg[i+len("x509: "):]
+	}
+	return msg
 }
 
 func (f *Fetcher) now() time.Time {

@@ -57,6 +57,16 @@ type Server struct {
 	// PushKeys publishes the keys push deliveries are signed with; nil:
 	// GET /api/v1/push/jwks is 404.
 	PushKeys PushKeys
+	// AnonymousReads limits, per client address, the catalog reads made
+	// without a key (published listings and their stats, what the web
+	// catalog shows anyone); nil: those need a key too.
+	AnonymousReads Limiter
+}
+
+// Limiter admits or refuses one more request under a key, refusing with
+// TooManyRequests and the wait (contracts.RateLimit implements it).
+type Limiter interface {
+	Take(ctx context.Context, key string) error
 }
 
 // MaxBodyBytes is the largest request body the control plane (this API
@@ -78,6 +88,14 @@ func (s *Server) Mount(app *fiber.App) {
 	v1.Post("/webhooks/stripe", s.stripeWebhook)
 	v1.Get("/push/jwks", s.pushJWKS)
 
+	// The catalog reads take a key but need none: without one, the
+	// visitor sees what the web catalog shows anyone. They are mounted
+	// before the group below, whose authentication would otherwise run
+	// first.
+	v1.Get("/listings", s.keyOptional, s.limitAnonymous, s.allowKeyed(contracts.ObjListings, contracts.ActRead), s.searchListings)
+	v1.Get("/listings/:id", s.keyOptional, s.limitAnonymous, s.allowKeyed(contracts.ObjListings, contracts.ActRead), s.getListing)
+	v1.Get("/listings/:id/stats", s.keyOptional, s.limitAnonymous, s.allowKeyed(contracts.ObjListings, contracts.ActRead), s.listingStats)
+
 	auth := v1.Group("", s.authenticate)
 	auth.Get("/org", s.allow(contracts.ObjOrg, contracts.ActRead), s.getOrg)
 	auth.Patch("/org", s.allow(contracts.ObjOrg, contracts.ActWrite), s.updateOrg)
@@ -86,12 +104,9 @@ func (s *Server) Mount(app *fiber.App) {
 	auth.Delete("/api-keys/:id", s.allow(contracts.ObjAPIKeys, contracts.ActWrite), s.revokeKey)
 
 	auth.Post("/listings", s.allow(contracts.ObjListings, contracts.ActWrite), s.createListing)
-	auth.Get("/listings", s.allow(contracts.ObjListings, contracts.ActRead), s.searchListings)
-	auth.Get("/listings/:id", s.allow(contracts.ObjListings, contracts.ActRead), s.getListing)
 	auth.Patch("/listings/:id", s.allowListingPatch, s.updateListing)
 	auth.Post("/listings/:id/refresh", s.allow(contracts.ObjListings, contracts.ActWrite), s.refreshListing)
 	auth.Get("/listings/:id/versions", s.allow(contracts.ObjListings, contracts.ActRead), s.listingVersions)
-	auth.Get("/listings/:id/stats", s.allow(contracts.ObjListings, contracts.ActRead), s.listingStats)
 
 	auth.Post("/listings/:id/offers", s.allow(contracts.ObjListings, contracts.ActWrite), s.createOffer)
 	auth.Get("/offers", s.allow(contracts.ObjListings, contracts.ActRead), s.listOffers)
@@ -215,7 +230,10 @@ func fromFiber(fe *fiber.Error) error {
 	return agentmarket.Errorf(agentmarket.Internal, "internal", "%s", fe.Message)
 }
 
-type actorKey struct{}
+type (
+	actorKey     struct{}
+	anonymousKey struct{}
+)
 
 // authenticate resolves the bearer key into the actor.
 func (s *Server) authenticate(c *fiber.Ctx) error {
@@ -232,6 +250,46 @@ func (s *Server) authenticate(c *fiber.Ctx) error {
 	}
 	c.Locals(actorKey{}, actor)
 	return c.Next()
+}
+
+// keyOptional authenticates a request that sends a key, as every route
+// does, and lets one without an Authorization header through as an
+// anonymous visitor (the zero actor, which the listings service shows
+// published listings only). Without AnonymousReads a key is required.
+func (s *Server) keyOptional(c *fiber.Ctx) error {
+	if s.AnonymousReads == nil || strings.TrimSpace(c.Get(fiber.HeaderAuthorization)) != "" {
+		return s.authenticate(c)
+	}
+	c.Locals(anonymousKey{}, true)
+	return c.Next()
+}
+
+func anonymous(c *fiber.Ctx) bool {
+	a, _ := c.Locals(anonymousKey{}).(bool)
+	return a
+}
+
+// limitAnonymous counts an anonymous visitor's request against its
+// address's limit; requests with a key are limited by what the key may do.
+func (s *Server) limitAnonymous(c *fiber.Ctx) error {
+	if anonymous(c) {
+		if err := s.AnonymousReads.Take(c.UserContext(), "anon:addr:"+c.IP()); err != nil {
+			return err
+		}
+	}
+	return c.Next()
+}
+
+// allowKeyed is allow for a request with a key; an anonymous visitor has
+// no role to check, and reads only what the service shows anyone.
+func (s *Server) allowKeyed(obj, act string) fiber.Handler {
+	allow := s.allow(obj, act)
+	return func(c *fiber.Ctx) error {
+		if anonymous(c) {
+			return c.Next()
+		}
+		return allow(c)
+	}
 }
 
 func actorOf(c *fiber.Ctx) agentmarket.Actor {

@@ -39,7 +39,7 @@ type listingJSON struct {
 	CardSignature   listings.CardSignature   `json:"card_signature"`
 	CardSignatures  listings.SignaturePolicy `json:"card_signatures"`
 	CardKeys        json.RawMessage          `json:"card_keys,omitempty"`
-	HasUpstreamAuth bool                     `json:"has_upstream_auth"`
+	HasUpstreamAuth *bool                    `json:"has_upstream_auth,omitempty"`
 	RefreshSeconds  int                      `json:"refresh_seconds"`
 	Limits          listings.LimitsInput     `json:"limits"`
 	NextRefreshAt   *time.Time               `json:"next_refresh_at"`
@@ -97,25 +97,31 @@ func nonNil(s []string) []string {
 	return s
 }
 
-func (s *Server) listingView(l *listings.Listing, withCard bool) listingJSON {
+// listingView is l as viewer sees it: its seller and operators see the
+// seller's settings as well, every other org and an anonymous visitor
+// the same public view.
+func (s *Server) listingView(l *listings.Listing, viewer agentmarket.Actor, withCard bool) listingJSON {
 	v := listingJSON{
-		ID:              l.ID,
-		SellerOrgID:     l.SellerOrgID,
-		Status:          l.Status,
-		Pricing:         l.Plan.PricingJSON(),
-		CardURL:         l.CardURL,
-		CardHash:        l.CardHash,
-		CardFetchedAt:   l.CardFetchedAt,
-		CardSignature:   l.CardSignature,
-		CardSignatures:  l.SignaturePolicy,
-		CardKeys:        l.CardKeys,
-		HasUpstreamAuth: l.HasUpstreamAuth(),
-		RefreshSeconds:  int(l.RefreshInterval / time.Second),
-		Limits:          l.Limits.Input(),
-		CreatedAt:       l.CreatedAt,
-		UpdatedAt:       l.UpdatedAt,
-		Interfaces:      []interfaceJSON{},
-		Skills:          []skillJSON{},
+		ID:             l.ID,
+		SellerOrgID:    l.SellerOrgID,
+		Status:         l.Status,
+		Pricing:        l.Plan.PricingJSON(),
+		CardURL:        l.CardURL,
+		CardHash:       l.CardHash,
+		CardFetchedAt:  l.CardFetchedAt,
+		CardSignature:  l.CardSignature,
+		CardSignatures: l.SignaturePolicy,
+		CardKeys:       l.CardKeys,
+		RefreshSeconds: int(l.RefreshInterval / time.Second),
+		Limits:         l.Limits.Input(),
+		CreatedAt:      l.CreatedAt,
+		UpdatedAt:      l.UpdatedAt,
+		Interfaces:     []interfaceJSON{},
+		Skills:         []skillJSON{},
+	}
+	if viewer.Operator || (viewer.OrgID != "" && viewer.OrgID == l.SellerOrgID) {
+		has := l.HasUpstreamAuth()
+		v.HasUpstreamAuth = &has
 	}
 	v.Health, v.HealthDetail = l.HealthShown()
 	if l.Incident != nil {
@@ -164,7 +170,7 @@ func (s *Server) createListing(c *fiber.Ctx) error {
 		return err
 	}
 	c.Location("/api/v1/listings/" + l.ID)
-	return c.Status(fiber.StatusCreated).JSON(s.listingView(l, true))
+	return c.Status(fiber.StatusCreated).JSON(s.listingView(l, actorOf(c), true))
 }
 
 func (s *Server) getListing(c *fiber.Ctx) error {
@@ -172,7 +178,7 @@ func (s *Server) getListing(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(s.listingView(l, true))
+	return c.JSON(s.listingView(l, actorOf(c), true))
 }
 
 func (s *Server) updateListing(c *fiber.Ctx) error {
@@ -184,7 +190,7 @@ func (s *Server) updateListing(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(s.listingView(l, true))
+	return c.JSON(s.listingView(l, actorOf(c), true))
 }
 
 func (s *Server) refreshListing(c *fiber.Ctx) error {
@@ -192,7 +198,7 @@ func (s *Server) refreshListing(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(s.listingView(l, true))
+	return c.JSON(s.listingView(l, actorOf(c), true))
 }
 
 func (s *Server) listingVersions(c *fiber.Ctx) error {
@@ -227,7 +233,7 @@ func (s *Server) searchListings(c *fiber.Ctx) error {
 	}
 	items := make([]listingJSON, len(page.Items))
 	for i, l := range page.Items {
-		items[i] = s.listingView(l, false)
+		items[i] = s.listingView(l, actor, false)
 	}
 	return c.JSON(fiber.Map{"items": items, "total": page.Total, "page": page.Page, "page_size": page.PageSize})
 }

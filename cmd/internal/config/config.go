@@ -78,8 +78,11 @@ type Config struct {
 	// DemoPort is the port of --demo's first agent on 127.0.0.1, the
 	// others on the ports after it; 0: free ports; -1 (auto): from Addr's
 	// port + DemoPortOffset (DemoAddrs).
-	DemoPort   int
-	allowCIDRs []netip.Prefix // FetchAllowCIDRs, parsed by Formats.AllowCIDRs
+	DemoPort int
+	// AnonymousReadsPerMinute is how many catalog reads without a key one
+	// client address may make a minute; 0: they need a key.
+	AnonymousReadsPerMinute int
+	allowCIDRs              []netip.Prefix // FetchAllowCIDRs, parsed by Formats.AllowCIDRs
 }
 
 // MeterLimits are the meter's timeouts and size limits.
@@ -346,6 +349,14 @@ func Settings(bin string) []Setting {
 				return errors.New("must be auto, 0 or a port from 1 to 65535")
 			}
 			c.DemoPort = n
+			return nil
+		}},
+		{"anonymous-reads-per-minute", "how many requests a minute one client address may make to the API's catalog reads without a key (GET /api/v1/listings, /api/v1/listings/{id} and its /stats: published listings only, as the web catalog shows them); more are answered 429 with Retry-After until the minute ends (counted in Redis when --redis-url is set, so across processes); 0 = those reads need a key too", "120", func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || n > 1_000_000 {
+				return errors.New("must be a whole number from 0 to 1000000")
+			}
+			c.AnonymousReadsPerMinute = n
 			return nil
 		}},
 		meterAddr,

@@ -287,6 +287,13 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 		Billing:  bill.Service, Webhooks: bill.Webhooks,
 		Authorizer: c.Authz, Logger: c.Log, PublicMeterURL: m.PublicMeterURL,
 		Tasks: tasks, Offers: offers, Alerts: alerts, Focus: bill.Focus, Verified: verified, PushKeys: c.PushKeys}
+	if n := cfg.AnonymousReadsPerMinute; n > 0 {
+		reads := &contracts.RateLimit{Clock: c.Clock, Limit: n, Window: time.Minute}
+		if c.Shared != nil {
+			reads.Store = c.Shared // one count per address across the deployment
+		}
+		srv.AnonymousReads = reads
+	}
 	m.Dependencies = append([]ops.Dependency(nil), c.Dependencies...)
 	if cfg.ClickHouseURL != "" && !cfg.EmbeddedMeter {
 		m.Dependencies[1].Impact = "usage reports, invoice previews and budget checks fail until it answers"
