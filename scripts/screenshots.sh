@@ -41,7 +41,8 @@ PORT=""
 am_pick_port PORT
 LOG=$WORK/marketplace.log
 echo "==> starting the demo marketplace on 127.0.0.1:$PORT (log: $LOG)"
-AGENTMARKET_ADDR=127.0.0.1:$PORT AGENTMARKET_DATA_DIR=$WORK/data AGENTMARKET_LOG_LEVEL=warn \
+# The demo agents take free ports too (their default is the marketplace's + 100).
+AGENTMARKET_ADDR=127.0.0.1:$PORT AGENTMARKET_DEMO_PORT=0 AGENTMARKET_DATA_DIR=$WORK/data AGENTMARKET_LOG_LEVEL=warn \
 	go run ./cmd/marketplace --demo >"$LOG" 2>&1 </dev/null &
 MARKET_PID=$!
 BASE=http://127.0.0.1:$PORT

@@ -298,6 +298,22 @@ main() {
 	step "go test ./scripts/chartcheck (the Helm chart)"
 	run_go -C scripts/chartcheck test -v -count=1 -timeout "$GO_TEST_TIMEOUT" ./... | summarize_go_test chart || FAILED+=("chart check")
 
+	# The web UI's screenshots in docs/ are made by scripts/screenshots.sh: run it
+	# here (into a temp dir) so that it keeps working as the UI changes.
+	if [[ " $SERVICES " == *" chromium "* ]]; then
+		step "scripts/screenshots.sh (the web UI's screenshots, into a temp dir)"
+		local shots="$AM_WORKDIR/screenshots" n=0
+		if scripts/screenshots.sh "$shots"; then
+			n=$(find "$shots" -name '*.png' -size +10k | wc -l)
+		fi
+		if [ "$n" -ge 6 ]; then
+			echo "ok: $n screenshots"
+		else
+			echo "screenshots.sh made $n of the 6 screenshots"
+			FAILED+=("screenshots")
+		fi
+	fi
+
 	print_summary
 	if [ "${#FAILED[@]}" -gt 0 ]; then
 		printf 'test.sh: FAILED: %s\n' "$(

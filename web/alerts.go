@@ -16,7 +16,7 @@ type alertView struct {
 	contracts.Alert
 	Subject string // the key's or the subscription's name
 	Budget  string
-	Spent   string
+	Spent   string // as exact as its budget: an alert compares the two
 }
 
 // monthAlerts are the actor's org's spend alerts this month, newest

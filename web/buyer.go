@@ -2,6 +2,7 @@ package web
 
 import (
 	"errors"
+	"html/template"
 	"strconv"
 	"strings"
 	"time"
@@ -21,7 +22,7 @@ type subView struct {
 	Listing  string
 	Endpoint string
 	CardURL  string
-	Spent    string
+	Spent    template.HTML // to the cent, the exact amount on hover
 	Budget   string
 	Percent  int64 // of the budget spent, 0..100 for the progress bar
 	Over     bool
@@ -41,7 +42,7 @@ type subView struct {
 type buyerData struct {
 	Subs  []subView
 	Month string
-	Total string
+	Total template.HTML // the month's usage so far, to the cent
 	Keys  bool
 	// Deliveries are the push notifications that need attention: failed
 	// ones (with a retry button) and ones still being retried.
@@ -124,7 +125,7 @@ func (u *UI) buyer(r *req) error {
 			s = 0 // the listing's spend belongs to the open contract, if any
 		}
 		total = agentmarket.AddSat(total, s)
-		v.Spent = formatMicros(s, cur)
+		v.Spent = moneyHTML(s, cur)
 		if b := c.MonthlyBudgetMicros; b != nil {
 			v.Budget = formatMicros(*b, cur)
 			switch {
@@ -151,7 +152,7 @@ func (u *UI) buyer(r *req) error {
 		d.Subs = append(d.Subs, v)
 	}
 	cur, _ := lb.currency()
-	d.Total = formatMicros(total, cur)
+	d.Total = moneyHTML(total, cur)
 	d.OrgID = r.actor.OrgID
 	if d.Alerts, err = u.monthAlerts(r); err != nil {
 		return err
@@ -305,8 +306,9 @@ func (u *UI) cancelSubscription(r *req) error {
 
 type keyView struct {
 	contracts.APIKey
-	Spent, Budget string
-	CanRevoke     bool
+	Spent     template.HTML // to the cent, the exact amount on hover
+	Budget    string
+	CanRevoke bool
 }
 
 type keysData struct {
@@ -346,7 +348,7 @@ func (u *UI) keysPage(r *req, d *keysData) error {
 		cur = tables[1].Currency
 	}
 	for i := len(ks) - 1; i >= 0; i-- { // newest first
-		k := keyView{APIKey: ks[i], Spent: formatMicros(spent[ks[i].ID], cur), Budget: "none",
+		k := keyView{APIKey: ks[i], Spent: moneyHTML(spent[ks[i].ID], cur), Budget: "none",
 			CanRevoke: d.CanWrite && contracts.MayRevoke(r.actor, ks[i].ID)}
 		if b := ks[i].MonthlyBudgetMicros; b != nil {
 			k.Budget = formatMicros(*b, cur)

@@ -17,8 +17,17 @@ import (
 type point struct {
 	Label   string // the bar's name (a day, an agent)
 	Value   int64  // micros
-	Display string // the value as shown
+	Display string // the value as shown (an amount: to the cent)
+	Exact   string // the value exactly, on hover ("" : Display)
 	Href    string
+}
+
+// hover is what a bar's title says: the exact value.
+func (p point) hover() string {
+	if p.Exact != "" {
+		return p.Exact
+	}
+	return p.Display
 }
 
 func esc(s string) string { return html.EscapeString(s) }
@@ -68,7 +77,7 @@ func trendChart(id, title, desc string, pts []point, format func(int64) string) 
 			bh = 1
 		}
 		fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="#2456a6"><title>%s: %s</title></rect>`,
-			x, top+plotH-bh, barW, bh, esc(p.Label), esc(p.Display))
+			x, top+plotH-bh, barW, bh, esc(p.Label), esc(p.hover()))
 		if i%every == 0 {
 			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle" font-size="12" fill="#374151">%s</text>`,
 				left+slot*float64(i)+slot/2, h-10, esc(shortDay(p.Label)))
@@ -133,7 +142,7 @@ func barChart(id, title, desc string, pts []point) template.HTML {
 		}
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="end" font-size="13" fill="#1f2937">%s</text>`, labelW-8, y+rowH/2+4, esc(truncate(p.Label, 24)))
 		fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" rx="2" fill="#2456a6"><title>%s: %s</title></rect>`,
-			labelW, y+5, bw, rowH-10, esc(p.Label), esc(p.Display))
+			labelW, y+5, bw, rowH-10, esc(p.Label), esc(p.hover()))
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="13" fill="#1f2937">%s</text>`, labelW+bw+6, y+rowH/2+4, esc(p.Display))
 	}
 	b.WriteString(`</svg>`)

@@ -69,8 +69,12 @@ type usageRow struct {
 	Currency string
 }
 
-// Cost formats the row's cost in its currency.
+// Cost formats the row's cost in its currency, exactly (chart titles).
 func (r usageRow) Cost() string { return formatMicros(r.CostMicros, r.Currency) }
+
+// Shown is the row's cost as pages show amounts: to the cent, the exact
+// cost on hover.
+func (r usageRow) Shown() template.HTML { return moneyHTML(r.CostMicros, r.Currency) }
 
 // usageTable is a grouping of usage, largest cost first (days in order).
 type usageTable struct {
@@ -386,20 +390,20 @@ func (u *UI) finance(r *req) error {
 	if days := int(p.End.Sub(p.Start) / (24 * time.Hour)); days <= 400 {
 		for t := p.Start; t.Before(p.End); t = t.AddDate(0, 0, 1) {
 			k := t.Format(dateLayout)
-			trend = append(trend, point{Label: k, Value: byDay[k], Display: format(byDay[k])})
+			trend = append(trend, point{Label: k, Value: byDay[k], Display: formatCents(byDay[k], cur), Exact: format(byDay[k])})
 		}
 	} else {
 		for _, row := range d.Days.Rows {
-			trend = append(trend, point{Label: row.Key, Value: row.CostMicros, Display: format(row.CostMicros)})
+			trend = append(trend, point{Label: row.Key, Value: row.CostMicros, Display: formatCents(row.CostMicros, cur), Exact: format(row.CostMicros)})
 		}
 	}
-	d.Trend = trendChart("trend", "Cost per day", "Cost per day from "+p.From+" to "+p.To+", "+format(d.Total.CostMicros)+" in total. The table below lists the figures.", trend, format)
+	d.Trend = trendChart("trend", "Cost per day", "Cost per day from "+p.From+" to "+p.To+", "+formatCents(d.Total.CostMicros, cur)+" in total. The table below lists the figures.", trend, format)
 	var bars []point
 	for i, row := range d.Agents.Rows {
 		if i == 10 {
 			break
 		}
-		bars = append(bars, point{Label: row.Label, Value: row.CostMicros, Display: row.Cost(), Href: row.Href})
+		bars = append(bars, point{Label: row.Label, Value: row.CostMicros, Display: formatCents(row.CostMicros, row.Currency), Exact: row.Cost(), Href: row.Href})
 	}
 	d.Bars = barChart("agents", "Cost per agent", "The "+strconv.Itoa(len(bars))+" agents that cost most from "+p.From+" to "+p.To+".", bars)
 	return u.render(r, "finance", "Finance", d)

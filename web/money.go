@@ -1,6 +1,8 @@
 package web
 
 import (
+	"html"
+	"html/template"
 	"strconv"
 	"strings"
 
@@ -84,6 +86,44 @@ func formatMicros(m int64, currency string) string {
 		s += "." + fs
 	}
 	return withCurrency(m < 0, s, currency)
+}
+
+// formatCents shows an amount (a spend, a cost: not a price) rounded half
+// up to the currency's minor unit: 24834 usd → "$0.02". An amount that is
+// not zero but rounds to zero reads "under $0.01".
+func formatCents(m int64, currency string) string {
+	d := minorDigits(currency)
+	per := uint64(microsPerUnit)
+	for range d {
+		per /= 10
+	}
+	a := abs64(m)
+	minor := a / per
+	if a%per*2 >= per {
+		minor++
+	}
+	if minor == 0 && a != 0 {
+		return "under " + formatMinor(1, currency)
+	}
+	if minor > uint64(1<<63-1) {
+		minor = uint64(1<<63 - 1)
+	}
+	n := int64(minor)
+	if m < 0 {
+		n = -n
+	}
+	return formatMinor(n, currency)
+}
+
+// moneyHTML is an amount as pages show it: to the cent (formatCents),
+// the exact micros on hover (title); both the same when the amount is
+// whole cents.
+func moneyHTML(m int64, currency string) template.HTML {
+	shown, exact := formatCents(m, currency), formatMicros(m, currency)
+	if shown == exact {
+		return template.HTML(html.EscapeString(shown))
+	}
+	return template.HTML(`<span class="money" title="` + html.EscapeString(exact) + `">` + html.EscapeString(shown) + `</span>`)
 }
 
 // formatMinor shows an amount of minor units (cents) with the currency's

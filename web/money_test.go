@@ -102,3 +102,23 @@ func TestNiceMax(t *testing.T) {
 		}
 	}
 }
+
+func TestFormatCents(t *testing.T) {
+	for _, c := range []struct {
+		micros   int64
+		currency string
+		want     string
+	}{
+		{24_834, "usd", "$0.02"}, {25_000, "usd", "$0.03"}, {24_999, "usd", "$0.02"}, {1_234_567, "usd", "$1.23"},
+		{4_999, "usd", "under $0.01"}, {5_000, "usd", "$0.01"}, {0, "usd", "$0.00"}, {-1_235_000, "usd", "-$1.24"},
+		{1_500_400_000, "jpy", "¥1,500"}, {1_500_500_000, "jpy", "¥1,501"}, {1_234_567, "kwd", "1.235 KWD"},
+		{math.MaxInt64, "usd", "$9,223,372,036,854.78"},
+	} {
+		if got := formatCents(c.micros, c.currency); got != c.want {
+			t.Errorf("formatCents(%d, %s) = %q, want %q", c.micros, c.currency, got, c.want)
+		}
+	}
+	if got := moneyHTML(19_000_000, "usd"); got != "$19.00" {
+		t.Errorf("whole cents: %q, want no title", got)
+	}
+}

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"html/template"
 	"math"
 	"net/url"
 	"strconv"
@@ -36,8 +37,8 @@ type operatorData struct {
 	Prev, Next string
 	// Platform revenue this month: metered usage through the platform and
 	// the platform's fee on it.
-	Usage    string
-	Fee      string
+	Usage    template.HTML // to the cent, the exact amount on hover
+	Fee      template.HTML
 	FeeRate  string
 	Month    string
 	HasUsage bool
@@ -118,8 +119,8 @@ func (u *UI) operator(r *req) error {
 		t := tables[0]
 		bps := u.feeBasisPoints()
 		d.HasUsage = true
-		d.Usage = formatMicros(t.Total.CostMicros, t.Currency)
-		d.Fee = formatMicros(t.Total.CostMicros/10000*bps+t.Total.CostMicros%10000*bps/10000, t.Currency)
+		d.Usage = moneyHTML(t.Total.CostMicros, t.Currency)
+		d.Fee = moneyHTML(t.Total.CostMicros/10000*bps+t.Total.CostMicros%10000*bps/10000, t.Currency)
 		d.FeeRate = strconv.FormatInt(bps/100, 10) + "." + strconv.FormatInt(bps%100+100, 10)[1:] + "%"
 	}
 	return u.render(r, "operator", "Operator", d)

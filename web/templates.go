@@ -63,6 +63,7 @@ func describedBy(in inputField) string {
 
 var funcs = template.FuncMap{
 	"micros":      formatMicros,
+	"money":       moneyHTML,
 	"minor":       formatMinor,
 	"count":       formatCount,
 	"dur":         formatDuration,

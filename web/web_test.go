@@ -413,8 +413,9 @@ func TestBuyerSubscribesAndManagesKeys(t *testing.T) {
 	if err := s.usage.Insert(context.Background(), []metering.Usage{row}); err != nil {
 		t.Fatal(err)
 	}
-	mustContain(t, b.get("/buyer"), "<span data-spent>$1.234567</span> of $25.00 budget")
-	mustContain(t, b.get("/keys"), "$1.234567")
+	// Amounts to the cent, the exact one on hover.
+	mustContain(t, b.get("/buyer"), `<span data-spent><span class="money" title="$1.234567">$1.23</span></span> of $25.00 budget`)
+	mustContain(t, b.get("/keys"), `<span class="money" title="$1.234567">$1.23</span>`)
 
 	keys, _ := s.accounts.ListKeys(context.Background(), actor)
 	var id string
@@ -759,11 +760,11 @@ func TestTotalsPastInt64(t *testing.T) {
 	if err := s.usage.Insert(ctx, rows); err != nil {
 		t.Fatal(err)
 	}
-	const saturated, each = "$9,223,372,036,854.775807", "$6,000,000,000,000.00"
+	const saturated, each = `<span class="money" title="$9,223,372,036,854.775807">$9,223,372,036,854.78</span>`, "$6,000,000,000,000.00"
 	p := b.get("/finance")
 	mustContain(t, p, `<dd data-total-cost>`+saturated+`</dd>`, each, `<td class="cost">`+saturated+`</td></tr></tfoot>`)
 	mustNotContain(t, p, "-$")
 	p = b.get("/buyer")
-	mustContain(t, p, "<strong>"+saturated+"</strong> in usage", "<span data-spent>"+each+"</span> of $1,000,000,000.00 budget")
+	mustContain(t, p, "<strong>"+saturated+"</strong> in usage at list price, before monthly allowances; monthly fees come on top", "<span data-spent>"+each+"</span> of $1,000,000,000.00 budget")
 	mustNotContain(t, p, "-$")
 }

@@ -139,10 +139,18 @@ func TestWebUIEndToEnd(t *testing.T) {
 		}
 	}
 	must("open finance", webtest.Open(ctx, m.URL+"/finance"))
+	// To the cent, the exact cost on hover (the title).
+	attr, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS(fmt.Sprintf(`tr[data-key=%q] td.cost span.money`, listingID)), "title"))
+	must("read the agent's exact cost", err)
+	if exact, want := attr.Value, usd(cost); !attr.Exists || exact != want {
+		t.Errorf("finance page's exact cost %q for the agent, usage API says %d micros (%s)", exact, cost, want)
+	}
 	shown, err := webtest.Text(ctx, fmt.Sprintf(`tr[data-key=%q] td.cost`, listingID))
 	must("read the agent's cost", err)
-	if want := usd(cost); shown != want {
-		t.Errorf("finance page shows %q for the agent, usage API says %d micros (%s)", shown, cost, want)
+	if !strings.HasPrefix(shown, "$") || strings.Count(shown, ".") != 1 || len(shown[strings.IndexByte(shown, '.')+1:]) != 2 {
+		if shown != "under $0.01" {
+			t.Errorf("finance page shows %q for the agent: not to the cent", shown)
+		}
 	}
 	svg, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('svg.chart rect').length`))
 	if err != nil || svg == 0 {
