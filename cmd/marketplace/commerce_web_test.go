@@ -125,6 +125,20 @@ func TestWebTrials(t *testing.T) {
 	days := int64(billing.MonthOf(t0).End.Sub(billing.MonthOf(t0).Start) / (24 * time.Hour))
 
 	b.signUp(base, "Trial Agents", "owner@trial.example")
+	// A refused price is said in the form's words (its label, dollars),
+	// never the API's field names (issue 28).
+	b.open(base + "/seller/new")
+	b.fill(map[string]string{"#card_url": cm.agentURL + "/", "#monthly_fee": "10", "#task_price": "-0.5", "#input_price": "20000"})
+	b.submit(`form[action="/seller/new"] button[type=submit]`, `#task_price-error`)
+	if got := b.text("#task_price-error"); !strings.Contains(got, "Price per task must not be negative.") {
+		t.Errorf("the negative price's error: %q", got)
+	}
+	if got := b.text("#input_price-error"); !strings.Contains(got, "at most $10,000.00") {
+		t.Errorf("the price past its bound: %q", got)
+	}
+	if page := b.text("main"); strings.Contains(page, "_micros") || strings.Contains(page, "pending_review") {
+		t.Errorf("the form shows the API's names: %q", page)
+	}
 	b.open(base + "/seller/new")
 	b.click(`details:has(#trial_days) summary`)
 	b.fill(map[string]string{"#card_url": cm.agentURL + "/", "#monthly_fee": "10", "#input_price": "3", "#output_price": "15",
