@@ -88,7 +88,8 @@ type Sealer interface {
 	Open(sealed, context []byte) ([]byte, error)
 }
 
-// Keys makes, rotates, publishes and signs with the push signing keys.
+// Keys makes, rotates, publishes and signs with the signing keys of one
+// purpose: push deliveries (the default) or proxied cards (Purpose "card").
 // One Keys per process; every process shares the store.
 type Keys struct {
 	Store  contracts.PushKeyStore
@@ -164,7 +165,7 @@ func (k *Keys) Run(ctx context.Context) {
 		case <-time.After(k.Refresh):
 		}
 		if err := k.Ensure(ctx); err != nil && ctx.Err() == nil {
-			k.Logger.WarnContext(ctx, "push signing keys not read", "err", err)
+			k.Logger.WarnContext(ctx, k.what()+" signing keys not read", "err", err)
 		}
 	}
 }
@@ -181,7 +182,7 @@ func (k *Keys) current(ctx context.Context) ([]contracts.PushKey, []byte, error)
 			if k.keys == nil {
 				return nil, nil, err
 			}
-			k.Logger.WarnContext(ctx, "push signing keys not read again; the ones read before serve", "err", err)
+			k.Logger.WarnContext(ctx, k.what()+" signing keys not read again; the ones read before serve", "err", err)
 		}
 	}
 	return k.keys, k.jwks, nil
@@ -205,7 +206,7 @@ func (k *Keys) refreshLocked(ctx context.Context) error {
 			return err
 		}
 		if added {
-			k.Logger.InfoContext(ctx, "push signing key made", "kid", next.ID, "generation", next.Generation, "active_at", next.ActiveAt)
+			k.Logger.InfoContext(ctx, k.what()+" signing key made", "kid", next.ID, "generation", next.Generation, "active_at", next.ActiveAt)
 		}
 		if keys, err = k.Store.PushKeys(ctx); err != nil {
 			return err
@@ -215,16 +216,16 @@ func (k *Keys) refreshLocked(ctx context.Context) error {
 	if len(published) < len(keys) {
 		oldest := published[len(published)-1].Generation
 		if n, err := k.Store.DeletePushKeys(ctx, oldest); err != nil {
-			k.Logger.WarnContext(ctx, "expired push signing keys not deleted", "err", err)
+			k.Logger.WarnContext(ctx, "expired "+k.what()+" signing keys not deleted", "err", err)
 		} else if n > 0 {
-			k.Logger.InfoContext(ctx, "expired push signing keys deleted", "keys", n)
+			k.Logger.InfoContext(ctx, "expired "+k.what()+" signing keys deleted", "keys", n)
 		}
 	}
 	set := jose.JSONWebKeySet{Keys: []jose.JSONWebKey{}}
 	for _, pk := range published {
 		pub, err := x509.ParsePKIXPublicKey(pk.Public)
 		if err != nil {
-			return fmt.Errorf("push signing key %s: public key: %w", pk.ID, err)
+			return fmt.Errorf("%s signing key %s: public key: %w", k.what(), pk.ID, err)
 		}
 		set.Keys = append(set.Keys, jose.JSONWebKey{Key: pub, KeyID: pk.ID, Algorithm: pk.Algorithm, Use: "sig"})
 	}
@@ -261,6 +262,14 @@ func containsKey(keys []contracts.PushKey, kid string) bool {
 		}
 	}
 	return false
+}
+
+// what names the keys in logs and errors: "push" or the Purpose.
+func (k *Keys) what() string {
+	if k.Purpose != "" {
+		return k.Purpose
+	}
+	return "push"
 }
 
 func (k *Keys) sealContext(kid string) []byte {
@@ -402,7 +411,7 @@ func (k *Keys) SignJWS(ctx context.Context, payload []byte, jku string) (protect
 func (k *Keys) active(ctx context.Context, now time.Time) (*ecdsa.PrivateKey, string, error) {
 	keys, _, err := k.current(ctx)
 	if err != nil {
-		return nil, "", fmt.Errorf("push signing keys: %w", err)
+		return nil, "", fmt.Errorf("%s signing keys: %w", k.what(), err)
 	}
 	for _, pk := range keys {
 		if pk.ActiveAt.After(now) {
@@ -416,15 +425,15 @@ func (k *Keys) active(ctx context.Context, now time.Time) (*ecdsa.PrivateKey, st
 		}
 		der, err := k.Sealer.Open(pk.Sealed, k.sealContext(pk.ID))
 		if err != nil {
-			return nil, "", fmt.Errorf("push signing key %s cannot be opened (is AGENTMARKET_SECRET_KEY the same on every process?): %w", pk.ID, err)
+			return nil, "", fmt.Errorf("%s signing key %s cannot be opened (is AGENTMARKET_SECRET_KEY the same on every process?): %w", k.what(), pk.ID, err)
 		}
 		parsed, err := x509.ParsePKCS8PrivateKey(der)
 		if err != nil {
-			return nil, "", fmt.Errorf("push signing key %s: %w", pk.ID, err)
+			return nil, "", fmt.Errorf("%s signing key %s: %w", k.what(), pk.ID, err)
 		}
 		priv, ok := parsed.(*ecdsa.PrivateKey)
 		if !ok || pk.Algorithm != string(Algorithm) {
-			return nil, "", fmt.Errorf("push signing key %s: %s keys are not supported", pk.ID, pk.Algorithm)
+			return nil, "", fmt.Errorf("%s signing key %s: %s keys are not supported", k.what(), pk.ID, pk.Algorithm)
 		}
 		k.mu.Lock()
 		k.private[pk.ID] = priv
