@@ -184,6 +184,17 @@ func allowanceShared(period Period, parts []Part, inv *Invoice, commitmentMinor 
 		}
 		fresh.Add(fresh, one.ExactMicros())
 	}
+	// Nothing is charged unless the shared allowance costs something
+	// exactly: the roundings alone must not make a cent.
+	var commitExact big.Rat
+	for _, l := range inv.Lines {
+		if l.Kind == LineCommitment {
+			commitExact.Add(&commitExact, l.ExactMicros())
+		}
+	}
+	if new(big.Rat).Sub(new(big.Rat).Sub(inv.ExactMicros(), &commitExact), fresh).Sign() <= 0 {
+		return 0, nil
+	}
 	perMinor := new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(6-inv.MinorUnitDigits)), nil))
 	freshMinor := roundHalfUp(fresh.Quo(fresh, perMinor)).Int64()
 	return max(0, inv.TotalMinor-commitmentMinor-freshMinor), nil

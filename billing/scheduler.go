@@ -85,8 +85,11 @@ func (s *Scheduler) sweep(ctx context.Context) {
 	}
 	prev := MonthOf(MonthOf(s.Clock.Now()).Start.Add(-time.Second))
 	if s.Reporter == nil {
-		if _, err := s.Service.CloseMonth(ctx, prev); err != nil && ctx.Err() == nil && agentmarket.KindOf(err) != agentmarket.Invalid {
-			s.Logger.Warn("closing the month failed", "period", prev.Start, "err", err)
+		// Every contract the close could not rate is said, each with why
+		// (an unratable month is never skipped silently: it is retried
+		// every sweep and logged every time until it is fixed).
+		if _, err := s.Service.CloseMonth(ctx, prev); err != nil && ctx.Err() == nil && agentmarket.CodeOf(err) != "period_not_closed" {
+			s.Logger.Error("closing the month failed for some contracts; they are not invoiced until it succeeds", "period", prev.Start, "err", err)
 		}
 	} else if _, err := s.Service.ChargeCommitments(ctx, prev); err != nil && ctx.Err() == nil && agentmarket.CodeOf(err) != "period_not_closed" {
 		s.Logger.Warn("charging minimum commitments failed", "period", prev.Start, "err", err)
