@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/big"
+	"slices"
 	"time"
 
 	"github.com/agentmarket/agentmarket"
@@ -173,6 +174,22 @@ func (s *Service) sharesAllowance(ctx context.Context, c *contracts.Contract, pe
 func allowanceShared(period Period, parts []Part, inv *Invoice, commitmentMinor int64) (int64, error) {
 	if len(parts) == 1 && parts[0].AllowanceUsed == (Usage{}) {
 		return 0, nil
+	}
+	if inv.CarriedMicros != nil {
+		// The provider rounds each subscription's invoice itself: the
+		// month's rounding carry is the own ledger's, not its.
+		parts = slices.Clone(parts)
+		parts[0].RoundingCarry = nil
+		var err error
+		if inv, err = RateParts(period, parts); err != nil {
+			return 0, err
+		}
+		commitmentMinor = 0
+		for _, l := range inv.Lines {
+			if l.Kind == LineCommitment {
+				commitmentMinor += l.AmountMinor
+			}
+		}
 	}
 	fresh := new(big.Rat)
 	for _, p := range parts {

@@ -131,8 +131,10 @@ func TestSubSecondPartsRate(t *testing.T) {
 	if n, err := e.ledger().CloseMonth(ctx, may); err != nil || n != 1 {
 		t.Fatalf("CloseMonth = %d, %v", n, err)
 	}
+	// Its partial second counts as a whole one (stays cycled within
+	// seconds cannot avoid the fee); its usage is rated.
 	inv, err := e.store.Invoice(ctx, "ctr_blink", may.Start)
-	if err != nil || inv.Invoice.Lines[0].Used != 0 || inv.Invoice.Lines[4].AmountMicros != 500_000 {
+	if err != nil || inv.Invoice.Lines[0].Used != 1 || inv.Invoice.Lines[4].AmountMicros != 500_000 {
 		t.Fatalf("the blink's invoice: %+v, %v", inv, err)
 	}
 }

@@ -2,6 +2,7 @@ package billing_test
 
 import (
 	"context"
+	"math/big"
 	"reflect"
 	"testing"
 
@@ -45,22 +46,30 @@ func TestCloseMonthIssuesOneInvoicePerContract(t *testing.T) {
 	// The three stays are one org's on one listing: they share May's
 	// allowance in the order they began (ctr_gone, ctr_full, ctr_late), so
 	// ctr_full has 199,999 output tokens left of it, and ctr_late no task.
+	// And each takes over what the ones before it rounded away (the
+	// rounding carry), so that together they are rounded once.
+	var carry *big.Rat
 	for _, tc := range []struct {
 		id     string
 		usage  billing.Usage
 		active billing.Period
 		prior  billing.Usage
 	}{
+		{"ctr_gone", billing.Usage{OutputTokens: 1}, period(date(2026, 5, 1), date(2026, 5, 11)), billing.Usage{}},
 		{"ctr_full", billing.Usage{InputTokens: 1_200_000, OutputTokens: 300_000, ComputeMs: 3_600_001, Tasks: 150}, period(date(2026, 5, 1), date(2026, 6, 1)),
 			billing.Usage{OutputTokens: 1}},
 		{"ctr_late", billing.Usage{Tasks: 101}, period(date(2026, 5, 21), date(2026, 6, 1)),
 			billing.Usage{InputTokens: 1_000_000, OutputTokens: 200_000, ComputeMs: 3_600_000, Tasks: 100}},
-		{"ctr_gone", billing.Usage{OutputTokens: 1}, period(date(2026, 5, 1), date(2026, 5, 11)), billing.Usage{}},
 	} {
-		want, err := billing.RateParts(may, []billing.Part{{Plan: plan, Span: tc.active, Usage: tc.usage, AllowanceUsed: tc.prior}})
+		want, err := billing.RateParts(may, []billing.Part{{Plan: plan, Span: tc.active, Usage: tc.usage, AllowanceUsed: tc.prior, RoundingCarry: carry}})
 		if err != nil {
 			t.Fatal(err)
 		}
+		next := want.ExactMicros()
+		if carry != nil {
+			next.Add(next, carry)
+		}
+		carry = next.Sub(next, big.NewRat(want.TotalMinor*10_000, 1))
 		got, err := e.store.Invoice(ctx, tc.id, may.Start)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.id, err)

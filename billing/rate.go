@@ -117,6 +117,14 @@ type Part struct {
 	// by every stay of an org on a listing. Each later part starts from
 	// what the parts before it used; a later part's own value is ignored.
 	AllowanceUsed Usage
+	// RoundingCarry, on the first part, is what the invoices of the org's
+	// earlier stays on the listing this month rounded away, in micros
+	// (their exact amounts less their totals; between minus and plus half
+	// a minor unit): the total is rounded from the exact subtotal plus it,
+	// so that a month's stays together are charged its exact amount
+	// rounded once (a stay of minutes cannot round its fee to nothing, one
+	// after the other). nil: none.
+	RoundingCarry *big.Rat
 }
 
 // PartInfo is a part as an invoice shows it.
@@ -154,9 +162,25 @@ type Invoice struct {
 	// exact subtotal in minor units, rounded half up, once.
 	MinorUnitDigits int
 	TotalMinor      int64
+	// CarriedMicros is the rounding carry the total was rounded with (what
+	// the month's earlier stays of the org on the listing rounded away,
+	// Part.RoundingCarry); nil when none.
+	CarriedMicros *big.Rat
 	// Preview is set on an invoice of an open period, rated as of AsOf.
 	Preview bool
 	AsOf    time.Time
+}
+
+// roundedAway is what the invoice's one rounding took off (or added to)
+// the exact subtotal plus its carry, in micros: the carry of the month's
+// next stay.
+func (inv *Invoice) roundedAway() *big.Rat {
+	perMinor := new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(6-inv.MinorUnitDigits)), nil))
+	r := inv.ExactMicros()
+	if inv.CarriedMicros != nil {
+		r.Add(r, inv.CarriedMicros)
+	}
+	return r.Sub(r, new(big.Rat).Mul(big.NewRat(inv.TotalMinor, 1), perMinor))
 }
 
 // ExactMicros is the invoice's exact subtotal in micros.
@@ -406,10 +430,19 @@ func rateParts(billed Period, parts []Part) (*Invoice, error) {
 		return nil, fe.Err("amount_out_of_range", "the invoice amount is too large to bill")
 	}
 
-	// The one rounding: micros to minor units, half up, on the total.
+	// The one rounding: micros to minor units, half up, on the total (with
+	// what the month's earlier stays rounded away: RoundingCarry).
 	perMinor := new(big.Rat).SetInt(new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(6-digits)), nil))
-	total := roundHalfUp(new(big.Rat).Quo(subtotal, perMinor))
-	inv.TotalMinor = total.Int64() // fits: at most the subtotal in micros
+	toRound := new(big.Rat).Set(subtotal)
+	if c := parts[0].RoundingCarry; c != nil {
+		toRound.Add(toRound, c)
+		inv.CarriedMicros = new(big.Rat).Set(c)
+	}
+	total := roundHalfUp(new(big.Rat).Quo(toRound, perMinor))
+	if total.Sign() < 0 {
+		total.SetInt64(0)
+	}
+	inv.TotalMinor = total.Int64() // fits: at most the subtotal in micros, plus a minor unit
 
 	allocate(inv.Lines, amounts, perMinor, inv.TotalMinor)
 	return inv, nil
@@ -549,8 +582,19 @@ func allocate(lines []Line, amounts []*big.Rat, perMinor *big.Rat, total int64) 
 		order[i] = i
 	}
 	sort.SliceStable(order, func(a, b int) bool { return rems[order[a]].Cmp(rems[order[b]]) > 0 })
-	for _, i := range order[:missing] {
-		lines[i].AmountMinor++
+	// With a rounding carry the total may be one unit past the lines'
+	// units either way: one more goes to the largest remainder (the first
+	// line when none has one), one less comes off the smallest remainder
+	// of a line that has a unit.
+	for k := 0; missing > 0; k++ {
+		lines[order[k%len(order)]].AmountMinor++
+		missing--
+	}
+	for k := len(order) - 1; missing < 0 && k >= 0; k-- {
+		if i := order[k]; lines[i].AmountMinor > 0 {
+			lines[i].AmountMinor--
+			missing++
+		}
 	}
 }
 

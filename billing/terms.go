@@ -2,6 +2,7 @@ package billing
 
 import (
 	"context"
+	"math/big"
 	"slices"
 	"time"
 
@@ -60,6 +61,15 @@ func spansOf(c *contracts.Contract, changes []contracts.PlanChange, stayEnd time
 		}
 		out = append(out, p)
 	}
+	// A paid stay's last partial second counts as a whole one (spans'
+	// starts are truncated to the second for the fee): a paid stay shorter
+	// than a second pays one second, so that stays cycled within seconds
+	// cannot avoid the fee. A stay that ends with its trial pays nothing.
+	if n := len(out); n > 0 && !out[n-1].trial {
+		if t := out[n-1].End.Truncate(time.Second); !t.Equal(out[n-1].End) {
+			out[n-1].End = t.Add(time.Second)
+		}
+	}
 	return out
 }
 
@@ -107,13 +117,19 @@ type terms struct {
 // priorAllowance is how much of the month's allowance the org's stays on
 // c's listing that began before c used in period (see the allowance rule
 // in rate.go), each rated in turn from what the ones before it used.
-func (t terms) priorAllowance(ctx context.Context, c *contracts.Contract, period Period) (Usage, error) {
+//
+// It also returns the month's rounding carry: what the earlier stays'
+// invoices rounded away (their exact amounts less what they charged, in
+// micros), for this stay's total to take over, so that the stays of a
+// month are charged the month's exact amount rounded once, however many
+// there are (Part.RoundingCarry).
+func (t terms) priorAllowance(ctx context.Context, c *contracts.Contract, period Period) (Usage, *big.Rat, error) {
 	if t.stays == nil {
-		return Usage{}, nil
+		return Usage{}, nil, nil
 	}
 	list, err := t.stays.ListContracts(ctx, c.BuyerOrgID)
 	if err != nil {
-		return Usage{}, err
+		return Usage{}, nil, err
 	}
 	var earlier []contracts.Contract
 	for _, x := range list {
@@ -131,16 +147,28 @@ func (t terms) priorAllowance(ctx context.Context, c *contracts.Contract, period
 		return 1
 	})
 	used := Usage{}
+	var carry *big.Rat
+	currency := ""
 	for i := range earlier {
-		parts, _, err := t.partsFrom(ctx, &earlier[i], period, period.End, used)
+		parts, _, err := t.partsFrom(ctx, &earlier[i], period, period.End, used, carry)
 		if err != nil {
-			return Usage{}, err
+			return Usage{}, nil, err
 		}
-		if len(parts) > 0 {
-			used = AllowanceUsed(parts)
+		if len(parts) == 0 {
+			continue
 		}
+		used = AllowanceUsed(parts)
+		if currency != "" && parts[0].Plan.Currency != currency {
+			carry = nil // a carry is in one currency
+		}
+		currency = parts[0].Plan.Currency
+		inv, err := RateParts(period, parts)
+		if err != nil {
+			continue // that stay is refused on its own; it carries nothing
+		}
+		carry = inv.roundedAway()
 	}
-	return used, nil
+	return used, carry, nil
 }
 
 // startsBefore orders stays: by start, then by id.
@@ -163,14 +191,14 @@ func (t terms) contractParts(ctx context.Context, c *contracts.Contract, period 
 // when the contract has no part in the period); the first part carries
 // the allowance the org's earlier stays on the listing used.
 func (t terms) partsIn(ctx context.Context, c *contracts.Contract, period Period, usageTo time.Time) ([]Part, []Period, error) {
-	prior, err := t.priorAllowance(ctx, c, period)
+	prior, carry, err := t.priorAllowance(ctx, c, period)
 	if err != nil {
 		return nil, nil, err
 	}
-	return t.partsFrom(ctx, c, period, usageTo, prior)
+	return t.partsFrom(ctx, c, period, usageTo, prior, carry)
 }
 
-func (t terms) partsFrom(ctx context.Context, c *contracts.Contract, period Period, usageTo time.Time, prior Usage) ([]Part, []Period, error) {
+func (t terms) partsFrom(ctx context.Context, c *contracts.Contract, period Period, usageTo time.Time, prior Usage, carry *big.Rat) ([]Part, []Period, error) {
 	spans, windows, err := contractWindows(ctx, t.history, c, period, usageTo)
 	if err != nil || len(spans) == 0 {
 		return nil, nil, err
@@ -190,6 +218,9 @@ func (t terms) partsFrom(ctx context.Context, c *contracts.Contract, period Peri
 		parts[i] = Part{Plan: *plan, Span: s.Period, Usage: u, Trial: s.trial}
 	}
 	parts[0].AllowanceUsed = prior
+	if carry != nil && carry.Sign() != 0 && parts[0].Plan.Currency != "" {
+		parts[0].RoundingCarry = carry
+	}
 	return parts, windows, nil
 }
 

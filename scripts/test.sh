@@ -235,6 +235,9 @@ main() {
 	command -v curl >/dev/null 2>&1 || am_apt_install curl
 	export AGENTMARKET_TEST_SERVICES="${SERVICES// /,}"
 	export AGENTMARKET_TEST_REQUIRE_SERVICES=1
+	# The billing property test tries this many new random buyer sequences
+	# besides its fixed seeds (a failure names its seed).
+	export AGENTMARKET_BILLING_SEQUENCES="${AGENTMARKET_BILLING_SEQUENCES:-25}"
 	env | grep '^AGENTMARKET_TEST_' | sort | sed 's/^/    /'
 
 	if [ "$#" -gt 0 ]; then

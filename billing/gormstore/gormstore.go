@@ -15,6 +15,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/big"
 	"time"
 
 	"gorm.io/gorm"
@@ -571,6 +572,7 @@ type invoiceRow struct {
 	SubtotalFractionNum int64
 	SubtotalFractionDen int64
 	TotalMinor          int64
+	Carried             string // billing.Invoice.CarriedMicros as "num/den"; "" for none
 	Lines               string
 	Parts               string
 	CreatedAt           time.Time
@@ -629,7 +631,14 @@ func invoiceToRow(inv *billing.LocalInvoice) (*invoiceRow, error) {
 		ActiveStart: ts(i.Active.Start), ActiveEnd: ts(i.Active.End), PlanVersion: i.PlanVersion, Currency: i.Currency,
 		MinorUnitDigits: i.MinorUnitDigits, SubtotalMicros: i.SubtotalMicros,
 		SubtotalFractionNum: i.SubtotalFraction.Num, SubtotalFractionDen: i.SubtotalFraction.Den,
-		TotalMinor: i.TotalMinor, Lines: string(raw), Parts: string(rawParts), CreatedAt: ts(inv.CreatedAt)}, nil
+		TotalMinor: i.TotalMinor, Carried: ratText(i.CarriedMicros), Lines: string(raw), Parts: string(rawParts), CreatedAt: ts(inv.CreatedAt)}, nil
+}
+
+func ratText(r *big.Rat) string {
+	if r == nil {
+		return ""
+	}
+	return r.String()
 }
 
 func invoiceFromRow(r *invoiceRow) (*billing.LocalInvoice, error) {
@@ -646,6 +655,14 @@ func invoiceFromRow(r *invoiceRow) (*billing.LocalInvoice, error) {
 		SubtotalFraction: billing.Fraction{Num: r.SubtotalFractionNum, Den: r.SubtotalFractionDen},
 		MinorUnitDigits:  r.MinorUnitDigits, TotalMinor: r.TotalMinor,
 		Lines: make([]billing.Line, len(lines)),
+	}
+	if r.Carried != "" {
+		c, ok := new(big.Rat).SetString(r.Carried)
+		if !ok {
+			return nil, agentmarket.Wrap(agentmarket.Internal, "invoice_decode_failed",
+				fmt.Errorf("invoice of %s for %s: carry %q", r.ContractID, r.PeriodStart, r.Carried), "could not read the invoice")
+		}
+		inv.CarriedMicros = c
 	}
 	for i, l := range lines {
 		inv.Lines[i] = billing.Line{Kind: billing.LineKind(l.Kind), Description: l.Description, Used: l.Used, Included: l.Included,
