@@ -227,3 +227,24 @@ func TestEndScheduled(t *testing.T) {
 		t.Errorf("subscription canceled at %v, want %v", sub.CanceledAt, end)
 	}
 }
+
+// TestCanChangePlan: the currency rule ChangePlan applies is the one the
+// pages ask before offering a change (contracts.PlanChangeChecker).
+func TestCanChangePlan(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	euro := basePlan(49_000_000)
+	euro.Version, euro.Currency = 4, "eur"
+	e.plans["lst_echo/4"] = euro
+	same := basePlan(99_000_000)
+	same.Version = 5
+	e.plans["lst_echo/5"] = same
+	c := e.contract("ctr_1", t0)
+	var checker contracts.PlanChangeChecker = &billing.Hooks{Service: e.ledger()}
+	if err := checker.CanChangePlan(ctx, c, 4); agentmarket.CodeOf(err) != "invalid_plan_change" {
+		t.Errorf("to a plan in eur: %v, want invalid_plan_change", err)
+	}
+	if err := checker.CanChangePlan(ctx, c, 5); err != nil {
+		t.Errorf("to a plan in usd: %v", err)
+	}
+}

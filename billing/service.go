@@ -220,18 +220,9 @@ func (s *Service) ScheduleEnd(ctx context.Context, c *contracts.Contract) error 
 // (PlanChangeKey), the fee prorated by the provider; the reporter then
 // reports to the new items.
 func (s *Service) ChangePlan(ctx context.Context, c *contracts.Contract, ch contracts.PlanChange, listingName string) error {
-	from, err := s.Plans.Plan(ctx, c.ListingID, ch.FromVersion)
+	_, to, err := s.planChange(ctx, c.ListingID, ch.FromVersion, ch.ToVersion)
 	if err != nil {
 		return err
-	}
-	to, err := s.Plans.Plan(ctx, c.ListingID, ch.ToVersion)
-	if err != nil {
-		return err
-	}
-	if to.Currency != from.Currency {
-		var fe agentmarket.Fields
-		fe.Add("plan_version", "same_currency", "the subscription is billed in %s; plan version %d is in %s", from.Currency, to.Version, to.Currency)
-		return fe.Err("invalid_plan_change", "the plan change is not valid")
 	}
 	sub, err := s.liveSubscription(ctx, c)
 	if err != nil || sub == nil {
@@ -255,6 +246,32 @@ func (s *Service) ChangePlan(ctx context.Context, c *contracts.Contract, ch cont
 
 // liveSubscription is the contract's subscription at the provider when
 // there is a provider and it is not canceled; nil otherwise.
+// CanChangePlan says why contract c cannot move to plan version to (a plan
+// in another currency: an Invalid error on plan_version), nil when it can:
+// the check ChangePlan makes first, for the pages to show before the
+// change is asked for.
+func (s *Service) CanChangePlan(ctx context.Context, c *contracts.Contract, to int) error {
+	_, _, err := s.planChange(ctx, c.ListingID, c.PlanVersion, to)
+	return err
+}
+
+// planChange reads both plans of a change and refuses one to another
+// currency.
+func (s *Service) planChange(ctx context.Context, listingID string, fromVersion, toVersion int) (from, to *listings.Plan, err error) {
+	if from, err = s.Plans.Plan(ctx, listingID, fromVersion); err != nil {
+		return nil, nil, err
+	}
+	if to, err = s.Plans.Plan(ctx, listingID, toVersion); err != nil {
+		return nil, nil, err
+	}
+	if to.Currency != from.Currency {
+		var fe agentmarket.Fields
+		fe.Add("plan_version", "same_currency", "the subscription is billed in %s; plan version %d is in %s", from.Currency, to.Version, to.Currency)
+		return nil, nil, fe.Err("invalid_plan_change", "the plan change is not valid")
+	}
+	return from, to, nil
+}
+
 func (s *Service) liveSubscription(ctx context.Context, c *contracts.Contract) (*Subscription, error) {
 	if s.Provider == nil || c == nil {
 		return nil, nil
@@ -329,6 +346,11 @@ func (h *Hooks) ScheduleEnd(ctx context.Context, c *contracts.Contract) error {
 
 // ChangePlan is Service.ChangePlan, with the listing's name (for the new
 // version's product prices).
+// CanChangePlan implements contracts.PlanChangeChecker.
+func (h *Hooks) CanChangePlan(ctx context.Context, c *contracts.Contract, to int) error {
+	return h.Service.CanChangePlan(ctx, c, to)
+}
+
 func (h *Hooks) ChangePlan(ctx context.Context, c *contracts.Contract, ch contracts.PlanChange) error {
 	name := c.ListingID
 	if h.Service.Provider != nil {

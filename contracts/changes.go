@@ -155,7 +155,17 @@ func (s *Subscriptions) PlanChangeRefused(ctx context.Context, c *Contract, to i
 			"the subscription changed plan on %s already: one change per calendar month, the next from %s",
 			changes[n-1].At.Format("2006-01-02"), next.Format("2006-01-02"))
 	}
+	if pc, ok := s.Billing.(PlanChangeChecker); ok {
+		return pc.CanChangePlan(ctx, c, to)
+	}
 	return nil
+}
+
+// PlanChangeChecker is billing's own rule on a plan change (the same
+// currency): PlanChangeRefused asks it, when the billing hooks have one,
+// so that the pages refuse what the change would.
+type PlanChangeChecker interface {
+	CanChangePlan(ctx context.Context, c *Contract, to int) error
 }
 
 func planChangeStatus(c *Contract) error {

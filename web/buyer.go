@@ -142,7 +142,7 @@ func (u *UI) buyer(r *req) error {
 			p := l.plan
 			v.NewPlan, v.NewFee = &p, formatMicros(p.MonthlyFeeMicros, p.Currency)
 			if err := u.d.Subscriptions.PlanChangeRefused(r.ctx, &c, p.Version); err != nil {
-				if agentmarket.KindOf(err) != agentmarket.Conflict {
+				if k := agentmarket.KindOf(err); k != agentmarket.Conflict && k != agentmarket.Invalid {
 					return err
 				}
 				v.NoChange = planChangeWords(err)
@@ -435,6 +435,8 @@ func planChangeWords(err error) string {
 		return "One plan change a month: this subscription changed plan this month already."
 	case "plan_change_refused":
 		return "Only an active subscription changes plan."
+	case "invalid_plan_change":
+		return "The new plan is in another currency than this subscription: subscribe to it anew instead."
 	}
 	return "The plan cannot change now."
 }
