@@ -163,9 +163,24 @@ func (u *UI) buyer(r *req) error {
 			return err
 		}
 		for _, o := range u.offerViews(r, list) {
-			if o.Status == "open" {
-				d.Offers = append(d.Offers, o)
+			if o.Status != "open" {
+				continue
 			}
+			// Accepting an offer on a listing the org subscribes to changes
+			// that subscription's plan: the same rule says if it can now.
+			for i := range cs {
+				c := &cs[i]
+				if c.ListingID != o.ListingID || c.Status == contracts.ContractCanceled {
+					continue
+				}
+				if err := u.d.Subscriptions.PlanChangeRefused(r.ctx, c, o.Plan.Version); err != nil {
+					if k := agentmarket.KindOf(err); k != agentmarket.Conflict && k != agentmarket.Invalid {
+						return err
+					}
+					o.NoAccept = planChangeWords(err)
+				}
+			}
+			d.Offers = append(d.Offers, o)
 		}
 	}
 	if u.d.Tasks != nil {
@@ -434,7 +449,7 @@ func planChangeWords(err error) string {
 		}
 		return "One plan change a month: this subscription changed plan this month already."
 	case "plan_change_refused":
-		return "Only an active subscription changes plan."
+		return "Only an active subscription changes plan (a free trial ends first)."
 	case "invalid_plan_change":
 		return "The new plan is in another currency than this subscription: subscribe to it anew instead."
 	}

@@ -21,6 +21,10 @@ type offerView struct {
 	Seller  string
 	Status  listings.OfferStatus
 	Terms   []priceRow
+	// NoAccept says why accepting cannot be done now (the subscription
+	// it would change cannot change plan: PlanChangeRefused); the button
+	// is then shown disabled with it.
+	NoAccept string
 }
 
 func (u *UI) offerViews(r *req, list []listings.Offer) []offerView {

@@ -330,10 +330,17 @@ func TestWebPlanChanges(t *testing.T) {
 	if r := cm.api.with(cm.seller).do("PATCH", "/api/v1/listings/"+cm.listing, map[string]any{"pricing": third}); r.Status != 200 {
 		t.Fatalf("third prices: %d %s", r.Status, r.Body)
 	}
+	// A private offer the same month would change the plan too: its
+	// Accept is disabled with the same reason.
+	buyerOrg := b.text("[data-org-id]")
+	cm.offer(t, buyerOrg, offerPricing, cm.clock.Now().Add(10*24*time.Hour))
 	b.open(base + "/buyer")
 	next := billing.MonthOf(t0).End.Format("2006-01-02")
 	if b.count("[data-new-plan] button[disabled]") != 1 || !strings.Contains(b.text("[data-no-change]"), "the next change can be made from "+next) {
 		t.Errorf("the refused change: %d disabled buttons, %q", b.count("[data-new-plan] button[disabled]"), b.text("[data-no-change]"))
+	}
+	if b.count("[data-offer] button[disabled]") != 1 || !strings.Contains(b.text("[data-no-accept]"), "the next change can be made from "+next) {
+		t.Errorf("the offer's Accept: %d disabled, %q", b.count("[data-offer] button[disabled]"), b.text("[data-no-accept]"))
 	}
 	b.open(base + "/finance/invoices")
 	month := billing.MonthOf(t0)
