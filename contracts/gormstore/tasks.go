@@ -167,13 +167,26 @@ func (s *Store) TaskRecord(ctx context.Context, listingID, taskID string) (*cont
 	return rec, nil
 }
 
+// findTasksSQL finds a task by its id alone without an index on the id
+// (migration 0063): the listings that have tasks are walked on the primary
+// key (listing_id, task_id), one seek each (a loose index scan), and the id
+// is looked up under each. A lookup costs a few seeks per listing with
+// tasks; a new task's row costs one random B-tree write instead of two.
+const findTasksSQL = `WITH RECURSIVE l(id) AS (
+  SELECT MIN(listing_id) FROM task_owners
+  UNION ALL
+  SELECT (SELECT MIN(listing_id) FROM task_owners WHERE listing_id > l.id) FROM l WHERE l.id IS NOT NULL
+)
+SELECT * FROM task_owners WHERE listing_id IN (SELECT id FROM l WHERE id IS NOT NULL) AND task_id = ?
+ORDER BY created_at DESC, listing_id ASC LIMIT ?`
+
 // FindTasks implements contracts.TaskLife.
 func (s *Store) FindTasks(ctx context.Context, taskID string, limit int) ([]contracts.TaskBinding, error) {
 	if limit <= 0 || limit > 100 {
 		limit = 100
 	}
 	var rows []taskOwnerRow
-	err := s.db.WithContext(ctx).Where("task_id = ?", taskID).Order("created_at DESC, listing_id ASC").Limit(limit).Find(&rows).Error
+	err := s.db.WithContext(ctx).Raw(findTasksSQL, taskID, limit).Scan(&rows).Error
 	if err != nil {
 		return nil, relational.Translate(err, "task")
 	}
