@@ -193,8 +193,17 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 	p.Init()
 	// Retries of a failing database or usage store back off to 5 s at
 	// most: the projections must catch up soon after an outage ends.
-	ship := spool.NewShipper(sp, d.Store, spool.ShipperOptions{Settle: p.Project, SettleAhead: true, Stored: p.Stored, MaxBackoff: 5 * time.Second,
-		OnError: spool.LogFailures(d.Logger)})
+	shipOpts := spool.ShipperOptions{Settle: p.Project, SettleAhead: true, Stored: p.Stored, MaxBackoff: 5 * time.Second,
+		OnError: spool.LogFailures(d.Logger)}
+	if d.Config.MeterInMemory() || shared != nil {
+		// No other meter waits for the database to find a task this one
+		// bound (it is the only one, or they share Redis): the projections
+		// are settled in larger transactions. A new task's row is a write
+		// at a random page of the primary key, and a page holds many rows:
+		// batches of hundreds, not tens, write fewer pages per task.
+		shipOpts.SettleWait, shipOpts.SettleRows = settleWaitAlone, settleRowsAlone
+	}
+	ship := spool.NewShipper(sp, d.Store, shipOpts)
 	p.Unsettled = ship.Backpressure
 	// What the spool held at the start is projected before the meter bills
 	// a task it does not hold from the task's stored bill.
@@ -210,6 +219,16 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 	return &Meter{Proxy: p, Spool: sp, Shipper: ship, stopLoops: func() { stop(); loops.Wait() },
 		closeStores: func() error { return errors.Join(closeSent(), store.Close()) }}, nil
 }
+
+// The projections' settle batches when no other meter reads them from the
+// database to find a task (spool.ShipperOptions.SettleWait, SettleRows):
+// 50 ms at most behind the calls, well within what the marketplace's pages
+// and the task sweeper need, and below the meter's pacing point
+// (a2aproxy.Limits.MaxUnsettled) at its max rate.
+const (
+	settleWaitAlone = 50 * time.Millisecond
+	settleRowsAlone = 1024
+)
 
 // Close flushes the spool to the store (bounded by ctx) and closes it.
 // Whatever is not shipped stays in the spool for the next start.
