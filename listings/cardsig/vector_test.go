@@ -70,11 +70,11 @@ func TestSignedCardVector(t *testing.T) {
 		base64.RawURLEncoding.EncodeToString(priv.Public().(ed25519.PublicKey)))
 	signed := withSignatures(t, card, fmt.Sprintf(`[{"protected":%q,"signature":%q}]`, protected, sig))
 	v := verifier(t)
-	if got := v.VerifyCard(ctx, signed, jwks); got.Status != listings.SignatureVerified || got.KeyID != vectorKid {
+	if got := v.VerifyCard(ctx, signed, jwks, ""); got.Status != listings.SignatureVerified || got.KeyID != vectorKid {
 		t.Errorf("the vector does not verify with cardsig: %+v", got)
 	}
 	tampered := bytes.Replace(signed, []byte(`"Zürich"`), []byte(`"Zurich"`), 1)
-	if got := v.VerifyCard(ctx, tampered, jwks); got.Status != listings.SignatureFailed {
+	if got := v.VerifyCard(ctx, tampered, jwks, ""); got.Status != listings.SignatureFailed {
 		t.Errorf("a tampered vector: %+v", got)
 	}
 
