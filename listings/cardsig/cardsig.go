@@ -289,6 +289,8 @@ func errText(err error) string { return err.Error() }
 type Keys interface {
 	SignJWS(ctx context.Context, payload []byte, jku string) (protected, signature string, err error)
 	JWKS(ctx context.Context) ([]byte, time.Duration, error)
+	// ActiveKeyID is the kid SignJWS signs with now.
+	ActiveKeyID(ctx context.Context) (string, error)
 }
 
 // Signer signs cards with Keys; each signature names JKU, where Keys'
@@ -325,3 +327,6 @@ func (s Signer) SignCard(ctx context.Context, card []byte) ([]byte, error) {
 // JWKS is the key set that verifies SignCard's signatures, and how long
 // it may be cached.
 func (s Signer) JWKS(ctx context.Context) ([]byte, time.Duration, error) { return s.Keys.JWKS(ctx) }
+
+// ActiveKeyID is the kid SignCard signs with now.
+func (s Signer) ActiveKeyID(ctx context.Context) (string, error) { return s.Keys.ActiveKeyID(ctx) }
