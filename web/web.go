@@ -160,6 +160,7 @@ func (u *UI) Mount(r fiber.Router) {
 
 	r.Get("/operator", u.page(u.operator))
 	r.Post("/operator/listings/:id/status", u.page(u.operatorStatus))
+	r.Get("/operator/unratable", u.page(u.unratable))
 }
 
 // req is one request as the handlers see it: who asks, and the token
