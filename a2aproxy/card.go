@@ -171,14 +171,16 @@ type KeyedCardSigner interface {
 // bytes for one listing, card version and reader form (ProxiedCard), so
 // its signed form is kept under the digest of those bytes and the kid
 // that signed it; a new card version, or a rotation of the keys, signs
-// anew. At most Max cards are kept (default 4096); when full, the cards of
-// keys no longer signing go first, then all.
+// anew. At most MaxBytes of signed cards are kept (default 16 MiB: a
+// card is at most 64 KiB); when full, the cards of keys no longer signing
+// go first, then all.
 type SignedCards struct {
-	Signer KeyedCardSigner
-	Max    int
+	Signer   KeyedCardSigner
+	MaxBytes int
 
 	mu    sync.Mutex
 	cards map[signedCardKey][]byte
+	bytes int
 }
 
 type signedCardKey struct {
@@ -207,23 +209,29 @@ func (s *SignedCards) SignCard(ctx context.Context, card []byte) ([]byte, error)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	max := s.Max
-	if max <= 0 {
-		max = 4096
+	limit := s.MaxBytes
+	if limit <= 0 {
+		limit = 16 << 20
 	}
 	if s.cards == nil {
 		s.cards = map[signedCardKey][]byte{}
 	}
-	if len(s.cards) >= max {
-		for old := range s.cards {
+	if s.bytes+len(signed) > limit {
+		for old, b := range s.cards {
 			if old.kid != kid {
 				delete(s.cards, old)
+				s.bytes -= len(b)
 			}
 		}
-		if len(s.cards) >= max {
+		if s.bytes+len(signed) > limit {
 			clear(s.cards)
+			s.bytes = 0
 		}
 	}
+	if prev, ok := s.cards[k]; ok {
+		s.bytes -= len(prev) // signed meanwhile by another GET
+	}
+	s.bytes += len(signed)
 	// Capped at its length: an append by one caller never writes where
 	// another reads.
 	signed = signed[:len(signed):len(signed)]

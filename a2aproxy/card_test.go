@@ -177,3 +177,24 @@ func TestProxiedCardSignedOnce(t *testing.T) {
 		t.Errorf("after a rotation: %+v %v", hdr, err)
 	}
 }
+
+// TestSignedCardsBounded: the signed cards kept fit in MaxBytes; a card
+// that no longer fits is signed again when asked for.
+func TestSignedCardsBounded(t *testing.T) {
+	ctx := context.Background()
+	signer := &countingSigner{Signer: cardsig.Signer{Keys: cardsigtest.NewKeys("card-1"), JKU: "http://meter.test" + a2aproxy.CardKeysPath}}
+	x, y := sellerCard(`["openid"]`), sellerCard(`["email"]`)
+	one, err := signer.Signer.SignCard(ctx, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := &a2aproxy.SignedCards{Signer: signer, MaxBytes: len(one) * 3 / 2} // room for one card
+	for i, c := range []struct {
+		card []byte
+		want int32 // signatures made so far
+	}{{x, 1}, {x, 1}, {y, 2}, {y, 2}, {x, 3}} {
+		if _, err := cache.SignCard(ctx, c.card); err != nil || signer.signed.Load() != c.want {
+			t.Fatalf("step %d: %v; signed %d times, want %d", i, err, signer.signed.Load(), c.want)
+		}
+	}
+}
