@@ -2,9 +2,13 @@ package a2aproxy
 
 import (
 	"bytes"
+	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/agentmarket/agentmarket/listings/agentcard"
 )
@@ -152,4 +156,90 @@ func dropSkillSecurity(card map[string]json.RawMessage) {
 	if changed {
 		card["skills"], _ = json.Marshal(skills)
 	}
+}
+
+// KeyedCardSigner is a CardSigner that names the key it signs with now
+// (listings/cardsig.Signer).
+type KeyedCardSigner interface {
+	CardSigner
+	ActiveKeyID(ctx context.Context) (string, error)
+}
+
+// SignedCards is a CardSigner that signs each proxied card once per key:
+// a card fetch is an unauthenticated GET, and an ECDSA signature on every
+// one is CPU anyone can make the meter spend. A proxied card is the same
+// bytes for one listing, card version and reader form (ProxiedCard), so
+// its signed form is kept under the digest of those bytes and the kid
+// that signed it; a new card version, or a rotation of the keys, signs
+// anew. At most MaxBytes of signed cards are kept (default 16 MiB: a
+// card is at most 64 KiB); when full, the cards of keys no longer signing
+// go first, then all.
+type SignedCards struct {
+	Signer   KeyedCardSigner
+	MaxBytes int
+
+	mu    sync.Mutex
+	cards map[signedCardKey][]byte
+	bytes int
+}
+
+type signedCardKey struct {
+	card [sha256.Size]byte
+	kid  string
+}
+
+var _ CardSigner = (*SignedCards)(nil)
+
+// SignCard implements CardSigner. The bytes returned are shared: callers
+// only read them.
+func (s *SignedCards) SignCard(ctx context.Context, card []byte) ([]byte, error) {
+	kid, err := s.Signer.ActiveKeyID(ctx)
+	if err != nil {
+		return nil, err
+	}
+	k := signedCardKey{card: sha256.Sum256(card), kid: kid}
+	s.mu.Lock()
+	signed, ok := s.cards[k]
+	s.mu.Unlock()
+	if ok {
+		return signed, nil
+	}
+	if signed, err = s.Signer.SignCard(ctx, card); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	limit := s.MaxBytes
+	if limit <= 0 {
+		limit = 16 << 20
+	}
+	if s.cards == nil {
+		s.cards = map[signedCardKey][]byte{}
+	}
+	if s.bytes+len(signed) > limit {
+		for old, b := range s.cards {
+			if old.kid != kid {
+				delete(s.cards, old)
+				s.bytes -= len(b)
+			}
+		}
+		if s.bytes+len(signed) > limit {
+			clear(s.cards)
+			s.bytes = 0
+		}
+	}
+	if prev, ok := s.cards[k]; ok {
+		s.bytes -= len(prev) // signed meanwhile by another GET
+	}
+	s.bytes += len(signed)
+	// Capped at its length: an append by one caller never writes where
+	// another reads.
+	signed = signed[:len(signed):len(signed)]
+	s.cards[k] = signed
+	return signed, nil
+}
+
+// JWKS implements CardSigner.
+func (s *SignedCards) JWKS(ctx context.Context) ([]byte, time.Duration, error) {
+	return s.Signer.JWKS(ctx)
 }

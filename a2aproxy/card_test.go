@@ -1,8 +1,11 @@
 package a2aproxy_test
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/a2aproject/a2a-go/v2/a2a"
@@ -10,6 +13,8 @@ import (
 	"github.com/agentmarket/agentmarket/a2aproxy"
 	"github.com/agentmarket/agentmarket/listings/agentcard"
 	"github.com/agentmarket/agentmarket/listings/agentcard/protoschema"
+	"github.com/agentmarket/agentmarket/listings/cardsig"
+	"github.com/agentmarket/agentmarket/listings/cardsig/cardsigtest"
 )
 
 // sellerCard is a 1.0 card with security requirements at the top and in a
@@ -103,4 +108,93 @@ func TestProxiedCardSecurity(t *testing.T) {
 func mustJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// countingSigner counts the cards it signs.
+type countingSigner struct {
+	cardsig.Signer
+	signed atomic.Int32
+}
+
+func (c *countingSigner) SignCard(ctx context.Context, card []byte) ([]byte, error) {
+	c.signed.Add(1)
+	return c.Signer.SignCard(ctx, card)
+}
+
+// TestProxiedCardSignedOnce: GETs of a proxied card answer the same signed
+// bytes, signed once (a card fetch is anyone's unauthenticated GET); the
+// other form of the card is signed once too, and a rotation of the keys
+// signs again, with the new key.
+func TestProxiedCardSignedOnce(t *testing.T) {
+	app, m := startCore(t, startCoreAgent(t, "1.0"))
+	m.listing.CardJSON = sellerCard(`["openid"]`)
+	first := cardsigtest.NewKeys("card-1")
+	signer := &countingSigner{Signer: cardsig.Signer{Keys: first, JKU: "http://meter.test" + a2aproxy.CardKeysPath}}
+	m.proxy.CardSigner = &a2aproxy.SignedCards{Signer: signer}
+	get := func(version string) string {
+		t.Helper()
+		res, body := do(t, app, "GET", "/a2a/lst_core/.well-known/agent-card.json", "", version, "")
+		if res.StatusCode != 200 {
+			t.Fatalf("GET card: %d %s", res.StatusCode, body)
+		}
+		return body
+	}
+	a, b := get(""), get("")
+	if a != b || signer.signed.Load() != 1 {
+		t.Fatalf("two GETs: signed %d times; identical: %v", signer.signed.Load(), a == b)
+	}
+	if hdr, err := cardsigtest.Verify([]byte(a), first.PublicJWKS()); err != nil || hdr.Kid != "card-1" {
+		t.Fatalf("the cached card does not verify: %+v %v", hdr, err)
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if c := get(""); c != a {
+				t.Errorf("a concurrent GET got other bytes: %s", c)
+			}
+		}()
+	}
+	wg.Wait()
+	if signer.signed.Load() != 1 {
+		t.Errorf("concurrent GETs signed %d times", signer.signed.Load())
+	}
+
+	// The 1.0 reader's form is another card: signed once as well.
+	if c := get("1.0"); c == a || signer.signed.Load() != 2 || get("1.0") != c || signer.signed.Load() != 2 {
+		t.Errorf("the 1.0 form: signed %d times", signer.signed.Load())
+	}
+
+	// The keys rotate: the card is signed again, by the new key.
+	next := cardsigtest.NewKeys("card-2")
+	signer.Signer.Keys = next
+	rotated := get("")
+	if rotated == a || signer.signed.Load() != 3 {
+		t.Fatalf("after a rotation: signed %d times", signer.signed.Load())
+	}
+	if hdr, err := cardsigtest.Verify([]byte(rotated), next.PublicJWKS()); err != nil || hdr.Kid != "card-2" {
+		t.Errorf("after a rotation: %+v %v", hdr, err)
+	}
+}
+
+// TestSignedCardsBounded: the signed cards kept fit in MaxBytes; a card
+// that no longer fits is signed again when asked for.
+func TestSignedCardsBounded(t *testing.T) {
+	ctx := context.Background()
+	signer := &countingSigner{Signer: cardsig.Signer{Keys: cardsigtest.NewKeys("card-1"), JKU: "http://meter.test" + a2aproxy.CardKeysPath}}
+	x, y := sellerCard(`["openid"]`), sellerCard(`["email"]`)
+	one, err := signer.Signer.SignCard(ctx, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := &a2aproxy.SignedCards{Signer: signer, MaxBytes: len(one) * 3 / 2} // room for one card
+	for i, c := range []struct {
+		card []byte
+		want int32 // signatures made so far
+	}{{x, 1}, {x, 1}, {y, 2}, {y, 2}, {x, 3}} {
+		if _, err := cache.SignCard(ctx, c.card); err != nil || signer.signed.Load() != c.want {
+			t.Fatalf("step %d: %v; signed %d times, want %d", i, err, signer.signed.Load(), c.want)
+		}
+	}
 }

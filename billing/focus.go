@@ -2,7 +2,6 @@ package billing
 
 import (
 	"context"
-	"errors"
 	"math/big"
 	"sort"
 	"strings"
@@ -170,14 +169,7 @@ func (f *Focus) Rows(ctx context.Context, in FocusInput) ([]FocusRow, error) {
 func (f *Focus) unratable(ctx context.Context, c *contracts.Contract, period Period, why error) FocusRow {
 	listingName, _ := f.ListingName(ctx, c.ListingID)
 	seller, _ := f.OrgName(ctx, c.SellerOrgID)
-	msg := why.Error()
-	var ae *agentmarket.Error
-	if errors.As(why, &ae) {
-		msg = ae.Message
-		for _, fe := range ae.Fields {
-			msg += "; " + fe.Message
-		}
-	}
+	msg := whyUnratable(why)
 	return FocusRow{SubAccountID: c.ID, SubAccountName: listingName, BillingPeriod: period, ChargePeriod: period, Kind: LineFlatFee,
 		Description: "Not rated: " + msg, PerUnits: 1, Status: FocusUnratable, ListingID: c.ListingID, ListingName: listingName,
 		SellerName: seller, PlanVersion: c.PlanVersion, ResourceID: c.ListingID, ResourceName: listingName, ResourceType: "Listing"}

@@ -396,6 +396,20 @@ func partsOf(ctx context.Context, svc *billing.Service, c *contracts.Contract, m
 	return billing.ContractParts(ctx, svc, c, month)
 }
 
+// withUnratable gives e two contracts of org_buyer from t0: ctr_ok, and
+// ctr_odd, on a listing whose plan is in a currency AgentMarket cannot
+// rate (as stored before currencies were checked); it returns ctr_odd.
+func withUnratable(e *env) *contracts.Contract {
+	odd := basePlan(49_000_000)
+	odd.Currency = "zzz"
+	e.plans["lst_odd/3"] = odd
+	e.contract("ctr_ok", t0)
+	c := e.contract("ctr_odd", t0)
+	e.ctrs.all[1].ListingID = "lst_odd"
+	c.ListingID = "lst_odd"
+	return c
+}
+
 // TestFocusSkipsAnUnratableContract: a contract whose plan is in a
 // currency AgentMarket cannot rate (stored before currencies were checked)
 // is one row that says so; the org's other contracts are exported as
@@ -403,12 +417,7 @@ func partsOf(ctx context.Context, svc *billing.Service, c *contracts.Contract, m
 func TestFocusSkipsAnUnratableContract(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t)
-	odd := basePlan(49_000_000)
-	odd.Currency = "zzz"
-	e.plans["lst_odd/3"] = odd
-	e.contract("ctr_ok", t0)
-	c := e.contract("ctr_odd", t0)
-	e.ctrs.all[1].ListingID = "lst_odd"
+	c := withUnratable(e)
 	e.use(t, "ctr_ok", t0.Add(time.Minute), billing.Usage{Tasks: 1})
 	e.use(t, c.ID, t0.Add(time.Minute), billing.Usage{Tasks: 1})
 	e.at(date(2026, 6, 1, 0, 5))

@@ -65,6 +65,70 @@ func eachContract(list []contracts.Contract, do func(c *contracts.Contract) (boo
 	return n, errors.Join(errs...)
 }
 
+// UnratableContract is a contract whose month cannot be rated, and why:
+// CloseMonth skips it (the scheduler logs it on every sweep) and nothing
+// of that month is invoiced until an operator fixes its cause.
+type UnratableContract struct {
+	Contract contracts.Contract
+	Why      string
+}
+
+// Unratable returns the contracts active in period, without an invoice of
+// it, whose month cannot be rated (an Invalid error from their terms or
+// the rating: a plan in a currency AgentMarket cannot rate, a part the
+// rules refuse), each with why, in the order ContractsActiveIn gives. A
+// period not over is rated up to now, as a preview is.
+func (s *Service) Unratable(ctx context.Context, period Period) ([]UnratableContract, error) {
+	if err := period.Validate(); err != nil {
+		return nil, err
+	}
+	list, err := s.Contracts.ContractsActiveIn(ctx, period)
+	if err != nil {
+		return nil, err
+	}
+	asOf := period.End
+	if now := s.Clock.Now().UTC(); now.Before(asOf) {
+		asOf = now
+	}
+	out := []UnratableContract{}
+	for i := range list {
+		c := &list[i]
+		if _, ok := activeIn(c, period); !ok {
+			continue
+		}
+		if _, err := s.Store.Invoice(ctx, c.ID, period.Start); err == nil {
+			continue
+		} else if agentmarket.KindOf(err) != agentmarket.NotFound {
+			return nil, err
+		}
+		parts, ok, err := s.terms().contractParts(ctx, c, period, asOf)
+		if err == nil && ok {
+			_, err = RateParts(period, parts)
+		}
+		switch {
+		case agentmarket.KindOf(err) == agentmarket.Invalid:
+			out = append(out, UnratableContract{Contract: *c, Why: whyUnratable(err)})
+		case err != nil:
+			return nil, fmt.Errorf("contract %s: %w", c.ID, err)
+		}
+	}
+	return out, nil
+}
+
+// whyUnratable is why a month cannot be rated, in words for a person: the
+// error's message and those of its fields.
+func whyUnratable(err error) string {
+	var ae *agentmarket.Error
+	if !errors.As(err, &ae) {
+		return err.Error()
+	}
+	msg := ae.Message
+	for _, fe := range ae.Fields {
+		msg += "; " + fe.Message
+	}
+	return msg
+}
+
 func (s *Service) closeContract(ctx context.Context, c *contracts.Contract, period Period, now time.Time) (bool, error) {
 	if _, err := s.Store.Invoice(ctx, c.ID, period.Start); err == nil {
 		return false, nil

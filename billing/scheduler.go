@@ -90,8 +90,26 @@ func (s *Scheduler) sweep(ctx context.Context) {
 		// every sweep and logged every time until it is fixed).
 		if _, err := s.Service.CloseMonth(ctx, prev); err != nil && ctx.Err() == nil && agentmarket.CodeOf(err) != "period_not_closed" {
 			s.Logger.Error("closing the month failed for some contracts; they are not invoiced until it succeeds", "period", prev.Start, "err", err)
+			s.logUnratable(ctx, prev)
 		}
 	} else if _, err := s.Service.ChargeCommitments(ctx, prev); err != nil && ctx.Err() == nil && agentmarket.CodeOf(err) != "period_not_closed" {
 		s.Logger.Warn("charging minimum commitments failed", "period", prev.Start, "err", err)
+	}
+}
+
+// logUnratable logs each contract whose month cannot be rated, with why
+// and where operators see them all (the console's /operator/unratable).
+func (s *Scheduler) logUnratable(ctx context.Context, period Period) {
+	list, err := s.Service.Unratable(ctx, period)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.Logger.Warn("listing the contracts that cannot be rated failed", "period", period.Start, "err", err)
+		}
+		return
+	}
+	for _, u := range list {
+		s.Logger.Error("a contract's month cannot be rated: it is not invoiced until its cause is fixed (the console lists them at /operator/unratable)",
+			"period", period.Start.Format("2006-01"), "contract", u.Contract.ID, "buyer_org", u.Contract.BuyerOrgID, "listing", u.Contract.ListingID,
+			"plan_version", u.Contract.PlanVersion, "why", u.Why)
 	}
 }

@@ -26,10 +26,12 @@ const sequenceRuns = 25
 var sequenceRegressions = []uint64{}
 
 // TestPropertyBuyerSequences plays random sequences of what buyers do —
-// subscribe (with a trial, once per org), use, change plans, cancel,
-// resubscribe, stays shorter than a second — for three orgs over three
-// months, closing each month, and holds the billing to a small model of
-// its rules (issue 23, item 8):
+// subscribe (with a trial, once per org), use, change plans, accept
+// private offers (a subscription at the offer's private plan, with its
+// trial when the org had none, or a plan change to it; each offer once),
+// cancel, resubscribe, stays shorter than a second — for three orgs over
+// three months, closing each month, and holds the billing to a small
+// model of its rules (issue 23, item 8):
 //
 //   - every contract-month rates and is closed (none skipped);
 //   - the allowance rule: the usage an org gets free on the listing in a
@@ -54,13 +56,30 @@ func TestPropertyBuyerSequences(t *testing.T) {
 			seeds = append(seeds, base+uint64(i))
 		}
 	}
+	var played seqCounts
 	for _, seed := range seeds {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { playSequence(t, seed) })
+		t.Run(fmt.Sprint(seed), func(t *testing.T) { played.add(playSequence(t, seed)) })
+	}
+	t.Logf("offers accepted: %+v", played)
+	// The sequences reach every kind of offer acceptance.
+	if played.offerSubscribed == 0 || played.offerTrials == 0 || played.offerChanges == 0 {
+		t.Errorf("the sequences accepted offers too rarely: %+v", played)
 	}
 }
 
+// seqCounts counts what a sequence did with offers.
+type seqCounts struct{ offerSubscribed, offerTrials, offerChanges int }
+
+func (c *seqCounts) add(o seqCounts) {
+	c.offerSubscribed += o.offerSubscribed
+	c.offerTrials += o.offerTrials
+	c.offerChanges += o.offerChanges
+}
+
 // seqPlans are the listing's plan versions: the base plan (3), a dearer
-// one with more allowance (4), a cheap one with little (5).
+// one with more allowance (4), a cheap one with little (5); and the
+// private plans of offers: a discount with the largest allowance (6), and
+// the base fee at the cheap plan's token price with a trial (7).
 func seqPlans() map[int]listings.Plan {
 	base := basePlan(49_000_000)
 	dear := basePlan(99_000_000)
@@ -68,16 +87,43 @@ func seqPlans() map[int]listings.Plan {
 	cheap := basePlan(19_000_000)
 	cheap.Version, cheap.InputTokensPerMillionMicros, cheap.IncludedInputTokens, cheap.IncludedOutputTokens = 5, 2_000_000, 300_000, 50_000
 	cheap.IncludedTasks = 10
-	return map[int]listings.Plan{3: base, 4: dear, 5: cheap}
+	discount := basePlan(9_000_000)
+	discount.Version, discount.InputTokensPerMillionMicros, discount.IncludedInputTokens, discount.IncludedTasks = 6, 1_000_000, 5_000_000, 1_000
+	trial := basePlan(49_000_000)
+	trial.Version, trial.InputTokensPerMillionMicros = 7, 2_000_000
+	return map[int]listings.Plan{3: base, 4: dear, 5: cheap, 6: discount, 7: trial}
+}
+
+// seqOffer is a private offer made to one org.
+type seqOffer struct {
+	id        string
+	version   int
+	trialDays int64
+	accepted  bool
 }
 
 type seqOrg struct {
 	id      string
 	open    int // index in e.ctrs.all of the open contract, -1 for none
 	trialed bool
+	offers  []*seqOffer
 }
 
-func playSequence(t *testing.T, seed uint64) {
+// offer is one of o's offers still open, nil when none is.
+func (o *seqOrg) offer(r *rand.Rand) *seqOffer {
+	var open []*seqOffer
+	for _, f := range o.offers {
+		if !f.accepted {
+			open = append(open, f)
+		}
+	}
+	if len(open) == 0 {
+		return nil
+	}
+	return open[r.IntN(len(open))]
+}
+
+func playSequence(t *testing.T, seed uint64) (n seqCounts) {
 	ctx := context.Background()
 	r := rand.New(rand.NewPCG(seed, 23))
 	e := newEnv(t)
@@ -88,6 +134,9 @@ func playSequence(t *testing.T, seed uint64) {
 	svc := e.ledger()
 	svc.History = h
 	orgs := []*seqOrg{{id: "org_a", open: -1}, {id: "org_b", open: -1}, {id: "org_c", open: -1}}
+	for _, o := range orgs {
+		o.offers = []*seqOffer{{id: "ofr_" + o.id + "_1", version: 6}, {id: "ofr_" + o.id + "_2", version: 7, trialDays: 3}}
+	}
 	changedIn := map[string]billing.Period{} // contract → the month of its last plan change
 	fail := func(format string, args ...any) {
 		t.Helper()
@@ -117,7 +166,18 @@ func playSequence(t *testing.T, seed uint64) {
 				e.contract(id, now)
 				c := &e.ctrs.all[len(e.ctrs.all)-1]
 				c.BuyerOrgID, c.PlanVersion = o.id, v
-				if !o.trialed && r.IntN(3) == 0 {
+				if f := o.offer(r); f != nil && r.IntN(3) == 0 {
+					// Accepting an offer subscribes at its private plan,
+					// in its trial (as contracts.AcceptOffer: on a whole
+					// second) when the org had none on the listing.
+					c.PlanVersion, c.OfferID, f.accepted = f.version, f.id, true
+					n.offerSubscribed++
+					if f.trialDays > 0 && !o.trialed {
+						end := now.Add(time.Duration(f.trialDays)*24*time.Hour + time.Second - 1).Truncate(time.Second)
+						c.TrialEnd, o.trialed = &end, true
+						n.offerTrials++
+					}
+				} else if !o.trialed && r.IntN(3) == 0 {
 					end := now.Add(time.Duration(r.Int64N(int64(4 * 24 * time.Hour)))).Truncate(time.Second)
 					c.TrialEnd, o.trialed = &end, true
 				}
@@ -129,16 +189,31 @@ func playSequence(t *testing.T, seed uint64) {
 			case k < 2:
 				end := now
 				c.CanceledAt, o.open = &end, -1
-			case k < 4:
+			case k < 5:
 				trialing := c.TrialEnd != nil && now.Before(*c.TrialEnd)
 				if trialing || changedIn[c.ID] == billing.MonthOf(now) {
 					continue // the rules: no change in a trial, one a month
 				}
-				to := 3 + r.IntN(3)
+				// A change to a public plan, or (k = 4) accepting an
+				// offer, which changes the open contract's plan to the
+				// offer's under the same rules.
+				to, offerID := 3+r.IntN(3), ""
+				if k == 4 {
+					f := o.offer(r)
+					if f == nil {
+						continue
+					}
+					to, offerID = f.version, f.id
+					if to != c.PlanVersion {
+						f.accepted = true
+						n.offerChanges++
+					}
+				}
 				if to == c.PlanVersion {
 					continue
 				}
-				h[c.ID] = append(h[c.ID], contracts.PlanChange{ContractID: c.ID, Seq: len(h[c.ID]) + 1, At: now, FromVersion: c.PlanVersion, ToVersion: to})
+				h[c.ID] = append(h[c.ID], contracts.PlanChange{ContractID: c.ID, Seq: len(h[c.ID]) + 1, At: now, FromVersion: c.PlanVersion, ToVersion: to,
+					OfferID: offerID})
 				c.PlanVersion, changedIn[c.ID] = to, billing.MonthOf(now)
 			default:
 				e.use(t, c.ID, now, billing.Usage{InputTokens: r.Int64N(900_000), OutputTokens: r.Int64N(150_000),
@@ -168,6 +243,7 @@ func playSequence(t *testing.T, seed uint64) {
 		checkMonth(t, fail, e, svc, month, active, previews)
 		now = e.clock.Now()
 	}
+	return n
 }
 
 func checkMonth(t *testing.T, fail func(string, ...any), e *env, svc *billing.Service, month billing.Period, active []contracts.Contract,

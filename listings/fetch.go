@@ -25,3 +25,12 @@ type FetchedCard struct {
 	NotModified bool
 	FetchedAt   time.Time
 }
+
+// source is the URL the card was read from; "" for a card given inline
+// (nil).
+func (f *FetchedCard) source() string {
+	if f == nil {
+		return ""
+	}
+	return f.URL
+}

@@ -150,7 +150,7 @@ func (s *Service) Create(ctx context.Context, actor agentmarket.Actor, in Create
 	if err != nil {
 		return nil, err
 	}
-	sig, err := s.checkSignature(ctx, raw, keys, policy)
+	sig, err := s.checkSignature(ctx, raw, fetched.source(), keys, policy)
 	if err != nil {
 		return nil, err
 	}
@@ -413,7 +413,7 @@ func (s *Service) Update(ctx context.Context, actor agentmarket.Actor, id string
 	var version *CardVersion
 	if signing && !newCard {
 		// New keys or a new policy judge the card in force again.
-		sig, err := s.checkSignature(ctx, l.CardJSON, l.CardKeys, l.SignaturePolicy)
+		sig, err := s.checkSignature(ctx, l.CardJSON, l.CardURL, l.CardKeys, l.SignaturePolicy)
 		if err != nil {
 			return nil, err
 		}
@@ -428,7 +428,7 @@ func (s *Service) Update(ctx context.Context, actor agentmarket.Actor, id string
 		if err != nil {
 			return nil, err
 		}
-		sig, err := s.checkSignature(ctx, raw, l.CardKeys, l.SignaturePolicy)
+		sig, err := s.checkSignature(ctx, raw, fetched.source(), l.CardKeys, l.SignaturePolicy)
 		if err != nil {
 			return nil, err
 		}
@@ -573,7 +573,7 @@ func (s *Service) refresh(ctx context.Context, l *Listing) (*Listing, error) {
 	if ferr == nil && !fetched.NotModified {
 		// A card whose signatures a "require" listing refuses leaves the
 		// card in force, as a card that cannot be read does.
-		sig, ferr = s.checkSignature(ctx, raw, l.CardKeys, l.SignaturePolicy)
+		sig, ferr = s.checkSignature(ctx, raw, fetched.source(), l.CardKeys, l.SignaturePolicy)
 	}
 	var v *CardVersion
 	switch {

@@ -48,8 +48,10 @@ const (
 // CardVerifier checks the signatures of a card (listings/cardsig).
 type CardVerifier interface {
 	// VerifyCard checks card's signatures with keys (a JWKS the seller
-	// registered; empty: the key set each signature's jku names).
-	VerifyCard(ctx context.Context, card, keys []byte) CardSignature
+	// registered; empty: the key set each signature's jku names, when it
+	// is on a host that serves the card: cardURL's, where the card was
+	// read ("" for a card given inline), or one its interfaces name).
+	VerifyCard(ctx context.Context, card, keys []byte, cardURL string) CardSignature
 	// CheckKeys reports why keys is not a usable JWKS, nil when it is.
 	CheckKeys(keys []byte) error
 }
@@ -69,14 +71,14 @@ func validateSigning(fe *agentmarket.Fields, v CardVerifier, policy *SignaturePo
 	}
 }
 
-// checkSignature verifies raw's signatures for a listing with keys and
-// policy: a refusal under SignaturesRequire is an Invalid error on
-// card.signatures.
-func (s *Service) checkSignature(ctx context.Context, raw, keys []byte, policy SignaturePolicy) (CardSignature, error) {
+// checkSignature verifies raw's signatures (the card read from cardURL)
+// for a listing with keys and policy: a refusal under SignaturesRequire is
+// an Invalid error on card.signatures.
+func (s *Service) checkSignature(ctx context.Context, raw []byte, cardURL string, keys []byte, policy SignaturePolicy) (CardSignature, error) {
 	if s.Verifier == nil {
 		return CardSignature{Status: SignatureNone, CheckedAt: s.now()}, nil
 	}
-	sig := s.Verifier.VerifyCard(ctx, raw, keys)
+	sig := s.Verifier.VerifyCard(ctx, raw, keys, cardURL)
 	sig.CheckedAt = s.now()
 	if policy == SignaturesRequire && sig.Status != SignatureVerified {
 		why := "the card is not signed"

@@ -451,11 +451,37 @@ type driftRow struct {
 	Listing, Buyer, Seller string
 }
 
-type reconData struct {
+// monthPage is a page of one month (the "monthform" template).
+type monthPage struct {
 	form
-	Period   string
-	Prev     string
-	Next     string
+	Action     string // the page's path
+	Period     string
+	Prev, Next string
+	period     billing.Period
+}
+
+// newMonthPage reads the month a page at action shows from ?period=YYYY-MM
+// (def when absent; an error on the period field when malformed), with
+// the links to the months around it.
+func newMonthPage(r *req, def billing.Period, action string) monthPage {
+	m := monthPage{form: form{Values: map[string]string{}}, Action: action, period: def}
+	if v := strings.TrimSpace(r.c.Query("period")); v != "" {
+		m.Values["period"] = v
+		if p, err := billing.ParseMonth("period", v); err != nil {
+			m.add("period", "The month must look like 2026-11, from 1970-01 to 2105-12.")
+		} else {
+			m.period = p
+		}
+	}
+	m.Period = m.period.Start.Format("2006-01")
+	m.Values["period"] = m.Period
+	m.Prev = action + "?period=" + m.period.Start.AddDate(0, -1, 0).Format("2006-01")
+	m.Next = action + "?period=" + m.period.End.Format("2006-01")
+	return m
+}
+
+type reconData struct {
+	monthPage
 	Drifts   []driftRow
 	Operator bool
 }
@@ -476,22 +502,9 @@ func (u *UI) reconciliation(r *req) error {
 	if u.d.Billing == nil {
 		return agentmarket.Errorf(agentmarket.Unavailable, "no_billing", "billing is not configured on this marketplace")
 	}
-	d := &reconData{form: form{Values: map[string]string{}}, Operator: r.actor.Operator}
-	period := billing.MonthOf(u.d.Clock.Now())
-	if v := strings.TrimSpace(r.c.Query("period")); v != "" {
-		d.Values["period"] = v
-		if p, err := billing.ParseMonth("period", v); err != nil {
-			d.add("period", "The month must look like 2026-11, from 1970-01 to 2105-12.")
-		} else {
-			period = p
-		}
-	}
-	d.Period = period.Start.Format("2006-01")
-	d.Values["period"] = d.Period
-	d.Prev = "/finance/reconciliation?period=" + period.Start.AddDate(0, -1, 0).Format("2006-01")
-	d.Next = "/finance/reconciliation?period=" + period.End.Format("2006-01")
+	d := &reconData{monthPage: newMonthPage(r, billing.MonthOf(u.d.Clock.Now()), "/finance/reconciliation"), Operator: r.actor.Operator}
 	if len(d.Errors) == 0 {
-		drifts, err := u.d.Billing.Reconcile(r.ctx, period)
+		drifts, err := u.d.Billing.Reconcile(r.ctx, d.period)
 		if err != nil {
 			return err
 		}

@@ -91,6 +91,9 @@ func (u *UI) createOffer(r *req) error {
 		f.Values[a.input] = r.c.FormValue(a.input)
 	}
 	in := listings.OfferInput{BuyerOrgID: f.V("buyer_org_id")}
+	if f.V("listing_id") == "" {
+		f.add("listing_id", "Choose the agent the offer is for.")
+	}
 	days, err := strconv.Atoi(f.V("expires_days"))
 	if err != nil || days < 1 {
 		f.add("expires_days", "The offer's life must be a whole number of days, 1 or more.")

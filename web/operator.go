@@ -6,8 +6,10 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/billing"
 	"github.com/agentmarket/agentmarket/listings"
 	"github.com/agentmarket/agentmarket/metering"
 )
@@ -136,4 +138,42 @@ func (u *UI) operatorStatus(r *req) error {
 		return err
 	}
 	return redirect(r, "/operator?notice=status&status="+url.QueryEscape(from))
+}
+
+type unratableRow struct {
+	billing.UnratableContract
+	Listing, Buyer, Seller string
+}
+
+type unratableData struct {
+	monthPage
+	Rows []unratableRow
+}
+
+// unratable lists the subscriptions whose month cannot be rated, with
+// why: the month close skips them (and logs them) until their cause is
+// fixed, so nothing of that month is invoiced. The month shown is the
+// last one that ended, unless ?period= names another.
+func (u *UI) unratable(r *req) error {
+	if err := u.requireOperator(r); err != nil {
+		return err
+	}
+	if u.d.Billing == nil {
+		return agentmarket.Errorf(agentmarket.Unavailable, "no_billing", "billing is not configured on this marketplace")
+	}
+	last := billing.MonthOf(billing.MonthOf(u.d.Clock.Now()).Start.Add(-time.Second))
+	d := &unratableData{monthPage: newMonthPage(r, last, "/operator/unratable")}
+	if len(d.Errors) > 0 {
+		return u.render(r, "unratable", "Unratable subscriptions", d)
+	}
+	list, err := u.d.Billing.Unratable(r.ctx, d.period)
+	if err != nil {
+		return err
+	}
+	lb := u.newLabeler(r)
+	for _, x := range list {
+		d.Rows = append(d.Rows, unratableRow{UnratableContract: x, Listing: lb.listing(x.Contract.ListingID).name,
+			Buyer: u.orgName(r.ctx, x.Contract.BuyerOrgID), Seller: u.orgName(r.ctx, x.Contract.SellerOrgID)})
+	}
+	return u.render(r, "unratable", "Unratable subscriptions", d)
 }

@@ -196,7 +196,7 @@ func (u *UI) signupForm(r *req) error {
 func (u *UI) signup(r *req) error {
 	in := contracts.SignupInput{OrgName: r.c.FormValue("org_name"), Email: r.c.FormValue("email"), Password: r.c.FormValue("password")}
 	f := &form{Values: map[string]string{"org_name": in.OrgName, "email": in.Email}}
-	res, err := u.d.Accounts.SignupFrom(r.ctx, in, r.c.IP())
+	res, err := u.d.Accounts.SignupFrom(r.ctx, in, api.ClientOf(r.c, u.d.Proxies))
 	if err != nil {
 		if f.absorb(err, nil) {
 			r.c.Status(fiber.StatusUnprocessableEntity)
@@ -237,7 +237,7 @@ func (u *UI) signinForm(r *req) error {
 func (u *UI) signin(r *req) error {
 	email := r.c.FormValue("email")
 	next := localPath(r.c.FormValue("next", "/"))
-	actor, err := u.d.Accounts.LoginFrom(r.ctx, email, r.c.FormValue("password"), r.c.IP())
+	actor, err := u.d.Accounts.LoginFrom(r.ctx, email, r.c.FormValue("password"), api.ClientOf(r.c, u.d.Proxies))
 	if err != nil {
 		if agentmarket.KindOf(err) == agentmarket.TooManyRequests {
 			return u.tooMany(r, &signinData{form: form{Values: map[string]string{"email": email}}, Next: next}, "password", err)
@@ -260,7 +260,7 @@ func (u *UI) signin(r *req) error {
 // (whose org has no user) signs in, and a way in for any key holder.
 func (u *UI) signinKey(r *req) error {
 	next := localPath(r.c.FormValue("next", "/"))
-	actor, err := u.d.Accounts.AuthenticateFrom(r.ctx, strings.TrimSpace(r.c.FormValue("api_key")), r.c.IP())
+	actor, err := u.d.Accounts.AuthenticateFrom(r.ctx, strings.TrimSpace(r.c.FormValue("api_key")), api.ClientOf(r.c, u.d.Proxies))
 	if err != nil {
 		if agentmarket.KindOf(err) == agentmarket.TooManyRequests {
 			return u.tooMany(r, &signinData{form: form{Values: map[string]string{}}, Next: next}, "api_key", err)

@@ -43,6 +43,7 @@ const meterURL = "http://meter.test"
 // store, wired as cmd/marketplace wires them.
 type site struct {
 	app         *fiber.App
+	db          *relational.DB
 	clock       *agentmarket.ManualClock
 	accounts    *contracts.Accounts
 	store       *contractsgorm.Store
@@ -125,6 +126,7 @@ func openSite(o siteOptions) (_ *site, close func(), err error) {
 	}
 	closers = append(closers, usage.Close)
 	s := &site{clock: agentmarket.NewManualClock(now), usage: usage, fetcher: &fakeFetcher{cards: map[string][]byte{}}}
+	s.db = db
 	s.store = contractsgorm.New(db.DB)
 	s.accounts = &contracts.Accounts{Store: s.store, Clock: s.clock, BcryptCost: bcrypt.MinCost}
 	authz, err := casbin.New(ctx, s.store)

@@ -43,6 +43,10 @@ type Authorizer interface {
 // Deps is what the UI is built from: the services cmd/marketplace wires.
 type Deps struct {
 	Accounts *contracts.Accounts
+	// Proxies are the load balancers in front of the marketplace: the
+	// sign-in and sign-up limits per client address read the client from
+	// their X-Forwarded-For (api.ClientOf).
+	Proxies contracts.TrustedProxies
 	// Sessions stores browser sessions (contracts/gormstore.Store).
 	Sessions      contracts.SessionStore
 	Listings      *listings.Service
@@ -160,6 +164,7 @@ func (u *UI) Mount(r fiber.Router) {
 
 	r.Get("/operator", u.page(u.operator))
 	r.Post("/operator/listings/:id/status", u.page(u.operatorStatus))
+	r.Get("/operator/unratable", u.page(u.unratable))
 }
 
 // req is one request as the handlers see it: who asks, and the token

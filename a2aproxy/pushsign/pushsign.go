@@ -406,6 +406,14 @@ func (k *Keys) SignJWS(ctx context.Context, payload []byte, jku string) (protect
 	return parts[0], parts[2], nil
 }
 
+// ActiveKeyID is the kid SignJWS signs with now: a signed thing cached
+// under it is as good as a fresh signature until the keys rotate.
+func (k *Keys) ActiveKeyID(ctx context.Context) (string, error) {
+	k.init()
+	_, kid, err := k.active(ctx, k.Clock.Now())
+	return kid, err
+}
+
 // active returns the private key that signs at now: the newest published
 // key active by then.
 func (k *Keys) active(ctx context.Context, now time.Time) (*ecdsa.PrivateKey, string, error) {

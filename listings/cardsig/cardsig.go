@@ -12,7 +12,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-jose/go-jose/v4"
@@ -113,8 +116,8 @@ func parseKeySet(b []byte) (*jose.JSONWebKeySet, error) {
 // VerifyCard implements listings.CardVerifier: the card is verified when
 // one of its first MaxSignatures signatures verifies with a key of keys
 // (when the seller registered keys: only those) or of the key set its jku
-// names.
-func (v *Verifier) VerifyCard(ctx context.Context, card, keys []byte) listings.CardSignature {
+// names, when that key set is on the card's own host (CardHosts).
+func (v *Verifier) VerifyCard(ctx context.Context, card, keys []byte, cardURL string) listings.CardSignature {
 	var top struct {
 		Signatures json.RawMessage `json:"signatures"`
 	}
@@ -139,13 +142,13 @@ func (v *Verifier) VerifyCard(ctx context.Context, card, keys []byte) listings.C
 			return failed("", "", "the registered keys are not a JWKS")
 		}
 	}
-	fetched := map[string]*jose.JSONWebKeySet{}
+	vc := verification{payloads: payloads, registered: registered, hosts: CardHosts(card, cardURL), fetched: map[string]*jose.JSONWebKeySet{}}
 	last := failed("", "", "no signature")
 	for i, s := range sigs {
 		if i == MaxSignatures {
 			break
 		}
-		last = v.verifyOne(ctx, i, s, payloads, registered, fetched)
+		last = v.verifyOne(ctx, i, s, &vc)
 		if last.Status == listings.SignatureVerified {
 			return last
 		}
@@ -153,8 +156,69 @@ func (v *Verifier) VerifyCard(ctx context.Context, card, keys []byte) listings.C
 	return last
 }
 
-func (v *Verifier) verifyOne(ctx context.Context, i int, s Signature, payloads [][]byte, registered *jose.JSONWebKeySet,
-	fetched map[string]*jose.JSONWebKeySet) listings.CardSignature {
+// verification is what the signatures of one card are checked with.
+type verification struct {
+	payloads   [][]byte
+	registered *jose.JSONWebKeySet // the seller's keys; nil: each signature's jku
+	hosts      []string            // where a jku's key set may be (CardHosts)
+	fetched    map[string]*jose.JSONWebKeySet
+}
+
+// CardHosts are the hosts (host:port, the scheme's default port
+// written out) that serve card: its listing's card URL and the URLs of
+// the interfaces the card declares. A key set a signature's jku names
+// vouches for the card only on one of them: anyone can sign a copy of a
+// card with a key set of their own, and a badge naming their host next to
+// the seller's name would read as the seller's signature. A seller whose
+// keys live elsewhere registers them with the listing (card_keys).
+func CardHosts(card []byte, cardURL string) []string {
+	var c struct {
+		URL                 string `json:"url"`
+		SupportedInterfaces []struct {
+			URL string `json:"url"`
+		} `json:"supportedInterfaces"`
+		AdditionalInterfaces []struct {
+			URL string `json:"url"`
+		} `json:"additionalInterfaces"`
+	}
+	_ = json.Unmarshal(card, &c)
+	urls := []string{cardURL, c.URL}
+	for _, i := range c.SupportedInterfaces {
+		urls = append(urls, i.URL)
+	}
+	for _, i := range c.AdditionalInterfaces {
+		urls = append(urls, i.URL)
+	}
+	var hosts []string
+	for _, raw := range urls {
+		if h := hostOf(raw); h != "" && !slices.Contains(hosts, h) {
+			hosts = append(hosts, h)
+		}
+	}
+	return hosts
+}
+
+// hostOf is raw's host:port in lower case, the default port of http(s)
+// written out; "" when raw is not an http(s) URL with a host.
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Hostname() == "" {
+		return ""
+	}
+	port := u.Port()
+	switch {
+	case port != "":
+	case u.Scheme == "https":
+		port = "443"
+	case u.Scheme == "http":
+		port = "80"
+	default:
+		return ""
+	}
+	return net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}
+
+func (v *Verifier) verifyOne(ctx context.Context, i int, s Signature, vc *verification) listings.CardSignature {
 	var hdr struct {
 		Alg string `json:"alg"`
 		Kid string `json:"kid"`
@@ -167,7 +231,7 @@ func (v *Verifier) verifyOne(ctx context.Context, i int, s Signature, payloads [
 	at := func(detail string) listings.CardSignature {
 		return failed(hdr.Kid, hdr.JKU, fmt.Sprintf("signature %d (kid %q): %s", i+1, hdr.Kid, detail))
 	}
-	set, signer := registered, "the seller's registered keys"
+	set, signer := vc.registered, "the seller's registered keys"
 	if set == nil {
 		if hdr.JKU == "" {
 			return at("it names no key set (jku) and the seller registered no keys")
@@ -176,8 +240,12 @@ func (v *Verifier) verifyOne(ctx context.Context, i int, s Signature, payloads [
 		if err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http") {
 			return at("its jku is not an http(s) URL")
 		}
+		if !slices.Contains(vc.hosts, hostOf(hdr.JKU)) {
+			return at(fmt.Sprintf("its key set (jku) is on %s, which does not serve this card (%s): a key set elsewhere vouches only when the seller registers it with the listing (card_keys)",
+				u.Host, strings.Join(vc.hosts, ", ")))
+		}
 		signer = u.Host
-		if set = fetched[hdr.JKU]; set == nil {
+		if set = vc.fetched[hdr.JKU]; set == nil {
 			f, err := v.Fetch.FetchCard(ctx, hdr.JKU, "")
 			if err != nil {
 				return at("the key set at its jku could not be read: " + errText(err))
@@ -185,14 +253,14 @@ func (v *Verifier) verifyOne(ctx context.Context, i int, s Signature, payloads [
 			if set, err = parseKeySet(f.Body); err != nil {
 				return at("the key set at its jku is not a JWKS")
 			}
-			fetched[hdr.JKU] = set
+			vc.fetched[hdr.JKU] = set
 		}
 	}
 	keys := set.Key(hdr.Kid)
 	if hdr.Kid == "" || len(keys) == 0 {
 		return at("no key of that kid in " + signer)
 	}
-	for _, payload := range payloads {
+	for _, payload := range vc.payloads {
 		compact := s.Protected + "." + base64.RawURLEncoding.EncodeToString(payload) + "." + s.Signature
 		obj, err := jose.ParseSigned(compact, Algorithms)
 		if err != nil {
@@ -221,6 +289,8 @@ func errText(err error) string { return err.Error() }
 type Keys interface {
 	SignJWS(ctx context.Context, payload []byte, jku string) (protected, signature string, err error)
 	JWKS(ctx context.Context) ([]byte, time.Duration, error)
+	// ActiveKeyID is the kid SignJWS signs with now.
+	ActiveKeyID(ctx context.Context) (string, error)
 }
 
 // Signer signs cards with Keys; each signature names JKU, where Keys'
@@ -257,3 +327,6 @@ func (s Signer) SignCard(ctx context.Context, card []byte) ([]byte, error) {
 // JWKS is the key set that verifies SignCard's signatures, and how long
 // it may be cached.
 func (s Signer) JWKS(ctx context.Context) ([]byte, time.Duration, error) { return s.Keys.JWKS(ctx) }
+
+// ActiveKeyID is the kid SignCard signs with now.
+func (s Signer) ActiveKeyID(ctx context.Context) (string, error) { return s.Keys.ActiveKeyID(ctx) }

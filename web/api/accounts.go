@@ -31,7 +31,7 @@ func (s *Server) signup(c *fiber.Ctx) error {
 	if err := decode(c, &in); err != nil {
 		return err
 	}
-	res, err := s.Accounts.SignupFrom(c.UserContext(), in, c.IP())
+	res, err := s.Accounts.SignupFrom(c.UserContext(), in, ClientOf(c, s.Proxies))
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -61,6 +62,25 @@ type Server struct {
 	// without a key (published listings and their stats, what the web
 	// catalog shows anyone); nil: those need a key too.
 	AnonymousReads Limiter
+	// Proxies are the load balancers in front of the marketplace, whose
+	// X-Forwarded-For says which client a request came from (ClientOf);
+	// empty: the connection's peer is the client.
+	Proxies contracts.TrustedProxies
+}
+
+// ClientOf is the key of the client a request came from, as the
+// per-address limits count it: the connection's peer, or behind trusted
+// proxies the address they forwarded; an IPv6 client's /64
+// (contracts.TrustedProxies.Client).
+func ClientOf(c *fiber.Ctx, proxies contracts.TrustedProxies) string {
+	peer, _ := netip.AddrFromSlice(c.Context().RemoteIP())
+	var forwarded []string
+	if len(proxies) > 0 {
+		for _, v := range c.Request().Header.PeekAll(fiber.HeaderXForwardedFor) {
+			forwarded = append(forwarded, string(v))
+		}
+	}
+	return proxies.Client(peer, forwarded)
 }
 
 // Limiter admits or refuses one more request under a key, refusing with
@@ -273,7 +293,7 @@ func anonymous(c *fiber.Ctx) bool {
 // address's limit; requests with a key are limited by what the key may do.
 func (s *Server) limitAnonymous(c *fiber.Ctx) error {
 	if anonymous(c) {
-		if err := s.AnonymousReads.Take(c.UserContext(), "anon:addr:"+c.IP()); err != nil {
+		if err := s.AnonymousReads.Take(c.UserContext(), "anon:addr:"+ClientOf(c, s.Proxies)); err != nil {
 			return err
 		}
 	}

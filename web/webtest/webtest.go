@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/chromedp/chromedp"
 )
@@ -143,4 +144,111 @@ func SignOut(ctx context.Context, base string) error {
 		return err
 	}
 	return Submit(ctx, `form[action="/signout"] button`, `a[href="/signin"]`)
+}
+
+// Page is what a crawl reads of the page a tab shows.
+type Page struct {
+	URL    string
+	Status int // the HTTP status the page came with
+	// ErrorTitle is the heading of the console's error page ("That did
+	// not work", "Something went wrong", "Not found"…) when the page is
+	// one, else "".
+	ErrorTitle string
+	Message    string // the error page's message
+	Links      []Link
+	Forms      []Form
+}
+
+// Link is a link of a page to the same site.
+type Link struct {
+	URL      string
+	Download bool // a file to save (download attribute, .csv, .json)
+}
+
+// Form is one submit button of one form of a page, as a user would press
+// it: Key finds it again on a fresh load of the page.
+type Form struct {
+	Key    string // the action, the button's label and the hidden inputs but the CSRF token
+	Action string
+	Method string
+	Label  string
+}
+
+const readPageJS = `(() => {
+  const nav = performance.getEntriesByType('navigation')[0] || {};
+  const err = document.querySelector('main .narrow h1') && [...document.querySelectorAll('main p.muted')].some(p => p.textContent.startsWith('Error code:'));
+  const links = [...document.querySelectorAll('a[href]')].filter(a => a.href.startsWith(location.origin + '/')).map(a => {
+    const u = new URL(a.href); u.hash = '';
+    return {url: u.href, download: a.hasAttribute('download') || /\.(csv|json)$/.test(u.pathname)};
+  });
+  const forms = [];
+  for (const f of document.forms) for (const b of f.querySelectorAll('button:not([type]), button[type=submit], input[type=submit]')) {
+    if (b.disabled) continue;
+    forms.push({key: amFormKey(f, b), action: f.action, method: (f.getAttribute('method') || 'get').toLowerCase(), label: amLabel(b)});
+  }
+  return {url: location.href, status: nav.responseStatus || 0, errorTitle: err ? document.querySelector('main .narrow h1').textContent.trim() : '',
+    message: err ? (document.querySelector('main .narrow p') || {}).textContent || '' : '', links, forms};
+})()`
+
+// formKeyJS defines the functions that name a form's button.
+const formKeyJS = `window.amLabel = b => (b.getAttribute('aria-label') || b.textContent || b.value || '').trim();
+window.amFormKey = (f, b) => f.action + ' | ' + amLabel(b) + ' | ' +
+  [...f.querySelectorAll('input[type=hidden]')].filter(i => i.name !== 'csrf').map(i => i.name + '=' + i.value).join('&');`
+
+// ReadPage reads the page the tab shows.
+func ReadPage(ctx context.Context) (Page, error) {
+	if err := chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](formKeyJS)); err != nil {
+		return Page{}, fmt.Errorf("read the page: %w", err)
+	}
+	p, err := chromedp.Run(ctx, chromedp.Evaluate[Page](readPageJS))
+	if err != nil {
+		return p, fmt.Errorf("read the page: %w", err)
+	}
+	return p, nil
+}
+
+// Load navigates to url and waits until the page has loaded.
+func Load(ctx context.Context, url string) error {
+	if err := chromedp.Do(ctx, chromedp.Navigate(url)); err != nil {
+		return fmt.Errorf("open %s: %w", url, err)
+	}
+	return waitLoaded(ctx, url)
+}
+
+func waitLoaded(ctx context.Context, what string) error {
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(30 * time.Millisecond) {
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`!window.amBefore && document.readyState === "complete"`))
+		if err == nil && ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: no page loaded within 20s (%v)", what, err)
+		}
+	}
+}
+
+// FetchStatus fetches url from the page the tab shows, with its cookies,
+// as a download would, and returns the HTTP status.
+func FetchStatus(ctx context.Context, url string) (int, error) {
+	return chromedp.Run(ctx, chromedp.Evaluate[int](fmt.Sprintf(`fetch(%q, {credentials: 'same-origin'}).then(r => r.status)`, url), chromedp.EvalAwaitPromise))
+}
+
+// Press presses the button f names on the page the tab shows (the
+// browser's own form checks off, as a user's old browser or a script
+// would send it) and waits for the page that answers. found is false when
+// the page no longer offers it.
+func Press(ctx context.Context, f Form) (found bool, err error) {
+	js := fmt.Sprintf(`(() => {
+  for (const f of document.forms) for (const b of f.querySelectorAll('button:not([type]), button[type=submit], input[type=submit]')) {
+    if (!b.disabled && amFormKey(f, b) === %q) { f.noValidate = true; window.amBefore = true; b.click(); return true; }
+  }
+  return false;
+})()`, f.Key)
+	if err := chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](formKeyJS)); err != nil {
+		return false, err
+	}
+	if found, err = chromedp.Run(ctx, chromedp.Evaluate[bool](js)); err != nil || !found {
+		return found, err
+	}
+	return true, waitLoaded(ctx, "press "+f.Label)
 }

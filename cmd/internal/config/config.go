@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/contracts"
 )
 
 // Formats check the settings whose format an adapter owns: the sealer's
@@ -82,7 +83,10 @@ type Config struct {
 	// AnonymousReadsPerMinute is how many catalog reads without a key one
 	// client address may make a minute; 0: they need a key.
 	AnonymousReadsPerMinute int
-	allowCIDRs              []netip.Prefix // FetchAllowCIDRs, parsed by Formats.AllowCIDRs
+	// TrustedProxies are the load balancers in front of the marketplace,
+	// whose X-Forwarded-For names the client the per-address limits count.
+	TrustedProxies contracts.TrustedProxies
+	allowCIDRs     []netip.Prefix // FetchAllowCIDRs, parsed by Formats.AllowCIDRs
 }
 
 // MeterLimits are the meter's timeouts and size limits.
@@ -357,6 +361,14 @@ func Settings(bin string) []Setting {
 				return errors.New("must be a whole number from 0 to 1000000")
 			}
 			c.AnonymousReadsPerMinute = n
+			return nil
+		}},
+		{"trusted-proxies", "address ranges (CIDR, comma-separated, like 10.0.0.0/8,fd00::/8) of the load balancers and reverse proxies in front of the marketplace: a request whose connection comes from one is counted, by the per-address limits (anonymous catalog reads, sign-in and sign-up), under the rightmost X-Forwarded-For address that is not in them (what a client writes further left is never believed); empty = X-Forwarded-For is ignored and the connection's peer is the client. IPv6 clients are counted per /64", "", func(c *Config, v string) error {
+			p, err := contracts.ParseTrustedProxies(v)
+			if err != nil {
+				return err
+			}
+			c.TrustedProxies = p
 			return nil
 		}},
 		meterAddr,

@@ -46,6 +46,7 @@ func TestErrorsNameTheSetting(t *testing.T) {
 		{"marketplace", map[string]string{"AGENTMARKET_DATABASE_URL": "postgres://x/y"}, []string{"AGENTMARKET_SECRET_KEY: required"}},
 		{"marketplace", map[string]string{"AGENTMARKET_SECRET_KEY": "short"}, []string{"AGENTMARKET_SECRET_KEY"}},
 		{"marketplace", map[string]string{"AGENTMARKET_FETCH_ALLOW_CIDRS": "10.0.0.0/33"}, []string{"AGENTMARKET_FETCH_ALLOW_CIDRS"}},
+		{"marketplace", map[string]string{"AGENTMARKET_TRUSTED_PROXIES": "10.0.0.0/8, lb.internal"}, []string{"AGENTMARKET_TRUSTED_PROXIES", "--trusted-proxies", `"lb.internal"`}},
 		{"marketplace", map[string]string{"AGENTMARKET_DATABASE_URL": "mysql://x", "AGENTMARKET_SECRET_KEY": "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="}, []string{"AGENTMARKET_DATABASE_URL"}},
 		{"marketplace", map[string]string{"AGENTMARKET_PUBLIC_METER_URL": "ftp://x"}, []string{"AGENTMARKET_PUBLIC_METER_URL"}},
 		{"marketplace", map[string]string{"AGENTMARKET_STRIPE_SECRET_KEY": "sk_test_1"}, []string{"AGENTMARKET_STRIPE_WEBHOOK_SECRET"}},

@@ -294,6 +294,7 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 		}
 		srv.AnonymousReads = reads
 	}
+	srv.Proxies = cfg.TrustedProxies
 	m.Dependencies = append([]ops.Dependency(nil), c.Dependencies...)
 	if cfg.ClickHouseURL != "" && !cfg.EmbeddedMeter {
 		m.Dependencies[1].Impact = "usage reports, invoice previews and budget checks fail until it answers"
@@ -329,7 +330,7 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 	}
 	m.Ops.Checks = ops.Checks(m.Dependencies)
 	srv.Mount(m.App)
-	web.New(web.Deps{Accounts: c.Accounts, Sessions: c.AccountStore, Listings: c.Catalog, Subscriptions: m.Subscriptions,
+	web.New(web.Deps{Accounts: c.Accounts, Proxies: cfg.TrustedProxies, Sessions: c.AccountStore, Listings: c.Catalog, Subscriptions: m.Subscriptions,
 		Usage: srv.Usage, Invoices: srv.Invoices, Billing: bill.Service, Authorizer: c.Authz, Logger: c.Log, Clock: c.Clock,
 		PublicMeterURL: m.PublicMeterURL, Tasks: tasks, Offers: offers, Alerts: alerts, Focus: bill.Focus, Verified: verified}).Mount(m.App)
 	return m, nil

@@ -188,7 +188,7 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 		}}
 	}
 	if d.CardKeys != nil {
-		p.CardSigner = cardsig.Signer{Keys: d.CardKeys, JKU: strings.TrimRight(d.PublicURL, "/") + a2aproxy.CardKeysPath}
+		p.CardSigner = &a2aproxy.SignedCards{Signer: cardsig.Signer{Keys: d.CardKeys, JKU: strings.TrimRight(d.PublicURL, "/") + a2aproxy.CardKeysPath}}
 	}
 	p.Init()
 	// Retries of a failing database or usage store back off to 5 s at

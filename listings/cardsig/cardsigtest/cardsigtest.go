@@ -127,6 +127,9 @@ func (k *Keys) SignJWS(_ context.Context, payload []byte, jku string) (string, s
 	return parts[0], parts[2], nil
 }
 
+// ActiveKeyID implements cardsig.Keys.
+func (k *Keys) ActiveKeyID(context.Context) (string, error) { return k.Kid, nil }
+
 // JWKS implements cardsig.Keys: the public key.
 func (k *Keys) JWKS(context.Context) ([]byte, time.Duration, error) {
 	b, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &k.Priv.PublicKey, KeyID: k.Kid, Algorithm: "ES256", Use: "sig"}}})
