@@ -1,6 +1,7 @@
 package a2aproxy_test
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"testing"
@@ -15,25 +16,38 @@ import (
 //
 //	go test -run '^$' -bench ChainSend -benchmem ./a2aproxy/
 func BenchmarkChainSend(b *testing.B) {
-	agent := startCoreAgent(b, "1.0")
-	_, m := startCore(b, agent)
-	h := m.proxy.Front(func(c *fasthttp.RequestCtx) { c.SetStatusCode(404) })
-	addr := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}
-	i := 0
-	for b.Loop() {
-		i++
-		var req fasthttp.Request
-		req.Header.SetMethod("POST")
-		req.SetRequestURI("/a2a/lst_core")
-		req.Header.Set("Authorization", "Bearer amk_acme")
-		req.Header.Set("A2A-Version", "1.0")
-		req.Header.SetContentType("application/json")
-		req.SetBodyString(fmt.Sprintf(`{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":{"message":{"messageId":"m-%d","role":"ROLE_USER","parts":[{"text":"hello there"}]}}}`, i))
-		var c fasthttp.RequestCtx
-		c.Init(&req, addr, nil)
-		h(&c)
-		if c.Response.StatusCode() != 200 {
-			b.Fatalf("%d %s", c.Response.StatusCode(), c.Response.Body())
-		}
+	for _, v := range []struct {
+		name, agent, buyer, body string
+	}{
+		{"1.0", "1.0", "1.0", `{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":{"message":{"messageId":"m-%d","role":"ROLE_USER","parts":[{"text":"hello there"}]}}}`},
+		{"0.3", "0.3", "", `{"jsonrpc":"2.0","id":7,"method":"message/send","params":{"message":{"kind":"message","messageId":"m-%d","role":"user","parts":[{"kind":"text","text":"hello there"}]}}}`},
+		// A 0.3 buyer of a 1.0 agent: the request and the answer translated.
+		{"bridged", "1.0", "", `{"jsonrpc":"2.0","id":7,"method":"message/send","params":{"message":{"kind":"message","messageId":"m-%d","role":"user","parts":[{"kind":"text","text":"hello there"}]}}}`},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			agent := startCoreAgent(b, v.agent)
+			_, m := startCore(b, agent)
+			h := m.proxy.Front(func(c *fasthttp.RequestCtx) { c.SetStatusCode(404) })
+			addr := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}
+			i := 0
+			for b.Loop() {
+				i++
+				var req fasthttp.Request
+				req.Header.SetMethod("POST")
+				req.SetRequestURI("/a2a/lst_core")
+				req.Header.Set("Authorization", "Bearer amk_acme")
+				if v.buyer != "" {
+					req.Header.Set("A2A-Version", v.buyer)
+				}
+				req.Header.SetContentType("application/json")
+				req.SetBodyString(fmt.Sprintf(v.body, i))
+				var c fasthttp.RequestCtx
+				c.Init(&req, addr, nil)
+				h(&c)
+				if c.Response.StatusCode() != 200 || !bytes.Contains(c.Response.Body(), []byte(`"result"`)) {
+					b.Fatalf("%d %s", c.Response.StatusCode(), c.Response.Body())
+				}
+			}
+		})
 	}
 }
