@@ -85,7 +85,7 @@ func parseOptions(args []string, out io.Writer) (*options, error) {
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "unrecorded load before each max-throughput measurement (at most 1m)")
 	fs.Int64Var(&o.maxReqs, "n", 5_000_000, "at most this many requests per target and phase")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Second, "per-request timeout")
-	fs.IntVar(&o.rounds, "rounds", 2, "max-throughput rounds: each loads every target in turn, the meter's last (1-10)")
+	fs.IntVar(&o.rounds, "rounds", 2, "max-throughput rounds: each loads every target in turn, the meter's phases last, each round starting one of them later (1-10)")
 	fs.BoolVar(&o.halfLoad, "half-load", true, "also measure latency at half of nginx's max rate (open loop; half the meter's when nginx was not measured)")
 	fs.DurationVar(&o.drainWait, "drain-wait", 30*time.Second, "after the max-throughput rounds, wait at most this long (5s-5m) for the meter's spool to drain and the usage API's totals to match the calls answered (the goal is 5s)")
 	fs.IntVar(&o.sseStreams, "sse-streams", 16, "concurrent message/stream calls per target for the SSE relay delay (built-in agent); 0 skips it")
@@ -261,7 +261,7 @@ func (b *bench) measure(ctx context.Context, o *options) (*Report, error) {
 		}
 	}
 	for round := 1; round <= o.rounds; round++ {
-		for _, t := range b.targets {
+		for _, t := range roundOrder(b.targets, round) {
 			if t.why != "" {
 				if round == 1 {
 					rep.Max = append(rep.Max, Result{Target: t.name, Mode: "closed", Unavailable: t.why})
@@ -330,6 +330,28 @@ func (b *bench) halfLoad(ctx context.Context, rep *Report, spec loadSpec) {
 
 // halfOfNginx is the half-load phase's rate, as the target states it.
 const halfOfNginx = "half nginx's max"
+
+// roundOrder is the order of the targets in a round: the peers as given,
+// then the meter's phases, each round starting one phase later. Every
+// call through the meter leaves a task's row behind, and a row costs more
+// as the table grows (a write at a random page of its primary key), so a
+// phase measured last meets the largest table: over several rounds each
+// phase takes each place in turn, and their ratios compare like with like.
+func roundOrder(ts []target, round int) []target {
+	var peers, meter []target
+	for _, t := range ts {
+		if strings.HasPrefix(t.name, "meter/") {
+			meter = append(meter, t)
+		} else {
+			peers = append(peers, t)
+		}
+	}
+	if len(meter) == 0 {
+		return ts
+	}
+	k := (round - 1) % len(meter)
+	return append(append(peers, meter[k:]...), meter[:k]...)
+}
 
 // meanRPS is name's mean max throughput over the rounds it ran.
 func meanRPS(rs []Result, name string) float64 {
