@@ -3,6 +3,7 @@ package gormstore
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -39,11 +40,20 @@ var errNoOwner = errors.New("a task bound a moment ago is gone")
 // writer writes the same.
 const sqliteTimeFormat = "2006-01-02 15:04:05.999999999-07:00"
 
+// taskWriterCheckpoint lets the WAL grow to 10,000 pages (40 MiB) before
+// the writer's commit copies it into the database file, where SQLite's
+// default is 1,000. A new task's row dirties a page at random in the
+// primary key; between two checkpoints a page is written to the file once
+// however many commits changed it, so a longer interval writes and fsyncs
+// fewer pages per task (measured on 100k-160k random ids, batches of 256:
+// 26.8, 26.1, 25.9 -> 21.8, 20.8, 19.9 us of CPU a row, alternating).
+const taskWriterCheckpoint = "wal_autocheckpoint(10000)"
+
 // WriteTasksDirect has the store bind tasks (BindTasks) through its own
 // connection to the SQLite file at path, over SQLite's C API: for the
 // meter's projections on the embedded database. Close releases it.
 func (s *Store) WriteTasksDirect(path string) error {
-	c, err := sqlitec.Open(path, relational.SQLitePragmas)
+	c, err := sqlitec.Open(path, slices.Concat(relational.SQLitePragmas, []string{taskWriterCheckpoint}))
 	if err != nil {
 		return err
 	}
