@@ -151,7 +151,12 @@ const columns = `id, time_ms, trace_id, task_id, context_id, parent_task_id,
 
 // pragmas set every connection to the file, the driver's and the
 // writer's: writes are durable at COMMIT (synchronous=FULL in WAL mode).
-var pragmas = []string{"journal_mode(WAL)", "synchronous(FULL)", "busy_timeout(10000)", "temp_store(MEMORY)", "cache_size(-32768)", "mmap_size(1073741824)"}
+// The WAL is copied into the file every 10,000 pages (40 MiB), not
+// SQLite's 1,000: an index page that several batches changed is written
+// back once (BenchmarkInsert sortable-ids/empty, alternating: 20.7, 21.1
+// -> 18.6, 18.2 us of CPU a row).
+var pragmas = []string{"journal_mode(WAL)", "synchronous(FULL)", "busy_timeout(10000)", "temp_store(MEMORY)", "cache_size(-32768)", "mmap_size(1073741824)",
+	"wal_autocheckpoint(10000)"}
 
 // Store implements metering.Store over a SQLite file. Reads go through
 // database/sql; Insert through its own connection (writer).
