@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -79,4 +80,63 @@ func BenchmarkProjectionWrites(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*batch), "µs/call")
 	})
+}
+
+// BenchmarkTaskRowsGrown measures what a new task's row costs once the
+// table holds many (the meter binds a task per new task, and agents name
+// tasks at random: each row is a write at a random page of the primary
+// key, which costs more as the table outgrows what one checkpoint window
+// covers). The table is filled with 100,000 random bindings first, then
+// each op binds a batch of 256 more through the store's own connection
+// (WriteTasksDirect); reported as CPU (user + system) per row, which a
+// busy machine disturbs less than wall time.
+//
+//	go test -run '^$' -bench TaskRowsGrown -benchtime 200x ./contracts/gormstore/
+func BenchmarkTaskRowsGrown(b *testing.B) {
+	ctx := context.Background()
+	path := filepath.Join(b.TempDir(), "grown.db")
+	ddb, err := relational.OpenSQLite(ctx, path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ddb.Close()
+	s := gormstore.New(ddb.DB)
+	if err := s.WriteTasksDirect(path); err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	const batch = 256
+	seq := 0
+	bindBatch := func() {
+		bs := make([]contracts.TaskBinding, batch)
+		for i := range bs {
+			seq++
+			bs[i] = contracts.TaskBinding{ListingID: "lst_1", TaskID: fmt.Sprintf("%016x%016x", rand.Uint64(), rand.Uint64()), OrgID: "org_1",
+				ContractID: "ctr_1", ContextID: fmt.Sprintf("ctx-%d", seq), CreatedAt: now,
+				Ended:  &contracts.TaskEvent{Kind: contracts.TaskEnded, State: "completed", At: now, TraceID: fmt.Sprintf("%032x", seq)},
+				Billed: &contracts.TaskBilled{InputTokens: 180, OutputTokens: 160, ComputeMs: 930, At: now}}
+		}
+		if _, errs := s.BindTasks(ctx, bs); errs[0] != nil {
+			b.Fatal(errs[0])
+		}
+	}
+	for range 100_000 / batch {
+		bindBatch()
+	}
+	cpu0 := cpuTime()
+	for b.Loop() {
+		bindBatch()
+	}
+	b.ReportMetric(float64((cpuTime()-cpu0).Nanoseconds())/1e3/float64(b.N*batch), "cpu-µs/row")
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*batch), "wall-µs/row")
+}
+
+// cpuTime is the process's user and system CPU time so far.
+func cpuTime() time.Duration {
+	var r syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &r); err != nil {
+		panic(err)
+	}
+	return time.Duration(r.Utime.Nano() + r.Stime.Nano())
 }
