@@ -23,10 +23,10 @@ import (
 
 // Durability of the spool.
 //
-// Append writes the rows with one write(2) into the current segment. From
-// then on the rows survive a crash of the process (SIGKILL, panic, OOM
-// kill): they are in the kernel's page cache, which the kernel writes out
-// whatever happens to the process.
+// The rows are written with write(2) into the current segment before
+// Append returns. From then on they survive a crash of the process
+// (SIGKILL, panic, OOM kill): they are in the kernel's page cache, which
+// the kernel writes out whatever happens to the process.
 //
 // A power loss or kernel crash is different: only rows the file system was
 // told to keep (fdatasync) survive it. The syncs are group-committed: one
@@ -36,8 +36,11 @@ import (
 //   - SyncEach (the default): Append returns once an fdatasync that covers
 //     its rows has returned. A row whose Append returned survives a power
 //     loss. Appends that arrive while a sync runs wait for the next one,
-//     which covers them all: under load one sync serves many calls.
-//   - SyncInterval: Append returns after write(2); the first Append after
+//     which covers them all: under load one sync serves many calls. The
+//     rows of a round are written by the sync too, with one write(2) for
+//     them all just before its fdatasync (no Append returns earlier, so
+//     none of them is visible earlier either).
+//   - SyncInterval: Append returns after its own write(2); the first Append after
 //     a sync wakes a background loop that waits SyncInterval (default
 //     5 ms), then syncs once for every row appended meanwhile. A power loss
 //     can cost the rows appended in roughly the last SyncInterval plus one
@@ -107,6 +110,9 @@ type Stats struct {
 	// before it (group commit).
 	SyncedRows uint64
 	Syncs      uint64
+	// Writes counts the write(2)s of records: one per Append with
+	// SyncInterval, one per sync round with SyncEach.
+	Writes uint64
 	// Err is the failure that stopped the spool (an fsync error), if any.
 	Err error
 }
@@ -164,10 +170,18 @@ type Spool struct {
 	syncedGen  uint64
 	syncedRows atomic.Uint64
 	syncs      atomic.Uint64
+	writes     atomic.Uint64
 
 	// round is, with SyncEach, the sync the Appends since the last one
 	// started wait for; nil when none waits. Guarded by mu.
 	round *syncRound
+	// pending is, with SyncEach, the records of that round not written
+	// yet, pendingRows their rows: the group commit writes them with one
+	// write(2) before its fdatasync, where each Append wrote its own
+	// before. Nothing of them is visible (size, seq, Read) until then.
+	// Guarded by mu.
+	pending     []byte
+	pendingRows int
 
 	kick     chan struct{}
 	appended chan struct{}
@@ -280,8 +294,9 @@ func (s *Spool) Append(rows ...metering.Usage) error {
 // meter's recorder (a2aproxy.Recorder), and Err says when it refuses rows.
 func (s *Spool) Record(_ context.Context, u metering.Usage) error { return s.Append(u) }
 
-// write appends b (rows records) to the current segment; with SyncEach it
-// returns the sync round that will cover them.
+// write appends b (rows records) to the current segment, or, with
+// SyncEach, to the records the next sync writes; with SyncEach it returns
+// the sync round that will cover them.
 func (s *Spool) write(b []byte, rows int) (*syncRound, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -291,16 +306,26 @@ func (s *Spool) write(b []byte, rows int) (*syncRound, error) {
 	if s.err != nil {
 		return nil, s.err
 	}
-	seg := &s.segs[len(s.segs)-1]
-	// WriteAt at the end of what is known good: bytes of a failed, partial
-	// write are overwritten by the next write, never read, and cut on open.
-	if _, err := s.active.WriteAt(b, seg.size); err != nil {
-		return nil, agentmarket.Wrap(agentmarket.Unavailable, "spool_write", err, "usage spool write failed")
+	if s.opts.Durability == SyncEach {
+		// The caller waits for the round's fdatasync anyway: its write(2)
+		// is the round's, one for every Append of the round.
+		s.pending = append(s.pending, b...)
+		s.pendingRows += rows
+		s.kickSync()
+		if s.round == nil {
+			s.round = &syncRound{done: make(chan struct{})}
+		}
+		return s.round, nil
 	}
-	seg.size += int64(len(b))
-	s.seq += uint64(rows)
-	s.appendedRows.Store(s.seq)
-	s.gen++
+	if err := s.writeRecords(b, rows); err != nil {
+		return nil, err
+	}
+	s.kickSync()
+	return nil, nil
+}
+
+// kickSync wakes the sync loop unless it is awake already; s.mu is held.
+func (s *Spool) kickSync() {
 	if !s.syncPending {
 		s.syncPending = true
 		select {
@@ -308,6 +333,22 @@ func (s *Spool) write(b []byte, rows int) (*syncRound, error) {
 		default:
 		}
 	}
+}
+
+// writeRecords writes b (rows records) at the end of the current segment
+// and makes them visible: counted, readable, announced; s.mu is held.
+func (s *Spool) writeRecords(b []byte, rows int) error {
+	seg := &s.segs[len(s.segs)-1]
+	// WriteAt at the end of what is known good: bytes of a failed, partial
+	// write are overwritten by the next write, never read, and cut on open.
+	if _, err := s.active.WriteAt(b, seg.size); err != nil {
+		return agentmarket.Wrap(agentmarket.Unavailable, "spool_write", err, "usage spool write failed")
+	}
+	s.writes.Add(1)
+	seg.size += int64(len(b))
+	s.seq += uint64(rows)
+	s.appendedRows.Store(s.seq)
+	s.gen++
 	select {
 	case s.appended <- struct{}{}:
 	default:
@@ -317,13 +358,25 @@ func (s *Spool) write(b []byte, rows int) (*syncRound, error) {
 		// Append tries again.
 		s.roll()
 	}
-	if s.opts.Durability != SyncEach {
-		return nil, nil
+	return nil
+}
+
+// writePending writes the records the Appends of the round left to the
+// sync (SyncEach); s.mu is held. A failed write fails the round's Appends
+// (their rows are not stored) but not the spool: the next round writes
+// over the torn bytes, as a failed Append's write did.
+func (s *Spool) writePending() error {
+	if len(s.pending) == 0 {
+		return nil
 	}
-	if s.round == nil {
-		s.round = &syncRound{done: make(chan struct{})}
+	err := s.writeRecords(s.pending, s.pendingRows)
+	if cap(s.pending) > maxPooledBuf {
+		s.pending = nil // a rare huge round's buffer is not kept
+	} else {
+		s.pending = s.pending[:0]
 	}
-	return s.round, nil
+	s.pendingRows = 0
+	return err
 }
 
 // roll starts the next segment; s.mu is held.
@@ -397,6 +450,11 @@ func (s *Spool) sync() (err error) {
 	}
 	if s.err != nil || s.active == nil {
 		err := s.err
+		s.mu.Unlock()
+		return err
+	}
+	if err := s.writePending(); err != nil {
+		s.syncPending = false
 		s.mu.Unlock()
 		return err
 	}
@@ -661,6 +719,7 @@ func (s *Spool) Stats() Stats {
 		CorruptBytes:   s.corrupt,
 		SyncedRows:     s.syncedRows.Load(),
 		Syncs:          s.syncs.Load(),
+		Writes:         s.writes.Load(),
 		Err:            s.err,
 	}
 	for _, g := range s.segs {

@@ -701,6 +701,23 @@ func TestSpoolDurability(t *testing.T) {
 					t.Errorf("an Append returned before its row was synced: %+v", st)
 					return
 				}
+				if w == 0 && i%10 == 0 {
+					// What an Append returned for is readable at once (its
+					// round wrote it before syncing).
+					var got []metering.Usage
+					c := s.Acked()
+					for {
+						n := len(got)
+						var err error
+						if got, c, err = s.Read(c, 97, got); err != nil || len(got) == n {
+							break
+						}
+					}
+					if !slices.Contains(idsOf(got), row(2+i).ID) {
+						t.Errorf("row %s not readable after its Append returned", row(2+i).ID)
+						return
+					}
+				}
 			}
 		}()
 	}
@@ -712,7 +729,10 @@ func TestSpoolDurability(t *testing.T) {
 	if st.Syncs >= st.Appended {
 		t.Errorf("%d syncs for %d Appends: no group commit", st.Syncs, st.Appended)
 	}
-	t.Logf("%d appends, %d syncs", st.Appended, st.Syncs)
+	if st.Writes > st.Syncs {
+		t.Errorf("%d writes for %d syncs: the rounds' records were not written together", st.Writes, st.Syncs)
+	}
+	t.Logf("%d appends, %d syncs, %d writes", st.Appended, st.Syncs, st.Writes)
 
 	iv := MustOpenSpool(t, t.TempDir(), spool.Options{Durability: spool.SyncInterval, SyncInterval: 20 * time.Millisecond})
 	if err := iv.Append(row(1)); err != nil {
