@@ -138,8 +138,12 @@ type Filter struct {
 	Limit  int
 }
 
-// MaxLimit bounds one page of List.
-const MaxLimit = 1000
+// MaxLimit bounds one page of List; DefaultLimit is a page's size when
+// the filter gives none.
+const (
+	MaxLimit     = 1000
+	DefaultLimit = 100
+)
 
 // Validate checks the filter's bounds.
 func (f *Filter) Validate() error {

@@ -108,7 +108,7 @@ func (l *Log) List(ctx context.Context, actor agentmarket.Actor, f Filter) ([]En
 		f.Org = actor.OrgID
 	}
 	if f.Limit == 0 {
-		f.Limit = 100
+		f.Limit = DefaultLimit
 	}
 	return l.Store.AuditEntries(ctx, f)
 }

@@ -155,7 +155,7 @@ func (s *Store) AuditEntries(ctx context.Context, f audit.Filter) ([]audit.Entry
 	}
 	limit := f.Limit
 	if limit <= 0 {
-		limit = 100
+		limit = audit.DefaultLimit
 	}
 	var rows []auditRow
 	if err := q.Order("seq DESC").Limit(limit).Find(&rows).Error; err != nil {
