@@ -189,7 +189,20 @@ func (a *Accounts) Signup(ctx context.Context, in SignupInput) (*SignupResult, e
 		}
 		return nil, err
 	}
+	if err := a.recordOrg(ctx, agentmarket.Actor{OrgID: o.ID, UserID: u.ID, Role: u.Role}, o, k); err != nil {
+		return nil, err
+	}
 	return &SignupResult{Org: o, User: u, Key: k, Secret: secret}, nil
+}
+
+// recordOrg records a new org and its first key, made by actor.
+func (a *Accounts) recordOrg(ctx context.Context, actor agentmarket.Actor, o *Org, k *APIKey) error {
+	err := agentmarket.RecordChange(ctx, a.Audit, agentmarket.Change{Actor: actor, Action: "org.create", ObjectType: "org", ObjectID: o.ID, OrgID: o.ID,
+		After: map[string]any{"id": o.ID, "name": o.Name, "platform": o.Platform}})
+	if err != nil {
+		return err
+	}
+	return a.recordKey(ctx, actor, "api_key.create", nil, k)
 }
 
 // EnsurePlatform creates the platform (operator) org on first start and
@@ -218,7 +231,8 @@ func (a *Accounts) EnsurePlatform(ctx context.Context, givenKey string) (org *Or
 		}
 		return nil, "", err
 	}
-	return o, secret, nil
+	// Made by no one: the first start.
+	return o, secret, a.recordOrg(ctx, agentmarket.Actor{}, o, k)
 }
 
 func keyPrefix(secret string) string {

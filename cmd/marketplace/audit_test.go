@@ -111,6 +111,12 @@ func TestAuditLog(t *testing.T) {
 		}
 
 		all := auditEntries(t, op, "")
+		if len(all) < 6 || actions(all[:6]) != "org.create api_key.create org.create api_key.create org.create api_key.create" ||
+			get(all[0], "after", "platform") != true || get(all[2], "after", "name") != "Acme Agents" || get(all[2], "actor", "user_id") == nil ||
+			get(all[3], "actor", "org_id") != sellerOrg || all[0]["prev_hash"] != "" || all[0]["seq"] != float64(1) {
+			t.Fatalf("the first start and the sign-ups: %v", all[:min(len(all), 6)])
+		}
+		all = all[6:]
 		want := "listing.create plan.create listing.update plan.create listing.refresh listing.approve subscription.create policy.grant subscription.budgets " +
 			"api_key.create api_key.revoke subscription.cancel policy.revoke listing.suspend"
 		if got := actions(all); got != want {
@@ -123,7 +129,7 @@ func TestAuditLog(t *testing.T) {
 		create := all[0]
 		if get(create, "actor", "org_id") != sellerOrg || get(create, "actor", "key_id") == nil || get(create, "actor", "ip") != "127.0.0.1" ||
 			get(create, "object", "type") != "listing" || get(create, "object", "id") != listing || create["before"] != nil ||
-			get(create, "after", "status") != "pending_review" || create["request_id"] == "" || create["prev_hash"] != "" {
+			get(create, "after", "status") != "pending_review" || create["request_id"] == "" {
 			t.Errorf("listing.create: %v", create)
 		}
 		// The reprice: a new plan version, with the old one before it, under
@@ -152,21 +158,24 @@ func TestAuditLog(t *testing.T) {
 			t.Errorf("policy.revoke: %v", e)
 		}
 		for i := 1; i < len(all); i++ {
-			if all[i]["prev_hash"] != all[i-1]["hash"] {
+			if all[i]["prev_hash"] != all[i-1]["hash"] || all[i]["seq"] != all[i-1]["seq"].(float64)+1 {
 				t.Errorf("entry %v does not link to the one before", all[i]["seq"])
 			}
 		}
 
 		// Each org's admin sees its org's: the seller the operator's review
 		// of its listing, not the buyer's keys; the buyer not the listing.
-		if got := actions(auditEntries(t, seller, "")); got != "listing.create plan.create listing.update plan.create listing.refresh listing.approve listing.suspend" {
+		if got := actions(auditEntries(t, seller, "")); got != "org.create api_key.create listing.create plan.create listing.update plan.create listing.refresh listing.approve listing.suspend" {
 			t.Errorf("the seller's audit log: %s", got)
 		}
-		if got := actions(auditEntries(t, buyer, "")); got != "subscription.create policy.grant subscription.budgets api_key.create api_key.revoke subscription.cancel policy.revoke" {
+		if got := actions(auditEntries(t, buyer, "")); got != "org.create api_key.create subscription.create policy.grant subscription.budgets api_key.create api_key.revoke subscription.cancel policy.revoke" {
 			t.Errorf("the buyer's audit log: %s", got)
 		}
 		if got := actions(auditEntries(t, op, "?object_type=listing&object_id="+listing+"&action=listing.")); got != "listing.create listing.update listing.refresh listing.approve listing.suspend" {
 			t.Errorf("filtered by object and action prefix: %s", got)
+		}
+		if got := actions(auditEntries(t, op, "?object=plan:"+listing+"/v2")); got != "plan.create" {
+			t.Errorf("filtered by object=type:id: %s", got)
 		}
 		if got := actions(auditEntries(t, op, "?actor="+buyerOrg+"&limit=2")); got != "subscription.cancel policy.revoke" {
 			t.Errorf("filtered by actor, a page of 2: %s", got)
@@ -292,7 +301,7 @@ func TestWebAuditLog(t *testing.T) {
 		t.Errorf("the entry's actor: %q", who)
 	}
 	must("verify", webtest.Submit(ctx, "a[data-audit-verify]", "[data-audit-report]"))
-	if got := text("[data-audit-report] p"); !strings.HasPrefix(got, "The chain holds: 3 entries") {
+	if got := text("[data-audit-report] p"); !strings.HasPrefix(got, "The chain holds: 7 entries") {
 		t.Errorf("the verification: %q", got)
 	}
 	must("sign out", webtest.SignOut(ctx, m.URL))

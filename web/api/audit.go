@@ -84,10 +84,14 @@ func (s *Server) audit() error {
 }
 
 // AuditFilter reads the audit log's filters from a request's query:
-// actor, action, object_type, object_id, from and to (RFC 3339, or a day
-// in UTC), before and limit.
+// actor, action, object (a type, or type:id) or object_type and
+// object_id, from and to (RFC 3339, or a day in UTC), before and limit.
 func AuditFilter(c *fiber.Ctx) (audit.Filter, error) {
 	f := audit.Filter{Actor: c.Query("actor"), Action: c.Query("action"), ObjectType: c.Query("object_type"), ObjectID: c.Query("object_id")}
+	if o := c.Query("object"); o != "" {
+		// object=listing, or object=listing:lst_… for one.
+		f.ObjectType, f.ObjectID, _ = strings.Cut(o, ":")
+	}
 	var fe agentmarket.Fields
 	when := func(name string, dst *time.Time) {
 		if v := c.Query(name); v != "" {
