@@ -12,11 +12,41 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/cmd/internal/serve"
+	"github.com/agentmarket/agentmarket/migrations/relational/relationaltest"
 	"github.com/agentmarket/agentmarket/web/webtest"
 )
+
+// buildAuditVerify builds cmd/auditverify and returns the binary's path.
+func buildAuditVerify(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "auditverify")
+	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "./cmd/auditverify")
+	build.Dir = "../.."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// auditVerify runs the command on m's database (env: the settings m was
+// started with) and returns what it printed.
+func auditVerify(bin string, m *started, env map[string]string) (string, error) {
+	cmd := exec.Command(bin)
+	cmd.Env = []string{"AGENTMARKET_DATA_DIR=" + m.DataDir, "AGENTMARKET_LOG_LEVEL=warn"}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
 
 // auditEntries reads GET /api/v1/audit with the key and query, oldest
 // first.
@@ -51,12 +81,7 @@ func actions(es []map[string]any) string {
 // API and cmd/auditverify, with signed checkpoints. One audit row edited
 // in the database is then named by both, on SQLite and PostgreSQL.
 func TestAuditLog(t *testing.T) {
-	dir := t.TempDir()
-	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", filepath.Join(dir, "auditverify"), "./cmd/auditverify")
-	build.Dir = "../.."
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := buildAuditVerify(t)
 	databases(t, func(t *testing.T, env map[string]string, dsn string) {
 		env["AGENTMARKET_AUTO_APPROVE"] = "false"
 		env["AGENTMARKET_AUDIT_CHECKPOINT_EVERY"] = "1s"
@@ -207,17 +232,7 @@ func TestAuditLog(t *testing.T) {
 		if r := api.do("GET", "/api/v1/audit/jwks", nil); r.Status != 200 || !strings.Contains(string(r.Body), `"kty":"EC"`) {
 			t.Errorf("the audit keys: %d %s", r.Status, r.Body)
 		}
-		verify := func() (string, error) {
-			cmd := exec.Command(filepath.Join(dir, "auditverify"))
-			cmd.Env = []string{"AGENTMARKET_DATA_DIR=" + m.DataDir, "AGENTMARKET_LOG_LEVEL=warn"}
-			for k, v := range env {
-				cmd.Env = append(cmd.Env, k+"="+v)
-			}
-			var out bytes.Buffer
-			cmd.Stdout, cmd.Stderr = &out, &out
-			err := cmd.Run()
-			return out.String(), err
-		}
+		verify := func() (string, error) { return auditVerify(bin, m, env) }
 		if out, err := verify(); err != nil || !strings.Contains(out, "audit chain ok: entries 1 to ") {
 			t.Fatalf("auditverify: %v\n%s", err, out)
 		}
@@ -309,5 +324,80 @@ func TestWebAuditLog(t *testing.T) {
 	must("open the seller's audit log", webtest.Open(ctx, m.URL+"/audit"))
 	if got := text("tr[data-audit-entry] td[data-action]"); got != "listing.suspend" {
 		t.Errorf("the seller's newest entry: %q", got)
+	}
+}
+
+// TestAuditRetention: with AGENTMARKET_AUDIT_RETENTION, entries older
+// than it are pruned behind a signed checkpoint, and what is left still
+// verifies, through the API and the command.
+func TestAuditRetention(t *testing.T) {
+	bin := buildAuditVerify(t)
+	clock := agentmarket.NewManualClock(time.Now())
+	env := map[string]string{"AGENTMARKET_AUDIT_RETENTION": "1h", "AGENTMARKET_AUDIT_CHECKPOINT_EVERY": "1s"}
+	m := startMarketplaceWith(t, env, []serve.Option{serve.WithClock(clock)})
+	api := client{t: t, base: m.URL}
+	op := api.with(operatorKey(t, m))
+	_, admin := signup(t, api, "Globex", "it@globex.example")
+	mintKey(t, api.with(admin), map[string]any{"name": "old", "role": "buyer"})
+	if n := len(auditEntries(t, op, "")); n != 5 {
+		t.Fatalf("%d entries before the prune, want 5", n)
+	}
+	clock.Advance(2 * time.Hour)
+	newKey, _ := mintKey(t, api.with(admin), map[string]any{"name": "new", "role": "buyer"})
+	var r response
+	waitFor(t, "the old entries pruned", 15*time.Second, func() bool {
+		r = op.do("GET", "/api/v1/audit/verify", nil)
+		return r.Status == 200 && r.JSON["first_seq"] == float64(6)
+	})
+	if r.JSON["ok"] != true || r.JSON["entries"] != float64(1) || r.JSON["last_seq"] != float64(6) {
+		t.Errorf("verify after the prune: %s", r.Body)
+	}
+	es := auditEntries(t, op, "")
+	if len(es) != 1 || get(es[0], "object", "id") != newKey {
+		t.Errorf("entries after the prune: %v", es)
+	}
+	if out, err := auditVerify(bin, m, env); err != nil || !strings.Contains(out, "audit chain ok: entries 6 to 6 (1)") {
+		t.Errorf("auditverify after the prune: %v\n%s", err, out)
+	}
+}
+
+// TestAuditTwoMarketplaces: two marketplace processes on one PostgreSQL
+// database record changes at once; the chain does not fork: one entry
+// per change, numbered without gaps, and it verifies.
+func TestAuditTwoMarketplaces(t *testing.T) {
+	dsn := relationaltest.PostgresDSN(t)
+	env := map[string]string{"AGENTMARKET_DATABASE_URL": dsn, "AGENTMARKET_SECRET_KEY": "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY="}
+	first := startMarketplace(t, env)
+	second := startMarketplace(t, env)
+	_, admin := signup(t, client{t: t, base: first.URL}, "Globex", "it@globex.example")
+	var wg sync.WaitGroup
+	for i := range 20 {
+		base := first.URL
+		if i%2 == 1 {
+			base = second.URL
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body, _ := json.Marshal(map[string]any{"name": fmt.Sprint("key ", i), "role": "buyer"})
+			if status, answer := raw(t, "POST", base+"/api/v1/api-keys", http.Header{"Authorization": {"Bearer " + admin},
+				"Content-Type": {"application/json"}}, body); status != 201 {
+				t.Errorf("key %d: %d %s", i, status, answer)
+			}
+		}()
+	}
+	wg.Wait()
+	op := client{t: t, base: second.URL, key: operatorKey(t, first)}
+	es := auditEntries(t, op, "?limit=1000")
+	if len(es) != 24 {
+		t.Fatalf("%d entries, want 24 (the platform's and Globex's org and first key, 20 keys)", len(es))
+	}
+	for i, e := range es {
+		if e["seq"] != float64(i+1) || i > 0 && e["prev_hash"] != es[i-1]["hash"] {
+			t.Fatalf("entry %d: seq %v, prev_hash %v after %v", i+1, e["seq"], e["prev_hash"], es[max(i-1, 0)]["hash"])
+		}
+	}
+	if r := op.do("GET", "/api/v1/audit/verify", nil); r.JSON["ok"] != true || r.JSON["last_seq"] != float64(24) {
+		t.Errorf("verify: %s", r.Body)
 	}
 }
