@@ -170,19 +170,24 @@ type Checkpoint struct {
 	Seq  int64
 	Hash string
 	At   time.Time
+	// Prune marks the checkpoint a prune made at its last entry pruned:
+	// only such a checkpoint may stand for the entries before the first
+	// one left (a periodic checkpoint does not say they may go).
+	Prune bool
 	// KeyID is the signing key's kid; JWS the compact serialization.
 	KeyID string
 	JWS   string
 }
 
 // CheckpointPayload is what a checkpoint's signature covers.
-func CheckpointPayload(seq int64, hash string, at time.Time) []byte {
+func CheckpointPayload(c *Checkpoint) []byte {
 	b, _ := json.Marshal(struct {
-		V    int    `json:"v"`
-		Seq  int64  `json:"seq"`
-		Hash string `json:"hash"`
-		At   string `json:"at"`
-	}{1, seq, hash, at.UTC().Format(TimeFormat)})
+		V     int    `json:"v"`
+		Seq   int64  `json:"seq"`
+		Hash  string `json:"hash"`
+		At    string `json:"at"`
+		Prune bool   `json:"prune"`
+	}{1, c.Seq, c.Hash, c.At.UTC().Format(TimeFormat), c.Prune})
 	return b
 }
 
@@ -205,7 +210,8 @@ type Store interface {
 	// LastAuditBefore returns the Seq of the last entry made before t (0
 	// if none).
 	LastAuditBefore(ctx context.Context, t time.Time) (int64, error)
-	// AddCheckpoint stores c unless a checkpoint of its Seq exists.
+	// AddCheckpoint stores c unless a checkpoint of its Seq exists; a
+	// prune's checkpoint (c.Prune) replaces a periodic one of its Seq.
 	AddCheckpoint(ctx context.Context, c Checkpoint) error
 	// Checkpoints returns every checkpoint, oldest first.
 	Checkpoints(ctx context.Context) ([]Checkpoint, error)

@@ -127,15 +127,15 @@ func (l *Log) Checkpoint(ctx context.Context) (*Checkpoint, error) {
 	if n := len(cps); n > 0 && cps[n-1].Seq >= h.Seq {
 		return nil, nil
 	}
-	return l.sign(ctx, h)
+	return l.sign(ctx, h, false)
 }
 
-func (l *Log) sign(ctx context.Context, h Head) (*Checkpoint, error) {
+func (l *Log) sign(ctx context.Context, h Head, prune bool) (*Checkpoint, error) {
 	if l.Signer == nil {
 		return nil, agentmarket.Errorf(agentmarket.Unavailable, "audit_unsigned", "the audit log has no signing key")
 	}
-	at := l.Clock.Now().UTC().Truncate(time.Microsecond)
-	payload := CheckpointPayload(h.Seq, h.Hash, at)
+	cp := Checkpoint{Seq: h.Seq, Hash: h.Hash, At: l.Clock.Now().UTC().Truncate(time.Microsecond), Prune: prune}
+	payload := CheckpointPayload(&cp)
 	protected, sig, err := l.Signer.SignJWS(ctx, payload, l.JKU)
 	if err != nil {
 		return nil, fmt.Errorf("sign audit checkpoint: %w", err)
@@ -144,7 +144,7 @@ func (l *Log) sign(ctx context.Context, h Head) (*Checkpoint, error) {
 	if err != nil {
 		return nil, err
 	}
-	cp := Checkpoint{Seq: h.Seq, Hash: h.Hash, At: at, KeyID: kid, JWS: protected + "." + b64(payload) + "." + sig}
+	cp.KeyID, cp.JWS = kid, protected+"."+b64(payload)+"."+sig
 	if err := l.Store.AddCheckpoint(ctx, cp); err != nil {
 		return nil, err
 	}
@@ -169,7 +169,7 @@ func (l *Log) Prune(ctx context.Context) (int64, error) {
 	if len(es) == 0 || es[0].Seq != through {
 		return 0, fmt.Errorf("audit entry %d not found to anchor the prune", through)
 	}
-	if _, err := l.sign(ctx, Head{Seq: through, Hash: es[0].Hash}); err != nil {
+	if _, err := l.sign(ctx, Head{Seq: through, Hash: es[0].Hash}, true); err != nil {
 		return 0, err
 	}
 	return l.Store.PruneAudit(ctx, through)

@@ -90,8 +90,8 @@ func Verify(ctx context.Context, store Store, keys Keys) (*Report, error) {
 				r.FirstSeq = e.Seq
 				if e.Seq != 1 {
 					anchor := bySeq[e.Seq-1]
-					if anchor == nil {
-						return fail(e.Seq, "entry", "the entries before it are gone and no checkpoint at %d anchors it", e.Seq-1)
+					if anchor == nil || !anchor.Prune {
+						return fail(e.Seq, "entry", "the entries before it are gone and no prune's checkpoint at %d anchors it", e.Seq-1)
 					}
 					prev = Head{Seq: anchor.Seq, Hash: anchor.Hash}
 				}
@@ -119,8 +119,11 @@ func Verify(ctx context.Context, store Store, keys Keys) (*Report, error) {
 	}
 	if first && len(cps) > 0 {
 		// Everything was pruned: the chain continues from the last
-		// checkpoint.
+		// checkpoint, a prune's.
 		last := cps[len(cps)-1]
+		if !last.Prune {
+			return fail(last.Seq, "entry", "missing: the entries up to checkpoint %d are gone, and no prune took them", last.Seq)
+		}
 		prev = Head{Seq: last.Seq, Hash: last.Hash}
 	}
 	if n := len(cps); n > 0 && cps[n-1].Seq > prev.Seq {
@@ -193,8 +196,8 @@ func verifyCheckpoint(cp *Checkpoint, keys map[string]*ecdsa.PublicKey) error {
 		return fmt.Errorf("its signature does not verify")
 	}
 	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil || !bytes.Equal(payload, CheckpointPayload(cp.Seq, cp.Hash, cp.At)) {
-		return fmt.Errorf("its signed payload is not its seq, hash and time")
+	if err != nil || !bytes.Equal(payload, CheckpointPayload(cp)) {
+		return fmt.Errorf("its signed payload is not its seq, hash, time and kind")
 	}
 	return nil
 }

@@ -72,6 +72,7 @@ type checkpointRow struct {
 	Seq   int64 `gorm:"primaryKey;autoIncrement:false"`
 	Hash  string
 	At    time.Time
+	Prune bool
 	KeyID string
 	JWS   string `gorm:"column:jws"`
 }
@@ -199,8 +200,12 @@ func (s *Store) LastAuditBefore(ctx context.Context, t time.Time) (int64, error)
 
 // AddCheckpoint implements audit.Store.
 func (s *Store) AddCheckpoint(ctx context.Context, c audit.Checkpoint) error {
-	row := &checkpointRow{Seq: c.Seq, Hash: c.Hash, At: c.At.UTC(), KeyID: c.KeyID, JWS: c.JWS}
-	err := s.db.WithContext(ctx).Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "seq"}}, DoNothing: true}).Create(row).Error
+	row := &checkpointRow{Seq: c.Seq, Hash: c.Hash, At: c.At.UTC(), Prune: c.Prune, KeyID: c.KeyID, JWS: c.JWS}
+	conflict := clause.OnConflict{Columns: []clause.Column{{Name: "seq"}}, DoNothing: true}
+	if c.Prune {
+		conflict = clause.OnConflict{Columns: []clause.Column{{Name: "seq"}}, DoUpdates: clause.AssignmentColumns([]string{"hash", "at", "prune", "key_id", "jws"})}
+	}
+	err := s.db.WithContext(ctx).Clauses(conflict).Create(row).Error
 	return relational.Translate(err, "audit checkpoint")
 }
 
@@ -212,7 +217,7 @@ func (s *Store) Checkpoints(ctx context.Context) ([]audit.Checkpoint, error) {
 	}
 	out := make([]audit.Checkpoint, len(rows))
 	for i, r := range rows {
-		out[i] = audit.Checkpoint{Seq: r.Seq, Hash: r.Hash, At: r.At.UTC(), KeyID: r.KeyID, JWS: r.JWS}
+		out[i] = audit.Checkpoint{Seq: r.Seq, Hash: r.Hash, At: r.At.UTC(), Prune: r.Prune, KeyID: r.KeyID, JWS: r.JWS}
 	}
 	return out, nil
 }

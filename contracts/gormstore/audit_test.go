@@ -33,8 +33,12 @@ func TestAuditTampering(t *testing.T) {
 			"UPDATE audit_entries SET seq = 3 WHERE seq = 100"}, "entry", 2, "its prev_hash does not match entry 1"},
 		{"the newest entries deleted", []string{"DELETE FROM audit_entries WHERE seq >= 4"}, "entry", 4, "missing: checkpoint 4 was signed after it"},
 		{"the newest entry deleted", []string{"DELETE FROM audit_entries WHERE seq = 5"}, "head", 5, "the chain's head is entry 5 but the last entry is 4"},
-		{"the oldest entries deleted", []string{"DELETE FROM audit_entries WHERE seq <= 2"}, "entry", 3, "the entries before it are gone and no checkpoint at 2 anchors it"},
-		{"a checkpoint forged", []string{"UPDATE audit_checkpoints SET hash = 'f00d'"}, "checkpoint", 4, "its signed payload is not its seq, hash and time"},
+		{"the oldest entries deleted", []string{"DELETE FROM audit_entries WHERE seq <= 2"}, "entry", 3, "the entries before it are gone and no prune's checkpoint at 2 anchors it"},
+		{"the oldest entries deleted up to a checkpoint", []string{"DELETE FROM audit_entries WHERE seq <= 4"}, "entry", 5,
+			"the entries before it are gone and no prune's checkpoint at 4 anchors it"},
+		{"every entry deleted", []string{"DELETE FROM audit_entries"}, "entry", 4, "missing: the entries up to checkpoint 4 are gone, and no prune took them"},
+		{"a checkpoint forged", []string{"UPDATE audit_checkpoints SET hash = 'f00d'"}, "checkpoint", 4, "its signed payload is not its seq, hash, time and kind"},
+		{"a checkpoint made a prune's", []string{"UPDATE audit_checkpoints SET prune = TRUE"}, "checkpoint", 4, "its signed payload is not its seq, hash, time and kind"},
 	}
 	relationaltest.Each(t, func(t *testing.T, db *relational.DB) {
 		for _, c := range cases {

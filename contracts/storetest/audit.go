@@ -197,6 +197,12 @@ func RunAudit(t *testing.T, open AuditStores) {
 			if err := log.RecordChange(ctx, agentmarket.Change{Action: "x.y", ObjectType: "x", ObjectID: fmt.Sprint(i)}); err != nil {
 				t.Fatal(err)
 			}
+			if i == 2 {
+				// A periodic checkpoint where the prune will cut.
+				if _, err := log.Checkpoint(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
 			clock.Advance(12 * time.Hour)
 		}
 		// Entries 1..5 at 0, 12, 24, 36, 48 h; now is 60 h: 1, 2 and 3
@@ -204,6 +210,9 @@ func RunAudit(t *testing.T, open AuditStores) {
 		n, err := log.Prune(ctx)
 		if err != nil || n != 3 {
 			t.Fatalf("prune: %d %v, want 3", n, err)
+		}
+		if cps, err := s.Checkpoints(ctx); err != nil || len(cps) != 1 || cps[0].Seq != 3 || !cps[0].Prune {
+			t.Errorf("the checkpoint at the prune point: %+v %v, want the prune's, in place of the periodic one", cps, err)
 		}
 		es, _ := s.WalkAudit(ctx, 0, 10)
 		if len(es) != 2 || es[0].Seq != 4 {

@@ -38,12 +38,13 @@ CREATE TABLE audit_chain_head (
 );
 INSERT INTO audit_chain_head (id, seq, hash) VALUES (1, 0, '');
 
--- Signed checkpoints of the head (a compact JWS over {v, seq, hash, at});
--- the one at a prune point anchors the entries left.
+-- Signed checkpoints of the head (a compact JWS over {v, seq, hash, at,
+-- prune}); the one a prune made (prune) anchors the entries left.
 CREATE TABLE audit_checkpoints (
     seq     BIGINT PRIMARY KEY,
     hash    TEXT NOT NULL,
     at      TIMESTAMP NOT NULL,
+    prune   BOOLEAN NOT NULL DEFAULT FALSE,
     key_id  TEXT NOT NULL,
     jws     TEXT NOT NULL
 );
