@@ -243,7 +243,17 @@ func (s *Offers) Withdraw(ctx context.Context, actor agentmarket.Actor, id strin
 
 // Accepted records that the offer was accepted by a contract (contracts'
 // Subscriptions calls it once the contract exists).
+//
+// The audit entry names no actor: the subscription's entry, in the same
+// request (its request id), says who accepted.
 func (s *Offers) Accepted(ctx context.Context, id, contractID string) error {
-	_, err := s.Store.DecideOffer(ctx, id, OfferAccepted, contractID, s.Clock.Now())
-	return err
+	before, err := s.Store.GetOffer(ctx, id)
+	if err != nil {
+		return err
+	}
+	after, err := s.Store.DecideOffer(ctx, id, OfferAccepted, contractID, s.Clock.Now())
+	if err != nil {
+		return err
+	}
+	return agentmarket.RecordChange(ctx, s.Audit, offerChange(agentmarket.Actor{}, "offer.accept", before, after))
 }
