@@ -52,6 +52,8 @@ func Verify(ctx context.Context, store Store, keys Keys) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Entries appended while the walk runs move the head on; it is read
+	// again when the walk passes it.
 	head, err := store.AuditHead(ctx)
 	if err != nil {
 		return nil, err
@@ -85,6 +87,16 @@ func Verify(ctx context.Context, store Store, keys Keys) (*Report, error) {
 		}
 		for i := range es {
 			e := &es[i]
+			if e.Seq > head.Seq {
+				// Appended since the head was read, or put there by
+				// hand: the head, read again, says which.
+				if head, err = store.AuditHead(ctx); err != nil {
+					return nil, err
+				}
+				if e.Seq > head.Seq {
+					return fail(e.Seq, "entry", "it lies beyond the chain's head, entry %d", head.Seq)
+				}
+			}
 			if first {
 				first = false
 				r.FirstSeq = e.Seq
@@ -112,10 +124,24 @@ func Verify(ctx context.Context, store Store, keys Keys) (*Report, error) {
 			r.Entries++
 			r.LastSeq = e.Seq
 		}
-		if len(es) < walkPage {
+		if len(es) == walkPage {
+			after = es[len(es)-1].Seq
+			continue
+		}
+		// The end of what was stored when the page was read. A head
+		// further on means entries appended since (the walk goes on) or
+		// entries deleted at the end (the head's check names them).
+		if first || head.Seq <= prev.Seq {
 			break
 		}
-		after = es[len(es)-1].Seq
+		more, err := store.WalkAudit(ctx, prev.Seq, 1)
+		if err != nil {
+			return nil, err
+		}
+		if len(more) == 0 {
+			break
+		}
+		after = prev.Seq
 	}
 	if first && len(cps) > 0 {
 		// Everything was pruned: the chain continues from the last

@@ -37,6 +37,8 @@ func TestAuditTampering(t *testing.T) {
 		{"the oldest entries deleted up to a checkpoint", []string{"DELETE FROM audit_entries WHERE seq <= 4"}, "entry", 5,
 			"the entries before it are gone and no prune's checkpoint at 4 anchors it"},
 		{"every entry deleted", []string{"DELETE FROM audit_entries"}, "entry", 4, "missing: the entries up to checkpoint 4 are gone, and no prune took them"},
+		{"an entry added past the head", []string{"INSERT INTO audit_entries (seq, at, action, object_type, prev_hash, hash) SELECT 6, at, 'x.y', 'x', hash, 'f00d' FROM audit_entries WHERE seq = 5"},
+			"entry", 6, "it lies beyond the chain's head, entry 5"},
 		{"a checkpoint forged", []string{"UPDATE audit_checkpoints SET hash = 'f00d'"}, "checkpoint", 4, "its signed payload is not its seq, hash, time and kind"},
 		{"a checkpoint made a prune's", []string{"UPDATE audit_checkpoints SET prune = TRUE"}, "checkpoint", 4, "its signed payload is not its seq, hash, time and kind"},
 	}

@@ -102,6 +102,34 @@ func RunAudit(t *testing.T, open AuditStores) {
 		}
 	})
 
+	t.Run("a chain verifies while another process appends", func(t *testing.T) {
+		a, b := open(t)
+		la, _ := newLog(a)
+		done := make(chan error, 1)
+		go func() {
+			for i := range 60 {
+				if err := la.RecordChange(ctx, agentmarket.Change{Action: "x.y", ObjectType: "x", ObjectID: fmt.Sprint(i)}); err != nil {
+					done <- err
+					return
+				}
+			}
+			done <- nil
+		}()
+		for running := true; running; {
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+				running = false
+			default:
+			}
+			if r, err := audit.Verify(ctx, b, nil); err != nil || !r.OK {
+				t.Fatalf("verify during appends: %+v %+v %v", r, r.Broken, err)
+			}
+		}
+	})
+
 	t.Run("filters, org scope, paging", func(t *testing.T) {
 		s, _ := open(t)
 		log, clock := newLog(s)
