@@ -11,6 +11,7 @@ import (
 	"github.com/agentmarket/agentmarket/cmd/internal/serve"
 	"github.com/agentmarket/agentmarket/contracts/audit"
 	"github.com/agentmarket/agentmarket/contracts/gormstore"
+	"github.com/agentmarket/agentmarket/listings/aesgcm"
 )
 
 // ErrBroken is returned (wrapped, naming the row) when the chain does not
@@ -32,8 +33,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	defer db.Close()
+	key, err := serve.SealerKey(cfg)
+	if err != nil {
+		return fmt.Errorf("secret key: %w", err)
+	}
+	sealer, err := aesgcm.New(key)
+	if err != nil {
+		return err
+	}
 	store := gormstore.New(db.DB)
-	r, err := audit.Verify(ctx, store, store.AuditKeys())
+	r, err := audit.Verify(ctx, store, serve.AuditKeys(store, sealer))
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/base64"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
@@ -18,6 +19,8 @@ import (
 
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/cmd/internal/serve"
+	"github.com/agentmarket/agentmarket/contracts/audit"
+	"github.com/agentmarket/agentmarket/contracts/audit/audittest"
 	"github.com/agentmarket/agentmarket/migrations/relational/relationaltest"
 	"github.com/agentmarket/agentmarket/web/webtest"
 )
@@ -237,18 +240,61 @@ func TestAuditLog(t *testing.T) {
 			t.Fatalf("auditverify: %v\n%s", err, out)
 		}
 
-		// Someone with the database edits the approval: both name its row.
-		seq := int64(approve["seq"].(float64))
-		driver, source, q := "sqlite", filepath.Join(m.DataDir, "agentmarket.db"), "UPDATE audit_entries SET after_json = REPLACE(after_json, 'published', 'suspended') WHERE seq = ?"
+		driver, source, ph := "sqlite", filepath.Join(m.DataDir, "agentmarket.db"), func(q string) string { return q }
 		if dsn != "" {
-			driver, source, q = "pgx", dsn, strings.Replace(q, "?", "$1", 1)
+			driver, source = "pgx", dsn
+			ph = func(q string) string {
+				for i := 1; strings.Contains(q, "?"); i++ {
+					q = strings.Replace(q, "?", fmt.Sprint("$", i), 1)
+				}
+				return q
+			}
 		}
 		db, err := sql.Open(driver, source)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer db.Close()
-		if res, err := db.ExecContext(context.Background(), q, seq); err != nil {
+		exec := func(q string, args ...any) {
+			t.Helper()
+			if _, err := db.ExecContext(context.Background(), ph(q), args...); err != nil {
+				t.Fatal(err)
+			}
+		}
+
+		// Someone with the database writes a key of their own into the
+		// audit keys and signs a checkpoint with it: the key's private
+		// half does not open with the secret key, so it is no audit key.
+		forger := audittest.NewKey("forged")
+		pub, _ := forger.PushKeys(context.Background())
+		var head struct {
+			seq  int64
+			hash string
+		}
+		if err := db.QueryRow("SELECT seq, hash FROM audit_chain_head").Scan(&head.seq, &head.hash); err != nil {
+			t.Fatal(err)
+		}
+		cp := audit.Checkpoint{Seq: head.seq, Hash: head.hash, At: time.Now().UTC().Truncate(time.Microsecond)}
+		payload := audit.CheckpointPayload(&cp)
+		protected, sig, _ := forger.SignJWS(context.Background(), payload, "")
+		exec("INSERT INTO audit_signing_keys (generation, id, algorithm, public_key, sealed, created_at, active_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+			999, "forged", "ES256", pub[0].Public, []byte("not sealed"), cp.At, cp.At)
+		exec("DELETE FROM audit_checkpoints WHERE seq = ?", head.seq)
+		exec("INSERT INTO audit_checkpoints (seq, hash, at, prune, key_id, jws) VALUES (?, ?, ?, ?, ?, ?)", head.seq, head.hash, cp.At, false, "forged",
+			protected+"."+base64.RawURLEncoding.EncodeToString(payload)+"."+sig)
+		r = op.do("GET", "/api/v1/audit/verify", nil)
+		if r.JSON["ok"] != false || get(r.JSON, "broken", "kind") != "checkpoint" || get(r.JSON, "broken", "seq") != float64(head.seq) ||
+			get(r.JSON, "broken", "reason") != `its signing key "forged" is not an audit key` {
+			t.Errorf("verify with a forged key's checkpoint: %s", r.Body)
+		}
+		if out, err := verify(); err == nil || !strings.Contains(out, fmt.Sprintf("audit chain broken at checkpoint %d: its signing key \"forged\" is not an audit key", head.seq)) {
+			t.Errorf("auditverify with a forged key's checkpoint: %v\n%s", err, out)
+		}
+		exec("DELETE FROM audit_checkpoints WHERE key_id = ?", "forged")
+
+		// Someone with the database edits the approval: both name its row.
+		seq := int64(approve["seq"].(float64))
+		if res, err := db.ExecContext(context.Background(), ph("UPDATE audit_entries SET after_json = REPLACE(after_json, 'published', 'suspended') WHERE seq = ?"), seq); err != nil {
 			t.Fatal(err)
 		} else if n, _ := res.RowsAffected(); n != 1 {
 			t.Fatalf("edited %d rows", n)

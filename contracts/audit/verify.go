@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/contracts"
 )
 
 // Report is what Verify found.
@@ -168,6 +169,44 @@ func (l *Log) Verify(ctx context.Context, actor agentmarket.Actor) (*Report, err
 		return nil, err
 	}
 	return Verify(ctx, l.Store, l.Keys)
+}
+
+// SealedKeys are the audit keys whose private half, sealed with the
+// marketplace's secret key, opens and matches the public half. The public
+// halves sit in the database next to the chain: a key someone wrote into
+// the table without the secret key is no audit key, and what it signed
+// does not verify.
+type SealedKeys struct {
+	Keys Keys
+	// Open opens a sealed private half (listings.Sealer's Open).
+	Open func(sealed, context []byte) ([]byte, error)
+	// Context is what the private half of key kid was sealed to
+	// (a2aproxy/pushsign's, for the keys' purpose).
+	Context func(kid string) []byte
+}
+
+// PushKeys implements Keys: the keys that open.
+func (s SealedKeys) PushKeys(ctx context.Context) ([]contracts.PushKey, error) {
+	ks, err := s.Keys.PushKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []contracts.PushKey
+	for _, k := range ks {
+		der, err := s.Open(k.Sealed, s.Context(k.ID))
+		if err != nil {
+			continue
+		}
+		priv, err := x509.ParsePKCS8PrivateKey(der)
+		if err != nil {
+			continue
+		}
+		pub, err := x509.ParsePKIXPublicKey(k.Public)
+		if ec, ok := priv.(*ecdsa.PrivateKey); ok && err == nil && ec.PublicKey.Equal(pub) {
+			out = append(out, k)
+		}
+	}
+	return out, nil
 }
 
 func publicKeys(ctx context.Context, keys Keys) (map[string]*ecdsa.PublicKey, error) {

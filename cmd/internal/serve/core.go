@@ -183,7 +183,7 @@ func OpenCore(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ..
 	// as long as anything may keep the log.
 	c.AuditKeys = &pushsign.Keys{Store: c.AccountStore.AuditKeys(), Purpose: "audit", Sealer: sealer, Clock: keyClock, Logger: log,
 		RotateEvery: cfg.MeterLimits.PushKeyRotation, Retention: AuditKeyRetention}
-	c.Audit = &audit.Log{Store: c.AccountStore, Clock: c.Clock, Signer: c.AuditKeys, Keys: c.AccountStore.AuditKeys(),
+	c.Audit = &audit.Log{Store: c.AccountStore, Clock: c.Clock, Signer: c.AuditKeys, Keys: AuditKeys(c.AccountStore, sealer),
 		CheckpointEvery: cfg.AuditCheckpointEvery, Retention: cfg.AuditRetention, Logger: log}
 	c.Accounts.Audit = c.Audit
 	c.ListingStore = listingsgorm.New(c.DB.DB)
@@ -217,6 +217,16 @@ func OpenCore(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ..
 			Impact: "usage reports, invoice previews and budget checks fail until it answers; metered calls go on, their usage waits in the meter's spool"},
 	}
 	return c, nil
+}
+
+// AuditKeys are the keys audit checkpoints verify with: those of the
+// store whose private half opens with sealer (a key written into the table
+// without the secret key is none).
+func AuditKeys(store *contractsgorm.Store, sealer listings.Sealer) audit.Keys {
+	return audit.SealedKeys{Keys: store.AuditKeys(), Open: sealer.Open,
+		// pushsign.Keys seals a key of Purpose "audit" to this (its
+		// sealContext); TestAuditLog verifies real checkpoints through it.
+		Context: func(kid string) []byte { return []byte("audit-signing-key|" + kid) }}
 }
 
 // AuditKeyRetention is how long a replaced audit signing key stays: a
