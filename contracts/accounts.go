@@ -108,6 +108,9 @@ type Accounts struct {
 	// (password and key sign-in, sign-up); nil: one in this process's
 	// memory with the defaults.
 	Throttle *Throttle
+	// Audit records every key made and revoked and every change of an
+	// org's settings (nil: none is).
+	Audit agentmarket.ChangeRecorder
 
 	throttleOnce sync.Once
 }
@@ -186,7 +189,20 @@ func (a *Accounts) Signup(ctx context.Context, in SignupInput) (*SignupResult, e
 		}
 		return nil, err
 	}
+	if err := a.recordOrg(ctx, agentmarket.Actor{OrgID: o.ID, UserID: u.ID, Role: u.Role}, o, k); err != nil {
+		return nil, err
+	}
 	return &SignupResult{Org: o, User: u, Key: k, Secret: secret}, nil
+}
+
+// recordOrg records a new org and its first key, made by actor.
+func (a *Accounts) recordOrg(ctx context.Context, actor agentmarket.Actor, o *Org, k *APIKey) error {
+	err := agentmarket.RecordChange(ctx, a.Audit, agentmarket.Change{Actor: actor, Action: "org.create", ObjectType: "org", ObjectID: o.ID, OrgID: o.ID,
+		After: map[string]any{"id": o.ID, "name": o.Name, "platform": o.Platform}})
+	if err != nil {
+		return err
+	}
+	return a.recordKey(ctx, actor, "api_key.create", nil, k)
 }
 
 // EnsurePlatform creates the platform (operator) org on first start and
@@ -215,7 +231,8 @@ func (a *Accounts) EnsurePlatform(ctx context.Context, givenKey string) (org *Or
 		}
 		return nil, "", err
 	}
-	return o, secret, nil
+	// Made by no one: the first start.
+	return o, secret, a.recordOrg(ctx, agentmarket.Actor{}, o, k)
 }
 
 func keyPrefix(secret string) string {
@@ -309,7 +326,7 @@ func (a *Accounts) CreateKey(ctx context.Context, actor agentmarket.Actor, in Ke
 		if err := a.Store.CreateAPIKey(ctx, k); err != nil {
 			return nil, "", err
 		}
-		return k, secret, nil
+		return k, secret, a.recordKey(ctx, actor, "api_key.create", nil, k)
 	}
 	left, err := a.budgetLeft(ctx, actor)
 	if err != nil {
@@ -324,7 +341,22 @@ func (a *Accounts) CreateKey(ctx context.Context, actor agentmarket.Actor, in Ke
 	if err := a.Store.CreateAPIKeyFrom(ctx, k, actor.KeyID, *actor.KeyBudgetMicros); err != nil {
 		return nil, "", err
 	}
-	return k, secret, nil
+	if err := a.recordKey(ctx, actor, "api_key.create", nil, k); err != nil {
+		return nil, "", err
+	}
+	// What the new key got was taken from the minting key's budget.
+	rest := *actor.KeyBudgetMicros - *in.MonthlyBudgetMicros
+	return k, secret, agentmarket.RecordChange(ctx, a.Audit, agentmarket.Change{Actor: actor, Action: "api_key.budget", ObjectType: "api_key",
+		ObjectID: actor.KeyID, OrgID: actor.OrgID, Before: map[string]int64{"monthly_budget_micros": *actor.KeyBudgetMicros},
+		After: map[string]int64{"monthly_budget_micros": rest}})
+}
+
+func (a *Accounts) recordKey(ctx context.Context, actor agentmarket.Actor, action string, before, after *APIKey) error {
+	c := agentmarket.Change{Actor: actor, Action: action, ObjectType: "api_key", ObjectID: after.ID, OrgID: after.OrgID, After: keyRecordOf(after)}
+	if before != nil {
+		c.Before = keyRecordOf(before)
+	}
+	return agentmarket.RecordChange(ctx, a.Audit, c)
 }
 
 // MintableRoles are the roles of the keys actor may create: any for an
@@ -367,7 +399,13 @@ func (a *Accounts) RevokeKey(ctx context.Context, actor agentmarket.Actor, id st
 	if !MayRevoke(actor, id) {
 		return nil, agentmarket.Errorf(agentmarket.Forbidden, "revoke_forbidden", "a %s key can only revoke itself; ask an admin to revoke other keys", actor.Role)
 	}
-	return a.Store.RevokeAPIKey(ctx, actor.OrgID, id, a.Clock.Now())
+	k, err := a.Store.RevokeAPIKey(ctx, actor.OrgID, id, a.Clock.Now())
+	if err != nil {
+		return nil, err
+	}
+	before := *k
+	before.RevokedAt = nil
+	return k, a.recordKey(ctx, actor, "api_key.revoke", &before, k)
 }
 
 var errBadKey = agentmarket.Errorf(agentmarket.Unauthorized, "invalid_api_key", "the API key is unknown or revoked")
@@ -420,5 +458,14 @@ func (a *Accounts) SetPayouts(ctx context.Context, actor agentmarket.Actor, in P
 		fe.Add("connect_account_id", "format", "connect_account_id must be a Stripe Connect account id like acct_1A2b3C4d5E6f")
 		return nil, fe.Err("invalid_payouts", "the payout settings are not valid")
 	}
-	return a.Store.SetConnectAccount(ctx, actor.OrgID, id)
+	before, err := a.Store.GetOrg(ctx, actor.OrgID)
+	if err != nil {
+		return nil, err
+	}
+	o, err := a.Store.SetConnectAccount(ctx, actor.OrgID, id)
+	if err != nil {
+		return nil, err
+	}
+	return o, agentmarket.RecordChange(ctx, a.Audit, agentmarket.Change{Actor: actor, Action: "org.payouts", ObjectType: "org", ObjectID: o.ID, OrgID: o.ID,
+		Before: map[string]string{"connect_account_id": before.ConnectAccountID}, After: map[string]string{"connect_account_id": o.ConnectAccountID}})
 }

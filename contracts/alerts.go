@@ -116,6 +116,8 @@ type Alerts struct {
 	// push delivery opens them; URLs judges the webhook.
 	Sealer SecretSealer
 	URLs   URLChecker
+	// Audit records every change of the alert settings (nil: none is).
+	Audit agentmarket.ChangeRecorder
 }
 
 // AlertConfigID is the push config id of an org's alert webhook. Its
@@ -237,6 +239,10 @@ func (s *Alerts) SetSettings(ctx context.Context, actor agentmarket.Actor, in Al
 	if err := fe.Err("invalid_alert_settings", "the alert settings are not valid"); err != nil {
 		return AlertSettings{}, err
 	}
+	before, err := s.Settings(ctx, actor)
+	if err != nil {
+		return AlertSettings{}, err
+	}
 	now := s.Clock.Now()
 	if in.Thresholds != nil {
 		if len(th) == 0 {
@@ -256,7 +262,12 @@ func (s *Alerts) SetSettings(ctx context.Context, actor agentmarket.Actor, in Al
 			return AlertSettings{}, err
 		}
 	}
-	return s.Settings(ctx, actor)
+	after, err := s.Settings(ctx, actor)
+	if err != nil {
+		return AlertSettings{}, err
+	}
+	return after, agentmarket.RecordChange(ctx, s.Audit, agentmarket.Change{Actor: actor, Action: "alerts.settings", ObjectType: "org",
+		ObjectID: actor.OrgID, OrgID: actor.OrgID, Before: before, After: after})
 }
 
 func (s *Alerts) saveWebhook(ctx context.Context, orgID string, w WebhookInput, now time.Time) error {
@@ -292,7 +303,11 @@ func (s *Alerts) SetBudgetThresholds(ctx context.Context, actor agentmarket.Acto
 	if len(th) == 0 {
 		th = nil
 	}
-	return s.Store.SetBudgetAlertThresholds(ctx, actor.OrgID, kind, id, th)
+	if err := s.Store.SetBudgetAlertThresholds(ctx, actor.OrgID, kind, id, th); err != nil {
+		return err
+	}
+	return agentmarket.RecordChange(ctx, s.Audit, agentmarket.Change{Actor: actor, Action: "alerts.budget_thresholds", ObjectType: string(kind),
+		ObjectID: id, OrgID: actor.OrgID, After: map[string][]int{"alert_thresholds": th}})
 }
 
 // List returns the actor's org's alerts of the month starting at

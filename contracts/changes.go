@@ -121,8 +121,9 @@ func (s *Subscriptions) ChangePlan(ctx context.Context, actor agentmarket.Actor,
 			return nil, err
 		}
 	}
+	before := c
 	c, err = s.Changes.ChangePlan(ctx, ch)
-	if err != nil {
+	if c, err = s.recordContract(ctx, actor, "subscription.plan_change", before, c, err); err != nil {
 		return nil, err
 	}
 	if in.OfferID != "" {
@@ -212,7 +213,8 @@ func (s *Subscriptions) CancelAtPeriodEnd(ctx context.Context, actor agentmarket
 			return nil, err
 		}
 	}
-	return s.Changes.SetCancelAt(ctx, id, at, now)
+	after, err := s.Changes.SetCancelAt(ctx, id, at, now)
+	return s.recordContract(ctx, actor, "subscription.cancel_at_period_end", c, after, err)
 }
 
 // CancelScheduled cancels a contract whose scheduled cancellation has come,
@@ -224,8 +226,9 @@ func (s *Subscriptions) CancelScheduled(ctx context.Context, id string) (*Contra
 	if err != nil || c.Status == ContractCanceled || c.CancelAt == nil || s.Clock.Now().Before(*c.CancelAt) {
 		return c, err
 	}
+	before := c
 	c, err = s.Store.SetContractStatus(ctx, id, ContractCanceled, *c.CancelAt, nil, []Rule{InvokeRule(c.BuyerOrgID, c.ListingID)})
-	if err != nil {
+	if c, err = s.recordContract(ctx, agentmarket.Actor{}, "subscription.cancel", before, c, err); err != nil {
 		return nil, err
 	}
 	return c, s.Policies.Reload(ctx)

@@ -187,6 +187,8 @@ type Subscriptions struct {
 	Offers OfferSource
 	// Changes keeps plan changes and scheduled cancellations.
 	Changes PlanChangeStore
+	// Audit records every change of a contract (nil: none is).
+	Audit agentmarket.ChangeRecorder
 }
 
 // SubscribeInput is a buyer's request to subscribe.
@@ -364,7 +366,7 @@ func (s *Subscriptions) create(ctx context.Context, actor agentmarket.Actor, ter
 	if err := s.Policies.Reload(ctx); err != nil {
 		return nil, err
 	}
-	return c, nil
+	return s.recordContract(ctx, actor, "subscription.create", nil, c, nil)
 }
 
 // SetTags replaces the cost allocation tags of the actor's contract; calls
@@ -375,10 +377,12 @@ func (s *Subscriptions) SetTags(ctx context.Context, actor agentmarket.Actor, id
 	if err := fe.Err("invalid_subscription", "the tags are not valid"); err != nil {
 		return nil, err
 	}
-	if _, err := s.Get(ctx, actor, id); err != nil {
+	before, err := s.Get(ctx, actor, id)
+	if err != nil {
 		return nil, err
 	}
-	return s.Changes.SetContractTags(ctx, id, t, s.Clock.Now())
+	after, err := s.Changes.SetContractTags(ctx, id, t, s.Clock.Now())
+	return s.recordContract(ctx, actor, "subscription.tags", before, after, err)
 }
 
 // HadTrial reports whether the actor's org had its free trial on the
@@ -429,7 +433,8 @@ func (s *Subscriptions) SetBudgets(ctx context.Context, actor agentmarket.Actor,
 	keep(in.RequestTimeoutMs, c.Budgets.RequestTimeout, &b.RequestTimeout)
 	keep(in.TaskTimeoutMs, c.Budgets.TaskTimeout, &b.TaskTimeout)
 	keep(in.MaxPauseMs, c.Budgets.MaxPause, &b.MaxPause)
-	return s.Store.SetContractBudgets(ctx, id, b, s.Clock.Now())
+	after, err := s.Store.SetContractBudgets(ctx, id, b, s.Clock.Now())
+	return s.recordContract(ctx, actor, "subscription.budgets", c, after, err)
 }
 
 // Cancel ends a contract at once and revokes the invoke right; calls stop
@@ -440,8 +445,9 @@ func (s *Subscriptions) Cancel(ctx context.Context, actor agentmarket.Actor, id 
 		return nil, err
 	}
 	if c.Status != ContractCanceled {
+		before := c
 		c, err = s.Store.SetContractStatus(ctx, id, ContractCanceled, s.Clock.Now(), nil, []Rule{InvokeRule(c.BuyerOrgID, c.ListingID)})
-		if err != nil {
+		if c, err = s.recordContract(ctx, actor, "subscription.cancel", before, c, err); err != nil {
 			return nil, err
 		}
 	}
@@ -591,8 +597,9 @@ func (s *Subscriptions) Transition(ctx context.Context, id string, to ContractSt
 	} else {
 		revoke = rule
 	}
+	before := c
 	c, err = s.Store.SetContractStatus(ctx, id, to, s.Clock.Now(), grant, revoke)
-	if err != nil {
+	if c, err = s.recordContract(ctx, agentmarket.Actor{}, "subscription.transition", before, c, err); err != nil {
 		return nil, err
 	}
 	if err := s.Policies.Reload(ctx); err != nil {
@@ -626,11 +633,12 @@ func (s *Subscriptions) EndTrial(ctx context.Context, id string, end time.Time) 
 	if c.CancelAtTrialEnd {
 		to, revoke = ContractCanceled, []Rule{InvokeRule(c.BuyerOrgID, c.ListingID)}
 	}
+	before := c
 	c, err = s.Store.EndTrial(ctx, id, end, to, s.Clock.Now(), revoke)
 	if agentmarket.CodeOf(err) == "trial_over" {
 		return s.Store.GetContract(ctx, id)
 	}
-	if err != nil {
+	if c, err = s.recordContract(ctx, agentmarket.Actor{}, "subscription.trial_end", before, c, err); err != nil {
 		return nil, err
 	}
 	if err := s.Policies.Reload(ctx); err != nil {
@@ -660,7 +668,8 @@ func (s *Subscriptions) SetCancelAtTrialEnd(ctx context.Context, actor agentmark
 			return nil, err
 		}
 	}
-	return s.Store.SetCancelAtTrialEnd(ctx, id, cancel, s.Clock.Now())
+	after, err := s.Store.SetCancelAtTrialEnd(ctx, id, cancel, s.Clock.Now())
+	return s.recordContract(ctx, actor, "subscription.cancel_at_trial_end", c, after, err)
 }
 
 // SuspendOverdue suspends every contract past due for longer than grace,

@@ -123,6 +123,8 @@ type Offers struct {
 	Listings Store
 	Orgs     OrgChecker
 	Clock    agentmarket.Clock
+	// Audit records every offer made and withdrawn (nil: none is).
+	Audit agentmarket.ChangeRecorder
 }
 
 func offerNotFound(id string) error {
@@ -170,7 +172,7 @@ func (s *Offers) Create(ctx context.Context, actor agentmarket.Actor, listingID 
 	if err := s.Store.CreateOffer(ctx, o); err != nil {
 		return nil, err
 	}
-	return o, nil
+	return o, agentmarket.RecordChange(ctx, s.Audit, offerChange(actor, "offer.create", nil, o))
 }
 
 // Get returns an offer to its seller or its buyer; to anyone else it does
@@ -232,12 +234,26 @@ func (s *Offers) Withdraw(ctx context.Context, actor agentmarket.Actor, id strin
 	if o.SellerOrgID != actor.OrgID {
 		return nil, agentmarket.Errorf(agentmarket.Forbidden, "not_offer_seller", "only the seller withdraws an offer")
 	}
-	return s.Store.DecideOffer(ctx, id, OfferWithdrawn, "", s.Clock.Now())
+	after, err := s.Store.DecideOffer(ctx, id, OfferWithdrawn, "", s.Clock.Now())
+	if err != nil {
+		return nil, err
+	}
+	return after, agentmarket.RecordChange(ctx, s.Audit, offerChange(actor, "offer.withdraw", o, after))
 }
 
 // Accepted records that the offer was accepted by a contract (contracts'
 // Subscriptions calls it once the contract exists).
+//
+// The audit entry names no actor: the subscription's entry, in the same
+// request (its request id), says who accepted.
 func (s *Offers) Accepted(ctx context.Context, id, contractID string) error {
-	_, err := s.Store.DecideOffer(ctx, id, OfferAccepted, contractID, s.Clock.Now())
-	return err
+	before, err := s.Store.GetOffer(ctx, id)
+	if err != nil {
+		return err
+	}
+	after, err := s.Store.DecideOffer(ctx, id, OfferAccepted, contractID, s.Clock.Now())
+	if err != nil {
+		return err
+	}
+	return agentmarket.RecordChange(ctx, s.Audit, offerChange(agentmarket.Actor{}, "offer.accept", before, after))
 }

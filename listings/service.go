@@ -43,6 +43,8 @@ type Service struct {
 	// Verifier checks the signatures of every card taken; nil records
 	// every card as unsigned.
 	Verifier CardVerifier
+	// Audit records every change made by hand (nil: none is).
+	Audit agentmarket.ChangeRecorder
 }
 
 // CreateInput is what a seller sends to list an agent: a card URL or a
@@ -192,7 +194,10 @@ func (s *Service) Create(ctx context.Context, actor agentmarket.Actor, in Create
 	if err := s.Store.CreateListing(ctx, l, v); err != nil {
 		return nil, err
 	}
-	return l, nil
+	if err := agentmarket.RecordChange(ctx, s.Audit, listingChange(actor, "listing.create", nil, l)); err != nil {
+		return nil, err
+	}
+	return l, agentmarket.RecordChange(ctx, s.Audit, planChange(actor, "plan.create", nil, l.Plan, l.ID, l.SellerOrgID))
 }
 
 func (s *Service) setUpstreamAuth(l *Listing, a *UpstreamAuth) error {
@@ -361,6 +366,7 @@ func (s *Service) Update(ctx context.Context, actor agentmarket.Actor, id string
 	if err != nil {
 		return nil, err
 	}
+	before, beforePlan := recordOf(l), l.Plan
 	owner := l.SellerOrgID == actor.OrgID
 	var fe agentmarket.Fields
 	var plan Plan
@@ -480,6 +486,12 @@ func (s *Service) Update(ctx context.Context, actor agentmarket.Actor, id string
 	if err := s.Store.UpdateListing(ctx, l, version); err != nil {
 		return nil, err
 	}
+	if err := agentmarket.RecordChange(ctx, s.Audit, listingChange(actor, statusAction(actor, owner, before.Status, l.Status), before, l)); err != nil {
+		return nil, err
+	}
+	if l.Plan.Version != beforePlan.Version {
+		return l, agentmarket.RecordChange(ctx, s.Audit, planChange(actor, "plan.create", &beforePlan, l.Plan, l.ID, l.SellerOrgID))
+	}
 	return l, nil
 }
 
@@ -543,6 +555,7 @@ func (s *Service) Refresh(ctx context.Context, actor agentmarket.Actor, id strin
 		fe.Add("card_url", "required", "this listing's card was pasted; there is no URL to refresh it from")
 		return l, fe.Err("not_refreshable", "the listing has no card URL")
 	}
+	before := recordOf(l)
 	l, err = s.refresh(ctx, l)
 	if err == nil && l.Incident != nil {
 		// The seller refreshing by hand says the agent is fixed.
@@ -550,6 +563,11 @@ func (s *Service) Refresh(ctx context.Context, actor agentmarket.Actor, id strin
 			return nil, err
 		}
 		l.Incident = nil
+	}
+	if l != nil {
+		if aerr := agentmarket.RecordChange(ctx, s.Audit, listingChange(actor, "listing.refresh", before, l)); aerr != nil {
+			return nil, aerr
+		}
 	}
 	return l, err
 }

@@ -48,7 +48,11 @@ func randomToken() string {
 // token. A stale session cookie is cleared, not an error: the visitor is
 // then signed out.
 func (u *UI) begin(c *fiber.Ctx) (*req, error) {
-	r := &req{c: c, ctx: c.UserContext()}
+	// The request's id and the client's address, for the audit log of
+	// what the page changes.
+	id := api.RequestID(c)
+	c.Set(api.RequestIDHeader, id)
+	r := &req{c: c, ctx: agentmarket.WithRequest(c.UserContext(), agentmarket.Request{ID: id, IP: c.IP()})}
 	seed := ""
 	if tok := c.Cookies(sessionCookie); tok != "" {
 		actor, _, err := u.sessions.Resolve(r.ctx, tok)
@@ -80,6 +84,7 @@ func (u *UI) begin(c *fiber.Ctx) (*req, error) {
 			Finance:  u.can(r, contracts.ObjUsage, contracts.ActRead),
 			Operator: r.actor.Operator,
 		}
+		r.nav.Audit = u.mayAudit(r)
 	}
 	if c.Method() == fiber.MethodPost {
 		if !sameOrigin(c) || !hmac.Equal([]byte(csrfOf(c)), []byte(r.csrf)) {

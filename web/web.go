@@ -29,6 +29,7 @@ import (
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/billing"
 	"github.com/agentmarket/agentmarket/contracts"
+	"github.com/agentmarket/agentmarket/contracts/audit"
 	"github.com/agentmarket/agentmarket/listings"
 	"github.com/agentmarket/agentmarket/metering"
 	"github.com/agentmarket/agentmarket/web/api"
@@ -69,6 +70,8 @@ type Deps struct {
 	Focus *billing.Focus
 	// Verified is the listings' verified stats (nil: none shown).
 	Verified *metering.Verified
+	// Audit is the audit log (nil: no audit page).
+	Audit *audit.Log
 }
 
 // UI serves the web pages.
@@ -162,6 +165,9 @@ func (u *UI) Mount(r fiber.Router) {
 	r.Get("/finance/alerts", u.page(u.alerts))
 	r.Post("/finance/alerts", u.page(u.saveAlertSettings))
 
+	r.Get("/audit", u.page(u.auditLog))
+	r.Get("/audit.csv", u.page(u.auditCSV))
+
 	r.Get("/operator", u.page(u.operator))
 	r.Post("/operator/listings/:id/status", u.page(u.operatorStatus))
 	r.Get("/operator/unratable", u.page(u.unratable))
@@ -181,7 +187,7 @@ type req struct {
 
 // nav is what the signed-in actor may open, for the navigation bar.
 type nav struct {
-	Sell, Buy, Keys, Finance, Operator bool
+	Sell, Buy, Keys, Finance, Operator, Audit bool
 }
 
 type handler func(r *req) error

@@ -126,6 +126,22 @@ func TestPrivateOffers(t *testing.T) {
 			"pricing": offerPricing, "expires_at": cm.clock.Now().Add(time.Hour).Format(time.RFC3339)}); r.Status != 403 {
 			t.Errorf("a buyer makes an offer on another's listing: %d %s", r.Status, r.Body)
 		}
+
+		// The audit log: each offer's life, the acceptance in the request
+		// of the subscription it made.
+		seller := cm.api.with(cm.seller)
+		if got := actions(auditEntries(t, seller, "?object=offer:"+id)); got != "offer.create offer.accept" {
+			t.Errorf("the accepted offer's audit entries: %s", got)
+		}
+		if got := actions(auditEntries(t, seller, "?object=offer:"+later)); got != "offer.create offer.withdraw" {
+			t.Errorf("the withdrawn offer's audit entries: %s", got)
+		}
+		op := cm.api.with(operatorKey(t, cm.m))
+		accept, created := auditEntries(t, op, "?object=offer:"+id+"&action=offer.accept"), auditEntries(t, op, "?object=subscription:"+sub)
+		if len(accept) != 1 || len(created) == 0 || accept[0]["request_id"] != created[0]["request_id"] || get(created[0], "after", "OfferID") != id ||
+			get(accept[0], "before", "Status") != "open" || get(accept[0], "after", "Status") != "accepted" {
+			t.Errorf("the acceptance %v and the subscription %v", accept, created)
+		}
 	})
 }
 

@@ -245,6 +245,15 @@ func TestStripeEndToEnd(t *testing.T) {
 		t.Fatalf("paid: %d %s", r.Status, r.Body)
 	}
 	waitFor("active again", func() bool { return status() == "active" })
+	// The audit log holds each transition, the webhook's marked so and
+	// the grace sweeper's made by no one.
+	var moves []string
+	for _, e := range auditEntries(t, api.with(operatorKey(t, mk.m)), "?object_id="+sub+"&action=subscription.transition") {
+		moves = append(moves, fmt.Sprintf("%v→%v %v %v", get(e, "before", "Status"), get(e, "after", "Status"), e["via"], e["actor"]))
+	}
+	if got, want := strings.Join(moves, ", "), "active→past_due stripe_webhook map[ip:127.0.0.1], past_due→suspended <nil> map[], suspended→active stripe_webhook map[ip:127.0.0.1]"; got != want {
+		t.Errorf("the audit log's transitions:\n got %s\nwant %s", got, want)
+	}
 	waitFor("the meter accepts again", func() bool {
 		_, e := b03.call("message/send", msg03("welcome back", nil))
 		return e == nil

@@ -9,6 +9,7 @@ import (
 	"gorm.io/gorm"
 
 	"github.com/agentmarket/agentmarket/contracts"
+	"github.com/agentmarket/agentmarket/contracts/audit"
 	"github.com/agentmarket/agentmarket/contracts/gormstore"
 	"github.com/agentmarket/agentmarket/contracts/storetest"
 	"github.com/agentmarket/agentmarket/migrations/relational"
@@ -82,4 +83,36 @@ func TestPushKeyStore(t *testing.T) {
 			})
 		})
 	}
+}
+
+func TestAuditStore(t *testing.T) {
+	storetest.RunAudit(t, func(t *testing.T) (audit.Store, audit.Store) {
+		path := filepath.Join(t.TempDir(), "audit.db")
+		a, err := relational.OpenSQLite(context.Background(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := relational.OpenSQLite(context.Background(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { a.Close(); b.Close() })
+		return gormstore.New(a.DB), gormstore.New(b.DB)
+	})
+}
+
+func TestAuditStorePostgres(t *testing.T) {
+	storetest.RunAudit(t, func(t *testing.T) (audit.Store, audit.Store) {
+		dsn := relationaltest.PostgresDSN(t)
+		a, err := relational.OpenPostgres(context.Background(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := relational.OpenPostgres(context.Background(), dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { a.Close(); b.Close() })
+		return gormstore.New(a.DB), gormstore.New(b.DB)
+	})
 }

@@ -26,6 +26,12 @@ type keyTable struct {
 // (a table of their own: a key signs for one purpose).
 func (s *Store) CardKeys() contracts.PushKeyStore { return keyTable{s: s, table: "card_signing_keys"} }
 
+// AuditKeys is the store of the keys the audit log's checkpoints are
+// signed with (contracts/audit).
+func (s *Store) AuditKeys() contracts.PushKeyStore {
+	return keyTable{s: s, table: "audit_signing_keys"}
+}
+
 func (s *Store) pushKeys() keyTable { return keyTable{s: s, table: "push_signing_keys"} }
 
 type pushKeyRow struct {

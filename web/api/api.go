@@ -22,6 +22,7 @@ import (
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/billing"
 	"github.com/agentmarket/agentmarket/contracts"
+	"github.com/agentmarket/agentmarket/contracts/audit"
 	"github.com/agentmarket/agentmarket/listings"
 	"github.com/agentmarket/agentmarket/metering"
 )
@@ -58,6 +59,10 @@ type Server struct {
 	// PushKeys publishes the keys push deliveries are signed with; nil:
 	// GET /api/v1/push/jwks is 404.
 	PushKeys PushKeys
+	// Audit is the audit log (nil: GET /api/v1/audit is 404); AuditKeys
+	// publish the keys its checkpoints are signed with.
+	Audit     *audit.Log
+	AuditKeys PushKeys
 	// AnonymousReads limits, per client address, the catalog reads made
 	// without a key (published listings and their stats, what the web
 	// catalog shows anyone); nil: those need a key too.
@@ -99,7 +104,7 @@ var openAPI []byte
 
 // Mount adds the /api/v1 routes to app.
 func (s *Server) Mount(app *fiber.App) {
-	v1 := app.Group("/api/v1")
+	v1 := app.Group("/api/v1", s.withRequest)
 	v1.Get("/openapi.json", func(c *fiber.Ctx) error {
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 		return c.Send(openAPI)
@@ -107,6 +112,7 @@ func (s *Server) Mount(app *fiber.App) {
 	v1.Post("/signup", s.signup)
 	v1.Post("/webhooks/stripe", s.stripeWebhook)
 	v1.Get("/push/jwks", s.pushJWKS)
+	v1.Get("/audit/jwks", s.auditJWKS)
 
 	// The catalog reads take a key but need none: without one, the
 	// visitor sees what the web catalog shows anyone. They are mounted
@@ -151,6 +157,10 @@ func (s *Server) Mount(app *fiber.App) {
 	auth.Get("/alerts", s.allow(contracts.ObjUsage, contracts.ActRead), s.listAlerts)
 	auth.Get("/alerts/settings", s.allow(contracts.ObjUsage, contracts.ActRead), s.alertSettings)
 	auth.Put("/alerts/settings", s.allow(contracts.ObjSubscriptions, contracts.ActWrite), s.setAlertSettings)
+	// Who reads the audit log is the log's rule (admins their org's,
+	// operators everything), not a role's permission.
+	auth.Get("/audit", s.listAudit)
+	auth.Get("/audit/verify", s.verifyAudit)
 
 	v1.Use(func(c *fiber.Ctx) error {
 		return agentmarket.Errorf(agentmarket.NotFound, "route_not_found", "no route %s %s", c.Method(), c.Path())

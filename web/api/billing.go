@@ -14,7 +14,11 @@ func (s *Server) stripeWebhook(c *fiber.Ctx) error {
 	if s.Webhooks == nil {
 		return agentmarket.Errorf(agentmarket.NotFound, "stripe_not_configured", "Stripe is not configured on this marketplace")
 	}
-	applied, err := s.Webhooks.Handle(c.UserContext(), append([]byte(nil), c.Body()...), c.Get("Stripe-Signature"))
+	// The contract transitions the webhook makes are recorded as made by
+	// no one, via Stripe.
+	req := agentmarket.RequestFrom(c.UserContext())
+	req.Via = "stripe_webhook"
+	applied, err := s.Webhooks.Handle(agentmarket.WithRequest(c.UserContext(), req), append([]byte(nil), c.Body()...), c.Get("Stripe-Signature"))
 	if err != nil {
 		if agentmarket.CodeOf(err) == "webhook_signature" {
 			return c.Status(fiber.StatusBadRequest).JSON(ErrorBody{Error: ErrorDetail{Code: "webhook_signature", Message: err.(*agentmarket.Error).Message}})

@@ -72,10 +72,14 @@ type Config struct {
 	MeterLimits         MeterLimits
 	PlatformFeeBasisPts int           // the platform's fee on each sale, in hundredths of a percent
 	BillingGrace        time.Duration // how long a past-due contract keeps working
-	UsageReportWindow   time.Duration // the windows usage is reported to Stripe in
-	LogLevel            string
-	ShutdownTimeout     time.Duration // the whole way down after SIGTERM
-	Demo                bool
+	// AuditRetention is how long audit entries are kept (0: forever);
+	// AuditCheckpointEvery how often the audit chain's head is signed.
+	AuditRetention       time.Duration
+	AuditCheckpointEvery time.Duration
+	UsageReportWindow    time.Duration // the windows usage is reported to Stripe in
+	LogLevel             string
+	ShutdownTimeout      time.Duration // the whole way down after SIGTERM
+	Demo                 bool
 	// DemoPort is the port of --demo's first agent on 127.0.0.1, the
 	// others on the ports after it; 0: free ports; -1 (auto): from Addr's
 	// port + DemoPortOffset (DemoAddrs).
@@ -318,6 +322,15 @@ func Settings(bin string) []Setting {
 			c.PlatformFeeBasisPts = w*100 + f
 			return nil
 		}},
+		{"audit-retention", "how long the audit log keeps its entries (0 = forever); older ones are pruned behind a signed checkpoint, from which what is left still verifies", "0", func(c *Config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 0 || d > 0 && d < time.Hour {
+				return errors.New("must be 0 (keep forever) or a duration of at least 1h, like 8760h")
+			}
+			c.AuditRetention = d
+			return nil
+		}},
+		{"audit-checkpoint-every", "how often the audit chain's head is signed into a checkpoint with the marketplace's audit key (and old entries pruned)", "1h", duration(time.Second, func(c *Config) *time.Duration { return &c.AuditCheckpointEvery })},
 		{"billing-grace", "how long a contract whose payment failed keeps working before it is suspended", "72h", duration(0, func(c *Config) *time.Duration { return &c.BillingGrace })},
 		{"usage-report-window", "the windows usage is reported to Stripe in (whole minutes that divide a day)", "1h", func(c *Config, v string) error {
 			d, err := time.ParseDuration(v)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentmarket/agentmarket/cmd/internal/config"
 	"github.com/agentmarket/agentmarket/cmd/internal/serve"
@@ -18,7 +19,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Addr != "127.0.0.1:8080" || c.MeterAddr != "127.0.0.1:8081" || c.DataDir != "./agentmarket-data" || !c.Embedded() ||
-		!c.AutoApproveOn() || c.CardRefreshSeconds != 3600 || !c.EmbeddedMeter {
+		!c.AutoApproveOn() || c.CardRefreshSeconds != 3600 || !c.EmbeddedMeter || c.AuditRetention != 0 || c.AuditCheckpointEvery != time.Hour {
 		t.Fatalf("defaults = %+v", c)
 	}
 }
@@ -69,6 +70,11 @@ func TestErrorsNameTheSetting(t *testing.T) {
 		{"marketplace", map[string]string{"AGENTMARKET_PUSH_KEY_RETENTION": "2h", "AGENTMARKET_PUSH_MAX_ATTEMPTS": "30"},
 			[]string{"AGENTMARKET_PUSH_KEY_RETENTION: must be longer than a push delivery's retries may last (2h35m0s"}},
 		{"marketplace", map[string]string{"AGENTMARKET_PUSH_KEY_ROTATION": "1h"}, []string{"AGENTMARKET_PUSH_KEY_ROTATION"}},
+		// The audit log is kept forever or at least an hour, and signed no
+		// more often than every second.
+		{"marketplace", map[string]string{"AGENTMARKET_AUDIT_RETENTION": "30m", "AGENTMARKET_AUDIT_CHECKPOINT_EVERY": "10ms"},
+			[]string{"AGENTMARKET_AUDIT_RETENTION: must be 0 (keep forever) or a duration of at least 1h", "AGENTMARKET_AUDIT_CHECKPOINT_EVERY"}},
+		{"marketplace", map[string]string{"AGENTMARKET_AUDIT_RETENTION": "-1h"}, []string{"AGENTMARKET_AUDIT_RETENTION"}},
 		// Money per listing on the public listener: refused.
 		{"marketplace", map[string]string{"AGENTMARKET_METRICS_LISTING_COST": "true"}, []string{"AGENTMARKET_METRICS_LISTING_COST: needs AGENTMARKET_METRICS_ADDR"}},
 		{"marketplace", map[string]string{"AGENTMARKET_METRICS_LISTING_COST": "yes"}, []string{"AGENTMARKET_METRICS_LISTING_COST: must be true or false"}},

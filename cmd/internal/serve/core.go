@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/agentmarket/agentmarket/cmd/internal/config"
 	"github.com/agentmarket/agentmarket/cmd/internal/ops"
 	"github.com/agentmarket/agentmarket/contracts"
+	"github.com/agentmarket/agentmarket/contracts/audit"
 	"github.com/agentmarket/agentmarket/contracts/casbin"
 	contractsgorm "github.com/agentmarket/agentmarket/contracts/gormstore"
 	contractsredis "github.com/agentmarket/agentmarket/contracts/redis"
@@ -57,6 +59,11 @@ type Core struct {
 	// keys, in their own table), published at each meter's
 	// a2aproxy.CardKeysPath.
 	CardKeys *pushsign.Keys
+	// Audit is the audit log every service records its changes in;
+	// AuditKeys sign its checkpoints (their own keys, kept as the card
+	// keys are, never retired while a checkpoint may name them).
+	Audit     *audit.Log
+	AuditKeys *pushsign.Keys
 	// Dependencies are the services the process talks to (the database,
 	// the usage store; the marketplace adds Stripe), for the banner and
 	// /readyz.
@@ -172,6 +179,13 @@ func OpenCore(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ..
 		RotateEvery: cfg.MeterLimits.PushKeyRotation, Retention: cfg.MeterLimits.PushKeyRetention}
 	c.CardKeys = &pushsign.Keys{Store: c.AccountStore.CardKeys(), Purpose: "card", Sealer: sealer, Clock: keyClock, Logger: log,
 		RotateEvery: cfg.MeterLimits.PushKeyRotation, Retention: cfg.MeterLimits.PushKeyRetention}
+	// The audit keys stay published (and so verify old checkpoints) for
+	// as long as anything may keep the log.
+	c.AuditKeys = &pushsign.Keys{Store: c.AccountStore.AuditKeys(), Purpose: "audit", Sealer: sealer, Clock: keyClock, Logger: log,
+		RotateEvery: cfg.MeterLimits.PushKeyRotation, Retention: AuditKeyRetention}
+	c.Audit = &audit.Log{Store: c.AccountStore, Clock: c.Clock, Signer: c.AuditKeys, Keys: AuditKeys(c.AccountStore, sealer),
+		CheckpointEvery: cfg.AuditCheckpointEvery, Retention: cfg.AuditRetention, Logger: log}
+	c.Accounts.Audit = c.Audit
 	c.ListingStore = listingsgorm.New(c.DB.DB)
 	// Listings stored before the search index existed (migration 0030).
 	if _, err := c.ListingStore.IndexMissing(ctx); err != nil {
@@ -188,6 +202,7 @@ func OpenCore(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ..
 		Clock:          c.Clock,
 		AutoApprove:    cfg.AutoApproveOn(),
 		DefaultRefresh: time.Duration(cfg.CardRefreshSeconds) * time.Second,
+		Audit:          c.Audit,
 	}
 	usage, closeUsage, err := UsageStore(ctx, cfg)
 	if err != nil {
@@ -203,6 +218,20 @@ func OpenCore(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ..
 	}
 	return c, nil
 }
+
+// AuditKeys are the keys audit checkpoints verify with: those of the
+// store whose private half opens with sealer (a key written into the table
+// without the secret key is none).
+func AuditKeys(store *contractsgorm.Store, sealer listings.Sealer) audit.Keys {
+	return audit.SealedKeys{Keys: store.AuditKeys(), Open: sealer.Open,
+		// pushsign.Keys seals a key of Purpose "audit" to this (its
+		// sealContext); TestAuditLog verifies real checkpoints through it.
+		Context: func(kid string) []byte { return []byte("audit-signing-key|" + kid) }}
+}
+
+// AuditKeyRetention is how long a replaced audit signing key stays: a
+// century, so that every checkpoint it signed still verifies.
+const AuditKeyRetention = 100 * 365 * 24 * time.Hour
 
 // Close releases what OpenCore opened, last first. Only the first call
 // does anything; another one (a deferred Close after the shutdown step)
@@ -248,9 +277,9 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 			m.PublicMeterURL = "http://" + cfg.MeterAddr
 		}
 	}
-	offers := &listings.Offers{Store: c.ListingStore, Listings: c.ListingStore, Orgs: AccountOrgs{Store: c.AccountStore}, Clock: c.Clock}
+	offers := &listings.Offers{Store: c.ListingStore, Listings: c.ListingStore, Orgs: AccountOrgs{Store: c.AccountStore}, Clock: c.Clock, Audit: c.Audit}
 	m.Subscriptions = &contracts.Subscriptions{Store: c.AccountStore, Listings: CatalogTerms{Catalog: c.Catalog}, Policies: c.Authz, Clock: c.Clock,
-		Offers: CatalogOffers{Offers: offers}, Changes: c.AccountStore}
+		Offers: CatalogOffers{Offers: offers}, Changes: c.AccountStore, Audit: c.Audit}
 	bill, hooks, err := Billing(ctx, cfg, BillingDeps{DB: c.DB, Usage: c.Usage, Contracts: c.AccountStore, Listings: c.ListingStore,
 		States: m.Subscriptions, Clock: c.Clock, Logger: c.Log})
 	if err != nil {
@@ -270,11 +299,18 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 		c.Log.Warn("card signing keys not ready; retried every minute", "err", err)
 	}
 	go c.CardKeys.Run(ctx)
+	// The marketplace signs the audit log's checkpoints and prunes it.
+	c.Audit.JKU = strings.TrimRight(baseURL, "/") + "/api/v1/audit/jwks"
+	if err := c.AuditKeys.Ensure(ctx); err != nil {
+		c.Log.Warn("audit signing keys not ready; retried every minute", "err", err)
+	}
+	go c.AuditKeys.Run(ctx)
+	go c.Audit.Run(ctx)
 
 	guard := Guard(cfg, c.Dialer)
 	tasks := &contracts.Tasks{Life: c.AccountStore, Push: c.AccountStore, Listings: CatalogTerms{Catalog: c.Catalog}, Clock: c.Clock}
 	alerts := &contracts.Alerts{Store: c.AccountStore, Push: c.AccountStore, Spend: metering.Spend{Store: c.Usage, Clock: c.Clock}, Clock: c.Clock, Sealer: c.Sealer,
-		URLs: contracts.WebhookRule{Hosts: guard, Allow: guard.Allow}}
+		URLs: contracts.WebhookRule{Hosts: guard, Allow: guard.Allow}, Audit: c.Audit}
 	alertSweeper := &contracts.AlertSweeper{Alerts: alerts, Every: billing.SweepEvery(cfg.BillingGrace), Logger: c.Log}
 	go alertSweeper.Run(ctx)
 	var verified *metering.Verified
@@ -286,7 +322,8 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 		Invoices: &billing.Previews{Contracts: m.Subscriptions, Plans: c.ListingStore, Usage: c.Usage, Clock: c.Clock, History: c.AccountStore, Stays: c.AccountStore},
 		Billing:  bill.Service, Webhooks: bill.Webhooks,
 		Authorizer: c.Authz, Logger: c.Log, PublicMeterURL: m.PublicMeterURL,
-		Tasks: tasks, Offers: offers, Alerts: alerts, Focus: bill.Focus, Verified: verified, PushKeys: c.PushKeys}
+		Tasks: tasks, Offers: offers, Alerts: alerts, Focus: bill.Focus, Verified: verified, PushKeys: c.PushKeys,
+		Audit: c.Audit, AuditKeys: c.AuditKeys}
 	if n := cfg.AnonymousReadsPerMinute; n > 0 {
 		reads := &contracts.RateLimit{Clock: c.Clock, Limit: n, Window: time.Minute}
 		if c.Shared != nil {
@@ -332,7 +369,7 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 	srv.Mount(m.App)
 	web.New(web.Deps{Accounts: c.Accounts, Proxies: cfg.TrustedProxies, Sessions: c.AccountStore, Listings: c.Catalog, Subscriptions: m.Subscriptions,
 		Usage: srv.Usage, Invoices: srv.Invoices, Billing: bill.Service, Authorizer: c.Authz, Logger: c.Log, Clock: c.Clock,
-		PublicMeterURL: m.PublicMeterURL, Tasks: tasks, Offers: offers, Alerts: alerts, Focus: bill.Focus, Verified: verified}).Mount(m.App)
+		PublicMeterURL: m.PublicMeterURL, Tasks: tasks, Offers: offers, Alerts: alerts, Focus: bill.Focus, Verified: verified, Audit: c.Audit}).Mount(m.App)
 	return m, nil
 }
 

@@ -1,0 +1,92 @@
+package web
+
+import (
+	"net/url"
+	"strconv"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/contracts/audit"
+	"github.com/agentmarket/agentmarket/web/api"
+)
+
+type auditData struct {
+	Filter  map[string]string
+	Entries []audit.Entry
+	// Next is the link to the page of older entries ("" for none); CSV
+	// the link to this page as CSV.
+	Next, CSV string
+	Report    *audit.Report
+	Operator  bool
+}
+
+// auditFields are the filters the page's form sends, as the API names
+// them.
+var auditFields = []string{"actor", "action", "object_type", "object_id", "from", "to"}
+
+// mayAudit: the page is for admins (their org's entries) and the
+// platform's operators (every entry), as the log's own rule says.
+func (u *UI) mayAudit(r *req) bool {
+	return u.d.Audit != nil && r.signedIn && (r.actor.Operator || r.actor.Role == agentmarket.RoleAdmin)
+}
+
+// entries reads the entries the request's filters select (at most
+// limit when the request names no limit), as the audit log lets the
+// signed-in actor read them.
+func (u *UI) entries(r *req, limit int) ([]audit.Entry, audit.Filter, error) {
+	if !r.signedIn {
+		return nil, audit.Filter{}, agentmarket.Errorf(agentmarket.Unauthorized, "no_session", "sign in to see this page")
+	}
+	if u.d.Audit == nil {
+		return nil, audit.Filter{}, agentmarket.Errorf(agentmarket.NotFound, "audit_not_available", "this marketplace keeps no audit log")
+	}
+	f, err := api.AuditFilter(r.c)
+	if err != nil {
+		return nil, f, err
+	}
+	if f.Limit == 0 {
+		f.Limit = limit
+	}
+	es, err := u.d.Audit.List(r.ctx, r.actor, f)
+	return es, f, err
+}
+
+// auditLog shows the audit entries the filters select, newest first, with
+// what verifying the chain found when asked (?verify=1).
+func (u *UI) auditLog(r *req) error {
+	es, f, err := u.entries(r, 50)
+	if err != nil {
+		return err
+	}
+	d := &auditData{Filter: map[string]string{}, Entries: es, Operator: r.actor.Operator}
+	q := url.Values{}
+	for _, k := range auditFields {
+		if v := r.c.Query(k); v != "" {
+			d.Filter[k] = v
+			q.Set(k, v)
+		}
+	}
+	d.CSV = "/audit.csv?" + q.Encode()
+	if len(es) == f.Limit {
+		q.Set("before", strconv.FormatInt(es[len(es)-1].Seq, 10))
+		d.Next = "/audit?" + q.Encode()
+	}
+	if r.c.Query("verify") == "1" {
+		if d.Report, err = u.d.Audit.Verify(r.ctx, r.actor); err != nil {
+			return err
+		}
+	}
+	return u.render(r, "audit", "Audit log", d)
+}
+
+// auditCSV is the page's entries as CSV.
+func (u *UI) auditCSV(r *req) error {
+	es, _, err := u.entries(r, audit.MaxLimit)
+	if err != nil {
+		return err
+	}
+	r.c.Set(fiber.HeaderContentType, "text/csv; charset=utf-8")
+	r.c.Set(fiber.HeaderContentDisposition, `attachment; filename="audit.csv"`)
+	return api.WriteAuditCSV(r.c, es)
+}
