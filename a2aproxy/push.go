@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/a2aproxy/pushqueue"
 	"github.com/agentmarket/agentmarket/a2aproxy/wire"
 	"github.com/agentmarket/agentmarket/contracts"
 )
@@ -51,6 +52,13 @@ type Push struct {
 	// Retention is how long delivered and failed deliveries are kept (the
 	// API shows them); default 30 days. Pending ones stay until settled.
 	Retention time.Duration
+	// Caps bound what each destination (a webhook's scheme, host and
+	// port) receives from this meter: deliveries in flight, and started
+	// per second (pushqueue.DefaultCaps where zero). DestinationCaps are
+	// the operator's own for the destinations named
+	// (contracts.Destination), a zero field taking Caps'.
+	Caps            pushqueue.Caps
+	DestinationCaps map[string]pushqueue.Caps
 
 	client *http.Client
 	wake   chan struct{}
@@ -85,6 +93,23 @@ func (ps *Push) init() {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 	})
+}
+
+// capsOf is a destination's caps.
+func (ps *Push) capsOf(dest string) pushqueue.Caps {
+	c := ps.Caps
+	if o, ok := ps.DestinationCaps[dest]; ok {
+		if o.Concurrency > 0 {
+			c.Concurrency = o.Concurrency
+		}
+		if o.PerSecond > 0 {
+			c.PerSecond = o.PerSecond
+		}
+		if o.Burst > 0 {
+			c.Burst = o.Burst
+		}
+	}
+	return c
 }
 
 func (ps *Push) kick() {

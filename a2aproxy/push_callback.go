@@ -68,7 +68,7 @@ func (p *Proxy) notification(ctx context.Context, n notification) (status int, r
 		return http.StatusServiceUnavailable, "try again" // the agent's retry brings it again
 	}
 	d := contracts.Delivery{ID: "dlv_" + hex.EncodeToString(sum[:16]), ListingID: cfg.ListingID, TaskID: cfg.TaskID, ConfigID: cfg.ConfigID,
-		OrgID: cfg.OrgID, Body: out, Status: contracts.DeliveryPending, NextAttemptAt: p.Clock.Now(), CreatedAt: p.Clock.Now()}
+		OrgID: cfg.OrgID, Destination: contracts.Destination(cfg.URL), Body: out, Status: contracts.DeliveryPending, NextAttemptAt: p.Clock.Now(), CreatedAt: p.Clock.Now()}
 	if _, err := p.Push.Store.Enqueue(ctx, d); err != nil {
 		// Metered already: the agent's retry records the same usage row
 		// again (its id is the notification's), which the store and the

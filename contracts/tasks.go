@@ -196,9 +196,13 @@ type Delivery struct {
 	TaskID    string
 	ConfigID  string
 	OrgID     string
-	Body      []byte
-	Status    DeliveryStatus
-	Attempts  int
+	// Destination is the webhook server's (Destination of the config's
+	// URL when it was enqueued): deliveries are claimed and capped per
+	// destination.
+	Destination string
+	Body        []byte
+	Status      DeliveryStatus
+	Attempts    int
 	// NextAttemptAt is when a pending delivery may be tried next.
 	NextAttemptAt time.Time
 	LastStatus    int // the webhook's last HTTP status; 0 when it was not reached
@@ -237,8 +241,10 @@ type PushStore interface {
 	// ClaimDeliveries leases up to limit pending deliveries whose next
 	// attempt is due at now: only the oldest pending delivery of each
 	// config, so a config's notifications arrive in order. A claimed
-	// delivery is not claimed again before leaseUntil.
-	ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, limit int) ([]Delivery, error)
+	// delivery is not claimed again before leaseUntil. Deliveries to the
+	// destinations in skip are left alone (the meter holds enough of
+	// theirs, or they asked it to wait).
+	ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, limit int, skip []string) ([]Delivery, error)
 	// DeliveryAttempted records an attempt: delivered (status
 	// DeliveryDelivered), to be retried at next (DeliveryPending), or given
 	// up (DeliveryFailed). It clears the lease. An attempt on a delivery no

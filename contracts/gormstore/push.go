@@ -44,6 +44,7 @@ type deliveryRow struct {
 	TaskID        string
 	ConfigID      string
 	OrgID         string
+	Destination   string
 	Body          []byte
 	Status        string
 	Attempts      int
@@ -59,7 +60,7 @@ func (deliveryRow) TableName() string { return "push_deliveries" }
 
 func deliveryFromRow(r *deliveryRow) contracts.Delivery {
 	return contracts.Delivery{ID: r.ID, Seq: r.Seq, ListingID: r.ListingID, TaskID: r.TaskID, ConfigID: r.ConfigID, OrgID: r.OrgID,
-		Body: r.Body, Status: contracts.DeliveryStatus(r.Status), Attempts: r.Attempts, NextAttemptAt: r.NextAttemptAt.UTC(),
+		Destination: r.Destination, Body: r.Body, Status: contracts.DeliveryStatus(r.Status), Attempts: r.Attempts, NextAttemptAt: r.NextAttemptAt.UTC(),
 		LastStatus: r.LastStatus, LastError: r.LastError, CreatedAt: r.CreatedAt.UTC(), DeliveredAt: utcPtr(r.DeliveredAt)}
 }
 
@@ -157,16 +158,21 @@ func (s *Store) DeletePushConfig(ctx context.Context, listingID, taskID, configI
 	return relational.Translate(err, "push config")
 }
 
-// Enqueue implements contracts.PushStore. The delivery is stored pending
-// whatever its Status; a zero NextAttemptAt makes it due at CreatedAt.
-func (s *Store) Enqueue(ctx context.Context, d contracts.Delivery) (bool, error) {
+// pendingRow is the row of a delivery enqueued: pending whatever its
+// Status; a zero NextAttemptAt makes it due at CreatedAt.
+func pendingRow(d *contracts.Delivery) *deliveryRow {
 	next := d.NextAttemptAt
 	if next.IsZero() {
 		next = d.CreatedAt
 	}
-	row := &deliveryRow{ID: d.ID, ListingID: d.ListingID, TaskID: d.TaskID, ConfigID: d.ConfigID, OrgID: d.OrgID, Body: nonNil(d.Body),
-		Status: string(contracts.DeliveryPending), Attempts: d.Attempts, NextAttemptAt: next.UTC(), CreatedAt: d.CreatedAt.UTC()}
-	res := s.db.WithContext(ctx).Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "id"}}, DoNothing: true}).Create(row)
+	return &deliveryRow{ID: d.ID, ListingID: d.ListingID, TaskID: d.TaskID, ConfigID: d.ConfigID, OrgID: d.OrgID, Destination: d.Destination,
+		Body: nonNil(d.Body), Status: string(contracts.DeliveryPending), Attempts: d.Attempts, NextAttemptAt: next.UTC(), CreatedAt: d.CreatedAt.UTC()}
+}
+
+// Enqueue implements contracts.PushStore. The delivery is stored pending
+// whatever its Status; a zero NextAttemptAt makes it due at CreatedAt.
+func (s *Store) Enqueue(ctx context.Context, d contracts.Delivery) (bool, error) {
+	res := s.db.WithContext(ctx).Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "id"}}, DoNothing: true}).Create(pendingRow(&d))
 	if res.Error != nil {
 		return false, relational.Translate(res.Error, "delivery")
 	}
@@ -174,7 +180,7 @@ func (s *Store) Enqueue(ctx context.Context, d contracts.Delivery) (bool, error)
 }
 
 // ClaimDeliveries implements contracts.PushStore.
-func (s *Store) ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, limit int) ([]contracts.Delivery, error) {
+func (s *Store) ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, limit int, skip []string) ([]contracts.Delivery, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
@@ -186,9 +192,12 @@ func (s *Store) ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, 
 		var rows []deliveryRow
 		// A delivery waits while an older one of its config is pending,
 		// leased or not, due or not: a config's notifications go in order.
-		err := tx.Clauses(claimLock).
-			Where("status = ? AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until <= ?)", pending, now, now).
-			Where(`NOT EXISTS (SELECT 1 FROM push_deliveries older WHERE older.listing_id = push_deliveries.listing_id
+		q := tx.Clauses(claimLock).
+			Where("status = ? AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until <= ?)", pending, now, now)
+		if len(skip) > 0 {
+			q = q.Where("destination NOT IN ?", skip)
+		}
+		err := q.Where(`NOT EXISTS (SELECT 1 FROM push_deliveries older WHERE older.listing_id = push_deliveries.listing_id
 				AND older.task_id = push_deliveries.task_id AND older.config_id = push_deliveries.config_id
 				AND older.status = ? AND older.seq < push_deliveries.seq)`, pending).
 			Order("seq ASC").Limit(limit).Find(&rows).Error

@@ -64,7 +64,7 @@ func runPush(t *testing.T, newStore TaskFactory) {
 	}
 	claim := func(t *testing.T, s TaskStore, now, leaseUntil time.Time, want ...string) []contracts.Delivery {
 		t.Helper()
-		got, err := s.ClaimDeliveries(ctx, now, leaseUntil, 10)
+		got, err := s.ClaimDeliveries(ctx, now, leaseUntil, 10, nil)
 		must(t, err)
 		ids := deliveryIDs(got)
 		slices.Sort(ids)
@@ -227,7 +227,7 @@ func runPush(t *testing.T, newStore TaskFactory) {
 		if len(ds) != 1 || ds[0].ID != "a1" || ds[0].Attempts != 1 || tsp(ds[0].DeliveredAt) != tsp(utc(now.Add(time.Second))) {
 			t.Errorf("delivered deliveries = %+v, want a1 delivered at %s", ds, ts(now.Add(time.Second).UTC()))
 		}
-		if got, err := s.ClaimDeliveries(ctx, now, now, 0); err != nil || len(got) != 0 {
+		if got, err := s.ClaimDeliveries(ctx, now, now, 0, nil); err != nil || len(got) != 0 {
 			t.Errorf("ClaimDeliveries with limit 0 = %v, %v; want none", deliveryIDs(got), err)
 		}
 		wantKind(t, "DeliveryAttempted(unknown)", s.DeliveryAttempted(ctx, "dlv_nope", contracts.DeliveryDelivered, 1, now, 200, "", now), agentmarket.NotFound)
@@ -237,6 +237,32 @@ func runPush(t *testing.T, newStore TaskFactory) {
 		must(t, err)
 		if !slices.ContainsFunc(ds, func(d contracts.Delivery) bool { return d.ID == "a1" && d.Attempts == 1 }) {
 			t.Errorf("a late attempt changed a delivered delivery: %+v", ds)
+		}
+	})
+
+	t.Run("deliveries: destinations skipped are not claimed", func(t *testing.T) {
+		s, _ := newStore(t)
+		now := t0.Add(time.Hour)
+		slow, fast := "https://slow.example.com:443", "https://fast.example.com:443"
+		var ds []contracts.Delivery
+		for i := range 3 {
+			d := delivery(fmt.Sprintf("s%d", i), fmt.Sprintf("cfg_s%d", i), t0)
+			d.Destination = slow
+			ds = append(ds, d)
+		}
+		f := delivery("f1", "cfg_f", t0)
+		f.Destination = fast
+		legacy := delivery("l1", "cfg_l", t0) // enqueued before destinations were kept
+		enqueue(t, s, append(ds, f, legacy)...)
+		got, err := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), 10, []string{slow})
+		must(t, err)
+		if ids := deliveryIDs(got); !slices.Equal(ids, []string{"f1", "l1"}) {
+			t.Errorf("ClaimDeliveries skipping %s = %v, want [f1 l1]", slow, ids)
+		}
+		if got, err := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), 10, nil); err != nil || len(got) != 3 {
+			t.Errorf("ClaimDeliveries with nothing skipped = %v, %v; want the slow destination's 3", deliveryIDs(got), err)
+		} else if got[0].Destination != slow {
+			t.Errorf("claimed delivery's destination = %q, want %q", got[0].Destination, slow)
 		}
 	})
 
@@ -399,7 +425,7 @@ func runPush(t *testing.T, newStore TaskFactory) {
 		for i := range claimers {
 			wg.Go(func() {
 				for {
-					ds, err := s.ClaimDeliveries(ctx, now, now.Add(time.Hour), 2)
+					ds, err := s.ClaimDeliveries(ctx, now, now.Add(time.Hour), 2, nil)
 					if err != nil {
 						errs[i] = err
 						return

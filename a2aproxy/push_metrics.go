@@ -1,0 +1,23 @@
+package a2aproxy
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// pushMetrics are the series of the push delivery's flood handling.
+type pushMetrics struct {
+	held *prometheus.CounterVec
+}
+
+func newPushMetrics(reg prometheus.Registerer) *pushMetrics {
+	m := &pushMetrics{
+		held: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "push_deliveries_held_total",
+			Help: "Claimed push deliveries the meter gave back to the outbox unsent, by reason (retry_after: their webhook asked to wait)."}, []string{"reason"}),
+	}
+	reg.MustRegister(m.held)
+	return m
+}
+
+func (m *Metrics) pushHeld(reason string, n int) {
+	if m != nil && m.push != nil {
+		m.push.held.WithLabelValues(reason).Add(float64(n))
+	}
+}

@@ -1,0 +1,333 @@
+// Package pushqueue decides which push delivery a meter starts next. The
+// deliveries a meter claimed from the outbox wait here, each under its
+// buyer org and its destination (the webhook's scheme, host and port),
+// until a delivery slot is free and the destination may take one more:
+//
+//   - every destination has a concurrency cap (deliveries in flight at
+//     once) and a rate cap (deliveries started per second, a token
+//     bucket), so a flood for one webhook reaches it at the pace it was
+//     promised, never faster;
+//   - a destination that answered 429 or 503 with Retry-After gets nothing
+//     before then: what waits for it is handed back to the outbox;
+//   - slots go round robin over the orgs with work, and within an org
+//     over its destinations: an org whose webhook is flooded or slow holds
+//     at most that destination's cap of slots, and the others' deliveries
+//     start as soon as a slot is free, whatever the flooded one's backlog.
+//
+// The queue holds a bounded number of deliveries per destination
+// (Buffer): the outbox claims for the destinations Skip does not name, so
+// a flooded destination's backlog stays in the outbox, where later status
+// updates supersede earlier ones.
+package pushqueue
+
+import (
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/agentmarket/agentmarket"
+)
+
+// Caps bound what one destination receives.
+type Caps struct {
+	// Concurrency is how many deliveries may be in flight to it at once.
+	Concurrency int
+	// PerSecond is how many deliveries may start per second, on average;
+	// Burst how many may start at once after a quiet spell.
+	PerSecond float64
+	Burst     int
+}
+
+// DefaultCaps are a destination's caps unless the operator set others.
+var DefaultCaps = Caps{Concurrency: 8, PerSecond: 50, Burst: 16}
+
+func (c Caps) withDefaults() Caps {
+	if c.Concurrency <= 0 {
+		c.Concurrency = DefaultCaps.Concurrency
+	}
+	if c.PerSecond <= 0 {
+		c.PerSecond = DefaultCaps.PerSecond
+	}
+	if c.Burst <= 0 {
+		c.Burst = max(1, min(int(math.Ceil(c.PerSecond)), 2*c.Concurrency))
+	}
+	return c
+}
+
+// Options configure a Queue.
+type Options struct {
+	Clock agentmarket.Clock
+	// Caps returns a destination's caps; nil, or a zero field: the
+	// default's.
+	Caps func(destination string) Caps
+	// Buffer is how many claimed deliveries may wait for one destination;
+	// default twice its concurrency cap (at least 4), but no more than it
+	// starts in 20 seconds at its rate (a claimed delivery is leased for
+	// a while only: it must start before another meter may claim it).
+	Buffer int
+}
+
+// Outcome is what became of a delivery attempt, as far as its destination
+// is concerned.
+type Outcome struct {
+	// OK: the webhook answered 2xx.
+	OK bool
+	// RetryAfter is how long the destination asked the meter to wait (429
+	// or 503 with Retry-After); 0 when it did not.
+	RetryAfter time.Duration
+}
+
+type destination struct {
+	name     string
+	caps     Caps
+	inflight int
+	waiting  int
+	tokens   float64
+	refilled time.Time
+	// blockedUntil: the destination asked to be left alone until then.
+	blockedUntil time.Time
+}
+
+type flow[T any] struct {
+	dest  *destination
+	items []T
+}
+
+type org[T any] struct {
+	name  string
+	flows []*flow[T] // destinations with work, in round-robin order
+	next  int
+}
+
+// Queue holds the deliveries a meter claimed and hands them out fairly,
+// within each destination's caps. Safe for concurrent use.
+type Queue[T any] struct {
+	o     Options
+	mu    sync.Mutex
+	orgs  []*org[T] // orgs with work, in round-robin order
+	next  int
+	dests map[string]*destination
+}
+
+// New makes a queue.
+func New[T any](o Options) *Queue[T] {
+	return &Queue[T]{o: o, dests: map[string]*destination{}}
+}
+
+func (q *Queue[T]) dest(name string, now time.Time) *destination {
+	d := q.dests[name]
+	if d == nil {
+		var c Caps
+		if q.o.Caps != nil {
+			c = q.o.Caps(name)
+		}
+		c = c.withDefaults()
+		d = &destination{name: name, caps: c, tokens: float64(c.Burst), refilled: now}
+		q.dests[name] = d
+	}
+	return d
+}
+
+func (q *Queue[T]) buffer(d *destination) int {
+	if q.o.Buffer > 0 {
+		return q.o.Buffer
+	}
+	return max(1, min(max(4, 2*d.caps.Concurrency), int(d.caps.PerSecond*20)))
+}
+
+// forget drops the state of a destination with nothing waiting, in
+// flight or pending (its tokens are full again by the time it is next
+// seen, or it is blocked).
+func (q *Queue[T]) forget(d *destination, now time.Time) {
+	if d.inflight == 0 && d.waiting == 0 && !now.Before(d.blockedUntil) {
+		d.refill(now)
+		if d.tokens >= float64(d.caps.Burst) {
+			delete(q.dests, d.name)
+		}
+	}
+}
+
+func (d *destination) refill(now time.Time) {
+	if el := now.Sub(d.refilled); el > 0 {
+		d.tokens = min(float64(d.caps.Burst), d.tokens+el.Seconds()*d.caps.PerSecond)
+		d.refilled = now
+	}
+}
+
+// ready reports whether d may start a delivery now, and if not, when it
+// may next (zero: only once one of its deliveries ends).
+func (d *destination) ready(now time.Time) (bool, time.Time) {
+	if now.Before(d.blockedUntil) {
+		return false, d.blockedUntil
+	}
+	if d.inflight >= d.caps.Concurrency {
+		return false, time.Time{}
+	}
+	d.refill(now)
+	if d.tokens < 1 {
+		need := (1 - d.tokens) / d.caps.PerSecond
+		return false, now.Add(time.Duration(math.Ceil(need * float64(time.Second))))
+	}
+	return true, time.Time{}
+}
+
+// Add puts a claimed delivery in the queue, behind the others of its org
+// and destination. A destination that asked to wait takes nothing: Add
+// returns until when, and the delivery goes back to the outbox.
+func (q *Queue[T]) Add(orgName, destName string, v T) (blockedUntil time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := q.o.Clock.Now()
+	d := q.dest(destName, now)
+	if now.Before(d.blockedUntil) {
+		return d.blockedUntil
+	}
+	d.waiting++
+	i := slices.IndexFunc(q.orgs, func(o *org[T]) bool { return o.name == orgName })
+	if i < 0 {
+		q.orgs = append(q.orgs, &org[T]{name: orgName})
+		i = len(q.orgs) - 1
+	}
+	o := q.orgs[i]
+	j := slices.IndexFunc(o.flows, func(f *flow[T]) bool { return f.dest == d })
+	if j < 0 {
+		o.flows = append(o.flows, &flow[T]{dest: d})
+		j = len(o.flows) - 1
+	}
+	o.flows[j].items = append(o.flows[j].items, v)
+	return time.Time{}
+}
+
+// Next takes the delivery to start now: the next org in turn with a
+// delivery its destination may take, and within it the next destination
+// in turn. The caller must call Done for it when its attempt ends. ok is
+// false when none may start now; wake is then when one may (zero: not
+// before a delivery ends or another is added).
+func (q *Queue[T]) Next() (v T, destName string, ok bool, wake time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := q.o.Clock.Now()
+	for n := range len(q.orgs) {
+		oi := (q.next + n) % len(q.orgs)
+		o := q.orgs[oi]
+		for m := range len(o.flows) {
+			fi := (o.next + m) % len(o.flows)
+			f := o.flows[fi]
+			can, at := f.dest.ready(now)
+			if !can {
+				if !at.IsZero() && (wake.IsZero() || at.Before(wake)) {
+					wake = at
+				}
+				continue
+			}
+			v = f.items[0]
+			var zero T
+			f.items[0] = zero
+			f.items = f.items[1:]
+			d := f.dest
+			d.waiting--
+			d.inflight++
+			d.tokens--
+			o.next = fi + 1
+			if len(f.items) == 0 {
+				o.flows = slices.Delete(o.flows, fi, fi+1)
+				o.next = fi
+			}
+			q.next = oi + 1
+			if len(o.flows) == 0 {
+				q.orgs = slices.Delete(q.orgs, oi, oi+1)
+				q.next = oi
+			}
+			return v, d.name, true, time.Time{}
+		}
+	}
+	return v, "", false, wake
+}
+
+// Done ends a delivery Next handed out. A destination that asked to wait
+// (Outcome.RetryAfter) gets nothing until then: what waits for it is
+// returned, to go back to the outbox until blockedUntil.
+func (q *Queue[T]) Done(destName string, out Outcome) (released []T, blockedUntil time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := q.o.Clock.Now()
+	d := q.dests[destName]
+	if d == nil {
+		return nil, time.Time{}
+	}
+	d.inflight--
+	if out.RetryAfter > 0 {
+		if until := now.Add(out.RetryAfter); until.After(d.blockedUntil) {
+			d.blockedUntil = until
+		}
+		released, blockedUntil = q.removeLocked(d), d.blockedUntil
+	}
+	q.forget(d, now)
+	return released, blockedUntil
+}
+
+// removeLocked takes every waiting delivery of d out of the queue.
+func (q *Queue[T]) removeLocked(d *destination) []T {
+	var out []T
+	q.orgs = slices.DeleteFunc(q.orgs, func(o *org[T]) bool {
+		o.flows = slices.DeleteFunc(o.flows, func(f *flow[T]) bool {
+			if f.dest != d {
+				return false
+			}
+			out = append(out, f.items...)
+			return true
+		})
+		o.next = 0
+		return len(o.flows) == 0
+	})
+	q.next = 0
+	d.waiting = 0
+	return out
+}
+
+// Drain takes every waiting delivery out of the queue (the meter stops:
+// they go back to the outbox for whichever meter runs next).
+func (q *Queue[T]) Drain() []T {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []T
+	for _, o := range q.orgs {
+		for _, f := range o.flows {
+			out = append(out, f.items...)
+			f.dest.waiting = 0
+		}
+	}
+	q.orgs, q.next = nil, 0
+	return out
+}
+
+// Skip names the destinations the outbox should not be claimed for now:
+// those with a full buffer, and those that asked to wait.
+func (q *Queue[T]) Skip() []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := q.o.Clock.Now()
+	var out []string
+	for _, d := range q.dests {
+		q.forget(d, now)
+		if d.waiting >= q.buffer(d) || now.Before(d.blockedUntil) {
+			out = append(out, d.name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Waiting is how many deliveries wait in the queue.
+func (q *Queue[T]) Waiting() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for _, o := range q.orgs {
+		for _, f := range o.flows {
+			n += len(f.items)
+		}
+	}
+	return n
+}
