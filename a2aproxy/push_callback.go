@@ -68,7 +68,7 @@ func (p *Proxy) notification(ctx context.Context, n notification) (status int, r
 		return http.StatusServiceUnavailable, "try again" // the agent's retry brings it again
 	}
 	d := contracts.Delivery{ID: "dlv_" + hex.EncodeToString(sum[:16]), ListingID: cfg.ListingID, TaskID: cfg.TaskID, ConfigID: cfg.ConfigID,
-		OrgID: cfg.OrgID, Destination: contracts.Destination(cfg.URL), Body: out, Status: contracts.DeliveryPending, NextAttemptAt: p.Clock.Now(), CreatedAt: p.Clock.Now()}
+		OrgID: cfg.OrgID, Destination: contracts.Destination(cfg.URL), Kind: deliveryKind(ob), Body: out, Status: contracts.DeliveryPending, NextAttemptAt: p.Clock.Now(), CreatedAt: p.Clock.Now()}
 	if _, err := p.Push.Store.Enqueue(ctx, d); err != nil {
 		// Metered already: the agent's retry records the same usage row
 		// again (its id is the notification's), which the store and the
@@ -79,6 +79,20 @@ func (p *Proxy) notification(ctx context.Context, n notification) (status int, r
 	p.Metrics.pushReceived(cfg.ListingID, "accepted")
 	p.Push.kick()
 	return http.StatusOK, ""
+}
+
+// deliveryKind says what a notification is to coalescing: a status
+// update to a state that is not terminal is superseded by a later status
+// of its config; a terminal one, or a task, supersedes them and is never
+// superseded; anything else (an artifact, a message) neither.
+func deliveryKind(ob wire.Observation) contracts.DeliveryKind {
+	switch {
+	case ob.Kind == wire.KindStatusUpdate && !ob.Terminal:
+		return contracts.DeliveryStatusUpdate
+	case ob.Kind == wire.KindStatusUpdate, ob.Kind == wire.KindTask:
+		return contracts.DeliveryState
+	}
+	return contracts.DeliveryOther
 }
 
 // notificationVersion tells a 1.0 notification (a StreamResponse: one

@@ -8,13 +8,19 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/a2aproxy"
 	"github.com/agentmarket/agentmarket/a2aproxy/pushqueue"
+	"github.com/agentmarket/agentmarket/a2aproxy/wire"
 	"github.com/agentmarket/agentmarket/contracts"
 	"github.com/agentmarket/agentmarket/contracts/gormstore"
 	"github.com/agentmarket/agentmarket/listings/aesgcm"
@@ -34,9 +40,9 @@ type hook struct {
 }
 
 type hookHit struct {
-	id, attempt string
-	body        []byte
-	at          time.Time // real time of arrival
+	id, attempt, covers string
+	body                []byte
+	at                  time.Time // real time of arrival
 }
 
 func newHook(t *testing.T, delay time.Duration) *hook {
@@ -47,7 +53,7 @@ func newHook(t *testing.T, delay time.Duration) *hook {
 		h.mu.Lock()
 		n := len(h.got)
 		h.got = append(h.got, hookHit{id: r.Header.Get("X-AgentMarket-Delivery-Id"), attempt: r.Header.Get("X-AgentMarket-Delivery-Attempt"),
-			body: body.Bytes(), at: time.Now()})
+			covers: r.Header.Get("X-AgentMarket-Covers"), body: body.Bytes(), at: time.Now()})
 		h.inflight++
 		h.maxInflight = max(h.maxInflight, h.inflight)
 		h.mu.Unlock()
@@ -267,4 +273,138 @@ func TestPushRetryAfter(t *testing.T) {
 	if n := len(busy.hits()); n != 5 {
 		t.Errorf("the webhook got %d requests, want 5 (the 429, then each once)", n)
 	}
+}
+
+// TestDeliveryKind: what a notification is to coalescing, in both
+// versions.
+func TestDeliveryKind(t *testing.T) {
+	for _, tt := range []struct {
+		v    wire.Version
+		body string
+		want contracts.DeliveryKind
+	}{
+		{wire.V10, `{"statusUpdate":{"taskId":"t","contextId":"c","status":{"state":"TASK_STATE_WORKING"}}}`, contracts.DeliveryStatusUpdate},
+		{wire.V10, `{"statusUpdate":{"taskId":"t","contextId":"c","status":{"state":"TASK_STATE_INPUT_REQUIRED"}}}`, contracts.DeliveryStatusUpdate},
+		{wire.V10, `{"statusUpdate":{"taskId":"t","contextId":"c","status":{"state":"TASK_STATE_COMPLETED"}}}`, contracts.DeliveryState},
+		{wire.V10, `{"task":{"id":"t","contextId":"c","status":{"state":"TASK_STATE_WORKING"}}}`, contracts.DeliveryState},
+		{wire.V10, `{"artifactUpdate":{"taskId":"t","contextId":"c","artifact":{"artifactId":"a","parts":[{"text":"x"}]}}}`, contracts.DeliveryOther},
+		{wire.V10, `{"message":{"messageId":"m","role":"ROLE_AGENT","taskId":"t","parts":[{"text":"x"}]}}`, contracts.DeliveryOther},
+		{wire.V03, `{"kind":"status-update","taskId":"t","contextId":"c","status":{"state":"working"},"final":false}`, contracts.DeliveryStatusUpdate},
+		{wire.V03, `{"kind":"status-update","taskId":"t","contextId":"c","status":{"state":"failed"},"final":true}`, contracts.DeliveryState},
+		{wire.V03, `{"kind":"artifact-update","taskId":"t","contextId":"c","artifact":{"artifactId":"a","parts":[{"kind":"text","text":"x"}]}}`, contracts.DeliveryOther},
+	} {
+		if got := a2aproxy.DeliveryKind(tt.v, []byte(tt.body)); got != tt.want {
+			t.Errorf("%s %s: %q, want %q", tt.v, tt.body, got, tt.want)
+		}
+	}
+}
+
+// TestPushCoalescing: a task's status updates that pile up behind a slow
+// webhook reach it as the latest state only: the artifact and the
+// terminal state go, each once, in order; the terminal delivery says
+// (signed header and X-AgentMarket-Covers) how many updates it stands for;
+// the superseded ones are in the outbox as such, and counted in the
+// metrics.
+func TestPushCoalescing(t *testing.T) {
+	r := newPushRig(t)
+	reg := prometheus.NewRegistry()
+	r.proxy.Metrics = a2aproxy.NewMetrics(reg, a2aproxy.MetricsOptions{})
+	h := newHook(t, 20*time.Millisecond)
+	r.proxy.Push.DestinationCaps = map[string]pushqueue.Caps{contracts.Destination(h.URL): {Concurrency: 1}}
+	const tasks, steps = 5, 20
+	var cs []contracts.PushConfig
+	for i := range tasks {
+		cs = append(cs, r.config("org_a", fmt.Sprintf("task_%d", i), h.URL+"/hook"))
+	}
+	kinded := func(c contracts.PushConfig, id string, k contracts.DeliveryKind, body string) {
+		d := contracts.Delivery{ID: id, ListingID: c.ListingID, TaskID: c.TaskID, ConfigID: c.ConfigID, OrgID: c.OrgID, Kind: k,
+			Destination: contracts.Destination(c.URL), Body: []byte(body), NextAttemptAt: r.clock.Now(), CreatedAt: r.clock.Now()}
+		if _, err := r.store.Enqueue(context.Background(), d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first update of each task goes out at once (it is being sent
+	// when the others come); the rest pile up behind the cap of 1.
+	for i, c := range cs {
+		kinded(c, fmt.Sprintf("s_%d_0", i), contracts.DeliveryStatusUpdate, `{"step":0}`)
+	}
+	r.start()
+	waitFor(t, 10*time.Second, "the first update sent", func() bool { return len(h.hits()) > 0 })
+	for s := 1; s < steps; s++ {
+		for i, c := range cs {
+			kinded(c, fmt.Sprintf("s_%d_%d", i, s), contracts.DeliveryStatusUpdate, fmt.Sprintf(`{"step":%d}`, s))
+			if s == steps/2 {
+				kinded(c, fmt.Sprintf("a_%d", i), contracts.DeliveryOther, `{"artifact":1}`)
+			}
+		}
+	}
+	for i, c := range cs {
+		kinded(c, fmt.Sprintf("done_%d", i), contracts.DeliveryState, `{"state":"completed"}`)
+	}
+	waitFor(t, 20*time.Second, "every task's terminal state delivered", func() bool {
+		return len(r.deliveries("org_a")[contracts.DeliveryPending]) == 0
+	})
+	r.stop()
+	byTask := map[string][]hookHit{}
+	covers := 0
+	for _, x := range h.hits() {
+		task := strings.Split(x.id, "_")[1] // s_<task>_<step>, a_<task>, done_<task>
+		byTask[task] = append(byTask[task], x)
+		if strings.HasPrefix(x.id, "done_") {
+			n, _ := strconv.Atoi(x.covers)
+			covers += n
+		}
+	}
+	for i := range tasks {
+		got := byTask[strconv.Itoa(i)]
+		var ids []string
+		for _, x := range got {
+			ids = append(ids, x.id)
+		}
+		// Updates may go out between the artifact and the end, superseded
+		// ones never: the artifact and the end once each, the end last.
+		if len(ids) < 2 || ids[len(ids)-1] != fmt.Sprintf("done_%d", i) || !slices.Contains(ids, fmt.Sprintf("a_%d", i)) ||
+			len(ids) != len(slices.Compact(slices.Clone(ids))) {
+			t.Errorf("task %d: the webhook got %v; want the artifact and the terminal state last, each once", i, ids)
+		}
+		if len(ids) > steps/2 {
+			t.Errorf("task %d: the webhook got %d deliveries for %d updates: not coalesced", i, len(ids), steps+2)
+		}
+	}
+	all := r.deliveries("org_a")
+	superseded := len(all[contracts.DeliverySuperseded])
+	if sent := len(h.hits()); sent+superseded != tasks*(steps+2) {
+		t.Errorf("%d sent + %d superseded, want %d notifications in all", sent, superseded, tasks*(steps+2))
+	}
+	if superseded < tasks*steps/2 {
+		t.Errorf("only %d of %d status updates superseded", superseded, tasks*steps)
+	}
+	delivered := 0
+	for _, d := range all[contracts.DeliveryDelivered] {
+		delivered += d.Covers
+	}
+	if delivered != superseded {
+		t.Errorf("the delivered deliveries cover %d updates, %d were superseded", delivered, superseded)
+	}
+	if c := counter(t, reg, "agentmarket_meter_push_coalesced_total"); int(c) != superseded {
+		t.Errorf("push_coalesced_total = %v, want %d", c, superseded)
+	}
+	t.Logf("%d notifications: %d sent, %d superseded (the terminal deliveries cover %d)", tasks*(steps+2), len(h.hits()), superseded, covers)
+}
+
+func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
 }

@@ -4,20 +4,29 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // pushMetrics are the series of the push delivery's flood handling.
 type pushMetrics struct {
-	held *prometheus.CounterVec
+	held      *prometheus.CounterVec
+	coalesced prometheus.Counter
 }
 
 func newPushMetrics(reg prometheus.Registerer) *pushMetrics {
 	m := &pushMetrics{
 		held: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "push_deliveries_held_total",
 			Help: "Claimed push deliveries the meter gave back to the outbox unsent, by reason (retry_after: their webhook asked to wait)."}, []string{"reason"}),
+		coalesced: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "push_coalesced_total",
+			Help: "Status updates not sent to a webhook because a later status of the same task and config, delivered, stood for them."}),
 	}
-	reg.MustRegister(m.held)
+	reg.MustRegister(m.held, m.coalesced)
 	return m
 }
 
 func (m *Metrics) pushHeld(reason string, n int) {
 	if m != nil && m.push != nil {
 		m.push.held.WithLabelValues(reason).Add(float64(n))
+	}
+}
+
+func (m *Metrics) pushCoalesced(n int) {
+	if m != nil && m.push != nil && n > 0 {
+		m.push.coalesced.Add(float64(n))
 	}
 }

@@ -212,6 +212,11 @@ func (p *Proxy) deliver(ctx context.Context, d contracts.Delivery) (out pushqueu
 	req.Header.Set("User-Agent", "AgentMarket-Meter/1")
 	req.Header.Set("X-AgentMarket-Delivery-Id", d.ID)
 	req.Header.Set("X-AgentMarket-Delivery-Attempt", strconv.Itoa(attempts))
+	if d.Covers > 0 {
+		// Signed too (pushsign.ParamCovers): the earlier status updates of
+		// the config this delivery stands for.
+		req.Header.Set("X-AgentMarket-Covers", strconv.Itoa(d.Covers))
+	}
 	if bc.Token != "" {
 		req.Header.Set("X-A2A-Notification-Token", bc.Token)
 		req.Header.Set("A2A-Notification-Token", bc.Token)
@@ -262,6 +267,7 @@ func (p *Proxy) deliver(ctx context.Context, d contracts.Delivery) (out pushqueu
 	res.Body.Close()
 	if res.StatusCode >= 200 && res.StatusCode < 300 {
 		record(contracts.DeliveryDelivered, time.Time{}, res.StatusCode, "")
+		p.Metrics.pushCoalesced(d.Covers)
 		return pushqueue.Outcome{OK: true}
 	}
 	if res.StatusCode == http.StatusTooManyRequests || res.StatusCode == http.StatusServiceUnavailable {

@@ -60,6 +60,14 @@ type Delivery struct {
 	// Target is "agentmarket-target": the base64url SHA-256 of the URL
 	// it was sent to, this webhook's.
 	Target string
+	// Received is when the meter received the notification
+	// ("agentmarket-received"; zero when absent). Covers
+	// ("agentmarket-covers") is how many earlier status updates of the
+	// same task and config, received before it, it stands for: under a
+	// flood the meter sends the latest state, not every step to it
+	// (artifacts and terminal states always go).
+	Received time.Time
+	Covers   int
 }
 
 // Errors of Verify.
@@ -164,6 +172,12 @@ func (v *Verifier) Verify(ctx context.Context, signature string, body []byte) (*
 		return nil, fmt.Errorf("%w: iat, agentmarket-delivery or agentmarket-task missing", ErrMalformed)
 	}
 	d.IssuedAt = time.Unix(int64(iat), 0)
+	if rec, ok := h.ExtraHeaders["agentmarket-received"].(float64); ok {
+		d.Received = time.Unix(int64(rec), 0)
+	}
+	if n, ok := h.ExtraHeaders["agentmarket-covers"].(float64); ok {
+		d.Covers = int(n)
+	}
 	switch {
 	case d.Org != v.Org:
 		return nil, fmt.Errorf("%w: signed for org %q", ErrNotForYou, d.Org)
