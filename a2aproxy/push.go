@@ -59,6 +59,12 @@ type Push struct {
 	// (contracts.Destination), a zero field taking Caps'.
 	Caps            pushqueue.Caps
 	DestinationCaps map[string]pushqueue.Caps
+	// A destination whose every attempt failed for PauseAfter (default
+	// 10 minutes; 5 attempts at least) is paused for PauseFor (default 5
+	// minutes) between probes, and the orgs concerned are told through
+	// their alert webhooks (contracts.PushPausedAlert).
+	PauseAfter time.Duration
+	PauseFor   time.Duration
 
 	client *http.Client
 	wake   chan struct{}

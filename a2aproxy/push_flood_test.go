@@ -3,6 +3,7 @@ package a2aproxy_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -407,4 +408,88 @@ func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
 		}
 	}
 	return sum
+}
+
+// TestPushPause: a webhook that fails every attempt for PauseAfter is
+// paused: the org is told at its alert webhook (once), nothing goes to
+// the paused webhook until the pause ends (the deliveries wait, pending,
+// saying why), then one probe goes, and once it succeeds everything is
+// delivered.
+func TestPushPause(t *testing.T) {
+	r := newPushRig(t)
+	reg := prometheus.NewRegistry()
+	r.proxy.Metrics = a2aproxy.NewMetrics(reg, a2aproxy.MetricsOptions{})
+	r.proxy.Push.PauseAfter, r.proxy.Push.PauseFor, r.proxy.Push.MaxAttempts = time.Minute, 5*time.Minute, 100
+	r.proxy.Push.RetryBase, r.proxy.Push.RetryMax = time.Second, 10*time.Second
+	var healthy sync.Mutex // held while the webhook is down
+	healthy.Lock()
+	down := newHook(t, 0)
+	down.answer = func(int) (int, string) {
+		if healthy.TryLock() {
+			healthy.Unlock()
+			return 204, ""
+		}
+		return 500, ""
+	}
+	alerts := newHook(t, 0)
+	r.proxy.Push.DestinationCaps = map[string]pushqueue.Caps{contracts.Destination(down.URL): {Concurrency: 2}}
+	alertCfg := contracts.PushConfig{ConfigID: contracts.AlertConfigID("org_a"), OrgID: "org_a", URL: alerts.URL + "/alerts",
+		CallbackID: "alerts-x", SecretHash: "x", CreatedAt: r.clock.Now()}
+	var err error
+	if alertCfg.Sealed, err = r.proxy.Push.SealPushSecrets(alertCfg, "", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.store.SavePushConfig(context.Background(), alertCfg); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 6 {
+		r.enqueue(r.config("org_a", fmt.Sprintf("task_%d", i), down.URL+"/hook"), fmt.Sprintf("dlv_%d", i), `{"n":1}`)
+	}
+	start := r.clock.Now()
+	r.start()
+	// Failing for a minute of the meter's clock, retried every few seconds.
+	for r.clock.Now().Sub(start) < 2*time.Minute && len(alerts.hits()) == 0 {
+		before := len(down.hits())
+		waitFor(t, 10*time.Second, "an attempt", func() bool { return len(down.hits()) > before || len(alerts.hits()) > 0 })
+		r.clock.Advance(10 * time.Second)
+	}
+	waitFor(t, 10*time.Second, "the pause alert", func() bool { return len(alerts.hits()) == 1 })
+	var a contracts.PushPausedAlert
+	if err := json.Unmarshal(alerts.hits()[0].body, &a); err != nil {
+		t.Fatal(err)
+	}
+	pausedAt := r.clock.Now()
+	if a.Type != "push_destination_paused" || a.OrgID != "org_a" || a.Destination != contracts.Destination(down.URL) ||
+		a.FailingSince.After(start.Add(30*time.Second)) || a.PausedAt.Sub(a.FailingSince) < time.Minute || a.ResumeAt.Sub(a.PausedAt) != 5*time.Minute || a.LastError != "the webhook answered 500 Internal Server Error" {
+		t.Errorf("the pause alert = %+v", a)
+	}
+	attempts := len(down.hits())
+	for range 4 { // 4 minutes into the pause: nothing goes
+		r.clock.Advance(time.Minute)
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := len(down.hits()); n != attempts {
+		t.Fatalf("the paused webhook got %d more requests", n-attempts)
+	}
+	for _, d := range r.deliveries("org_a")[contracts.DeliveryPending] {
+		if d.ConfigID != alertCfg.ConfigID && !strings.Contains(d.LastError, "paused until") && d.LastStatus != 500 {
+			t.Errorf("%s waits saying %q (last status %d)", d.ID, d.LastError, d.LastStatus)
+		}
+	}
+	healthy.Unlock()
+	r.clock.Advance(time.Minute + time.Second) // the pause ends: a probe, then the rest
+	waitFor(t, 20*time.Second, "everything delivered after the pause", func() bool {
+		if len(r.deliveries("org_a")[contracts.DeliveryPending]) > 0 {
+			r.clock.Advance(10 * time.Second) // retries due
+			return false
+		}
+		return true
+	})
+	if n := len(alerts.hits()); n != 1 {
+		t.Errorf("the alert webhook got %d alerts, want 1", n)
+	}
+	if c := counter(t, reg, "agentmarket_meter_push_destination_pauses_total"); c < 1 {
+		t.Errorf("push_destination_pauses_total = %v", c)
+	}
+	t.Logf("paused after %s of failures (%d attempts); resumed at +%s", pausedAt.Sub(start), attempts, r.clock.Now().Sub(start))
 }

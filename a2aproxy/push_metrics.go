@@ -6,16 +6,19 @@ import "github.com/prometheus/client_golang/prometheus"
 type pushMetrics struct {
 	held      *prometheus.CounterVec
 	coalesced prometheus.Counter
+	paused    prometheus.Counter
 }
 
 func newPushMetrics(reg prometheus.Registerer) *pushMetrics {
 	m := &pushMetrics{
 		held: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "push_deliveries_held_total",
-			Help: "Claimed push deliveries the meter gave back to the outbox unsent, by reason (retry_after: their webhook asked to wait)."}, []string{"reason"}),
+			Help: "Claimed push deliveries the meter gave back to the outbox unsent, by reason (retry_after: their webhook asked to wait; paused: it failed every attempt for long)."}, []string{"reason"}),
+		paused: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "push_destination_pauses_total",
+			Help: "Push destinations (webhook servers) paused after failing every attempt for long; the orgs concerned are told through their alert webhooks."}),
 		coalesced: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "push_coalesced_total",
 			Help: "Status updates not sent to a webhook because a later status of the same task and config, delivered, stood for them."}),
 	}
-	reg.MustRegister(m.held, m.coalesced)
+	reg.MustRegister(m.held, m.coalesced, m.paused)
 	return m
 }
 
@@ -28,5 +31,11 @@ func (m *Metrics) pushHeld(reason string, n int) {
 func (m *Metrics) pushCoalesced(n int) {
 	if m != nil && m.push != nil && n > 0 {
 		m.push.coalesced.Add(float64(n))
+	}
+}
+
+func (m *Metrics) pushPaused() {
+	if m != nil && m.push != nil {
+		m.push.paused.Inc()
 	}
 }

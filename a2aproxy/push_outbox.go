@@ -3,6 +3,7 @@ package a2aproxy
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -44,7 +45,7 @@ func (p *Proxy) RunPushDelivery(ctx context.Context) {
 		return
 	}
 	p.Push.init()
-	q := pushqueue.New[waitingDelivery](pushqueue.Options{Clock: p.Clock, Caps: p.Push.capsOf})
+	q := pushqueue.New[waitingDelivery](pushqueue.Options{Clock: p.Clock, Caps: p.Push.capsOf, PauseAfter: p.Push.PauseAfter, PauseFor: p.Push.PauseFor})
 	slots := make(chan struct{}, pushWorkers)
 	var wg sync.WaitGroup
 	defer func() {
@@ -83,7 +84,7 @@ func (p *Proxy) RunPushDelivery(ctx context.Context) {
 					w.dest = p.destinationOf(ctx, d)
 				}
 				if until := q.Add(d.OrgID, w.dest, w); !until.IsZero() {
-					p.holdDelivery(ctx, d, until, heldMessage(until))
+					p.holdDelivery(ctx, d, until, "held: deliveries to "+w.dest+" wait until "+until.UTC().Format(time.RFC3339))
 				}
 			}
 			more = len(ds) == limit
@@ -103,13 +104,16 @@ func (p *Proxy) RunPushDelivery(ctx context.Context) {
 					wg.Done()
 					p.Push.kick() // a slot is free, and the config's next may be due
 				}()
-				out := p.deliver(ctx, w.d)
-				released, until := q.Done(dest, out)
-				if len(released) > 0 {
-					p.Metrics.pushHeld("retry_after", len(released))
+				out, last := p.deliver(ctx, w.d)
+				r := q.Done(dest, w.d.OrgID, out)
+				if r.Paused {
+					p.destinationPaused(ctx, dest, r, last)
 				}
-				for _, r := range released {
-					p.holdDelivery(ctx, r.d, until, heldMessage(until))
+				if len(r.Items) > 0 {
+					p.Metrics.pushHeld(r.Reason, len(r.Items))
+				}
+				for _, x := range r.Items {
+					p.holdDelivery(ctx, x.d, r.Until, releaseMessage(r))
 				}
 			}()
 		}
@@ -145,8 +149,43 @@ func (p *Proxy) destinationOf(ctx context.Context, d contracts.Delivery) string 
 	return contracts.Destination(cfg.URL)
 }
 
-func heldMessage(until time.Time) string {
-	return "held: the webhook asked the meter to wait (Retry-After) until " + until.UTC().Format(time.RFC3339)
+// releaseMessage is the last_error of a delivery given back unsent.
+func releaseMessage(r pushqueue.Release[waitingDelivery]) string {
+	until := r.Until.UTC().Format(time.RFC3339)
+	if r.Reason == pushqueue.ReasonPaused {
+		return "held: the webhook failed every attempt for a while; deliveries to it are paused until " + until
+	}
+	return "held: the webhook asked the meter to wait (Retry-After) until " + until
+}
+
+// destinationPaused tells the orgs whose deliveries failed at dest that it
+// is paused, through their alert webhooks (the alert outbox), and logs it.
+func (p *Proxy) destinationPaused(ctx context.Context, dest string, r pushqueue.Release[waitingDelivery], last string) {
+	p.Metrics.pushPaused()
+	p.Logger.WarnContext(ctx, "push destination paused: every attempt failed", "destination", dest, "failing_since", r.FailingSince,
+		"until", r.Until, "orgs", r.Orgs, "last_error", last)
+	now := p.Clock.Now()
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	for _, org := range r.Orgs {
+		cfg, err := p.Push.Store.PushConfig(wctx, "", "", contracts.AlertConfigID(org))
+		if err != nil {
+			if !isNotFound(err) {
+				p.Logger.ErrorContext(ctx, "push pause alert not sent", "org", org, "err", err)
+			}
+			continue // no alert webhook: the deliveries' last_error says it
+		}
+		a := contracts.PushPausedAlert{Type: contracts.PushPausedType, OrgID: org, Destination: dest, FailingSince: r.FailingSince,
+			PausedAt: r.At, ResumeAt: r.Until, LastError: last}
+		a.ID = a.StableID()
+		body, _ := json.Marshal(a)
+		d := contracts.Delivery{ID: "dlv_" + a.ID, ConfigID: cfg.ConfigID, OrgID: org, Destination: contracts.Destination(cfg.URL), Body: body,
+			NextAttemptAt: now, CreatedAt: now}
+		if _, err := p.Push.Store.Enqueue(wctx, d); err != nil {
+			p.Logger.ErrorContext(ctx, "push pause alert not sent", "org", org, "err", err)
+		}
+	}
+	p.Push.kick()
 }
 
 // holdDelivery gives a claimed delivery back to the outbox, due at next,
@@ -162,9 +201,12 @@ func (p *Proxy) holdDelivery(ctx context.Context, d contracts.Delivery, next tim
 
 // deliver makes one attempt of d and records it; it returns what the
 // attempt says of the destination.
-func (p *Proxy) deliver(ctx context.Context, d contracts.Delivery) (out pushqueue.Outcome) {
+func (p *Proxy) deliver(ctx context.Context, d contracts.Delivery) (out pushqueue.Outcome, last string) {
+	// An attempt that was not made says nothing of the destination.
+	unjudged := pushqueue.Outcome{Unjudged: true}
 	attempts := d.Attempts + 1
 	record := func(status contracts.DeliveryStatus, next time.Time, httpStatus int, msg string) {
+		last = msg
 		// Recorded even when the meter is stopping: a delivery that went
 		// out must not go out again, and one that did not must not stay
 		// leased to a meter that is gone (its lease would hold it back).
@@ -192,17 +234,17 @@ func (p *Proxy) deliver(ctx context.Context, d contracts.Delivery) (out pushqueu
 		if isNotFound(err) {
 			record(contracts.DeliveryFailed, time.Time{}, 0, "the push notification config was deleted")
 		}
-		return out
+		return unjudged, last
 	}
 	bc, err := p.buyerConfig(cfg)
 	if err != nil {
 		record(contracts.DeliveryFailed, time.Time{}, 0, "the config's secrets cannot be opened")
-		return out
+		return unjudged, last
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.URL, bytes.NewReader(d.Body))
 	if err != nil {
 		record(contracts.DeliveryFailed, time.Time{}, 0, "the webhook url is not valid")
-		return out
+		return unjudged, last
 	}
 	contentType := "application/json"
 	if cfg.Version == string(wire.V10) {
@@ -232,12 +274,12 @@ func (p *Proxy) deliver(ctx context.Context, d contracts.Delivery) (out pushqueu
 		if err != nil && ctx.Err() != nil {
 			attempts = d.Attempts
 			record(contracts.DeliveryPending, p.Clock.Now(), 0, "interrupted: the meter stopped during the attempt")
-			return out
+			return unjudged, last
 		}
 		if err != nil {
 			// Never sent unsigned: a buyer may refuse what is not signed.
 			p.retry(d, attempts, 0, "not signed: "+err.Error(), record, 0)
-			return out
+			return unjudged, last
 		}
 		req.Header.Set(SignatureHeader, sig)
 	}
@@ -247,13 +289,13 @@ func (p *Proxy) deliver(ctx context.Context, d contracts.Delivery) (out pushqueu
 		// delivery is due again at once, for whichever meter runs next.
 		attempts = d.Attempts
 		record(contracts.DeliveryPending, p.Clock.Now(), 0, "interrupted: the meter stopped during the attempt")
-		return out
+		return unjudged, last
 	}
 	if err != nil {
 		var ae *agentmarket.Error
 		if errors.As(err, &ae) && ae.Kind == agentmarket.Invalid {
 			record(contracts.DeliveryFailed, time.Time{}, 0, "refused: "+ae.Message) // the guard: no retry helps
-			return out
+			return unjudged, last
 		}
 		// The URL may carry a secret (chat webhooks do): keep it out of
 		// the recorded error and the logs.
@@ -262,19 +304,19 @@ func (p *Proxy) deliver(ctx context.Context, d contracts.Delivery) (out pushqueu
 			err = ue.Err
 		}
 		p.retry(d, attempts, 0, err.Error(), record, 0)
-		return out
+		return out, last
 	}
 	res.Body.Close()
 	if res.StatusCode >= 200 && res.StatusCode < 300 {
 		record(contracts.DeliveryDelivered, time.Time{}, res.StatusCode, "")
 		p.Metrics.pushCoalesced(d.Covers)
-		return pushqueue.Outcome{OK: true}
+		return pushqueue.Outcome{OK: true}, last
 	}
 	if res.StatusCode == http.StatusTooManyRequests || res.StatusCode == http.StatusServiceUnavailable {
 		out.RetryAfter = min(retryAfter(res.Header.Get("Retry-After"), p.Clock.Now()), p.Push.RetryMax)
 	}
 	p.retry(d, attempts, res.StatusCode, "the webhook answered "+res.Status, record, out.RetryAfter)
-	return out
+	return out, last
 }
 
 // retryAfter reads a Retry-After header (RFC 9110 §10.2.3): seconds, or an

@@ -9,6 +9,10 @@
 //     promised, never faster;
 //   - a destination that answered 429 or 503 with Retry-After gets nothing
 //     before then: what waits for it is handed back to the outbox;
+//   - a destination that has failed every attempt for long (PauseAfter,
+//     at least PauseFailures attempts) is paused: nothing goes to it for
+//     PauseFor, then one delivery probes it; a success resumes it, a
+//     failure pauses it again. The caller tells the orgs concerned;
 //   - slots go round robin over the orgs with work, and within an org
 //     over its destinations: an org whose webhook is flooded or slow holds
 //     at most that destination's cap of slots, and the others' deliveries
@@ -66,16 +70,61 @@ type Options struct {
 	// starts in 20 seconds at its rate (a claimed delivery is leased for
 	// a while only: it must start before another meter may claim it).
 	Buffer int
+	// PauseAfter, PauseFailures: a destination whose attempts have all
+	// failed for PauseAfter (default 10 minutes), PauseFailures of them at
+	// least (default 5), is paused for PauseFor (default 5 minutes)
+	// between probes.
+	PauseAfter    time.Duration
+	PauseFailures int
+	PauseFor      time.Duration
+}
+
+func (o *Options) defaults() {
+	if o.PauseAfter <= 0 {
+		o.PauseAfter = 10 * time.Minute
+	}
+	if o.PauseFailures <= 0 {
+		o.PauseFailures = 5
+	}
+	if o.PauseFor <= 0 {
+		o.PauseFor = 5 * time.Minute
+	}
 }
 
 // Outcome is what became of a delivery attempt, as far as its destination
 // is concerned.
 type Outcome struct {
-	// OK: the webhook answered 2xx.
+	// OK: the webhook answered 2xx. Anything else is a failure of the
+	// destination, except Unjudged.
 	OK bool
+	// Unjudged: the attempt says nothing of the destination (it was not
+	// made: the meter stopped, the config is gone, the body could not be
+	// signed).
+	Unjudged bool
 	// RetryAfter is how long the destination asked the meter to wait (429
 	// or 503 with Retry-After); 0 when it did not.
 	RetryAfter time.Duration
+}
+
+// Reasons a Release gives.
+const (
+	ReasonRetryAfter = "retry_after"
+	ReasonPaused     = "paused"
+)
+
+// Release is what Done hands back: the deliveries that waited for a
+// destination that must now be left alone until Until, and why.
+type Release[T any] struct {
+	Items  []T
+	Until  time.Time
+	Reason string // "" when nothing is held, else ReasonRetryAfter or ReasonPaused
+	// Paused is set when this attempt paused the destination (it was not
+	// paused before): Orgs, the orgs whose deliveries failed there since
+	// FailingSince, are to be told.
+	Paused       bool
+	Orgs         []string
+	FailingSince time.Time
+	At           time.Time // when it was paused
 }
 
 type destination struct {
@@ -85,9 +134,21 @@ type destination struct {
 	waiting  int
 	tokens   float64
 	refilled time.Time
-	// blockedUntil: the destination asked to be left alone until then.
+	// blockedUntil: the destination asked to be left alone until then,
+	// or is paused until then.
 	blockedUntil time.Time
+	// failingSince is the first of the failures since its last success
+	// (zero: the last attempt succeeded); failures counts them, and orgs
+	// are whose deliveries failed (at most maxOrgs).
+	failingSince time.Time
+	lastFailure  time.Time
+	failures     int
+	orgs         map[string]bool
+	// paused: one probe at a time, until a success.
+	paused bool
 }
+
+const maxOrgs = 100
 
 type flow[T any] struct {
 	dest  *destination
@@ -112,6 +173,7 @@ type Queue[T any] struct {
 
 // New makes a queue.
 func New[T any](o Options) *Queue[T] {
+	o.defaults()
 	return &Queue[T]{o: o, dests: map[string]*destination{}}
 }
 
@@ -136,11 +198,11 @@ func (q *Queue[T]) buffer(d *destination) int {
 	return max(1, min(max(4, 2*d.caps.Concurrency), int(d.caps.PerSecond*20)))
 }
 
-// forget drops the state of a destination with nothing waiting, in
-// flight or pending (its tokens are full again by the time it is next
-// seen, or it is blocked).
+// forget drops the state of a destination with nothing waiting or in
+// flight, that asks for no wait, whose tokens are full, and that is not
+// failing (or has not been tried for a day).
 func (q *Queue[T]) forget(d *destination, now time.Time) {
-	if d.inflight == 0 && d.waiting == 0 && !now.Before(d.blockedUntil) {
+	if d.inflight == 0 && d.waiting == 0 && !now.Before(d.blockedUntil) && (d.failingSince.IsZero() || now.Sub(d.lastFailure) > 24*time.Hour) {
 		d.refill(now)
 		if d.tokens >= float64(d.caps.Burst) {
 			delete(q.dests, d.name)
@@ -161,7 +223,7 @@ func (d *destination) ready(now time.Time) (bool, time.Time) {
 	if now.Before(d.blockedUntil) {
 		return false, d.blockedUntil
 	}
-	if d.inflight >= d.caps.Concurrency {
+	if d.inflight >= d.caps.Concurrency || (d.paused && d.inflight > 0) {
 		return false, time.Time{}
 	}
 	d.refill(now)
@@ -245,26 +307,63 @@ func (q *Queue[T]) Next() (v T, destName string, ok bool, wake time.Time) {
 	return v, "", false, wake
 }
 
-// Done ends a delivery Next handed out. A destination that asked to wait
-// (Outcome.RetryAfter) gets nothing until then: what waits for it is
-// returned, to go back to the outbox until blockedUntil.
-func (q *Queue[T]) Done(destName string, out Outcome) (released []T, blockedUntil time.Time) {
+// Done ends a delivery of orgName that Next handed out. A destination
+// that asked to wait (Outcome.RetryAfter), or that is paused now, gets
+// nothing until then: what waits for it is released, to go back to the
+// outbox until Release.Until.
+func (q *Queue[T]) Done(destName, orgName string, out Outcome) Release[T] {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	now := q.o.Clock.Now()
 	d := q.dests[destName]
 	if d == nil {
-		return nil, time.Time{}
+		return Release[T]{}
 	}
 	d.inflight--
-	if out.RetryAfter > 0 {
-		if until := now.Add(out.RetryAfter); until.After(d.blockedUntil) {
-			d.blockedUntil = until
+	var r Release[T]
+	switch {
+	case out.OK:
+		d.failingSince, d.failures, d.orgs, d.paused = time.Time{}, 0, nil, false
+	case out.Unjudged:
+	default:
+		if d.failingSince.IsZero() {
+			d.failingSince, d.orgs = now, map[string]bool{}
 		}
-		released, blockedUntil = q.removeLocked(d), d.blockedUntil
+		d.failures++
+		d.lastFailure = now
+		if len(d.orgs) < maxOrgs {
+			d.orgs[orgName] = true
+		}
+		if d.failures >= q.o.PauseFailures && now.Sub(d.failingSince) >= q.o.PauseAfter {
+			d.blockedUntil = maxTime(d.blockedUntil, now.Add(q.o.PauseFor))
+			r.Reason = ReasonPaused
+			if !d.paused {
+				d.paused, r.Paused, r.FailingSince, r.At = true, true, d.failingSince, now
+				for o := range d.orgs {
+					r.Orgs = append(r.Orgs, o)
+				}
+				slices.Sort(r.Orgs)
+			}
+		}
+	}
+	if out.RetryAfter > 0 {
+		d.blockedUntil = maxTime(d.blockedUntil, now.Add(out.RetryAfter))
+		if r.Reason == "" {
+			r.Reason = ReasonRetryAfter
+		}
+	}
+	if r.Reason != "" {
+		r.Items, r.Until = q.removeLocked(d), d.blockedUntil
 	}
 	q.forget(d, now)
-	return released, blockedUntil
+	return r
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // removeLocked takes every waiting delivery of d out of the queue.

@@ -39,7 +39,7 @@ func TestConcurrencyCap(t *testing.T) {
 	if !slices.Equal(got, []string{"a0", "a1", "a2"}) || !wake.IsZero() {
 		t.Fatalf("started %v (wake %v), want a0..a2 and no wake time: the next waits for a Done", got, wake)
 	}
-	q.Done("https://a:443", pushqueue.Outcome{OK: true})
+	q.Done("https://a:443", "org_a", pushqueue.Outcome{OK: true})
 	if got, _ := take(q); !slices.Equal(got, []string{"a3"}) {
 		t.Fatalf("after one Done: started %v, want [a3]", got)
 	}
@@ -121,9 +121,9 @@ func TestRetryAfter(t *testing.T) {
 	if v != "a0" || dest != "https://a:443" {
 		t.Fatalf("first = %s at %s", v, dest)
 	}
-	released, until := q.Done(dest, pushqueue.Outcome{RetryAfter: 30 * time.Second})
-	if !slices.Equal(released, []string{"a1", "a2"}) || !until.Equal(t0.Add(30*time.Second)) {
-		t.Fatalf("Done with Retry-After released %v until %v, want [a1 a2] until +30s", released, until)
+	r := q.Done(dest, "org_a", pushqueue.Outcome{RetryAfter: 30 * time.Second})
+	if !slices.Equal(r.Items, []string{"a1", "a2"}) || !r.Until.Equal(t0.Add(30*time.Second)) || r.Reason != pushqueue.ReasonRetryAfter || r.Paused {
+		t.Fatalf("Done with Retry-After released %+v, want [a1 a2] until +30s", r)
 	}
 	if skip := q.Skip(); !slices.Equal(skip, []string{"https://a:443"}) {
 		t.Errorf("Skip = %v, want the waiting destination", skip)
@@ -168,5 +168,79 @@ func TestSkipFullBuffer(t *testing.T) {
 	}
 	if skip := q.Skip(); len(skip) != 0 {
 		t.Errorf("Skip after Drain = %v", skip)
+	}
+}
+
+// TestPause: a destination failing every attempt for PauseAfter (and
+// PauseFailures attempts) is paused: what waits is released until the
+// pause ends, and the orgs concerned are named once. Then a single probe
+// goes; its failure pauses again (without naming anyone again), its
+// success resumes the destination at full concurrency. A success before
+// PauseAfter resets the count.
+func TestPause(t *testing.T) {
+	clock := agentmarket.NewManualClock(t0)
+	q := pushqueue.New[string](pushqueue.Options{Clock: clock, PauseAfter: 10 * time.Minute, PauseFailures: 3, PauseFor: 5 * time.Minute,
+		Caps: func(string) pushqueue.Caps { return pushqueue.Caps{Concurrency: 4, PerSecond: 1e6, Burst: 1e6} }})
+	const dest = "https://down:443"
+	attempt := func(org string, ok bool) pushqueue.Release[string] {
+		t.Helper()
+		q.Add(org, dest, org+"-x")
+		v, got, started, _ := q.Next()
+		if !started || got != dest {
+			t.Fatalf("nothing started (%v %s)", v, got)
+		}
+		return q.Done(dest, org, pushqueue.Outcome{OK: ok})
+	}
+	// Failing for 9 minutes, then a success: not paused, the count starts again.
+	for range 5 {
+		if r := attempt("org_a", false); r.Reason != "" {
+			t.Fatalf("paused too soon: %+v", r)
+		}
+		clock.Advance(2 * time.Minute)
+	}
+	attempt("org_a", true)
+	for i := range 5 {
+		r := attempt([]string{"org_a", "org_b"}[i%2], false)
+		if r.Reason != "" {
+			t.Fatalf("attempt %d after the success: paused (%+v); the failures before it must not count", i, r)
+		}
+		clock.Advance(2 * time.Minute)
+	}
+	// 10 minutes of failures: the next failure pauses it, naming the orgs.
+	q.Add("org_c", dest, "waiting1")
+	q.Add("org_c", dest, "waiting2")
+	v, _, _, _ := q.Next()
+	r := q.Done(dest, "org_c", pushqueue.Outcome{})
+	if r.Reason != pushqueue.ReasonPaused || !r.Paused || !slices.Equal(r.Orgs, []string{"org_a", "org_b", "org_c"}) ||
+		!r.Until.Equal(clock.Now().Add(5*time.Minute)) || !r.FailingSince.Equal(t0.Add(10*time.Minute)) || len(r.Items) != 1 {
+		t.Fatalf("Done of %s = %+v; want paused for 5 minutes, naming org_a, org_b and org_c, failing since +10m, one released", v, r)
+	}
+	if until := q.Add("org_a", dest, "refused"); !until.Equal(r.Until) {
+		t.Errorf("Add during the pause = %v, want refused until %v", until, r.Until)
+	}
+	if skip := q.Skip(); !slices.Equal(skip, []string{dest}) {
+		t.Errorf("Skip during the pause = %v", skip)
+	}
+	clock.Advance(5 * time.Minute)
+	for i := range 3 {
+		q.Add("org_a", dest, fmt.Sprintf("probe%d", i))
+	}
+	if got, _ := take(q); len(got) != 1 {
+		t.Fatalf("after the pause: %d started, want one probe", len(got))
+	}
+	r = q.Done(dest, "org_a", pushqueue.Outcome{})
+	if r.Reason != pushqueue.ReasonPaused || r.Paused || len(r.Orgs) != 0 || len(r.Items) != 2 {
+		t.Fatalf("a failed probe: %+v; want paused again, nobody named again, the 2 waiting released", r)
+	}
+	clock.Advance(5 * time.Minute)
+	for i := range 3 {
+		q.Add("org_a", dest, fmt.Sprintf("probe%d", i))
+	}
+	take(q)
+	if r := q.Done(dest, "org_a", pushqueue.Outcome{OK: true}); r.Reason != "" {
+		t.Fatalf("a good probe: %+v", r)
+	}
+	if got, _ := take(q); len(got) != 2 {
+		t.Errorf("after a good probe: %d started, want the 2 waiting at once", len(got))
 	}
 }
