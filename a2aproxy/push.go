@@ -65,6 +65,12 @@ type Push struct {
 	// their alert webhooks (contracts.PushPausedAlert).
 	PauseAfter time.Duration
 	PauseFor   time.Duration
+	// Gate is the state the meters share (contracts/redis): with it, the
+	// caps hold across meters and a Retry-After or pause one meter saw
+	// holds all. Without it, or while it fails, each meter keeps its
+	// share of the caps: 1/Meters (default 1) of them.
+	Gate   contracts.PushGate
+	Meters int
 
 	client *http.Client
 	wake   chan struct{}

@@ -24,6 +24,7 @@ import (
 	"github.com/agentmarket/agentmarket/a2aproxy/wire"
 	"github.com/agentmarket/agentmarket/contracts"
 	"github.com/agentmarket/agentmarket/contracts/gormstore"
+	"github.com/agentmarket/agentmarket/contracts/redis/redistest"
 	"github.com/agentmarket/agentmarket/listings/aesgcm"
 	"github.com/agentmarket/agentmarket/listings/httpfetch"
 	"github.com/agentmarket/agentmarket/migrations/relational/relationaltest"
@@ -492,4 +493,72 @@ func TestPushPause(t *testing.T) {
 		t.Errorf("push_destination_pauses_total = %v", c)
 	}
 	t.Logf("paused after %s of failures (%d attempts); resumed at +%s", pausedAt.Sub(start), attempts, r.clock.Now().Sub(start))
+}
+
+// second is another meter delivering the same outbox, with its own
+// queue, configured as the first.
+func (r *pushRig) second() *a2aproxy.Proxy {
+	p := r.proxy.Push
+	p2 := &a2aproxy.Proxy{Clock: r.clock, Logger: r.proxy.Logger, Push: &a2aproxy.Push{Store: p.Store, Sealer: p.Sealer, Guard: p.Guard, Allow: p.Allow,
+		Poll: p.Poll, Caps: p.Caps, DestinationCaps: p.DestinationCaps, Gate: p.Gate, Meters: p.Meters}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); p2.RunPushDelivery(ctx) }()
+	r.t.Cleanup(func() { cancel(); <-done })
+	return p2
+}
+
+// TestPushAcrossMeters: two meters deliver one outbox to a slow webhook
+// whose cap is 4. With the shared state (Redis) they keep the cap
+// together, and a Retry-After one of them gets holds the other too;
+// without it each keeps its share (2), and together still the cap.
+func TestPushAcrossMeters(t *testing.T) {
+	run := func(t *testing.T, gate contracts.PushGate, meters int) {
+		r := newPushRig(t)
+		h := newHook(t, 100*time.Millisecond)
+		r.proxy.Push.DestinationCaps = map[string]pushqueue.Caps{contracts.Destination(h.URL): {Concurrency: 4}}
+		r.proxy.Push.Gate, r.proxy.Push.Meters = gate, meters
+		for i := range 40 {
+			r.enqueue(r.config("org_a", fmt.Sprintf("task_%d", i), h.URL+"/hook"), fmt.Sprintf("dlv_%d", i), `{"n":1}`)
+		}
+		r.start()
+		r.second()
+		waitFor(t, 30*time.Second, "all delivered", func() bool { return len(r.deliveries("org_a")[contracts.DeliveryDelivered]) == 40 })
+		if h.maxInflight > 4 {
+			t.Errorf("the webhook had %d in flight from the two meters, over its cap of 4", h.maxInflight)
+		}
+		if h.maxInflight < 3 {
+			t.Errorf("the webhook had at most %d in flight: the meters did not use the cap", h.maxInflight)
+		}
+		t.Logf("max in flight %d", h.maxInflight)
+	}
+	t.Run("each its share", func(t *testing.T) { run(t, nil, 2) })
+	t.Run("shared", func(t *testing.T) { run(t, redistest.Open(t), 1) })
+
+	t.Run("a Retry-After holds both", func(t *testing.T) {
+		r := newPushRig(t)
+		busy := newHook(t, 20*time.Millisecond)
+		busy.answer = func(n int) (int, string) {
+			if n == 0 {
+				return 429, "60"
+			}
+			return 204, ""
+		}
+		r.proxy.Push.DestinationCaps = map[string]pushqueue.Caps{contracts.Destination(busy.URL): {Concurrency: 1}}
+		r.proxy.Push.Gate = redistest.Open(t)
+		for i := range 10 {
+			r.enqueue(r.config("org_a", fmt.Sprintf("task_%d", i), busy.URL+"/hook"), fmt.Sprintf("dlv_%d", i), `{"n":1}`)
+		}
+		r.start()
+		r.second()
+		waitFor(t, 10*time.Second, "the 429", func() bool { return len(busy.hits()) >= 1 })
+		time.Sleep(400 * time.Millisecond)
+		if n := len(busy.hits()); n != 1 {
+			t.Fatalf("the webhook got %d requests after its 429 with Retry-After: 60 (from either meter)", n)
+		}
+		r.clock.Advance(61 * time.Second)
+		waitFor(t, 20*time.Second, "all delivered after the wait", func() bool {
+			return len(r.deliveries("org_a")[contracts.DeliveryDelivered]) == 10
+		})
+	})
 }

@@ -45,7 +45,8 @@ func (p *Proxy) RunPushDelivery(ctx context.Context) {
 		return
 	}
 	p.Push.init()
-	q := pushqueue.New[waitingDelivery](pushqueue.Options{Clock: p.Clock, Caps: p.Push.capsOf, PauseAfter: p.Push.PauseAfter, PauseFor: p.Push.PauseFor})
+	q := pushqueue.New(pushqueue.Options[waitingDelivery]{Clock: p.Clock, Caps: p.Push.capsOf, PauseAfter: p.Push.PauseAfter, PauseFor: p.Push.PauseFor,
+		Gate: p.Push.Gate, Meters: p.Push.Meters, Key: func(w waitingDelivery) string { return w.d.ID }, Lease: p.Push.Timeout + 30*time.Second})
 	slots := make(chan struct{}, pushWorkers)
 	var wg sync.WaitGroup
 	defer func() {
@@ -91,7 +92,13 @@ func (p *Proxy) RunPushDelivery(ctx context.Context) {
 		}
 		var wake time.Time
 		for len(slots) < pushWorkers {
-			w, dest, ok, at := q.Next()
+			w, dest, ok, at := q.Next(ctx)
+			for _, r := range q.Released() {
+				p.Metrics.pushHeld(r.Reason, len(r.Items))
+				for _, x := range r.Items {
+					p.holdDelivery(ctx, x.d, r.Until, releaseMessage(r))
+				}
+			}
 			if !ok {
 				wake = at
 				break
@@ -105,7 +112,7 @@ func (p *Proxy) RunPushDelivery(ctx context.Context) {
 					p.Push.kick() // a slot is free, and the config's next may be due
 				}()
 				out, last := p.deliver(ctx, w.d)
-				r := q.Done(dest, w.d.OrgID, out)
+				r := q.Done(ctx, w, dest, w.d.OrgID, out)
 				if r.Paused {
 					p.destinationPaused(ctx, dest, r, last)
 				}
@@ -152,8 +159,11 @@ func (p *Proxy) destinationOf(ctx context.Context, d contracts.Delivery) string 
 // releaseMessage is the last_error of a delivery given back unsent.
 func releaseMessage(r pushqueue.Release[waitingDelivery]) string {
 	until := r.Until.UTC().Format(time.RFC3339)
-	if r.Reason == pushqueue.ReasonPaused {
+	switch r.Reason {
+	case pushqueue.ReasonPaused:
 		return "held: the webhook failed every attempt for a while; deliveries to it are paused until " + until
+	case pushqueue.ReasonHeld:
+		return "held: deliveries to the webhook wait (Retry-After or a pause, seen by another meter) until " + until
 	}
 	return "held: the webhook asked the meter to wait (Retry-After) until " + until
 }

@@ -1,6 +1,7 @@
 package contracts
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -59,4 +60,31 @@ type PushPausedAlert struct {
 func (a *PushPausedAlert) StableID() string {
 	h := sha256.Sum256([]byte(fmt.Sprintf("paused|%s|%s|%d", a.OrgID, a.Destination, a.FailingSince.UnixNano())))
 	return "alr_" + hex.EncodeToString(h[:12])
+}
+
+// PushLimit is what one push destination may receive from all the meters
+// together: deliveries in flight, and started per second (Burst at once
+// after a quiet spell).
+type PushLimit struct {
+	Concurrency int
+	PerSecond   float64
+	Burst       int
+}
+
+// PushGate is the state the meters of a deployment share about push
+// destinations (contracts/redis), so that together they keep each
+// destination's caps, and all leave alone a destination that asked one of
+// them to wait or that one of them paused. Times are the meters' clocks.
+type PushGate interface {
+	// TryStart takes a slot of dest for delivery id, held until
+	// leaseUntil (or Finish), if fewer than lim.Concurrency are held and
+	// lim's rate has a start left. Otherwise ok is false and retryAt says
+	// when to try again: the end of a hold or the next start of the rate;
+	// zero when only a Finish frees a slot. held tells a hold (Hold)
+	// apart.
+	TryStart(ctx context.Context, dest, id string, lim PushLimit, now, leaseUntil time.Time) (ok, held bool, retryAt time.Time, err error)
+	// Finish gives back delivery id's slot of dest.
+	Finish(ctx context.Context, dest, id string) error
+	// Hold keeps every meter off dest until until (a later hold wins).
+	Hold(ctx context.Context, dest string, until time.Time) error
 }

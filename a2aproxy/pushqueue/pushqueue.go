@@ -25,28 +25,25 @@
 package pushqueue
 
 import (
+	"context"
 	"math"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/contracts"
 )
 
-// Caps bound what one destination receives.
-type Caps struct {
-	// Concurrency is how many deliveries may be in flight to it at once.
-	Concurrency int
-	// PerSecond is how many deliveries may start per second, on average;
-	// Burst how many may start at once after a quiet spell.
-	PerSecond float64
-	Burst     int
-}
+// Caps bound what one destination receives: deliveries in flight at once
+// (Concurrency), started per second on average (PerSecond), and at once
+// after a quiet spell (Burst).
+type Caps = contracts.PushLimit
 
 // DefaultCaps are a destination's caps unless the operator set others.
 var DefaultCaps = Caps{Concurrency: 8, PerSecond: 50, Burst: 16}
 
-func (c Caps) withDefaults() Caps {
+func withDefaults(c Caps) Caps {
 	if c.Concurrency <= 0 {
 		c.Concurrency = DefaultCaps.Concurrency
 	}
@@ -60,7 +57,7 @@ func (c Caps) withDefaults() Caps {
 }
 
 // Options configure a Queue.
-type Options struct {
+type Options[T any] struct {
 	Clock agentmarket.Clock
 	// Caps returns a destination's caps; nil, or a zero field: the
 	// default's.
@@ -77,9 +74,20 @@ type Options struct {
 	PauseAfter    time.Duration
 	PauseFailures int
 	PauseFor      time.Duration
+
+	// Gate is the state the meters share (nil: none): with it, the caps
+	// are the destination's across all meters, and a hold (Retry-After,
+	// a pause) one meter saw keeps all off. Without it, or while it
+	// fails, each meter keeps its share of the caps: 1/Meters of them.
+	Gate   contracts.PushGate
+	Meters int
+	// Key names a delivery in the Gate; Lease is how long its slot is
+	// held there unless Done gives it back first.
+	Key   func(T) string
+	Lease time.Duration
 }
 
-func (o *Options) defaults() {
+func (o *Options[T]) defaults() {
 	if o.PauseAfter <= 0 {
 		o.PauseAfter = 10 * time.Minute
 	}
@@ -88,6 +96,12 @@ func (o *Options) defaults() {
 	}
 	if o.PauseFor <= 0 {
 		o.PauseFor = 5 * time.Minute
+	}
+	if o.Meters <= 0 {
+		o.Meters = 1
+	}
+	if o.Lease <= 0 {
+		o.Lease = time.Minute
 	}
 }
 
@@ -110,6 +124,7 @@ type Outcome struct {
 const (
 	ReasonRetryAfter = "retry_after"
 	ReasonPaused     = "paused"
+	ReasonHeld       = "held" // another meter saw a Retry-After or paused it (Gate)
 )
 
 // Release is what Done hands back: the deliveries that waited for a
@@ -128,8 +143,13 @@ type Release[T any] struct {
 }
 
 type destination struct {
-	name     string
+	name string
+	// caps are what this meter keeps locally: the destination's (with a
+	// Gate, which keeps them across meters), or its share of them; share
+	// is that share, kept while the Gate fails.
 	caps     Caps
+	limit    Caps
+	share    Caps
 	inflight int
 	waiting  int
 	tokens   float64
@@ -164,15 +184,17 @@ type org[T any] struct {
 // Queue holds the deliveries a meter claimed and hands them out fairly,
 // within each destination's caps. Safe for concurrent use.
 type Queue[T any] struct {
-	o     Options
+	o     Options[T]
 	mu    sync.Mutex
 	orgs  []*org[T] // orgs with work, in round-robin order
 	next  int
 	dests map[string]*destination
+	// released: what Next gave back (Released).
+	released []Release[T]
 }
 
 // New makes a queue.
-func New[T any](o Options) *Queue[T] {
+func New[T any](o Options[T]) *Queue[T] {
 	o.defaults()
 	return &Queue[T]{o: o, dests: map[string]*destination{}}
 }
@@ -184,8 +206,13 @@ func (q *Queue[T]) dest(name string, now time.Time) *destination {
 		if q.o.Caps != nil {
 			c = q.o.Caps(name)
 		}
-		c = c.withDefaults()
-		d = &destination{name: name, caps: c, tokens: float64(c.Burst), refilled: now}
+		c = withDefaults(c)
+		share := Caps{Concurrency: max(1, c.Concurrency/q.o.Meters), PerSecond: c.PerSecond / float64(q.o.Meters), Burst: max(1, c.Burst/q.o.Meters)}
+		local := share
+		if q.o.Gate != nil {
+			local = c
+		}
+		d = &destination{name: name, caps: local, share: share, tokens: float64(local.Burst), refilled: now, limit: c}
 		q.dests[name] = d
 	}
 	return d
@@ -266,17 +293,30 @@ func (q *Queue[T]) Add(orgName, destName string, v T) (blockedUntil time.Time) {
 // in turn. The caller must call Done for it when its attempt ends. ok is
 // false when none may start now; wake is then when one may (zero: not
 // before a delivery ends or another is added).
-func (q *Queue[T]) Next() (v T, destName string, ok bool, wake time.Time) {
+func (q *Queue[T]) Next(ctx context.Context) (v T, destName string, ok bool, wake time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	now := q.o.Clock.Now()
+scan:
 	for n := range len(q.orgs) {
 		oi := (q.next + n) % len(q.orgs)
 		o := q.orgs[oi]
 		for m := range len(o.flows) {
 			fi := (o.next + m) % len(o.flows)
 			f := o.flows[fi]
-			can, at := f.dest.ready(now)
+			d := f.dest
+			can, at := d.ready(now)
+			if can && q.o.Gate != nil {
+				var held bool
+				can, held, at = q.gate(ctx, d, f.items[0], now)
+				if held {
+					// Another meter was told to wait, or paused it: what
+					// waits here goes back too (Released).
+					q.released = append(q.released, Release[T]{Items: q.removeLocked(d), Until: d.blockedUntil, Reason: ReasonHeld})
+					wake = time.Time{}
+					goto scan
+				}
+			}
 			if !can {
 				if !at.IsZero() && (wake.IsZero() || at.Before(wake)) {
 					wake = at
@@ -287,7 +327,6 @@ func (q *Queue[T]) Next() (v T, destName string, ok bool, wake time.Time) {
 			var zero T
 			f.items[0] = zero
 			f.items = f.items[1:]
-			d := f.dest
 			d.waiting--
 			d.inflight++
 			d.tokens--
@@ -307,17 +346,48 @@ func (q *Queue[T]) Next() (v T, destName string, ok bool, wake time.Time) {
 	return v, "", false, wake
 }
 
-// Done ends a delivery of orgName that Next handed out. A destination
-// that asked to wait (Outcome.RetryAfter), or that is paused now, gets
-// nothing until then: what waits for it is released, to go back to the
-// outbox until Release.Until.
-func (q *Queue[T]) Done(destName, orgName string, out Outcome) Release[T] {
+// gate asks the Gate for a slot of d for v. While the Gate fails, this
+// meter keeps to its share.
+func (q *Queue[T]) gate(ctx context.Context, d *destination, v T, now time.Time) (can, held bool, at time.Time) {
+	ok, held, retryAt, err := q.o.Gate.TryStart(ctx, d.name, q.o.Key(v), d.limit, now, now.Add(q.o.Lease))
+	switch {
+	case err != nil:
+		return d.inflight < d.share.Concurrency, false, time.Time{}
+	case held:
+		d.blockedUntil = maxTime(d.blockedUntil, retryAt)
+		return false, true, retryAt
+	case !ok && retryAt.IsZero():
+		// Full: another meter's Done frees a slot, and tells no one here.
+		return false, false, now.Add(100 * time.Millisecond)
+	}
+	return ok, false, retryAt
+}
+
+// Released takes what Next gave back because the Gate held its
+// destination: it goes back to the outbox until Until.
+func (q *Queue[T]) Released() []Release[T] {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	r := q.released
+	q.released = nil
+	return r
+}
+
+// Done ends delivery v of orgName that Next handed out for destName. A
+// destination that asked to wait (Outcome.RetryAfter), or that is paused
+// now, gets nothing until then: what waits for it is released, to go back
+// to the outbox until Release.Until (with a Gate, every meter holds off).
+func (q *Queue[T]) Done(ctx context.Context, v T, destName, orgName string, out Outcome) Release[T] {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	now := q.o.Clock.Now()
 	d := q.dests[destName]
 	if d == nil {
 		return Release[T]{}
+	}
+	if q.o.Gate != nil {
+		// A slot not given back (the Gate failing) ends with its lease.
+		_ = q.o.Gate.Finish(ctx, destName, q.o.Key(v))
 	}
 	d.inflight--
 	var r Release[T]
@@ -354,6 +424,11 @@ func (q *Queue[T]) Done(destName, orgName string, out Outcome) Release[T] {
 	}
 	if r.Reason != "" {
 		r.Items, r.Until = q.removeLocked(d), d.blockedUntil
+		if q.o.Gate != nil {
+			// Not kept there (the Gate failing): the other meters find out
+			// for themselves.
+			_ = q.o.Gate.Hold(ctx, destName, r.Until)
+		}
 	}
 	q.forget(d, now)
 	return r

@@ -1,6 +1,7 @@
 package pushqueue_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -10,17 +11,20 @@ import (
 	"github.com/agentmarket/agentmarket/a2aproxy/pushqueue"
 )
 
-var t0 = time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+var (
+	t0  = time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	ctx = context.Background()
+)
 
 func newQueue(caps map[string]pushqueue.Caps) (*pushqueue.Queue[string], *agentmarket.ManualClock) {
 	clock := agentmarket.NewManualClock(t0)
-	return pushqueue.New[string](pushqueue.Options{Clock: clock, Caps: func(d string) pushqueue.Caps { return caps[d] }}), clock
+	return pushqueue.New[string](pushqueue.Options[string]{Clock: clock, Caps: func(d string) pushqueue.Caps { return caps[d] }}), clock
 }
 
 // take calls Next until it gives nothing, and returns what it gave.
 func take(q *pushqueue.Queue[string]) (got []string, wake time.Time) {
 	for {
-		v, _, ok, at := q.Next()
+		v, _, ok, at := q.Next(ctx)
 		if !ok {
 			return got, at
 		}
@@ -39,7 +43,7 @@ func TestConcurrencyCap(t *testing.T) {
 	if !slices.Equal(got, []string{"a0", "a1", "a2"}) || !wake.IsZero() {
 		t.Fatalf("started %v (wake %v), want a0..a2 and no wake time: the next waits for a Done", got, wake)
 	}
-	q.Done("https://a:443", "org_a", pushqueue.Outcome{OK: true})
+	q.Done(ctx, "x", "https://a:443", "org_a", pushqueue.Outcome{OK: true})
 	if got, _ := take(q); !slices.Equal(got, []string{"a3"}) {
 		t.Fatalf("after one Done: started %v, want [a3]", got)
 	}
@@ -90,7 +94,7 @@ func TestFairAcrossOrgs(t *testing.T) {
 	}
 	var got []string
 	for range 4 {
-		v, _, ok, _ := q.Next()
+		v, _, ok, _ := q.Next(ctx)
 		if !ok {
 			t.Fatal("nothing to start")
 		}
@@ -117,11 +121,11 @@ func TestRetryAfter(t *testing.T) {
 		q.Add("org_a", "https://a:443", fmt.Sprintf("a%d", i))
 	}
 	q.Add("org_b", "https://b:443", "b0")
-	v, dest, _, _ := q.Next()
+	v, dest, _, _ := q.Next(ctx)
 	if v != "a0" || dest != "https://a:443" {
 		t.Fatalf("first = %s at %s", v, dest)
 	}
-	r := q.Done(dest, "org_a", pushqueue.Outcome{RetryAfter: 30 * time.Second})
+	r := q.Done(ctx, "x", dest, "org_a", pushqueue.Outcome{RetryAfter: 30 * time.Second})
 	if !slices.Equal(r.Items, []string{"a1", "a2"}) || !r.Until.Equal(t0.Add(30*time.Second)) || r.Reason != pushqueue.ReasonRetryAfter || r.Paused {
 		t.Fatalf("Done with Retry-After released %+v, want [a1 a2] until +30s", r)
 	}
@@ -150,7 +154,7 @@ func TestRetryAfter(t *testing.T) {
 // no longer claimed for it; Drain hands everything back.
 func TestSkipFullBuffer(t *testing.T) {
 	clock := agentmarket.NewManualClock(t0)
-	q := pushqueue.New[string](pushqueue.Options{Clock: clock, Buffer: 3})
+	q := pushqueue.New[string](pushqueue.Options[string]{Clock: clock, Buffer: 3})
 	for i := range 3 {
 		if skip := q.Skip(); len(skip) != 0 {
 			t.Fatalf("Skip with %d waiting = %v", i, skip)
@@ -179,17 +183,17 @@ func TestSkipFullBuffer(t *testing.T) {
 // PauseAfter resets the count.
 func TestPause(t *testing.T) {
 	clock := agentmarket.NewManualClock(t0)
-	q := pushqueue.New[string](pushqueue.Options{Clock: clock, PauseAfter: 10 * time.Minute, PauseFailures: 3, PauseFor: 5 * time.Minute,
+	q := pushqueue.New[string](pushqueue.Options[string]{Clock: clock, PauseAfter: 10 * time.Minute, PauseFailures: 3, PauseFor: 5 * time.Minute,
 		Caps: func(string) pushqueue.Caps { return pushqueue.Caps{Concurrency: 4, PerSecond: 1e6, Burst: 1e6} }})
 	const dest = "https://down:443"
 	attempt := func(org string, ok bool) pushqueue.Release[string] {
 		t.Helper()
 		q.Add(org, dest, org+"-x")
-		v, got, started, _ := q.Next()
+		v, got, started, _ := q.Next(ctx)
 		if !started || got != dest {
 			t.Fatalf("nothing started (%v %s)", v, got)
 		}
-		return q.Done(dest, org, pushqueue.Outcome{OK: ok})
+		return q.Done(ctx, "x", dest, org, pushqueue.Outcome{OK: ok})
 	}
 	// Failing for 9 minutes, then a success: not paused, the count starts again.
 	for range 5 {
@@ -209,8 +213,8 @@ func TestPause(t *testing.T) {
 	// 10 minutes of failures: the next failure pauses it, naming the orgs.
 	q.Add("org_c", dest, "waiting1")
 	q.Add("org_c", dest, "waiting2")
-	v, _, _, _ := q.Next()
-	r := q.Done(dest, "org_c", pushqueue.Outcome{})
+	v, _, _, _ := q.Next(ctx)
+	r := q.Done(ctx, "x", dest, "org_c", pushqueue.Outcome{})
 	if r.Reason != pushqueue.ReasonPaused || !r.Paused || !slices.Equal(r.Orgs, []string{"org_a", "org_b", "org_c"}) ||
 		!r.Until.Equal(clock.Now().Add(5*time.Minute)) || !r.FailingSince.Equal(t0.Add(10*time.Minute)) || len(r.Items) != 1 {
 		t.Fatalf("Done of %s = %+v; want paused for 5 minutes, naming org_a, org_b and org_c, failing since +10m, one released", v, r)
@@ -228,7 +232,7 @@ func TestPause(t *testing.T) {
 	if got, _ := take(q); len(got) != 1 {
 		t.Fatalf("after the pause: %d started, want one probe", len(got))
 	}
-	r = q.Done(dest, "org_a", pushqueue.Outcome{})
+	r = q.Done(ctx, "x", dest, "org_a", pushqueue.Outcome{})
 	if r.Reason != pushqueue.ReasonPaused || r.Paused || len(r.Orgs) != 0 || len(r.Items) != 2 {
 		t.Fatalf("a failed probe: %+v; want paused again, nobody named again, the 2 waiting released", r)
 	}
@@ -237,7 +241,7 @@ func TestPause(t *testing.T) {
 		q.Add("org_a", dest, fmt.Sprintf("probe%d", i))
 	}
 	take(q)
-	if r := q.Done(dest, "org_a", pushqueue.Outcome{OK: true}); r.Reason != "" {
+	if r := q.Done(ctx, "x", dest, "org_a", pushqueue.Outcome{OK: true}); r.Reason != "" {
 		t.Fatalf("a good probe: %+v", r)
 	}
 	if got, _ := take(q); len(got) != 2 {
