@@ -27,6 +27,7 @@ import (
 	"github.com/agentmarket/agentmarket/contracts/redis/redistest"
 	"github.com/agentmarket/agentmarket/listings/aesgcm"
 	"github.com/agentmarket/agentmarket/listings/httpfetch"
+	"github.com/agentmarket/agentmarket/migrations/relational"
 	"github.com/agentmarket/agentmarket/migrations/relational/relationaltest"
 )
 
@@ -94,7 +95,11 @@ type pushRig struct {
 }
 
 func newPushRig(t *testing.T) *pushRig {
-	store := gormstore.New(relationaltest.SQLite(t).DB)
+	return newPushRigOn(t, relationaltest.SQLite(t))
+}
+
+func newPushRigOn(t *testing.T, db *relational.DB) *pushRig {
+	store := gormstore.New(db.DB)
 	sealer, err := aesgcm.New(bytes.Repeat([]byte{7}, 32))
 	if err != nil {
 		t.Fatal(err)

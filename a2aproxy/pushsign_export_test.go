@@ -29,3 +29,11 @@ func (ps *Push) SealPushSecrets(c contracts.PushConfig, token, credentials strin
 func DeliveryKind(v wire.Version, body []byte) contracts.DeliveryKind {
 	return deliveryKind(wire.Observe(v, wire.MethodStream, body))
 }
+
+// EnqueueNotification stores a notification of the agent (in version v)
+// for cfg's webhook under id, as the meter's callback does once it has
+// metered it.
+func (p *Proxy) EnqueueNotification(ctx context.Context, cfg *contracts.PushConfig, id string, v wire.Version, body []byte) error {
+	p.Push.init()
+	return p.enqueueNotification(ctx, cfg, id, body, wire.Observe(v, wire.MethodStream, body))
+}
