@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -427,12 +428,10 @@ func TestPushPause(t *testing.T) {
 	r.proxy.Metrics = a2aproxy.NewMetrics(reg, a2aproxy.MetricsOptions{})
 	r.proxy.Push.PauseAfter, r.proxy.Push.PauseFor, r.proxy.Push.MaxAttempts = time.Minute, 5*time.Minute, 100
 	r.proxy.Push.RetryBase, r.proxy.Push.RetryMax = time.Second, 10*time.Second
-	var healthy sync.Mutex // held while the webhook is down
-	healthy.Lock()
+	var healthy atomic.Bool
 	down := newHook(t, 0)
 	down.answer = func(int) (int, string) {
-		if healthy.TryLock() {
-			healthy.Unlock()
+		if healthy.Load() {
 			return 204, ""
 		}
 		return 500, ""
@@ -482,7 +481,7 @@ func TestPushPause(t *testing.T) {
 			t.Errorf("%s waits saying %q (last status %d)", d.ID, d.LastError, d.LastStatus)
 		}
 	}
-	healthy.Unlock()
+	healthy.Store(true)
 	r.clock.Advance(time.Minute + time.Second) // the pause ends: a probe, then the rest
 	waitFor(t, 20*time.Second, "everything delivered after the pause", func() bool {
 		if len(r.deliveries("org_a")[contracts.DeliveryPending]) > 0 {

@@ -73,14 +73,17 @@ func (p *Proxy) RunPushDelivery(ctx context.Context) {
 		if room := pushWaiting - q.Waiting(); room > 0 {
 			limit := min(room, pushClaimBatch)
 			now := p.Clock.Now()
-			ds, err := p.Push.Store.ClaimDeliveries(ctx, now, now.Add(p.Push.Timeout+30*time.Second), limit, q.Skip())
+			// Long enough to wait in the queue a few attempts' time, and
+			// still be sent within its lease (see the worker).
+			lease := now.Add(3*p.Push.Timeout + 30*time.Second)
+			ds, err := p.Push.Store.ClaimDeliveries(ctx, now, lease, limit, q.Skip())
 			if err != nil && ctx.Err() == nil {
 				// Nothing was leased: the loop reads the outbox again after
 				// Poll (or a kick).
 				p.Logger.ErrorContext(ctx, "push outbox not read", "err", err)
 			}
 			for _, d := range ds {
-				w := waitingDelivery{d: d, dest: d.Destination}
+				w := waitingDelivery{d: d, dest: d.Destination, leaseUntil: lease}
 				if w.dest == "" {
 					w.dest = p.destinationOf(ctx, d)
 				}
@@ -111,7 +114,18 @@ func (p *Proxy) RunPushDelivery(ctx context.Context) {
 					wg.Done()
 					p.Push.kick() // a slot is free, and the config's next may be due
 				}()
-				out, last := p.deliver(ctx, w.d)
+				var out pushqueue.Outcome
+				var last string
+				if p.Clock.Now().Add(p.Push.Timeout).After(w.leaseUntil) {
+					// It waited so long that its lease may end during the
+					// attempt, and another meter claim it then: not sent
+					// here; when the lease ends, whichever meter claims it
+					// sends it.
+					out.Unjudged = true
+					p.Logger.WarnContext(ctx, "push delivery waited past its lease in the queue; left to the next claim", "delivery_id", w.d.ID)
+				} else {
+					out, last = p.deliver(ctx, w.d)
+				}
 				r := q.Done(ctx, w, dest, w.d.OrgID, out)
 				if r.Paused {
 					p.destinationPaused(ctx, dest, r, last)
@@ -140,10 +154,12 @@ func (p *Proxy) RunPushDelivery(ctx context.Context) {
 	}
 }
 
-// waitingDelivery is a claimed delivery in the meter's queue.
+// waitingDelivery is a claimed delivery in the meter's queue, leased to
+// this meter until leaseUntil.
 type waitingDelivery struct {
-	d    contracts.Delivery
-	dest string
+	d          contracts.Delivery
+	dest       string
+	leaseUntil time.Time
 }
 
 // destinationOf is the destination of a delivery enqueued before
