@@ -109,7 +109,8 @@ func (o *Options[T]) defaults() {
 // is concerned.
 type Outcome struct {
 	// OK: the webhook answered 2xx. Anything else is a failure of the
-	// destination, except Unjudged.
+	// destination (towards a pause), except Unjudged and an answer with a
+	// RetryAfter.
 	OK bool
 	// Unjudged: the attempt says nothing of the destination (it was not
 	// made: the meter stopped, the config is gone, the body could not be
@@ -394,7 +395,9 @@ func (q *Queue[T]) Done(ctx context.Context, v T, destName, orgName string, out 
 	switch {
 	case out.OK:
 		d.failingSince, d.failures, d.orgs, d.paused = time.Time{}, 0, nil, false
-	case out.Unjudged:
+	case out.Unjudged, out.RetryAfter > 0:
+		// A destination that says when to come back is pacing the meter,
+		// not failing: it is held that long, not paused.
 	default:
 		if d.failingSince.IsZero() {
 			d.failingSince, d.orgs = now, map[string]bool{}

@@ -248,3 +248,21 @@ func TestPause(t *testing.T) {
 		t.Errorf("after a good probe: %d started, want the 2 waiting at once", len(got))
 	}
 }
+
+// TestRetryAfterIsNoFailure: a destination answering 429 with
+// Retry-After for long is held each time, never paused.
+func TestRetryAfterIsNoFailure(t *testing.T) {
+	clock := agentmarket.NewManualClock(t0)
+	q := pushqueue.New[string](pushqueue.Options[string]{Clock: clock, PauseAfter: time.Minute, PauseFailures: 2})
+	for range 10 {
+		q.Add("org_a", "https://busy:443", "x")
+		v, dest, ok, _ := q.Next(ctx)
+		if !ok {
+			t.Fatal("nothing started")
+		}
+		if r := q.Done(ctx, v, dest, "org_a", pushqueue.Outcome{RetryAfter: 30 * time.Second}); r.Reason != pushqueue.ReasonRetryAfter || r.Paused {
+			t.Fatalf("a 429 with Retry-After: %+v, want held, not paused", r)
+		}
+		clock.Advance(31 * time.Second)
+	}
+}
