@@ -197,12 +197,22 @@ func TestPushDestinationCapsAndFairness(t *testing.T) {
 		c := r.config("org_b", fmt.Sprintf("task_b%d", i), fast.URL+"/hook")
 		r.enqueue(c, fmt.Sprintf("dlv_b%d", i), `{"n":1}`)
 	}
+	reg := prometheus.NewRegistry()
+	r.proxy.Metrics = a2aproxy.NewMetrics(reg, a2aproxy.MetricsOptions{})
 	start := time.Now()
 	r.start()
+	var maxWaiting, maxInflight float64
 	waitFor(t, 30*time.Second, "every delivery delivered", func() bool {
+		maxWaiting = max(maxWaiting, gauge(t, reg, "agentmarket_meter_push_deliveries_waiting"))
+		maxInflight = max(maxInflight, gauge(t, reg, "agentmarket_meter_push_deliveries_in_flight"))
 		return len(r.deliveries("org_a")[contracts.DeliveryDelivered]) == 60 && len(r.deliveries("org_b")[contracts.DeliveryDelivered]) == 5
 	})
 	r.stop()
+	// A's backlog waits in the queue (its cap of 3 in flight), and the
+	// metrics say so.
+	if maxWaiting == 0 || maxInflight == 0 || maxInflight > 3+5 {
+		t.Errorf("the push queue's gauges peaked at %v waiting and %v in flight; want some waiting, at most 8 in flight", maxWaiting, maxInflight)
+	}
 	if slow.maxInflight > 3 {
 		t.Errorf("A's webhook had %d deliveries in flight at once, over its cap of 3", slow.maxInflight)
 	}
@@ -398,6 +408,22 @@ func TestPushCoalescing(t *testing.T) {
 		t.Errorf("push_coalesced_total = %v, want %d", c, superseded)
 	}
 	t.Logf("%d notifications: %d sent, %d superseded (the terminal deliveries cover %d)", tasks*(steps+2), len(h.hits()), superseded, covers)
+}
+
+func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return 0
 }
 
 func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {

@@ -7,6 +7,8 @@ type pushMetrics struct {
 	held      *prometheus.CounterVec
 	coalesced prometheus.Counter
 	paused    prometheus.Counter
+	waiting   prometheus.Gauge
+	inflight  prometheus.Gauge
 }
 
 func newPushMetrics(reg prometheus.Registerer) *pushMetrics {
@@ -18,7 +20,11 @@ func newPushMetrics(reg prometheus.Registerer) *pushMetrics {
 		coalesced: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "push_coalesced_total",
 			Help: "Status updates not sent to a webhook because a later status of the same task and config, delivered, stood for them."}),
 	}
-	reg.MustRegister(m.held, m.coalesced, m.paused)
+	m.waiting = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "push_deliveries_waiting",
+		Help: "Push deliveries this meter claimed that wait for a delivery slot or for their webhook's caps (concurrency, rate)."})
+	m.inflight = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "push_deliveries_in_flight",
+		Help: "Push deliveries this meter is sending now (at most 32)."})
+	reg.MustRegister(m.held, m.coalesced, m.paused, m.waiting, m.inflight)
 	return m
 }
 
@@ -37,5 +43,14 @@ func (m *Metrics) pushCoalesced(n int) {
 func (m *Metrics) pushPaused() {
 	if m != nil && m.push != nil {
 		m.push.paused.Inc()
+	}
+}
+
+// pushQueue notes how many claimed deliveries wait and how many are being
+// sent.
+func (m *Metrics) pushQueue(waiting, inflight int) {
+	if m != nil && m.push != nil {
+		m.push.waiting.Set(float64(waiting))
+		m.push.inflight.Set(float64(inflight))
 	}
 }

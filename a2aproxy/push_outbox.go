@@ -138,6 +138,7 @@ func (p *Proxy) RunPushDelivery(ctx context.Context) {
 				}
 			}()
 		}
+		p.Metrics.pushQueue(q.Waiting(), len(slots))
 		if more && ctx.Err() == nil {
 			continue // there may be more due
 		}
