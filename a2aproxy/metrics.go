@@ -28,6 +28,7 @@ type Metrics struct {
 	stalled  *prometheus.CounterVec
 	shared   *prometheus.CounterVec
 	unbill   *prometheus.CounterVec
+	push     *pushMetrics
 }
 
 // MetricsOptions choose the meter's optional series.
@@ -60,6 +61,7 @@ func NewMetrics(reg prometheus.Registerer, opts MetricsOptions) *Metrics {
 			Help: "Calls whose reported or observed usage passed a counter's bound (agentmarket.MaxQuantity) and was counted as the bound, by listing."}, []string{"listing"}),
 	}
 	reg.MustRegister(m.requests, m.latency, m.tokensC, m.inflight, m.pushIn, m.pushOut, m.canceled)
+	m.push = newPushMetrics(reg)
 	if opts.ListingCost {
 		m.cost = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "cost_micros_total",
 			Help: "List price of the usage billed, in micro-units, by listing."}, []string{"listing"})

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/a2aproxy/pushqueue"
 	"github.com/agentmarket/agentmarket/a2aproxy/wire"
 	"github.com/agentmarket/agentmarket/contracts"
 )
@@ -51,6 +52,25 @@ type Push struct {
 	// Retention is how long delivered and failed deliveries are kept (the
 	// API shows them); default 30 days. Pending ones stay until settled.
 	Retention time.Duration
+	// Caps bound what each destination (a webhook's scheme, host and
+	// port) receives from this meter: deliveries in flight, and started
+	// per second (pushqueue.DefaultCaps where zero). DestinationCaps are
+	// the operator's own for the destinations named
+	// (contracts.Destination), a zero field taking Caps'.
+	Caps            pushqueue.Caps
+	DestinationCaps map[string]pushqueue.Caps
+	// A destination whose every attempt failed for PauseAfter (default
+	// 10 minutes; 5 attempts at least) is paused for PauseFor (default 5
+	// minutes) between probes, and the orgs concerned are told through
+	// their alert webhooks (contracts.PushPausedAlert).
+	PauseAfter time.Duration
+	PauseFor   time.Duration
+	// Gate is the state the meters share (contracts/redis): with it, the
+	// caps hold across meters and a Retry-After or pause one meter saw
+	// holds all. Without it, or while it fails, each meter keeps its
+	// share of the caps: 1/Meters (default 1) of them.
+	Gate   contracts.PushGate
+	Meters int
 
 	client *http.Client
 	wake   chan struct{}
@@ -85,6 +105,23 @@ func (ps *Push) init() {
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 		}
 	})
+}
+
+// capsOf is a destination's caps.
+func (ps *Push) capsOf(dest string) pushqueue.Caps {
+	c := ps.Caps
+	if o, ok := ps.DestinationCaps[dest]; ok {
+		if o.Concurrency > 0 {
+			c.Concurrency = o.Concurrency
+		}
+		if o.PerSecond > 0 {
+			c.PerSecond = o.PerSecond
+		}
+		if o.Burst > 0 {
+			c.Burst = o.Burst
+		}
+	}
+	return c
 }
 
 func (ps *Push) kick() {

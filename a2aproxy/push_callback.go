@@ -67,9 +67,7 @@ func (p *Proxy) notification(ctx context.Context, n notification) (status int, r
 		p.Logger.ErrorContext(ctx, "push notification not metered", "task_id", cfg.TaskID, "err", err)
 		return http.StatusServiceUnavailable, "try again" // the agent's retry brings it again
 	}
-	d := contracts.Delivery{ID: "dlv_" + hex.EncodeToString(sum[:16]), ListingID: cfg.ListingID, TaskID: cfg.TaskID, ConfigID: cfg.ConfigID,
-		OrgID: cfg.OrgID, Body: out, Status: contracts.DeliveryPending, NextAttemptAt: p.Clock.Now(), CreatedAt: p.Clock.Now()}
-	if _, err := p.Push.Store.Enqueue(ctx, d); err != nil {
+	if err := p.enqueueNotification(ctx, cfg, "dlv_"+hex.EncodeToString(sum[:16]), out, ob); err != nil {
 		// Metered already: the agent's retry records the same usage row
 		// again (its id is the notification's), which the store and the
 		// ledger take once.
@@ -77,8 +75,35 @@ func (p *Proxy) notification(ctx context.Context, n notification) (status int, r
 		return http.StatusServiceUnavailable, "try again" // the agent's retry brings it again
 	}
 	p.Metrics.pushReceived(cfg.ListingID, "accepted")
-	p.Push.kick()
 	return http.StatusOK, ""
+}
+
+// enqueueNotification stores the delivery of a notification (body, in the
+// buyer's version; ob, what it is) to cfg's webhook under id, superseding
+// the pending status updates it makes stale, and wakes the delivery loop.
+func (p *Proxy) enqueueNotification(ctx context.Context, cfg *contracts.PushConfig, id string, body []byte, ob wire.Observation) error {
+	now := p.Clock.Now()
+	d := contracts.Delivery{ID: id, ListingID: cfg.ListingID, TaskID: cfg.TaskID, ConfigID: cfg.ConfigID, OrgID: cfg.OrgID,
+		Destination: contracts.Destination(cfg.URL), Kind: deliveryKind(ob), Body: body, Status: contracts.DeliveryPending, NextAttemptAt: now, CreatedAt: now}
+	if _, err := p.Push.Store.Enqueue(ctx, d); err != nil {
+		return err
+	}
+	p.Push.kick()
+	return nil
+}
+
+// deliveryKind says what a notification is to coalescing: a status
+// update to a state that is not terminal is superseded by a later status
+// of its config; a terminal one, or a task, supersedes them and is never
+// superseded; anything else (an artifact, a message) neither.
+func deliveryKind(ob wire.Observation) contracts.DeliveryKind {
+	switch {
+	case ob.Kind == wire.KindStatusUpdate && !ob.Terminal:
+		return contracts.DeliveryStatusUpdate
+	case ob.Kind == wire.KindStatusUpdate, ob.Kind == wire.KindTask:
+		return contracts.DeliveryState
+	}
+	return contracts.DeliveryOther
 }
 
 // notificationVersion tells a 1.0 notification (a StreamResponse: one

@@ -440,7 +440,8 @@ func (s *Alerts) delivery(ctx context.Context, a *Alert, name string) (*Delivery
 	if s.Push == nil {
 		return nil, nil
 	}
-	if _, err := s.Push.PushConfig(ctx, "", "", AlertConfigID(a.OrgID)); agentmarket.KindOf(err) == agentmarket.NotFound {
+	cfg, err := s.Push.PushConfig(ctx, "", "", AlertConfigID(a.OrgID))
+	if agentmarket.KindOf(err) == agentmarket.NotFound {
 		return nil, nil
 	} else if err != nil {
 		return nil, err
@@ -451,6 +452,7 @@ func (s *Alerts) delivery(ctx context.Context, a *Alert, name string) (*Delivery
 	if err != nil {
 		return nil, err
 	}
-	return &Delivery{ID: "dlv_" + a.ID, ListingID: "", TaskID: "", ConfigID: AlertConfigID(a.OrgID), OrgID: a.OrgID, Body: body,
+	return &Delivery{ID: "dlv_" + a.ID, ListingID: "", TaskID: "", ConfigID: AlertConfigID(a.OrgID), OrgID: a.OrgID,
+		Destination: Destination(cfg.URL), Body: body,
 		Status: DeliveryPending, NextAttemptAt: a.CreatedAt, CreatedAt: a.CreatedAt}, nil
 }

@@ -183,6 +183,27 @@ const (
 	DeliveryPending   DeliveryStatus = "pending"
 	DeliveryDelivered DeliveryStatus = "delivered"
 	DeliveryFailed    DeliveryStatus = "failed" // given up after the last attempt, or refused (SSRF)
+	// DeliverySuperseded: a status update not sent, because a later
+	// status of the same task and config (SupersededBy) carries the
+	// newer state.
+	DeliverySuperseded DeliveryStatus = "superseded"
+)
+
+// DeliveryKind says what a delivery carries, as far as coalescing goes:
+// push is a signal (the receiver asks for the task), so a status update
+// a later status of the same config supersedes carries nothing the later
+// one does not. Artifacts, messages and terminal states are never
+// superseded.
+type DeliveryKind string
+
+const (
+	DeliveryOther DeliveryKind = "" // never superseded, supersedes nothing
+	// DeliveryStatusUpdate is a status update to a state that is not
+	// terminal: superseded by a later status update or task of its config.
+	DeliveryStatusUpdate DeliveryKind = "status"
+	// DeliveryState is a terminal status update or a task: it supersedes
+	// the status updates before it and is never superseded.
+	DeliveryState DeliveryKind = "state"
 )
 
 // Delivery is one notification to one buyer webhook. Its ID is stable (a
@@ -196,9 +217,19 @@ type Delivery struct {
 	TaskID    string
 	ConfigID  string
 	OrgID     string
-	Body      []byte
-	Status    DeliveryStatus
-	Attempts  int
+	// Destination is the webhook server's (Destination of the config's
+	// URL when it was enqueued): deliveries are claimed and capped per
+	// destination.
+	Destination string
+	Kind        DeliveryKind
+	// Covers counts the status updates of the config this delivery stands
+	// for besides itself (those it superseded, and theirs); SupersededBy
+	// names the delivery that superseded this one.
+	Covers       int
+	SupersededBy string
+	Body         []byte
+	Status       DeliveryStatus
+	Attempts     int
 	// NextAttemptAt is when a pending delivery may be tried next.
 	NextAttemptAt time.Time
 	LastStatus    int // the webhook's last HTTP status; 0 when it was not reached
@@ -232,22 +263,29 @@ type PushStore interface {
 	DeletePushConfig(ctx context.Context, listingID, taskID, configID string) error
 
 	// Enqueue stores a pending delivery unless one with its ID exists;
-	// reports whether it was new.
+	// reports whether it was new. A new delivery of kind
+	// DeliveryStatusUpdate or DeliveryState supersedes, in the same
+	// transaction, the pending status updates (DeliveryStatusUpdate) of
+	// its config that are not leased at d.CreatedAt: they become
+	// DeliverySuperseded, SupersededBy d, and d covers them (and what they
+	// covered).
 	Enqueue(ctx context.Context, d Delivery) (bool, error)
 	// ClaimDeliveries leases up to limit pending deliveries whose next
 	// attempt is due at now: only the oldest pending delivery of each
 	// config, so a config's notifications arrive in order. A claimed
-	// delivery is not claimed again before leaseUntil.
-	ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, limit int) ([]Delivery, error)
+	// delivery is not claimed again before leaseUntil. Deliveries to the
+	// destinations in skip are left alone (the meter holds enough of
+	// theirs, or they asked it to wait).
+	ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, limit int, skip []string) ([]Delivery, error)
 	// DeliveryAttempted records an attempt: delivered (status
 	// DeliveryDelivered), to be retried at next (DeliveryPending), or given
 	// up (DeliveryFailed). It clears the lease. An attempt on a delivery no
 	// longer pending (another meter finished it) changes nothing.
 	DeliveryAttempted(ctx context.Context, id string, status DeliveryStatus, attempts int, next time.Time, httpStatus int, errText string, at time.Time) error
 	Deliveries(ctx context.Context, q DeliveryQuery) ([]Delivery, error)
-	// PruneDeliveries deletes the delivered and failed deliveries created
-	// before before (pending ones stay, whatever their age) and returns how
-	// many went.
+	// PruneDeliveries deletes the delivered, failed and superseded
+	// deliveries created before before (pending ones stay, whatever their
+	// age) and returns how many went.
 	PruneDeliveries(ctx context.Context, before time.Time) (int64, error)
 	// RetryDelivery puts a failed delivery of orgID back to pending, due
 	// at now, with its attempts counted from 0 again (a full new schedule);

@@ -65,6 +65,14 @@ const (
 	// the delivery is POSTed to, as the buyer set it (TargetHash): the
 	// signature is good for that webhook only.
 	ParamTarget = "agentmarket-target"
+	// ParamReceived is when the meter received the notification the
+	// delivery carries (seconds since the epoch); ParamCovers how many
+	// earlier status updates of the same task and config, received
+	// before it and not sent, it stands for (a later status supersedes
+	// the pending ones: push is a signal, the latest state says all they
+	// said). ParamCovers is absent when it covers none.
+	ParamReceived = "agentmarket-received"
+	ParamCovers   = "agentmarket-covers"
 )
 
 // TargetHash is the value of ParamTarget for a webhook URL: base64url
@@ -336,6 +344,11 @@ type Claims struct {
 	// TargetURL is where the delivery is POSTed; the header carries its
 	// TargetHash (ParamTarget), not the URL, which may hold a secret.
 	TargetURL string
+	// Received is when the notification reached the meter
+	// (ParamReceived; zero: absent); Covers the status updates it stands
+	// for besides itself (ParamCovers).
+	Received time.Time
+	Covers   int
 }
 
 // SignDelivery signs one attempt of a delivery, over its body, now, for
@@ -345,7 +358,7 @@ type Claims struct {
 func (k *Keys) SignDelivery(ctx context.Context, d contracts.Delivery, targetURL string) (string, error) {
 	k.init()
 	return k.Sign(ctx, d.Body, Claims{IssuedAt: k.Clock.Now(), DeliveryID: d.ID, TaskID: d.TaskID, ListingID: d.ListingID, ConfigID: d.ConfigID,
-		Audience: d.OrgID, TargetURL: targetURL})
+		Audience: d.OrgID, TargetURL: targetURL, Received: d.CreatedAt, Covers: d.Covers})
 }
 
 // Sign returns the compact JWS with a detached payload of body, made with
@@ -368,6 +381,12 @@ func (k *Keys) Sign(ctx context.Context, body []byte, c Claims) (string, error) 
 		WithHeader(ParamConfig, c.ConfigID).
 		WithHeader(ParamAudience, c.Audience).
 		WithHeader(ParamTarget, TargetHash(c.TargetURL))
+	if !c.Received.IsZero() {
+		opts = opts.WithHeader(ParamReceived, c.Received.Unix())
+	}
+	if c.Covers > 0 {
+		opts = opts.WithHeader(ParamCovers, c.Covers)
+	}
 	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: Algorithm, Key: jose.JSONWebKey{Key: priv, KeyID: kid}}, opts)
 	if err != nil {
 		return "", err

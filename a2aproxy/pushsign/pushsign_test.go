@@ -157,6 +157,7 @@ func TestSignAndVerify(t *testing.T) {
 	r := newRig(t)
 	ctx := context.Background()
 	d := delivery("dlv_1")
+	d.CreatedAt, d.Covers = t0.Add(-2*time.Second), 3 // it stands for 3 status updates before it
 	sig, kid := sign(t, r.keys, d)
 	h := header(t, sig)
 	// The target is the SHA-256 of the URL's bytes, base64url without
@@ -165,7 +166,7 @@ func TestSignAndVerify(t *testing.T) {
 	target := base64.RawURLEncoding.EncodeToString(sum[:])
 	want := map[string]any{"alg": "ES256", "kid": kid, "iat": float64(t0.Unix()), "agentmarket-delivery": "dlv_1",
 		"agentmarket-task": "task-dlv_1", "agentmarket-listing": "lst_1", "agentmarket-config": "cfg-1",
-		"aud": "org_b", "agentmarket-target": target}
+		"aud": "org_b", "agentmarket-target": target, "agentmarket-received": float64(t0.Add(-2 * time.Second).Unix()), "agentmarket-covers": float64(3)}
 	if g, w := mustJSON(h), mustJSON(want); g != w {
 		t.Errorf("protected header = %s, want %s", g, w)
 	}
@@ -180,7 +181,7 @@ func TestSignAndVerify(t *testing.T) {
 		t.Fatalf("verify: %v", err)
 	}
 	if got.KeyID != kid || got.DeliveryID != "dlv_1" || got.TaskID != "task-dlv_1" || got.ListingID != "lst_1" || got.ConfigID != "cfg-1" ||
-		got.Org != "org_b" || got.Target != target || !got.IssuedAt.Equal(t0) {
+		got.Org != "org_b" || got.Target != target || !got.IssuedAt.Equal(t0) || !got.Received.Equal(t0.Add(-2*time.Second)) || got.Covers != 3 {
 		t.Errorf("verified delivery = %+v", got)
 	}
 

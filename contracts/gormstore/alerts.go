@@ -128,13 +128,7 @@ func (s *Store) RecordAlert(ctx context.Context, a *contracts.Alert, d *contract
 		if d == nil {
 			return nil
 		}
-		next := d.NextAttemptAt
-		if next.IsZero() {
-			next = d.CreatedAt
-		}
-		return tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "id"}}, DoNothing: true}).Create(&deliveryRow{ID: d.ID, ListingID: d.ListingID,
-			TaskID: d.TaskID, ConfigID: d.ConfigID, OrgID: d.OrgID, Body: nonNil(d.Body), Status: string(contracts.DeliveryPending),
-			NextAttemptAt: next.UTC(), CreatedAt: d.CreatedAt.UTC()}).Error
+		return tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "id"}}, DoNothing: true}).Create(pendingRow(d)).Error
 	})
 	if err != nil {
 		return false, relational.Translate(err, "alert")

@@ -44,6 +44,10 @@ type deliveryRow struct {
 	TaskID        string
 	ConfigID      string
 	OrgID         string
+	Destination   string
+	Kind          string
+	Covers        int
+	SupersededBy  string
 	Body          []byte
 	Status        string
 	Attempts      int
@@ -59,7 +63,7 @@ func (deliveryRow) TableName() string { return "push_deliveries" }
 
 func deliveryFromRow(r *deliveryRow) contracts.Delivery {
 	return contracts.Delivery{ID: r.ID, Seq: r.Seq, ListingID: r.ListingID, TaskID: r.TaskID, ConfigID: r.ConfigID, OrgID: r.OrgID,
-		Body: r.Body, Status: contracts.DeliveryStatus(r.Status), Attempts: r.Attempts, NextAttemptAt: r.NextAttemptAt.UTC(),
+		Destination: r.Destination, Kind: contracts.DeliveryKind(r.Kind), Covers: r.Covers, SupersededBy: r.SupersededBy, Body: r.Body, Status: contracts.DeliveryStatus(r.Status), Attempts: r.Attempts, NextAttemptAt: r.NextAttemptAt.UTC(),
 		LastStatus: r.LastStatus, LastError: r.LastError, CreatedAt: r.CreatedAt.UTC(), DeliveredAt: utcPtr(r.DeliveredAt)}
 }
 
@@ -157,24 +161,60 @@ func (s *Store) DeletePushConfig(ctx context.Context, listingID, taskID, configI
 	return relational.Translate(err, "push config")
 }
 
-// Enqueue implements contracts.PushStore. The delivery is stored pending
-// whatever its Status; a zero NextAttemptAt makes it due at CreatedAt.
-func (s *Store) Enqueue(ctx context.Context, d contracts.Delivery) (bool, error) {
+// pendingRow is the row of a delivery enqueued: pending whatever its
+// Status; a zero NextAttemptAt makes it due at CreatedAt.
+func pendingRow(d *contracts.Delivery) *deliveryRow {
 	next := d.NextAttemptAt
 	if next.IsZero() {
 		next = d.CreatedAt
 	}
-	row := &deliveryRow{ID: d.ID, ListingID: d.ListingID, TaskID: d.TaskID, ConfigID: d.ConfigID, OrgID: d.OrgID, Body: nonNil(d.Body),
-		Status: string(contracts.DeliveryPending), Attempts: d.Attempts, NextAttemptAt: next.UTC(), CreatedAt: d.CreatedAt.UTC()}
-	res := s.db.WithContext(ctx).Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "id"}}, DoNothing: true}).Create(row)
-	if res.Error != nil {
-		return false, relational.Translate(res.Error, "delivery")
+	return &deliveryRow{ID: d.ID, ListingID: d.ListingID, TaskID: d.TaskID, ConfigID: d.ConfigID, OrgID: d.OrgID, Destination: d.Destination,
+		Kind: string(d.Kind), Body: nonNil(d.Body), Status: string(contracts.DeliveryPending), Attempts: d.Attempts, NextAttemptAt: next.UTC(), CreatedAt: d.CreatedAt.UTC()}
+}
+
+// Enqueue implements contracts.PushStore.
+func (s *Store) Enqueue(ctx context.Context, d contracts.Delivery) (bool, error) {
+	row := pendingRow(&d)
+	inserted := false
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Clauses(clause.OnConflict{Columns: []clause.Column{{Name: "id"}}, DoNothing: true}).Create(row)
+		if res.Error != nil || res.RowsAffected == 0 {
+			return res.Error
+		}
+		inserted = true
+		if d.Kind != contracts.DeliveryStatusUpdate && d.Kind != contracts.DeliveryState {
+			return nil
+		}
+		return supersede(tx, row)
+	})
+	if err != nil {
+		return false, relational.Translate(err, "delivery")
 	}
-	return res.RowsAffected == 1, nil
+	return inserted, nil
+}
+
+// supersede marks the pending status updates of row's config before it,
+// not leased, superseded by it, and counts them in its covers. The update
+// comes first: a concurrent Enqueue that took some of them already (its
+// update waited on theirs) does not count them again.
+func supersede(tx *gorm.DB, row *deliveryRow) error {
+	res := tx.Model(&deliveryRow{}).
+		Where("listing_id = ? AND task_id = ? AND config_id = ? AND status = ? AND kind = ? AND seq < ? AND (lease_until IS NULL OR lease_until <= ?)",
+			row.ListingID, row.TaskID, row.ConfigID, string(contracts.DeliveryPending), string(contracts.DeliveryStatusUpdate), row.Seq, row.CreatedAt).
+		Updates(map[string]any{"status": string(contracts.DeliverySuperseded), "superseded_by": row.ID, "lease_until": nil})
+	if res.Error != nil || res.RowsAffected == 0 {
+		return res.Error
+	}
+	var covered int64
+	err := tx.Model(&deliveryRow{}).Select("COALESCE(SUM(covers + 1), 0)").Where("superseded_by = ?", row.ID).Scan(&covered).Error
+	if err != nil {
+		return err
+	}
+	return tx.Model(&deliveryRow{}).Where("seq = ?", row.Seq).Update("covers", covered).Error
 }
 
 // ClaimDeliveries implements contracts.PushStore.
-func (s *Store) ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, limit int) ([]contracts.Delivery, error) {
+func (s *Store) ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, limit int, skip []string) ([]contracts.Delivery, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
@@ -186,9 +226,12 @@ func (s *Store) ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, 
 		var rows []deliveryRow
 		// A delivery waits while an older one of its config is pending,
 		// leased or not, due or not: a config's notifications go in order.
-		err := tx.Clauses(claimLock).
-			Where("status = ? AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until <= ?)", pending, now, now).
-			Where(`NOT EXISTS (SELECT 1 FROM push_deliveries older WHERE older.listing_id = push_deliveries.listing_id
+		q := tx.Clauses(claimLock).
+			Where("status = ? AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until <= ?)", pending, now, now)
+		if len(skip) > 0 {
+			q = q.Where("destination NOT IN ?", skip)
+		}
+		err := q.Where(`NOT EXISTS (SELECT 1 FROM push_deliveries older WHERE older.listing_id = push_deliveries.listing_id
 				AND older.task_id = push_deliveries.task_id AND older.config_id = push_deliveries.config_id
 				AND older.status = ? AND older.seq < push_deliveries.seq)`, pending).
 			Order("seq ASC").Limit(limit).Find(&rows).Error
@@ -294,7 +337,7 @@ func (s *Store) RetryDelivery(ctx context.Context, orgID, id string, now time.Ti
 // PruneDeliveries implements contracts.PushStore.
 func (s *Store) PruneDeliveries(ctx context.Context, before time.Time) (int64, error) {
 	res := s.db.WithContext(ctx).Where("status IN ? AND created_at < ?",
-		[]string{string(contracts.DeliveryDelivered), string(contracts.DeliveryFailed)}, before.UTC()).Delete(&deliveryRow{})
+		[]string{string(contracts.DeliveryDelivered), string(contracts.DeliveryFailed), string(contracts.DeliverySuperseded)}, before.UTC()).Delete(&deliveryRow{})
 	if res.Error != nil {
 		return 0, relational.Translate(res.Error, "delivery")
 	}

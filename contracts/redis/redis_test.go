@@ -111,3 +111,7 @@ func TestRaiseBill(t *testing.T) {
 func TestAttempts(t *testing.T) {
 	storetest.RunAttempts(t, func(t *testing.T) contracts.AttemptStore { return redistest.Open(t) })
 }
+
+func TestPushGate(t *testing.T) {
+	storetest.RunPushGate(t, func(t *testing.T) contracts.PushGate { return redistest.Open(t) })
+}

@@ -64,7 +64,7 @@ func runPush(t *testing.T, newStore TaskFactory) {
 	}
 	claim := func(t *testing.T, s TaskStore, now, leaseUntil time.Time, want ...string) []contracts.Delivery {
 		t.Helper()
-		got, err := s.ClaimDeliveries(ctx, now, leaseUntil, 10)
+		got, err := s.ClaimDeliveries(ctx, now, leaseUntil, 10, nil)
 		must(t, err)
 		ids := deliveryIDs(got)
 		slices.Sort(ids)
@@ -227,7 +227,7 @@ func runPush(t *testing.T, newStore TaskFactory) {
 		if len(ds) != 1 || ds[0].ID != "a1" || ds[0].Attempts != 1 || tsp(ds[0].DeliveredAt) != tsp(utc(now.Add(time.Second))) {
 			t.Errorf("delivered deliveries = %+v, want a1 delivered at %s", ds, ts(now.Add(time.Second).UTC()))
 		}
-		if got, err := s.ClaimDeliveries(ctx, now, now, 0); err != nil || len(got) != 0 {
+		if got, err := s.ClaimDeliveries(ctx, now, now, 0, nil); err != nil || len(got) != 0 {
 			t.Errorf("ClaimDeliveries with limit 0 = %v, %v; want none", deliveryIDs(got), err)
 		}
 		wantKind(t, "DeliveryAttempted(unknown)", s.DeliveryAttempted(ctx, "dlv_nope", contracts.DeliveryDelivered, 1, now, 200, "", now), agentmarket.NotFound)
@@ -237,6 +237,104 @@ func runPush(t *testing.T, newStore TaskFactory) {
 		must(t, err)
 		if !slices.ContainsFunc(ds, func(d contracts.Delivery) bool { return d.ID == "a1" && d.Attempts == 1 }) {
 			t.Errorf("a late attempt changed a delivered delivery: %+v", ds)
+		}
+	})
+
+	t.Run("deliveries: destinations skipped are not claimed", func(t *testing.T) {
+		s, _ := newStore(t)
+		now := t0.Add(time.Hour)
+		slow, fast := "https://slow.example.com:443", "https://fast.example.com:443"
+		var ds []contracts.Delivery
+		for i := range 3 {
+			d := delivery(fmt.Sprintf("s%d", i), fmt.Sprintf("cfg_s%d", i), t0)
+			d.Destination = slow
+			ds = append(ds, d)
+		}
+		f := delivery("f1", "cfg_f", t0)
+		f.Destination = fast
+		legacy := delivery("l1", "cfg_l", t0) // enqueued before destinations were kept
+		enqueue(t, s, append(ds, f, legacy)...)
+		got, err := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), 10, []string{slow})
+		must(t, err)
+		if ids := deliveryIDs(got); !slices.Equal(ids, []string{"f1", "l1"}) {
+			t.Errorf("ClaimDeliveries skipping %s = %v, want [f1 l1]", slow, ids)
+		}
+		if got, err := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), 10, nil); err != nil || len(got) != 3 {
+			t.Errorf("ClaimDeliveries with nothing skipped = %v, %v; want the slow destination's 3", deliveryIDs(got), err)
+		} else if got[0].Destination != slow {
+			t.Errorf("claimed delivery's destination = %q, want %q", got[0].Destination, slow)
+		}
+	})
+
+	t.Run("deliveries: a later status supersedes the pending status updates of its config", func(t *testing.T) {
+		s, _ := newStore(t)
+		now := t0.Add(time.Hour)
+		kinded := func(id, cfg string, k contracts.DeliveryKind) contracts.Delivery {
+			d := delivery(id, cfg, now)
+			d.Kind = k
+			return d
+		}
+		byID := func() map[string]contracts.Delivery {
+			ds, err := s.Deliveries(ctx, contracts.DeliveryQuery{OrgID: "org_a"})
+			must(t, err)
+			out := map[string]contracts.Delivery{}
+			for _, d := range ds {
+				out[d.ID] = d
+			}
+			return out
+		}
+		want := func(what string, id string, status contracts.DeliveryStatus, by string, covers int) {
+			t.Helper()
+			d := byID()[id]
+			if d.Status != status || d.SupersededBy != by || d.Covers != covers {
+				t.Errorf("%s: %s is %s (superseded by %q, covers %d); want %s (%q, %d)", what, id, d.Status, d.SupersededBy, d.Covers, status, by, covers)
+			}
+		}
+		enqueue(t, s, kinded("s1", "cfg_1", contracts.DeliveryStatusUpdate))
+		claim(t, s, now, now.Add(time.Minute), "s1") // s1 is being sent: it stays
+		enqueue(t, s,
+			kinded("s2", "cfg_1", contracts.DeliveryStatusUpdate),
+			kinded("a1", "cfg_1", contracts.DeliveryOther), // an artifact: never superseded
+			kinded("x1", "cfg_2", contracts.DeliveryStatusUpdate),
+			kinded("s3", "cfg_1", contracts.DeliveryStatusUpdate),
+		)
+		want("a status update after another", "s2", contracts.DeliverySuperseded, "s3", 0)
+		want("the later one", "s3", contracts.DeliveryPending, "", 1)
+		want("the update being sent", "s1", contracts.DeliveryPending, "", 0)
+		want("an artifact", "a1", contracts.DeliveryPending, "", 0)
+		want("another config's update", "x1", contracts.DeliveryPending, "", 0)
+		if d := byID()["s3"]; d.Kind != contracts.DeliveryStatusUpdate {
+			t.Errorf("s3's kind = %q", d.Kind)
+		}
+
+		enqueue(t, s, kinded("t1", "cfg_1", contracts.DeliveryState)) // completed
+		want("superseded by the terminal state", "s3", contracts.DeliverySuperseded, "t1", 1)
+		want("the terminal state", "t1", contracts.DeliveryPending, "", 2)
+		enqueue(t, s, kinded("t2", "cfg_1", contracts.DeliveryState))
+		want("a terminal state is never superseded", "t1", contracts.DeliveryPending, "", 2)
+		want("a second state", "t2", contracts.DeliveryPending, "", 0)
+		ok, err := s.Enqueue(ctx, kinded("s3", "cfg_1", contracts.DeliveryStatusUpdate))
+		wantBool(t, "Enqueue of a superseded delivery's id again", ok, err, false)
+		want("enqueued again", "s3", contracts.DeliverySuperseded, "t1", 1)
+
+		// s1 was sent: then a1 (the artifact), t1, t2 go, in order, and
+		// nothing superseded is claimed.
+		attempted(t, s, "s1", contracts.DeliveryDelivered, 1, time.Time{}, now)
+		for _, id := range []string{"a1", "t1", "t2"} {
+			got, err := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), 10, nil)
+			must(t, err)
+			ids := deliveryIDs(got)
+			if !slices.Contains(ids, id) || slices.ContainsFunc(ids, func(x string) bool { return x != id && x != "x1" }) {
+				t.Fatalf("claimed %v, want %s (and x1)", ids, id)
+			}
+			attempted(t, s, id, contracts.DeliveryDelivered, 1, time.Time{}, now)
+		}
+
+		// Superseded deliveries are pruned with the settled ones.
+		n, err := s.PruneDeliveries(ctx, now.Add(time.Second))
+		must(t, err)
+		if n != 6 {
+			t.Errorf("PruneDeliveries removed %d, want 6 (4 delivered, 2 superseded)", n)
 		}
 	})
 
@@ -399,7 +497,7 @@ func runPush(t *testing.T, newStore TaskFactory) {
 		for i := range claimers {
 			wg.Go(func() {
 				for {
-					ds, err := s.ClaimDeliveries(ctx, now, now.Add(time.Hour), 2)
+					ds, err := s.ClaimDeliveries(ctx, now, now.Add(time.Hour), 2, nil)
 					if err != nil {
 						errs[i] = err
 						return

@@ -106,6 +106,8 @@ type deliveryJSON struct {
 	TaskID        string     `json:"task_id"`
 	ConfigID      string     `json:"config_id"`
 	Status        string     `json:"status"`
+	SupersededBy  string     `json:"superseded_by"`
+	Covers        int        `json:"covers"`
 	Attempts      int        `json:"attempts"`
 	NextAttemptAt *time.Time `json:"next_attempt_at"`
 	LastStatus    int        `json:"last_http_status"`
@@ -128,7 +130,7 @@ func (s *Server) listDeliveries(c *fiber.Ctx) error {
 	out := make([]deliveryJSON, len(ds))
 	for i, d := range ds {
 		out[i] = deliveryJSON{ID: d.ID, ListingID: d.ListingID, TaskID: d.TaskID, ConfigID: d.ConfigID, Status: string(d.Status),
-			Attempts: d.Attempts, LastStatus: d.LastStatus, LastError: d.LastError, CreatedAt: d.CreatedAt, DeliveredAt: d.DeliveredAt}
+			SupersededBy: d.SupersededBy, Covers: d.Covers, Attempts: d.Attempts, LastStatus: d.LastStatus, LastError: d.LastError, CreatedAt: d.CreatedAt, DeliveredAt: d.DeliveredAt}
 		if d.Status == contracts.DeliveryPending {
 			at := d.NextAttemptAt
 			out[i].NextAttemptAt = &at

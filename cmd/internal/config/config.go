@@ -119,6 +119,39 @@ type MeterLimits struct {
 	// StallAfter is how long a task may show no progress before the meter
 	// marks it stalled; 0 = off (listings may set their own).
 	StallAfter time.Duration
+	// PushDestination is what one webhook server (scheme, host, port)
+	// receives from all the meters together: deliveries in flight and
+	// started per second; PushDestinations the operator's own for some.
+	// PushMeters is how many meters share them when there is no Redis
+	// (each keeps 1/PushMeters). A destination failing every attempt for
+	// PushPauseAfter is paused for PushPauseFor between probes.
+	PushDestination  contracts.PushLimit
+	PushDestinations map[string]contracts.PushLimit
+	PushMeters       int
+	PushPauseAfter   time.Duration
+	PushPauseFor     time.Duration
+}
+
+// parseDestinationCaps reads push-destination-caps: url=concurrency/rate,
+// comma-separated; the key is the URL's destination (scheme, host, port).
+func parseDestinationCaps(v string) (map[string]contracts.PushLimit, error) {
+	out := map[string]contracts.PushLimit{}
+	for _, item := range strings.Split(v, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		u, spec, ok := strings.Cut(item, "=")
+		conc, rate, ok2 := strings.Cut(spec, "/")
+		dest := contracts.Destination(strings.TrimSpace(u))
+		n, err1 := strconv.Atoi(strings.TrimSpace(conc))
+		r, err2 := strconv.ParseFloat(strings.TrimSpace(rate), 64)
+		if !ok || !ok2 || dest == "" || err1 != nil || err2 != nil || n < 1 || r < 0.01 {
+			return nil, fmt.Errorf("%q must be url=concurrency/rate, like https://hooks.example.com=32/200", item)
+		}
+		out[dest] = contracts.PushLimit{Concurrency: n, PerSecond: r}
+	}
+	return out, nil
 }
 
 func duration(min time.Duration, f func(*Config) *time.Duration) func(*Config, string) error {
@@ -252,6 +285,37 @@ func Settings(bin string) []Setting {
 		{"push-retention", "how long delivered and failed push deliveries are kept (GET /api/v1/push-deliveries shows them)", "720h", duration(time.Hour, func(c *Config) *time.Duration { return &c.MeterLimits.PushRetention })},
 		{"push-retry-base", "delay before the first retry of a push delivery; doubled each attempt (with jitter), up to push-retry-max", "1s", duration(10*time.Millisecond, func(c *Config) *time.Duration { return &c.MeterLimits.PushRetryBase })},
 		{"push-retry-max", "longest delay between two attempts of a push delivery", "5m", duration(10*time.Millisecond, func(c *Config) *time.Duration { return &c.MeterLimits.PushRetryMax })},
+		{"push-destination-concurrency", "push deliveries in flight at once to one webhook server (scheme, host and port), from all the meters together", "8", func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 10000 {
+				return errors.New("must be a whole number from 1 to 10000")
+			}
+			c.MeterLimits.PushDestination.Concurrency = n
+			return nil
+		}},
+		{"push-destination-rate", "push deliveries started per second to one webhook server, from all the meters together", "50", func(c *Config, v string) error {
+			r, err := strconv.ParseFloat(v, 64)
+			if err != nil || r < 0.01 || r > 100000 {
+				return errors.New("must be a number of deliveries per second from 0.01 to 100000")
+			}
+			c.MeterLimits.PushDestination.PerSecond = r
+			return nil
+		}},
+		{"push-destination-caps", "the caps of named webhook servers, instead of push-destination-concurrency and -rate: url=concurrency/rate, comma-separated, like https://hooks.example.com=32/200", "", func(c *Config, v string) error {
+			caps, err := parseDestinationCaps(v)
+			c.MeterLimits.PushDestinations = caps
+			return err
+		}},
+		{"push-meters", "how many meters deliver push notifications when there is no Redis (AGENTMARKET_REDIS_URL): each keeps that share of every webhook server's caps", "1", func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 || n > 1000 {
+				return errors.New("must be a whole number from 1 to 1000")
+			}
+			c.MeterLimits.PushMeters = n
+			return nil
+		}},
+		{"push-pause-after", "a webhook server that fails every push delivery attempt (5 at least) for this long is paused, and the orgs concerned told at their alert webhooks", "10m", duration(time.Second, func(c *Config) *time.Duration { return &c.MeterLimits.PushPauseAfter })},
+		{"push-pause-for", "how long a paused webhook server gets nothing before one delivery probes it (a success resumes it)", "5m", duration(time.Second, func(c *Config) *time.Duration { return &c.MeterLimits.PushPauseFor })},
 		{"push-key-rotation", "how long a key that signs push deliveries signs before the next one takes over (the next is published in the JWKS an hour before)", "720h", duration(2*time.Hour, func(c *Config) *time.Duration { return &c.MeterLimits.PushKeyRotation })},
 		{"push-key-retention", "how long a replaced push signing key stays in the JWKS (GET /api/v1/push/jwks), so that what it signed still verifies; longer than a delivery's retries last", "168h", duration(time.Hour, func(c *Config) *time.Duration { return &c.MeterLimits.PushKeyRetention })},
 		{"shutdown-timeout", "longest the process takes to stop after SIGTERM (half of it to finish requests under way, the rest to flush usage and close); then it exits anyway", "10s", duration(time.Second, func(c *Config) *time.Duration { return &c.ShutdownTimeout })},

@@ -172,7 +172,9 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 		Incidents:    d.Catalog,
 		Sealer:       d.Sealer,
 		Push: &a2aproxy.Push{Store: store, Sealer: d.Sealer, Signer: d.PushKeys, Guard: guard, Allow: guard.Allow,
-			MaxAttempts: d.Config.MeterLimits.PushMaxAttempts, RetryBase: d.Config.MeterLimits.PushRetryBase, RetryMax: d.Config.MeterLimits.PushRetryMax, Retention: d.Config.MeterLimits.PushRetention},
+			MaxAttempts: d.Config.MeterLimits.PushMaxAttempts, RetryBase: d.Config.MeterLimits.PushRetryBase, RetryMax: d.Config.MeterLimits.PushRetryMax, Retention: d.Config.MeterLimits.PushRetention,
+			Caps: d.Config.MeterLimits.PushDestination, DestinationCaps: d.Config.MeterLimits.PushDestinations, Meters: d.Config.MeterLimits.PushMeters,
+			PauseAfter: d.Config.MeterLimits.PushPauseAfter, PauseFor: d.Config.MeterLimits.PushPauseFor},
 		Guard:   guard,
 		Dialer:  d.Dialer,
 		Clock:   d.Clock,
@@ -181,6 +183,7 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 		Base:    ctx,
 	}
 	if shared != nil {
+		p.Push.Gate = shared // every meter keeps the webhooks' caps together
 		p.Shared, p.SharedBills = shared, shared
 		p.Sent = &contracts.SentFallback{Hot: shared, Durable: sent, Window: listings.MaxIdempotencyWindow, OnFallback: func(op string, err error) {
 			p.Metrics.SharedFallback(op)

@@ -25,8 +25,10 @@
 //     is the hash of this webhook's URL and "agentmarket-config" one of
 //     your configs (a genuine delivery another org asked for, with the
 //     same config id and your URL, is signed for that org, not for you);
-//  7. check "iat" is recent (each attempt is signed anew), and use the
-//     delivery id to drop a delivery you already have.
+//  7. check "iat" is recent (each attempt is signed anew; an old one is a
+//     replay), that this very signature was not received before (a copy
+//     of a request), and use the delivery id to acknowledge, without
+//     handling it again, a delivery you handled already (Seen does both).
 package pushverify
 
 import (
@@ -60,6 +62,14 @@ type Delivery struct {
 	// Target is "agentmarket-target": the base64url SHA-256 of the URL
 	// it was sent to, this webhook's.
 	Target string
+	// Received is when the meter received the notification
+	// ("agentmarket-received"; zero when absent). Covers
+	// ("agentmarket-covers") is how many earlier status updates of the
+	// same task and config, received before it, it stands for: under a
+	// flood the meter sends the latest state, not every step to it
+	// (artifacts and terminal states always go).
+	Received time.Time
+	Covers   int
 }
 
 // Errors of Verify.
@@ -97,6 +107,11 @@ type Verifier struct {
 	Refresh time.Duration
 	// Now tells the time; nil: time.Now.
 	Now func() time.Time
+	// Seen, when set, refuses an attempt received before (ErrReplayed),
+	// and lets Handler acknowledge a delivery handled before without
+	// handling it again. Without it, a copy of a request is accepted
+	// while its signature is fresh (MaxSkew).
+	Seen *Seen
 
 	mu      sync.Mutex
 	set     *jose.JSONWebKeySet
@@ -164,6 +179,12 @@ func (v *Verifier) Verify(ctx context.Context, signature string, body []byte) (*
 		return nil, fmt.Errorf("%w: iat, agentmarket-delivery or agentmarket-task missing", ErrMalformed)
 	}
 	d.IssuedAt = time.Unix(int64(iat), 0)
+	if rec, ok := h.ExtraHeaders["agentmarket-received"].(float64); ok {
+		d.Received = time.Unix(int64(rec), 0)
+	}
+	if n, ok := h.ExtraHeaders["agentmarket-covers"].(float64); ok {
+		d.Covers = int(n)
+	}
 	switch {
 	case d.Org != v.Org:
 		return nil, fmt.Errorf("%w: signed for org %q", ErrNotForYou, d.Org)
@@ -178,6 +199,15 @@ func (v *Verifier) Verify(ctx context.Context, signature string, body []byte) (*
 	}
 	if age := v.now().Sub(d.IssuedAt); skew > 0 && (age > skew || age < -skew) {
 		return nil, fmt.Errorf("%w: signed at %s", ErrStale, d.IssuedAt.UTC().Format(time.RFC3339))
+	}
+	if v.Seen != nil {
+		staleAt := d.IssuedAt.Add(max(skew, 0) + time.Second)
+		if skew < 0 {
+			staleAt = v.now().Add(24 * time.Hour) // no freshness: remembered a day
+		}
+		if !v.Seen.attempt(signature, staleAt, v.now()) {
+			return nil, ErrReplayed
+		}
 	}
 	return d, nil
 }
@@ -253,9 +283,11 @@ func FromContext(ctx context.Context) (*Delivery, bool) {
 }
 
 // Handler verifies every request before next sees it: a request whose
-// signature does not verify, is not for this webhook, or whose
-// X-AgentMarket-Delivery-Id is not the signed one, is answered 401 (the
-// meter retries it; a forgery or another org's delivery stops here).
+// signature does not verify, is not for this webhook, is stale or (with
+// Seen) a replay, or whose X-AgentMarket-Delivery-Id is not the signed
+// one, is answered 401 (the meter retries it, signed anew; a forgery, a
+// copy or another org's delivery stops here). With Seen, a delivery next
+// handled before (answered 2xx) is answered 200 without reaching next.
 // next gets the body as it arrived, and the verified Delivery in the
 // request's context (FromContext).
 func (v *Verifier) Handler(next http.Handler) http.Handler {
@@ -273,7 +305,36 @@ func (v *Verifier) Handler(next http.Handler) http.Handler {
 			http.Error(w, "signature refused: "+err.Error(), http.StatusUnauthorized)
 			return
 		}
+		if v.Seen != nil && v.Seen.Handled(d.DeliveryID, v.now()) {
+			// A retry of a delivery handled already (the meter missed the
+			// answer): acknowledged, not handled twice.
+			w.WriteHeader(http.StatusOK)
+			return
+		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), ctxKey{}, d)))
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		next.ServeHTTP(sw, r.WithContext(context.WithValue(r.Context(), ctxKey{}, d)))
+		if v.Seen != nil && sw.status >= 200 && sw.status < 300 {
+			v.Seen.MarkHandled(d.DeliveryID, v.now())
+		}
 	})
+}
+
+// statusWriter notes the status the handler answers.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	return w.ResponseWriter.Write(b)
 }

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -200,5 +202,67 @@ func TestAudienceRequired(t *testing.T) {
 		if _, err := v.Verify(ctx, sign(extra), body); !errors.Is(err, pushverify.ErrNotForYou) {
 			t.Errorf("%s: %v, want ErrNotForYou", name, err)
 		}
+	}
+}
+
+// TestReplays: with Seen, a copy of an attempt is refused (401,
+// ErrReplayed) while its signature is fresh, and as stale after; a retry
+// of a delivery the webhook handled (signed anew) is acknowledged without
+// reaching the handler; a delivery whose handler failed reaches it again.
+func TestReplays(t *testing.T) {
+	clock := agentmarket.NewManualClock(time.Now())
+	keys, jwks := meter(t, clock)
+	v := &pushverify.Verifier{JWKSURL: jwks, Org: orgA, URL: hookA, Config: pushverify.ConfigIDs("cfg-1", "cfg-2"), Now: clock.Now,
+		MaxSkew: 5 * time.Minute, Seen: &pushverify.Seen{}}
+	var reached []string
+	fail := map[string]bool{"dlv_" + orgA + "cfg-2": true} // cfg-2's handler fails once
+	hook := v.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d, _ := pushverify.FromContext(r.Context())
+		reached = append(reached, d.DeliveryID)
+		if fail[d.DeliveryID] {
+			delete(fail, d.DeliveryID)
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	post := func(d contracts.Delivery, sig string) (int, string) {
+		req := httptest.NewRequest(http.MethodPost, hookA, bytes.NewReader(d.Body))
+		req.Header.Set(pushverify.SignatureHeader, sig)
+		req.Header.Set("X-AgentMarket-Delivery-Id", d.ID)
+		rec := httptest.NewRecorder()
+		hook.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.String()
+	}
+	d1, sig1 := signed(t, keys, orgA, "cfg-1", hookA)
+	if code, body := post(d1, sig1); code != http.StatusNoContent {
+		t.Fatalf("the first attempt: %d %s", code, body)
+	}
+	if code, body := post(d1, sig1); code != http.StatusUnauthorized || !strings.Contains(body, pushverify.ErrReplayed.Error()) {
+		t.Errorf("the same attempt again: %d %s, want 401 replayed", code, body)
+	}
+	if _, err := v.Verify(context.Background(), sig1, d1.Body); !errors.Is(err, pushverify.ErrReplayed) {
+		t.Errorf("Verify of a copy: %v, want ErrReplayed", err)
+	}
+	clock.Advance(30 * time.Second)
+	_, retry := signed(t, keys, orgA, "cfg-1", hookA) // the meter's retry: signed anew
+	if code, body := post(d1, retry); code != http.StatusOK {
+		t.Errorf("a retry of a handled delivery: %d %s, want 200 (acknowledged)", code, body)
+	}
+	d2, sig2 := signed(t, keys, orgA, "cfg-2", hookA)
+	if code, _ := post(d2, sig2); code != http.StatusInternalServerError {
+		t.Errorf("cfg-2's first attempt: %d, want the handler's 500", code)
+	}
+	clock.Advance(2 * time.Second)
+	_, retry2 := signed(t, keys, orgA, "cfg-2", hookA)
+	if code, _ := post(d2, retry2); code != http.StatusNoContent {
+		t.Errorf("the retry of a delivery whose handler failed: %d, want handled (204)", code)
+	}
+	if want := []string{d1.ID, d2.ID, d2.ID}; !slices.Equal(reached, want) {
+		t.Errorf("the handler saw %v, want %v", reached, want)
+	}
+	clock.Advance(10 * time.Minute)
+	if code, body := post(d1, sig1); code != http.StatusUnauthorized || !strings.Contains(body, "too old") {
+		t.Errorf("a copy after the window: %d %s, want 401 stale", code, body)
 	}
 }

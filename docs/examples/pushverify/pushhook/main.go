@@ -68,10 +68,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 
+	// A copy of a request is refused; a retry of a delivery printed
+	// already is acknowledged without printing it again.
+	v.Seen = &pushverify.Seen{}
 	hook := v.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d, _ := pushverify.FromContext(r.Context())
 		body, _ := io.ReadAll(r.Body)
-		// Deliveries are retried until a 2xx: deduplicate by d.DeliveryID.
 		show(stdout, d, body)
 		w.WriteHeader(http.StatusNoContent)
 	}))

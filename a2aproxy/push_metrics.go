@@ -1,0 +1,56 @@
+package a2aproxy
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// pushMetrics are the series of the push delivery's flood handling.
+type pushMetrics struct {
+	held      *prometheus.CounterVec
+	coalesced prometheus.Counter
+	paused    prometheus.Counter
+	waiting   prometheus.Gauge
+	inflight  prometheus.Gauge
+}
+
+func newPushMetrics(reg prometheus.Registerer) *pushMetrics {
+	m := &pushMetrics{
+		held: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "push_deliveries_held_total",
+			Help: "Claimed push deliveries the meter gave back to the outbox unsent, by reason (retry_after: their webhook asked to wait; paused: it failed every attempt for long)."}, []string{"reason"}),
+		paused: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "push_destination_pauses_total",
+			Help: "Push destinations (webhook servers) paused after failing every attempt for long; the orgs concerned are told through their alert webhooks."}),
+		coalesced: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "push_coalesced_total",
+			Help: "Status updates not sent to a webhook because a later status of the same task and config, delivered, stood for them."}),
+	}
+	m.waiting = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "push_deliveries_waiting",
+		Help: "Push deliveries this meter claimed that wait for a delivery slot or for their webhook's caps (concurrency, rate)."})
+	m.inflight = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "push_deliveries_in_flight",
+		Help: "Push deliveries this meter is sending now (at most 32)."})
+	reg.MustRegister(m.held, m.coalesced, m.paused, m.waiting, m.inflight)
+	return m
+}
+
+func (m *Metrics) pushHeld(reason string, n int) {
+	if m != nil && m.push != nil {
+		m.push.held.WithLabelValues(reason).Add(float64(n))
+	}
+}
+
+func (m *Metrics) pushCoalesced(n int) {
+	if m != nil && m.push != nil && n > 0 {
+		m.push.coalesced.Add(float64(n))
+	}
+}
+
+func (m *Metrics) pushPaused() {
+	if m != nil && m.push != nil {
+		m.push.paused.Inc()
+	}
+}
+
+// pushQueue notes how many claimed deliveries wait and how many are being
+// sent.
+func (m *Metrics) pushQueue(waiting, inflight int) {
+	if m != nil && m.push != nil {
+		m.push.waiting.Set(float64(waiting))
+		m.push.inflight.Set(float64(inflight))
+	}
+}

@@ -1,0 +1,510 @@
+// Package pushqueue decides which push delivery a meter starts next. The
+// deliveries a meter claimed from the outbox wait here, each under its
+// buyer org and its destination (the webhook's scheme, host and port),
+// until a delivery slot is free and the destination may take one more:
+//
+//   - every destination has a concurrency cap (deliveries in flight at
+//     once) and a rate cap (deliveries started per second, a token
+//     bucket), so a flood for one webhook reaches it at the pace it was
+//     promised, never faster;
+//   - a destination that answered 429 or 503 with Retry-After gets nothing
+//     before then: what waits for it is handed back to the outbox;
+//   - a destination that has failed every attempt for long (PauseAfter,
+//     at least PauseFailures attempts) is paused: nothing goes to it for
+//     PauseFor, then one delivery probes it; a success resumes it, a
+//     failure pauses it again. The caller tells the orgs concerned;
+//   - slots go round robin over the orgs with work, and within an org
+//     over its destinations: an org whose webhook is flooded or slow holds
+//     at most that destination's cap of slots, and the others' deliveries
+//     start as soon as a slot is free, whatever the flooded one's backlog.
+//
+// The queue holds a bounded number of deliveries per destination
+// (Buffer): the outbox claims for the destinations Skip does not name, so
+// a flooded destination's backlog stays in the outbox, where later status
+// updates supersede earlier ones.
+package pushqueue
+
+import (
+	"context"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/contracts"
+)
+
+// Caps bound what one destination receives: deliveries in flight at once
+// (Concurrency), started per second on average (PerSecond), and at once
+// after a quiet spell (Burst).
+type Caps = contracts.PushLimit
+
+// DefaultCaps are a destination's caps unless the operator set others.
+var DefaultCaps = Caps{Concurrency: 8, PerSecond: 50, Burst: 16}
+
+func withDefaults(c Caps) Caps {
+	if c.Concurrency <= 0 {
+		c.Concurrency = DefaultCaps.Concurrency
+	}
+	if c.PerSecond <= 0 {
+		c.PerSecond = DefaultCaps.PerSecond
+	}
+	if c.Burst <= 0 {
+		c.Burst = max(1, min(int(math.Ceil(c.PerSecond)), 2*c.Concurrency))
+	}
+	return c
+}
+
+// Options configure a Queue.
+type Options[T any] struct {
+	Clock agentmarket.Clock
+	// Caps returns a destination's caps; nil, or a zero field: the
+	// default's.
+	Caps func(destination string) Caps
+	// Buffer is how many claimed deliveries may wait for one destination;
+	// default twice its concurrency cap (at least 4), but no more than it
+	// starts in 20 seconds at its rate (a claimed delivery is leased for
+	// a while only: it must start before another meter may claim it).
+	Buffer int
+	// PauseAfter, PauseFailures: a destination whose attempts have all
+	// failed for PauseAfter (default 10 minutes), PauseFailures of them at
+	// least (default 5), is paused for PauseFor (default 5 minutes)
+	// between probes.
+	PauseAfter    time.Duration
+	PauseFailures int
+	PauseFor      time.Duration
+
+	// Gate is the state the meters share (nil: none): with it, the caps
+	// are the destination's across all meters, and a hold (Retry-After,
+	// a pause) one meter saw keeps all off. Without it, or while it
+	// fails, each meter keeps its share of the caps: 1/Meters of them.
+	Gate   contracts.PushGate
+	Meters int
+	// Key names a delivery in the Gate; Lease is how long its slot is
+	// held there unless Done gives it back first.
+	Key   func(T) string
+	Lease time.Duration
+}
+
+func (o *Options[T]) defaults() {
+	if o.PauseAfter <= 0 {
+		o.PauseAfter = 10 * time.Minute
+	}
+	if o.PauseFailures <= 0 {
+		o.PauseFailures = 5
+	}
+	if o.PauseFor <= 0 {
+		o.PauseFor = 5 * time.Minute
+	}
+	if o.Meters <= 0 {
+		o.Meters = 1
+	}
+	if o.Lease <= 0 {
+		o.Lease = time.Minute
+	}
+}
+
+// Outcome is what became of a delivery attempt, as far as its destination
+// is concerned.
+type Outcome struct {
+	// OK: the webhook answered 2xx. Anything else is a failure of the
+	// destination (towards a pause), except Unjudged and an answer with a
+	// RetryAfter.
+	OK bool
+	// Unjudged: the attempt says nothing of the destination (it was not
+	// made: the meter stopped, the config is gone, the body could not be
+	// signed).
+	Unjudged bool
+	// RetryAfter is how long the destination asked the meter to wait (429
+	// or 503 with Retry-After); 0 when it did not.
+	RetryAfter time.Duration
+}
+
+// Reasons a Release gives.
+const (
+	ReasonRetryAfter = "retry_after"
+	ReasonPaused     = "paused"
+	ReasonHeld       = "held" // another meter saw a Retry-After or paused it (Gate)
+)
+
+// Release is what Done hands back: the deliveries that waited for a
+// destination that must now be left alone until Until, and why.
+type Release[T any] struct {
+	Items  []T
+	Until  time.Time
+	Reason string // "" when nothing is held, else ReasonRetryAfter or ReasonPaused
+	// Paused is set when this attempt paused the destination (it was not
+	// paused before): Orgs, the orgs whose deliveries failed there since
+	// FailingSince, are to be told.
+	Paused       bool
+	Orgs         []string
+	FailingSince time.Time
+	At           time.Time // when it was paused
+}
+
+type destination struct {
+	name string
+	// caps are what this meter keeps locally: the destination's (with a
+	// Gate, which keeps them across meters), or its share of them; share
+	// is that share, kept while the Gate fails.
+	caps     Caps
+	limit    Caps
+	share    Caps
+	inflight int
+	waiting  int
+	tokens   float64
+	refilled time.Time
+	// blockedUntil: the destination asked to be left alone until then,
+	// or is paused until then.
+	blockedUntil time.Time
+	// failingSince is the first of the failures since its last success
+	// (zero: the last attempt succeeded); failures counts them, and orgs
+	// are whose deliveries failed (at most maxOrgs).
+	failingSince time.Time
+	lastFailure  time.Time
+	failures     int
+	orgs         map[string]bool
+	// paused: one probe at a time, until a success.
+	paused bool
+}
+
+const maxOrgs = 100
+
+type flow[T any] struct {
+	dest  *destination
+	items []T
+}
+
+type org[T any] struct {
+	name  string
+	flows []*flow[T] // destinations with work, in round-robin order
+	next  int
+}
+
+// Queue holds the deliveries a meter claimed and hands them out fairly,
+// within each destination's caps. Safe for concurrent use.
+type Queue[T any] struct {
+	o     Options[T]
+	mu    sync.Mutex
+	orgs  []*org[T] // orgs with work, in round-robin order
+	next  int
+	dests map[string]*destination
+	// released: what Next gave back (Released).
+	released []Release[T]
+}
+
+// New makes a queue.
+func New[T any](o Options[T]) *Queue[T] {
+	o.defaults()
+	return &Queue[T]{o: o, dests: map[string]*destination{}}
+}
+
+func (q *Queue[T]) dest(name string, now time.Time) *destination {
+	d := q.dests[name]
+	if d == nil {
+		var c Caps
+		if q.o.Caps != nil {
+			c = q.o.Caps(name)
+		}
+		c = withDefaults(c)
+		share := Caps{Concurrency: max(1, c.Concurrency/q.o.Meters), PerSecond: c.PerSecond / float64(q.o.Meters), Burst: max(1, c.Burst/q.o.Meters)}
+		local := share
+		if q.o.Gate != nil {
+			local = c
+		}
+		d = &destination{name: name, caps: local, share: share, tokens: float64(local.Burst), refilled: now, limit: c}
+		q.dests[name] = d
+	}
+	return d
+}
+
+func (q *Queue[T]) buffer(d *destination) int {
+	if q.o.Buffer > 0 {
+		return q.o.Buffer
+	}
+	return max(1, min(max(4, 2*d.caps.Concurrency), int(d.caps.PerSecond*20)))
+}
+
+// forget drops the state of a destination with nothing waiting or in
+// flight, that asks for no wait, whose tokens are full, and that is not
+// failing (or has not been tried for a day).
+func (q *Queue[T]) forget(d *destination, now time.Time) {
+	if d.inflight == 0 && d.waiting == 0 && !now.Before(d.blockedUntil) && (d.failingSince.IsZero() || now.Sub(d.lastFailure) > 24*time.Hour) {
+		d.refill(now)
+		if d.tokens >= float64(d.caps.Burst) {
+			delete(q.dests, d.name)
+		}
+	}
+}
+
+func (d *destination) refill(now time.Time) {
+	if el := now.Sub(d.refilled); el > 0 {
+		d.tokens = min(float64(d.caps.Burst), d.tokens+el.Seconds()*d.caps.PerSecond)
+		d.refilled = now
+	}
+}
+
+// ready reports whether d may start a delivery now, and if not, when it
+// may next (zero: only once one of its deliveries ends).
+func (d *destination) ready(now time.Time) (bool, time.Time) {
+	if now.Before(d.blockedUntil) {
+		return false, d.blockedUntil
+	}
+	if d.inflight >= d.caps.Concurrency || (d.paused && d.inflight > 0) {
+		return false, time.Time{}
+	}
+	d.refill(now)
+	if d.tokens < 1 {
+		need := (1 - d.tokens) / d.caps.PerSecond
+		return false, now.Add(time.Duration(math.Ceil(need * float64(time.Second))))
+	}
+	return true, time.Time{}
+}
+
+// Add puts a claimed delivery in the queue, behind the others of its org
+// and destination. A destination that asked to wait takes nothing: Add
+// returns until when, and the delivery goes back to the outbox.
+func (q *Queue[T]) Add(orgName, destName string, v T) (blockedUntil time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := q.o.Clock.Now()
+	d := q.dest(destName, now)
+	if now.Before(d.blockedUntil) {
+		return d.blockedUntil
+	}
+	d.waiting++
+	i := slices.IndexFunc(q.orgs, func(o *org[T]) bool { return o.name == orgName })
+	if i < 0 {
+		q.orgs = append(q.orgs, &org[T]{name: orgName})
+		i = len(q.orgs) - 1
+	}
+	o := q.orgs[i]
+	j := slices.IndexFunc(o.flows, func(f *flow[T]) bool { return f.dest == d })
+	if j < 0 {
+		o.flows = append(o.flows, &flow[T]{dest: d})
+		j = len(o.flows) - 1
+	}
+	o.flows[j].items = append(o.flows[j].items, v)
+	return time.Time{}
+}
+
+// Next takes the delivery to start now: the next org in turn with a
+// delivery its destination may take, and within it the next destination
+// in turn. The caller must call Done for it when its attempt ends. ok is
+// false when none may start now; wake is then when one may (zero: not
+// before a delivery ends or another is added).
+func (q *Queue[T]) Next(ctx context.Context) (v T, destName string, ok bool, wake time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := q.o.Clock.Now()
+scan:
+	for n := range len(q.orgs) {
+		oi := (q.next + n) % len(q.orgs)
+		o := q.orgs[oi]
+		for m := range len(o.flows) {
+			fi := (o.next + m) % len(o.flows)
+			f := o.flows[fi]
+			d := f.dest
+			can, at := d.ready(now)
+			if can && q.o.Gate != nil {
+				var held bool
+				can, held, at = q.gate(ctx, d, f.items[0], now)
+				if held {
+					// Another meter was told to wait, or paused it: what
+					// waits here goes back too (Released).
+					q.released = append(q.released, Release[T]{Items: q.removeLocked(d), Until: d.blockedUntil, Reason: ReasonHeld})
+					wake = time.Time{}
+					goto scan
+				}
+			}
+			if !can {
+				if !at.IsZero() && (wake.IsZero() || at.Before(wake)) {
+					wake = at
+				}
+				continue
+			}
+			v = f.items[0]
+			var zero T
+			f.items[0] = zero
+			f.items = f.items[1:]
+			d.waiting--
+			d.inflight++
+			d.tokens--
+			o.next = fi + 1
+			if len(f.items) == 0 {
+				o.flows = slices.Delete(o.flows, fi, fi+1)
+				o.next = fi
+			}
+			q.next = oi + 1
+			if len(o.flows) == 0 {
+				q.orgs = slices.Delete(q.orgs, oi, oi+1)
+				q.next = oi
+			}
+			return v, d.name, true, time.Time{}
+		}
+	}
+	return v, "", false, wake
+}
+
+// gate asks the Gate for a slot of d for v. While the Gate fails, this
+// meter keeps to its share.
+func (q *Queue[T]) gate(ctx context.Context, d *destination, v T, now time.Time) (can, held bool, at time.Time) {
+	ok, held, retryAt, err := q.o.Gate.TryStart(ctx, d.name, q.o.Key(v), d.limit, now, now.Add(q.o.Lease))
+	switch {
+	case err != nil:
+		return d.inflight < d.share.Concurrency, false, time.Time{}
+	case held:
+		d.blockedUntil = maxTime(d.blockedUntil, retryAt)
+		return false, true, retryAt
+	case !ok && retryAt.IsZero():
+		// Full: another meter's Done frees a slot, and tells no one here.
+		return false, false, now.Add(100 * time.Millisecond)
+	}
+	return ok, false, retryAt
+}
+
+// Released takes what Next gave back because the Gate held its
+// destination: it goes back to the outbox until Until.
+func (q *Queue[T]) Released() []Release[T] {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	r := q.released
+	q.released = nil
+	return r
+}
+
+// Done ends delivery v of orgName that Next handed out for destName. A
+// destination that asked to wait (Outcome.RetryAfter), or that is paused
+// now, gets nothing until then: what waits for it is released, to go back
+// to the outbox until Release.Until (with a Gate, every meter holds off).
+func (q *Queue[T]) Done(ctx context.Context, v T, destName, orgName string, out Outcome) Release[T] {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := q.o.Clock.Now()
+	d := q.dests[destName]
+	if d == nil {
+		return Release[T]{}
+	}
+	if q.o.Gate != nil {
+		// A slot not given back (the Gate failing) ends with its lease.
+		_ = q.o.Gate.Finish(ctx, destName, q.o.Key(v))
+	}
+	d.inflight--
+	var r Release[T]
+	switch {
+	case out.OK:
+		d.failingSince, d.failures, d.orgs, d.paused = time.Time{}, 0, nil, false
+	case out.Unjudged, out.RetryAfter > 0:
+		// A destination that says when to come back is pacing the meter,
+		// not failing: it is held that long, not paused.
+	default:
+		if d.failingSince.IsZero() {
+			d.failingSince, d.orgs = now, map[string]bool{}
+		}
+		d.failures++
+		d.lastFailure = now
+		if len(d.orgs) < maxOrgs {
+			d.orgs[orgName] = true
+		}
+		if d.failures >= q.o.PauseFailures && now.Sub(d.failingSince) >= q.o.PauseAfter {
+			d.blockedUntil = maxTime(d.blockedUntil, now.Add(q.o.PauseFor))
+			r.Reason = ReasonPaused
+			if !d.paused {
+				d.paused, r.Paused, r.FailingSince, r.At = true, true, d.failingSince, now
+				for o := range d.orgs {
+					r.Orgs = append(r.Orgs, o)
+				}
+				slices.Sort(r.Orgs)
+			}
+		}
+	}
+	if out.RetryAfter > 0 {
+		d.blockedUntil = maxTime(d.blockedUntil, now.Add(out.RetryAfter))
+		if r.Reason == "" {
+			r.Reason = ReasonRetryAfter
+		}
+	}
+	if r.Reason != "" {
+		r.Items, r.Until = q.removeLocked(d), d.blockedUntil
+		if q.o.Gate != nil {
+			// Not kept there (the Gate failing): the other meters find out
+			// for themselves.
+			_ = q.o.Gate.Hold(ctx, destName, r.Until)
+		}
+	}
+	q.forget(d, now)
+	return r
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// removeLocked takes every waiting delivery of d out of the queue.
+func (q *Queue[T]) removeLocked(d *destination) []T {
+	var out []T
+	q.orgs = slices.DeleteFunc(q.orgs, func(o *org[T]) bool {
+		o.flows = slices.DeleteFunc(o.flows, func(f *flow[T]) bool {
+			if f.dest != d {
+				return false
+			}
+			out = append(out, f.items...)
+			return true
+		})
+		o.next = 0
+		return len(o.flows) == 0
+	})
+	q.next = 0
+	d.waiting = 0
+	return out
+}
+
+// Drain takes every waiting delivery out of the queue (the meter stops:
+// they go back to the outbox for whichever meter runs next).
+func (q *Queue[T]) Drain() []T {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []T
+	for _, o := range q.orgs {
+		for _, f := range o.flows {
+			out = append(out, f.items...)
+			f.dest.waiting = 0
+		}
+	}
+	q.orgs, q.next = nil, 0
+	return out
+}
+
+// Skip names the destinations the outbox should not be claimed for now:
+// those with a full buffer, and those that asked to wait.
+func (q *Queue[T]) Skip() []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	now := q.o.Clock.Now()
+	var out []string
+	for _, d := range q.dests {
+		q.forget(d, now)
+		if d.waiting >= q.buffer(d) || now.Before(d.blockedUntil) {
+			out = append(out, d.name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Waiting is how many deliveries wait in the queue.
+func (q *Queue[T]) Waiting() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for _, o := range q.orgs {
+		for _, f := range o.flows {
+			n += len(f.items)
+		}
+	}
+	return n
+}

@@ -1,0 +1,268 @@
+package pushqueue_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/a2aproxy/pushqueue"
+)
+
+var (
+	t0  = time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	ctx = context.Background()
+)
+
+func newQueue(caps map[string]pushqueue.Caps) (*pushqueue.Queue[string], *agentmarket.ManualClock) {
+	clock := agentmarket.NewManualClock(t0)
+	return pushqueue.New[string](pushqueue.Options[string]{Clock: clock, Caps: func(d string) pushqueue.Caps { return caps[d] }}), clock
+}
+
+// take calls Next until it gives nothing, and returns what it gave.
+func take(q *pushqueue.Queue[string]) (got []string, wake time.Time) {
+	for {
+		v, _, ok, at := q.Next(ctx)
+		if !ok {
+			return got, at
+		}
+		got = append(got, v)
+	}
+}
+
+// TestConcurrencyCap: a destination never has more than its cap in
+// flight; each Done lets one more start.
+func TestConcurrencyCap(t *testing.T) {
+	q, _ := newQueue(map[string]pushqueue.Caps{"https://a:443": {Concurrency: 3, PerSecond: 1000, Burst: 1000}})
+	for i := range 10 {
+		q.Add("org_a", "https://a:443", fmt.Sprintf("a%d", i))
+	}
+	got, wake := take(q)
+	if !slices.Equal(got, []string{"a0", "a1", "a2"}) || !wake.IsZero() {
+		t.Fatalf("started %v (wake %v), want a0..a2 and no wake time: the next waits for a Done", got, wake)
+	}
+	q.Done(ctx, "x", "https://a:443", "org_a", pushqueue.Outcome{OK: true})
+	if got, _ := take(q); !slices.Equal(got, []string{"a3"}) {
+		t.Fatalf("after one Done: started %v, want [a3]", got)
+	}
+	if n := q.Waiting(); n != 6 {
+		t.Errorf("Waiting = %d, want 6", n)
+	}
+}
+
+// TestRateCap: a destination starts at most Burst at once, then one per
+// 1/PerSecond, on the injected clock.
+func TestRateCap(t *testing.T) {
+	q, clock := newQueue(map[string]pushqueue.Caps{"https://a:443": {Concurrency: 100, PerSecond: 4, Burst: 2}})
+	for i := range 10 {
+		q.Add("org_a", "https://a:443", fmt.Sprintf("a%d", i))
+	}
+	got, wake := take(q)
+	if len(got) != 2 || !wake.Equal(t0.Add(250*time.Millisecond)) {
+		t.Fatalf("started %v, wake %v; want the burst of 2 and a wake in 250ms", got, wake)
+	}
+	clock.Advance(249 * time.Millisecond)
+	if got, _ := take(q); len(got) != 0 {
+		t.Fatalf("started %v before the next token", got)
+	}
+	clock.Advance(time.Millisecond)
+	if got, _ := take(q); !slices.Equal(got, []string{"a2"}) {
+		t.Fatalf("after 250ms: started %v, want [a2]", got)
+	}
+	clock.Advance(10 * time.Second) // refills to the burst, no more
+	if got, _ := take(q); len(got) != 2 {
+		t.Fatalf("after a quiet spell: started %d, want the burst (2)", len(got))
+	}
+}
+
+// TestFairAcrossOrgs: orgs take turns, and within an org its
+// destinations: a flood for one org's destination does not delay another
+// org's deliveries beyond a turn, and a destination at its cap leaves its
+// slots to the others.
+func TestFairAcrossOrgs(t *testing.T) {
+	fast := pushqueue.Caps{Concurrency: 100, PerSecond: 1000, Burst: 1000}
+	q, _ := newQueue(map[string]pushqueue.Caps{"https://flood:443": {Concurrency: 2, PerSecond: 1000, Burst: 1000},
+		"https://b:443": fast, "https://a2:443": fast})
+	for i := range 50 {
+		q.Add("org_a", "https://flood:443", fmt.Sprintf("flood%d", i))
+	}
+	for i := range 3 {
+		q.Add("org_a", "https://a2:443", fmt.Sprintf("a2_%d", i))
+		q.Add("org_b", "https://b:443", fmt.Sprintf("b%d", i))
+	}
+	var got []string
+	for range 4 {
+		v, _, ok, _ := q.Next(ctx)
+		if !ok {
+			t.Fatal("nothing to start")
+		}
+		got = append(got, v)
+	}
+	// org_a (flood), org_b, org_a (its other destination), org_b.
+	if want := []string{"flood0", "b0", "a2_0", "b1"}; !slices.Equal(got, want) {
+		t.Errorf("first turns = %v, want %v", got, want)
+	}
+	rest, _ := take(q)
+	// The flooded destination is at its cap of 2: the rest of org_a's
+	// other destination and org_b's go, the flood waits.
+	if want := []string{"flood1", "b2", "a2_1", "a2_2"}; !slices.Equal(rest, want) {
+		t.Errorf("then = %v, want %v", rest, want)
+	}
+}
+
+// TestRetryAfter: a destination that asked to wait gets nothing until
+// then: what waits for it is handed back, the outbox is not claimed for
+// it, and what is added meanwhile is refused with the time to come back.
+func TestRetryAfter(t *testing.T) {
+	q, clock := newQueue(map[string]pushqueue.Caps{"https://a:443": {Concurrency: 1, PerSecond: 1000, Burst: 1000}})
+	for i := range 3 {
+		q.Add("org_a", "https://a:443", fmt.Sprintf("a%d", i))
+	}
+	q.Add("org_b", "https://b:443", "b0")
+	v, dest, _, _ := q.Next(ctx)
+	if v != "a0" || dest != "https://a:443" {
+		t.Fatalf("first = %s at %s", v, dest)
+	}
+	r := q.Done(ctx, "x", dest, "org_a", pushqueue.Outcome{RetryAfter: 30 * time.Second})
+	if !slices.Equal(r.Items, []string{"a1", "a2"}) || !r.Until.Equal(t0.Add(30*time.Second)) || r.Reason != pushqueue.ReasonRetryAfter || r.Paused {
+		t.Fatalf("Done with Retry-After released %+v, want [a1 a2] until +30s", r)
+	}
+	if skip := q.Skip(); !slices.Equal(skip, []string{"https://a:443"}) {
+		t.Errorf("Skip = %v, want the waiting destination", skip)
+	}
+	if got, _ := take(q); !slices.Equal(got, []string{"b0"}) {
+		t.Errorf("started %v, want only the other destination's", got)
+	}
+	if until := q.Add("org_a", "https://a:443", "a3"); !until.Equal(t0.Add(30 * time.Second)) {
+		t.Errorf("Add during the wait = %v, want refused until +30s", until)
+	}
+	clock.Advance(30 * time.Second)
+	if until := q.Add("org_a", "https://a:443", "a3"); !until.IsZero() {
+		t.Errorf("Add after the wait refused until %v", until)
+	}
+	if skip := q.Skip(); len(skip) != 0 {
+		t.Errorf("Skip after the wait = %v, want none", skip)
+	}
+	if got, _ := take(q); !slices.Equal(got, []string{"a3"}) {
+		t.Errorf("after the wait: started %v, want [a3]", got)
+	}
+}
+
+// TestSkipFullBuffer: once a destination's buffer is full the outbox is
+// no longer claimed for it; Drain hands everything back.
+func TestSkipFullBuffer(t *testing.T) {
+	clock := agentmarket.NewManualClock(t0)
+	q := pushqueue.New[string](pushqueue.Options[string]{Clock: clock, Buffer: 3})
+	for i := range 3 {
+		if skip := q.Skip(); len(skip) != 0 {
+			t.Fatalf("Skip with %d waiting = %v", i, skip)
+		}
+		q.Add("org_a", "https://a:443", fmt.Sprintf("a%d", i))
+	}
+	q.Add("org_b", "https://b:443", "b0")
+	if skip := q.Skip(); !slices.Equal(skip, []string{"https://a:443"}) {
+		t.Errorf("Skip = %v, want the full destination", skip)
+	}
+	got := q.Drain()
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"a0", "a1", "a2", "b0"}) || q.Waiting() != 0 {
+		t.Errorf("Drain = %v (waiting %d)", got, q.Waiting())
+	}
+	if skip := q.Skip(); len(skip) != 0 {
+		t.Errorf("Skip after Drain = %v", skip)
+	}
+}
+
+// TestPause: a destination failing every attempt for PauseAfter (and
+// PauseFailures attempts) is paused: what waits is released until the
+// pause ends, and the orgs concerned are named once. Then a single probe
+// goes; its failure pauses again (without naming anyone again), its
+// success resumes the destination at full concurrency. A success before
+// PauseAfter resets the count.
+func TestPause(t *testing.T) {
+	clock := agentmarket.NewManualClock(t0)
+	q := pushqueue.New[string](pushqueue.Options[string]{Clock: clock, PauseAfter: 10 * time.Minute, PauseFailures: 3, PauseFor: 5 * time.Minute,
+		Caps: func(string) pushqueue.Caps { return pushqueue.Caps{Concurrency: 4, PerSecond: 1e6, Burst: 1e6} }})
+	const dest = "https://down:443"
+	attempt := func(org string, ok bool) pushqueue.Release[string] {
+		t.Helper()
+		q.Add(org, dest, org+"-x")
+		v, got, started, _ := q.Next(ctx)
+		if !started || got != dest {
+			t.Fatalf("nothing started (%v %s)", v, got)
+		}
+		return q.Done(ctx, "x", dest, org, pushqueue.Outcome{OK: ok})
+	}
+	// Failing for 9 minutes, then a success: not paused, the count starts again.
+	for range 5 {
+		if r := attempt("org_a", false); r.Reason != "" {
+			t.Fatalf("paused too soon: %+v", r)
+		}
+		clock.Advance(2 * time.Minute)
+	}
+	attempt("org_a", true)
+	for i := range 5 {
+		r := attempt([]string{"org_a", "org_b"}[i%2], false)
+		if r.Reason != "" {
+			t.Fatalf("attempt %d after the success: paused (%+v); the failures before it must not count", i, r)
+		}
+		clock.Advance(2 * time.Minute)
+	}
+	// 10 minutes of failures: the next failure pauses it, naming the orgs.
+	q.Add("org_c", dest, "waiting1")
+	q.Add("org_c", dest, "waiting2")
+	v, _, _, _ := q.Next(ctx)
+	r := q.Done(ctx, "x", dest, "org_c", pushqueue.Outcome{})
+	if r.Reason != pushqueue.ReasonPaused || !r.Paused || !slices.Equal(r.Orgs, []string{"org_a", "org_b", "org_c"}) ||
+		!r.Until.Equal(clock.Now().Add(5*time.Minute)) || !r.FailingSince.Equal(t0.Add(10*time.Minute)) || len(r.Items) != 1 {
+		t.Fatalf("Done of %s = %+v; want paused for 5 minutes, naming org_a, org_b and org_c, failing since +10m, one released", v, r)
+	}
+	if until := q.Add("org_a", dest, "refused"); !until.Equal(r.Until) {
+		t.Errorf("Add during the pause = %v, want refused until %v", until, r.Until)
+	}
+	if skip := q.Skip(); !slices.Equal(skip, []string{dest}) {
+		t.Errorf("Skip during the pause = %v", skip)
+	}
+	clock.Advance(5 * time.Minute)
+	for i := range 3 {
+		q.Add("org_a", dest, fmt.Sprintf("probe%d", i))
+	}
+	if got, _ := take(q); len(got) != 1 {
+		t.Fatalf("after the pause: %d started, want one probe", len(got))
+	}
+	r = q.Done(ctx, "x", dest, "org_a", pushqueue.Outcome{})
+	if r.Reason != pushqueue.ReasonPaused || r.Paused || len(r.Orgs) != 0 || len(r.Items) != 2 {
+		t.Fatalf("a failed probe: %+v; want paused again, nobody named again, the 2 waiting released", r)
+	}
+	clock.Advance(5 * time.Minute)
+	for i := range 3 {
+		q.Add("org_a", dest, fmt.Sprintf("probe%d", i))
+	}
+	take(q)
+	if r := q.Done(ctx, "x", dest, "org_a", pushqueue.Outcome{OK: true}); r.Reason != "" {
+		t.Fatalf("a good probe: %+v", r)
+	}
+	if got, _ := take(q); len(got) != 2 {
+		t.Errorf("after a good probe: %d started, want the 2 waiting at once", len(got))
+	}
+}
+
+// TestRetryAfterIsNoFailure: a destination answering 429 with
+// Retry-After for long is held each time, never paused.
+func TestRetryAfterIsNoFailure(t *testing.T) {
+	clock := agentmarket.NewManualClock(t0)
+	q := pushqueue.New[string](pushqueue.Options[string]{Clock: clock, PauseAfter: time.Minute, PauseFailures: 2})
+	for range 10 {
+		q.Add("org_a", "https://busy:443", "x")
+		v, dest, ok, _ := q.Next(ctx)
+		if !ok {
+			t.Fatal("nothing started")
+		}
+		if r := q.Done(ctx, v, dest, "org_a", pushqueue.Outcome{RetryAfter: 30 * time.Second}); r.Reason != pushqueue.ReasonRetryAfter || r.Paused {
+			t.Fatalf("a 429 with Retry-After: %+v, want held, not paused", r)
+		}
+		clock.Advance(31 * time.Second)
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package a2aproxy_test
+
+const raceDetector = false
