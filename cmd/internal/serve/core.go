@@ -329,7 +329,7 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 		m.Dependencies = append(m.Dependencies, spoolDependency(cfg, meter))
 	}
 	m.Ops.Checks = ops.Checks(m.Dependencies)
-	startHealthChecks(ctx, c, m.Ops, nil)
+	startHealthChecks(ctx, c, m.Ops, SellerAlerts{Alerts: alerts})
 	srv.Mount(m.App)
 	web.New(web.Deps{Accounts: c.Accounts, Proxies: cfg.TrustedProxies, Sessions: c.AccountStore, Listings: c.Catalog, Subscriptions: m.Subscriptions,
 		Usage: srv.Usage, Invoices: srv.Invoices, Billing: bill.Service, Authorizer: c.Authz, Logger: c.Log, Clock: c.Clock,
