@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -45,8 +44,11 @@ func (a *sdkAgent) revive(t *testing.T) {
 // listing is killed (its port refuses connections). Within the health
 // check interval the catalog API and the listing's page show it down,
 // saying since when and why, and its seller gets one alert (listed by the
-// API and POSTed to its alert webhook); restarted on the same port, it is
-// shown answering again. On both storage set-ups.
+// API and POSTed to its alert webhook); the meter ejects its endpoint after
+// 5 failed calls in a row and answers the next ones at once (/readyz lists
+// it, /metrics counts it); restarted on the same port, it is shown
+// answering again and, after the backoff, readmitted by a call that
+// succeeds. On both storage set-ups.
 func TestAgentHealth(t *testing.T) {
 	databases(t, func(t *testing.T, env map[string]string, _ string) {
 		env["AGENTMARKET_HEALTH_CHECK_INTERVAL"] = "1s"
@@ -104,8 +106,29 @@ func TestAgentHealth(t *testing.T) {
 				t.Errorf("page %s does not show the agent down with its cause:\n%s", path, page)
 			}
 		}
-		if _, err := cl.SendMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("hello"))}); err == nil {
-			t.Errorf("a call to the killed agent succeeded")
+		// The meter's own calls eject the endpoint after 5 failures in a
+		// row; calls then fail at once, saying so, and /readyz lists it.
+		for i := range 5 {
+			if _, err := cl.SendMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("hello"))}); err == nil ||
+				strings.Contains(err.Error(), "ejected") {
+				t.Fatalf("call %d to the killed agent: %v, want it to fail trying", i+1, err)
+			}
+		}
+		began := time.Now()
+		_, err = cl.SendMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("hello"))})
+		if err == nil || !strings.Contains(err.Error(), "the agent could not be reached: the meter ejected its endpoint after 5 failed calls in a row, until ") {
+			t.Errorf("a call once ejected: %v", err)
+		}
+		t.Logf("a call once ejected failed in %s", time.Since(began).Round(time.Millisecond))
+		ready := string(api.do("GET", "/readyz", nil).Body)
+		if !strings.Contains(ready, `"agent_endpoints":{"state":"up","detail":"1 ejected: `+ag.URL+` until `) {
+			t.Errorf("/readyz does not list the ejected endpoint: %s", ready)
+		}
+		metrics := string(api.do("GET", "/metrics", nil).Body)
+		for _, want := range []string{"agentmarket_meter_endpoint_ejections_total 1", "agentmarket_meter_endpoints_ejected 1", `agentmarket_marketplace_health_probes_total{result="down"}`} {
+			if !strings.Contains(metrics, want) {
+				t.Errorf("/metrics lacks %s", want)
+			}
 		}
 
 		// One alert for the down period, however many probes fail.
@@ -136,8 +159,8 @@ func TestAgentHealth(t *testing.T) {
 			_, lastErr = cl.SendMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("hello again"))})
 			return lastErr == nil
 		})
-		if errors.Is(lastErr, context.Canceled) {
-			t.Fatal(lastErr)
+		if ready := string(api.do("GET", "/readyz", nil).Body); !strings.Contains(ready, `"agent_endpoints":{"state":"up","detail":"none ejected"}`) {
+			t.Errorf("/readyz after readmission: %s", ready)
 		}
 	})
 }
