@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -163,4 +164,25 @@ func TestAgentHealth(t *testing.T) {
 			t.Errorf("/readyz after readmission: %s", ready)
 		}
 	})
+}
+
+// TestDemoAgentsAnswerHealthProbes: the built-in demo agents answer the
+// marketplace's health probe (each in its own protocol version), so the
+// demo's catalog shows every agent answering.
+func TestDemoAgentsAnswerHealthProbes(t *testing.T) {
+	m := startMarketplace(t, map[string]string{"AGENTMARKET_DEMO_PORT": "0", "AGENTMARKET_FETCH_ALLOW_CIDRS": "", "AGENTMARKET_HEALTH_CHECK_INTERVAL": "1s"}, "--demo")
+	waitOutput(t, m, "the operator ")
+	api := client{t: t, base: m.URL}
+	var states []string
+	waitFor(t, "every demo agent shown answering", 10*time.Second, func() bool {
+		r := api.do("GET", "/api/v1/listings", nil)
+		items, _ := r.JSON["items"].([]any)
+		states = states[:0]
+		for _, it := range items {
+			l := it.(map[string]any)
+			states = append(states, fmt.Sprint(get(l, "name"), ": ", get(l, "agent_health", "state"), " ", get(l, "agent_health", "cause")))
+		}
+		return len(items) > 0 && !strings.Contains(strings.Join(states, "|"), ": unknown") && !strings.Contains(strings.Join(states, "|"), ": down")
+	})
+	t.Logf("demo agents: %s", strings.Join(states, "; "))
 }
