@@ -186,3 +186,31 @@ func TestDemoAgentsAnswerHealthProbes(t *testing.T) {
 	})
 	t.Logf("demo agents: %s", strings.Join(states, "; "))
 }
+
+// TestWebSellerSeesAgentDown: in Chromium, a seller lists an official-SDK
+// agent; its console shows the agent answering, and once the agent is
+// killed, down since when and why, without a refresh by hand.
+func TestWebSellerSeesAgentDown(t *testing.T) {
+	b := newBrowser(t)
+	m := startMarketplace(t, map[string]string{"AGENTMARKET_HEALTH_CHECK_INTERVAL": "1s"})
+	ag := startSDKAgent(t, "0.3", a2a.TransportProtocolJSONRPC)
+	b.signUp(m.URL, "Down Agents", "owner@down-agents.example")
+	b.open(m.URL + "/seller/new")
+	b.fill(map[string]string{"#card_url": ag.URL + "/", "#monthly_fee": "10"})
+	b.submit(`form[action="/seller/new"] button[type=submit]`, `.buy-box`)
+	waitFor(t, "the console to show the agent answering", 10*time.Second, func() bool {
+		b.open(m.URL + "/seller")
+		return b.count(`[data-agent="answering"]`) == 1
+	})
+	ag.kill()
+	waitFor(t, "the console to show the agent down", 10*time.Second, func() bool {
+		b.open(m.URL + "/seller")
+		return b.count(`[data-agent="down"]`) == 1
+	})
+	if got := b.text(`[data-agent="down"]`); !strings.HasPrefix(got, "Agent down since 20") {
+		t.Errorf("badge %q", got)
+	}
+	if got, want := b.text(`[data-agent-cause]`), "(connection refused by "+strings.TrimPrefix(ag.URL, "http://"); !strings.HasPrefix(got, want) {
+		t.Errorf("cause %q, want it to start %q", got, want)
+	}
+}
