@@ -260,6 +260,7 @@ type Proxy struct {
 	dialects   dialectCache                                // of 0.3 HTTP+JSON agent interfaces (dialect.go)
 	upstream   *http.Client                                // to agents, under Guard (upstream.go): streams, probes
 	fast       *fastClients                                // to agents, under Guard: unary calls (upstream_fast.go)
+	outliers   *outliers                                   // endpoints ejected after failures in a row (eject.go)
 	// stalls is the progress of the tasks this meter saw (stall.go).
 	stalls progressWatch
 	// later holds the writes the store refused that nothing else would make

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"github.com/agentmarket/agentmarket"
 )
 
@@ -30,6 +32,11 @@ func (p *Proxy) initUpstream() {
 		dial = p.Guard.DialContext(base)
 	}
 	p.fast = &fastClients{dial: dial}
+	now := time.Now
+	if p.Clock != nil {
+		now = p.Clock.Now
+	}
+	p.outliers = newOutliers(now)
 	p.upstream = &http.Client{
 		Transport: &http.Transport{
 			// A proxy from the environment would be dialled instead of the
@@ -57,7 +64,13 @@ func refuseAll(context.Context, string, string) (net.Conn, error) {
 // answer that redirects come back as the buyer's errors; any other
 // failure is the transport's, for upstreamErr.
 func (p *Proxy) send(cl *call, req *http.Request) (*http.Response, error) {
+	ep := endpointOf(cl)
+	pass, err := p.outliers.admit(ep)
+	if err != nil {
+		return nil, err
+	}
 	res, err := p.upstream.Do(req)
+	p.outliers.report(ep, pass, outcomeOf(req.Context(), res, err))
 	if err != nil {
 		var ae *agentmarket.Error
 		if errors.As(err, &ae) && ae.Kind == agentmarket.Invalid {
@@ -71,6 +84,31 @@ func (p *Proxy) send(cl *call, req *http.Request) (*http.Response, error) {
 			fmt.Sprintf("the agent answered HTTP %d, a redirect; the meter does not follow an agent's redirects", res.StatusCode))
 	}
 	return res, nil
+}
+
+// endpointOf is the endpoint a call goes to, whose failures are counted
+// (eject.go); "" when it has none.
+func endpointOf(cl *call) string {
+	if cl == nil {
+		return ""
+	}
+	return cl.iface.URL
+}
+
+// outcomeOf is what a round trip showed of the agent: a transport error
+// that is the caller's (it left) or the meter's (the guard refused) says
+// nothing of it; any other is a failure, as is an HTTP 5xx.
+func outcomeOf(ctx context.Context, res *http.Response, err error) outcome {
+	var ae *agentmarket.Error
+	switch {
+	case err == nil && res.StatusCode >= 500:
+		return failed
+	case err == nil, errors.Is(err, fasthttp.ErrBodyTooLarge):
+		return answered
+	case errors.Is(ctx.Err(), context.Canceled), errors.As(err, &ae) && ae.Kind == agentmarket.Invalid:
+		return neutral
+	}
+	return failed
 }
 
 // refused is the buyer's error for a connection the guard refused. The

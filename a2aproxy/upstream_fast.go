@@ -171,6 +171,11 @@ func (p *Proxy) roundTrip(ctx context.Context, cl *call, ar agentRequest, limit 
 	if err != nil {
 		return agentReply{}, err
 	}
+	ep := endpointOf(cl)
+	pass, err := p.outliers.admit(ep)
+	if err != nil {
+		return agentReply{}, err
+	}
 	hc := p.fast.client(k)
 	req := fasthttp.AcquireRequest()
 	defer fasthttp.ReleaseRequest(req)
@@ -188,10 +193,16 @@ func (p *Proxy) roundTrip(ctx context.Context, cl *call, ar agentRequest, limit 
 		deadline = d
 	}
 	if err := hc.DoDeadline(req, res, deadline); err != nil {
+		p.outliers.report(ep, pass, outcomeOf(ctx, nil, err))
 		fasthttp.ReleaseResponse(res)
 		return agentReply{}, p.transportErr(ctx, cl, ar, err, limit)
 	}
 	status := res.StatusCode()
+	if status >= 500 {
+		p.outliers.report(ep, pass, failed)
+	} else {
+		p.outliers.report(ep, pass, answered)
+	}
 	if status >= 300 && status <= 399 {
 		fasthttp.ReleaseResponse(res)
 		return agentReply{}, rpcErr(CodeUpstreamInvalid, http.StatusOK,

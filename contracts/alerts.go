@@ -437,6 +437,18 @@ type AlertBody struct {
 // delivery is the alert's webhook delivery, nil when the org has no alert
 // webhook.
 func (s *Alerts) delivery(ctx context.Context, a *Alert, name string) (*Delivery, error) {
+	body, err := json.Marshal(AlertBody{Type: "spend_alert", ID: a.ID, OrgID: a.OrgID, BudgetKind: a.Kind, BudgetID: a.Subject, BudgetName: name,
+		Percent: a.Percent, BudgetMicros: a.BudgetMicros, SpentMicros: a.SpentMicros, PeriodStart: a.PeriodStart,
+		PeriodEnd: a.PeriodStart.AddDate(0, 1, 0), CreatedAt: a.CreatedAt})
+	if err != nil {
+		return nil, err
+	}
+	return s.webhookDelivery(ctx, a, body)
+}
+
+// webhookDelivery is the delivery of an alert with body to its org's
+// alert webhook, nil when the org has none.
+func (s *Alerts) webhookDelivery(ctx context.Context, a *Alert, body []byte) (*Delivery, error) {
 	if s.Push == nil {
 		return nil, nil
 	}
@@ -444,12 +456,6 @@ func (s *Alerts) delivery(ctx context.Context, a *Alert, name string) (*Delivery
 	if agentmarket.KindOf(err) == agentmarket.NotFound {
 		return nil, nil
 	} else if err != nil {
-		return nil, err
-	}
-	body, err := json.Marshal(AlertBody{Type: "spend_alert", ID: a.ID, OrgID: a.OrgID, BudgetKind: a.Kind, BudgetID: a.Subject, BudgetName: name,
-		Percent: a.Percent, BudgetMicros: a.BudgetMicros, SpentMicros: a.SpentMicros, PeriodStart: a.PeriodStart,
-		PeriodEnd: a.PeriodStart.AddDate(0, 1, 0), CreatedAt: a.CreatedAt})
-	if err != nil {
 		return nil, err
 	}
 	return &Delivery{ID: "dlv_" + a.ID, ListingID: "", TaskID: "", ConfigID: AlertConfigID(a.OrgID), OrgID: a.OrgID,

@@ -60,6 +60,10 @@ type Listing struct {
 	// not an incident: it does not make the listing unhealthy, and a
 	// refresh leaves it.
 	LostTasks *LostTasks
+	// Endpoints is what the active health checks last said of each agent
+	// endpoint (health.go); empty until the first probe. UpdateListing
+	// never changes it.
+	Endpoints []EndpointHealth
 
 	// CardURL is where the card is fetched from; empty for a pasted card,
 	// which is then never refreshed.

@@ -39,6 +39,8 @@ func (u *UI) monthAlerts(r *req) ([]alertView, error) {
 		switch a.Kind {
 		case contracts.BudgetAPIKey:
 			v.Subject = "key " + lb.key(a.Subject)
+		case contracts.AlertAgentDown:
+			v.Subject = "the agent of your listing " + lb.listing(a.Subject).name
 		default:
 			if subs == nil {
 				subs = map[string]string{}

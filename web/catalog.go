@@ -18,10 +18,12 @@ type listingCard struct {
 	SellerID                               string
 	Status                                 listings.Status
 	Health                                 listings.Health
-	Skills, Tags, InputModes, OutputModes  []string
-	Streaming, Push                        bool
-	Fee                                    string
-	Rates                                  []string
+	// Agent is what the active health checks last said of the agent.
+	Agent                                 listings.AgentHealth
+	Skills, Tags, InputModes, OutputModes []string
+	Streaming, Push                       bool
+	Fee                                   string
+	Rates                                 []string
 	// Verified is what the meter measured (nil: too few tasks or buyer orgs).
 	Verified *verifiedView
 	// SignedBy is who vouches for the card when its signature verified
@@ -53,7 +55,7 @@ func rates(p listings.Plan) []string {
 
 func (u *UI) card(r *req, l *listings.Listing) listingCard {
 	health, _ := l.HealthShown()
-	c := listingCard{ID: l.ID, Name: l.ID, Seller: u.orgName(r.ctx, l.SellerOrgID), SellerID: l.SellerOrgID, Status: l.Status, Health: health,
+	c := listingCard{ID: l.ID, Name: l.ID, Seller: u.orgName(r.ctx, l.SellerOrgID), SellerID: l.SellerOrgID, Status: l.Status, Health: health, Agent: l.AgentHealth(),
 		Fee: formatMicros(l.Plan.MonthlyFeeMicros, l.Plan.Currency), Rates: rates(l.Plan), Verified: u.verified(r, l.ID)}
 	if l.CardSignature.Status == listings.SignatureVerified {
 		c.SignedBy = l.CardSignature.Signer

@@ -337,6 +337,7 @@ type sdkAgent struct {
 
 	handler atomic.Pointer[http.Handler]
 	restart func()
+	srv     *httptest.Server
 }
 
 // Restart replaces the agent's SDK handler with a new one on the same URL:
@@ -410,6 +411,7 @@ func startSDKAgent(t *testing.T, version string, binding a2a.TransportProtocol, 
 		a.Wire.add(x)
 	})
 	srv.Start()
+	a.srv = srv
 	t.Cleanup(srv.Close)
 	// Before the server closes (cleanups run last first), end the tasks a
 	// failed test left waiting, so that no stream holds Close up.

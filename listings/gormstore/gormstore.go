@@ -456,7 +456,13 @@ func (s *Store) GetListing(ctx context.Context, id string) (*listings.Listing, e
 	if err := s.db.WithContext(ctx).Where("listing_id = ? AND version = ?", r.ID, r.PlanVersion).Take(&p).Error; err != nil {
 		return nil, relational.Translate(err, "plan")
 	}
-	return fromRow(&r, &p), nil
+	l := fromRow(&r, &p)
+	eps, err := s.endpointsOf(ctx, []string{l.ID})
+	if err != nil {
+		return nil, err
+	}
+	l.Endpoints = eps[l.ID]
+	return l, nil
 }
 
 // CardVersions implements listings.Store.
@@ -501,9 +507,18 @@ func (s *Store) withPlans(ctx context.Context, rows []listingRow) ([]*listings.L
 	for i := range plans {
 		byID[plans[i].ListingID] = &plans[i]
 	}
+	ids := make([]string, len(rows))
+	for i := range rows {
+		ids[i] = rows[i].ID
+	}
+	eps, err := s.endpointsOf(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]*listings.Listing, len(rows))
 	for i := range rows {
 		out[i] = fromRow(&rows[i], byID[rows[i].ID])
+		out[i].Endpoints = eps[rows[i].ID]
 	}
 	return out, nil
 }

@@ -46,3 +46,19 @@ func TestOfferStore(t *testing.T) {
 		})
 	}
 }
+
+func TestHealthStore(t *testing.T) {
+	for _, o := range relationaltest.Openers {
+		t.Run(o.Name, func(t *testing.T) {
+			storetest.RunHealth(t, func(t *testing.T) (storetest.HealthStore, func(string)) {
+				db := o.Open(t)
+				orgs := contractsgorm.New(db.DB)
+				return gormstore.New(db.DB), func(id string) {
+					if err := orgs.CreateOrg(t.Context(), &contracts.Org{ID: id, Name: id, CreatedAt: time.Now()}, nil, nil); err != nil {
+						t.Fatal(err)
+					}
+				}
+			})
+		})
+	}
+}

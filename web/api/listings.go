@@ -13,13 +13,16 @@ import (
 )
 
 type listingJSON struct {
-	ID                 string           `json:"id"`
-	SellerOrgID        string           `json:"seller_org_id"`
-	Status             listings.Status  `json:"status"`
-	Health             listings.Health  `json:"health"`
-	HealthDetail       string           `json:"health_detail,omitempty"`
-	Incident           *incidentJSON    `json:"incident,omitempty"`
-	LostTasks          *lostTasksJSON   `json:"lost_tasks,omitempty"`
+	ID           string          `json:"id"`
+	SellerOrgID  string          `json:"seller_org_id"`
+	Status       listings.Status `json:"status"`
+	Health       listings.Health `json:"health"`
+	HealthDetail string          `json:"health_detail,omitempty"`
+	Incident     *incidentJSON   `json:"incident,omitempty"`
+	LostTasks    *lostTasksJSON  `json:"lost_tasks,omitempty"`
+	// AgentHealth is what the marketplace's active health checks last
+	// said of the agent (health is the card's).
+	AgentHealth        agentHealthJSON  `json:"agent_health"`
 	Name               string           `json:"name"`
 	Description        string           `json:"description"`
 	Version            string           `json:"version"`
@@ -53,6 +56,32 @@ type listingJSON struct {
 type incidentJSON struct {
 	At     time.Time `json:"at"`
 	Detail string    `json:"detail"`
+}
+
+type agentHealthJSON struct {
+	State     listings.AgentState  `json:"state"`
+	Since     *time.Time           `json:"since,omitempty"`
+	Cause     string               `json:"cause,omitempty"`
+	Endpoints []endpointHealthJSON `json:"endpoints"`
+}
+
+type endpointHealthJSON struct {
+	URL   string    `json:"url"`
+	Up    bool      `json:"up"`
+	Since time.Time `json:"since"`
+	Cause string    `json:"cause,omitempty"`
+}
+
+func agentHealthView(l *listings.Listing) agentHealthJSON {
+	h := l.AgentHealth()
+	v := agentHealthJSON{State: h.State, Cause: h.Cause, Endpoints: make([]endpointHealthJSON, len(l.Endpoints))}
+	if !h.Since.IsZero() {
+		v.Since = &h.Since
+	}
+	for i, e := range l.Endpoints {
+		v.Endpoints[i] = endpointHealthJSON{URL: e.URL, Up: e.Up, Since: e.Since, Cause: e.Cause}
+	}
+	return v
 }
 
 type lostTasksJSON struct {
@@ -124,6 +153,7 @@ func (s *Server) listingView(l *listings.Listing, viewer agentmarket.Actor, with
 		v.HasUpstreamAuth = &has
 	}
 	v.Health, v.HealthDetail = l.HealthShown()
+	v.AgentHealth = agentHealthView(l)
 	if l.Incident != nil {
 		v.Incident = &incidentJSON{At: l.Incident.At, Detail: l.Incident.Detail}
 	}

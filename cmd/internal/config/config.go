@@ -65,9 +65,13 @@ type Config struct {
 	MetricsAddr string
 	// MetricsListingCost exports the meter's per-listing cost series
 	// (only on the operator listener).
-	MetricsListingCost  bool
-	CardRefreshSeconds  int
-	CardFetchTimeout    time.Duration
+	MetricsListingCost bool
+	CardRefreshSeconds int
+	CardFetchTimeout   time.Duration
+	// HealthCheckInterval is how often the marketplace probes each
+	// published listing's agent (0: never; health then reflects only the
+	// card).
+	HealthCheckInterval time.Duration
 	PolicyReload        time.Duration
 	MeterLimits         MeterLimits
 	PlatformFeeBasisPts int           // the platform's fee on each sale, in hundredths of a percent
@@ -418,6 +422,14 @@ func Settings(bin string) []Setting {
 				return errors.New("must be a positive duration, like 10s")
 			}
 			c.CardFetchTimeout = d
+			return nil
+		}},
+		{"health-check-interval", "how often the marketplace probes each published listing's agent with a cheap A2A call (GetTask of a task that does not exist), to show in the catalog whether it answers and to alert its seller when it stops; 0 = never (health then reflects only the card)", "30s", func(c *Config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || (d != 0 && d < time.Second) {
+				return errors.New("must be 0 (never) or a duration of at least 1s, like 30s")
+			}
+			c.HealthCheckInterval = d
 			return nil
 		}},
 		{"demo-port", "where --demo's agents listen on 127.0.0.1: auto (from --addr's port + 100: 8180, 8181, 8182 for the default, clear of cmd/meter's 8081; free ones when --addr's port is 0), a port (the first agent's; the others on the ports after it), or 0 (free ports, new at every start: listings made from the agents' URLs then fail after a restart)", "auto", func(c *Config, v string) error {

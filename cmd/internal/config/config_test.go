@@ -19,7 +19,8 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.Addr != "127.0.0.1:8080" || c.MeterAddr != "127.0.0.1:8081" || c.DataDir != "./agentmarket-data" || !c.Embedded() ||
-		!c.AutoApproveOn() || c.CardRefreshSeconds != 3600 || !c.EmbeddedMeter || c.AuditRetention != 0 || c.AuditCheckpointEvery != time.Hour {
+		!c.AutoApproveOn() || c.CardRefreshSeconds != 3600 || c.HealthCheckInterval != 30*time.Second || !c.EmbeddedMeter || c.AuditRetention != 0 ||
+		c.AuditCheckpointEvery != time.Hour {
 		t.Fatalf("defaults = %+v", c)
 	}
 }
@@ -54,6 +55,8 @@ func TestErrorsNameTheSetting(t *testing.T) {
 		{"meter", map[string]string{}, []string{"AGENTMARKET_DATABASE_URL"}},
 		{"meter", map[string]string{"AGENTMARKET_METER_ADDR": "x"}, []string{"AGENTMARKET_METER_ADDR"}},
 		{"marketplace", map[string]string{"AGENTMARKET_DEMO_PORT": "65536"}, []string{"AGENTMARKET_DEMO_PORT: must be auto, 0 or a port"}},
+		{"marketplace", map[string]string{"AGENTMARKET_HEALTH_CHECK_INTERVAL": "10ms"}, []string{"AGENTMARKET_HEALTH_CHECK_INTERVAL: must be 0 (never) or a duration of at least 1s"}},
+		{"marketplace", map[string]string{"AGENTMARKET_HEALTH_CHECK_INTERVAL": "often"}, []string{"AGENTMARKET_HEALTH_CHECK_INTERVAL", "--health-check-interval"}},
 		{"marketplace", map[string]string{"AGENTMARKET_DEMO_PORT": "next"}, []string{"AGENTMARKET_DEMO_PORT: must be auto, 0 or a port"}},
 		// A bad value and a broken rule between settings, in one run.
 		{"marketplace", map[string]string{"AGENTMARKET_ADDR": "nope", "AGENTMARKET_DATABASE_URL": "postgres://x/y", "AGENTMARKET_SHUTDOWN_TIMEOUT": "1ms",

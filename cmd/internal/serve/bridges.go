@@ -53,6 +53,22 @@ func (m MeterTargets) Resolve(ctx context.Context, id string) (*a2aproxy.Target,
 		Card: l.Card, CardJSON: l.CardJSON, CardHash: l.CardHash, UpstreamAuth: auth, Limits: l.Limits}, nil
 }
 
+// SellerAlerts tells sellers their agents are down through contracts'
+// alerts. Wiring only: the listing mapped onto the alert's terms.
+type SellerAlerts struct{ Alerts *contracts.Alerts }
+
+var _ listings.DownAlerter = SellerAlerts{}
+
+// AgentDown implements listings.DownAlerter.
+func (s SellerAlerts) AgentDown(ctx context.Context, l *listings.Listing, h listings.AgentHealth) error {
+	name := l.ID
+	if l.Card != nil && l.Card.Name != "" {
+		name = l.Card.Name
+	}
+	_, err := s.Alerts.AgentDown(ctx, l.SellerOrgID, l.ID, name, h.Since, h.Cause)
+	return err
+}
+
 // AccountOrgs tells the catalog which orgs exist (a private offer names
 // its buyer). Wiring only: contracts' store answers, not found meaning no.
 type AccountOrgs struct{ Store contracts.Store }

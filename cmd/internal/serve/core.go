@@ -346,6 +346,7 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 	m.App.Use(m.Ops.Middleware)
 	MountOps(cfg, m.Ops, m.App)
 
+	var meterChecks []ops.Check
 	if cfg.EmbeddedMeter {
 		meterCtx, stopMeter := context.WithCancel(context.WithoutCancel(ctx))
 		meter, err := StartMeter(meterCtx, MeterDeps{Config: cfg, DB: c.DB, Store: c.Usage, Accounts: c.Accounts, Authz: c.Authz, Shared: c.Shared,
@@ -364,8 +365,10 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 		// The meter's routes are served ahead of Fiber (a2aproxy.Front).
 		m.App.Server().Handler = meter.Proxy.Front(m.App.Server().Handler)
 		m.Dependencies = append(m.Dependencies, spoolDependency(cfg, meter))
+		meterChecks = append(meterChecks, EjectedCheck(meter))
 	}
-	m.Ops.Checks = ops.Checks(m.Dependencies)
+	m.Ops.Checks = append(ops.Checks(m.Dependencies), meterChecks...)
+	startHealthChecks(ctx, c, m.Ops, SellerAlerts{Alerts: alerts})
 	srv.Mount(m.App)
 	web.New(web.Deps{Accounts: c.Accounts, Proxies: cfg.TrustedProxies, Sessions: c.AccountStore, Listings: c.Catalog, Subscriptions: m.Subscriptions,
 		Usage: srv.Usage, Invoices: srv.Invoices, Billing: bill.Service, Authorizer: c.Authz, Logger: c.Log, Clock: c.Clock,

@@ -214,6 +214,7 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 	p.Warm = func() bool { return ship.SettledThrough() >= backlog }
 	go ship.Run(ctx)
 	registerPipelineMetrics(d.Registry, sp, ship)
+	registerEjectionMetrics(d.Registry, p)
 	loopsCtx, stop := context.WithCancel(ctx)
 	var loops sync.WaitGroup
 	loops.Add(2)
