@@ -32,15 +32,30 @@ func keyRecordOf(k *APIKey) *keyRecord {
 // right is a policy change of its own ("policy.grant", "policy.revoke").
 // It passes err through, recording nothing when err is set.
 func (s *Subscriptions) recordContract(ctx context.Context, actor agentmarket.Actor, action string, before, after *Contract, err error) (*Contract, error) {
-	if err != nil || s.Audit == nil || after == nil {
+	if err != nil {
 		return after, err
+	}
+	if err := s.auditContract(ctx, actor, action, before, after); err != nil {
+		return nil, err
+	}
+	return after, nil
+}
+
+// auditContract is recordContract's record, for a change already made.
+// A change whose consequences must follow it whatever the log says (the
+// provider told, the meters' rights reloaded, an offer spent) calls it and
+// returns its error only after those: a failed entry fails the request,
+// never leaves the change half done.
+func (s *Subscriptions) auditContract(ctx context.Context, actor agentmarket.Actor, action string, before, after *Contract) error {
+	if s.Audit == nil || after == nil {
+		return nil
 	}
 	c := agentmarket.Change{Actor: actor, Action: action, ObjectType: "subscription", ObjectID: after.ID, OrgID: after.BuyerOrgID, After: after}
 	if before != nil {
 		c.Before = before
 	}
 	if err := s.Audit.RecordChange(ctx, c); err != nil {
-		return nil, err
+		return err
 	}
 	had := before != nil && before.Status.Invocable()
 	if has := after.Status.Invocable(); has != had {
@@ -52,8 +67,8 @@ func (s *Subscriptions) recordContract(ctx context.Context, actor agentmarket.Ac
 			p.Action, p.Before, p.After = "policy.grant", nil, view
 		}
 		if err := s.Audit.RecordChange(ctx, p); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return after, nil
+	return nil
 }

@@ -2,6 +2,7 @@ package contracts
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/agentmarket/agentmarket"
@@ -122,14 +123,17 @@ func (s *Subscriptions) ChangePlan(ctx context.Context, actor agentmarket.Actor,
 		}
 	}
 	before := c
-	c, err = s.Changes.ChangePlan(ctx, ch)
-	if c, err = s.recordContract(ctx, actor, "subscription.plan_change", before, c, err); err != nil {
+	if c, err = s.Changes.ChangePlan(ctx, ch); err != nil {
 		return nil, err
 	}
+	audited := s.auditContract(ctx, actor, "subscription.plan_change", before, c)
 	if in.OfferID != "" {
 		if err := s.Offers.AcceptOffer(ctx, in.OfferID, c.ID); err != nil {
-			return nil, err
+			return nil, errors.Join(err, audited)
 		}
+	}
+	if audited != nil {
+		return nil, audited
 	}
 	return c, nil
 }
@@ -227,9 +231,12 @@ func (s *Subscriptions) CancelScheduled(ctx context.Context, id string) (*Contra
 		return c, err
 	}
 	before := c
-	c, err = s.Store.SetContractStatus(ctx, id, ContractCanceled, *c.CancelAt, nil, []Rule{InvokeRule(c.BuyerOrgID, c.ListingID)})
-	if c, err = s.recordContract(ctx, agentmarket.Actor{}, "subscription.cancel", before, c, err); err != nil {
+	if c, err = s.Store.SetContractStatus(ctx, id, ContractCanceled, *c.CancelAt, nil, []Rule{InvokeRule(c.BuyerOrgID, c.ListingID)}); err != nil {
 		return nil, err
 	}
-	return c, s.Policies.Reload(ctx)
+	audited := s.auditContract(ctx, agentmarket.Actor{}, "subscription.cancel", before, c)
+	if err := errors.Join(s.Policies.Reload(ctx), audited); err != nil {
+		return nil, err
+	}
+	return c, nil
 }

@@ -444,23 +444,27 @@ func (s *Subscriptions) Cancel(ctx context.Context, actor agentmarket.Actor, id 
 	if err != nil {
 		return nil, err
 	}
+	var audited error
 	if c.Status != ContractCanceled {
 		before := c
-		c, err = s.Store.SetContractStatus(ctx, id, ContractCanceled, s.Clock.Now(), nil, []Rule{InvokeRule(c.BuyerOrgID, c.ListingID)})
-		if c, err = s.recordContract(ctx, actor, "subscription.cancel", before, c, err); err != nil {
+		if c, err = s.Store.SetContractStatus(ctx, id, ContractCanceled, s.Clock.Now(), nil, []Rule{InvokeRule(c.BuyerOrgID, c.ListingID)}); err != nil {
 			return nil, err
 		}
+		audited = s.auditContract(ctx, actor, "subscription.cancel", before, c)
 	}
 	if s.Billing != nil {
 		// The contract is canceled whatever the provider says. If the
 		// provider fails, the caller gets the error and may cancel again:
 		// the cancellation there is idempotent and is retried.
 		if err := s.Billing.Detach(ctx, c); err != nil {
-			return nil, err
+			return nil, errors.Join(err, audited)
 		}
 	}
 	if err := s.Policies.Reload(ctx); err != nil {
-		return nil, err
+		return nil, errors.Join(err, audited)
+	}
+	if audited != nil {
+		return nil, audited
 	}
 	return c, nil
 }
@@ -598,11 +602,11 @@ func (s *Subscriptions) Transition(ctx context.Context, id string, to ContractSt
 		revoke = rule
 	}
 	before := c
-	c, err = s.Store.SetContractStatus(ctx, id, to, s.Clock.Now(), grant, revoke)
-	if c, err = s.recordContract(ctx, agentmarket.Actor{}, "subscription.transition", before, c, err); err != nil {
+	if c, err = s.Store.SetContractStatus(ctx, id, to, s.Clock.Now(), grant, revoke); err != nil {
 		return nil, err
 	}
-	if err := s.Policies.Reload(ctx); err != nil {
+	audited := s.auditContract(ctx, agentmarket.Actor{}, "subscription.transition", before, c)
+	if err := errors.Join(s.Policies.Reload(ctx), audited); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -638,10 +642,11 @@ func (s *Subscriptions) EndTrial(ctx context.Context, id string, end time.Time) 
 	if agentmarket.CodeOf(err) == "trial_over" {
 		return s.Store.GetContract(ctx, id)
 	}
-	if c, err = s.recordContract(ctx, agentmarket.Actor{}, "subscription.trial_end", before, c, err); err != nil {
+	if err != nil {
 		return nil, err
 	}
-	if err := s.Policies.Reload(ctx); err != nil {
+	audited := s.auditContract(ctx, agentmarket.Actor{}, "subscription.trial_end", before, c)
+	if err := errors.Join(s.Policies.Reload(ctx), audited); err != nil {
 		return nil, err
 	}
 	return c, nil

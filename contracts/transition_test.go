@@ -3,6 +3,7 @@ package contracts_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -285,6 +286,43 @@ func TestTrialEnds(t *testing.T) {
 		}
 		if want := start.Add(14 * 24 * time.Hour); got.Status != contracts.ContractCanceled || !got.CanceledAt.Equal(want) || !got.TrialEnd.Equal(want) || s.may("lst_2") {
 			t.Fatalf("stopped with the trial: %+v, want canceled at %v", got, want)
+		}
+	})
+}
+
+// failingAudit is an audit log that cannot write.
+type failingAudit struct{}
+
+func (failingAudit) RecordChange(context.Context, agentmarket.Change) error {
+	return agentmarket.Errorf(agentmarket.Unavailable, "audit_failed", "the audit log could not be written")
+}
+
+// TestAuditFailureLeavesNoHalfChange: when a contract's change cannot be
+// recorded in the audit log, the request fails, but what follows from the
+// change still happens: a canceled contract is detached from the provider
+// and its invoke right revoked on the meters, a scheduled cancellation
+// too.
+func TestAuditFailureLeavesNoHalfChange(t *testing.T) {
+	relationaltest.Each(t, func(t *testing.T, db *relational.DB) {
+		ctx := context.Background()
+		s := newTrialSetup(t, db)
+		c, err := s.subs.Subscribe(ctx, s.buyer, contracts.SubscribeInput{ListingID: "lst_1"})
+		if err != nil || !s.may("lst_1") {
+			t.Fatalf("subscribe: %v, may %v", err, s.may("lst_1"))
+		}
+		s.subs.Audit = failingAudit{}
+		if _, err := s.subs.Cancel(ctx, s.buyer, c.ID); agentmarket.CodeOf(err) != "audit_failed" {
+			t.Fatalf("Cancel with the audit log down = %v, want audit_failed", err)
+		}
+		got, err := s.subs.Get(ctx, s.buyer, c.ID)
+		if err != nil || got.Status != contracts.ContractCanceled {
+			t.Fatalf("after the failed entry: %+v, %v; want canceled", got, err)
+		}
+		if !slices.Contains(s.hooks.calls, "detach canceled") {
+			t.Errorf("billing was told %v, want the detach", s.hooks.calls)
+		}
+		if s.may("lst_1") {
+			t.Error("the invoke right survived the cancellation")
 		}
 	})
 }
