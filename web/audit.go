@@ -25,10 +25,15 @@ type auditData struct {
 // them.
 var auditFields = []string{"actor", "action", "object_type", "object_id", "from", "to"}
 
-// mayAudit: the page is for admins (their org's entries) and the
-// platform's operators (every entry), as the log's own rule says.
+// mayAudit: the page is for those the log's own rule lets read it
+// (audit.Scope): admins (their org's entries), the platform's admins
+// (every entry).
 func (u *UI) mayAudit(r *req) bool {
-	return u.d.Audit != nil && r.signedIn && (r.actor.Operator || r.actor.Role == agentmarket.RoleAdmin)
+	if u.d.Audit == nil || !r.signedIn {
+		return false
+	}
+	_, err := audit.Scope(r.actor)
+	return err == nil
 }
 
 // entries reads the entries the request's filters select (at most
@@ -59,7 +64,8 @@ func (u *UI) auditLog(r *req) error {
 	if err != nil {
 		return err
 	}
-	d := &auditData{Filter: map[string]string{}, Entries: es, Operator: r.actor.Operator}
+	all, _ := audit.Scope(r.actor)
+	d := &auditData{Filter: map[string]string{}, Entries: es, Operator: all}
 	q := url.Values{}
 	for _, k := range auditFields {
 		if v := r.c.Query(k); v != "" {
@@ -72,7 +78,7 @@ func (u *UI) auditLog(r *req) error {
 		q.Set("before", strconv.FormatInt(es[len(es)-1].Seq, 10))
 		d.Next = "/audit?" + q.Encode()
 	}
-	if r.c.Query("verify") == "1" {
+	if r.c.Query("verify") == "1" && all {
 		if d.Report, err = u.d.Audit.Verify(r.ctx, r.actor); err != nil {
 			return err
 		}

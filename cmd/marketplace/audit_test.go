@@ -215,6 +215,16 @@ func TestAuditLog(t *testing.T) {
 		if r := api.with(buyerOnly).do("GET", "/api/v1/audit", nil); r.Status != 403 {
 			t.Errorf("a buyer key reads the audit log: %d %s", r.Status, r.Body)
 		}
+		// A key of the platform's org that is not an admin's reads no
+		// tenant's entries; an org's admin reads its own, and may not walk
+		// the whole platform's chain.
+		_, platformBuyer := mintKey(t, op, map[string]any{"name": "platform buyer", "role": "buyer"})
+		if r := api.with(platformBuyer).do("GET", "/api/v1/audit", nil); r.Status != 403 {
+			t.Errorf("a buyer key of the platform's org reads the audit log: %d %s", r.Status, r.Body)
+		}
+		if r := buyer.do("GET", "/api/v1/audit/verify", nil); r.Status != 403 {
+			t.Errorf("an org's admin verifies the platform's chain: %d %s", r.Status, r.Body)
+		}
 		status, text := op.get("/api/v1/audit?action=listing.approve", "text/csv")
 		rows, err := csv.NewReader(strings.NewReader(text)).ReadAll()
 		if status != 200 || err != nil || len(rows) != 2 || rows[0][0] != "seq" || rows[1][9] != "listing.approve" || rows[1][2] == "" {

@@ -87,13 +87,22 @@ func compactJSON(v any) (json.RawMessage, error) {
 	return buf.Bytes(), nil
 }
 
-// mayRead: the platform's operators read every entry, an org's admins
-// their org's.
-func mayRead(actor agentmarket.Actor) error {
-	if actor.Operator || actor.Role == agentmarket.RoleAdmin {
-		return nil
+// Scope is what actor may read of the audit log: every org's entries
+// (all) for an admin of the platform's org (an operator), its own org's
+// for another org's admin; any other role is Forbidden. A key of the
+// platform's org is not an operator's for the log unless it is an
+// admin's: the log holds every tenant's changes and addresses.
+func Scope(actor agentmarket.Actor) (all bool, err error) {
+	if actor.Role != agentmarket.RoleAdmin {
+		return false, agentmarket.Errorf(agentmarket.Forbidden, "forbidden", "only admins read the audit log")
 	}
-	return agentmarket.Errorf(agentmarket.Forbidden, "forbidden", "only admins and the platform's operators read the audit log")
+	return actor.Operator, nil
+}
+
+// mayRead is Scope's refusal alone.
+func mayRead(actor agentmarket.Actor) error {
+	_, err := Scope(actor)
+	return err
 }
 
 // List returns the entries f selects that actor may read, newest first.
@@ -104,7 +113,7 @@ func (l *Log) List(ctx context.Context, actor agentmarket.Actor, f Filter) ([]En
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
-	if !actor.Operator {
+	if all, _ := Scope(actor); !all {
 		f.Org = actor.OrgID
 	}
 	if f.Limit == 0 {

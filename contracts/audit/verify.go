@@ -163,10 +163,17 @@ func Verify(ctx context.Context, store Store, keys Keys) (*Report, error) {
 	return r, nil
 }
 
-// Verify checks the whole chain for actor: an admin or an operator.
+// Verify checks the whole chain for actor, an operator (Scope): the walk
+// reads every org's entries, and what it reports (counts, where it broke)
+// is the whole platform's, so an org's admin may not ask for it (nor load
+// the database with it at will).
 func (l *Log) Verify(ctx context.Context, actor agentmarket.Actor) (*Report, error) {
-	if err := mayRead(actor); err != nil {
+	all, err := Scope(actor)
+	if err != nil {
 		return nil, err
+	}
+	if !all {
+		return nil, agentmarket.Errorf(agentmarket.Forbidden, "forbidden", "only the platform's operators verify the audit chain")
 	}
 	return Verify(ctx, l.Store, l.Keys)
 }
