@@ -13,6 +13,7 @@ package a2aproxy
 //
 //	gate         the meter can record usage; the projections keep up (pace, hold)
 //	authenticate the bearer key → the caller's org and key
+//	invokers     the key's role may invoke listings in its org
 //	entitle      the listing, its limits, the org's open contract, casbin's grant
 //	decode       the body's size, the request parsed by the reading rule, push support
 //	budgets      the key's and the contract's monthly budgets

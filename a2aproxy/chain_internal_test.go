@@ -112,3 +112,52 @@ type stubRecorder struct{ err error }
 
 func (r stubRecorder) Record(context.Context, metering.Usage) error { return r.err }
 func (r stubRecorder) Err() error                                   { return r.err }
+
+// policyTable is an Entitlements of (subject, domain) pairs allowed to
+// invoke listings, counting its checks.
+type policyTable struct {
+	allowed map[[2]string]bool
+	checks  *int
+}
+
+func (p policyTable) Allowed(sub, dom, obj, act string) (bool, error) {
+	*p.checks++
+	return obj == "listings" && act == "invoke" && (p.allowed[[2]string{sub, dom}] || p.allowed[[2]string{sub, "*"}]), nil
+}
+
+// TestInvokersStage: by the policy, admin and buyer keys go on and a
+// finance key is refused with -32041 and 403, until its org allows its
+// role; the roles are read once per org for the cache TTL.
+func TestInvokersStage(t *testing.T) {
+	clock := agentmarket.NewManualClock(time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC))
+	checks := 0
+	pol := policyTable{checks: &checks, allowed: map[[2]string]bool{{"role:admin", "*"}: true, {"role:buyer", "*"}: true}}
+	st := invokers{ent: pol, roles: newTTLCache[roleSet](2*time.Second, clock.Now)}
+	passed := 0
+	next := func(*call) error { passed++; return nil }
+	as := func(role agentmarket.Role) error {
+		return st.serve(&call{actor: agentmarket.Actor{OrgID: "org_b", Role: role}}, next)
+	}
+	var re *rpcError
+	for _, r := range []agentmarket.Role{agentmarket.RoleAdmin, agentmarket.RoleBuyer} {
+		if err := as(r); err != nil {
+			t.Errorf("a %s key: %v", r, err)
+		}
+	}
+	for _, r := range []agentmarket.Role{agentmarket.RoleFinance, agentmarket.RoleSeller} {
+		if err := as(r); !errors.As(err, &re) || re.Code != CodeNotEntitled || re.Status != http.StatusForbidden {
+			t.Errorf("a %s key: %v, want -32041 with 403", r, err)
+		}
+	}
+	if passed != 2 || checks != len(agentmarket.Roles) {
+		t.Errorf("%d calls passed after %d policy checks; want 2 after %d (one org's roles read once)", passed, checks, len(agentmarket.Roles))
+	}
+	pol.allowed[[2]string{"role:finance", "org_b"}] = true
+	if err := as(agentmarket.RoleFinance); err == nil {
+		t.Errorf("a widened role went through within the cache TTL")
+	}
+	clock.Advance(2 * time.Second)
+	if err := as(agentmarket.RoleFinance); err != nil {
+		t.Errorf("a finance key once its org allows finance, past the TTL: %v", err)
+	}
+}

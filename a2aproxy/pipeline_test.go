@@ -150,9 +150,9 @@ type coreMarket struct {
 func (m *coreMarket) Authenticate(_ context.Context, secret string) (agentmarket.Actor, error) {
 	switch secret {
 	case "amk_acme":
-		return agentmarket.Actor{OrgID: "org_acme", KeyID: "key_acme"}, nil
+		return agentmarket.Actor{OrgID: "org_acme", KeyID: "key_acme", Role: agentmarket.RoleBuyer}, nil
 	case "amk_initech":
-		return agentmarket.Actor{OrgID: "org_initech", KeyID: "key_initech"}, nil
+		return agentmarket.Actor{OrgID: "org_initech", KeyID: "key_initech", Role: agentmarket.RoleAdmin}, nil
 	}
 	return agentmarket.Actor{}, agentmarket.Errorf(agentmarket.Unauthorized, "bad_key", "unknown key")
 }

@@ -260,6 +260,8 @@ type Proxy struct {
 	dialects   dialectCache                                // of 0.3 HTTP+JSON agent interfaces (dialect.go)
 	upstream   *http.Client                                // to agents, under Guard (upstream.go): streams, probes
 	fast       *fastClients                                // to agents, under Guard: unary calls (upstream_fast.go)
+	// invokeRoles are the roles each org lets invoke (invokers.go).
+	invokeRoles *ttlCache[roleSet]
 	// stalls is the progress of the tasks this meter saw (stall.go).
 	stalls progressWatch
 	// later holds the writes the store refused that nothing else would make
@@ -291,6 +293,7 @@ func (p *Proxy) Init() {
 		}
 	}
 	p.grants = newTTLCache[bool](p.Limits.CacheTTL, now).staleFor(stale)
+	p.invokeRoles = newTTLCache[roleSet](p.Limits.CacheTTL, now)
 	p.initUpstream()
 	if p.Base == nil {
 		p.Base = context.Background()
@@ -480,6 +483,7 @@ func (p *Proxy) stages() []stage {
 	return []stage{
 		gate{acct: p.acct, unsettled: func() int { return p.unsettled() }, limits: &p.Limits, metrics: p.Metrics},
 		authenticate{auth: p.Auth, actors: p.actors},
+		invokers{ent: p.Entitlements, roles: p.invokeRoles},
 		entitle{p: p},
 		decode{p: p},
 		budgets{spend: p.Spend, spent: p.spent, clock: p.Clock, logger: p.Logger},

@@ -97,3 +97,23 @@ func (s *Server) updateOrg(c *fiber.Ctx) error {
 	}
 	return c.JSON(orgView(o))
 }
+
+func (s *Server) getInvokeRoles(c *fiber.Ctx) error {
+	roles, err := s.InvokeRoles.Get(c.UserContext(), actorOf(c))
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"roles": roles})
+}
+
+func (s *Server) setInvokeRoles(c *fiber.Ctx) error {
+	var in contracts.InvokeRolesInput
+	if err := decode(c, &in); err != nil {
+		return err
+	}
+	roles, err := s.InvokeRoles.Set(c.UserContext(), actorOf(c), in)
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"roles": roles})
+}

@@ -35,7 +35,10 @@ type Authorizer interface {
 // Server holds what the handlers call.
 type Server struct {
 	Accounts *contracts.Accounts
-	Listings *listings.Service
+	// InvokeRoles are the roles of each org whose keys may invoke listings
+	// through the meter.
+	InvokeRoles *contracts.InvokeRoles
+	Listings    *listings.Service
 	// Subscriptions and Usage are nil in a marketplace without a meter.
 	Subscriptions *contracts.Subscriptions
 	Usage         *metering.Reports
@@ -119,6 +122,8 @@ func (s *Server) Mount(app *fiber.App) {
 	auth := v1.Group("", s.authenticate)
 	auth.Get("/org", s.allow(contracts.ObjOrg, contracts.ActRead), s.getOrg)
 	auth.Patch("/org", s.allow(contracts.ObjOrg, contracts.ActWrite), s.updateOrg)
+	auth.Get("/org/invoke-roles", s.allow(contracts.ObjOrg, contracts.ActRead), s.getInvokeRoles)
+	auth.Patch("/org/invoke-roles", s.allow(contracts.ObjInvokeRoles, contracts.ActWrite), s.setInvokeRoles)
 	auth.Post("/api-keys", s.allow(contracts.ObjAPIKeys, contracts.ActWrite), s.createKey)
 	auth.Get("/api-keys", s.allow(contracts.ObjAPIKeys, contracts.ActRead), s.listKeys)
 	auth.Delete("/api-keys/:id", s.allow(contracts.ObjAPIKeys, contracts.ActWrite), s.revokeKey)
