@@ -6,10 +6,14 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/a2aproxy/wire"
+	"github.com/agentmarket/agentmarket/contracts"
 	"github.com/agentmarket/agentmarket/metering"
 )
 
@@ -159,5 +163,75 @@ func TestInvokersStage(t *testing.T) {
 	clock.Advance(2 * time.Second)
 	if err := as(agentmarket.RoleFinance); err != nil {
 		t.Errorf("a finance key once its org allows finance, past the TTL: %v", err)
+	}
+}
+
+// fixedSpend is a usage store that says the same spend for every budget.
+type fixedSpend int64
+
+func (f fixedSpend) Spent(context.Context, string, string, time.Time) (int64, error) {
+	return int64(f), nil
+}
+
+// TestReserveStage: calls reserve against a key's budget until the next
+// one cannot fit, whatever the interleaving (run with -race); a call that
+// ends settles what it cost at once, releasing its reservation; a call
+// reserving nothing goes while spent and held stay below the budget; a
+// refusal further on in the chain releases the reservation.
+func TestReserveStage(t *testing.T) {
+	clock := agentmarket.NewManualClock(time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC))
+	book := newBudgetBook(fixedSpend(0), clock, 2*time.Second, nil)
+	budget := int64(10_000)
+	newCall := func() *call {
+		return &call{x: headerExchange{}, actor: agentmarket.Actor{OrgID: "org_b", KeyID: "key_b", KeyBudgetMicros: &budget}, contract: &contracts.Contract{ID: "ctr_1"}}
+	}
+	var mu sync.Mutex
+	var held []*call
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cl := newCall()
+			if book.reserve(context.Background(), cl, 1000) == nil {
+				mu.Lock()
+				held = append(held, cl)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(held) != 10 {
+		t.Fatalf("%d of 50 concurrent calls of 1,000 reserved under 10,000, want 10", len(held))
+	}
+	var re *rpcError
+	if err := book.reserve(context.Background(), newCall(), 1); !errors.As(err, &re) || re.Code != CodeBudgetExhausted {
+		t.Errorf("an eleventh call: %v, want -32042", err)
+	}
+	book.settle(held[0], 1500) // used past its reservation
+	book.settle(held[0], 1500) // settled once
+	for _, cl := range held[1:5] {
+		book.settle(cl, 500)
+	}
+	// Spent 3,500, held 5,000: 1,500 are left.
+	if err := book.reserve(context.Background(), newCall(), 1501); !errors.As(err, &re) || re.Code != CodeBudgetExhausted ||
+		!strings.Contains(re.Message, "3500 micros are spent this month and 5000 held") {
+		t.Errorf("a call of 1,501: %v, want -32042 with 3,500 spent and 5,000 held", err)
+	}
+	next := func(*call) error { return wire.TaskNotFound("t") }
+	cl := newCall()
+	cl.req = &wire.Request{Method: wire.MethodSend}
+	stage := reserve{book: book}
+	if err := stage.serve(cl, next); err == nil || cl.hold.n != 0 {
+		t.Errorf("a call refused further on: %v, hold %+v; want the refusal, the hold released", err, cl.hold)
+	}
+	for _, cl := range held[5:] {
+		book.settle(cl, 0)
+	}
+	if err := book.reserve(context.Background(), newCall(), 6500); err != nil {
+		t.Errorf("the rest of the budget: %v", err)
+	}
+	if err := book.reserve(context.Background(), newCall(), 0); !errors.As(err, &re) || re.Code != CodeBudgetExhausted {
+		t.Errorf("a call reserving nothing at a budget fully held: %v, want -32042", err)
 	}
 }

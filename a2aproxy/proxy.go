@@ -243,7 +243,7 @@ type Proxy struct {
 	actors     *ttlCache[agentmarket.Actor]
 	targets    *ttlCache[*Target]
 	contracts  *ttlCache[*contracts.Contract]
-	spent      *ttlCache[int64]
+	book       *budgetBook               // budgets' spend and reservations (reserve.go)
 	plans      *ttlCache[*listings.Plan] // plan versions never change
 	parents    *ttlCache[*contracts.TaskBinding]
 	owners     *ownerIndex
@@ -281,7 +281,6 @@ func (p *Proxy) Init() {
 	p.actors = newTTLCache[agentmarket.Actor](p.Limits.CacheTTL, now).staleFor(stale)
 	p.targets = newTTLCache[*Target](p.Limits.CacheTTL, now).staleFor(stale)
 	p.contracts = newTTLCache[*contracts.Contract](p.Limits.CacheTTL, now).staleFor(stale)
-	p.spent = newTTLCache[int64](p.Limits.CacheTTL, now)
 	p.plans = newTTLCache[*listings.Plan](time.Hour, now).staleFor(stale)
 	p.parents = newTTLCache[*contracts.TaskBinding](p.Limits.CacheTTL, now)
 	p.owners = newOwnerIndex(p.Owners, p.Limits.OwnerIndexSize, p.Limits.OwnerMissWait)
@@ -301,6 +300,7 @@ func (p *Proxy) Init() {
 	if p.Logger == nil {
 		p.Logger = slog.New(slog.DiscardHandler)
 	}
+	p.book = newBudgetBook(p.Spend, p.Clock, p.Limits.CacheTTL, p.Logger)
 	p.acct = &accounting{recorder: p.Recorder, clock: p.Clock, logger: p.Logger, metrics: p.Metrics}
 	switch {
 	case p.BillInMemory:
@@ -402,6 +402,9 @@ type call struct {
 	// tracked is set when the task got a deadline or a parent: its end is
 	// then recorded.
 	tracked bool
+	// hold is the call's reservation under its budgets (reserve.go),
+	// settled when it ends (finish).
+	hold budgetHold
 	// inlinePush is the push config a send carried, registered once the
 	// agent names the task.
 	inlinePush *pushConfig
@@ -486,9 +489,9 @@ func (p *Proxy) stages() []stage {
 		invokers{ent: p.Entitlements, roles: p.invokeRoles},
 		entitle{p: p},
 		decode{p: p},
-		budgets{spend: p.Spend, spent: p.spent, clock: p.Clock, logger: p.Logger},
 		route{p: p},
 		ownership{owners: p.owners},
+		reserve{book: p.book},
 		idempotency{p: p},
 	}
 }
