@@ -180,7 +180,7 @@ func (f fixedSpend) Spent(context.Context, string, string, time.Time) (int64, er
 // refusal further on in the chain releases the reservation.
 func TestReserveStage(t *testing.T) {
 	clock := agentmarket.NewManualClock(time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC))
-	book := newBudgetBook(fixedSpend(0), clock, 2*time.Second, nil)
+	book := newBudgetBook(fixedSpend(0), nil, clock, 2*time.Second, nil)
 	budget := int64(10_000)
 	newCall := func() *call {
 		return &call{x: headerExchange{}, actor: agentmarket.Actor{OrgID: "org_b", KeyID: "key_b", KeyBudgetMicros: &budget}, contract: &contracts.Contract{ID: "ctr_1"}}

@@ -82,6 +82,13 @@ type Spend interface {
 	Spent(ctx context.Context, apiKeyID, contractID string, from time.Time) (int64, error)
 }
 
+// OrgSpend tells what a buyer org has spent this month, for its monthly
+// budget: the list price of the usage of all its keys and contracts since
+// from.
+type OrgSpend interface {
+	OrgSpent(ctx context.Context, orgID string, from time.Time) (int64, error)
+}
+
 // AddressGuard is the SSRF policy of every connection the meter makes,
 // to agents and to buyers' webhooks (httpfetch.Guard): the dialer
 // DialContext returns judges the resolved address of each connection

@@ -194,6 +194,9 @@ type Proxy struct {
 	Ledger      metering.Ledger
 	Recorder    Recorder
 	Spend       Spend // nil: budgets are not enforced
+	// OrgSpend reads orgs' spend for their monthly budgets; nil: org
+	// budgets are not enforced.
+	OrgSpend OrgSpend
 	// Tasks records the life of tasks (pauses, cancels, deadlines); nil:
 	// not recorded, and no task is canceled for its time.
 	Tasks contracts.TaskLife
@@ -300,7 +303,7 @@ func (p *Proxy) Init() {
 	if p.Logger == nil {
 		p.Logger = slog.New(slog.DiscardHandler)
 	}
-	p.book = newBudgetBook(p.Spend, p.Clock, p.Limits.CacheTTL, p.Logger)
+	p.book = newBudgetBook(p.Spend, p.OrgSpend, p.Clock, p.Limits.CacheTTL, p.Logger)
 	p.acct = &accounting{recorder: p.Recorder, clock: p.Clock, logger: p.Logger, metrics: p.Metrics}
 	switch {
 	case p.BillInMemory:

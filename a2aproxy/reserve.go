@@ -15,7 +15,8 @@ import (
 
 // Budgets that hold under concurrency (docs/billing.md, "Budgets").
 //
-// A call under a monthly budget (its API key's, its subscription's)
+// A call under a monthly budget (its API key's, its subscription's, its
+// org's)
 // reserves before it is forwarded and settles when it ends (finish): a
 // send reserves the plan's per-task price plus its per-call ceiling
 // (listings.Plan.CallCeiling) at the plan's rates; any other call reserves
@@ -42,7 +43,7 @@ type reserve struct {
 }
 
 func (r reserve) serve(cl *call, next handler) error {
-	if cl.actor.KeyBudgetMicros == nil && cl.contract.MonthlyBudgetMicros == nil {
+	if cl.actor.KeyBudgetMicros == nil && cl.contract.MonthlyBudgetMicros == nil && cl.actor.OrgBudgetMicros == nil {
 		return next(cl) // no budget: nothing to hold, no lock taken
 	}
 	if err := r.book.reserve(cl.x.Context(), cl, reservation(cl)); err != nil {
@@ -79,6 +80,7 @@ const lastSpendGrace = time.Minute
 // holds this month.
 type budgetBook struct {
 	spend   Spend
+	orgs    OrgSpend // nil: org budgets are not held
 	clock   agentmarket.Clock
 	refresh time.Duration // how often the store's figure is read again
 	logger  *slog.Logger
@@ -89,9 +91,17 @@ type budgetBook struct {
 }
 
 type budgetKey struct {
-	contract bool // else an API key's
-	id       string
+	kind budgetKind
+	id   string
 }
+
+type budgetKind uint8
+
+const (
+	keyBudget budgetKind = iota
+	contractBudget
+	orgBudget
+)
 
 // budgetAcct is one budget's month: spent is the store's figure raised by
 // every call settled here since (a lower figure from the store is this
@@ -103,13 +113,13 @@ type budgetAcct struct {
 
 // budgetHold is a call's reservation: the budgets it holds and how much.
 type budgetHold struct {
-	accts  [2]*budgetAcct
+	accts  [3]*budgetAcct
 	n      int
 	amount int64
 }
 
-func newBudgetBook(spend Spend, clock agentmarket.Clock, refresh time.Duration, logger *slog.Logger) *budgetBook {
-	return &budgetBook{spend: spend, clock: clock, refresh: refresh, logger: logger, accts: map[budgetKey]*budgetAcct{}}
+func newBudgetBook(spend Spend, orgs OrgSpend, clock agentmarket.Clock, refresh time.Duration, logger *slog.Logger) *budgetBook {
+	return &budgetBook{spend: spend, orgs: orgs, clock: clock, refresh: refresh, logger: logger, accts: map[budgetKey]*budgetAcct{}}
 }
 
 // reserve admits cl under its budgets with amount held, or refuses it:
@@ -127,10 +137,11 @@ func (b *budgetBook) reserve(ctx context.Context, cl *call, amount int64) error 
 		what   string
 		acct   *budgetAcct
 	}
-	bs := [2]budget{{cl.actor.KeyBudgetMicros, budgetKey{id: cl.actor.KeyID}, "API key", nil},
-		{cl.contract.MonthlyBudgetMicros, budgetKey{contract: true, id: cl.contract.ID}, "subscription", nil}}
+	bs := [3]budget{{cl.actor.KeyBudgetMicros, budgetKey{keyBudget, cl.actor.KeyID}, "API key", nil},
+		{cl.contract.MonthlyBudgetMicros, budgetKey{contractBudget, cl.contract.ID}, "subscription", nil},
+		{cl.actor.OrgBudgetMicros, budgetKey{orgBudget, cl.actor.OrgID}, "organisation", nil}}
 	for i := range bs {
-		if bs[i].micros == nil {
+		if bs[i].micros == nil || (bs[i].key.kind == orgBudget && b.orgs == nil) {
 			continue
 		}
 		a, err := b.read(ctx, cl, bs[i].key, month, now, bs[i].what)
@@ -182,11 +193,7 @@ func (b *budgetBook) read(ctx context.Context, cl *call, key budgetKey, month, n
 	if !readAt.IsZero() && now.Sub(readAt) < b.refresh {
 		return a, nil
 	}
-	keyID, contractID := key.id, ""
-	if key.contract {
-		keyID, contractID = "", key.id
-	}
-	spent, err := b.spend.Spent(ctx, keyID, contractID, month)
+	spent, err := b.spent(ctx, key, month)
 	if err != nil {
 		if readAt.IsZero() || now.Sub(readAt) > lastSpendGrace {
 			b.logger.WarnContext(ctx, "call refused: its budget cannot be checked, the usage store is unavailable",
@@ -200,6 +207,17 @@ func (b *budgetBook) read(ctx context.Context, cl *call, key budgetKey, month, n
 	a.readAt = now
 	b.mu.Unlock()
 	return a, nil
+}
+
+// spent is the store's figure of key's budget this month.
+func (b *budgetBook) spent(ctx context.Context, key budgetKey, month time.Time) (int64, error) {
+	switch key.kind {
+	case contractBudget:
+		return b.spend.Spent(ctx, "", key.id, month)
+	case orgBudget:
+		return b.orgs.OrgSpent(ctx, key.id, month)
+	}
+	return b.spend.Spent(ctx, key.id, "", month)
 }
 
 // settle ends cl's reservation, adding cost to the spend of the budgets it

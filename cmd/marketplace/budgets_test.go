@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -11,15 +12,15 @@ import (
 	"github.com/agentmarket/agentmarket/cmd/internal/demoagent"
 )
 
-// keySpend is what the usage API says a key spent, and in how many calls
-// (refused ones included: they are metered).
-func keySpend(t *testing.T, api client, keyID string) (calls, cost int64) {
+// listingSpend is what the usage API says the org of key spent on a
+// listing, and in how many calls (refused ones included: they are
+// metered).
+func listingSpend(t *testing.T, api client, listingID string) (calls, cost int64) {
 	t.Helper()
-	q := url.Values{"group_by": {"api_key"}, "api_key_id": {keyID}}
-	r := api.do("GET", "/api/v1/usage?"+q.Encode(), nil)
+	r := api.do("GET", "/api/v1/usage?"+url.Values{"group_by": {"listing"}}.Encode(), nil)
 	items, _ := r.JSON["items"].([]any)
 	for _, it := range items {
-		if row := it.(map[string]any); row["key"] == keyID {
+		if row := it.(map[string]any); row["key"] == listingID {
 			return int64(row["calls"].(float64)), int64(row["cost_micros"].(float64))
 		}
 	}
@@ -43,7 +44,7 @@ func TestBudgetBurst(t *testing.T) {
 }
 
 func budgetBurst(t *testing.T, mk *market) {
-	const n, rounds, cost = 12, 4, 1119
+	const n, cost = 12, 1119
 	for _, tc := range []struct {
 		name            string
 		ceiling         [3]int64 // input tokens, output tokens, compute ms
@@ -62,14 +63,35 @@ func budgetBurst(t *testing.T, mk *market) {
 			if r.Status != 201 || get(r.JSON, "pricing", "max_call_output_tokens") != float64(tc.ceiling[1]) {
 				t.Fatalf("list: %d %s", r.Status, r.Body)
 			}
-			r = mk.api.with(mk.buyer).do("POST", "/api/v1/subscriptions", map[string]any{"listing_id": r.str("id")})
-			if r.Status != 201 {
-				t.Fatalf("subscribe: %d %s", r.Status, r.Body)
-			}
-			ep := r.str("endpoint")
-			for round := range rounds {
-				keyID, key := mintKey(t, mk.api.with(mk.buyer), map[string]any{"name": fmt.Sprintf("burst %s %d", tc.name, round), "role": "buyer",
-					"monthly_budget_micros": tc.budget})
+			listing := r.str("id")
+			for round, kind := range []string{"key", "subscription", "org", "key"} {
+				orgAdmin := mk.api.with(newBuyerOrg(t, mk.api, fmt.Sprintf("%s %d", tc.name, round)))
+				sub := map[string]any{"listing_id": listing}
+				if kind == "subscription" {
+					sub["monthly_budget_micros"] = tc.budget
+				}
+				r := orgAdmin.do("POST", "/api/v1/subscriptions", sub)
+				if r.Status != 201 {
+					t.Fatalf("subscribe: %d %s", r.Status, r.Body)
+				}
+				ep := r.str("endpoint")
+				if kind == "org" {
+					if r := orgAdmin.do("PUT", "/api/v1/org/budget", map[string]any{"monthly_budget_micros": tc.budget}); r.Status != 200 ||
+						r.JSON["monthly_budget_micros"] != float64(tc.budget) {
+						t.Fatalf("org budget: %d %s", r.Status, r.Body)
+					}
+				}
+				// The key's budget on one key; the others' spread over two
+				// keys without one.
+				var keys []string
+				if kind == "key" {
+					_, key := mintKey(t, orgAdmin, map[string]any{"name": "capped", "role": "buyer", "monthly_budget_micros": tc.budget})
+					keys = []string{key}
+				} else {
+					_, k1 := mintKey(t, orgAdmin, map[string]any{"name": "one", "role": "buyer"})
+					_, k2 := mintKey(t, orgAdmin, map[string]any{"name": "two", "role": "buyer"})
+					keys = []string{k1, k2}
+				}
 				var wg sync.WaitGroup
 				var mu sync.Mutex
 				admitted, refused := 0, 0
@@ -79,7 +101,7 @@ func budgetBurst(t *testing.T, mk *market) {
 					go func() {
 						defer wg.Done()
 						<-start
-						_, e := (rpc{t: t, url: ep, key: key}).call("message/send", msg03(fmt.Sprintf("burst call %d", i), nil))
+						_, e := (rpc{t: t, url: ep, key: keys[i%len(keys)]}).call("message/send", msg03(fmt.Sprintf("burst call %d", i), nil))
 						mu.Lock()
 						defer mu.Unlock()
 						switch {
@@ -96,21 +118,55 @@ func budgetBurst(t *testing.T, mk *market) {
 				wg.Wait()
 				var calls, spent int64
 				waitFor(t, "the burst's usage rows", 15*time.Second, func() bool {
-					calls, spent = keySpend(t, mk.api.with(mk.buyer), keyID)
+					calls, spent = listingSpend(t, orgAdmin, listing)
 					return calls == n
 				})
 				// The bound: the budget, plus what each admitted call used
 				// beyond its reservation.
 				bound := tc.budget + int64(admitted)*max(0, cost-tc.reserve)
 				if spent > bound || spent != int64(admitted)*cost || admitted+refused != n {
-					t.Errorf("round %d: %d calls admitted, %d refused, %d micros spent; the bound is %d (budget %d)", round, admitted, refused, spent, bound, tc.budget)
+					t.Errorf("round %d (%s budget): %d calls admitted, %d refused, %d micros spent; the bound is %d (budget %d)", round, kind, admitted, refused, spent, bound, tc.budget)
 				}
 				// Three reservations fit in the budget, a fourth never does,
 				// however the calls interleave.
 				if admitted != 3 {
-					t.Errorf("round %d: %d calls admitted, want 3", round, admitted)
+					t.Errorf("round %d (%s budget): %d calls admitted, want 3", round, kind, admitted)
 				}
 			}
 		})
+	}
+}
+
+// newBuyerOrg signs a new buyer org up and returns its admin key.
+func newBuyerOrg(t *testing.T, api client, name string) string {
+	t.Helper()
+	_, key := signup(t, api, "Burst "+name, strings.ReplaceAll(strings.ToLower(name), " ", "-")+"@burst.example")
+	return key
+}
+
+// TestOrgBudgetSetting: only an org's admin sets its monthly budget; GET
+// /org shows it; null removes it; a negative one is refused.
+func TestOrgBudgetSetting(t *testing.T) {
+	m := startMarketplace(t, map[string]string{})
+	api := client{t: t, base: m.URL}
+	admin := api.with(newBuyerOrg(t, api, "budget setting"))
+	for _, role := range []string{"buyer", "finance", "seller"} {
+		_, key := mintKey(t, admin, map[string]any{"name": role, "role": role})
+		if r := api.with(key).do("PUT", "/api/v1/org/budget", map[string]any{"monthly_budget_micros": 1}); r.Status != 403 {
+			t.Errorf("a %s key sets the org's budget: %d %s, want 403", role, r.Status, r.Body)
+		}
+	}
+	if r := admin.do("PUT", "/api/v1/org/budget", map[string]any{"monthly_budget_micros": -1}); r.Status != 422 ||
+		strings.Join(r.errorFields(), " ") != "monthly_budget_micros:non_negative" {
+		t.Errorf("a negative budget: %d %s", r.Status, r.Body)
+	}
+	if r := admin.do("PUT", "/api/v1/org/budget", map[string]any{"monthly_budget_micros": 7_000_000}); r.Status != 200 {
+		t.Fatalf("set: %d %s", r.Status, r.Body)
+	}
+	if r := admin.do("GET", "/api/v1/org", nil); r.JSON["monthly_budget_micros"] != float64(7_000_000) {
+		t.Errorf("GET /org after the budget is set: %s", r.Body)
+	}
+	if r := admin.do("PUT", "/api/v1/org/budget", map[string]any{"monthly_budget_micros": nil}); r.Status != 200 || r.JSON["monthly_budget_micros"] != nil {
+		t.Errorf("remove: %d %s", r.Status, r.Body)
 	}
 }

@@ -122,6 +122,7 @@ func (s *Server) Mount(app *fiber.App) {
 	auth := v1.Group("", s.authenticate)
 	auth.Get("/org", s.allow(contracts.ObjOrg, contracts.ActRead), s.getOrg)
 	auth.Patch("/org", s.allow(contracts.ObjOrg, contracts.ActWrite), s.updateOrg)
+	auth.Put("/org/budget", s.allow(contracts.ObjOrgBudget, contracts.ActWrite), s.setOrgBudget)
 	auth.Get("/org/invoke-roles", s.allow(contracts.ObjOrg, contracts.ActRead), s.getInvokeRoles)
 	auth.Patch("/org/invoke-roles", s.allow(contracts.ObjInvokeRoles, contracts.ActWrite), s.setInvokeRoles)
 	auth.Post("/api-keys", s.allow(contracts.ObjAPIKeys, contracts.ActWrite), s.createKey)

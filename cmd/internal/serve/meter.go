@@ -167,6 +167,7 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 		BillInMemory: d.Config.MeterInMemory(),
 		Recorder:     sp,
 		Spend:        metering.Spend{Store: d.Store, Clock: d.Clock},
+		OrgSpend:     OrgSpend{Store: d.Store, Clock: d.Clock},
 		Tasks:        store,
 		Sent:         sent,
 		Incidents:    d.Catalog,
