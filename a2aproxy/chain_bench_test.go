@@ -14,7 +14,13 @@ import (
 // allocates: the call path's own cost, beside the agent's.
 //
 //	go test -run '^$' -bench ChainSend -benchmem ./a2aproxy/
-func BenchmarkChainSend(b *testing.B) {
+func BenchmarkChainSend(b *testing.B) { chainSend(b, "amk_acme") }
+
+// BenchmarkChainSendBudgeted is BenchmarkChainSend with a key under a
+// monthly budget: each call also reserves and settles (reserve.go).
+func BenchmarkChainSendBudgeted(b *testing.B) { chainSend(b, "amk_budgeted") }
+
+func chainSend(b *testing.B, key string) {
 	agent := startCoreAgent(b, "1.0")
 	_, m := startCore(b, agent)
 	h := m.proxy.Front(func(c *fasthttp.RequestCtx) { c.SetStatusCode(404) })
@@ -25,7 +31,7 @@ func BenchmarkChainSend(b *testing.B) {
 		var req fasthttp.Request
 		req.Header.SetMethod("POST")
 		req.SetRequestURI("/a2a/lst_core")
-		req.Header.Set("Authorization", "Bearer amk_acme")
+		req.Header.Set("Authorization", "Bearer "+key)
 		req.Header.Set("A2A-Version", "1.0")
 		req.Header.SetContentType("application/json")
 		req.SetBodyString(fmt.Sprintf(`{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":{"message":{"messageId":"m-%d","role":"ROLE_USER","parts":[{"text":"hello there"}]}}}`, i))
