@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
@@ -233,5 +234,39 @@ func TestReserveStage(t *testing.T) {
 	}
 	if err := book.reserve(context.Background(), newCall(), 0); !errors.As(err, &re) || re.Code != CodeBudgetExhausted {
 		t.Errorf("a call reserving nothing at a budget fully held: %v, want -32042", err)
+	}
+}
+
+// downBudgets is a shared state that does not answer.
+type downBudgets struct{}
+
+func (downBudgets) ReserveBudgets(context.Context, []string, []int64, []int64, int64) (int, int64, int64, error) {
+	return 0, 0, 0, agentmarket.Errorf(agentmarket.Unavailable, "redis_unavailable", "down")
+}
+func (downBudgets) SettleBudgets(context.Context, []string, int64, int64) error {
+	return agentmarket.Errorf(agentmarket.Unavailable, "redis_unavailable", "down")
+}
+
+// TestReserveSharedDown: while the shared state does not answer, the
+// meter holds budgets in its own memory, neither dropping them nor
+// refusing every call.
+func TestReserveSharedDown(t *testing.T) {
+	clock := agentmarket.NewManualClock(time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC))
+	book := newBudgetBook(fixedSpend(0), nil, clock, 2*time.Second, slog.New(slog.DiscardHandler))
+	book.shared, book.base = downBudgets{}, context.Background()
+	budget := int64(2500)
+	var held []*call
+	for i := range 3 {
+		cl := &call{x: headerExchange{}, actor: agentmarket.Actor{OrgID: "org_b", KeyID: "key_b", KeyBudgetMicros: &budget}, contract: &contracts.Contract{ID: "ctr_1"}}
+		err := book.reserve(context.Background(), cl, 1000)
+		if (err == nil) != (i < 2) || (err == nil && (cl.hold.ids != nil || cl.hold.n != 1)) {
+			t.Fatalf("reservation %d with the shared state down: %v, hold %+v; want two held in memory, the third refused", i, err, cl.hold)
+		}
+		held = append(held, cl)
+	}
+	book.settle(held[0], 400)
+	cl := &call{x: headerExchange{}, actor: agentmarket.Actor{OrgID: "org_b", KeyID: "key_b", KeyBudgetMicros: &budget}, contract: &contracts.Contract{ID: "ctr_1"}}
+	if err := book.reserve(context.Background(), cl, 1000); err != nil {
+		t.Errorf("after a settle of 400 (1,400 spent and held): %v", err)
 	}
 }

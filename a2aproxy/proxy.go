@@ -197,6 +197,10 @@ type Proxy struct {
 	// OrgSpend reads orgs' spend for their monthly budgets; nil: org
 	// budgets are not enforced.
 	OrgSpend OrgSpend
+	// SharedBudgets, with Shared, is where every meter of the deployment
+	// reserves under budgets (reserve.go); nil, or while it fails, each
+	// meter holds them on its own.
+	SharedBudgets SharedBudgets
 	// Tasks records the life of tasks (pauses, cancels, deadlines); nil:
 	// not recorded, and no task is canceled for its time.
 	Tasks contracts.TaskLife
@@ -304,6 +308,7 @@ func (p *Proxy) Init() {
 		p.Logger = slog.New(slog.DiscardHandler)
 	}
 	p.book = newBudgetBook(p.Spend, p.OrgSpend, p.Clock, p.Limits.CacheTTL, p.Logger)
+	p.book.shared, p.book.base, p.book.metrics = p.SharedBudgets, p.Base, p.Metrics
 	p.acct = &accounting{recorder: p.Recorder, clock: p.Clock, logger: p.Logger, metrics: p.Metrics}
 	switch {
 	case p.BillInMemory:

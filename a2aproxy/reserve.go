@@ -32,9 +32,16 @@ import (
 // The spend starts from the usage store's figure and is read again every
 // CacheTTL, raised to it when the store says more (calls through other
 // meters, which this meter does not see); the store never lowers it, since
-// it lags this meter's own calls by the spool's shipping. Without shared
-// reservations (issue 25, item 7) each meter holds its budgets on its own,
-// and the calls of other meters count once the store has them.
+// it lags this meter's own calls by the spool's shipping.
+//
+// With SharedBudgets (Redis) the spend and the holds live there, for every
+// meter of the deployment: a reservation is taken under all of a call's
+// budgets at once by one script, the store's figure passed as a floor, so
+// the bound holds across meters. While Redis fails, a meter holds the
+// budgets on its own (its holds then settle in its memory), never with no
+// budget and never refusing every call. Without it each meter holds its
+// budgets on its own, and the calls of other meters count once the store
+// has them.
 
 // reserve is the chain's stage of budgets: it holds a call's reservation
 // (a budgetHold on the call) while the call runs.
@@ -80,7 +87,10 @@ const lastSpendGrace = time.Minute
 // holds this month.
 type budgetBook struct {
 	spend   Spend
-	orgs    OrgSpend // nil: org budgets are not held
+	orgs    OrgSpend      // nil: org budgets are not held
+	shared  SharedBudgets // nil: this meter's memory holds them
+	base    context.Context
+	metrics *Metrics
 	clock   agentmarket.Clock
 	refresh time.Duration // how often the store's figure is read again
 	logger  *slog.Logger
@@ -111,9 +121,11 @@ type budgetAcct struct {
 	readAt          time.Time // the store's figure was last read; zero: never
 }
 
-// budgetHold is a call's reservation: the budgets it holds and how much.
+// budgetHold is a call's reservation: the budgets it holds and how much,
+// in this meter's memory (accts) or in the shared state (ids).
 type budgetHold struct {
 	accts  [3]*budgetAcct
+	ids    []string
 	n      int
 	amount int64
 }
@@ -150,6 +162,31 @@ func (b *budgetBook) reserve(ctx context.Context, cl *call, amount int64) error 
 		}
 		bs[i].acct = a
 	}
+	if b.shared != nil {
+		var ids []string
+		var limits, floors []int64
+		var whats []string
+		for _, bg := range bs {
+			if bg.acct != nil {
+				ids = append(ids, fmt.Sprintf("%c:%s|%s", "kco"[bg.key.kind], bg.key.id, month.Format("2006-01")))
+				limits, whats = append(limits, *bg.micros), append(whats, bg.what)
+				b.mu.Lock()
+				floors = append(floors, bg.acct.spent)
+				b.mu.Unlock()
+			}
+		}
+		refused, spent, held, err := b.shared.ReserveBudgets(ctx, ids, limits, floors, amount)
+		switch {
+		case err == nil && refused >= 0:
+			return exhausted(whats[refused], limits[refused], spent, held, amount)
+		case err == nil:
+			cl.hold = budgetHold{ids: ids, n: len(ids), amount: amount}
+			return nil
+		}
+		// Redis failed: this meter holds the budgets on its own meanwhile.
+		b.metrics.SharedFallback("reserve")
+		b.logger.DebugContext(ctx, "budgets reserved in this meter's memory: the shared state did not answer", "err", err)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, bg := range bs {
@@ -158,9 +195,7 @@ func (b *budgetBook) reserve(ctx context.Context, cl *call, amount int64) error 
 		}
 		held := agentmarket.AddSat(bg.acct.spent, bg.acct.reserved)
 		if after := agentmarket.AddSat(held, amount); after > *bg.micros || (amount == 0 && held >= *bg.micros) {
-			return rpcErr(CodeBudgetExhausted, http.StatusOK, fmt.Sprintf(
-				"the %s's monthly budget of %d micros cannot take this call: %d micros are spent this month and %d held by calls in flight, and the call reserves %d (its plan's per-task price and per-call ceiling)",
-				bg.what, *bg.micros, bg.acct.spent, bg.acct.reserved, amount))
+			return exhausted(bg.what, *bg.micros, bg.acct.spent, bg.acct.reserved, amount)
 		}
 	}
 	h := budgetHold{amount: amount}
@@ -173,6 +208,13 @@ func (b *budgetBook) reserve(ctx context.Context, cl *call, amount int64) error 
 	}
 	cl.hold = h
 	return nil
+}
+
+// exhausted is the refusal of a call a budget cannot take.
+func exhausted(what string, budget, spent, held, amount int64) error {
+	return rpcErr(CodeBudgetExhausted, http.StatusOK, fmt.Sprintf(
+		"the %s's monthly budget of %d micros cannot take this call: %d micros are spent this month and %d held by calls in flight, and the call reserves %d (its plan's per-task price and per-call ceiling)",
+		what, budget, spent, held, amount))
 }
 
 // read returns key's account for month, read from the store when it was
@@ -228,6 +270,16 @@ func (b *budgetBook) settle(cl *call, cost int64) {
 		return
 	}
 	cl.hold = budgetHold{}
+	if h.ids != nil {
+		// On the meter's own context: the buyer may be gone. A settle
+		// that fails leaves the hold in Redis until the month's hash
+		// expires: the budget errs on the side of stopping early.
+		if err := b.shared.SettleBudgets(b.base, h.ids, h.amount, cost); err != nil {
+			b.metrics.SharedFallback("settle")
+			b.logger.Warn("a call's reservation could not be settled in the shared state; it stays held there", "budgets", h.ids, "err", err)
+		}
+		return
+	}
 	b.mu.Lock()
 	for _, a := range h.accts[:h.n] {
 		a.reserved -= h.amount

@@ -10,6 +10,9 @@ import (
 
 	"github.com/agentmarket/agentmarket/a2aproxy"
 	"github.com/agentmarket/agentmarket/cmd/internal/demoagent"
+	"github.com/agentmarket/agentmarket/contracts/redis/redistest"
+	"github.com/agentmarket/agentmarket/metering/clickhouse/clickhousetest"
+	"github.com/agentmarket/agentmarket/migrations/relational/relationaltest"
 )
 
 // listingSpend is what the usage API says the org of key spent on a
@@ -92,30 +95,7 @@ func budgetBurst(t *testing.T, mk *market) {
 					_, k2 := mintKey(t, orgAdmin, map[string]any{"name": "two", "role": "buyer"})
 					keys = []string{k1, k2}
 				}
-				var wg sync.WaitGroup
-				var mu sync.Mutex
-				admitted, refused := 0, 0
-				start := make(chan struct{})
-				for i := range n {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						<-start
-						_, e := (rpc{t: t, url: ep, key: keys[i%len(keys)]}).call("message/send", msg03(fmt.Sprintf("burst call %d", i), nil))
-						mu.Lock()
-						defer mu.Unlock()
-						switch {
-						case e == nil:
-							admitted++
-						case e["code"] == float64(a2aproxy.CodeBudgetExhausted):
-							refused++
-						default:
-							t.Errorf("call %d: %v", i, e)
-						}
-					}()
-				}
-				close(start)
-				wg.Wait()
+				admitted, refused := fireSends(t, n, []string{ep}, keys)
 				var calls, spent int64
 				waitFor(t, "the burst's usage rows", 15*time.Second, func() bool {
 					calls, spent = listingSpend(t, orgAdmin, listing)
@@ -135,6 +115,36 @@ func budgetBurst(t *testing.T, mk *market) {
 			}
 		})
 	}
+}
+
+// fireSends sends n messages at once, spread over the endpoints eps and
+// the keys, and counts the calls answered and those refused for a budget.
+func fireSends(t *testing.T, n int, eps, keys []string) (admitted, refused int) {
+	t.Helper()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, e := (rpc{t: t, url: eps[i%len(eps)], key: keys[i%len(keys)]}).call("message/send", msg03(fmt.Sprintf("burst call %d", i), nil))
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case e == nil:
+				admitted++
+			case e["code"] == float64(a2aproxy.CodeBudgetExhausted):
+				refused++
+			default:
+				t.Errorf("call %d: %v", i, e)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return admitted, refused
 }
 
 // newBuyerOrg signs a new buyer org up and returns its admin key.
@@ -168,5 +178,59 @@ func TestOrgBudgetSetting(t *testing.T) {
 	}
 	if r := admin.do("PUT", "/api/v1/org/budget", map[string]any{"monthly_budget_micros": nil}); r.Status != 200 || r.JSON["monthly_budget_micros"] != nil {
 		t.Errorf("remove: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestBudgetBurstAcrossMeters: two meters sharing Redis (and PostgreSQL,
+// and ClickHouse for the usage both record)
+// hold a key's budget together: 12 concurrent sends through both, at a
+// fresh key with room for three reservations, admit three, every time;
+// the spend stays within the budget.
+func TestBudgetBurstAcrossMeters(t *testing.T) {
+	env := sharedEnv(relationaltest.PostgresDSN(t), redistest.Start(t).URL)
+	env["AGENTMARKET_POLICY_RELOAD"] = "100ms" // the other meter learns of a subscription at once
+	env["AGENTMARKET_CLICKHOUSE_URL"] = clickhousetest.DSN(t)
+	first, second := startMarketplace(t, env), startMarketplace(t, env)
+	api := client{t: t, base: first.URL}
+	_, seller := signup(t, api, "Acme Agents", "owner@acme.example")
+	agent := agentServer(t, demoagent.New(demoagent.Config{Version: "0.3", ReportUsage: true, StepDelay: 60 * time.Millisecond, Name: "Burst"}))
+	pr := map[string]any{"max_call_input_tokens": 10, "max_call_output_tokens": 20, "max_call_compute_ms": 200}
+	for k, v := range pricing {
+		pr[k] = v
+	}
+	r := api.with(seller).do("POST", "/api/v1/listings", map[string]any{"card_url": agent.URL, "pricing": pr})
+	if r.Status != 201 {
+		t.Fatalf("list: %d %s", r.Status, r.Body)
+	}
+	listing := r.str("id")
+	const n, cost, budget = 12, 1119, 3*1350 + 500
+	for round := range 3 {
+		admin := api.with(newBuyerOrg(t, api, fmt.Sprintf("across meters %d", round)))
+		r := admin.do("POST", "/api/v1/subscriptions", map[string]any{"listing_id": listing})
+		if r.Status != 201 {
+			t.Fatalf("subscribe: %d %s", r.Status, r.Body)
+		}
+		_, key := mintKey(t, admin, map[string]any{"name": "capped", "role": "buyer", "monthly_budget_micros": budget})
+		time.Sleep(500 * time.Millisecond) // past the second meter's next policy reload
+		admitted, refused := fireSends(t, n, []string{r.str("endpoint"), second.URL + "/a2a/" + listing}, []string{key})
+		var calls, spent int64
+		waitFor(t, fmt.Sprintf("the burst's usage rows (%d admitted, %d refused)", admitted, refused), 15*time.Second, func() bool {
+			calls, spent = listingSpend(t, admin, listing)
+			return calls == n
+		})
+		if admitted != 3 || admitted+refused != n || spent != int64(admitted)*cost || spent > budget {
+			t.Errorf("round %d: %d calls admitted, %d refused, %d micros spent; want 3 admitted, within the budget of %d", round, admitted, refused, spent, budget)
+		}
+	}
+}
+
+// sharedEnv is the environment of marketplaces (with their meters) that
+// share a PostgreSQL database and a Redis server.
+func sharedEnv(dsn, redisURL string) map[string]string {
+	return map[string]string{
+		"AGENTMARKET_DATABASE_URL": dsn,
+		"AGENTMARKET_SECRET_KEY":   "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
+		"AGENTMARKET_AUTO_APPROVE": "true",
+		"AGENTMARKET_REDIS_URL":    redisURL,
 	}
 }
