@@ -68,22 +68,6 @@ func (c *ttlCache[V]) get(key string, load func() (V, error), cacheErr func(erro
 	return v, err
 }
 
-// fresh returns key's value when it is cached, loaded without error and
-// within its TTL: the path of a hit, which makes no closure.
-func (c *ttlCache[V]) fresh(key string) (V, bool) {
-	if c.ttl > 0 {
-		now := c.now()
-		c.mu.RLock()
-		it, ok := c.items[key]
-		c.mu.RUnlock()
-		if ok && it.err == nil && now.Before(it.expires) {
-			return it.v, true
-		}
-	}
-	var zero V
-	return zero, false
-}
-
 // last returns the value key last loaded without error and when it was
 // loaded, expired or not: for callers that may fall back on a recent value
 // when a load fails.

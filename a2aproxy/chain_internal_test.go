@@ -137,7 +137,7 @@ func TestInvokersStage(t *testing.T) {
 	clock := agentmarket.NewManualClock(time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC))
 	checks := 0
 	pol := policyTable{checks: &checks, allowed: map[[2]string]bool{{"role:admin", "*"}: true, {"role:buyer", "*"}: true}}
-	st := invokers{ent: pol, roles: newTTLCache[roleSet](2*time.Second, clock.Now)}
+	st := invokers{ent: pol, roles: newRoleCache(2*time.Second, clock.Now)}
 	passed := 0
 	next := func(*call) error { passed++; return nil }
 	as := func(role agentmarket.Role) error {

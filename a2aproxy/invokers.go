@@ -3,6 +3,8 @@ package a2aproxy
 import (
 	"fmt"
 	"net/http"
+	"sync"
+	"time"
 
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/contracts"
@@ -15,7 +17,35 @@ import (
 // meter within the policy reload interval plus CacheTTL.
 type invokers struct {
 	ent   Entitlements
-	roles *ttlCache[roleSet]
+	roles *roleCache
+}
+
+// roleCache keeps the roles each org lets invoke. A hit takes no lock
+// (sync.Map's read path) and allocates nothing: the stage runs on every
+// call, budgeted or not.
+type roleCache struct {
+	ttl time.Duration
+	now func() time.Time
+	m   sync.Map // org id → *roleEntry
+}
+
+type roleEntry struct {
+	set     roleSet
+	expires time.Time
+}
+
+func newRoleCache(ttl time.Duration, now func() time.Time) *roleCache {
+	return &roleCache{ttl: ttl, now: now}
+}
+
+// fresh is the org's roles when they were read within the TTL.
+func (c *roleCache) fresh(orgID string) (roleSet, bool) {
+	if v, ok := c.m.Load(orgID); ok {
+		if e := v.(*roleEntry); c.now().Before(e.expires) {
+			return e.set, true
+		}
+	}
+	return 0, false
 }
 
 // roleSet has bit i set when agentmarket.Roles[i] may invoke.
@@ -37,20 +67,22 @@ func (i invokers) serve(cl *call, next handler) error {
 	return next(cl)
 }
 
+// load reads the roles orgID lets invoke from the policy, and keeps them.
 func (i invokers) load(orgID string) (roleSet, error) {
-	return i.roles.get(orgID, func() (roleSet, error) {
-		var set roleSet
-		for n, r := range agentmarket.Roles {
-			ok, err := i.ent.Allowed(contracts.RoleSubject(r), orgID, contracts.ObjListings, contracts.ActInvoke)
-			if err != nil {
-				return 0, err
-			}
-			if ok {
-				set |= 1 << n
-			}
+	var set roleSet
+	for n, r := range agentmarket.Roles {
+		ok, err := i.ent.Allowed(contracts.RoleSubject(r), orgID, contracts.ObjListings, contracts.ActInvoke)
+		if err != nil {
+			return 0, err
 		}
-		return set, nil
-	}, func(error) bool { return false })
+		if ok {
+			set |= 1 << n
+		}
+	}
+	if i.roles.ttl > 0 {
+		i.roles.m.Store(orgID, &roleEntry{set: set, expires: i.roles.now().Add(i.roles.ttl)})
+	}
+	return set, nil
 }
 
 func (s roleSet) has(r agentmarket.Role) bool {

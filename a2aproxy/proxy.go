@@ -268,7 +268,7 @@ type Proxy struct {
 	upstream   *http.Client                                // to agents, under Guard (upstream.go): streams, probes
 	fast       *fastClients                                // to agents, under Guard: unary calls (upstream_fast.go)
 	// invokeRoles are the roles each org lets invoke (invokers.go).
-	invokeRoles *ttlCache[roleSet]
+	invokeRoles *roleCache
 	// stalls is the progress of the tasks this meter saw (stall.go).
 	stalls progressWatch
 	// later holds the writes the store refused that nothing else would make
@@ -299,7 +299,7 @@ func (p *Proxy) Init() {
 		}
 	}
 	p.grants = newTTLCache[bool](p.Limits.CacheTTL, now).staleFor(stale)
-	p.invokeRoles = newTTLCache[roleSet](p.Limits.CacheTTL, now)
+	p.invokeRoles = newRoleCache(p.Limits.CacheTTL, now)
 	p.initUpstream()
 	if p.Base == nil {
 		p.Base = context.Background()
