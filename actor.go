@@ -35,6 +35,9 @@ type Actor struct {
 	Operator bool
 	// KeyBudgetMicros is the API key's monthly spending cap, nil for none.
 	KeyBudgetMicros *int64
+	// OrgBudgetMicros is the org's monthly spending cap over all its keys
+	// and subscriptions, nil for none.
+	OrgBudgetMicros *int64
 	// KeyTags are the API key's cost allocation tags, which the meter
 	// copies onto the usage rows of its calls.
 	KeyTags Tags

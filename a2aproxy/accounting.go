@@ -243,6 +243,9 @@ func rates(p listings.Plan) metering.Rates {
 // ledger bills the task's increase, Project) before it stores it.
 func (p *Proxy) finish(ctx context.Context, cl *call, latency time.Duration) {
 	u := p.acct.usage(ctx, cl, latency)
+	if cl.hold.n > 0 {
+		p.book.settle(cl, settledCost(cl, &u))
+	}
 	if cl.sent != nil {
 		u.Sent = p.sentEnded(cl, &u)
 	}

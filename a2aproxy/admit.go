@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"strings"
 	"time"
@@ -120,22 +119,6 @@ func (d decode) serve(cl *call, next handler) error {
 	return next(cl)
 }
 
-// budgets refuses calls once the key's or the contract's monthly budget is
-// spent (check).
-type budgets struct {
-	spend  Spend
-	spent  *ttlCache[int64]
-	clock  agentmarket.Clock
-	logger *slog.Logger
-}
-
-func (b budgets) serve(cl *call, next handler) error {
-	if err := b.check(cl.x.Context(), cl); err != nil {
-		return err
-	}
-	return next(cl)
-}
-
 // route takes the contract's frozen plan and picks the agent's interface.
 type route struct {
 	p *Proxy // its plan cache, which background calls share
@@ -178,14 +161,6 @@ func (i idempotency) serve(cl *call, next handler) error {
 	}
 	return next(cl)
 }
-
-// lastSpendGrace is how old the last spend read for a budget may be and
-// still stand in when the usage store cannot answer. Past it, budgets fail
-// closed: a call under a budget is refused (CodeBudgetUnchecked) until the
-// spend can be read again, so a budget is never overshot by more than
-// what a minute of calls costs. Calls without a budget go on (their usage
-// is spooled).
-const lastSpendGrace = time.Minute
 
 // maxPace is the delay of a call while the projections lag by
 // MaxUnsettled rows (awaitProjections).
@@ -259,42 +234,6 @@ func (p *Proxy) mayInvoke(orgID, listingID string) error {
 		return rpcErr(CodeNotEntitled, http.StatusForbidden, fmt.Sprintf("your organisation may not invoke listing %q", listingID))
 	}
 	return err
-}
-
-// check refuses calls once the key's or the contract's monthly
-// budget is spent. Spend is read from the usage store (cached briefly), so
-// a burst of concurrent calls can overshoot a budget by what they cost.
-func (b budgets) check(ctx context.Context, cl *call) error {
-	if b.spend == nil {
-		return nil
-	}
-	now := b.clock.Now()
-	month := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
-	check := func(budget *int64, keyID, contractID, what string) error {
-		if budget == nil {
-			return nil
-		}
-		key := keyID + "|" + contractID + "|" + month.Format("2006-01")
-		spent, err := b.spent.get(key, func() (int64, error) { return b.spend.Spent(ctx, keyID, contractID, month) },
-			func(error) bool { return false })
-		if err != nil {
-			last, at, ok := b.spent.last(key)
-			if !ok || now.Sub(at) > lastSpendGrace {
-				b.logger.WarnContext(ctx, "call refused: its budget cannot be checked, the usage store is unavailable",
-					"trace_id", cl.trace.traceID, "budget_of", what, "err", err)
-				return rpcErr(CodeBudgetUnchecked, http.StatusOK, fmt.Sprintf("the %s's monthly budget cannot be checked right now (spend is unavailable); retry shortly", what))
-			}
-			spent = last
-		}
-		if spent >= *budget {
-			return rpcErr(CodeBudgetExhausted, http.StatusOK, fmt.Sprintf("the %s's monthly budget of %d micros is spent (%d micros this month)", what, *budget, spent))
-		}
-		return nil
-	}
-	if err := check(cl.actor.KeyBudgetMicros, cl.actor.KeyID, "", "API key"); err != nil {
-		return err
-	}
-	return check(cl.contract.MonthlyBudgetMicros, "", cl.contract.ID, "subscription")
 }
 
 // chooseInterface picks the agent's JSON-RPC interface in the buyer's

@@ -13,11 +13,13 @@ package a2aproxy
 //
 //	gate         the meter can record usage; the projections keep up (pace, hold)
 //	authenticate the bearer key → the caller's org and key
+//	invokers     the key's role may invoke listings in its org
 //	entitle      the listing, its limits, the org's open contract, casbin's grant
 //	decode       the body's size, the request parsed by the reading rule, push support
-//	budgets      the key's and the contract's monthly budgets
 //	route        the frozen plan, the agent's interface (its binding and version)
 //	ownership    every task the request names is the caller's
+//	reserve      the key's and the contract's monthly budgets: a reservation
+//	             held until the call ends (reserve.go)
 //	idempotency  a send's messageId sent before is answered from the first send
 //
 // Rate limits, routing among endpoints and tracing come as stages of this

@@ -82,6 +82,29 @@ type Spend interface {
 	Spent(ctx context.Context, apiKeyID, contractID string, from time.Time) (int64, error)
 }
 
+// OrgSpend tells what a buyer org has spent this month, for its monthly
+// budget: the list price of the usage of all its keys and contracts since
+// from.
+type OrgSpend interface {
+	OrgSpent(ctx context.Context, orgID string, from time.Time) (int64, error)
+}
+
+// SharedBudgets holds budgets' spend and reservations for every meter of
+// a deployment (contracts/redis): a call's reservation is taken under all
+// its budgets at once, atomically across meters. A budget is named with
+// its month ("k:key_1|2026-12").
+type SharedBudgets interface {
+	// ReserveBudgets holds amount under every budget of ids, whose limits
+	// and floors (the usage store's figure) it is given, or under none:
+	// refused is -1 when it reserved, else the index of the first budget
+	// that cannot take it, with what it spent and what calls in flight
+	// hold there.
+	ReserveBudgets(ctx context.Context, ids []string, limits, floors []int64, amount int64) (refused int, spent, held int64, err error)
+	// SettleBudgets ends a reservation of amount under every budget of
+	// ids, adding cost to what each spent.
+	SettleBudgets(ctx context.Context, ids []string, amount, cost int64) error
+}
+
 // AddressGuard is the SSRF policy of every connection the meter makes,
 // to agents and to buyers' webhooks (httpfetch.Guard): the dialer
 // DialContext returns judges the resolved address of each connection

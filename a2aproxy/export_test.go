@@ -33,11 +33,15 @@ func (p *Proxy) FinishSend(ctx context.Context, listingID, taskID string, plan *
 	return nil
 }
 
-// CheckBudgets runs the budgets stage's check of a call by actor under
-// contract.
+// CheckBudgets runs the reserve stage's admission of a call by actor under
+// contract that reserves nothing, and settles it at no cost.
 func (p *Proxy) CheckBudgets(ctx context.Context, actor agentmarket.Actor, contract *contracts.Contract) error {
-	b := budgets{spend: p.Spend, spent: p.spent, clock: p.Clock, logger: p.Logger}
-	return b.check(ctx, &call{trace: parseTraceparent(""), actor: actor, contract: contract})
+	cl := &call{trace: parseTraceparent(""), actor: actor, contract: contract}
+	if err := p.book.reserve(ctx, cl, 0); err != nil {
+		return err
+	}
+	p.book.settle(cl, 0)
+	return nil
 }
 
 // RPCCode is the JSON-RPC error code the buyer gets for err.

@@ -150,12 +150,18 @@ type coreMarket struct {
 func (m *coreMarket) Authenticate(_ context.Context, secret string) (agentmarket.Actor, error) {
 	switch secret {
 	case "amk_acme":
-		return agentmarket.Actor{OrgID: "org_acme", KeyID: "key_acme"}, nil
+		return agentmarket.Actor{OrgID: "org_acme", KeyID: "key_acme", Role: agentmarket.RoleBuyer}, nil
 	case "amk_initech":
-		return agentmarket.Actor{OrgID: "org_initech", KeyID: "key_initech"}, nil
+		return agentmarket.Actor{OrgID: "org_initech", KeyID: "key_initech", Role: agentmarket.RoleAdmin}, nil
+	case "amk_budgeted": // a budget no call reaches, so that every call reserves and settles
+		budget := agentmarket.MaxBudgetMicros
+		return agentmarket.Actor{OrgID: "org_acme", KeyID: "key_budgeted", Role: agentmarket.RoleBuyer, KeyBudgetMicros: &budget}, nil
 	}
 	return agentmarket.Actor{}, agentmarket.Errorf(agentmarket.Unauthorized, "bad_key", "unknown key")
 }
+
+// Spent implements a2aproxy.Spend: nothing was spent before.
+func (m *coreMarket) Spent(context.Context, string, string, time.Time) (int64, error) { return 0, nil }
 
 func (m *coreMarket) Resolve(_ context.Context, id string) (*a2aproxy.Target, error) {
 	if id != m.listing.ListingID {
@@ -254,7 +260,7 @@ func startCoreWith(t testing.TB, agent *coreAgent, push *corePush, life ...*core
 		t.Fatal(err)
 	}
 	p := &a2aproxy.Proxy{PublicURL: "http://meter.test", Auth: m, Resolver: m, Plans: m, Contracts: m, Entitlements: m, Owners: m,
-		Recorder: m, Incidents: m, Guard: httpfetch.Guard{Allow: allow}, Clock: agentmarket.SystemClock{}, Logger: slog.New(slog.DiscardHandler)}
+		Recorder: m, Incidents: m, Spend: m, Guard: httpfetch.Guard{Allow: allow}, Clock: agentmarket.SystemClock{}, Logger: slog.New(slog.DiscardHandler)}
 	if m.life != nil {
 		p.Tasks = m.life
 	}

@@ -194,6 +194,13 @@ type Proxy struct {
 	Ledger      metering.Ledger
 	Recorder    Recorder
 	Spend       Spend // nil: budgets are not enforced
+	// OrgSpend reads orgs' spend for their monthly budgets; nil: org
+	// budgets are not enforced.
+	OrgSpend OrgSpend
+	// SharedBudgets, with Shared, is where every meter of the deployment
+	// reserves under budgets (reserve.go); nil, or while it fails, each
+	// meter holds them on its own.
+	SharedBudgets SharedBudgets
 	// Tasks records the life of tasks (pauses, cancels, deadlines); nil:
 	// not recorded, and no task is canceled for its time.
 	Tasks contracts.TaskLife
@@ -243,7 +250,7 @@ type Proxy struct {
 	actors     *ttlCache[agentmarket.Actor]
 	targets    *ttlCache[*Target]
 	contracts  *ttlCache[*contracts.Contract]
-	spent      *ttlCache[int64]
+	book       *budgetBook               // budgets' spend and reservations (reserve.go)
 	plans      *ttlCache[*listings.Plan] // plan versions never change
 	parents    *ttlCache[*contracts.TaskBinding]
 	owners     *ownerIndex
@@ -261,6 +268,8 @@ type Proxy struct {
 	upstream   *http.Client                                // to agents, under Guard (upstream.go): streams, probes
 	fast       *fastClients                                // to agents, under Guard: unary calls (upstream_fast.go)
 	outliers   *outliers                                   // endpoints ejected after failures in a row (eject.go)
+	// invokeRoles are the roles each org lets invoke (invokers.go).
+	invokeRoles *roleCache
 	// stalls is the progress of the tasks this meter saw (stall.go).
 	stalls progressWatch
 	// later holds the writes the store refused that nothing else would make
@@ -280,7 +289,6 @@ func (p *Proxy) Init() {
 	p.actors = newTTLCache[agentmarket.Actor](p.Limits.CacheTTL, now).staleFor(stale)
 	p.targets = newTTLCache[*Target](p.Limits.CacheTTL, now).staleFor(stale)
 	p.contracts = newTTLCache[*contracts.Contract](p.Limits.CacheTTL, now).staleFor(stale)
-	p.spent = newTTLCache[int64](p.Limits.CacheTTL, now)
 	p.plans = newTTLCache[*listings.Plan](time.Hour, now).staleFor(stale)
 	p.parents = newTTLCache[*contracts.TaskBinding](p.Limits.CacheTTL, now)
 	p.owners = newOwnerIndex(p.Owners, p.Limits.OwnerIndexSize, p.Limits.OwnerMissWait)
@@ -292,6 +300,7 @@ func (p *Proxy) Init() {
 		}
 	}
 	p.grants = newTTLCache[bool](p.Limits.CacheTTL, now).staleFor(stale)
+	p.invokeRoles = newRoleCache(p.Limits.CacheTTL, now)
 	p.initUpstream()
 	if p.Base == nil {
 		p.Base = context.Background()
@@ -299,6 +308,8 @@ func (p *Proxy) Init() {
 	if p.Logger == nil {
 		p.Logger = slog.New(slog.DiscardHandler)
 	}
+	p.book = newBudgetBook(p.Spend, p.OrgSpend, p.Clock, p.Limits.CacheTTL, p.Logger)
+	p.book.shared, p.book.base, p.book.metrics = p.SharedBudgets, p.Base, p.Metrics
 	p.acct = &accounting{recorder: p.Recorder, clock: p.Clock, logger: p.Logger, metrics: p.Metrics}
 	switch {
 	case p.BillInMemory:
@@ -400,6 +411,9 @@ type call struct {
 	// tracked is set when the task got a deadline or a parent: its end is
 	// then recorded.
 	tracked bool
+	// hold is the call's reservation under its budgets (reserve.go),
+	// settled when it ends (finish).
+	hold budgetHold
 	// inlinePush is the push config a send carried, registered once the
 	// agent names the task.
 	inlinePush *pushConfig
@@ -481,11 +495,12 @@ func (p *Proxy) stages() []stage {
 	return []stage{
 		gate{acct: p.acct, unsettled: func() int { return p.unsettled() }, limits: &p.Limits, metrics: p.Metrics},
 		authenticate{auth: p.Auth, actors: p.actors},
+		invokers{ent: p.Entitlements, roles: p.invokeRoles},
 		entitle{p: p},
 		decode{p: p},
-		budgets{spend: p.Spend, spent: p.spent, clock: p.Clock, logger: p.Logger},
 		route{p: p},
 		ownership{owners: p.owners},
+		reserve{book: p.book},
 		idempotency{p: p},
 	}
 }

@@ -31,7 +31,11 @@ type Org struct {
 	// ConnectAccountID is the seller's Stripe Connect account ("acct_…"):
 	// subscriptions to its listings transfer its share there.
 	ConnectAccountID string
-	CreatedAt        time.Time
+	// MonthlyBudgetMicros caps what the org's calls through the meter may
+	// cost per calendar month, over all its keys and subscriptions; nil:
+	// none.
+	MonthlyBudgetMicros *int64
+	CreatedAt           time.Time
 }
 
 // User is a person who signs in to an org.
@@ -81,6 +85,8 @@ type Store interface {
 	GetUserByEmail(ctx context.Context, email string) (*User, error)
 	// SetConnectAccount records an org's payout account ("" removes it).
 	SetConnectAccount(ctx context.Context, orgID, accountID string) (*Org, error)
+	// SetOrgBudget sets (nil: removes) an org's monthly budget.
+	SetOrgBudget(ctx context.Context, orgID string, budget *int64) (*Org, error)
 	CreateAPIKey(ctx context.Context, k *APIKey) error
 	// CreateAPIKeyFrom stores k, minted by the org's key parentID, and
 	// lowers parentID's monthly budget from parentBudget by k's budget,
@@ -431,7 +437,7 @@ func (a *Accounts) Authenticate(ctx context.Context, secret string) (agentmarket
 		return agentmarket.Actor{}, err
 	}
 	return agentmarket.Actor{OrgID: k.OrgID, KeyID: k.ID, Role: k.Role, Operator: o.Platform, KeyBudgetMicros: k.MonthlyBudgetMicros,
-		KeyTags: k.Tags}, nil
+		OrgBudgetMicros: o.MonthlyBudgetMicros, KeyTags: k.Tags}, nil
 }
 
 var connectAccountRE = regexp.MustCompile(`^acct_[A-Za-z0-9]{6,64}$`)
@@ -444,6 +450,26 @@ type PayoutsInput struct {
 // Org returns the actor's org.
 func (a *Accounts) Org(ctx context.Context, actor agentmarket.Actor) (*Org, error) {
 	return a.Store.GetOrg(ctx, actor.OrgID)
+}
+
+// ObjOrgBudget is the control-plane object of an org's monthly budget;
+// only admins write it (their "*" rule).
+const ObjOrgBudget = "org_budget"
+
+// OrgBudgetInput sets an org's monthly budget: null removes it.
+type OrgBudgetInput struct {
+	MonthlyBudgetMicros *int64 `json:"monthly_budget_micros"`
+}
+
+// SetOrgBudget sets the actor's org's monthly budget, which the meter
+// holds like a key's or a subscription's (docs/billing.md, "Budgets").
+func (a *Accounts) SetOrgBudget(ctx context.Context, actor agentmarket.Actor, in OrgBudgetInput) (*Org, error) {
+	var fe agentmarket.Fields
+	checkMonthlyBudget(&fe, in.MonthlyBudgetMicros)
+	if err := fe.Err("invalid_budget", "the budget is not valid"); err != nil {
+		return nil, err
+	}
+	return a.Store.SetOrgBudget(ctx, actor.OrgID, in.MonthlyBudgetMicros)
 }
 
 // SetPayouts attaches (or, with "", removes) the org's Stripe Connect

@@ -42,7 +42,8 @@ const (
 func RoleSubject(r agentmarket.Role) string { return "role:" + string(r) }
 
 // DefaultRules are the role permissions every org starts with: sellers
-// list agents, buyers subscribe, finance reads money, admins do all.
+// list agents, buyers subscribe and invoke them, finance reads money,
+// admins do all (invokeroles.go: who invokes through the meter).
 // Domain "*" applies to every org; an org-specific rule can add to it.
 func DefaultRules() []Rule {
 	p := func(role agentmarket.Role, obj, act string) Rule {
@@ -58,6 +59,7 @@ func DefaultRules() []Rule {
 		p(agentmarket.RoleSeller, ObjOrg, ActRead),
 		p(agentmarket.RoleSeller, ObjOrg, ActWrite),
 		p(agentmarket.RoleBuyer, ObjListings, ActRead),
+		p(agentmarket.RoleBuyer, ObjListings, ActInvoke), // RoleInvokeRule(RoleBuyer, "*")
 		p(agentmarket.RoleBuyer, ObjSubscriptions, ActRead),
 		p(agentmarket.RoleBuyer, ObjSubscriptions, ActWrite),
 		p(agentmarket.RoleBuyer, ObjAPIKeys, ActRead),

@@ -40,10 +40,39 @@ type Plan struct {
 	// whose fee and usage come to less is charged the difference (prorated
 	// by the second like the fee). 0: none.
 	MinCommitMicros int64
+	// The most a single call may use, which the meter reserves at the
+	// plan's rates (with PerTaskMicros) before it forwards a call under a
+	// budget; 0: the meter's default (CallCeiling). A call that uses more
+	// is still answered and billed what it used: the ceiling bounds how
+	// far a budget can be overshot, not the call.
+	MaxCallInputTokens  int64
+	MaxCallOutputTokens int64
+	MaxCallComputeMs    int64
 	// BuyerOrgID is the one org a private plan (a private offer's) is for;
 	// empty for the listing's public plans. Other orgs never see it.
 	BuyerOrgID string
 	CreatedAt  time.Time
+}
+
+// The per-call ceiling of a plan that declares none: what the meter
+// reserves for a call under a budget (docs/billing.md, "Budgets").
+const (
+	DefaultMaxCallInputTokens  = 8_000
+	DefaultMaxCallOutputTokens = 4_000
+	DefaultMaxCallComputeMs    = 60_000
+)
+
+// CallCeiling is the most a single call may use under the plan: its
+// declared ceiling, each counter the default where it declares none.
+func (p Plan) CallCeiling() (inputTokens, outputTokens, computeMs int64) {
+	pick := func(v, def int64) int64 {
+		if v > 0 {
+			return v
+		}
+		return def
+	}
+	return pick(p.MaxCallInputTokens, DefaultMaxCallInputTokens), pick(p.MaxCallOutputTokens, DefaultMaxCallOutputTokens),
+		pick(p.MaxCallComputeMs, DefaultMaxCallComputeMs)
 }
 
 // MaxTrialDays bounds a plan's trial: a year is no longer a trial.
@@ -77,6 +106,9 @@ func (p *Plan) pricingFields() map[string]*int64 {
 		"trial_tokens":                     &p.TrialTokens,
 		"trial_cap_micros":                 &p.TrialCapMicros,
 		"min_commit_micros":                &p.MinCommitMicros,
+		"max_call_input_tokens":            &p.MaxCallInputTokens,
+		"max_call_output_tokens":           &p.MaxCallOutputTokens,
+		"max_call_compute_ms":              &p.MaxCallComputeMs,
 	}
 }
 
@@ -113,7 +145,7 @@ func maxAmount(field string) int64 {
 		return MaxTrialDays
 	case field == "trial_cap_micros":
 		return agentmarket.MaxBudgetMicros
-	case strings.HasPrefix(field, "included_"), field == "trial_tokens":
+	case strings.HasPrefix(field, "included_"), strings.HasPrefix(field, "max_call_"), field == "trial_tokens":
 		return agentmarket.MaxQuantity
 	}
 	return agentmarket.MaxUnitPriceMicros
@@ -124,7 +156,7 @@ var pricingOrder = []string{
 	"monthly_fee_micros", "input_tokens_per_million_micros", "output_tokens_per_million_micros",
 	"compute_per_hour_micros", "per_task_micros", "included_input_tokens", "included_output_tokens",
 	"included_compute_ms", "included_tasks", "trial_days", "trial_tokens", "trial_cap_micros",
-	"min_commit_micros",
+	"min_commit_micros", "max_call_input_tokens", "max_call_output_tokens", "max_call_compute_ms",
 }
 
 // PricingJSON is the plan as the API shows it.

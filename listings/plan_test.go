@@ -76,6 +76,10 @@ func TestParsePricing(t *testing.T) {
 			want: listings.Plan{Currency: "usd", TrialDays: listings.MaxTrialDays, TrialTokens: agentmarket.MaxQuantity, TrialCapMicros: agentmarket.MaxBudgetMicros}},
 		{name: "a trial past its bounds", raw: `{"currency": "usd", "trial_days": 366, "trial_tokens": 1000000000001, "trial_cap_micros": 1000000000000001}`,
 			errs: "pricing.trial_days:max pricing.trial_tokens:max pricing.trial_cap_micros:max"},
+		{name: "a per-call ceiling", raw: `{"currency": "usd", "max_call_input_tokens": 2000, "max_call_output_tokens": 1000, "max_call_compute_ms": 1000000000000}`,
+			want: listings.Plan{Currency: "usd", MaxCallInputTokens: 2000, MaxCallOutputTokens: 1000, MaxCallComputeMs: agentmarket.MaxQuantity}},
+		{name: "a per-call ceiling past its bounds", raw: `{"currency": "usd", "max_call_input_tokens": -1, "max_call_output_tokens": 1.5, "max_call_compute_ms": 1000000000001}`,
+			errs: "pricing.max_call_input_tokens:non_negative pricing.max_call_output_tokens:integer pricing.max_call_compute_ms:max"},
 		{name: "trial limits without trial days", raw: `{"currency": "usd", "trial_tokens": 10, "trial_cap_micros": 10}`,
 			errs: "pricing.trial_tokens:requires_trial_days pricing.trial_cap_micros:requires_trial_days"},
 		{name: "trial days that are not whole", raw: `{"currency": "usd", "trial_days": 1.5}`, errs: "pricing.trial_days:integer"},
@@ -190,5 +194,14 @@ func TestSamePrices(t *testing.T) {
 				t.Errorf("SamePrices (swapped) = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestCallCeiling: a plan's declared per-call ceiling, each counter the
+// documented default where it declares none.
+func TestCallCeiling(t *testing.T) {
+	in, out, ms := listings.Plan{MaxCallOutputTokens: 300}.CallCeiling()
+	if in != listings.DefaultMaxCallInputTokens || out != 300 || ms != listings.DefaultMaxCallComputeMs {
+		t.Errorf("CallCeiling = %d, %d, %d; want the defaults but 300 output tokens", in, out, ms)
 	}
 }

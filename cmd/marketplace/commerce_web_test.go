@@ -385,7 +385,13 @@ func TestWebSpendAlerts(t *testing.T) {
 	b := newBrowser(t)
 	// The wall clock's time: the meter reads budgets' spend up to its own
 	// clock (metering.Spend), which starts at the wall clock here.
-	cm := newCommerceMarketAt(t, map[string]string{"AGENTMARKET_PUSH_RETRY_BASE": "100ms"}, changePricing, time.Now().UTC().Truncate(time.Second))
+	// The plan's per-call ceiling is what the test's call uses, so the call
+	// fits in the budget with its reservation (docs/billing.md, "Budgets").
+	pricing := map[string]any{"max_call_input_tokens": 9, "max_call_output_tokens": 13}
+	for k, v := range changePricing {
+		pricing[k] = v
+	}
+	cm := newCommerceMarketAt(t, map[string]string{"AGENTMARKET_PUSH_RETRY_BASE": "100ms"}, pricing, time.Now().UTC().Truncate(time.Second))
 	hook := newAlertHook(t)
 	base := cm.m.URL
 

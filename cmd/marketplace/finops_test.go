@@ -88,7 +88,9 @@ func TestSpendAlerts(t *testing.T) {
 		for k, v := range e.env {
 			env[k] = v
 		}
-		pricing := map[string]any{}
+		// The plan's per-call ceiling is what the test's call uses, so two
+		// calls fit in the budget with their reservations.
+		pricing := map[string]any{"max_call_input_tokens": 9, "max_call_output_tokens": 13, "max_call_compute_ms": 91}
 		for k, v := range commercePricing {
 			if !strings.HasPrefix(k, "trial") {
 				pricing[k] = v
@@ -97,7 +99,7 @@ func TestSpendAlerts(t *testing.T) {
 		cm := newCommerceMarket(t, env, pricing)
 		hook := newAlertHook(t)
 		cm.subscribe(t, cm.buyer, map[string]any{})
-		r := cm.api.with(cm.buyer).do("POST", "/api/v1/api-keys", map[string]any{"name": "orchestrator", "role": "buyer", "monthly_budget_micros": 2_000})
+		r := cm.api.with(cm.buyer).do("POST", "/api/v1/api-keys", map[string]any{"name": "orchestrator", "role": "buyer", "monthly_budget_micros": 2_462})
 		if r.Status != 201 {
 			t.Fatalf("key: %d %s", r.Status, r.Body)
 		}
@@ -116,7 +118,7 @@ func TestSpendAlerts(t *testing.T) {
 			t.Errorf("the token is shown back: %s", r.Body)
 		}
 
-		// 1,231 micros a call (27 + 195 + 9 + 1,000), a budget of 2,000.
+		// 1,231 micros a call (27 + 195 + 9 + 1,000), a budget of 2,462.
 		cm.clock.Advance(time.Minute)
 		cm.call(t, key)
 		waitFor(t, "the 50% alert", 10*time.Second, func() bool { return len(cm.alerted(t, cm.buyer)) == 1 })
@@ -128,7 +130,7 @@ func TestSpendAlerts(t *testing.T) {
 			return len(hook.received()) >= 3
 		})
 		time.Sleep(time.Second) // more sweeps and deliveries: none repeats
-		if got, want := strings.Join(cm.alerted(t, cm.buyer), "; "), "api_key 100% 2462/2000; api_key 50% 1231/2000"; got != want {
+		if got, want := strings.Join(cm.alerted(t, cm.buyer), "; "), "api_key 100% 2462/2462; api_key 50% 1231/2462"; got != want {
 			t.Errorf("alerts: %s, want %s", got, want)
 		}
 		reqs := hook.received()
@@ -162,7 +164,7 @@ func TestSpendAlerts(t *testing.T) {
 		for i, req := range reqs {
 			wantPct := []int{50, 50, 100}[i]
 			if req.token != "tok-1" || req.contentType != "application/json" || req.body.Type != "spend_alert" || req.body.BudgetID != keyID ||
-				req.body.Percent != wantPct || req.body.BudgetName != "orchestrator" || req.body.BudgetMicros != 2000 {
+				req.body.Percent != wantPct || req.body.BudgetName != "orchestrator" || req.body.BudgetMicros != 2462 {
 				t.Errorf("request %d: %+v", i, req)
 			}
 		}

@@ -83,13 +83,22 @@ func TestMeterLimits(t *testing.T) {
 	}
 }
 
-// TestBudgets: a key with a spent monthly budget is refused.
+// TestBudgets: a key whose budget cannot take a call's reservation is
+// refused from its first call; one that can is refused once its budget is
+// spent.
 func TestBudgets(t *testing.T) {
 	mk := newMarket(t, map[string]string{})
 	r := mk.api.with(mk.buyer).do("POST", "/api/v1/api-keys", map[string]any{"name": "capped", "role": "buyer", "monthly_budget_micros": 1})
 	if r.Status != 201 {
 		t.Fatalf("key: %d %s", r.Status, r.Body)
 	}
+	// The plan's per-task price and the default per-call ceiling: 1,000 +
+	// 24,000 + 60,000 + 6,000 micros.
+	if _, e := (rpc{t: t, url: mk.ep03, key: r.str("key")}).call("message/send", msg03("a call the budget cannot take", nil)); e == nil ||
+		e["code"] != float64(a2aproxy.CodeBudgetExhausted) || !strings.Contains(fmt.Sprint(e["message"]), "the call reserves 91000") {
+		t.Fatalf("first call of a key with 1 micro: %v, want -32042 naming the reservation", e)
+	}
+	r = mk.api.with(mk.buyer).do("POST", "/api/v1/api-keys", map[string]any{"name": "capped 2", "role": "buyer", "monthly_budget_micros": 100_000})
 	capped := rpc{t: t, url: mk.ep03, key: r.str("key")}
 	if _, e := capped.call("message/send", msg03("first call is within budget", nil)); e != nil {
 		t.Fatalf("first call: %v", e)
@@ -102,8 +111,8 @@ func TestBudgets(t *testing.T) {
 }
 
 // untilBudgetSpent calls through r until the meter refuses the call for a
-// spent budget (spend is read from the usage store, which the spool feeds
-// within seconds), and fails the test if that takes longer than limit.
+// spent budget (one that cannot take another call's reservation), and
+// fails the test if that takes longer than limit.
 func untilBudgetSpent(t *testing.T, r rpc, limit time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(limit)

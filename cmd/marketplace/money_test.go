@@ -148,8 +148,11 @@ func TestPriceCeiling(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 
-		// A budgeted key: its first call is within budget, then it is spent.
-		r = api.with(buyer).do("POST", "/api/v1/api-keys", map[string]any{"name": "capped", "role": "buyer", "monthly_budget_micros": 1_000_000})
+		// A budgeted key: its first call is within budget (it reserves about
+		// 1.03e10 micros: the plan's per-task price and the default per-call
+		// ceiling at its top prices), then it is spent: the hostile report
+		// went far past the reservation, which is what bounds the overshoot.
+		r = api.with(buyer).do("POST", "/api/v1/api-keys", map[string]any{"name": "capped", "role": "buyer", "monthly_budget_micros": 20_000_000_000})
 		if r.Status != 201 {
 			t.Fatalf("key: %d %s", r.Status, r.Body)
 		}

@@ -28,12 +28,7 @@ import (
 func TestSharedStateAcrossMeters(t *testing.T) {
 	dsn := relationaltest.PostgresDSN(t)
 	rs := redistest.Start(t)
-	env := map[string]string{
-		"AGENTMARKET_DATABASE_URL": dsn,
-		"AGENTMARKET_SECRET_KEY":   "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
-		"AGENTMARKET_AUTO_APPROVE": "true",
-		"AGENTMARKET_REDIS_URL":    rs.URL,
-	}
+	env := sharedEnv(dsn, rs.URL)
 	ag := startSDKAgent(t, "1.0", a2a.TransportProtocolJSONRPC)
 	lm := newLongMarket(t, env)
 	listing, ep1 := lm.list(t, ag.URL, nil, nil)

@@ -35,20 +35,32 @@ var (
 func New(db *gorm.DB) *Store { return &Store{db: db} }
 
 type orgRow struct {
-	ID               string `gorm:"primaryKey"`
-	Name             string
-	Platform         bool
-	ConnectAccountID string
-	CreatedAt        time.Time
+	ID                  string `gorm:"primaryKey"`
+	Name                string
+	Platform            bool
+	ConnectAccountID    string
+	MonthlyBudgetMicros *int64
+	CreatedAt           time.Time
 }
 
 func orgFromRow(r *orgRow) *contracts.Org {
-	return &contracts.Org{ID: r.ID, Name: r.Name, Platform: r.Platform, ConnectAccountID: r.ConnectAccountID, CreatedAt: r.CreatedAt.UTC()}
+	return &contracts.Org{ID: r.ID, Name: r.Name, Platform: r.Platform, ConnectAccountID: r.ConnectAccountID,
+		MonthlyBudgetMicros: r.MonthlyBudgetMicros, CreatedAt: r.CreatedAt.UTC()}
 }
 
 // SetConnectAccount implements contracts.Store.
 func (s *Store) SetConnectAccount(ctx context.Context, orgID, accountID string) (*contracts.Org, error) {
-	res := s.db.WithContext(ctx).Model(&orgRow{}).Where("id = ?", orgID).Update("connect_account_id", accountID)
+	return s.setOrg(ctx, orgID, "connect_account_id", accountID)
+}
+
+// SetOrgBudget implements contracts.Store.
+func (s *Store) SetOrgBudget(ctx context.Context, orgID string, budget *int64) (*contracts.Org, error) {
+	return s.setOrg(ctx, orgID, "monthly_budget_micros", budget)
+}
+
+// setOrg sets one column of an org and reads the org back.
+func (s *Store) setOrg(ctx context.Context, orgID, column string, v any) (*contracts.Org, error) {
+	res := s.db.WithContext(ctx).Model(&orgRow{}).Where("id = ?", orgID).Update(column, v)
 	if res.Error != nil {
 		return nil, relational.Translate(res.Error, "org")
 	}

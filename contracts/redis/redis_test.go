@@ -115,3 +115,49 @@ func TestAttempts(t *testing.T) {
 func TestPushGate(t *testing.T) {
 	storetest.RunPushGate(t, func(t *testing.T) contracts.PushGate { return redistest.Open(t) })
 }
+
+// TestBudgets: reservations under several budgets at once are all or
+// none, exact under concurrency (50 clients, room for 10); a settle frees
+// the hold and adds the cost; the floor raises the spend.
+func TestBudgets(t *testing.T) {
+	s := redistest.Open(t)
+	ctx := context.Background()
+	key, sub := "k:key_1|2026-12", "c:ctr_1|2026-12"
+	var mu sync.Mutex
+	reserved := 0
+	var wg sync.WaitGroup
+	for range 50 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			refused, _, _, err := s.ReserveBudgets(ctx, []string{key, sub}, []int64{10_000, 1_000_000}, []int64{0, 0}, 1000)
+			if err != nil {
+				t.Error(err)
+			}
+			if refused == -1 {
+				mu.Lock()
+				reserved++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if reserved != 10 {
+		t.Fatalf("%d of 50 reservations of 1,000 under 10,000, want 10", reserved)
+	}
+	if refused, spent, held, err := s.ReserveBudgets(ctx, []string{sub, key}, []int64{1_000_000, 10_000}, []int64{0, 0}, 1); err != nil || refused != 1 || spent != 0 || held != 10_000 {
+		t.Errorf("an eleventh: refused %d, spent %d, held %d, %v; want the key's budget (1) with 0 spent and 10,000 held", refused, spent, held, err)
+	}
+	// The refused reservation took nothing under the subscription.
+	for range 10 {
+		if err := s.SettleBudgets(ctx, []string{key, sub}, 1000, 700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if refused, spent, held, err := s.ReserveBudgets(ctx, []string{key}, []int64{10_000}, []int64{9_500}, 600); err != nil || refused != 0 || spent != 9_500 || held != 0 {
+		t.Errorf("after the settles, with the store's figure above them: refused %d, spent %d, held %d, %v; want refused with 9,500 spent, none held", refused, spent, held, err)
+	}
+	if refused, _, _, err := s.ReserveBudgets(ctx, []string{sub}, []int64{1_000_000}, []int64{0}, 993_000); err != nil || refused != -1 {
+		t.Errorf("the subscription's rest (7,000 spent): refused %d, %v", refused, err)
+	}
+}

@@ -62,6 +62,24 @@ func Run(t *testing.T, newStore func(t *testing.T) interface {
 		}
 	}
 
+	t.Run("an org's monthly budget: set, read back, removed", func(t *testing.T) {
+		s := newStore(t)
+		mustOrg(t, s, "org_a", "alice@example.com")
+		budget := int64(5_000_000)
+		if o, err := s.SetOrgBudget(ctx, "org_a", &budget); err != nil || o.MonthlyBudgetMicros == nil || *o.MonthlyBudgetMicros != budget {
+			t.Fatalf("SetOrgBudget = %+v, %v", o, err)
+		}
+		if o, err := s.GetOrg(ctx, "org_a"); err != nil || o.MonthlyBudgetMicros == nil || *o.MonthlyBudgetMicros != budget {
+			t.Fatalf("GetOrg after SetOrgBudget = %+v, %v", o, err)
+		}
+		if o, err := s.SetOrgBudget(ctx, "org_a", nil); err != nil || o.MonthlyBudgetMicros != nil {
+			t.Fatalf("SetOrgBudget(nil) = %+v, %v", o, err)
+		}
+		if _, err := s.SetOrgBudget(ctx, "org_nope", &budget); agentmarket.KindOf(err) != agentmarket.NotFound {
+			t.Errorf("SetOrgBudget of no org: %v, want not found", err)
+		}
+	})
+
 	t.Run("create org with user and key, then read them back", func(t *testing.T) {
 		s := newStore(t)
 		mustOrg(t, s, "org_a", "alice@example.com")

@@ -99,6 +99,9 @@ type planRow struct {
 	TrialTokens                  int64
 	TrialCapMicros               int64
 	MinCommitMicros              int64
+	MaxCallInputTokens           int64
+	MaxCallOutputTokens          int64
+	MaxCallComputeMs             int64
 	BuyerOrgID                   string
 	CreatedAt                    time.Time
 }
@@ -232,6 +235,9 @@ func planToRow(listingID string, p listings.Plan) *planRow {
 		TrialTokens:                  p.TrialTokens,
 		TrialCapMicros:               p.TrialCapMicros,
 		MinCommitMicros:              p.MinCommitMicros,
+		MaxCallInputTokens:           p.MaxCallInputTokens,
+		MaxCallOutputTokens:          p.MaxCallOutputTokens,
+		MaxCallComputeMs:             p.MaxCallComputeMs,
 		BuyerOrgID:                   p.BuyerOrgID,
 		CreatedAt:                    p.CreatedAt.UTC(),
 	}
@@ -254,6 +260,9 @@ func planFromRow(r *planRow) listings.Plan {
 		TrialTokens:                  r.TrialTokens,
 		TrialCapMicros:               r.TrialCapMicros,
 		MinCommitMicros:              r.MinCommitMicros,
+		MaxCallInputTokens:           r.MaxCallInputTokens,
+		MaxCallOutputTokens:          r.MaxCallOutputTokens,
+		MaxCallComputeMs:             r.MaxCallComputeMs,
 		BuyerOrgID:                   r.BuyerOrgID,
 		CreatedAt:                    r.CreatedAt.UTC(),
 	}

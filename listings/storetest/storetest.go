@@ -495,7 +495,7 @@ func RunOffers(t *testing.T, newStore func(t *testing.T) (interface {
 	offer := func(id, buyer string, version int, at time.Time) *listings.Offer {
 		return &listings.Offer{ID: id, ListingID: "lst_1", SellerOrgID: "org_s", BuyerOrgID: buyer,
 			Plan: listings.Plan{Version: version, Currency: "usd", MonthlyFeeMicros: 1_000_000, MinCommitMicros: 20_000_000, TrialDays: 7,
-				BuyerOrgID: buyer, CreatedAt: at},
+				MaxCallInputTokens: 500, MaxCallOutputTokens: 700, MaxCallComputeMs: 9_000, BuyerOrgID: buyer, CreatedAt: at},
 			ExpiresAt: at.Add(30 * 24 * time.Hour), Status: listings.OfferOpen, CreatedAt: at}
 	}
 
@@ -519,7 +519,8 @@ func RunOffers(t *testing.T, newStore func(t *testing.T) (interface {
 			t.Fatalf("GetOffer =\n  %+v\nwant\n  %+v", *got, *o)
 		}
 		p, err := s.Plan(ctx, "lst_1", 2)
-		if err != nil || p.BuyerOrgID != "org_b" || p.MinCommitMicros != 20_000_000 || p.TrialDays != 7 {
+		if err != nil || p.BuyerOrgID != "org_b" || p.MinCommitMicros != 20_000_000 || p.TrialDays != 7 ||
+			p.MaxCallInputTokens != 500 || p.MaxCallOutputTokens != 700 || p.MaxCallComputeMs != 9_000 {
 			t.Fatalf("the offer's plan = %+v, %v", p, err)
 		}
 		if v, _ := s.NextPlanVersion(ctx, "lst_1"); v != 3 {

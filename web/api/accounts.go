@@ -75,7 +75,8 @@ func (s *Server) revokeKey(c *fiber.Ctx) error {
 }
 
 func orgView(o *contracts.Org) fiber.Map {
-	return fiber.Map{"id": o.ID, "name": o.Name, "platform": o.Platform, "connect_account_id": o.ConnectAccountID, "created_at": o.CreatedAt}
+	return fiber.Map{"id": o.ID, "name": o.Name, "platform": o.Platform, "connect_account_id": o.ConnectAccountID,
+		"monthly_budget_micros": o.MonthlyBudgetMicros, "created_at": o.CreatedAt}
 }
 
 func (s *Server) getOrg(c *fiber.Ctx) error {
@@ -96,4 +97,36 @@ func (s *Server) updateOrg(c *fiber.Ctx) error {
 		return err
 	}
 	return c.JSON(orgView(o))
+}
+
+func (s *Server) setOrgBudget(c *fiber.Ctx) error {
+	var in contracts.OrgBudgetInput
+	if err := decode(c, &in); err != nil {
+		return err
+	}
+	o, err := s.Accounts.SetOrgBudget(c.UserContext(), actorOf(c), in)
+	if err != nil {
+		return err
+	}
+	return c.JSON(orgView(o))
+}
+
+func (s *Server) getInvokeRoles(c *fiber.Ctx) error {
+	roles, err := s.InvokeRoles.Get(c.UserContext(), actorOf(c))
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"roles": roles})
+}
+
+func (s *Server) setInvokeRoles(c *fiber.Ctx) error {
+	var in contracts.InvokeRolesInput
+	if err := decode(c, &in); err != nil {
+		return err
+	}
+	roles, err := s.InvokeRoles.Set(c.UserContext(), actorOf(c), in)
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"roles": roles})
 }

@@ -36,7 +36,10 @@ type Authorizer interface {
 // Server holds what the handlers call.
 type Server struct {
 	Accounts *contracts.Accounts
-	Listings *listings.Service
+	// InvokeRoles are the roles of each org whose keys may invoke listings
+	// through the meter.
+	InvokeRoles *contracts.InvokeRoles
+	Listings    *listings.Service
 	// Subscriptions and Usage are nil in a marketplace without a meter.
 	Subscriptions *contracts.Subscriptions
 	Usage         *metering.Reports
@@ -125,6 +128,9 @@ func (s *Server) Mount(app *fiber.App) {
 	auth := v1.Group("", s.authenticate)
 	auth.Get("/org", s.allow(contracts.ObjOrg, contracts.ActRead), s.getOrg)
 	auth.Patch("/org", s.allow(contracts.ObjOrg, contracts.ActWrite), s.updateOrg)
+	auth.Put("/org/budget", s.allow(contracts.ObjOrgBudget, contracts.ActWrite), s.setOrgBudget)
+	auth.Get("/org/invoke-roles", s.allow(contracts.ObjOrg, contracts.ActRead), s.getInvokeRoles)
+	auth.Patch("/org/invoke-roles", s.allow(contracts.ObjInvokeRoles, contracts.ActWrite), s.setInvokeRoles)
 	auth.Post("/api-keys", s.allow(contracts.ObjAPIKeys, contracts.ActWrite), s.createKey)
 	auth.Get("/api-keys", s.allow(contracts.ObjAPIKeys, contracts.ActRead), s.listKeys)
 	auth.Delete("/api-keys/:id", s.allow(contracts.ObjAPIKeys, contracts.ActWrite), s.revokeKey)

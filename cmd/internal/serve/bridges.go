@@ -2,11 +2,13 @@ package serve
 
 import (
 	"context"
+	"time"
 
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/a2aproxy"
 	"github.com/agentmarket/agentmarket/contracts"
 	"github.com/agentmarket/agentmarket/listings"
+	"github.com/agentmarket/agentmarket/metering"
 )
 
 // CatalogTerms lets subscriptions read listings from the catalog. Wiring
@@ -106,4 +108,21 @@ func (c CatalogOffers) OfferTerms(ctx context.Context, actor agentmarket.Actor, 
 // AcceptOffer implements contracts.OfferSource.
 func (c CatalogOffers) AcceptOffer(ctx context.Context, offerID, contractID string) error {
 	return c.Offers.Accepted(ctx, offerID, contractID)
+}
+
+// OrgSpend is a buyer org's spend for its monthly budget
+// (a2aproxy.OrgSpend): the list price of the usage of all its keys and
+// contracts, as metering.Spend sums a key's or a contract's.
+type OrgSpend struct {
+	Store metering.Store
+	Clock agentmarket.Clock
+}
+
+// OrgSpent implements a2aproxy.OrgSpend.
+func (s OrgSpend) OrgSpent(ctx context.Context, orgID string, from time.Time) (int64, error) {
+	totals, err := s.Store.Totals(ctx, metering.Query{GroupBy: metering.ByBuyer, From: from, To: s.Clock.Now().UTC().Add(time.Hour), BuyerOrgID: orgID})
+	if err != nil {
+		return 0, err
+	}
+	return metering.Sum(totals).CostMicros, nil
 }

@@ -317,7 +317,7 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 	if stats, ok := c.Usage.(metering.StatsStore); ok {
 		verified = &metering.Verified{Store: stats, Clock: c.Clock, TTL: 5 * time.Minute}
 	}
-	srv := &api.Server{Accounts: c.Accounts, Listings: c.Catalog, Subscriptions: m.Subscriptions,
+	srv := &api.Server{Accounts: c.Accounts, InvokeRoles: &contracts.InvokeRoles{Store: c.AccountStore, Policies: c.Authz}, Listings: c.Catalog, Subscriptions: m.Subscriptions,
 		Usage:    &metering.Reports{Store: c.Usage, Clock: c.Clock},
 		Invoices: &billing.Previews{Contracts: m.Subscriptions, Plans: c.ListingStore, Usage: c.Usage, Clock: c.Clock, History: c.AccountStore, Stays: c.AccountStore},
 		Billing:  bill.Service, Webhooks: bill.Webhooks,

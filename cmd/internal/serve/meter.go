@@ -167,6 +167,7 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 		BillInMemory: d.Config.MeterInMemory(),
 		Recorder:     sp,
 		Spend:        metering.Spend{Store: d.Store, Clock: d.Clock},
+		OrgSpend:     OrgSpend{Store: d.Store, Clock: d.Clock},
 		Tasks:        store,
 		Sent:         sent,
 		Incidents:    d.Catalog,
@@ -184,7 +185,7 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 	}
 	if shared != nil {
 		p.Push.Gate = shared // every meter keeps the webhooks' caps together
-		p.Shared, p.SharedBills = shared, shared
+		p.Shared, p.SharedBills, p.SharedBudgets = shared, shared, shared
 		p.Sent = &contracts.SentFallback{Hot: shared, Durable: sent, Window: listings.MaxIdempotencyWindow, OnFallback: func(op string, err error) {
 			p.Metrics.SharedFallback(op)
 			d.Logger.Debug("sent message not in the shared state; the database holds it", "op", op, "err", err)
