@@ -592,3 +592,39 @@ func TestPushAcrossMeters(t *testing.T) {
 		})
 	})
 }
+
+// TestPushNoPauseForRefusals: a webhook host that refuses one org's
+// requests (404, 401: a wrong path, a bad token) for longer than
+// PauseAfter is not paused: the refusal is that config's, and another
+// org's webhook on the same host goes on being delivered to. An org could
+// otherwise aim configs at another org's host, fail there on purpose and
+// have its deliveries held.
+func TestPushNoPauseForRefusals(t *testing.T) {
+	r := newPushRig(t)
+	r.proxy.Push.PauseAfter, r.proxy.Push.PauseFor, r.proxy.Push.MaxAttempts = time.Minute, 5*time.Minute, 100
+	r.proxy.Push.RetryBase, r.proxy.Push.RetryMax = time.Second, 10*time.Second
+	var refused, delivered atomic.Int64
+	host := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Path == "/not-yours" {
+			refused.Add(1)
+			w.WriteHeader(http.StatusNotFound)
+			return
+		}
+		delivered.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(host.Close)
+	for i := range 6 {
+		r.enqueue(r.config("org_x", fmt.Sprintf("task_x%d", i), host.URL+"/not-yours"), fmt.Sprintf("dlv_x%d", i), `{"n":1}`)
+	}
+	start := r.clock.Now()
+	r.start()
+	// Refused for three minutes of the meter's clock, past PauseAfter.
+	for r.clock.Now().Sub(start) < 3*time.Minute {
+		before := refused.Load()
+		waitFor(t, 10*time.Second, "an attempt", func() bool { return refused.Load() > before })
+		r.clock.Advance(10 * time.Second)
+	}
+	r.enqueue(r.config("org_v", "task_v", host.URL+"/hook"), "dlv_v", `{"n":1}`)
+	waitFor(t, 10*time.Second, "the other org's delivery", func() bool { return delivered.Load() == 1 })
+}

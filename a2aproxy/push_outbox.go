@@ -343,6 +343,14 @@ func (p *Proxy) deliver(ctx context.Context, d contracts.Delivery) (out pushqueu
 		out.RetryAfter = min(retryAfter(res.Header.Get("Retry-After"), p.Clock.Now()), p.Push.RetryMax)
 	}
 	p.retry(d, attempts, res.StatusCode, "the webhook answered "+res.Status, record, out.RetryAfter)
+	if res.StatusCode >= 400 && res.StatusCode < 500 && res.StatusCode != http.StatusRequestTimeout && res.StatusCode != http.StatusTooManyRequests {
+		// A refusal of this request (a wrong path, a bad token) is the
+		// config's failure, not the destination's: it does not count
+		// towards pausing the host, which other orgs' webhooks may share
+		// (a config of one org aimed at another's host to fail there
+		// would otherwise pause that org's deliveries). Still retried.
+		out.Unjudged = true
+	}
 	return out, last
 }
 
