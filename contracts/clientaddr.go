@@ -69,7 +69,13 @@ func (t TrustedProxies) ClientAddr(peer netip.Addr, forwardedFor []string) netip
 			}
 			a, err := netip.ParseAddr(h)
 			if err != nil {
-				return client
+				// Some balancers forward the client's port too
+				// ("203.0.113.7:41234", "[2001:db8::1]:41234").
+				ap, perr := netip.ParseAddrPort(h)
+				if perr != nil {
+					return client
+				}
+				a = ap.Addr()
 			}
 			client = a.Unmap().WithZone("")
 			if !t.trusts(client) {

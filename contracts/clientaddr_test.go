@@ -35,6 +35,8 @@ func TestClientBehindTrustedProxies(t *testing.T) {
 		{"an IPv4-mapped peer", lb, "::ffff:10.1.2.3", []string{"::ffff:198.51.100.7"}, "198.51.100.7"},
 		{"an IPv6 proxy, an IPv6 client's /64", lb, "fd00::1", []string{"2001:db8:1:2:aaaa:bbbb:cccc:dddd"}, "2001:db8:1:2::/64"},
 		{"an IPv6 peer's /64", nil, "2001:db8:1:2::99", nil, "2001:db8:1:2::/64"},
+		{"a forwarded address with its port", lb, "10.1.2.3", []string{"198.51.100.7:41234"}, "198.51.100.7"},
+		{"a forwarded IPv6 address with its port", lb, "10.1.2.3", []string{"[2001:db8:1:2::5]:41234"}, "2001:db8:1:2::/64"},
 	} {
 		got := tc.proxies.Client(netip.MustParseAddr(tc.peer), tc.xff)
 		if got != tc.want {

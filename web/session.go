@@ -52,7 +52,7 @@ func (u *UI) begin(c *fiber.Ctx) (*req, error) {
 	// what the page changes.
 	id := api.RequestID(c)
 	c.Set(api.RequestIDHeader, id)
-	r := &req{c: c, ctx: agentmarket.WithRequest(c.UserContext(), agentmarket.Request{ID: id, IP: c.IP()})}
+	r := &req{c: c, ctx: agentmarket.WithRequest(c.UserContext(), agentmarket.Request{ID: id, IP: api.ClientAddrOf(c, u.d.Proxies).String()})}
 	seed := ""
 	if tok := c.Cookies(sessionCookie); tok != "" {
 		actor, _, err := u.sessions.Resolve(r.ctx, tok)

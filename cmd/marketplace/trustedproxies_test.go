@@ -2,6 +2,8 @@ package main
 
 import (
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -66,5 +68,29 @@ func TestTrustedProxies(t *testing.T) {
 		}
 		expect(t, m.URL, "2001:db8:1:2:ffff::1", http.StatusTooManyRequests)
 		expect(t, m.URL, "2001:db8:1:3::a", http.StatusOK)
+
+		// The audit log records the client's own address, not the
+		// balancer's (nor its /64), and a forwarded port is no address.
+		api := client{t: t, base: m.URL}
+		req, _ := http.NewRequest("POST", m.URL+"/api/v1/signup", strings.NewReader(`{"org_name":"Initech","email":"it@initech.example","password":"correct horse battery"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Forwarded-For", "[2001:db8:1:2::77]:41234, 10.0.0.2")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusCreated {
+			t.Fatalf("signup = %d", res.StatusCode)
+		}
+		es := auditEntries(t, api.with(operatorKey(t, m)), "?action=org.create")
+		var ips []string
+		for _, e := range es {
+			ip, _ := e["actor"].(map[string]any)["ip"].(string)
+			ips = append(ips, ip)
+		}
+		if !slices.Contains(ips, "2001:db8:1:2::77") {
+			t.Errorf("the sign-up's audit entries record the addresses %q, want 2001:db8:1:2::77", ips)
+		}
 	})
 }

@@ -81,6 +81,13 @@ type Server struct {
 // proxies the address they forwarded; an IPv6 client's /64
 // (contracts.TrustedProxies.Client).
 func ClientOf(c *fiber.Ctx, proxies contracts.TrustedProxies) string {
+	return contracts.ClientKey(ClientAddrOf(c, proxies))
+}
+
+// ClientAddrOf is the client's own address, as the audit log records it:
+// the connection's peer, or behind trusted proxies the address they
+// forwarded (contracts.TrustedProxies.ClientAddr).
+func ClientAddrOf(c *fiber.Ctx, proxies contracts.TrustedProxies) netip.Addr {
 	peer, _ := netip.AddrFromSlice(c.Context().RemoteIP())
 	var forwarded []string
 	if len(proxies) > 0 {
@@ -88,7 +95,7 @@ func ClientOf(c *fiber.Ctx, proxies contracts.TrustedProxies) string {
 			forwarded = append(forwarded, string(v))
 		}
 	}
-	return proxies.Client(peer, forwarded)
+	return proxies.ClientAddr(peer, forwarded)
 }
 
 // Limiter admits or refuses one more request under a key, refusing with

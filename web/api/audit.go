@@ -37,7 +37,7 @@ func RequestID(c *fiber.Ctx) string {
 func (s *Server) withRequest(c *fiber.Ctx) error {
 	id := RequestID(c)
 	c.Set(RequestIDHeader, id)
-	c.SetUserContext(agentmarket.WithRequest(c.UserContext(), agentmarket.Request{ID: id, IP: c.IP()}))
+	c.SetUserContext(agentmarket.WithRequest(c.UserContext(), agentmarket.Request{ID: id, IP: ClientAddrOf(c, s.Proxies).String()}))
 	return c.Next()
 }
 
