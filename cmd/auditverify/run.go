@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/agentmarket/agentmarket/cmd/internal/config"
 	"github.com/agentmarket/agentmarket/cmd/internal/serve"
@@ -42,7 +43,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		return err
 	}
 	store := gormstore.New(db.DB)
-	r, err := audit.Verify(ctx, store, serve.AuditKeys(store, sealer))
+	every := cfg.AuditCheckpointEvery
+	if every <= 0 {
+		every = time.Hour
+	}
+	r, err := audit.Verify(ctx, store, serve.AuditKeys(store, sealer), audit.Cadence{Now: time.Now(), Every: every})
 	if err != nil {
 		return err
 	}

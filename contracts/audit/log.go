@@ -184,16 +184,26 @@ func (l *Log) Prune(ctx context.Context) (int64, error) {
 	return l.Store.PruneAudit(ctx, through)
 }
 
+// every is CheckpointEvery, or its default.
+func (l *Log) every() time.Duration {
+	if l.CheckpointEvery <= 0 {
+		return time.Hour
+	}
+	return l.CheckpointEvery
+}
+
 // Run signs a checkpoint and prunes every CheckpointEvery until ctx
 // ends.
 func (l *Log) Run(ctx context.Context) {
-	every := l.CheckpointEvery
-	if every <= 0 {
-		every = time.Hour
-	}
+	every := l.every()
 	log := l.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	// At once too: the entries of a run that ended between two checkpoints
+	// are covered as soon as the marketplace is back (Cadence).
+	if _, err := l.Checkpoint(ctx); err != nil && ctx.Err() == nil {
+		log.WarnContext(ctx, "audit checkpoint not signed", "err", err)
 	}
 	for {
 		select {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math/big"
 	"strings"
+	"time"
 
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/contracts"
@@ -43,12 +44,35 @@ func (b *Break) Error() string { return fmt.Sprintf("%s %d: %s", b.Kind, b.Seq, 
 // walkPage is how many entries Verify reads at a time.
 const walkPage = 500
 
+// Cadence is how often checkpoints are signed (Log.CheckpointEvery), for
+// Verify to hold the chain to it at Now; the zero Cadence holds it to
+// nothing.
+//
+// Without it the checkpoints prove only what they cover while they are
+// there: whoever can write the database could delete them, rewrite any
+// entry, rehash every entry after it and move the head, and the chain
+// would verify. With it an entry older than two intervals (and a minute)
+// that no signed checkpoint covers breaks the chain: a rewrite must then
+// keep to the entries since the last checkpoint, which only the secret
+// key's holder can sign anew.
+type Cadence struct {
+	Now   time.Time
+	Every time.Duration
+}
+
+// uncovered reports whether an entry written at at should be covered by
+// a checkpoint by now.
+func (c Cadence) uncovered(at time.Time) bool {
+	return c.Every > 0 && at.Before(c.Now.Add(-2*c.Every-time.Minute))
+}
+
 // Verify walks the whole chain in store: every entry's hash, every link
 // to the previous entry (or to the checkpoint a prune left), every
-// checkpoint's hash and signature (with keys), and the head. It stops at
+// checkpoint's hash and signature (with keys), the head, and (with a
+// Cadence) that the checkpoints keep up with the entries. It stops at
 // the first broken link. An error is returned only when the store or the
 // keys cannot be read.
-func Verify(ctx context.Context, store Store, keys Keys) (*Report, error) {
+func Verify(ctx context.Context, store Store, keys Keys, cadence Cadence) (*Report, error) {
 	cps, err := store.Checkpoints(ctx)
 	if err != nil {
 		return nil, err
@@ -69,7 +93,9 @@ func Verify(ctx context.Context, store Store, keys Keys) (*Report, error) {
 		return r, nil
 	}
 	bySeq := map[int64]*Checkpoint{}
+	var covered int64 // the last signed checkpoint's entry
 	for i := range cps {
+		covered = max(covered, cps[i].Seq)
 		cp := &cps[i]
 		if err := verifyCheckpoint(cp, pub); err != nil {
 			return fail(cp.Seq, "checkpoint", "%v", err)
@@ -120,6 +146,10 @@ func Verify(ctx context.Context, store Store, keys Keys) (*Report, error) {
 			}
 			if cp := bySeq[e.Seq]; cp != nil && cp.Hash != e.Hash {
 				return fail(e.Seq, "entry", "it does not match the checkpoint signed at %d", e.Seq)
+			}
+			if e.Seq > covered && cadence.uncovered(e.At) {
+				return fail(e.Seq, "entry", "written %s, and no signed checkpoint covers it though one is signed every %s: the checkpoints after it were removed (and the entries since may be rewritten), or the marketplace has not run since",
+					e.At.UTC().Format(time.RFC3339), cadence.Every)
 			}
 			prev = Head{Seq: e.Seq, Hash: e.Hash}
 			r.Entries++
@@ -175,7 +205,12 @@ func (l *Log) Verify(ctx context.Context, actor agentmarket.Actor) (*Report, err
 	if !all {
 		return nil, agentmarket.Errorf(agentmarket.Forbidden, "forbidden", "only the platform's operators verify the audit chain")
 	}
-	return Verify(ctx, l.Store, l.Keys)
+	return Verify(ctx, l.Store, l.Keys, l.cadence())
+}
+
+// cadence is the log's own Cadence, now.
+func (l *Log) cadence() Cadence {
+	return Cadence{Now: l.Clock.Now(), Every: l.every()}
 }
 
 // SealedKeys are the audit keys whose private half, sealed with the

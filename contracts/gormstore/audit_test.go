@@ -3,6 +3,7 @@ package gormstore_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,7 +65,7 @@ func TestAuditTampering(t *testing.T) {
 						}
 					}
 				}
-				if r, err := audit.Verify(ctx, s, key); err != nil || !r.OK {
+				if r, err := audit.Verify(ctx, s, key, audit.Cadence{}); err != nil || !r.OK {
 					t.Fatalf("before: %+v %v", r, err)
 				}
 				for _, q := range c.sql {
@@ -72,11 +73,77 @@ func TestAuditTampering(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				r, err := audit.Verify(ctx, s, key)
+				r, err := audit.Verify(ctx, s, key, audit.Cadence{})
 				if err != nil || r.OK || r.Broken == nil || *r.Broken != (audit.Break{Seq: c.seq, Kind: c.kind, Reason: c.why}) {
 					t.Errorf("verify: %+v %+v %v, want %s %d: %s", r, r.Broken, err, c.kind, c.seq, c.why)
 				}
 			})
+		}
+	})
+}
+
+// TestAuditRewriteNeedsTheKey: whoever can write the database but not
+// sign (no secret key) deletes the checkpoints, rewrites an entry and
+// rehashes the chain after it; held to the checkpoints' cadence, the
+// chain no longer verifies, naming the first entry no checkpoint covers.
+// A chain whose checkpoints keep up verifies, and an entry since the last
+// checkpoint younger than two intervals is not yet due one.
+func TestAuditRewriteNeedsTheKey(t *testing.T) {
+	ctx := context.Background()
+	relationaltest.Each(t, func(t *testing.T, db *relational.DB) {
+		s := gormstore.New(db.DB)
+		key := audittest.NewKey("k1")
+		clock := agentmarket.NewManualClock(time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC))
+		log := &audit.Log{Store: s, Clock: clock, Signer: key, Keys: key, CheckpointEvery: time.Hour}
+		record := func(i int) {
+			t.Helper()
+			if err := log.RecordChange(ctx, agentmarket.Change{Action: "x.y", ObjectType: "x", ObjectID: fmt.Sprint(i), After: map[string]int{"n": i}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := range 4 {
+			record(i)
+			clock.Advance(20 * time.Minute)
+		}
+		if _, err := log.Checkpoint(ctx); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(30 * time.Minute)
+		record(4) // entry 5, after the checkpoint, not yet due one
+		clock.Advance(30 * time.Minute)
+		if r, err := log.Verify(ctx, agentmarket.Actor{Role: agentmarket.RoleAdmin, Operator: true}); err != nil || !r.OK {
+			t.Fatalf("a chain whose checkpoints keep up: %+v %+v %v", r, r.Broken, err)
+		}
+
+		// The rewrite: checkpoints gone, entry 2 changed, entries 2 to 5
+		// rehashed, the head moved: every link holds.
+		for _, q := range []string{"DELETE FROM audit_checkpoints"} {
+			if err := db.DB.Exec(q).Error; err != nil {
+				t.Fatal(err)
+			}
+		}
+		es, err := s.WalkAudit(ctx, 0, 10)
+		if err != nil || len(es) != 5 {
+			t.Fatalf("walk: %d %v", len(es), err)
+		}
+		es[1].After = []byte(`{"n":100}`)
+		for i := 1; i < len(es); i++ {
+			es[i].PrevHash = es[i-1].Hash
+			es[i].Hash = audit.HashOf(&es[i])
+			if err := db.DB.Exec("UPDATE audit_entries SET after_json = ?, prev_hash = ?, hash = ? WHERE seq = ?", string(es[i].After), es[i].PrevHash, es[i].Hash, es[i].Seq).Error; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := db.DB.Exec("UPDATE audit_chain_head SET hash = ? WHERE id = 1", es[4].Hash).Error; err != nil {
+			t.Fatal(err)
+		}
+		if r, err := audit.Verify(ctx, s, key, audit.Cadence{}); err != nil || !r.OK {
+			t.Fatalf("the rewrite should hold link by link: %+v %+v %v", r, r.Broken, err)
+		}
+		r, err := log.Verify(ctx, agentmarket.Actor{Role: agentmarket.RoleAdmin, Operator: true})
+		if err != nil || r.OK || r.Broken == nil || r.Broken.Kind != "entry" || r.Broken.Seq != 1 ||
+			!strings.Contains(r.Broken.Reason, "no signed checkpoint covers it") {
+			t.Errorf("the rewrite held to the cadence: %+v %+v %v", r, r.Broken, err)
 		}
 	})
 }

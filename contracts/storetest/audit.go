@@ -66,7 +66,7 @@ func RunAudit(t *testing.T, open AuditStores) {
 		if h, err := s.AuditHead(ctx); err != nil || h != (audit.Head{Seq: 2, Hash: es[1].Hash}) {
 			t.Errorf("head %+v %v", h, err)
 		}
-		r, err := audit.Verify(ctx, s, log.Keys)
+		r, err := audit.Verify(ctx, s, log.Keys, audit.Cadence{})
 		if err != nil || !r.OK || r.Entries != 2 {
 			t.Errorf("verify: %+v %v", r, err)
 		}
@@ -96,7 +96,7 @@ func RunAudit(t *testing.T, open AuditStores) {
 				t.Fatal(err)
 			}
 		}
-		r, err := audit.Verify(ctx, a, nil)
+		r, err := audit.Verify(ctx, a, nil, audit.Cadence{})
 		if err != nil || !r.OK || r.Entries != 40 || r.LastSeq != 40 {
 			t.Fatalf("after concurrent appends: %+v %v", r, err)
 		}
@@ -124,7 +124,7 @@ func RunAudit(t *testing.T, open AuditStores) {
 				running = false
 			default:
 			}
-			if r, err := audit.Verify(ctx, b, nil); err != nil || !r.OK {
+			if r, err := audit.Verify(ctx, b, nil, audit.Cadence{}); err != nil || !r.OK {
 				t.Fatalf("verify during appends: %+v %+v %v", r, r.Broken, err)
 			}
 		}
@@ -208,11 +208,11 @@ func RunAudit(t *testing.T, open AuditStores) {
 		if err != nil || len(cps) != 1 || cps[0].JWS != cp.JWS || !cps[0].At.Equal(cp.At) {
 			t.Fatalf("checkpoints read back: %+v %v", cps, err)
 		}
-		if r, err := audit.Verify(ctx, s, log.Keys); err != nil || !r.OK || r.Checkpoints != 1 {
+		if r, err := audit.Verify(ctx, s, log.Keys, audit.Cadence{}); err != nil || !r.OK || r.Checkpoints != 1 {
 			t.Errorf("verify: %+v %v", r, err)
 		}
 		other := audittest.NewKey("audit-test")
-		if r, err := audit.Verify(ctx, s, other); err != nil || r.OK || r.Broken.Kind != "checkpoint" || r.Broken.Seq != 3 {
+		if r, err := audit.Verify(ctx, s, other, audit.Cadence{}); err != nil || r.OK || r.Broken.Kind != "checkpoint" || r.Broken.Seq != 3 {
 			t.Errorf("verified with another key: %+v %v", r, err)
 		}
 	})
@@ -246,7 +246,7 @@ func RunAudit(t *testing.T, open AuditStores) {
 		if len(es) != 2 || es[0].Seq != 4 {
 			t.Fatalf("left: %+v", es)
 		}
-		r, err := audit.Verify(ctx, s, log.Keys)
+		r, err := audit.Verify(ctx, s, log.Keys, audit.Cadence{})
 		if err != nil || !r.OK || r.FirstSeq != 4 || r.LastSeq != 5 || r.Checkpoints != 1 {
 			t.Errorf("verify after the prune: %+v %v", r, err)
 		}
@@ -257,13 +257,13 @@ func RunAudit(t *testing.T, open AuditStores) {
 		if n, err := log.Prune(ctx); err != nil || n != 3 {
 			t.Fatalf("prune everything: %d %v", n, err)
 		}
-		if r, err := audit.Verify(ctx, s, log.Keys); err != nil || !r.OK || r.Entries != 0 {
+		if r, err := audit.Verify(ctx, s, log.Keys, audit.Cadence{}); err != nil || !r.OK || r.Entries != 0 {
 			t.Errorf("verify with every entry pruned: %+v %v", r, err)
 		}
 		if err := log.RecordChange(ctx, agentmarket.Change{Action: "x.y", ObjectType: "x", ObjectID: "7"}); err != nil {
 			t.Fatal(err)
 		}
-		if r, err := audit.Verify(ctx, s, log.Keys); err != nil || !r.OK || r.FirstSeq != 7 {
+		if r, err := audit.Verify(ctx, s, log.Keys, audit.Cadence{}); err != nil || !r.OK || r.FirstSeq != 7 {
 			t.Errorf("verify after an entry past a full prune: %+v %v", r, err)
 		}
 		if _, err := s.PruneAudit(ctx, 7); err == nil {
