@@ -30,6 +30,10 @@ const pushWorkers = 32
 const (
 	pushWaiting    = 4 * pushWorkers
 	pushClaimBatch = 16
+	// pushOrgWaiting is the most one org may have waiting: past it the
+	// outbox is claimed for the others (an org's flood spread over many
+	// destinations would otherwise fill the queue, oldest first).
+	pushOrgWaiting = pushWaiting / 4
 )
 
 // RunPushDelivery delivers the outbox until ctx ends: due deliveries are
@@ -76,7 +80,8 @@ func (p *Proxy) RunPushDelivery(ctx context.Context) {
 			// Long enough to wait in the queue a few attempts' time, and
 			// still be sent within its lease (see the worker).
 			lease := now.Add(3*p.Push.Timeout + 30*time.Second)
-			ds, err := p.Push.Store.ClaimDeliveries(ctx, now, lease, limit, q.Skip())
+			ds, err := p.Push.Store.ClaimDeliveries(ctx, now, lease, limit,
+				contracts.ClaimSkip{Destinations: q.Skip(), Orgs: q.Crowding(pushOrgWaiting)})
 			if err != nil && ctx.Err() == nil {
 				// Nothing was leased: the loop reads the outbox again after
 				// Poll (or a kick).

@@ -249,6 +249,13 @@ type DeliveryQuery struct {
 // PushStore keeps push configs and the delivery outbox. Deliveries are
 // durable before the agent's notification is acknowledged, so a meter
 // restart loses none.
+// ClaimSkip is what a claim of the outbox leaves alone: deliveries to
+// these destinations, and of these orgs.
+type ClaimSkip struct {
+	Destinations []string
+	Orgs         []string
+}
+
 type PushStore interface {
 	// SavePushConfig creates or replaces the config (listing, task, config id).
 	SavePushConfig(ctx context.Context, c PushConfig) error
@@ -274,9 +281,9 @@ type PushStore interface {
 	// attempt is due at now: only the oldest pending delivery of each
 	// config, so a config's notifications arrive in order. A claimed
 	// delivery is not claimed again before leaseUntil. Deliveries to the
-	// destinations in skip are left alone (the meter holds enough of
-	// theirs, or they asked it to wait).
-	ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, limit int, skip []string) ([]Delivery, error)
+	// destinations skip names, and of the orgs it names, are left alone
+	// (the meter holds enough of theirs, or they asked it to wait).
+	ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, limit int, skip ClaimSkip) ([]Delivery, error)
 	// DeliveryAttempted records an attempt: delivered (status
 	// DeliveryDelivered), to be retried at next (DeliveryPending), or given
 	// up (DeliveryFailed). It clears the lease. An attempt on a delivery no

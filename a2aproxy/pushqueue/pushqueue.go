@@ -496,6 +496,27 @@ func (q *Queue[T]) Skip() []string {
 	return out
 }
 
+// Crowding names the orgs with at least max deliveries waiting, whose
+// outbox should not be claimed for now: however many destinations one
+// org's flood is spread over, the other orgs' deliveries still get
+// claimed, and then their turn.
+func (q *Queue[T]) Crowding(max int) []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []string
+	for _, o := range q.orgs {
+		n := 0
+		for _, f := range o.flows {
+			n += len(f.items)
+		}
+		if n >= max {
+			out = append(out, o.name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Waiting is how many deliveries wait in the queue.
 func (q *Queue[T]) Waiting() int {
 	q.mu.Lock()

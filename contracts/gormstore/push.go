@@ -214,7 +214,7 @@ func supersede(tx *gorm.DB, row *deliveryRow) error {
 }
 
 // ClaimDeliveries implements contracts.PushStore.
-func (s *Store) ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, limit int, skip []string) ([]contracts.Delivery, error) {
+func (s *Store) ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, limit int, skip contracts.ClaimSkip) ([]contracts.Delivery, error) {
 	if limit <= 0 {
 		return nil, nil
 	}
@@ -228,8 +228,11 @@ func (s *Store) ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, 
 		// leased or not, due or not: a config's notifications go in order.
 		q := tx.Clauses(claimLock).
 			Where("status = ? AND next_attempt_at <= ? AND (lease_until IS NULL OR lease_until <= ?)", pending, now, now)
-		if len(skip) > 0 {
-			q = q.Where("destination NOT IN ?", skip)
+		if len(skip.Destinations) > 0 {
+			q = q.Where("destination NOT IN ?", skip.Destinations)
+		}
+		if len(skip.Orgs) > 0 {
+			q = q.Where("org_id NOT IN ?", skip.Orgs)
 		}
 		err := q.Where(`NOT EXISTS (SELECT 1 FROM push_deliveries older WHERE older.listing_id = push_deliveries.listing_id
 				AND older.task_id = push_deliveries.task_id AND older.config_id = push_deliveries.config_id

@@ -64,7 +64,7 @@ func runPush(t *testing.T, newStore TaskFactory) {
 	}
 	claim := func(t *testing.T, s TaskStore, now, leaseUntil time.Time, want ...string) []contracts.Delivery {
 		t.Helper()
-		got, err := s.ClaimDeliveries(ctx, now, leaseUntil, 10, nil)
+		got, err := s.ClaimDeliveries(ctx, now, leaseUntil, 10, contracts.ClaimSkip{})
 		must(t, err)
 		ids := deliveryIDs(got)
 		slices.Sort(ids)
@@ -227,7 +227,7 @@ func runPush(t *testing.T, newStore TaskFactory) {
 		if len(ds) != 1 || ds[0].ID != "a1" || ds[0].Attempts != 1 || tsp(ds[0].DeliveredAt) != tsp(utc(now.Add(time.Second))) {
 			t.Errorf("delivered deliveries = %+v, want a1 delivered at %s", ds, ts(now.Add(time.Second).UTC()))
 		}
-		if got, err := s.ClaimDeliveries(ctx, now, now, 0, nil); err != nil || len(got) != 0 {
+		if got, err := s.ClaimDeliveries(ctx, now, now, 0, contracts.ClaimSkip{}); err != nil || len(got) != 0 {
 			t.Errorf("ClaimDeliveries with limit 0 = %v, %v; want none", deliveryIDs(got), err)
 		}
 		wantKind(t, "DeliveryAttempted(unknown)", s.DeliveryAttempted(ctx, "dlv_nope", contracts.DeliveryDelivered, 1, now, 200, "", now), agentmarket.NotFound)
@@ -254,15 +254,29 @@ func runPush(t *testing.T, newStore TaskFactory) {
 		f.Destination = fast
 		legacy := delivery("l1", "cfg_l", t0) // enqueued before destinations were kept
 		enqueue(t, s, append(ds, f, legacy)...)
-		got, err := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), 10, []string{slow})
+		got, err := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), 10, contracts.ClaimSkip{Destinations: []string{slow}})
 		must(t, err)
 		if ids := deliveryIDs(got); !slices.Equal(ids, []string{"f1", "l1"}) {
 			t.Errorf("ClaimDeliveries skipping %s = %v, want [f1 l1]", slow, ids)
 		}
-		if got, err := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), 10, nil); err != nil || len(got) != 3 {
+		if got, err := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), 10, contracts.ClaimSkip{}); err != nil || len(got) != 3 {
 			t.Errorf("ClaimDeliveries with nothing skipped = %v, %v; want the slow destination's 3", deliveryIDs(got), err)
 		} else if got[0].Destination != slow {
 			t.Errorf("claimed delivery's destination = %q, want %q", got[0].Destination, slow)
+		}
+	})
+
+	t.Run("deliveries: orgs skipped are not claimed", func(t *testing.T) {
+		s, _ := newStore(t)
+		now := t0.Add(time.Hour)
+		a1, a2 := delivery("a1", "cfg_a1", t0), delivery("a2", "cfg_a2", t0)
+		b := delivery("b1", "cfg_b", t0.Add(time.Minute)) // newer than org_a's
+		b.OrgID = "org_b"
+		enqueue(t, s, a1, a2, b)
+		got, err := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), 1, contracts.ClaimSkip{Orgs: []string{"org_a"}})
+		must(t, err)
+		if ids := deliveryIDs(got); !slices.Equal(ids, []string{"b1"}) {
+			t.Errorf("ClaimDeliveries skipping org_a = %v, want [b1]", ids)
 		}
 	})
 
@@ -321,7 +335,7 @@ func runPush(t *testing.T, newStore TaskFactory) {
 		// nothing superseded is claimed.
 		attempted(t, s, "s1", contracts.DeliveryDelivered, 1, time.Time{}, now)
 		for _, id := range []string{"a1", "t1", "t2"} {
-			got, err := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), 10, nil)
+			got, err := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), 10, contracts.ClaimSkip{})
 			must(t, err)
 			ids := deliveryIDs(got)
 			if !slices.Contains(ids, id) || slices.ContainsFunc(ids, func(x string) bool { return x != id && x != "x1" }) {
@@ -497,7 +511,7 @@ func runPush(t *testing.T, newStore TaskFactory) {
 		for i := range claimers {
 			wg.Go(func() {
 				for {
-					ds, err := s.ClaimDeliveries(ctx, now, now.Add(time.Hour), 2, nil)
+					ds, err := s.ClaimDeliveries(ctx, now, now.Add(time.Hour), 2, contracts.ClaimSkip{})
 					if err != nil {
 						errs[i] = err
 						return
