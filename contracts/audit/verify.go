@@ -141,6 +141,11 @@ func Verify(ctx context.Context, store Store, keys Keys, cadence Cadence) (*Repo
 			if e.PrevHash != prev.Hash {
 				return fail(e.Seq, "entry", "its prev_hash does not match entry %d", prev.Seq)
 			}
+			if !jsonOrEmpty(e.Before) || !jsonOrEmpty(e.After) {
+				// Canonical hashes such an entry by fewer of its fields:
+				// none is written so, so one found so was edited.
+				return fail(e.Seq, "entry", "its before or after is not JSON")
+			}
 			if got := HashOf(e); got != e.Hash {
 				return fail(e.Seq, "entry", "its contents do not match its hash")
 			}
@@ -324,3 +329,6 @@ func keyID(protected string) (string, error) {
 }
 
 func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
+
+// jsonOrEmpty reports whether b is JSON, or empty (none).
+func jsonOrEmpty(b json.RawMessage) bool { return len(b) == 0 || json.Valid(b) }

@@ -40,6 +40,7 @@ func TestAuditTampering(t *testing.T) {
 		{"every entry deleted", []string{"DELETE FROM audit_entries"}, "entry", 4, "missing: the entries up to checkpoint 4 are gone, and no prune took them"},
 		{"an entry added past the head", []string{"INSERT INTO audit_entries (seq, at, action, object_type, prev_hash, hash) SELECT 6, at, 'x.y', 'x', hash, 'f00d' FROM audit_entries WHERE seq = 5"},
 			"entry", 6, "it lies beyond the chain's head, entry 5"},
+		{"an entry's after made not JSON", []string{"UPDATE audit_entries SET after_json = '{not json' WHERE seq = 5"}, "entry", 5, "its before or after is not JSON"},
 		{"a checkpoint forged", []string{"UPDATE audit_checkpoints SET hash = 'f00d'"}, "checkpoint", 4, "its signed payload is not its seq, hash, time and kind"},
 		{"a checkpoint made a prune's", []string{"UPDATE audit_checkpoints SET prune = TRUE"}, "checkpoint", 4, "its signed payload is not its seq, hash, time and kind"},
 	}
