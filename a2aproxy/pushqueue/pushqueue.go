@@ -351,6 +351,18 @@ scan:
 // meter keeps to its share.
 func (q *Queue[T]) gate(ctx context.Context, d *destination, v T, now time.Time) (can, held bool, at time.Time) {
 	ok, held, retryAt, err := q.o.Gate.TryStart(ctx, d.name, q.o.Key(v), d.limit, now, now.Add(q.o.Lease))
+	if err != nil {
+		// Its rate too: the local bucket, which ran at the whole rate
+		// while the Gate kept the meters' sum, runs at the share.
+		if d.caps != d.share {
+			d.refill(now)
+			d.caps = d.share
+			d.tokens = min(d.tokens, float64(d.share.Burst))
+		}
+	} else if d.caps != d.limit {
+		d.refill(now)
+		d.caps = d.limit
+	}
 	switch {
 	case err != nil:
 		return d.inflight < d.share.Concurrency, false, time.Time{}

@@ -2,6 +2,7 @@ package pushqueue_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/a2aproxy/pushqueue"
+	"github.com/agentmarket/agentmarket/contracts"
 )
 
 var (
@@ -264,5 +266,38 @@ func TestRetryAfterIsNoFailure(t *testing.T) {
 			t.Fatalf("a 429 with Retry-After: %+v, want held, not paused", r)
 		}
 		clock.Advance(31 * time.Second)
+	}
+}
+
+// downGate is a Gate that cannot be reached.
+type downGate struct{}
+
+func (downGate) TryStart(context.Context, string, string, contracts.PushLimit, time.Time, time.Time) (bool, bool, time.Time, error) {
+	return false, false, time.Time{}, errors.New("connection refused")
+}
+func (downGate) Finish(context.Context, string, string) error {
+	return errors.New("connection refused")
+}
+func (downGate) Hold(context.Context, string, time.Time) error {
+	return errors.New("connection refused")
+}
+
+// TestShareWhileTheGateIsDown: while the meters' shared Gate fails, a
+// meter keeps to its share of a destination's rate as well as of its
+// concurrency (1/Meters of each), not the whole rate N times over.
+func TestShareWhileTheGateIsDown(t *testing.T) {
+	clock := agentmarket.NewManualClock(t0)
+	caps := pushqueue.Caps{Concurrency: 100, PerSecond: 10, Burst: 10}
+	q := pushqueue.New[string](pushqueue.Options[string]{Clock: clock, Gate: downGate{}, Meters: 2,
+		Key: func(v string) string { return v }, Caps: func(string) pushqueue.Caps { return caps }})
+	for i := range 40 {
+		q.Add("org_a", "https://a:443", fmt.Sprintf("a%d", i))
+	}
+	if got, _ := take(q); len(got) > 5 {
+		t.Fatalf("started %d at once with the Gate down, want at most the share of the burst (5)", len(got))
+	}
+	clock.Advance(time.Second)
+	if got, _ := take(q); len(got) > 5 {
+		t.Errorf("started %d in the next second, want at most the share of the rate (5)", len(got))
 	}
 }
