@@ -184,15 +184,19 @@ const readPageJS = `(() => {
   const forms = [];
   for (const f of document.forms) for (const b of f.querySelectorAll('button:not([type]), button[type=submit], input[type=submit]')) {
     if (b.disabled) continue;
-    forms.push({key: amFormKey(f, b), action: f.action, method: (f.getAttribute('method') || 'get').toLowerCase(), label: amLabel(b)});
+    forms.push({key: amFormKey(f, b), action: amAction(f), method: (f.getAttribute('method') || 'get').toLowerCase(), label: amLabel(b)});
   }
   return {url: location.href, status: nav.responseStatus || 0, errorTitle: err ? document.querySelector('main .narrow h1').textContent.trim() : '',
     message: err ? (document.querySelector('main .narrow p') || {}).textContent || '' : '', links, forms};
 })()`
 
 // formKeyJS defines the functions that name a form's button.
+//
+// A form's action is read from its attribute: f.action is the form's field
+// named "action" when it has one (the audit log's filter does).
 const formKeyJS = `window.amLabel = b => (b.getAttribute('aria-label') || b.textContent || b.value || '').trim();
-window.amFormKey = (f, b) => f.action + ' | ' + amLabel(b) + ' | ' +
+window.amAction = f => new URL(f.getAttribute('action') || '', location.href).href;
+window.amFormKey = (f, b) => amAction(f) + ' | ' + amLabel(b) + ' | ' +
   [...f.querySelectorAll('input[type=hidden]')].filter(i => i.name !== 'csrf').map(i => i.name + '=' + i.value).join('&');`
 
 // ReadPage reads the page the tab shows.
