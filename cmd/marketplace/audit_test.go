@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"database/sql"
 	"encoding/base64"
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
@@ -39,8 +41,8 @@ func buildAuditVerify(t *testing.T) string {
 
 // auditVerify runs the command on m's database (env: the settings m was
 // started with) and returns what it printed.
-func auditVerify(bin string, m *started, env map[string]string) (string, error) {
-	cmd := exec.Command(bin)
+func auditVerify(bin string, m *started, env map[string]string, args ...string) (string, error) {
+	cmd := exec.Command(bin, args...)
 	cmd.Env = []string{"AGENTMARKET_DATA_DIR=" + m.DataDir, "AGENTMARKET_LOG_LEVEL=warn"}
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
@@ -242,12 +244,34 @@ func TestAuditLog(t *testing.T) {
 		if report.JSON["ok"] != true || report.JSON["last_seq"] == nil {
 			t.Fatalf("verify: %s", report.Body)
 		}
-		if r := api.do("GET", "/api/v1/audit/jwks", nil); r.Status != 200 || !strings.Contains(string(r.Body), `"kty":"EC"`) {
-			t.Errorf("the audit keys: %d %s", r.Status, r.Body)
+		jwks := api.do("GET", "/api/v1/audit/jwks", nil)
+		if jwks.Status != 200 || !strings.Contains(string(jwks.Body), `"kty":"EC"`) {
+			t.Errorf("the audit keys: %d %s", jwks.Status, jwks.Body)
 		}
 		verify := func() (string, error) { return auditVerify(bin, m, env) }
 		if out, err := verify(); err != nil || !strings.Contains(out, "audit chain ok: entries 1 to ") {
 			t.Fatalf("auditverify: %v\n%s", err, out)
+		}
+		// An auditor with the published keys and not the secret key (another
+		// one here, with which the sealed audit keys do not open) verifies
+		// the same.
+		jwksFile := filepath.Join(t.TempDir(), "audit-jwks.json")
+		if err := os.WriteFile(jwksFile, jwks.Body, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		noSecret := map[string]string{}
+		for k, v := range env {
+			noSecret[k] = v
+		}
+		other := make([]byte, 32)
+		rand.Read(other)
+		noSecret["AGENTMARKET_SECRET_KEY"] = base64.StdEncoding.EncodeToString(other)
+		if out, err := auditVerify(bin, m, noSecret); err == nil {
+			t.Errorf("auditverify with another secret key and no --jwks verified:\n%s", out)
+		}
+		verifyPublic := func() (string, error) { return auditVerify(bin, m, noSecret, "--jwks", jwksFile) }
+		if out, err := verifyPublic(); err != nil || !strings.Contains(out, "audit chain ok: entries 1 to ") {
+			t.Fatalf("auditverify --jwks: %v\n%s", err, out)
 		}
 
 		driver, source, ph := "sqlite", filepath.Join(m.DataDir, "agentmarket.db"), func(q string) string { return q }
@@ -316,6 +340,10 @@ func TestAuditLog(t *testing.T) {
 		out, err := verify()
 		if err == nil || !strings.Contains(out, fmt.Sprintf("audit chain broken at entry %d: its contents do not match its hash", seq)) {
 			t.Errorf("auditverify after the edit of entry %d: %v\n%s", seq, err, out)
+		}
+		out, err = verifyPublic()
+		if err == nil || !strings.Contains(out, fmt.Sprintf("audit chain broken at entry %d: its contents do not match its hash", seq)) {
+			t.Errorf("auditverify --jwks after the edit of entry %d: %v\n%s", seq, err, out)
 		}
 	})
 }
