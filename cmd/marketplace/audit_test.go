@@ -195,8 +195,16 @@ func TestAuditLog(t *testing.T) {
 
 		// Each org's admin sees its org's: the seller the operator's review
 		// of its listing, not the buyer's keys; the buyer not the listing.
-		if got := actions(auditEntries(t, seller, "")); got != "org.create api_key.create listing.create plan.create listing.update plan.create listing.refresh listing.approve listing.suspend" {
+		sellers := auditEntries(t, seller, "")
+		if got := actions(sellers); got != "org.create api_key.create listing.create plan.create listing.update plan.create listing.refresh listing.approve listing.suspend" {
 			t.Errorf("the seller's audit log: %s", got)
+		}
+		// The operator's review shows as the operator's, not which key or
+		// address of the platform made it.
+		for _, e := range sellers {
+			if e["action"] == "listing.approve" && (get(e, "actor", "operator") != true || get(e, "actor", "key_id") != nil || get(e, "actor", "ip") != nil) {
+				t.Errorf("the seller sees the operator's review as %v", e["actor"])
+			}
 		}
 		if got := actions(auditEntries(t, buyer, "")); got != "org.create api_key.create subscription.create policy.grant subscription.budgets api_key.create api_key.revoke subscription.cancel policy.revoke" {
 			t.Errorf("the buyer's audit log: %s", got)

@@ -113,13 +113,26 @@ func (l *Log) List(ctx context.Context, actor agentmarket.Actor, f Filter) ([]En
 	if err := f.Validate(); err != nil {
 		return nil, err
 	}
-	if all, _ := Scope(actor); !all {
+	all, _ := Scope(actor)
+	if !all {
 		f.Org = actor.OrgID
 	}
 	if f.Limit == 0 {
 		f.Limit = DefaultLimit
 	}
-	return l.Store.AuditEntries(ctx, f)
+	es, err := l.Store.AuditEntries(ctx, f)
+	if err != nil || all {
+		return es, err
+	}
+	// An org's admins see that the platform's operator changed their
+	// object (a review, a suspension), not which of the platform's people
+	// or keys did, nor from where.
+	for i := range es {
+		if es[i].Operator {
+			es[i].ActorUserID, es[i].ActorKeyID, es[i].ActorIP = "", "", ""
+		}
+	}
+	return es, nil
 }
 
 // Checkpoint signs the chain's head unless it is signed already, and
