@@ -205,6 +205,11 @@ func planRows(p listings.Plan) []priceRow {
 	if t := trialText(p); t != "" {
 		rows = append(rows, priceRow{"Free trial", t})
 	}
+	// What a call holds of the buyer's budget while it runs (the
+	// meter's reservation, docs/billing.md "Budgets").
+	in, out, ms := p.CallCeiling()
+	rows = append(rows, priceRow{"Most one call may use", formatCount(in) + " input tokens, " + formatCount(out) + " output tokens, " +
+		formatDuration(ms) + " of compute (held from your budgets while it runs)"})
 	return rows
 }
 

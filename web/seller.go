@@ -3,6 +3,7 @@ package web
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -151,6 +152,14 @@ var (
 		{"included_compute_ms", "Included compute per month (milliseconds)"},
 		{"included_tasks", "Included tasks per month"},
 	}
+	// The per-call ceiling: what one call may use at most, reserved
+	// against the buyers' budgets before the call is forwarded (empty: the
+	// meter's defaults, listings.CallCeiling).
+	ceilingInputs = []struct{ input, label string }{
+		{"max_call_input_tokens", "Most input tokens one call may use"},
+		{"max_call_output_tokens", "Most output tokens one call may use"},
+		{"max_call_compute_ms", "Most compute one call may use (milliseconds)"},
+	}
 	// The free trial: its days and token allowance are whole numbers, its
 	// cap an amount.
 	trialCountInputs = []struct{ input, label, hint string }{
@@ -181,6 +190,9 @@ func init() {
 	for _, a := range allowanceInputs {
 		listingFieldInputs["pricing."+a.input] = a.input
 	}
+	for _, a := range ceilingInputs {
+		listingFieldInputs["pricing."+a.input] = a.input
+	}
 	for _, a := range trialCountInputs {
 		listingFieldInputs["pricing."+a.input] = a.input
 	}
@@ -194,6 +206,7 @@ type newListingData struct {
 	form
 	Amounts    []inputField
 	Allowances []inputField
+	Ceiling    []inputField
 	Trial      []inputField
 }
 
@@ -204,6 +217,9 @@ func (u *UI) listingFormData(f *form) *newListingData {
 	}
 	for _, a := range allowanceInputs {
 		d.Allowances = append(d.Allowances, input(f, a.input, a.label, "text", "mode=numeric"))
+	}
+	for _, a := range ceilingInputs {
+		d.Ceiling = append(d.Ceiling, input(f, a.input, a.label, "text", "mode=numeric"))
 	}
 	for _, a := range trialCountInputs {
 		d.Trial = append(d.Trial, input(f, a.input, a.label, "text", "mode=numeric", "hint="+a.hint))
@@ -235,6 +251,9 @@ func (u *UI) createListing(r *req) error {
 		f.Values[a.input] = r.c.FormValue(a.input)
 	}
 	for _, a := range allowanceInputs {
+		f.Values[a.input] = r.c.FormValue(a.input)
+	}
+	for _, a := range ceilingInputs {
 		f.Values[a.input] = r.c.FormValue(a.input)
 	}
 	for _, a := range trialCountInputs {
@@ -340,7 +359,7 @@ func formPricing(f *form) map[string]any {
 		}
 		pricing[a.field] = n
 	}
-	counts := allowanceInputs
+	counts := slices.Concat(allowanceInputs, ceilingInputs)
 	for _, a := range trialCountInputs {
 		counts = append(counts[:len(counts):len(counts)], struct{ input, label string }{a.input, a.label})
 	}
@@ -408,7 +427,7 @@ func pricingWords(fe agentmarket.FieldError, currency string) string {
 			label, amount = a.label, true
 		}
 	}
-	for _, a := range allowanceInputs {
+	for _, a := range slices.Concat(allowanceInputs, ceilingInputs) {
 		if a.input == k {
 			label = a.label
 		}

@@ -304,6 +304,9 @@ func TestSellerListsAgentWithInlineErrors(t *testing.T) {
 		t.Fatalf("status = %d", p.Status)
 	}
 	mustContain(t, p, `id="monthly_fee-error"`, `id="included_tasks-error"`, `href="#monthly_fee"`)
+	// The per-call ceiling is whole units too, named in the form's words.
+	p = b.post("/seller/new", url.Values{"source": {"url"}, "card_url": {"http://agent.test/"}, "currency": {"usd"}, "max_call_output_tokens": {"lots"}})
+	mustContain(t, p, `id="max_call_output_tokens-error"`, "Most output tokens one call may use")
 	// With a local error, the catalog's own rules are still reported at once.
 	p = b.post("/seller/new", url.Values{"source": {"paste"}, "card": {`{"protocolVersion":"0.3.0","description":"no name"}`}, "currency": {"US$"},
 		"task_price": {"abc"}, "output_price": {"-1"}})
@@ -338,7 +341,8 @@ func TestSellerListsAgentWithInlineErrors(t *testing.T) {
 	// And then a good one.
 	s.fetcher.cards["http://agent.test/"] = storetest.Card(t, "summarizer-v0.3.json")
 	p = b.post("/seller/new", url.Values{"source": {"url"}, "card_url": {"http://agent.test/"}, "currency": {"usd"}, "monthly_fee": {"19.99"},
-		"input_price": {"3"}, "task_price": {"0.002"}, "included_tasks": {"1,000"}, "auth_header": {"Authorization"}, "auth_value": {"Bearer s3cret"}})
+		"input_price": {"3"}, "task_price": {"0.002"}, "included_tasks": {"1,000"}, "max_call_input_tokens": {"2,000"}, "max_call_compute_ms": {"30000"},
+		"auth_header": {"Authorization"}, "auth_value": {"Bearer s3cret"}})
 	if p.Status != http.StatusSeeOther || !strings.HasPrefix(p.Location, "/listings/lst_") {
 		t.Fatalf("list = %d → %q %s", p.Status, p.Location, excerpt(p.Body))
 	}
@@ -348,11 +352,12 @@ func TestSellerListsAgentWithInlineErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	if l.Plan.MonthlyFeeMicros != 19_990_000 || l.Plan.InputTokensPerMillionMicros != 3_000_000 || l.Plan.PerTaskMicros != 2000 ||
-		l.Plan.IncludedTasks != 1000 || !l.HasUpstreamAuth() {
+		l.Plan.IncludedTasks != 1000 || l.Plan.MaxCallInputTokens != 2000 || l.Plan.MaxCallOutputTokens != 0 || l.Plan.MaxCallComputeMs != 30_000 ||
+		!l.HasUpstreamAuth() {
 		t.Errorf("stored plan %+v, auth %v", l.Plan, l.HasUpstreamAuth())
 	}
 	p = b.get(p.Location)
-	mustContain(t, p, "Your agent is listed.", "$19.99 per month", "1,000 tasks")
+	mustContain(t, p, "Your agent is listed.", "$19.99 per month", "1,000 tasks", "Most one call may use", "2,000 input tokens, 4,000 output tokens")
 
 	// The console shows it with its status and health, and can retire it.
 	p = b.get("/seller")
