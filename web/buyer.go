@@ -333,6 +333,11 @@ type keysData struct {
 	NewName  string
 	Roles    []agentmarket.Role
 	CanWrite bool
+	// OrgBudget is the org's monthly budget over all its keys and
+	// subscriptions ("none" when it has none); CanBudget whether the
+	// visitor may set it (the org's admins).
+	OrgBudget string
+	CanBudget bool
 }
 
 // keys lists the org's API keys with this month's spend against budget.
@@ -345,7 +350,12 @@ func (u *UI) keysPage(r *req, d *keysData) error {
 		return err
 	}
 	d.Roles, d.CanWrite = contracts.MintableRoles(r.actor), u.can(r, contracts.ObjAPIKeys, contracts.ActWrite)
+	d.CanBudget = u.can(r, contracts.ObjOrgBudget, contracts.ActWrite)
 	ks, err := u.d.Accounts.ListKeys(r.ctx, r.actor)
+	if err != nil {
+		return err
+	}
+	org, err := u.d.Accounts.Org(r.ctx, r.actor)
 	if err != nil {
 		return err
 	}
@@ -370,7 +380,47 @@ func (u *UI) keysPage(r *req, d *keysData) error {
 		}
 		d.Keys = append(d.Keys, k)
 	}
+	d.OrgBudget = "none"
+	if b := org.MonthlyBudgetMicros; b != nil {
+		d.OrgBudget = formatMicros(*b, cur)
+		if _, ok := d.Values["org_budget"]; !ok {
+			d.Values["org_budget"] = microsInput(*b)
+		}
+	}
 	return u.render(r, "keys", "API keys", d)
+}
+
+// setOrgBudget sets the org's monthly budget over all its keys and
+// subscriptions (empty: none), which every meter holds like a key's.
+func (u *UI) setOrgBudget(r *req) error {
+	if err := u.require(r, contracts.ObjOrgBudget, contracts.ActWrite); err != nil {
+		return err
+	}
+	d := &keysData{form: form{Values: map[string]string{"role": string(agentmarket.RoleBuyer), "org_budget": r.c.FormValue("org_budget")}}}
+	var in contracts.OrgBudgetInput
+	if v := strings.TrimSpace(d.V("org_budget")); v != "" {
+		n, msg := parseAmount(v)
+		if msg != "" {
+			d.add("org_budget", "The organisation's monthly budget "+msg+".")
+		}
+		in.MonthlyBudgetMicros = &n
+	}
+	if len(d.Errors) == 0 {
+		_, err := u.d.Accounts.SetOrgBudget(r.ctx, r.actor, in)
+		if err == nil {
+			return redirect(r, "/keys?notice=orgbudget")
+		}
+		if !d.absorb(err, func(f string) string {
+			if f == "monthly_budget_micros" {
+				return "org_budget"
+			}
+			return f
+		}) {
+			return err
+		}
+	}
+	r.c.Status(fiber.StatusUnprocessableEntity)
+	return u.keysPage(r, d)
 }
 
 // createKey makes a key and shows it, once, on the page that answers.

@@ -156,6 +156,7 @@ func (u *UI) Mount(r fiber.Router) {
 	r.Get("/keys", u.page(u.keys))
 	r.Post("/keys", u.page(u.createKey))
 	r.Post("/keys/:id/revoke", u.page(u.revokeKey))
+	r.Post("/keys/org-budget", u.page(u.setOrgBudget))
 
 	r.Get("/finance", u.page(u.finance))
 	r.Get("/finance/usage.csv", u.page(u.financeCSV))
@@ -291,6 +292,7 @@ var notices = map[string]string{
 	"signedin":      "You are signed in.",
 	"signedout":     "You are signed out.",
 	"listed":        "Your agent is listed.",
+	"orgbudget":     "The organisation's monthly budget is saved: every meter holds calls to it within seconds.",
 	"subscribed":    "Subscribed. Create an API key below, then hand your orchestrator the endpoint.",
 	"canceled":      "The subscription is canceled.",
 	"trialstop":     "The subscription will stop when its free trial ends.",

@@ -773,3 +773,29 @@ func TestTotalsPastInt64(t *testing.T) {
 	mustContain(t, p, "<strong>"+saturated+"</strong> in usage at list price, before monthly allowances; monthly fees come on top", "<span data-spent>"+each+"</span> of $1,000,000,000.00 budget")
 	mustNotContain(t, p, "-$")
 }
+
+// TestOrgBudgetForm: an org's admin sets the organisation's monthly budget
+// on the keys page (the meter holds it like a key's), sees it, is told in
+// the form's words what is wrong with a bad one, and clears it.
+func TestOrgBudgetForm(t *testing.T) {
+	s := newSite(t, siteOptions{})
+	b := s.browser(t)
+	b.signup("Globex", "it@globex.example")
+	p := b.get("/keys")
+	mustContain(t, p, "Organisation's monthly budget", `data-org-budget>none<`, `action="/keys/org-budget"`)
+	p = b.post("/keys/org-budget", url.Values{"org_budget": {"lots"}})
+	if p.Status != http.StatusUnprocessableEntity {
+		t.Fatalf("a bad budget = %d", p.Status)
+	}
+	mustContain(t, p, `id="org_budget-error"`, "The organisation&#39;s monthly budget must be an amount")
+	mustNotContain(t, p, "monthly_budget_micros")
+	if p = b.post("/keys/org-budget", url.Values{"org_budget": {"500"}}); p.Status != http.StatusSeeOther || p.Location != "/keys?notice=orgbudget" {
+		t.Fatalf("save = %d → %q", p.Status, p.Location)
+	}
+	p = b.get("/keys?notice=orgbudget")
+	mustContain(t, p, "budget is saved", `data-org-budget>$500.00<`, `value="500"`)
+	if p = b.post("/keys/org-budget", url.Values{"org_budget": {""}}); p.Status != http.StatusSeeOther {
+		t.Fatalf("clear = %d", p.Status)
+	}
+	mustContain(t, b.get("/keys"), `data-org-budget>none<`)
+}
