@@ -397,14 +397,7 @@ func (u *UI) setOrgBudget(r *req) error {
 		return err
 	}
 	d := &keysData{form: form{Values: map[string]string{"role": string(agentmarket.RoleBuyer), "org_budget": r.c.FormValue("org_budget")}}}
-	var in contracts.OrgBudgetInput
-	if v := strings.TrimSpace(d.V("org_budget")); v != "" {
-		n, msg := parseAmount(v)
-		if msg != "" {
-			d.add("org_budget", "The organisation's monthly budget "+msg+".")
-		}
-		in.MonthlyBudgetMicros = &n
-	}
+	in := contracts.OrgBudgetInput{MonthlyBudgetMicros: budgetInput(&d.form, "org_budget", "The organisation's monthly budget")}
 	if len(d.Errors) == 0 {
 		_, err := u.d.Accounts.SetOrgBudget(r.ctx, r.actor, in)
 		if err == nil {
@@ -430,14 +423,8 @@ func (u *UI) createKey(r *req) error {
 	}
 	d := &keysData{form: form{Values: map[string]string{"name": r.c.FormValue("name"), "role": r.c.FormValue("role"), "budget": r.c.FormValue("budget"),
 		"tags": r.c.FormValue("tags")}}}
-	in := contracts.KeyInput{Name: d.V("name"), Role: agentmarket.Role(d.V("role")), Tags: parseTagList(d.V("tags"))}
-	if v := strings.TrimSpace(d.V("budget")); v != "" {
-		n, msg := parseAmount(v)
-		if msg != "" {
-			d.add("budget", "The monthly budget "+msg+".")
-		}
-		in.MonthlyBudgetMicros = &n
-	}
+	in := contracts.KeyInput{Name: d.V("name"), Role: agentmarket.Role(d.V("role")), Tags: parseTagList(d.V("tags")),
+		MonthlyBudgetMicros: budgetInput(&d.form, "budget", "The monthly budget")}
 	if len(d.Errors) == 0 {
 		k, secret, err := u.d.Accounts.CreateKey(r.ctx, r.actor, in)
 		if err == nil {
@@ -459,6 +446,21 @@ func (u *UI) createKey(r *req) error {
 	}
 	r.c.Status(fiber.StatusUnprocessableEntity)
 	return u.keysPage(r, d)
+}
+
+// budgetInput reads the optional monthly budget typed in currency units
+// into f's field: nil when empty; when it is no amount, the field says so,
+// named as what.
+func budgetInput(f *form, field, what string) *int64 {
+	v := strings.TrimSpace(f.V(field))
+	if v == "" {
+		return nil
+	}
+	n, msg := parseAmount(v)
+	if msg != "" {
+		f.add(field, what+" "+msg+".")
+	}
+	return &n
 }
 
 // parseTagList reads tags typed as "team=payments, project=kyc" (a tag
