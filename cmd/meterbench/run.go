@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"sort"
 	"strings"
 	"time"
 )
@@ -383,7 +384,7 @@ func startProfile(path string) (func(), error) {
 
 // serveFor keeps the targets up for d so another load tool (wrk) can be
 // pointed at them, and writes a wrk script per target that sends the
-// same request.
+// benchmark's request with a messageId of its own each time.
 func (b *bench) serveFor(ctx context.Context, d time.Duration, dir string, out io.Writer) error {
 	fmt.Fprintf(out, "serving for %s (until then, or until interrupted)\n", d)
 	for _, t := range b.targets {
@@ -392,18 +393,49 @@ func (b *bench) serveFor(ctx context.Context, d time.Duration, dir string, out i
 			continue
 		}
 		script := filepath.Join(dir, "send-"+strings.NewReplacer("/", "-", ".", "").Replace(t.name)+".lua")
-		var s strings.Builder
-		fmt.Fprintf(&s, "-- meterbench: the message/send of %s\nwrk.method = \"POST\"\n", t.name)
-		fmt.Fprintf(&s, "wrk.body = %q\n", t.body)
-		s.WriteString("wrk.headers[\"Content-Type\"] = \"application/json\"\n")
-		for k, v := range t.headers {
-			fmt.Fprintf(&s, "wrk.headers[%q] = %q\n", k, v)
-		}
-		if err := os.WriteFile(script, []byte(s.String()), 0o600); err != nil {
+		if err := os.WriteFile(script, wrkScript(t), 0o600); err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "  %-14s wrk -t1 -c32 -d10s --latency -s %s %s\n", t.name, script, t.url)
 	}
 	pause(ctx, d)
 	return nil
+}
+
+// wrkScript is a wrk script that sends t's request, each time with a new
+// messageId, as the benchmark's own load does (a repeated one would
+// measure the meter's replays of the first send): the last 12 hex digits
+// of the id are a per-run base (the time wrk started, so two runs against
+// one meter do not meet) plus the request's number on its thread.
+func wrkScript(t target) []byte {
+	var s strings.Builder
+	fmt.Fprintf(&s, "-- meterbench: the message/send of %s, a new messageId per request\n", t.name)
+	s.WriteString("wrk.method = \"POST\"\nwrk.headers[\"Content-Type\"] = \"application/json\"\n")
+	keys := make([]string, 0, len(t.headers))
+	for k := range t.headers {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&s, "wrk.headers[%q] = %q\n", k, t.headers[k])
+	}
+	s.WriteString("local pieces = {")
+	at, prev := messageIDOffsets(t.body), 0
+	for _, i := range at {
+		fmt.Fprintf(&s, "%q, ", t.body[prev:i])
+		prev = i + 12
+	}
+	fmt.Fprintf(&s, "%q}\n", t.body[prev:])
+	s.WriteString(`local n, base = 0, (os.time() % 4194304) * 4096
+local threads = 0
+setup = function(thread) threads = threads + 1; thread:set("tid", threads) end
+request = function()
+  n = n + 1
+  local v = base + (tid or 0) * 1073741824 + n
+  local id = string.format("%06x%06x", math.floor(v / 16777216) % 16777216, v % 16777216)
+  wrk.body = table.concat(pieces, id)
+  return wrk.format()
+end
+`)
+	return []byte(s.String())
 }
