@@ -26,6 +26,9 @@ func (s *Spool) recover() error {
 			return fmt.Errorf("spool: cursor %s is unreadable: %w", filepath.Join(s.dir, cursorFile), err)
 		}
 	}
+	if err := s.recoverPrepared(); err != nil {
+		return err
+	}
 	nums, err := listSegments(s.dir)
 	if err != nil {
 		return err
@@ -64,7 +67,7 @@ func (s *Spool) recover() error {
 	}
 	s.seq = s.acked.Seq + unshipped
 	s.appendedRows.Store(s.seq)
-	f, err := createSegment(s.segPath(last + 1))
+	f, err := prepareSegment(s.segPath(last+1), s.prepareSize())
 	if err != nil {
 		return err
 	}
@@ -129,13 +132,20 @@ func scanSegment(path string, from int64) (rows uint64, size int64, cut int64, e
 			buf = make([]byte, 2*len(buf)) // a record bigger than the buffer
 		}
 	}
+	var zeros bool
 	if off < fileSize {
+		if zeros, err = allZero(f, off, fileSize); err != nil {
+			return 0, 0, 0, fmt.Errorf("spool: read %s: %w", path, err)
+		}
 		if err := f.Truncate(off); err != nil {
 			return 0, 0, 0, fmt.Errorf("spool: truncate torn tail of %s: %w", path, err)
 		}
 		if err := f.Sync(); err != nil {
 			return 0, 0, 0, fmt.Errorf("spool: %w", err)
 		}
+	}
+	if zeros {
+		return rows, off, 0, nil // the segment's preallocated tail, not a torn record
 	}
 	return rows, off, fileSize - off, nil
 }

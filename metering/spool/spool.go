@@ -48,6 +48,13 @@ import (
 //
 // Sync closes the window on demand (shutdown, tests).
 //
+// A segment is zero-filled and synced before the records go into it
+// (prepare.go), as a database's write-ahead log preallocates its
+// segments: writing over those zeros changes neither the file's size nor
+// its blocks, so each fdatasync flushes the records alone, with no journal
+// commit of the file's metadata. A segment on disk is its records, then
+// zeros; Open cuts the zeros.
+//
 // A write cut short by a crash leaves a torn record at the end of a
 // segment; its length or CRC gives it away and Open truncates it.
 // If a sync fails, the kernel may have dropped the dirty pages, so the
@@ -157,11 +164,11 @@ type Spool struct {
 	err         error    // sticky: an fsync failed
 	active      *os.File // the last segment, open for writing
 	segs        []segment
-	seq         uint64     // rows appended over the spool's life
-	gen         uint64     // bumped by every Append, read by Sync
-	unsynced    []*os.File // closed segments awaiting their final fsync
-	dirDirty    bool       // a segment file was created since the last Sync
-	syncPending bool       // the sync loop has been kicked
+	seq         uint64          // rows appended over the spool's life
+	gen         uint64          // bumped by every Append, read by Sync
+	unsynced    []closedSegment // closed segments awaiting their final fsync
+	dirDirty    bool            // a segment file was created since the last Sync
+	syncPending bool            // the sync loop has been kicked
 	acked       Cursor
 	truncated   int64
 	corrupt     int64
@@ -187,6 +194,14 @@ type Spool struct {
 	appended chan struct{}
 	done     chan struct{}
 	loopDone chan struct{}
+
+	// next is the segment after the active one, zero-filled ahead by the
+	// preparer (prepare.go), nextNum its number; nil until it is ready.
+	// Guarded by mu.
+	next     *os.File
+	nextNum  uint64
+	prepKick chan struct{}
+	prepDone chan struct{}
 
 	readMu   sync.Mutex // guards the reader's open file and buffer
 	readNum  uint64
@@ -240,6 +255,8 @@ func Open(dir string, opts Options) (*Spool, error) {
 		appended: make(chan struct{}, 1),
 		done:     make(chan struct{}),
 		loopDone: make(chan struct{}),
+		prepKick: make(chan struct{}, 1),
+		prepDone: make(chan struct{}),
 	}
 	s.bufs.New = func() any { b := make([]byte, 0, 4096); return &b }
 	if err := s.recover(); err != nil {
@@ -248,6 +265,8 @@ func Open(dir string, opts Options) (*Spool, error) {
 	}
 	s.syncedRows.Store(s.seq) // what survived is on disk
 	go s.loop()
+	go s.prepareLoop()
+	s.kickPrepare()
 	return s, nil
 }
 
@@ -379,14 +398,20 @@ func (s *Spool) writePending() error {
 	return err
 }
 
-// roll starts the next segment; s.mu is held.
+// roll starts the next segment, the one the preparer zero-filled when it
+// is ready; s.mu is held.
 func (s *Spool) roll() {
-	num := s.segs[len(s.segs)-1].num + 1
-	f, err := createSegment(s.segPath(num))
-	if err != nil {
-		return
+	cur := s.segs[len(s.segs)-1]
+	num := cur.num + 1
+	f := s.takePrepared(num)
+	if f == nil {
+		var err error
+		if f, err = createSegment(s.segPath(num)); err != nil {
+			return
+		}
 	}
-	s.unsynced = append(s.unsynced, s.active)
+	s.kickPrepare()
+	s.unsynced = append(s.unsynced, closedSegment{f: s.active, size: cur.size})
 	s.active = f
 	s.segs = append(s.segs, segment{num: num})
 	s.dirDirty = true
@@ -464,7 +489,8 @@ func (s *Spool) sync() (err error) {
 
 	var errs []error
 	for _, g := range files {
-		errs = append(errs, g.Sync(), g.Close())
+		// The zeros past its records go: a closed segment is its records.
+		errs = append(errs, g.f.Truncate(g.size), g.f.Sync(), g.f.Close())
 	}
 	if dir {
 		errs = append(errs, agentmarket.SyncDir(s.dir))
@@ -745,20 +771,28 @@ func (s *Spool) Close() error {
 	s.mu.Unlock()
 	close(s.done)
 	<-s.loopDone
+	<-s.prepDone
 	err := s.sync()
 
 	s.syncMu.Lock()
 	s.mu.Lock()
 	for _, g := range s.unsynced {
-		g.Close()
+		g.f.Close()
 	}
 	s.unsynced = nil
 	if s.active != nil {
+		// The zeros past the records go; a crash instead leaves them to
+		// Open, which cuts them.
+		seg := s.segs[len(s.segs)-1]
+		if err == nil {
+			err = errors.Join(s.active.Truncate(seg.size), s.active.Sync())
+		}
 		if cerr := s.active.Close(); err == nil {
 			err = cerr
 		}
 		s.active = nil
 	}
+	s.dropPrepared()
 	s.mu.Unlock()
 	s.syncMu.Unlock()
 

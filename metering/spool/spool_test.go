@@ -69,9 +69,12 @@ func idsOf(rows []metering.Usage) []string {
 	return out
 }
 
-func segments(tb testing.TB, dir string) []string {
+func segments(tb testing.TB, dir string) []string { return globIn(tb, dir, "*.seg") }
+
+// globIn lists the files of dir that match pattern.
+func globIn(tb testing.TB, dir, pattern string) []string {
 	tb.Helper()
-	m, err := filepath.Glob(filepath.Join(dir, "*.seg"))
+	m, err := filepath.Glob(filepath.Join(dir, pattern))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -372,8 +375,11 @@ func TestSpoolTornTailIsCut(t *testing.T) {
 				t.Fatalf("after the torn write read %v, want %v", ids, want)
 			}
 			st := s.Stats()
-			if st.Rows != int64(len(want)) || st.TruncatedBytes <= 0 {
-				t.Errorf("stats = %+v, want %d rows and truncated bytes", st, len(want))
+			// Zeros are what a prepared segment holds past its records:
+			// cut, but not a torn record.
+			zeros := !slices.ContainsFunc(tail, func(c byte) bool { return c != 0 })
+			if st.Rows != int64(len(want)) || (st.TruncatedBytes <= 0) != zeros {
+				t.Errorf("stats = %+v, want %d rows and truncated bytes unless the tail is zeros", st, len(want))
 			}
 			if fi, _ := os.Stat(seg); fi.Size() >= good.Size() {
 				t.Errorf("torn tail not cut: %d bytes, was %d", fi.Size(), good.Size())
