@@ -142,6 +142,9 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 	if d.Config.MeterInMemory() {
 		shared = nil // the only meter (config refuses a Redis URL with it)
 	}
+	// alone: no other meter reads this one's projections from the
+	// database to find its tasks (it is the only one, or they share Redis).
+	alone := d.Config.MeterInMemory() || shared != nil
 	guard := Guard(d.Config, d.Dialer)
 	p := &a2aproxy.Proxy{
 		PublicURL: d.PublicURL,
@@ -194,18 +197,22 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 	if d.CardKeys != nil {
 		p.CardSigner = &a2aproxy.SignedCards{Signer: cardsig.Signer{Keys: d.CardKeys, JKU: strings.TrimRight(d.PublicURL, "/") + a2aproxy.CardKeysPath}}
 	}
+	if alone {
+		p.Limits.MaxUnsettled = maxUnsettledAlone
+	}
 	p.Init()
 	// Retries of a failing database or usage store back off to 5 s at
 	// most: the projections must catch up soon after an outage ends.
 	shipOpts := spool.ShipperOptions{Settle: p.Project, SettleAhead: true, Stored: p.Stored, MaxBackoff: 5 * time.Second,
 		OnError: spool.LogFailures(d.Logger)}
-	if d.Config.MeterInMemory() || shared != nil {
+	if alone {
 		// No other meter waits for the database to find a task this one
 		// bound (it is the only one, or they share Redis): the projections
 		// are settled in larger transactions. A new task's row is a write
 		// at a random page of the primary key, and a page holds many rows:
 		// batches of hundreds, not tens, write fewer pages per task.
 		shipOpts.SettleWait, shipOpts.SettleRows = settleWaitAlone, settleRowsAlone
+		shipOpts.BatchWait = settleWaitAlone
 	}
 	ship := spool.NewShipper(sp, d.Store, shipOpts)
 	p.Unsettled = ship.Backpressure
@@ -231,8 +238,9 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 // and the task sweeper need, and below the meter's pacing point
 // (a2aproxy.Limits.MaxUnsettled) at its max rate.
 const (
-	settleWaitAlone = 50 * time.Millisecond
-	settleRowsAlone = 1024
+	settleWaitAlone   = 500 * time.Millisecond
+	settleRowsAlone   = 4096
+	maxUnsettledAlone = 4 * settleRowsAlone
 )
 
 // Close flushes the spool to the store (bounded by ctx) and closes it.
