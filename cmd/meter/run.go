@@ -23,7 +23,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	if err != nil {
 		return err
 	}
-	log := serve.Logger(cfg, stdout)
+	log, flushLog := serve.Logger(cfg, stdout)
+	defer flushLog()
 	core, err := serve.OpenCore(ctx, cfg, log)
 	if err != nil {
 		return err

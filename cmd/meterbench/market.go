@@ -79,15 +79,17 @@ func wireMarket(parent context.Context, env func(string) string, logOut io.Write
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(parent)
-	log := serve.Logger(cfg, logOut)
+	log, flushLog := serve.Logger(cfg, logOut)
 	core, err := serve.OpenCore(ctx, cfg, log)
 	if err != nil {
 		cancel()
+		flushLog()
 		return nil, err
 	}
 	fail := func(err error) (*market, error) {
 		cancel()
 		core.Close()
+		flushLog()
 		return nil, err
 	}
 	if _, _, err := core.Accounts.EnsurePlatform(ctx, cfg.OperatorKey); err != nil {
@@ -107,6 +109,7 @@ func wireMarket(parent context.Context, env func(string) string, logOut io.Write
 		err := httpserver.Run(ctx, mk.App, ln)
 		mk.Close()
 		core.Close()
+		flushLog()
 		m.done <- err
 	}()
 	m.stop = func() {

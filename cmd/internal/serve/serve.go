@@ -19,11 +19,14 @@ import (
 	"github.com/agentmarket/agentmarket/web/api"
 )
 
-// Logger returns a JSON logger at the configured level.
-func Logger(cfg *config.Config, out io.Writer) *slog.Logger {
+// Logger returns a JSON logger at the configured level, and the function
+// that writes out the lines it buffered (lineBuffer) and stops buffering:
+// call it when the program ends.
+func Logger(cfg *config.Config, out io.Writer) (*slog.Logger, func()) {
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(cfg.LogLevel))
-	return slog.New(slog.NewJSONHandler(out, &slog.HandlerOptions{Level: lvl}))
+	w, flush := bufferedLog(out)
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl})), flush
 }
 
 // OpenDB opens PostgreSQL when configured, else the embedded SQLite file in
