@@ -265,4 +265,7 @@ func (p *Proxy) finish(ctx context.Context, cl *call, latency time.Duration) {
 		// record wrote is its only trace.
 		p.Logger.ErrorContext(ctx, "usage not recorded; the meter refuses calls until it can record again", "trace_id", u.TraceID, "task_id", u.TaskID, "err", err)
 	}
+	if cl.span != nil {
+		cl.span.end(cl, &u, cl.errCode)
+	}
 }

@@ -11,6 +11,7 @@ package a2aproxy
 //
 // In order (stages.go):
 //
+//	traced       the call's server span, with a Tracer only (traced.go)
 //	gate         the meter can record usage; the projections keep up (pace, hold)
 //	authenticate the bearer key → the caller's org and key
 //	invokers     the key's role may invoke listings in its org

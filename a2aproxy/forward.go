@@ -52,7 +52,11 @@ func (p *Proxy) upstreamRequest(ctx context.Context, cl *call, r *wire.Request, 
 		}
 		h = append(h, name, wire.UsageExtensionURI)
 	}
-	h = append(h, "traceparent", cl.trace.child())
+	if cl.span != nil {
+		h = cl.span.startClient(cl, ar, r.Name, h)
+	} else {
+		h = append(h, "traceparent", cl.trace.child())
+	}
 	if a := cl.target.UpstreamAuth; a != nil {
 		h = append(h, a.Header, a.Value)
 	}

@@ -308,6 +308,9 @@ func (p *Proxy) backgroundCall(ctx context.Context, b contracts.TaskBinding, tra
 		return nil, err
 	}
 	cl := &call{start: p.Clock.Now(), trace: trace, actor: agentmarket.Actor{OrgID: b.OrgID}, target: t}
+	if p.tracing != nil {
+		p.traceBackground(cl)
+	}
 	cl.lim = p.Limits.with(t.Limits)
 	ct, err := p.openContract(ctx, b.OrgID, b.ListingID)
 	if err != nil {

@@ -108,7 +108,9 @@ func (m *Metrics) observe(cl *call, latency time.Duration) {
 		code = "other"
 	}
 	m.requests.WithLabelValues(listing, method, code).Inc()
-	if listing != "" {
+	if listing != "" && cl.span != nil {
+		cl.span.observe(m.latency.WithLabelValues(listing), latency.Seconds())
+	} else if listing != "" {
 		m.latency.WithLabelValues(listing).Observe(latency.Seconds())
 	}
 }

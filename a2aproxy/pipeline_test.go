@@ -250,6 +250,14 @@ func startCore(t testing.TB, agent *coreAgent) (*fiber.App, *coreMarket) {
 
 func startCoreWith(t testing.TB, agent *coreAgent, push *corePush, life ...*coreLife) (*fiber.App, *coreMarket) {
 	t.Helper()
+	p, m := newCoreProxy(t, agent, push, life...)
+	return mountCore(p, m)
+}
+
+// newCoreProxy is startCoreWith's meter before Init, for a test to set
+// more of it.
+func newCoreProxy(t testing.TB, agent *coreAgent, push *corePush, life ...*coreLife) (*a2aproxy.Proxy, *coreMarket) {
+	t.Helper()
 	card := &agentcard.Card{Name: "Core agent",
 		Interfaces:   []agentcard.Interface{{URL: agent.URL, Binding: agentcard.BindingJSONRPC, ProtocolVersion: agent.version}},
 		Capabilities: agentcard.Capabilities{Streaming: true, Extensions: []agentcard.Extension{{URI: wire.UsageExtensionURI}}}}
@@ -267,6 +275,11 @@ func startCoreWith(t testing.TB, agent *coreAgent, push *corePush, life ...*core
 	if m.push != nil {
 		p.Push = &a2aproxy.Push{Store: m.push, Guard: httpfetch.Guard{Allow: allow}}
 	}
+	return p, m
+}
+
+// mountCore starts p and serves it on a Fiber app.
+func mountCore(p *a2aproxy.Proxy, m *coreMarket) (*fiber.App, *coreMarket) {
 	p.Init()
 	m.proxy = p
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/a2aproxy/wire"
 	"github.com/agentmarket/agentmarket/contracts"
@@ -243,6 +245,11 @@ type Proxy struct {
 	Clock   agentmarket.Clock
 	Logger  *slog.Logger
 	Metrics *Metrics
+	// Tracer makes the meter's spans (spans.go): a server span per buyer
+	// call, a client span per request to the agent, spans for cancels and
+	// push deliveries; nil: none, at no cost, and the buyer's trace id is
+	// carried on as before (trace.go).
+	Tracer trace.Tracer
 	// Base is the context background work (streams whose buyer left,
 	// settling) runs under; it ends at shutdown.
 	Base context.Context
@@ -279,6 +286,8 @@ type Proxy struct {
 	background sync.WaitGroup
 	// chain is the call path: the stages, then forward (chain.go).
 	chain handler
+	// tracing is set when Tracer is (spans.go).
+	tracing *spanMaker
 }
 
 // Init fills defaults; call it once before Mount.
@@ -326,7 +335,7 @@ func (p *Proxy) Init() {
 	}
 	p.startBatchers()
 	p.initSent()
-	p.chain = compose(p.forward, p.stages()...)
+	p.chain = compose(p.forward, p.traced(p.stages())...)
 }
 
 // Wait waits for the background work requests started (cascades of
@@ -379,6 +388,7 @@ type call struct {
 	listingID string // the listing of the path (its target, once resolved)
 	start     time.Time
 	trace     traceContext
+	span      *callSpan // when the meter traces (traced.go)
 	actor     agentmarket.Actor
 	target    *Target
 	contract  *contracts.Contract

@@ -129,7 +129,7 @@ func (p *Proxy) RunPushDelivery(ctx context.Context) {
 					out.Unjudged = true
 					p.Logger.WarnContext(ctx, "push delivery waited past its lease in the queue; left to the next claim", "delivery_id", w.d.ID)
 				} else {
-					out, last = p.deliver(ctx, w.d)
+					out, last = p.deliverTraced(ctx, w.d)
 				}
 				r := q.Done(ctx, w, dest, w.d.OrgID, out)
 				if r.Paused {
@@ -286,6 +286,7 @@ func (p *Proxy) deliver(ctx context.Context, d contracts.Delivery) (out pushqueu
 	req.Header.Set("User-Agent", "AgentMarket-Meter/1")
 	req.Header.Set("X-AgentMarket-Delivery-Id", d.ID)
 	req.Header.Set("X-AgentMarket-Delivery-Attempt", strconv.Itoa(attempts))
+	p.injectTrace(ctx, req.Header)
 	if d.Covers > 0 {
 		// Signed too (pushsign.ParamCovers): the earlier status updates of
 		// the config this delivery stands for.

@@ -136,6 +136,9 @@ func (p *Proxy) relay(ctx context.Context, cl *call, res *http.Response, w *bufi
 			continue
 		}
 		cl.bytesOut += len(out)
+		if cl.span != nil {
+			cl.span.event()
+		}
 		mu.Lock()
 		_, werr := w.Write(out)
 		if werr == nil {

@@ -193,11 +193,17 @@ func (p *Proxy) roundTrip(ctx context.Context, cl *call, ar agentRequest, limit 
 		deadline = d
 	}
 	if err := hc.DoDeadline(req, res, deadline); err != nil {
+		if cl.span != nil {
+			cl.span.endClient(0, err)
+		}
 		p.outliers.report(ep, pass, outcomeOf(ctx, nil, err))
 		fasthttp.ReleaseResponse(res)
 		return agentReply{}, p.transportErr(ctx, cl, ar, err, limit)
 	}
 	status := res.StatusCode()
+	if cl.span != nil {
+		cl.span.endClient(status, nil)
+	}
 	if status >= 500 {
 		p.outliers.report(ep, pass, failed)
 	} else {

@@ -38,6 +38,9 @@ type sdkExecutor struct {
 	sdkWaiters
 	failed sync.Map // texts of "fail first" messages that failed once
 	holds  sync.Map // task id → chan struct{}, closed by Release
+	// traceparents holds the traceparent each message's execution got
+	// (the SDK's ServiceParams, from the request's headers), by its text.
+	traceparents sync.Map
 }
 
 func (e *sdkExecutor) hold(id a2a.TaskID) chan struct{} {
@@ -120,6 +123,9 @@ func sdkMessageText(m *a2a.Message) string {
 
 func (e *sdkExecutor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
+		if tp, ok := ec.ServiceParams.Get("traceparent"); ok && len(tp) > 0 {
+			e.traceparents.Store(sdkMessageText(ec.Message), tp[0])
+		}
 		if text := sdkMessageText(ec.Message); strings.Contains(text, "fail first") {
 			if _, again := e.failed.LoadOrStore(text, true); !again {
 				yield(nil, errors.New("a temporary failure, before any task"))

@@ -25,7 +25,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	}
 	log, flushLog := serve.Logger(cfg, stdout)
 	defer flushLog()
-	core, err := serve.OpenCore(ctx, cfg, log)
+	core, err := serve.OpenCore(ctx, cfg, log, serve.WithService("meter"))
 	if err != nil {
 		return err
 	}
@@ -46,7 +46,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 	defer stopMeter()
 	meter, err := serve.StartMeter(meterCtx, serve.MeterDeps{Config: cfg, DB: core.DB, Store: core.Usage, Shared: core.Shared,
 		Accounts: core.Accounts, Authz: core.Authz, Catalog: core.Catalog, Listings: core.ListingStore, Sealer: core.Sealer, PushKeys: core.PushKeys, CardKeys: core.CardKeys,
-		Registry: endpoints.Registry, Logger: log, Clock: core.Clock, PublicURL: publicURL, Dialer: core.Dialer})
+		Registry: endpoints.Registry, Logger: log, Clock: core.Clock, PublicURL: publicURL, Dialer: core.Dialer, Traces: core.Traces})
 	if err != nil {
 		return err
 	}

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/agentmarket/agentmarket/metering"
 )
 
@@ -52,6 +54,9 @@ type ShipperOptions struct {
 	// Stored, when set, hears of every batch the store took (settled), for
 	// counters of what was billed.
 	Stored func(rows []metering.Usage)
+	// Tracer, when set, makes a span of every batch inserted and settled
+	// (trace.go).
+	Tracer trace.Tracer
 }
 
 // LogFailures is an OnError that warns through log of the first failure
@@ -160,6 +165,9 @@ func NewShipper(spool *Spool, store metering.Store, opts ShipperOptions) *Shippe
 	}
 	if opts.SettleRows <= 0 {
 		opts.SettleRows = DefaultSettleRows
+	}
+	if opts.Tracer != nil {
+		store, opts.Settle = tracedBatches(opts.Tracer, store, opts.Settle)
 	}
 	s := &Shipper{spool: spool, store: store, opts: opts, turn: make(chan struct{}, 1)}
 	s.settledSeq.Store(spool.Acked().Seq)

@@ -66,6 +66,8 @@ type Config struct {
 	// MetricsListingCost exports the meter's per-listing cost series
 	// (only on the operator listener).
 	MetricsListingCost bool
+	// OTel is where traces go (empty Endpoint: no tracing).
+	OTel               OTel
 	CardRefreshSeconds int
 	CardFetchTimeout   time.Duration
 	// HealthCheckInterval is how often the marketplace probes each
@@ -95,6 +97,37 @@ type Config struct {
 	// whose X-Forwarded-For names the client the per-address limits count.
 	TrustedProxies contracts.TrustedProxies
 	allowCIDRs     []netip.Prefix // FetchAllowCIDRs, parsed by Formats.AllowCIDRs
+}
+
+// OTel are the OpenTelemetry trace export's settings.
+type OTel struct {
+	Endpoint    string // an http(s) URL or host:port; empty: no tracing
+	Protocol    string // "http/protobuf" or "grpc"
+	Insecure    bool   // plaintext to a host:port endpoint
+	Headers     map[string]string
+	SampleRatio float64
+}
+
+// parseOTelHeaders reads name=value pairs separated by commas, values
+// percent-decoded (as OTEL_EXPORTER_OTLP_HEADERS).
+func parseOTelHeaders(v string) (map[string]string, error) {
+	if strings.TrimSpace(v) == "" {
+		return nil, nil
+	}
+	h := map[string]string{}
+	for _, pair := range strings.Split(v, ",") {
+		name, value, ok := strings.Cut(pair, "=")
+		name = strings.TrimSpace(name)
+		if !ok || name == "" {
+			return nil, errors.New("must be name=value pairs separated by commas, like x-api-key=abc,x-team=ops")
+		}
+		dec, err := url.PathUnescape(strings.TrimSpace(value))
+		if err != nil {
+			return nil, fmt.Errorf("header %s: the value is not validly percent-encoded", name)
+		}
+		h[name] = dec
+	}
+	return h, nil
 }
 
 // MeterLimits are the meter's timeouts and size limits.
@@ -323,6 +356,46 @@ func Settings(bin string) []Setting {
 		{"push-key-rotation", "how long a key that signs push deliveries signs before the next one takes over (the next is published in the JWKS an hour before)", "720h", duration(2*time.Hour, func(c *Config) *time.Duration { return &c.MeterLimits.PushKeyRotation })},
 		{"push-key-retention", "how long a replaced push signing key stays in the JWKS (GET /api/v1/push/jwks), so that what it signed still verifies; longer than a delivery's retries last", "168h", duration(time.Hour, func(c *Config) *time.Duration { return &c.MeterLimits.PushKeyRetention })},
 		{"shutdown-timeout", "longest the process takes to stop after SIGTERM (half of it to finish requests under way, the rest to flush usage and close); then it exits anyway", "10s", duration(time.Second, func(c *Config) *time.Duration { return &c.ShutdownTimeout })},
+		{"otel-endpoint", "OpenTelemetry traces: the OTLP endpoint spans are exported to (a collector, Jaeger, Tempo, a vendor's), like http://127.0.0.1:4318 (OTLP/HTTP, /v1/traces added when the URL has no path) or http://127.0.0.1:4317 with --otel-protocol grpc; https:// is TLS, a bare host:port is TLS unless --otel-insecure; empty = no tracing, at no cost (the buyer's traceparent is still carried to the agent and its trace id recorded on the usage rows)", "", func(c *Config, v string) error {
+			if v == "" {
+				return nil
+			}
+			if strings.Contains(v, "://") {
+				u, err := url.Parse(v)
+				if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+					return errors.New("must be an http(s) URL like http://127.0.0.1:4318, or host:port")
+				}
+			} else if _, _, err := net.SplitHostPort(v); err != nil {
+				return errors.New("must be an http(s) URL like http://127.0.0.1:4318, or host:port")
+			}
+			c.OTel.Endpoint = v
+			return nil
+		}},
+		{"otel-protocol", "the OTLP protocol of --otel-endpoint: http/protobuf (port 4318 by convention) or grpc (4317)", "http/protobuf", func(c *Config, v string) error {
+			switch v {
+			case "http/protobuf", "grpc":
+				c.OTel.Protocol = v
+				return nil
+			}
+			return errors.New("must be http/protobuf or grpc")
+		}},
+		{"otel-insecure", "send spans in plaintext to a --otel-endpoint given as host:port (an http:// URL is plaintext anyway)", "false", boolean(func(c *Config) *bool { return &c.OTel.Insecure })},
+		{"otel-headers", "headers sent with every export, as name=value pairs separated by commas (a vendor's API key: x-honeycomb-team=KEY, Authorization=Basic …); values may be percent-encoded", "", func(c *Config, v string) error {
+			h, err := parseOTelHeaders(v)
+			if err != nil {
+				return err
+			}
+			c.OTel.Headers = h
+			return nil
+		}},
+		{"otel-sample-ratio", "the share of traces the meter starts that are recorded (0 to 1); a buyer's traceparent decides for its own trace (parent-based: its sampled flag is followed)", "1", func(c *Config, v string) error {
+			r, err := strconv.ParseFloat(v, 64)
+			if err != nil || r < 0 || r > 1 {
+				return errors.New("must be a number from 0 to 1, like 0.1")
+			}
+			c.OTel.SampleRatio = r
+			return nil
+		}},
 		{"log-level", "debug, info, warn or error", "info", func(c *Config, v string) error {
 			switch v {
 			case "debug", "info", "warn", "error":

@@ -195,9 +195,12 @@ func (o *Ops) Mount(app *fiber.App) {
 	o.MountMetrics(app)
 }
 
-// MountMetrics adds /metrics.
+// MountMetrics adds /metrics. A scraper that asks for OpenMetrics (as
+// Prometheus does) gets the exemplars that link the meter's latency
+// histogram to its traces (AGENTMARKET_OTEL_ENDPOINT); any other gets the
+// text format.
 func (o *Ops) MountMetrics(app *fiber.App) {
-	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{})))
+	app.Get("/metrics", adaptor.HTTPHandler(promhttp.HandlerFor(o.Registry, promhttp.HandlerOpts{EnableOpenMetrics: true})))
 }
 
 // MountProbes adds /healthz and /readyz.

@@ -15,6 +15,8 @@ import (
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/a2aproxy/pushsign"
 	"github.com/agentmarket/agentmarket/billing"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/agentmarket/agentmarket/cmd/internal/config"
 	"github.com/agentmarket/agentmarket/cmd/internal/ops"
 	"github.com/agentmarket/agentmarket/contracts"
@@ -74,10 +76,19 @@ type Core struct {
 	// Shared is the Redis the processes of a deployment share
 	// (AGENTMARKET_REDIS_URL); nil without one.
 	Shared *contractsredis.Store
+	// Traces makes the spans of the process's meter (AGENTMARKET_OTEL_*);
+	// nil: no tracing. Shut down last (Close), after the meter.
+	Traces *sdktrace.TracerProvider
+	// service names the process in its spans ("meter", "marketplace").
+	service string
 }
 
 // Option adjusts a Core before OpenCore builds anything over it.
 type Option func(*Core)
+
+// WithService names the binary in the spans it exports
+// (service.name agentmarket-<name>).
+func WithService(name string) Option { return func(c *Core) { c.service = name } }
 
 // WithDialer makes d the base dialer of every connection toward agents
 // and webhooks, and its Resolver the one that answers the listing-time
@@ -128,7 +139,7 @@ func WithClock(c agentmarket.Clock) Option { return func(core *Core) { core.Cloc
 // OpenCore opens everything cfg names and starts the policy reload; Close
 // releases it.
 func OpenCore(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ...Option) (_ *Core, err error) {
-	c := &Core{Config: cfg, Log: log, Clock: agentmarket.SystemClock{}, Dialer: &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}}
+	c := &Core{Config: cfg, Log: log, Clock: agentmarket.SystemClock{}, Dialer: &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}, service: "marketplace"}
 	for _, o := range opts {
 		o(c)
 	}
@@ -137,6 +148,18 @@ func OpenCore(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ..
 			c.Close()
 		}
 	}()
+	// The first closer, so the last to run: the spans of the meter's last
+	// work (its flush, a cascade) are exported before the process exits.
+	if c.Traces, err = Tracing(ctx, cfg.OTel, c.service); err != nil {
+		return nil, err
+	}
+	if c.Traces != nil {
+		c.closers = append(c.closers, func() error {
+			ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			return c.Traces.Shutdown(ctx)
+		})
+	}
 	if c.DB, err = OpenDB(ctx, cfg); err != nil {
 		return nil, err
 	}
@@ -351,7 +374,7 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 		meterCtx, stopMeter := context.WithCancel(context.WithoutCancel(ctx))
 		meter, err := StartMeter(meterCtx, MeterDeps{Config: cfg, DB: c.DB, Store: c.Usage, Accounts: c.Accounts, Authz: c.Authz, Shared: c.Shared,
 			Catalog: c.Catalog, Listings: c.ListingStore, Sealer: c.Sealer, PushKeys: c.PushKeys, CardKeys: c.CardKeys, Registry: m.Ops.Registry, Logger: c.Log, Clock: c.Clock,
-			PublicURL: m.PublicMeterURL, Dialer: c.Dialer})
+			PublicURL: m.PublicMeterURL, Dialer: c.Dialer, Traces: c.Traces})
 		if err != nil {
 			stopMeter()
 			return nil, err

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/a2aproxy"
@@ -84,6 +85,8 @@ type MeterDeps struct {
 	Dialer *net.Dialer
 	// Shared is the Redis the meters share (Core.Shared); nil: none.
 	Shared *contractsredis.Store
+	// Traces makes the meter's spans (Core.Traces); nil: no tracing.
+	Traces *sdktrace.TracerProvider
 }
 
 // Meter is a running meter: the proxy and its usage pipeline.
@@ -194,6 +197,9 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 			d.Logger.Debug("sent message not in the shared state; the database holds it", "op", op, "err", err)
 		}}
 	}
+	if d.Traces != nil {
+		p.Tracer = d.Traces.Tracer("github.com/agentmarket/agentmarket/a2aproxy")
+	}
 	if d.CardKeys != nil {
 		p.CardSigner = &a2aproxy.SignedCards{Signer: cardsig.Signer{Keys: d.CardKeys, JKU: strings.TrimRight(d.PublicURL, "/") + a2aproxy.CardKeysPath}}
 	}
@@ -205,6 +211,9 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 	// most: the projections must catch up soon after an outage ends.
 	shipOpts := spool.ShipperOptions{Settle: p.Project, SettleAhead: true, Stored: p.Stored, MaxBackoff: 5 * time.Second,
 		OnError: spool.LogFailures(d.Logger)}
+	if d.Traces != nil {
+		shipOpts.Tracer = d.Traces.Tracer("github.com/agentmarket/agentmarket/metering/spool")
+	}
 	if alone {
 		// No other meter waits for the database to find a task this one
 		// bound (it is the only one, or they share Redis): the projections
