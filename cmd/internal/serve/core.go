@@ -324,6 +324,10 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 		Authorizer: c.Authz, Logger: c.Log, PublicMeterURL: m.PublicMeterURL,
 		Tasks: tasks, Offers: offers, Alerts: alerts, Focus: bill.Focus, Verified: verified, PushKeys: c.PushKeys,
 		Audit: c.Audit, AuditKeys: c.AuditKeys}
+	srv.Switches = &contracts.Switches{Store: c.AccountStore, Clock: c.Clock, Audit: c.Audit}
+	if c.Shared != nil {
+		srv.Switches.Signal = c.Shared // the meters read a change at once
+	}
 	if n := cfg.AnonymousReadsPerMinute; n > 0 {
 		reads := &contracts.RateLimit{Clock: c.Clock, Limit: n, Window: time.Minute}
 		if c.Shared != nil {
