@@ -314,8 +314,8 @@ func (p *Proxy) readSwitches(ctx context.Context, version *int64, acted map[stri
 		acted[sw.ID] = true
 		n := b.killStreams(sw)
 		p.Logger.InfoContext(ctx, "kill switch on", "kill_switch", sw.ID, "scope", sw.Scope, "target", sw.TargetID, "streams_ended", n)
-		p.cancelSwitched(sw, 0)
-		p.cancelSwitched(sw, 2*p.Limits.RequestTimeout)
+		p.cancelSwitched(ctx, sw, 0)
+		p.cancelSwitched(ctx, sw, 2*p.Limits.RequestTimeout)
 	}
 	for id := range acted {
 		if !still[id] {
@@ -325,8 +325,9 @@ func (p *Proxy) readSwitches(ctx context.Context, version *int64, acted map[stri
 }
 
 // cancelSwitched requests, after a delay, the cancel of every open task
-// sw concerns, and sweeps them at once.
-func (p *Proxy) cancelSwitched(sw *contracts.Switch, after time.Duration) {
+// sw concerns, and sweeps them at once; not once ctx (RunKillSwitches')
+// ended: a meter stopping leaves them to the other meters' sweepers.
+func (p *Proxy) cancelSwitched(ctx context.Context, sw *contracts.Switch, after time.Duration) {
 	if p.Tasks == nil {
 		return
 	}
@@ -337,12 +338,11 @@ func (p *Proxy) cancelSwitched(sw *contracts.Switch, after time.Duration) {
 			t := time.NewTimer(after)
 			defer t.Stop()
 			select {
-			case <-p.Base.Done():
+			case <-ctx.Done():
 				return
 			case <-t.C:
 			}
 		}
-		ctx := p.Base
 		if _, err := p.Switches.Store.RequestSwitchCancels(ctx, sw, p.Clock.Now()); err != nil && ctx.Err() == nil {
 			p.Logger.WarnContext(ctx, "kill switch's cancels not requested", "kill_switch", sw.ID, "err", err)
 		}
