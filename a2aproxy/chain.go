@@ -19,6 +19,8 @@ package a2aproxy
 //	decode       the body's size, the request parsed by the reading rule, push support
 //	route        the frozen plan, the agent's interface (its binding and version)
 //	ownership    every task the request names is the caller's
+//	killswitch   no kill switch is on for the listing, its seller, the org,
+//	             the key or the task (killswitch.go)
 //	reserve      the key's and the contract's monthly budgets: a reservation
 //	             held until the call ends (reserve.go)
 //	idempotency  a send's messageId sent before is answered from the first send

@@ -26,6 +26,7 @@ const (
 	CodeMeterUnavailable    = wire.CodeMeterUnavailable
 	CodeMeterBusy           = wire.CodeMeterBusy
 	CodeMessageIDReused     = wire.CodeMessageIDReused
+	CodeSwitchedOff         = wire.CodeSwitchedOff
 	CodeUpstreamInvalid     = wire.CodeInvalidAgentResponse // the agent answered something that is not JSON-RPC
 	CodeInternal            = wire.CodeInternalError
 )

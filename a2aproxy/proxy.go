@@ -203,6 +203,8 @@ type Proxy struct {
 	// reserves under budgets (reserve.go); nil, or while it fails, each
 	// meter holds them on its own.
 	SharedBudgets SharedBudgets
+	// Switches are the kill switches (killswitch.go); nil: none.
+	Switches *Switchboard
 	// Tasks records the life of tasks (pauses, cancels, deadlines); nil:
 	// not recorded, and no task is canceled for its time.
 	Tasks contracts.TaskLife
@@ -510,6 +512,7 @@ func (p *Proxy) stages() []stage {
 		decode{p: p},
 		route{p: p},
 		ownership{owners: p.owners},
+		killswitch{board: p.Switches},
 		reserve{book: p.book},
 		idempotency{p: p},
 	}

@@ -104,12 +104,19 @@ func (p *Proxy) relay(ctx context.Context, cl *call, res *http.Response, w *bufi
 		mu.Unlock()
 		heartbeat.Stop()
 	}
+	var live *liveStream // a kill switch may end it (killswitch.go)
+	if p.Switches != nil {
+		live = p.Switches.track(cl, res.Body)
+		defer p.Switches.untrack(live)
+	}
 	r := wire.NewSSEReader(res.Body)
 	for {
 		ev, err := r.Next()
 		if err != nil {
 			stop()
 			switch {
+			case live.by() != nil:
+				p.endKilledStream(ctx, cl, live.by(), func(e *wire.Error) { p.writeStreamError(w, cl, e) })
 			case gone.Load():
 				p.settle(cl)
 			case silent.Load():

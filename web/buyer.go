@@ -324,6 +324,8 @@ type keyView struct {
 	Spent     template.HTML // to the cent, the exact amount on hover
 	Budget    string
 	CanRevoke bool
+	// Switch is the kill switch on for the key (killswitches.go), nil when none.
+	Switch *contracts.Switch
 }
 
 type keysData struct {
@@ -372,9 +374,13 @@ func (u *UI) keysPage(r *req, d *keysData) error {
 		}
 		cur = tables[1].Currency
 	}
+	switched, err := u.activeSwitches(r, contracts.SwitchAPIKey)
+	if err != nil {
+		return err
+	}
 	for i := len(ks) - 1; i >= 0; i-- { // newest first
 		k := keyView{APIKey: ks[i], Spent: moneyHTML(spent[ks[i].ID], cur), Budget: "none",
-			CanRevoke: d.CanWrite && contracts.MayRevoke(r.actor, ks[i].ID)}
+			CanRevoke: d.CanWrite && contracts.MayRevoke(r.actor, ks[i].ID), Switch: switched[ks[i].ID]}
 		if b := ks[i].MonthlyBudgetMicros; b != nil {
 			k.Budget = formatMicros(*b, cur)
 		}

@@ -237,6 +237,9 @@ func trialText(p listings.Plan) string {
 
 type listingData struct {
 	form
+	// Switch is the kill switch on for the listing, shown to its seller
+	// and the operator; nil when none.
+	Switch       *contracts.Switch
 	L            *listings.Listing
 	Card         listingCard
 	Prices       []priceRow
@@ -279,6 +282,13 @@ func (u *UI) listingPage(r *req, id string, f *form) error {
 	d := &listingData{form: *f, L: l, Card: u.card(r, l), Prices: planRows(l.Plan), PlanVersion: l.Plan.Version, Currency: l.Plan.Currency,
 		Versions: vs, Endpoint: u.meterEndpoint(l.ID), Own: r.signedIn && l.SellerOrgID == r.actor.OrgID, SignedIn: r.signedIn}
 	d.CardURL = d.Endpoint + "/.well-known/agent-card.json"
+	if d.Own || r.actor.Operator {
+		on, err := u.activeSwitches(r, contracts.SwitchListing)
+		if err != nil {
+			return err
+		}
+		d.Switch = on[l.ID]
+	}
 	if u.d.Verified != nil {
 		d.StatsMinOrgs, d.StatsMinTasks = u.d.Verified.Minimums()
 	}

@@ -72,6 +72,8 @@ type Deps struct {
 	Verified *metering.Verified
 	// Audit is the audit log (nil: no audit page).
 	Audit *audit.Log
+	// Switches are the kill switches (nil: no kill switches page).
+	Switches *contracts.Switches
 }
 
 // UI serves the web pages.
@@ -169,6 +171,9 @@ func (u *UI) Mount(r fiber.Router) {
 	r.Get("/audit", u.page(u.auditLog))
 	r.Get("/audit.csv", u.page(u.auditCSV))
 
+	r.Get("/kill-switches", u.page(u.killSwitches))
+	r.Post("/kill-switches", u.page(u.setKillSwitch))
+	r.Post("/kill-switches/:id/lift", u.page(u.liftKillSwitch))
 	r.Get("/operator", u.page(u.operator))
 	r.Post("/operator/listings/:id/status", u.page(u.operatorStatus))
 	r.Get("/operator/unratable", u.page(u.unratable))
@@ -309,6 +314,8 @@ var notices = map[string]string{
 	"refreshed":     "The card was fetched again.",
 	"refreshfailed": "The card could not be fetched again: the listing is marked unhealthy until it can (the reason is below).",
 	"retried":       "The notification will be sent again now.",
+	"switchedoff":   "Switched off: every meter refuses its calls and ends its streams within a second.",
+	"lifted":        "The kill switch is lifted: calls go through again within a second.",
 }
 
 // can reports whether the actor's role may act on obj.

@@ -41,4 +41,5 @@ const (
 	CodeMeterUnavailable    = -32057 // the meter cannot record usage now (its spool fails): the call is not forwarded
 	CodeMeterBusy           = -32058 // the meter's projections lag too far behind its calls: retry shortly
 	CodeMessageIDReused     = -32059 // the messageId was sent before (within the window) with another message
+	CodeSwitchedOff         = -32048 // a kill switch is on for the listing, its seller, the org, the key or the task
 )

@@ -146,6 +146,7 @@ var restErrors = [...]restErr{
 	{CodeMeterUnavailable, 503, "UNAVAILABLE", "METER_UNAVAILABLE", marketplaceDomain},
 	{CodeMeterBusy, 503, "UNAVAILABLE", "METER_BUSY", marketplaceDomain},
 	{CodeMessageIDReused, 409, "ALREADY_EXISTS", "MESSAGE_ID_REUSED", marketplaceDomain},
+	{CodeSwitchedOff, 403, "PERMISSION_DENIED", "SWITCHED_OFF", marketplaceDomain},
 }
 
 // unknownReason is the reason of codes outside the table; the code goes

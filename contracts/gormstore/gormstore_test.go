@@ -40,6 +40,17 @@ func TestTaskStore(t *testing.T) {
 	}
 }
 
+func TestSwitchStore(t *testing.T) {
+	for _, o := range relationaltest.Openers {
+		t.Run(o.Name, func(t *testing.T) {
+			storetest.RunSwitches(t, func(t *testing.T) (storetest.SwitchTaskStore, func(listingID, sellerOrgID string)) {
+				db := o.Open(t).DB
+				return gormstore.New(db), func(listingID, sellerOrgID string) { insertListing(t, db, listingID, sellerOrgID) }
+			})
+		})
+	}
+}
+
 // TestTaskStoreDirect: the same suite with task bindings written through
 // the store's own connection to the SQLite file (WriteTasksDirect), as the
 // meter's projections write them on the embedded database.

@@ -49,6 +49,8 @@ type Server struct {
 	Tasks         *contracts.Tasks
 	// Offers are sellers' private offers (nil: none).
 	Offers *listings.Offers
+	// Switches are the kill switches (nil: their routes are 404).
+	Switches *contracts.Switches
 	// Alerts are the orgs' spend alerts (nil: none).
 	Alerts *contracts.Alerts
 	// Focus exports the orgs' FOCUS cost and usage rows (nil: none).
@@ -174,6 +176,9 @@ func (s *Server) Mount(app *fiber.App) {
 	// operators everything), not a role's permission.
 	auth.Get("/audit", s.listAudit)
 	auth.Get("/audit/verify", s.verifyAudit)
+	auth.Post("/kill-switches", s.switchesServed, s.setKillSwitch)
+	auth.Get("/kill-switches", s.switchesServed, s.listKillSwitches)
+	auth.Post("/kill-switches/:id/lift", s.switchesServed, s.liftKillSwitch)
 
 	v1.Use(func(c *fiber.Ctx) error {
 		return agentmarket.Errorf(agentmarket.NotFound, "route_not_found", "no route %s %s", c.Method(), c.Path())

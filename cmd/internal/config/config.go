@@ -140,6 +140,7 @@ type MeterLimits struct {
 	TaskTimeout       time.Duration // end-to-end budget of a task; 0 = none
 	MaxPause          time.Duration // longest input-required / auth-required pause
 	TaskSweep         time.Duration // how often overdue tasks are looked for
+	KillSwitchPoll    time.Duration // how often the meter reads the kill switches' version
 	PushMaxAttempts   int
 	PushRetryBase     time.Duration
 	PushRetention     time.Duration
@@ -310,6 +311,14 @@ func Settings(bin string) []Setting {
 			return nil
 		}},
 		{"task-event-retention", "how long the events of ended tasks (pauses, resumes, cancels) are kept", "2160h", duration(time.Hour, func(c *Config) *time.Duration { return &c.MeterLimits.EventRetention })},
+		{"meter-kill-switch-poll", "how often the meter reads the kill switches' version from the database (one row), so a switch set anywhere acts on it within this interval; with Redis a change is also published and acts at once", "200ms", func(c *Config, v string) error {
+			d, err := time.ParseDuration(v)
+			if err != nil || d < 10*time.Millisecond || d > time.Second {
+				return errors.New("must be a duration from 10ms to 1s, like 200ms: a switch must act within a second")
+			}
+			c.MeterLimits.KillSwitchPoll = d
+			return nil
+		}},
 		{"meter-task-sweep", "how often the meter looks for tasks whose pause or time budget ran out", "5s", duration(100*time.Millisecond, func(c *Config) *time.Duration { return &c.MeterLimits.TaskSweep })},
 		{"push-max-attempts", "attempts to deliver a push notification to a buyer's webhook before it is marked failed", "8", func(c *Config, v string) error {
 			n, err := strconv.Atoi(v)

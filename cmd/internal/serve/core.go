@@ -347,6 +347,10 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 		Authorizer: c.Authz, Logger: c.Log, PublicMeterURL: m.PublicMeterURL,
 		Tasks: tasks, Offers: offers, Alerts: alerts, Focus: bill.Focus, Verified: verified, PushKeys: c.PushKeys,
 		Audit: c.Audit, AuditKeys: c.AuditKeys}
+	srv.Switches = &contracts.Switches{Store: c.AccountStore, Clock: c.Clock, Audit: c.Audit}
+	if c.Shared != nil {
+		srv.Switches.Signal = c.Shared // the meters read a change at once
+	}
 	if n := cfg.AnonymousReadsPerMinute; n > 0 {
 		reads := &contracts.RateLimit{Clock: c.Clock, Limit: n, Window: time.Minute}
 		if c.Shared != nil {
@@ -395,7 +399,8 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 	srv.Mount(m.App)
 	web.New(web.Deps{Accounts: c.Accounts, Proxies: cfg.TrustedProxies, Sessions: c.AccountStore, Listings: c.Catalog, Subscriptions: m.Subscriptions,
 		Usage: srv.Usage, Invoices: srv.Invoices, Billing: bill.Service, Authorizer: c.Authz, Logger: c.Log, Clock: c.Clock,
-		PublicMeterURL: m.PublicMeterURL, Tasks: tasks, Offers: offers, Alerts: alerts, Focus: bill.Focus, Verified: verified, Audit: c.Audit}).Mount(m.App)
+		PublicMeterURL: m.PublicMeterURL, Tasks: tasks, Offers: offers, Alerts: alerts, Focus: bill.Focus, Verified: verified, Audit: c.Audit,
+		Switches: srv.Switches}).Mount(m.App)
 	return m, nil
 }
 

@@ -200,6 +200,10 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 	if d.Traces != nil {
 		p.Tracer = d.Traces.Tracer("github.com/agentmarket/agentmarket/a2aproxy")
 	}
+	p.Switches = &a2aproxy.Switchboard{Store: store, Interval: d.Config.MeterLimits.KillSwitchPoll}
+	if shared != nil {
+		p.Switches.Wake = shared.WatchSwitches(ctx)
+	}
 	if d.CardKeys != nil {
 		p.CardSigner = &a2aproxy.SignedCards{Signer: cardsig.Signer{Keys: d.CardKeys, JKU: strings.TrimRight(d.PublicURL, "/") + a2aproxy.CardKeysPath}}
 	}
@@ -234,8 +238,9 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 	registerEjectionMetrics(d.Registry, p)
 	loopsCtx, stop := context.WithCancel(ctx)
 	var loops sync.WaitGroup
-	loops.Add(2)
+	loops.Add(3)
 	go func() { defer loops.Done(); p.RunTaskSweeper(loopsCtx, d.Config.MeterLimits.TaskSweep) }()
+	go func() { defer loops.Done(); p.RunKillSwitches(loopsCtx) }()
 	go func() { defer loops.Done(); p.RunPushDelivery(loopsCtx) }()
 	return &Meter{Proxy: p, Spool: sp, Shipper: ship, stopLoops: func() { stop(); loops.Wait() },
 		closeStores: func() error { return errors.Join(closeSent(), store.Close()) }}, nil
