@@ -38,6 +38,10 @@ type Actor struct {
 	// OrgBudgetMicros is the org's monthly spending cap over all its keys
 	// and subscriptions, nil for none.
 	OrgBudgetMicros *int64
+	// Credit: the org holds prepaid credit (an account in some currency):
+	// the meter's credit stage looks its balance up; false costs a call
+	// nothing (contracts/credit.go).
+	Credit bool
 	// KeyTags are the API key's cost allocation tags, which the meter
 	// copies onto the usage rows of its calls.
 	KeyTags Tags

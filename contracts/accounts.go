@@ -35,7 +35,9 @@ type Org struct {
 	// cost per calendar month, over all its keys and subscriptions; nil:
 	// none.
 	MonthlyBudgetMicros *int64
-	CreatedAt           time.Time
+	// HasCredit: the org holds a prepaid credit account (credit.go).
+	HasCredit bool
+	CreatedAt time.Time
 }
 
 // User is a person who signs in to an org.
@@ -437,7 +439,7 @@ func (a *Accounts) Authenticate(ctx context.Context, secret string) (agentmarket
 		return agentmarket.Actor{}, err
 	}
 	return agentmarket.Actor{OrgID: k.OrgID, KeyID: k.ID, Role: k.Role, Operator: o.Platform, KeyBudgetMicros: k.MonthlyBudgetMicros,
-		OrgBudgetMicros: o.MonthlyBudgetMicros, KeyTags: k.Tags}, nil
+		OrgBudgetMicros: o.MonthlyBudgetMicros, Credit: o.HasCredit, KeyTags: k.Tags}, nil
 }
 
 var connectAccountRE = regexp.MustCompile(`^acct_[A-Za-z0-9]{6,64}$`)

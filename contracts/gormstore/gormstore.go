@@ -40,12 +40,13 @@ type orgRow struct {
 	Platform            bool
 	ConnectAccountID    string
 	MonthlyBudgetMicros *int64
+	HasCredit           bool
 	CreatedAt           time.Time
 }
 
 func orgFromRow(r *orgRow) *contracts.Org {
 	return &contracts.Org{ID: r.ID, Name: r.Name, Platform: r.Platform, ConnectAccountID: r.ConnectAccountID,
-		MonthlyBudgetMicros: r.MonthlyBudgetMicros, CreatedAt: r.CreatedAt.UTC()}
+		MonthlyBudgetMicros: r.MonthlyBudgetMicros, HasCredit: r.HasCredit, CreatedAt: r.CreatedAt.UTC()}
 }
 
 // SetConnectAccount implements contracts.Store.
