@@ -23,6 +23,8 @@ package a2aproxy
 //	             the key or the task (killswitch.go)
 //	reserve      the key's and the contract's monthly budgets: a reservation
 //	             held until the call ends (reserve.go)
+//	credit       the org's prepaid credit in the plan's currency: a
+//	             reservation burned when the call ends (credit.go)
 //	idempotency  a send's messageId sent before is answered from the first send
 //
 // Rate limits, routing among endpoints and tracing come as stages of this

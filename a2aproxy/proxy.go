@@ -203,6 +203,8 @@ type Proxy struct {
 	// reserves under budgets (reserve.go); nil, or while it fails, each
 	// meter holds them on its own.
 	SharedBudgets SharedBudgets
+	// Credit is the orgs' prepaid credit (credit.go); nil: none is burned.
+	Credit contracts.CreditReader
 	// Switches are the kill switches (killswitch.go); nil: none.
 	Switches *Switchboard
 	// Tasks records the life of tasks (pauses, cancels, deadlines); nil:
@@ -260,6 +262,7 @@ type Proxy struct {
 	targets    *ttlCache[*Target]
 	contracts  *ttlCache[*contracts.Contract]
 	book       *budgetBook               // budgets' spend and reservations (reserve.go)
+	credits    *creditBook               // prepaid credit's reservations (credit.go); nil without Credit
 	plans      *ttlCache[*listings.Plan] // plan versions never change
 	parents    *ttlCache[*contracts.TaskBinding]
 	owners     *ownerIndex
@@ -321,6 +324,10 @@ func (p *Proxy) Init() {
 	}
 	p.book = newBudgetBook(p.Spend, p.OrgSpend, p.Clock, p.Limits.CacheTTL, p.Logger)
 	p.book.shared, p.book.base, p.book.metrics = p.SharedBudgets, p.Base, p.Metrics
+	if p.Credit != nil {
+		p.credits = newCreditBook(p.Credit, p.Clock, p.Limits.CacheTTL, p.Logger)
+		p.credits.shared, p.credits.base, p.credits.metrics = p.SharedBudgets, p.Base, p.Metrics
+	}
 	p.acct = &accounting{recorder: p.Recorder, clock: p.Clock, logger: p.Logger, metrics: p.Metrics}
 	switch {
 	case p.BillInMemory:
@@ -426,6 +433,9 @@ type call struct {
 	// hold is the call's reservation under its budgets (reserve.go),
 	// settled when it ends (finish).
 	hold budgetHold
+	// credit is the call's reservation against its org's prepaid credit
+	// (credit.go), settled when it ends (finish).
+	credit creditHold
 	// inlinePush is the push config a send carried, registered once the
 	// agent names the task.
 	inlinePush *pushConfig
@@ -514,6 +524,7 @@ func (p *Proxy) stages() []stage {
 		ownership{owners: p.owners},
 		killswitch{board: p.Switches},
 		reserve{book: p.book},
+		credit{book: p.credits},
 		idempotency{p: p},
 	}
 }

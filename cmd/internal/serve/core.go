@@ -341,13 +341,21 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 		verified = &metering.Verified{Store: stats, Clock: c.Clock, TTL: 5 * time.Minute}
 	}
 	srv := &api.Server{Accounts: c.Accounts, InvokeRoles: &contracts.InvokeRoles{Store: c.AccountStore, Policies: c.Authz}, Listings: c.Catalog, Subscriptions: m.Subscriptions,
-		Usage:    &metering.Reports{Store: c.Usage, Clock: c.Clock},
-		Invoices: &billing.Previews{Contracts: m.Subscriptions, Plans: c.ListingStore, Usage: c.Usage, Clock: c.Clock, History: c.AccountStore, Stays: c.AccountStore},
-		Billing:  bill.Service, Webhooks: bill.Webhooks,
+		Usage: &metering.Reports{Store: c.Usage, Clock: c.Clock},
+		Invoices: &billing.Previews{Contracts: m.Subscriptions, Plans: c.ListingStore, Usage: c.Usage, Clock: c.Clock, History: c.AccountStore, Stays: c.AccountStore,
+			Credit: c.AccountStore},
+		Billing: bill.Service, Webhooks: bill.Webhooks,
 		Authorizer: c.Authz, Logger: c.Log, PublicMeterURL: m.PublicMeterURL,
 		Tasks: tasks, Offers: offers, Alerts: alerts, Focus: bill.Focus, Verified: verified, PushKeys: c.PushKeys,
 		Audit: c.Audit, AuditKeys: c.AuditKeys}
 	srv.Switches = &contracts.Switches{Store: c.AccountStore, Clock: c.Clock, Audit: c.Audit}
+	srv.Credits = &contracts.Credits{Store: c.AccountStore, Clock: c.Clock, Audit: c.Audit}
+	if bill.Stripe != nil {
+		srv.Credits.Checkouts = bill.Stripe
+	}
+	if bill.Webhooks != nil {
+		bill.Webhooks.Credits = srv.Credits
+	}
 	if c.Shared != nil {
 		srv.Switches.Signal = c.Shared // the meters read a change at once
 	}

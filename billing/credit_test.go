@@ -1,0 +1,45 @@
+package billing_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/agentmarket/agentmarket/billing"
+)
+
+type burns map[string]int64
+
+func (b burns) CreditBurned(_ context.Context, contractID string, _, _ time.Time) (int64, error) {
+	return b[contractID], nil
+}
+
+// TestApplyCredit: an invoice takes off what the contract's calls burned
+// of the org's credit in its period, in minor units rounded half up (the
+// invoice's one rule), never more than its total; what is due is the
+// rest.
+func TestApplyCredit(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		digits         int
+		total, burned  int64
+		applied, owing int64
+	}{
+		{"nothing burned", 2, 2501, 0, 0, 2501},
+		{"less than half a cent", 2, 2501, 4_999, 0, 2501},
+		{"half a cent rounds up", 2, 2501, 5_000, 1, 2500},
+		{"usage paid from credit", 2, 2501, 12_345_678, 1235, 1266},
+		{"more burned than the total", 2, 2501, 25_020_000, 2501, 0},
+		{"a currency without minor units", 0, 300, 1_500_000, 2, 298},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inv := &billing.Invoice{Currency: "usd", MinorUnitDigits: tc.digits, TotalMinor: tc.total, Period: billing.MonthOf(date(2026, 4, 1))}
+			if err := billing.ApplyCredit(context.Background(), burns{"ctr_1": tc.burned}, "ctr_1", inv); err != nil {
+				t.Fatal(err)
+			}
+			if inv.CreditAppliedMinor != tc.applied || inv.AmountDueMinor() != tc.owing {
+				t.Errorf("credit applied %d, due %d; want %d, %d", inv.CreditAppliedMinor, inv.AmountDueMinor(), tc.applied, tc.owing)
+			}
+		})
+	}
+}
