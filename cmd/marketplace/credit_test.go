@@ -26,6 +26,7 @@ const creditBurstCost, creditBurstReserve, creditBurstGrant = 1119, 1350, 3*1350
 // unburned.
 func TestCreditBurst(t *testing.T) {
 	meterEnvs(t, func(t *testing.T, e meterEnv) {
+		e.env["AGENTMARKET_BILLING_GRACE"] = "1s" // the alerts are swept every 250 ms
 		mk := newMarket(t, e.env)
 		creditBurst(t, mk.m, mk.api, mk.seller, nil)
 	})
@@ -94,6 +95,18 @@ func creditBurst(t *testing.T, m *started, api client, seller string, second *st
 			}
 			balance = items[0].(map[string]any)["balance_micros"].(float64)
 			return balance == float64(creditBurstGrant-3*creditBurstCost)
+		})
+		// Below the low balance of 2,000: one alert, through the alert
+		// outbox.
+		waitFor(t, "the low-balance alert", 10*time.Second, func() bool {
+			r := admin.do("GET", "/api/v1/alerts", nil)
+			n := 0
+			for _, it := range r.JSON["items"].([]any) {
+				if a := it.(map[string]any); a["budget_kind"] == "credit" && a["budget_id"] == "usd" && a["spent_micros"] == balance {
+					n++
+				}
+			}
+			return n == 1
 		})
 		mv := admin.do("GET", "/api/v1/credit/movements?currency=usd", nil)
 		var burned float64

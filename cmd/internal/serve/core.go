@@ -333,7 +333,7 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 	guard := Guard(cfg, c.Dialer)
 	tasks := &contracts.Tasks{Life: c.AccountStore, Push: c.AccountStore, Listings: CatalogTerms{Catalog: c.Catalog}, Clock: c.Clock}
 	alerts := &contracts.Alerts{Store: c.AccountStore, Push: c.AccountStore, Spend: metering.Spend{Store: c.Usage, Clock: c.Clock}, Clock: c.Clock, Sealer: c.Sealer,
-		URLs: contracts.WebhookRule{Hosts: guard, Allow: guard.Allow}, Audit: c.Audit}
+		URLs: contracts.WebhookRule{Hosts: guard, Allow: guard.Allow}, Audit: c.Audit, Credit: c.AccountStore}
 	alertSweeper := &contracts.AlertSweeper{Alerts: alerts, Every: billing.SweepEvery(cfg.BillingGrace), Logger: c.Log}
 	go alertSweeper.Run(ctx)
 	var verified *metering.Verified
