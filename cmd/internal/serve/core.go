@@ -408,7 +408,7 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 	web.New(web.Deps{Accounts: c.Accounts, Proxies: cfg.TrustedProxies, Sessions: c.AccountStore, Listings: c.Catalog, Subscriptions: m.Subscriptions,
 		Usage: srv.Usage, Invoices: srv.Invoices, Billing: bill.Service, Authorizer: c.Authz, Logger: c.Log, Clock: c.Clock,
 		PublicMeterURL: m.PublicMeterURL, Tasks: tasks, Offers: offers, Alerts: alerts, Focus: bill.Focus, Verified: verified, Audit: c.Audit,
-		Switches: srv.Switches}).Mount(m.App)
+		Switches: srv.Switches, Credits: srv.Credits}).Mount(m.App)
 	return m, nil
 }
 
