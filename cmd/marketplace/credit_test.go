@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,6 +121,17 @@ func creditBurst(t *testing.T, m *started, api client, seller string, second *st
 		}
 		if burned != 3*creditBurstCost {
 			t.Errorf("burn movements sum to %v, want %d", burned, 3*creditBurstCost)
+		}
+		// The invoice preview takes off what the calls burned (3,357
+		// micros: less than half a cent, so nothing here; TestApplyCredit
+		// has the rule) and says what is due.
+		inv := admin.do("GET", "/api/v1/invoices/preview?subscription_id="+sub.str("id"), nil)
+		if inv.Status != 200 || inv.JSON["credit_applied_minor"] != float64(0) || inv.JSON["amount_due_minor"] != inv.JSON["total_minor"] {
+			t.Errorf("invoice preview: %d %s", inv.Status, inv.Body)
+		}
+		// The grant is in the audit log, with the operator and the note.
+		if a := admin.do("GET", "/api/v1/audit", nil); a.Status != 200 || strings.Count(string(a.Body), `"credit.grant"`) != 1 || !strings.Contains(string(a.Body), "pilot") {
+			t.Errorf("the audit log: %d %s, want the grant once", a.Status, a.Body)
 		}
 		// At zero (less than a reservation left) the call is refused.
 		_, e := (rpc{t: t, url: eps[len(eps)-1], key: k1}).call("message/send", msg03("one more", nil))
