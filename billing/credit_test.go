@@ -43,3 +43,33 @@ func TestApplyCredit(t *testing.T) {
 		})
 	}
 }
+
+// TestCloseMonthAppliesCredit: the invoice CloseMonth issues in the own
+// ledger takes off what the contract's calls burned of the org's credit
+// in the month (a contract that burned nothing is charged in full), and
+// the stored invoice keeps it.
+func TestCloseMonthAppliesCredit(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	may := billing.MonthOf(date(2026, 5, 15))
+	e.contract("ctr_paid", date(2026, 4, 20))
+	e.contract("ctr_other", date(2026, 4, 20))
+	e.use(t, "ctr_paid", date(2026, 5, 2), billing.Usage{InputTokens: 1_200_000, Tasks: 150})
+	s := e.ledger()
+	s.Credit = burns{"ctr_paid": 12_345_678}
+	e.at(date(2026, 6, 1, 0, 2))
+	if n, err := s.CloseMonth(ctx, may); err != nil || n != 2 {
+		t.Fatalf("CloseMonth = %d, %v; want 2", n, err)
+	}
+	paid, err := e.store.Invoice(ctx, "ctr_paid", may.Start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if paid.Invoice.CreditAppliedMinor != 1235 || paid.Invoice.AmountDueMinor() != paid.Invoice.TotalMinor-1235 {
+		t.Errorf("ctr_paid: credit applied %d of %d, due %d; want 1235 off", paid.Invoice.CreditAppliedMinor, paid.Invoice.TotalMinor, paid.Invoice.AmountDueMinor())
+	}
+	other, err := e.store.Invoice(ctx, "ctr_other", may.Start)
+	if err != nil || other.Invoice.CreditAppliedMinor != 0 {
+		t.Errorf("ctr_other: %+v, %v; want no credit applied", other, err)
+	}
+}

@@ -572,6 +572,7 @@ type invoiceRow struct {
 	SubtotalFractionNum int64
 	SubtotalFractionDen int64
 	TotalMinor          int64
+	CreditAppliedMinor  int64
 	Carried             string // billing.Invoice.CarriedMicros as "num/den"; "" for none
 	Lines               string
 	Parts               string
@@ -631,7 +632,7 @@ func invoiceToRow(inv *billing.LocalInvoice) (*invoiceRow, error) {
 		ActiveStart: ts(i.Active.Start), ActiveEnd: ts(i.Active.End), PlanVersion: i.PlanVersion, Currency: i.Currency,
 		MinorUnitDigits: i.MinorUnitDigits, SubtotalMicros: i.SubtotalMicros,
 		SubtotalFractionNum: i.SubtotalFraction.Num, SubtotalFractionDen: i.SubtotalFraction.Den,
-		TotalMinor: i.TotalMinor, Carried: ratText(i.CarriedMicros), Lines: string(raw), Parts: string(rawParts), CreatedAt: ts(inv.CreatedAt)}, nil
+		TotalMinor: i.TotalMinor, CreditAppliedMinor: i.CreditAppliedMinor, Carried: ratText(i.CarriedMicros), Lines: string(raw), Parts: string(rawParts), CreatedAt: ts(inv.CreatedAt)}, nil
 }
 
 func ratText(r *big.Rat) string {
@@ -653,7 +654,7 @@ func invoiceFromRow(r *invoiceRow) (*billing.LocalInvoice, error) {
 		Active:           billing.Period{Start: r.ActiveStart.UTC(), End: r.ActiveEnd.UTC()},
 		SubtotalMicros:   r.SubtotalMicros,
 		SubtotalFraction: billing.Fraction{Num: r.SubtotalFractionNum, Den: r.SubtotalFractionDen},
-		MinorUnitDigits:  r.MinorUnitDigits, TotalMinor: r.TotalMinor,
+		MinorUnitDigits:  r.MinorUnitDigits, TotalMinor: r.TotalMinor, CreditAppliedMinor: r.CreditAppliedMinor,
 		Lines: make([]billing.Line, len(lines)),
 	}
 	if r.Carried != "" {
