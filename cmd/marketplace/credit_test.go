@@ -39,6 +39,7 @@ func TestCreditBurst(t *testing.T) {
 func TestCreditBurstAcrossMeters(t *testing.T) {
 	env := sharedEnv(relationaltest.PostgresDSN(t), redistest.Start(t).URL)
 	env["AGENTMARKET_POLICY_RELOAD"] = "100ms"
+	env["AGENTMARKET_BILLING_GRACE"] = "1s" // the alerts are swept every 250 ms
 	env["AGENTMARKET_CLICKHOUSE_URL"] = clickhousetest.DSN(t)
 	first, second := startMarketplace(t, env), startMarketplace(t, env)
 	api := client{t: t, base: first.URL}
@@ -52,6 +53,10 @@ func creditBurst(t *testing.T, m *started, api client, seller string, second *st
 	for round := range 2 {
 		orgID, adminKey := signup(t, api, fmt.Sprintf("Credit buyer %d", round), fmt.Sprintf("credit-%d@burst.example", round))
 		admin := api.with(adminKey)
+		// Own ledger: credit is not sold here, the operator grants it.
+		if r := admin.do("POST", "/api/v1/credit/purchases", map[string]any{"currency": "usd", "amount_micros": 1_000_000, "success_url": "https://buyer.example/ok"}); r.Status != 503 {
+			t.Fatalf("a purchase without Stripe: %d %s, want 503", r.Status, r.Body)
+		}
 		// Only the operator grants.
 		if r := admin.do("POST", "/api/v1/credit/grants", map[string]any{"org_id": orgID, "currency": "usd", "amount_micros": 1_000_000}); r.Status != 403 {
 			t.Fatalf("a buyer granting itself credit: %d %s, want 403", r.Status, r.Body)
