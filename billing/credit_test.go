@@ -73,3 +73,35 @@ func TestCloseMonthAppliesCredit(t *testing.T) {
 		t.Errorf("ctr_other: %+v, %v; want no credit applied", other, err)
 	}
 }
+
+// TestApplyCreditsAtProvider: with a provider, what a contract's calls
+// burned of the org's credit in a closed month goes on the subscription's
+// next invoice once, as a negative invoice item of it in minor units;
+// a contract that burned nothing gets none; without a provider nothing is
+// sent (the own ledger's invoice applies it, CloseMonth).
+func TestApplyCreditsAtProvider(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	e.attach(t, "ctr_paid")
+	e.attach(t, "ctr_other")
+	may := billing.MonthOf(t0)
+	svc := e.service()
+	svc.Credit = burns{"ctr_paid": 12_345_678}
+	if _, err := svc.ApplyCredits(ctx, may); err == nil {
+		t.Fatal("credited before the month closed")
+	}
+	e.at(date(2026, 6, 1, 0, 5))
+	if n, err := svc.ApplyCredits(ctx, may); err != nil || n != 1 {
+		t.Fatalf("ApplyCredits = %d, %v; want 1", n, err)
+	}
+	wantCalls(t, e.prov.take(), `AddInvoiceItem sub_ctr_paid cus_org_buyer -1235 usd "Prepaid credit applied, May 2026" am1/contract/ctr_paid/credit/1777593600`)
+	if n, err := svc.ApplyCredits(ctx, may); err != nil || n != 0 {
+		t.Fatalf("again = %d, %v; want 0", n, err)
+	}
+	wantCalls(t, e.prov.take())
+	ledger := e.ledger()
+	ledger.Credit = svc.Credit
+	if n, err := ledger.ApplyCredits(ctx, may); err != nil || n != 0 {
+		t.Errorf("without a provider = %d, %v", n, err)
+	}
+}
