@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -366,7 +367,7 @@ func (p *Proxy) openContract(ctx context.Context, orgID, listingID string) (*con
 
 // plan is a plan version, cached (versions never change).
 func (p *Proxy) plan(ctx context.Context, listingID string, version int) (*listings.Plan, error) {
-	return p.plans.get(fmt.Sprintf("%s|%d", listingID, version), func() (*listings.Plan, error) {
+	return p.plans.get(listingID+"|"+strconv.Itoa(version), func() (*listings.Plan, error) {
 		return p.Plans.Plan(ctx, listingID, version)
 	}, func(error) bool { return false })
 }
