@@ -71,6 +71,12 @@ type Contract struct {
 	// Tags are the contract's cost allocation tags: the usage rows of its
 	// calls carry them, under the calling key's own (which win).
 	Tags agentmarket.Tags
+	// RateLimits are the subscription's rate limits through the meter,
+	// over all the buyer's keys (zero: none).
+	RateLimits agentmarket.RateLimits
+	// SessionCaps cap each conversation (contextId) under the
+	// subscription (zero: none).
+	SessionCaps SessionCaps
 }
 
 // EndsAt is when the contract will end as things stand: its trial's end

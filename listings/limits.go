@@ -28,6 +28,9 @@ type Limits struct {
 	// change, artifact or message) before the meter marks it stalled.
 	// Zero: the meter's default (10 min).
 	StallAfter time.Duration
+	// Rate is the listing's rate limits over all its buyers together,
+	// which its seller sets to protect the agent (zero: none).
+	Rate agentmarket.RateLimits
 }
 
 // LimitsInput is how the API carries limits.
