@@ -22,10 +22,12 @@ import (
 // A call is admitted under the rate limits of its API key, its
 // subscription, its org and its listing (the seller's, over every buyer)
 // at once, or refused (CodeRateLimited; HTTP 429 with Retry-After on
-// HTTP+JSON): requests per sliding second and minute, calls in flight,
-// and a bucket of tokens per minute that is debited when the call ends by
-// the tokens its usage row says it used (a call is admitted while the
-// bucket is not empty). The answers of limited calls carry what is left in
+// HTTP+JSON). Each rate is a bucket that holds the limit and refills
+// continuously over its window (a generic cell rate algorithm, GCRA):
+// requests per second and per minute (a call takes one from each), and
+// tokens per minute, taken out when the call ends by the tokens its usage
+// row says it used (a call is admitted while the bucket is not empty);
+// besides, a cap on the calls in flight. The answers of limited calls carry what is left in
 // RateLimit-Policy and RateLimit headers (the IETF httpapi draft).
 //
 // A subscription's session caps bound each conversation (contextId): its
@@ -154,7 +156,7 @@ func (k *rateKeeper) take(cl *call, h *rateHold) error {
 		return rpcErr(CodeRateLimited, http.StatusOK, fmt.Sprintf("the %s's limit of %d %s is reached: retry in %d s",
 			holder, h.limits[refused], limitUnits[kind], secs))
 	}
-	cl.x = headed{cl.x, []string{"RateLimit-Policy", policyHeader(h, which), "RateLimit", remainingHeader(h, which, left, k.clock.Now())}}
+	cl.x = headed{cl.x, []string{"RateLimit-Policy", policyHeader(h, which), "RateLimit", remainingHeader(h, which, left)}}
 	return nil
 }
 
@@ -188,10 +190,9 @@ func policyHeader(h *rateHold, which []int) string {
 }
 
 // remainingHeader is the RateLimit of h's limits after this call: r what
-// is left, t the seconds until the window (or the bucket) starts afresh.
-func remainingHeader(h *rateHold, which []int, left []int64, now time.Time) string {
+// is left, t the seconds until the bucket is full again.
+func remainingHeader(h *rateHold, which []int, left []int64) string {
 	var b strings.Builder
-	ms := now.UnixMilli()
 	for i, lim := range h.limits {
 		if lim <= 0 {
 			continue
@@ -199,14 +200,11 @@ func remainingHeader(h *rateHold, which []int, left []int64, now time.Time) stri
 		if b.Len() > 0 {
 			b.WriteString(", ")
 		}
-		r := max(left[i], 0)
+		// t: until the bucket is full again, in whole seconds.
+		r, k := max(left[i], 0), i%4
 		var t int64
-		switch i % 4 {
-		case 0, 1:
-			w := windows[i%4]
-			t = (w - ms%w + 999) / 1000
-		case 2:
-			t = (lim - r) * 60 / lim
+		if k < 3 {
+			t = ((lim-r)*windows[k] + lim*1000 - 1) / (lim * 1000)
 		}
 		fmt.Fprintf(&b, "%q;r=%d;t=%d", holderNames[which[i/4]]+"-"+limitNames[i%4], r, t)
 	}

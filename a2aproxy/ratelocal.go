@@ -23,15 +23,12 @@ type localRates struct {
 	added    int
 }
 
-// rateCell is one holder's state: per window limit (second, minute) the
-// fixed window it is in and the counts of it and the one before; the
-// tokens' debt (the bucket is empty while it reaches a minute ahead); the
-// calls in flight with their lease's end.
+// rateCell is one holder's state: per bucket (requests a second, a
+// minute, tokens a minute) the time up to which it owes refill, in ms
+// since the epoch (a generic cell rate algorithm: the bucket is full when
+// that is past); the calls in flight with their lease's end.
 type rateCell struct {
-	win      [2]int64
-	cur      [2]int64
-	prev     [2]int64
-	debt     float64 // ms since the epoch up to which tokens are owed
+	owed     [3]float64
 	inFlight map[string]int64
 }
 
@@ -47,11 +44,9 @@ const (
 	sessionSweep = 4096
 )
 
-// windows are the lengths of the request limits' windows, in ms, in the
-// order of a RateLimits' fields.
-var windows = [2]int64{1000, 60000}
-
-const tokenWindow = 60000.0 // ms: a bucket refills in a minute
+// windows are how long each bucket takes to refill, in ms, in the order
+// of a RateLimits' fields.
+var windows = [3]int64{1000, 60000, 60000}
 
 func newLocalRates(clock agentmarket.Clock) *localRates {
 	return &localRates{clock: clock, cells: map[string]*rateCell{}, sessions: map[string]*sessionCell{}}
@@ -86,11 +81,9 @@ func (r *localRates) TakeRates(_ context.Context, callID string, ids []string, l
 			var wait float64
 			switch k {
 			case 0, 1:
-				w := windows[k]
-				c.roll(k, now/w)
-				ok, wait, left[i] = slidingWindow(lim, w, now%w, c.cur[k], c.prev[k])
+				ok, wait, left[i] = takeRequest(lim, float64(windows[k]), c.owed[k]-float64(now))
 			case 2:
-				ok, wait, left[i] = tokenBucket(lim, c.debt-float64(now))
+				ok, wait, left[i] = tokenBucket(lim, c.owed[k]-float64(now))
 			case 3:
 				for id, end := range c.inFlight {
 					if end <= now {
@@ -107,8 +100,8 @@ func (r *localRates) TakeRates(_ context.Context, callID string, ids []string, l
 	}
 	for j, c := range cells {
 		for k := 0; k < 2; k++ {
-			if limits[4*j+k] > 0 {
-				c.cur[k]++
+			if lim := limits[4*j+k]; lim > 0 {
+				c.owed[k] = max(c.owed[k], float64(now)) + float64(windows[k])/float64(lim)
 			}
 		}
 		if limits[4*j+3] > 0 {
@@ -121,48 +114,32 @@ func (r *localRates) TakeRates(_ context.Context, callID string, ids []string, l
 	return -1, 0, left, nil
 }
 
-// roll moves cell's window k to win.
-func (c *rateCell) roll(k int, win int64) {
-	switch {
-	case c.win[k] == win:
-	case c.win[k] == win-1:
-		c.win[k], c.prev[k], c.cur[k] = win, c.cur[k], 0
-	default:
-		c.win[k], c.prev[k], c.cur[k] = win, 0, 0
+// takeRequest decides a call under a bucket of lim requests that refills
+// in w ms and owes owed ms of refill: a call takes one request (w/lim ms
+// of refill), and goes if the bucket holds it. It answers whether the
+// call goes, else the wait until it would, and the requests left after
+// it.
+func takeRequest(lim int64, w, owed float64) (bool, float64, int64) {
+	owed = max(owed, 0)
+	t := w / float64(lim)
+	if owed+t > w {
+		return false, owed + t - w, 0
 	}
+	return true, 0, int64((w - owed - t) / t)
 }
 
-// slidingWindow decides a call under a limit of lim calls per window of w
-// ms, elapsed ms into the current fixed window, which counted cur calls
-// and the one before prev: the calls of the last w ms are estimated as
-// prev weighted by the share of its window still inside them, plus cur.
-// It answers whether the call fits, else the wait until it would, and the
-// calls left after it.
-func slidingWindow(lim, w, elapsed, cur, prev int64) (bool, float64, int64) {
-	est := float64(prev)*float64(w-elapsed)/float64(w) + float64(cur)
-	if est < float64(lim) {
-		return true, 0, max(int64(float64(lim)-est-1), 0)
+// tokenBucket decides a call under a bucket of lim tokens that refills in
+// a minute and owes owed ms of refill: the call goes while the bucket is
+// not empty (its tokens are taken when it ends). It answers whether the
+// call goes, else the wait until the bucket holds a token again, and the
+// tokens left.
+func tokenBucket(lim int64, owed float64) (bool, float64, int64) {
+	const w = 60000.0
+	owed = max(owed, 0)
+	if owed >= w {
+		return false, owed - w + 1, 0
 	}
-	if cur < lim {
-		// Within this window, once enough of the previous one slid out.
-		at := float64(w) - float64(lim-cur)*float64(w)/float64(prev)
-		return false, at - float64(elapsed) + 1, 0
-	}
-	// In the next window, once enough of this one slid out.
-	at := float64(w) - float64(lim)*float64(w)/float64(cur)
-	return false, float64(w-elapsed) + at + 1, 0
-}
-
-// tokenBucket decides a call under a bucket of lim tokens a minute that
-// owes debt ms of refill (the bucket is empty at a minute's debt): it
-// answers whether the call may go, else the wait until the bucket holds a
-// token again, and the tokens left.
-func tokenBucket(lim int64, debt float64) (bool, float64, int64) {
-	debt = max(debt, 0)
-	if debt >= tokenWindow {
-		return false, debt - tokenWindow + 1, 0
-	}
-	return true, 0, int64(float64(lim) * (tokenWindow - debt) / tokenWindow)
+	return true, 0, int64(float64(lim) * (w - owed) / w)
 }
 
 // DoneRates implements SharedRates in memory.
@@ -176,7 +153,7 @@ func (r *localRates) DoneRates(_ context.Context, callID string, ids []string, l
 			continue
 		}
 		if tpm := limits[4*j+2]; tpm > 0 && tokens > 0 {
-			c.debt = max(c.debt, now) + float64(tokens)*tokenWindow/float64(tpm)
+			c.owed[2] = max(c.owed[2], now) + float64(tokens)*float64(windows[2])/float64(tpm)
 		}
 		delete(c.inFlight, callID)
 	}

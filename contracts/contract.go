@@ -126,6 +126,9 @@ type ContractStore interface {
 	OverdueContracts(ctx context.Context, cutoff time.Time) ([]Contract, error)
 	// SetContractBudgets replaces the contract's time budgets.
 	SetContractBudgets(ctx context.Context, id string, b TimeBudgets, at time.Time) (*Contract, error)
+	// SetContractLimits replaces the contract's rate limits and session
+	// caps.
+	SetContractLimits(ctx context.Context, id string, l agentmarket.RateLimits, caps SessionCaps, at time.Time) (*Contract, error)
 
 	// HadTrial reports whether the buyer org ever had a contract to the
 	// listing with a trial (canceled ones included).

@@ -11,13 +11,12 @@ import (
 // Rate limits and session caps shared by the meters (a2aproxy.SharedRates,
 // docs/limits.md). A holder ("k:key_1") keeps under rateKey:
 //
-//	…:1:<n>, …:2:<n>  the calls of fixed second (minute) n, for the sliding
-//	                  window, each living two windows
-//	…:t               the time (ms) up to which its tokens are owed: its
-//	                  bucket of tokens per minute is empty while that is a
-//	                  minute or more ahead
-//	…:f               its calls in flight, a sorted set scored by the end of
-//	                  their lease
+//	…:1, …:2, …:t  per bucket (requests a second, a minute, tokens a
+//	               minute) the time (ms) up to which it owes refill (a
+//	               generic cell rate algorithm): full once that is past,
+//	               empty when it is a whole window ahead
+//	…:f            its calls in flight, a sorted set scored by the end of
+//	               their lease
 //
 // Every decision is one script on the server's clock (TIME), so meters
 // whose clocks differ count alike. The scripts name keys they derive from
@@ -35,17 +34,13 @@ const sessionTTL = 24 * time.Hour
 // limits per holder (per second, per minute, tokens per minute, in
 // flight; 0: none). It answers {-1, 0, left…} when it admitted (left: per
 // limit, what is left after the call, -1 where there is none), else {the
-// 0-based index of the first limit that refused, the wait in ms}.
-//
-// The window limits estimate the calls of the last window as those of the
-// current fixed window plus the previous one's weighted by the share of
-// it still inside (a call goes while that is below the limit), as
-// a2aproxy's localRates does.
+// 0-based index of the first limit that refused, the wait in ms}. It
+// decides as a2aproxy's localRates does.
 var takeRatesScript = goredis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local lease = tonumber(ARGV[2])
-local left = {}
+local windows = {1000, 60000}
+local left, owed = {}, {}
 for j = 1, #KEYS do
   local base = KEYS[j]
   for k = 1, 4 do
@@ -54,25 +49,19 @@ for j = 1, #KEYS do
     left[i] = -1
     if lim > 0 then
       if k <= 2 then
-        local w = (k == 1) and 1000 or 60000
-        local n = math.floor(now / w)
-        local elapsed = now - n * w
-        local cur = tonumber(redis.call('GET', base .. ':' .. k .. ':' .. n) or '0')
-        local prev = tonumber(redis.call('GET', base .. ':' .. k .. ':' .. (n - 1)) or '0')
-        local est = prev * (w - elapsed) / w + cur
-        if est >= lim then
-          if cur < lim then
-            return {i - 1, math.ceil(w - (lim - cur) * w / prev - elapsed + 1)}
-          end
-          return {i - 1, math.ceil(w - elapsed + w - lim * w / cur + 1)}
+        local w = windows[k]
+        local step = w / lim
+        owed[i] = math.max(tonumber(redis.call('GET', base .. ':' .. k) or '0') - now, 0)
+        if owed[i] + step > w then
+          return {i - 1, math.ceil(owed[i] + step - w)}
         end
-        left[i] = math.max(math.floor(lim - est - 1), 0)
+        left[i] = math.floor((w - owed[i] - step) / step)
       elseif k == 3 then
-        local debt = math.max(tonumber(redis.call('GET', base .. ':t') or '0') - now, 0)
-        if debt >= 60000 then
-          return {i - 1, math.ceil(debt - 60000 + 1)}
+        local o = math.max(tonumber(redis.call('GET', base .. ':t') or '0') - now, 0)
+        if o >= 60000 then
+          return {i - 1, math.ceil(o - 60000 + 1)}
         end
-        left[i] = math.floor(lim * (60000 - debt) / 60000)
+        left[i] = math.floor(lim * (60000 - o) / 60000)
       else
         redis.call('ZREMRANGEBYSCORE', base .. ':f', '-inf', now)
         local n = redis.call('ZCARD', base .. ':f')
@@ -87,16 +76,16 @@ end
 for j = 1, #KEYS do
   local base = KEYS[j]
   for k = 1, 2 do
-    if tonumber(ARGV[2 + 4 * (j - 1) + k]) > 0 then
-      local w = (k == 1) and 1000 or 60000
-      local key = base .. ':' .. k .. ':' .. math.floor(now / w)
-      redis.call('INCR', key)
-      redis.call('PEXPIRE', key, 2 * w)
+    local i = 4 * (j - 1) + k
+    local lim = tonumber(ARGV[2 + i])
+    if lim > 0 then
+      local o = owed[i] + windows[k] / lim
+      redis.call('SET', base .. ':' .. k, string.format('%.3f', now + o), 'PX', math.ceil(o) + 1000)
     end
   end
   if tonumber(ARGV[2 + 4 * j]) > 0 then
-    redis.call('ZADD', base .. ':f', now + lease, ARGV[1])
-    redis.call('PEXPIRE', base .. ':f', lease)
+    redis.call('ZADD', base .. ':f', now + tonumber(ARGV[2]), ARGV[1])
+    redis.call('PEXPIRE', base .. ':f', ARGV[2])
   end
 end
 local out = {-1, 0}
@@ -115,8 +104,8 @@ for j = 1, #KEYS do
   local base = KEYS[j]
   local tpm = tonumber(ARGV[1 + 2 * j])
   if tpm > 0 and tokens > 0 then
-    local debt = math.max(tonumber(redis.call('GET', base .. ':t') or '0'), now) + tokens * 60000 / tpm
-    redis.call('SET', base .. ':t', string.format('%.3f', debt), 'PX', math.ceil(debt - now) + 1000)
+    local owed = math.max(tonumber(redis.call('GET', base .. ':t') or '0'), now) + tokens * 60000 / tpm
+    redis.call('SET', base .. ':t', string.format('%.3f', owed), 'PX', math.ceil(owed - now) + 1000)
   end
   if ARGV[2 + 2 * j] == '1' then
     redis.call('ZREM', base .. ':f', ARGV[1])
