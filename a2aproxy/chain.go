@@ -18,12 +18,14 @@ package a2aproxy
 //	decode       the body's size, the request parsed by the reading rule, push support
 //	route        the frozen plan, the agent's interface (its binding and version)
 //	ownership    every task the request names is the caller's
+//	limit        rate limits of the key, subscription, org and listing;
+//	             session caps per contextId (ratelimit.go)
 //	reserve      the key's and the contract's monthly budgets: a reservation
 //	             held until the call ends (reserve.go)
 //	idempotency  a send's messageId sent before is answered from the first send
 //
-// Rate limits, routing among endpoints and tracing come as stages of this
-// chain (issues 25, 26, 27): a policy is a stage, not a method of Proxy.
+// Routing among endpoints and tracing come as stages of this chain
+// (issues 26, 27): a policy is a stage, not a method of Proxy.
 
 // handler runs a call from a point of the chain on.
 type handler func(cl *call) error

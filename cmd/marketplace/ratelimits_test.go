@@ -43,10 +43,14 @@ func rpcAnswer(t *testing.T, r rpc, method string, params any) (int, http.Header
 // Retry-After on HTTP+JSON; a subscription's tokens per minute debited
 // from the agent's reported usage after the call; a listing's calls in
 // flight held under concurrency; a subscription's session cap refusing
-// one context (-32046) and not another.
+// one context (-32046) and not another. /readyz says the meter holds them
+// on its own.
 func TestRateLimitsOnTheWire(t *testing.T) {
 	mk := newMarket(t, map[string]string{})
 	admin := mk.api.with(mk.buyer)
+	if r := mk.api.do("GET", "/readyz", nil); !strings.HasPrefix(fmt.Sprint(get(r.JSON, "checks", "admission_limits", "detail")), "held by this meter on its own") {
+		t.Errorf("/readyz of a meter without Redis: %s", r.Body)
+	}
 
 	// Only admins set rate limits.
 	_, buyerKey := mintKey(t, admin, map[string]any{"name": "orchestrator", "role": "buyer"})
