@@ -508,7 +508,7 @@ func (p *Proxy) stages() []stage {
 		decode{p: p},
 		route{p: p},
 		ownership{owners: p.owners},
-		limit{rates: p.rates},
+		limit{rates: p.rates, owners: p.owners},
 		reserve{book: p.book},
 		idempotency{p: p},
 	}

@@ -8,7 +8,6 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/agentmarket/agentmarket"
@@ -72,6 +71,9 @@ const inFlightLease = 15 * time.Minute
 // limit is the chain's stage of rate limits and session caps.
 type limit struct {
 	rates *rateKeeper
+	// owners names the context of a send that continues a task without
+	// naming its context.
+	owners *ownerIndex
 }
 
 // rateKeeper holds the limits: in the shared state when there is one
@@ -88,9 +90,14 @@ type rateKeeper struct {
 // rateHold is what an admitted limited call must give back when it ends.
 type rateHold struct {
 	callID string
-	ids    []string
-	limits []int64
-	shared bool // taken in the shared state
+	// ids are the holders limiting the call, limits their four limits
+	// each, which their places in holderNames (on the arrays below).
+	ids      []string
+	limits   []int64
+	which    [4]int
+	idBuf    [4]string
+	limitBuf [16]int64
+	shared   bool // taken in the shared state
 	// session is the conversation's id when the subscription caps
 	// sessions; counted, whether this call was counted in it on admission.
 	session string
@@ -107,7 +114,7 @@ func (l limit) serve(cl *call, next handler) error {
 		return next(cl) // nothing configured: nothing taken
 	}
 	h := &rateHold{callID: cl.trace.spanID}
-	if err := l.rates.takeSession(cl, h, caps); err != nil {
+	if err := l.rates.takeSession(cl, h, caps, l.owners); err != nil {
 		return err
 	}
 	if err := l.rates.take(cl, h); err != nil {
@@ -123,18 +130,29 @@ func (l limit) serve(cl *call, next handler) error {
 // take admits cl under its rate limits, or refuses it.
 func (k *rateKeeper) take(cl *call, h *rateHold) error {
 	all := [4]agentmarket.RateLimits{cl.actor.KeyRateLimits, cl.contract.RateLimits, cl.actor.OrgRateLimits, cl.target.Limits.Rate}
-	owners := [4]string{"k:" + cl.actor.KeyID, "s:" + cl.contract.ID, "o:" + cl.actor.OrgID, "l:" + cl.target.ListingID}
-	var which []int
+	n := 0
 	for i, l := range all {
 		if l.IsZero() {
 			continue
 		}
-		ls := limitsOf(l)
-		h.ids, h.limits, which = append(h.ids, owners[i]), append(h.limits, ls[:]...), append(which, i)
+		switch i {
+		case 0:
+			h.idBuf[n] = "k:" + cl.actor.KeyID
+		case 1:
+			h.idBuf[n] = "s:" + cl.contract.ID
+		case 2:
+			h.idBuf[n] = "o:" + cl.actor.OrgID
+		case 3:
+			h.idBuf[n] = "l:" + cl.target.ListingID
+		}
+		h.limitBuf[4*n], h.limitBuf[4*n+1], h.limitBuf[4*n+2], h.limitBuf[4*n+3] = l.RequestsPerSecond, l.RequestsPerMinute, l.TokensPerMinute, l.MaxInFlight
+		h.which[n] = i
+		n++
 	}
-	if len(h.ids) == 0 {
+	if n == 0 {
 		return nil
 	}
+	h.ids, h.limits = h.idBuf[:n], h.limitBuf[:4*n]
 	ctx := cl.x.Context()
 	refused, wait, left, err := -1, time.Duration(0), []int64(nil), error(nil)
 	if k.shared != nil {
@@ -150,70 +168,61 @@ func (k *rateKeeper) take(cl *call, h *rateHold) error {
 		refused, wait, left, _ = k.local.TakeRates(ctx, h.callID, h.ids, h.limits, inFlightLease)
 	}
 	if refused >= 0 {
-		holder, kind := holderNames[which[refused/4]], refused%4
+		holder, kind := holderNames[h.which[refused/4]], refused%4
 		secs := max(int64(math.Ceil(wait.Seconds())), 1)
 		cl.x = headed{cl.x, []string{"Retry-After", strconv.FormatInt(secs, 10)}}
 		return rpcErr(CodeRateLimited, http.StatusOK, fmt.Sprintf("the %s's limit of %d %s is reached: retry in %d s",
 			holder, h.limits[refused], limitUnits[kind], secs))
 	}
-	cl.x = headed{cl.x, []string{"RateLimit-Policy", policyHeader(h, which), "RateLimit", remainingHeader(h, which, left)}}
+	policy, remaining := rateHeaders(h, left)
+	cl.x = headed{cl.x, []string{"RateLimit-Policy", policy, "RateLimit", remaining}}
 	return nil
 }
 
 var limitUnits = [4]string{"requests a second", "requests a minute", "tokens a minute", "calls in flight"}
-var limitNames = [4]string{"rps", "rpm", "tpm", "inflight"}
 
-// policyHeader is the RateLimit-Policy of h's limits: one item per limit,
-// named by its holder and kind ("key-rpm"), q its quota and w its window.
-func policyHeader(h *rateHold, which []int) string {
-	var b strings.Builder
-	for i, lim := range h.limits {
-		if lim <= 0 {
-			continue
-		}
-		if b.Len() > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "%q;q=%d", holderNames[which[i/4]]+"-"+limitNames[i%4], lim)
-		switch i % 4 {
-		case 0:
-			b.WriteString(";w=1")
-		case 1:
-			b.WriteString(";w=60")
-		case 2:
-			b.WriteString(`;w=60;qu="tokens"`)
-		case 3:
-			b.WriteString(`;qu="concurrent-requests"`)
+// policyNames name each limit in the headers, by holder and kind
+// ("key-rpm"), quoted as the headers' items are.
+var policyNames = func() (n [4][4]string) {
+	for i, h := range holderNames {
+		for k, kind := range [4]string{"rps", "rpm", "tpm", "inflight"} {
+			n[i][k] = strconv.Quote(h + "-" + kind)
 		}
 	}
-	return b.String()
-}
+	return n
+}()
 
-// remainingHeader is the RateLimit of h's limits after this call: r what
-// is left, t the seconds until the bucket is full again.
-func remainingHeader(h *rateHold, which []int, left []int64) string {
-	var b strings.Builder
+// policyParams are what RateLimit-Policy says of each kind of limit
+// besides its quota: its window in seconds, its unit.
+var policyParams = [4]string{";w=1", ";w=60", `;w=60;qu="tokens"`, `;qu="concurrent-requests"`}
+
+// rateHeaders are the RateLimit-Policy and RateLimit of h's limits after
+// this call, one item per limit: q its quota, w its window; r what is left
+// (left), t the seconds until the bucket is full again.
+func rateHeaders(h *rateHold, left []int64) (policy, remaining string) {
+	p, r := make([]byte, 0, 64*len(h.ids)), make([]byte, 0, 48*len(h.ids))
 	for i, lim := range h.limits {
 		if lim <= 0 {
 			continue
 		}
-		if b.Len() > 0 {
-			b.WriteString(", ")
+		if len(p) > 0 {
+			p, r = append(p, ", "...), append(r, ", "...)
 		}
-		// t: until the bucket is full again, in whole seconds.
-		r, k := max(left[i], 0), i%4
+		name, k := policyNames[h.which[i/4]][i%4], i%4
+		p = append(strconv.AppendInt(append(append(p, name...), ";q="...), lim, 10), policyParams[k]...)
+		rem := max(left[i], 0)
 		var t int64
 		if k < 3 {
-			t = ((lim-r)*windows[k] + lim*1000 - 1) / (lim * 1000)
+			t = ((lim-rem)*windows[k] + lim*1000 - 1) / (lim * 1000)
 		}
-		fmt.Fprintf(&b, "%q;r=%d;t=%d", holderNames[which[i/4]]+"-"+limitNames[i%4], r, t)
+		r = strconv.AppendInt(append(strconv.AppendInt(append(append(r, name...), ";r="...), rem, 10), ";t="...), t, 10)
 	}
-	return b.String()
+	return string(p), string(r)
 }
 
 // takeSession refuses a send in a context past its subscription's caps,
 // and counts it in its context.
-func (k *rateKeeper) takeSession(cl *call, h *rateHold, caps contracts.SessionCaps) error {
+func (k *rateKeeper) takeSession(cl *call, h *rateHold, caps contracts.SessionCaps, owners *ownerIndex) error {
 	if caps.IsZero() || cl.req == nil {
 		return nil
 	}
@@ -222,6 +231,14 @@ func (k *rateKeeper) takeSession(cl *call, h *rateHold, caps contracts.SessionCa
 	}
 	h.session = "s:" + cl.contract.ID + "|"
 	ctxID := cl.req.ContextID()
+	if id := cl.req.TaskID(); ctxID == "" && id != "" && owners != nil {
+		// A send that continues a task is in the task's context, named
+		// or not: ownership found the task the caller's, and left its
+		// binding in the index.
+		if b := owners.Peek(cl.target.ListingID, id); b != nil {
+			ctxID = b.ContextID
+		}
+	}
 	if ctxID == "" {
 		return nil // a new conversation: counted when it ends, under the context the agent gave it
 	}

@@ -221,6 +221,16 @@ func TestSessionCapsRefuseOnlyTheCappedContext(t *testing.T) {
 		t.Fatalf("the third send in ctx-c: %v, want -32046", err)
 	}
 
+	// A send that continues a task of ctx-c without naming the context
+	// is in ctx-c all the same.
+	l.owners = newOwnerIndex(nil, 64, 0)
+	l.owners.Bind(contracts.TaskBinding{ListingID: "lst_1", TaskID: "task-c", OrgID: "org_1", ContextID: "ctx-c"})
+	cont := limitedCall(t, agentmarket.RateLimits{}, "", caps)
+	cont.req, _ = wire.ParseRequest([]byte(`{"jsonrpc":"2.0","id":3,"method":"SendMessage","params":{"message":{"messageId":"m3","role":"ROLE_USER","taskId":"task-c","parts":[{"text":"more"}]}}}`), "1.0")
+	if err := l.serve(cont, ok); codeOf(err) != CodeSessionCapped {
+		t.Fatalf("a send continuing a task of ctx-c, naming no context: %v, want -32046", err)
+	}
+
 	spend := contracts.SessionCaps{MaxMicros: 1000}
 	costs := func(micros int64) func(cl *call) error {
 		return func(cl *call) error {

@@ -52,11 +52,6 @@ func newLocalRates(clock agentmarket.Clock) *localRates {
 	return &localRates{clock: clock, cells: map[string]*rateCell{}, sessions: map[string]*sessionCell{}}
 }
 
-// limitsOf flattens l in the order the shared scripts take them.
-func limitsOf(l agentmarket.RateLimits) [4]int64 {
-	return [4]int64{l.RequestsPerSecond, l.RequestsPerMinute, l.TokensPerMinute, l.MaxInFlight}
-}
-
 // TakeRates implements SharedRates in memory.
 func (r *localRates) TakeRates(_ context.Context, callID string, ids []string, limits []int64, lease time.Duration) (int, time.Duration, []int64, error) {
 	now := r.clock.Now().UnixMilli()
