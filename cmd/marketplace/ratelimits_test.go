@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -151,7 +152,7 @@ func TestRateLimitsOnTheWire(t *testing.T) {
 // TestListingInFlightLimit: a seller caps its listing at 2 calls in
 // flight over every buyer; 8 concurrent sends to its slow agent get 2
 // answered and 6 refused (-32045), and once they end calls go through
-// again.
+// again; two streams under way hold both places until they end.
 func TestListingInFlightLimit(t *testing.T) {
 	mk := newMarket(t, map[string]string{})
 	agent := agentServer(t, demoagent.New(demoagent.Config{Version: "0.3", ReportUsage: true, StepDelay: 300 * time.Millisecond, Name: "Slow"}))
@@ -192,6 +193,33 @@ func TestListingInFlightLimit(t *testing.T) {
 	}
 	if _, e := (rpc{t: t, url: ep, key: mk.buyer}).call("message/send", msg03("after", nil)); e != nil {
 		t.Errorf("once they ended: %v", e)
+	}
+
+	// A stream holds its place until it ends, and its answer carries the
+	// remaining quota: with two streams under way a send is refused.
+	var open []*bufio.Scanner
+	for i, want := range []string{`"listing-inflight";r=1;t=0`, `"listing-inflight";r=0;t=0`} {
+		res, err := (rpc{t: t, url: ep, key: mk.buyer}).post("message/stream", msg03(fmt.Sprintf("a long stream %d", i), nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		if got := res.Header.Get("RateLimit"); got != want {
+			t.Errorf("stream %d's RateLimit: %q, want %q", i, got, want)
+		}
+		sc := bufio.NewScanner(res.Body)
+		sc.Scan() // its first event: the stream is under way
+		open = append(open, sc)
+	}
+	if _, e := (rpc{t: t, url: ep, key: mk.buyer}).call("message/send", msg03("beside two streams", nil)); e == nil || e["code"] != float64(a2aproxy.CodeRateLimited) {
+		t.Errorf("a send beside two streams under 2 in flight: %v, want -32045", e)
+	}
+	for _, sc := range open {
+		for sc.Scan() {
+		}
+	}
+	if _, e := (rpc{t: t, url: ep, key: mk.buyer}).call("message/send", msg03("after the streams", nil)); e != nil {
+		t.Errorf("after the streams ended: %v", e)
 	}
 }
 
