@@ -38,6 +38,9 @@ type Actor struct {
 	// OrgBudgetMicros is the org's monthly spending cap over all its keys
 	// and subscriptions, nil for none.
 	OrgBudgetMicros *int64
+	// KeyRateLimits and OrgRateLimits are the API key's and the org's
+	// rate limits through the meter (zero: none).
+	KeyRateLimits, OrgRateLimits RateLimits
 	// KeyTags are the API key's cost allocation tags, which the meter
 	// copies onto the usage rows of its calls.
 	KeyTags Tags

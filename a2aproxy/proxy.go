@@ -206,6 +206,9 @@ type Proxy struct {
 	SharedBudgets SharedBudgets
 	// Switches are the kill switches (killswitch.go); nil: none.
 	Switches *Switchboard
+	// SharedRates holds rate limits and session caps for every meter
+	// (ratelimit.go); nil: this meter holds them on its own.
+	SharedRates SharedRates
 	// Tasks records the life of tasks (pauses, cancels, deadlines); nil:
 	// not recorded, and no task is canceled for its time.
 	Tasks contracts.TaskLife
@@ -261,6 +264,7 @@ type Proxy struct {
 	targets    *ttlCache[*Target]
 	contracts  *ttlCache[*contracts.Contract]
 	book       *budgetBook               // budgets' spend and reservations (reserve.go)
+	rates      *rateKeeper               // rate limits and session caps (ratelimit.go)
 	plans      *ttlCache[*listings.Plan] // plan versions never change
 	parents    *ttlCache[*contracts.TaskBinding]
 	owners     *ownerIndex
@@ -322,6 +326,7 @@ func (p *Proxy) Init() {
 	}
 	p.book = newBudgetBook(p.Spend, p.OrgSpend, p.Clock, p.Limits.CacheTTL, p.Logger)
 	p.book.shared, p.book.base, p.book.metrics = p.SharedBudgets, p.Base, p.Metrics
+	p.rates = &rateKeeper{local: newLocalRates(p.Clock), shared: p.SharedRates, clock: p.Clock, base: p.Base, metrics: p.Metrics, logger: p.Logger}
 	p.acct = &accounting{recorder: p.Recorder, clock: p.Clock, logger: p.Logger, metrics: p.Metrics}
 	switch {
 	case p.BillInMemory:
@@ -427,6 +432,9 @@ type call struct {
 	// hold is the call's reservation under its budgets (reserve.go),
 	// settled when it ends (finish).
 	hold budgetHold
+	// rate is what the call took under rate limits and session caps
+	// (ratelimit.go), given back when it ends (finish); nil: none.
+	rate *rateHold
 	// inlinePush is the push config a send carried, registered once the
 	// agent names the task.
 	inlinePush *pushConfig
@@ -481,7 +489,7 @@ func (p *Proxy) serve(c exchange, cl *call, body []byte, parse func() (*wire.Req
 	}
 	cl.x, cl.body, cl.parse = c, body, parse
 	if err := p.chain(cl); err != nil {
-		return p.fail(c, cl, err)
+		return p.fail(cl.x, cl, err) // cl.x: c, or c with a stage's headers (ratelimit.go)
 	}
 	return nil
 }
@@ -514,6 +522,7 @@ func (p *Proxy) stages() []stage {
 		route{p: p},
 		ownership{owners: p.owners},
 		killswitch{board: p.Switches},
+		limit{rates: p.rates, owners: p.owners},
 		reserve{book: p.book},
 		idempotency{p: p},
 	}

@@ -191,7 +191,7 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 	}
 	if shared != nil {
 		p.Push.Gate = shared // every meter keeps the webhooks' caps together
-		p.Shared, p.SharedBills, p.SharedBudgets = shared, shared, shared
+		p.Shared, p.SharedBills, p.SharedBudgets, p.SharedRates = shared, shared, shared, shared
 		p.Sent = &contracts.SentFallback{Hot: shared, Durable: sent, Window: listings.MaxIdempotencyWindow, OnFallback: func(op string, err error) {
 			p.Metrics.SharedFallback(op)
 			d.Logger.Debug("sent message not in the shared state; the database holds it", "op", op, "err", err)
