@@ -572,6 +572,7 @@ type limitsRow struct {
 	TaskTimeoutMs       int64 `json:"task_timeout_ms,omitempty"`
 	MaxPauseMs          int64 `json:"max_pause_ms,omitempty"`
 	IdempotencyWindowMs int64 `json:"idempotency_window_ms,omitempty"`
+	StallAfterMs        int64 `json:"stall_after_ms,omitempty"`
 	// The listing's rate limits (issue 25), omitted when none.
 	Rate *agentmarket.RateLimits `json:"rate,omitempty"`
 }
@@ -581,7 +582,7 @@ func encodeLimits(l listings.Limits) string {
 		return ""
 	}
 	row := limitsRow{l.RequestTimeout.Milliseconds(), l.StreamIdleTimeout.Milliseconds(), l.MaxRequestBytes, l.MaxResultBytes,
-		l.TaskTimeout.Milliseconds(), l.MaxPause.Milliseconds(), l.IdempotencyWindow.Milliseconds(), nil}
+		l.TaskTimeout.Milliseconds(), l.MaxPause.Milliseconds(), l.IdempotencyWindow.Milliseconds(), l.StallAfter.Milliseconds(), nil}
 	if !l.Rate.IsZero() {
 		row.Rate = &l.Rate
 	}
@@ -597,7 +598,7 @@ func decodeLimits(s string) listings.Limits {
 	l := listings.Limits{RequestTimeout: time.Duration(r.RequestTimeoutMs) * time.Millisecond,
 		StreamIdleTimeout: time.Duration(r.StreamIdleTimeoutMs) * time.Millisecond, MaxRequestBytes: r.MaxRequestBytes, MaxResultBytes: r.MaxResultBytes,
 		TaskTimeout: time.Duration(r.TaskTimeoutMs) * time.Millisecond, MaxPause: time.Duration(r.MaxPauseMs) * time.Millisecond,
-		IdempotencyWindow: time.Duration(r.IdempotencyWindowMs) * time.Millisecond}
+		IdempotencyWindow: time.Duration(r.IdempotencyWindowMs) * time.Millisecond, StallAfter: time.Duration(r.StallAfterMs) * time.Millisecond}
 	if r.Rate != nil {
 		l.Rate = *r.Rate
 	}
