@@ -2,6 +2,7 @@ package contracts
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -25,7 +26,9 @@ import (
 //	task        the operator; the task's owner org's admin
 //
 // A switch is lifted by the operator, or by its target's org when that org
-// set it (a seller cannot lift what the operator set on its listing).
+// set it (a seller cannot lift what the operator set on its listing). When
+// the operator switches off a target whose org's switch is on, the
+// operator's switch takes its place (the org's is lifted, by the operator).
 
 // SwitchScope is what a kill switch stops.
 type SwitchScope string
@@ -93,6 +96,12 @@ type SwitchStore interface {
 	// CreateSwitch stores an active switch; a Conflict when one of the
 	// same scope and target is on.
 	CreateSwitch(ctx context.Context, s *Switch) error
+	// TakeOverSwitch stores an operator's switch in place of the active
+	// switch of the same target an org set, which it lifts in the same
+	// transaction (lifted by s.SetBy, as the operator, with liftReason) and
+	// returns lifted; nil when no org's switch was on. A Conflict when the
+	// operator's own switch is on.
+	TakeOverSwitch(ctx context.Context, s *Switch, liftReason string) (*Switch, error)
 	// LiftSwitch marks an active switch lifted; NotFound when there is no
 	// such active switch.
 	LiftSwitch(ctx context.Context, id, by string, byOperator bool, reason string, at time.Time) (*Switch, error)
@@ -219,8 +228,24 @@ func (s *Switches) Set(ctx context.Context, actor agentmarket.Actor, in SwitchIn
 	}
 	sw := &Switch{ID: agentmarket.NewID("ks"), Scope: in.Scope, TargetID: in.TargetID, ListingID: in.ListingID, OrgID: org,
 		Reason: in.Reason, SetBy: actorName(actor), SetByOrg: actor.OrgID, ByOperator: actor.Operator, SetAt: s.Clock.Now().UTC()}
-	if err := s.Store.CreateSwitch(ctx, sw); err != nil {
+	// An org's own switch must not stand in the operator's way (one switch
+	// is on per target, and the org may lift its own at any time): the
+	// operator's takes its place, and only the operator lifts it.
+	var taken *Switch
+	if sw.ByOperator {
+		taken, err = s.Store.TakeOverSwitch(ctx, sw, "taken over by the platform operator's kill switch "+sw.ID)
+	} else {
+		err = s.Store.CreateSwitch(ctx, sw)
+	}
+	if err != nil {
 		return nil, err
+	}
+	var liftAudit error
+	if taken != nil {
+		before := *taken
+		before.LiftedAt, before.LiftedBy, before.LiftedByOperator, before.LiftReason = nil, "", false, ""
+		liftAudit = agentmarket.RecordChange(ctx, s.Audit, agentmarket.Change{Actor: actor, Action: "kill_switch.lift", ObjectType: "kill_switch",
+			ObjectID: taken.ID, OrgID: taken.OrgID, Before: &before, After: taken})
 	}
 	// The tasks it concerns are due for cancelling at once: every meter's
 	// sweeper carries them out (the meters sweep as soon as they see the
@@ -228,8 +253,8 @@ func (s *Switches) Set(ctx context.Context, actor agentmarket.Actor, in SwitchIn
 	// them again as it sees the switch.
 	_, _ = s.Store.RequestSwitchCancels(ctx, sw, sw.SetAt)
 	s.signal(ctx)
-	return sw, agentmarket.RecordChange(ctx, s.Audit, agentmarket.Change{Actor: actor, Action: "kill_switch.set", ObjectType: "kill_switch",
-		ObjectID: sw.ID, OrgID: org, After: sw})
+	return sw, errors.Join(liftAudit, agentmarket.RecordChange(ctx, s.Audit, agentmarket.Change{Actor: actor, Action: "kill_switch.set", ObjectType: "kill_switch",
+		ObjectID: sw.ID, OrgID: org, After: sw}))
 }
 
 // Lift switches a target back on.
