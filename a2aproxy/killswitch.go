@@ -147,7 +147,17 @@ type killswitch struct {
 func (k killswitch) serve(cl *call, next handler) error {
 	if k.board != nil {
 		if set := k.board.set.Load(); set != nil {
-			if sw := set.match(cl.target.ListingID, cl.target.SellerOrgID, cl.actor.OrgID, cl.actor.KeyID, cl.req.TaskID()); sw != nil {
+			buyer, key := cl.actor.OrgID, cl.actor.KeyID
+			if m := cl.req.Method; m == wire.MethodCancelTask || m == wire.MethodGetTask {
+				// A switched-off key or org may still stop its work and see
+				// it stopped: a key's tasks are not found to be canceled for
+				// it (task_owners records no key), and an org's are, but it
+				// reads their canceled state. The listing's, seller's and
+				// task's switches still refuse them: those cancel the tasks
+				// themselves.
+				buyer, key = "", ""
+			}
+			if sw := set.match(cl.target.ListingID, cl.target.SellerOrgID, buyer, key, cl.req.TaskID()); sw != nil {
 				return switchedOff(sw)
 			}
 		}

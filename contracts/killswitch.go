@@ -14,8 +14,13 @@ import (
 // meter to a listing, a seller's listings, a buyer org, one API key or one
 // task: calls in flight and streams are ended, the tasks concerned are
 // canceled at their agents, and new calls are refused (the meter's
-// killswitch stage, a2aproxy/killswitch.go). It is lifted by hand; every
-// use and lift is in the audit log with who and why.
+// killswitch stage, a2aproxy/killswitch.go). A key or org switched off may
+// still GetTask and CancelTask its tasks: an api_key switch finds none of
+// the key's tasks to cancel (task_owners records the org, not the key), so
+// the buyer must be able to stop them itself. Push notifications of the
+// tasks concerned are still delivered (docs/operations.md#kill-switches).
+// It is lifted by hand; every use and lift is in the audit log with who
+// and why.
 //
 // Who may use which:
 //
