@@ -203,6 +203,12 @@ func mayUse(actor agentmarket.Actor, scope SwitchScope, targetOrg string) bool {
 	return false
 }
 
+// ownSwitch reports whether a switch of scope on target is of the acting
+// key itself.
+func ownSwitch(actor agentmarket.Actor, scope SwitchScope, target string) bool {
+	return scope == SwitchAPIKey && actor.KeyID != "" && actor.KeyID == target
+}
+
 func actorName(a agentmarket.Actor) string {
 	switch {
 	case a.KeyID != "":
@@ -224,6 +230,9 @@ func (s *Switches) Set(ctx context.Context, actor agentmarket.Actor, in SwitchIn
 	org, err := s.Store.SwitchTargetOrg(ctx, in.Scope, in.ListingID, in.TargetID)
 	if err != nil {
 		return nil, err
+	}
+	if ownSwitch(actor, in.Scope, in.TargetID) {
+		return nil, agentmarket.Errorf(agentmarket.Forbidden, "own_kill_switch", "a key does not switch itself off: use another of the org's admin keys")
 	}
 	if !mayUse(actor, in.Scope, org) {
 		if in.Scope == SwitchAPIKey || in.Scope == SwitchTask {
@@ -284,6 +293,11 @@ func (s *Switches) Lift(ctx context.Context, actor agentmarket.Actor, id, reason
 	}
 	if !operator && (before.ByOperator || !mayUse(actor, before.Scope, before.OrgID)) {
 		return nil, agentmarket.Errorf(agentmarket.Forbidden, "forbidden", "only the platform operator lifts this kill switch")
+	}
+	if ownSwitch(actor, before.Scope, before.TargetID) {
+		// The switched-off key would otherwise switch itself back on (the
+		// API still takes it: the switch stops its calls through the meter).
+		return nil, agentmarket.Errorf(agentmarket.Forbidden, "own_kill_switch", "a key does not lift its own kill switch: another admin of the org or the operator does")
 	}
 	after, err := s.Store.LiftSwitch(ctx, id, actorName(actor), actor.Operator, reason, s.Clock.Now().UTC())
 	if err != nil {
