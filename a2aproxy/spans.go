@@ -226,6 +226,18 @@ func (s *callSpan) end(cl *call, u *metering.Usage, code int) {
 	s.span.End()
 }
 
+// endSpan ends the call's span, if it has one open, for a call that is
+// not metered (finish ends it otherwise); code is its error code, else
+// the call's own.
+func (cl *call) endSpan(code int) {
+	if cl.span != nil {
+		if code == 0 {
+			code = cl.errCode
+		}
+		cl.span.end(cl, nil, code)
+	}
+}
+
 // spanUsage are the attributes of a metered call's usage row: its task,
 // and the tokens and cost it billed when the meter decided its bill on
 // the call path (else the shipper bills it later: the tokens are then the
