@@ -12,6 +12,10 @@ type traceContext struct {
 	traceID string // 32 hex
 	spanID  string // the meter's own span, 16 hex
 	flags   string
+	// parent is the caller's span (the header's parent id), zero when the
+	// trace did not come with one: a background call's span is its child
+	// only when it is real (spans.go, traceBackground).
+	parent [8]byte
 }
 
 func randomHex(n int) string {
@@ -34,28 +38,32 @@ func randomHex(n int) string {
 // trace outlives its request (a stream settled after its buyer left, a
 // cascade of cancels).
 func parseTraceparent(h string) traceContext {
-	if traceID, flags, ok := readTraceparent(h); ok {
-		return traceContext{traceID: strings.Clone(traceID), spanID: randomHex(8), flags: flags}
+	if traceID, parent, flags, ok := readTraceparent(h); ok {
+		tc := traceContext{traceID: strings.Clone(traceID), spanID: randomHex(8), flags: flags}
+		for i := range tc.parent {
+			tc.parent[i] = hexDigit(parent[2*i])<<4 | hexDigit(parent[2*i+1])
+		}
+		return tc
 	}
 	return traceContext{traceID: randomHex(16), spanID: randomHex(8), flags: "01"}
 }
 
-// readTraceparent is the trace id and the flags to carry on of a valid
-// traceparent header.
-func readTraceparent(h string) (traceID, flags string, ok bool) {
+// readTraceparent is the trace id, the parent span id and the flags to
+// carry on of a valid traceparent header.
+func readTraceparent(h string) (traceID, parent, flags string, ok bool) {
 	version, h, _ := strings.Cut(h, "-")
 	traceID, h, _ = strings.Cut(h, "-")
-	parent, h, _ := strings.Cut(h, "-")
+	parent, h, _ = strings.Cut(h, "-")
 	flags, _, more := strings.Cut(h, "-")
 	if !isHex(version, 2) || version == "ff" || !isHex(traceID, 32) || !isHex(parent, 16) || !isHex(flags, 2) ||
 		traceID == "00000000000000000000000000000000" || parent == "0000000000000000" {
-		return "", "", false
+		return "", "", "", false
 	}
 	if version == "00" && (more || flags[0] != '0' || flags[1] > '3') {
-		return "", "", false
+		return "", "", "", false
 	}
 	// The low two bits are the last hex digit's.
-	return traceID, sampledRandom[hexDigit(flags[1])&3], true
+	return traceID, parent, sampledRandom[hexDigit(flags[1])&3], true
 }
 
 // sampledRandom are the flags carried on, by their two low bits.
