@@ -39,7 +39,9 @@ func (l *sweepLife) DueTasks(context.Context, time.Time, time.Time, int) ([]cont
 	return due, nil
 }
 
-func (l *sweepLife) RequestCancel(context.Context, string, string, string, string, string, time.Time) error { return nil }
+func (l *sweepLife) RequestCancel(context.Context, string, string, string, string, string, time.Time) error {
+	return nil
+}
 
 // TestSpansOfASweepEnded: the sweeper asks an agent answering 500 where a
 // paused task is, then cancels it (500 again): every span it opened is
