@@ -231,14 +231,14 @@ func (s *Switches) Set(ctx context.Context, actor agentmarket.Actor, in SwitchIn
 	if err != nil {
 		return nil, err
 	}
-	if ownSwitch(actor, in.Scope, in.TargetID) {
-		return nil, agentmarket.Errorf(agentmarket.Forbidden, "own_kill_switch", "a key does not switch itself off: use another of the org's admin keys")
-	}
 	if !mayUse(actor, in.Scope, org) {
 		if in.Scope == SwitchAPIKey || in.Scope == SwitchTask {
 			return nil, agentmarket.Errorf(agentmarket.NotFound, "not_found", "no %s %q", strings.ReplaceAll(string(in.Scope), "_", " "), in.TargetID)
 		}
 		return nil, agentmarket.Errorf(agentmarket.Forbidden, "forbidden", "you may not switch off this %s", strings.ReplaceAll(string(in.Scope), "_", " "))
+	}
+	if ownSwitch(actor, in.Scope, in.TargetID) {
+		return nil, agentmarket.Errorf(agentmarket.Forbidden, "own_kill_switch", "a key does not switch itself off: use another of the org's admin keys")
 	}
 	sw := &Switch{ID: agentmarket.NewID("ks"), Scope: in.Scope, TargetID: in.TargetID, ListingID: in.ListingID, OrgID: org,
 		Reason: in.Reason, SetBy: actorName(actor), SetByOrg: actor.OrgID, ByOperator: actor.Operator, SetAt: s.Clock.Now().UTC()}
