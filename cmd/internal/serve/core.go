@@ -392,7 +392,7 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 		// The meter's routes are served ahead of Fiber (a2aproxy.Front).
 		m.App.Server().Handler = meter.Proxy.Front(m.App.Server().Handler)
 		m.Dependencies = append(m.Dependencies, spoolDependency(cfg, meter))
-		meterChecks = append(meterChecks, EjectedCheck(meter))
+		meterChecks = append(meterChecks, EjectedCheck(meter), KillSwitchCheck(meter))
 	}
 	m.Ops.Checks = append(ops.Checks(m.Dependencies), meterChecks...)
 	startHealthChecks(ctx, c, m.Ops, SellerAlerts{Alerts: alerts})
