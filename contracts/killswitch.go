@@ -2,6 +2,7 @@ package contracts
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -322,15 +323,40 @@ func (s *Switches) List(ctx context.Context, actor agentmarket.Actor, activeOnly
 	}
 	if !actor.Operator {
 		for i := range out {
-			if out[i].ByOperator {
-				out[i].SetBy, out[i].SetByOrg = "operator", ""
-			}
-			if out[i].LiftedByOperator {
-				out[i].LiftedBy = "operator"
-			}
+			redactOperator(&out[i])
 		}
 	}
 	return out, nil
+}
+
+// SwitchTenantView is a switch's audit JSON as an org other than the
+// platform sees it: the operator's people and org are "operator", as in
+// List (audit.Log.TenantViews). JSON that is not a switch is returned as
+// it is.
+func SwitchTenantView(raw json.RawMessage) json.RawMessage {
+	var sw Switch
+	if len(raw) == 0 || string(raw) == "null" || json.Unmarshal(raw, &sw) != nil || sw.ID == "" {
+		return raw
+	}
+	if !sw.ByOperator && !sw.LiftedByOperator {
+		return raw
+	}
+	redactOperator(&sw)
+	out, err := json.Marshal(&sw)
+	if err != nil {
+		return raw
+	}
+	return out
+}
+
+// redactOperator names the operator's acts on sw as "operator".
+func redactOperator(sw *Switch) {
+	if sw.ByOperator {
+		sw.SetBy, sw.SetByOrg = "operator", ""
+	}
+	if sw.LiftedByOperator {
+		sw.LiftedBy = "operator"
+	}
 }
 
 func (s *Switches) signal(ctx context.Context) {

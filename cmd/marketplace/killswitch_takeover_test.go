@@ -13,7 +13,7 @@ import (
 // (201, not 409); the seller's switch shows lifted by the operator, so the
 // seller lifting it again is a 404 and the listing stays off; the seller
 // cannot lift the operator's. The audit log has the take-over lift and the
-// set.
+// set; the seller sees the operator's acts there as "operator".
 func TestKillSwitchOperatorOverOrg(t *testing.T) {
 	ag := startLongAgent(t, "Contested agent")
 	lm := newLongMarket(t, map[string]string{"AGENTMARKET_AUTO_APPROVE": "true"})
@@ -58,6 +58,16 @@ func TestKillSwitchOperatorOverOrg(t *testing.T) {
 	a := op.do("GET", "/api/v1/audit?action=kill_switch.lift", nil)
 	if a.Status != 200 || !strings.Contains(string(a.Body), mine) || !strings.Contains(string(a.Body), "taken over") {
 		t.Errorf("the audit log of lifts: %d %s, want the seller's switch taken over", a.Status, a.Body)
+	}
+	// The seller's admins see in the audit log that the operator set and
+	// lifted, not which of the platform's people or keys did.
+	sa := sellerAPI.do("GET", "/api/v1/audit?object_type=kill_switch", nil)
+	if body := string(sa.Body); sa.Status != 200 || !strings.Contains(body, theirs) || !strings.Contains(body, `"set_by":"operator"`) ||
+		!strings.Contains(body, `"lifted_by":"operator"`) {
+		t.Errorf("the seller's audit log of the switches: %d %s, want the operator's acts as \"operator\"", sa.Status, sa.Body)
+	}
+	if oa := op.do("GET", "/api/v1/audit?object_type=kill_switch", nil); strings.Contains(string(oa.Body), `"set_by":"operator"`) {
+		t.Errorf("the operator's audit log names itself \"operator\": %s", oa.Body)
 	}
 	if l := op.do("POST", "/api/v1/kill-switches/"+theirs+"/lift", map[string]any{"reason": "cleared"}); l.Status != 200 {
 		t.Fatalf("the operator lifting: %d %s", l.Status, l.Body)

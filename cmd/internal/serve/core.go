@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
@@ -207,7 +208,8 @@ func OpenCore(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ..
 	c.AuditKeys = &pushsign.Keys{Store: c.AccountStore.AuditKeys(), Purpose: "audit", Sealer: sealer, Clock: keyClock, Logger: log,
 		RotateEvery: cfg.MeterLimits.PushKeyRotation, Retention: AuditKeyRetention}
 	c.Audit = &audit.Log{Store: c.AccountStore, Clock: c.Clock, Signer: c.AuditKeys, Keys: AuditKeys(c.AccountStore, sealer),
-		CheckpointEvery: cfg.AuditCheckpointEvery, Retention: cfg.AuditRetention, Logger: log}
+		CheckpointEvery: cfg.AuditCheckpointEvery, Retention: cfg.AuditRetention, Logger: log,
+		TenantViews: map[string]func(json.RawMessage) json.RawMessage{"kill_switch": contracts.SwitchTenantView}}
 	c.Accounts.Audit = c.Audit
 	c.ListingStore = listingsgorm.New(c.DB.DB)
 	// Listings stored before the search index existed (migration 0030).
