@@ -2,6 +2,7 @@ package serve
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net"
@@ -215,7 +216,8 @@ func OpenCore(ctx context.Context, cfg *config.Config, log *slog.Logger, opts ..
 	c.AuditKeys = &pushsign.Keys{Store: c.AccountStore.AuditKeys(), Purpose: "audit", Sealer: sealer, Clock: keyClock, Logger: log,
 		RotateEvery: cfg.MeterLimits.PushKeyRotation, Retention: AuditKeyRetention}
 	c.Audit = &audit.Log{Store: c.AccountStore, Clock: c.Clock, Signer: c.AuditKeys, Keys: AuditKeys(c.AccountStore, sealer),
-		CheckpointEvery: cfg.AuditCheckpointEvery, Retention: cfg.AuditRetention, Logger: log}
+		CheckpointEvery: cfg.AuditCheckpointEvery, Retention: cfg.AuditRetention, Logger: log,
+		TenantViews: map[string]func(json.RawMessage) json.RawMessage{"kill_switch": contracts.SwitchTenantView}}
 	c.Accounts.Audit = c.Audit
 	c.ListingStore = listingsgorm.New(c.DB.DB)
 	// Listings stored before the search index existed (migration 0030).
@@ -400,7 +402,7 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 		// The meter's routes are served ahead of Fiber (a2aproxy.Front).
 		m.App.Server().Handler = meter.Proxy.Front(m.App.Server().Handler)
 		m.Dependencies = append(m.Dependencies, spoolDependency(cfg, meter))
-		meterChecks = append(meterChecks, EjectedCheck(meter), LimitsCheck(meter))
+		meterChecks = append(meterChecks, EjectedCheck(meter), LimitsCheck(meter), KillSwitchCheck(meter))
 	}
 	m.Ops.Checks = append(ops.Checks(m.Dependencies), meterChecks...)
 	startHealthChecks(ctx, c, m.Ops, SellerAlerts{Alerts: alerts})

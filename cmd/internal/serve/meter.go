@@ -236,6 +236,10 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 	go ship.Run(ctx)
 	registerPipelineMetrics(d.Registry, sp, ship)
 	registerEjectionMetrics(d.Registry, p)
+	// Read before the meter serves: a switched-off call is refused from
+	// the first one. A database not answering now is the poll's to retry
+	// (logged, and on /readyz).
+	_ = p.LoadKillSwitches(ctx)
 	loopsCtx, stop := context.WithCancel(ctx)
 	var loops sync.WaitGroup
 	loops.Add(3)
