@@ -38,6 +38,9 @@ type Actor struct {
 	// OrgBudgetMicros is the org's monthly spending cap over all its keys
 	// and subscriptions, nil for none.
 	OrgBudgetMicros *int64
+	// KeyRateLimits and OrgRateLimits are the API key's and the org's
+	// rate limits through the meter (zero: none).
+	KeyRateLimits, OrgRateLimits RateLimits
 	// Credit: the org holds prepaid credit (an account in some currency):
 	// the meter's credit stage looks its balance up; false costs a call
 	// nothing (contracts/credit.go).

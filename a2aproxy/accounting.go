@@ -246,6 +246,9 @@ func (p *Proxy) finish(ctx context.Context, cl *call, latency time.Duration) {
 	if cl.hold.n > 0 {
 		p.book.settle(cl, settledCost(cl, &u))
 	}
+	if cl.rate != nil {
+		p.rates.done(cl, &u) // ratelimit.go
+	}
 	if cl.credit.on {
 		p.credits.settle(cl, settledCost(cl, &u))
 	}

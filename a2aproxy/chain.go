@@ -21,14 +21,16 @@ package a2aproxy
 //	ownership    every task the request names is the caller's
 //	killswitch   no kill switch is on for the listing, its seller, the org,
 //	             the key or the task (killswitch.go)
+//	limit        rate limits of the key, subscription, org and listing;
+//	             session caps per contextId (ratelimit.go)
 //	reserve      the key's and the contract's monthly budgets: a reservation
 //	             held until the call ends (reserve.go)
 //	credit       the org's prepaid credit in the plan's currency: a
 //	             reservation burned when the call ends (credit.go)
 //	idempotency  a send's messageId sent before is answered from the first send
 //
-// Rate limits, routing among endpoints and tracing come as stages of this
-// chain (issues 25, 26, 27): a policy is a stage, not a method of Proxy.
+// Routing among endpoints and tracing come as stages of this chain
+// (issues 26, 27): a policy is a stage, not a method of Proxy.
 
 // handler runs a call from a point of the chain on.
 type handler func(cl *call) error

@@ -34,6 +34,14 @@ func BenchmarkChainSendBudgeted(b *testing.B) {
 	chainSend(b, "amk_budgeted", "1.0", "1.0", `{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":{"message":{"messageId":"m-%d","role":"ROLE_USER","parts":[{"text":"hello there"}]}}}`)
 }
 
+// BenchmarkChainSendRateLimited is BenchmarkChainSend/1.0 with a key
+// under every rate limit, in the meter's memory (no Redis): each call takes
+// from its buckets and its place in flight, and gives them back when it
+// ends (ratelimit.go).
+func BenchmarkChainSendRateLimited(b *testing.B) {
+	chainSend(b, "amk_limited", "1.0", "1.0", `{"jsonrpc":"2.0","id":7,"method":"SendMessage","params":{"message":{"messageId":"m-%d","role":"ROLE_USER","parts":[{"text":"hello there"}]}}}`)
+}
+
 // chainSend sends body (a format taking the call's number, for a fresh
 // messageId) with key, in the buyer's version (none: no header), to an
 // agent of version agent, through the meter's handler.

@@ -16,6 +16,8 @@ const (
 	CodeBudgetExhausted     = wire.CodeBudgetExhausted
 	CodeListingUnavailable  = wire.CodeListingUnavailable
 	CodeBudgetUnchecked     = wire.CodeBudgetUnchecked
+	CodeRateLimited         = wire.CodeRateLimited
+	CodeSessionCapped       = wire.CodeSessionCapped
 	CodeUpstreamUnreachable = wire.CodeUpstreamUnreachable
 	CodeUpstreamTimeout     = wire.CodeUpstreamTimeout
 	CodeResultTooLarge      = wire.CodeResultTooLarge

@@ -79,3 +79,12 @@ func (p *Proxy) WriteLater(ctx context.Context) { p.writeLater(ctx) }
 func (p *Proxy) RequestChildCancels(ctx context.Context, listingID, taskID string) {
 	p.requestChildCancels(ctx, listingID, taskID, parseTraceparent(""))
 }
+
+// TraceparentCases are the headers the W3C rules keep or refuse, by
+// header and whether kept.
+func TraceparentCases() (hs []string, kept []bool) {
+	for _, c := range traceparentCases {
+		hs, kept = append(hs, c.h), append(kept, c.kept)
+	}
+	return hs, kept
+}

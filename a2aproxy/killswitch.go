@@ -54,6 +54,11 @@ type Switchboard struct {
 	set     atomic.Pointer[switchSet]
 	mu      sync.Mutex
 	streams map[*liveStream]struct{}
+	// read is the state of the switches as this meter reads them
+	// (killswitch_read.go); readErr the last read's failure, nil after a
+	// good one.
+	read    switchRead
+	readErr atomic.Pointer[error]
 }
 
 // switchSet is the switches on, by what they stop.
@@ -147,7 +152,17 @@ type killswitch struct {
 func (k killswitch) serve(cl *call, next handler) error {
 	if k.board != nil {
 		if set := k.board.set.Load(); set != nil {
-			if sw := set.match(cl.target.ListingID, cl.target.SellerOrgID, cl.actor.OrgID, cl.actor.KeyID, cl.req.TaskID()); sw != nil {
+			buyer, key := cl.actor.OrgID, cl.actor.KeyID
+			if m := cl.req.Method; m == wire.MethodCancelTask || m == wire.MethodGetTask {
+				// A switched-off key or org may still stop its work and see
+				// it stopped: a key's tasks are not found to be canceled for
+				// it (task_owners records no key), and an org's are, but it
+				// reads their canceled state. The listing's, seller's and
+				// task's switches still refuse them: those cancel the tasks
+				// themselves.
+				buyer, key = "", ""
+			}
+			if sw := set.match(cl.target.ListingID, cl.target.SellerOrgID, buyer, key, cl.req.TaskID()); sw != nil {
 				return switchedOff(sw)
 			}
 		}
@@ -268,10 +283,8 @@ func (p *Proxy) RunKillSwitches(ctx context.Context) {
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	version := int64(-1)
-	acted := map[string]bool{}
 	for {
-		p.readSwitches(ctx, &version, acted)
+		p.readSwitches(ctx, &b.read)
 		select {
 		case <-ctx.Done():
 			return
@@ -283,27 +296,28 @@ func (p *Proxy) RunKillSwitches(ctx context.Context) {
 
 // readSwitches reads the switches when their version moved, and acts on
 // those not acted on yet.
-func (p *Proxy) readSwitches(ctx context.Context, version *int64, acted map[string]bool) {
+func (p *Proxy) readSwitches(ctx context.Context, r *switchRead) error {
 	b := p.Switches
 	v, err := b.Store.SwitchVersion(ctx)
 	if err != nil {
-		if ctx.Err() == nil {
-			p.Logger.WarnContext(ctx, "kill switches not read; the meter keeps those it last read", "err", err)
-		}
-		return
+		return p.switchesUnread(ctx, err)
 	}
-	if v == *version {
-		return
+	if r.loaded && v == r.version {
+		b.readErr.Store(nil)
+		return nil
 	}
 	on, v, err := b.Store.ActiveSwitches(ctx)
 	if err != nil {
-		if ctx.Err() == nil {
-			p.Logger.WarnContext(ctx, "kill switches not read; the meter keeps those it last read", "err", err)
-		}
-		return
+		return p.switchesUnread(ctx, err)
 	}
+	b.readErr.Store(nil)
 	b.set.Store(newSwitchSet(on))
-	*version = v
+	first := !r.loaded
+	r.version, r.loaded = v, true
+	if r.acted == nil {
+		r.acted = map[string]bool{}
+	}
+	acted := r.acted
 	still := map[string]bool{}
 	for i := range on {
 		sw := &on[i]
@@ -312,6 +326,13 @@ func (p *Proxy) readSwitches(ctx context.Context, version *int64, acted map[stri
 			continue
 		}
 		acted[sw.ID] = true
+		if first && p.Clock.Now().Sub(sw.SetAt) > 2*p.Limits.RequestTimeout+time.Second {
+			// On the meter's start, a switch older than both rounds of its
+			// cancels was handled: by the API that set it and the meters
+			// up then (and the sweepers carry out what is still due). This
+			// meter has no stream of it to end.
+			continue
+		}
 		n := b.killStreams(sw)
 		p.Logger.InfoContext(ctx, "kill switch on", "kill_switch", sw.ID, "scope", sw.Scope, "target", sw.TargetID, "streams_ended", n)
 		p.cancelSwitched(ctx, sw, 0)
@@ -322,6 +343,7 @@ func (p *Proxy) readSwitches(ctx context.Context, version *int64, acted map[stri
 			delete(acted, id)
 		}
 	}
+	return nil
 }
 
 // cancelSwitched requests, after a delay, the cancel of every open task

@@ -326,10 +326,12 @@ func (p *Proxy) backgroundCall(ctx context.Context, b contracts.TaskBinding, tra
 	cl.contract = ct
 	req, werr := wire.ParseRequest(body, "1.0")
 	if werr != nil {
+		cl.endSpan(werr.Code)
 		return nil, werr
 	}
 	cl.req, cl.id, cl.bytesIn = req, req.ID, len(body)
 	if err := chooseInterface(cl); err != nil {
+		cl.endSpan(toRPC(err).Code)
 		return nil, err
 	}
 	cl.obs.taskID, cl.obs.contextID, cl.obs.bound = b.TaskID, b.ContextID, true
@@ -572,6 +574,7 @@ func (p *Proxy) stillPaused(ctx context.Context, b contracts.TaskBinding) bool {
 		return true
 	}
 	cl.label = "sweep"
+	defer cl.endSpan(0) // the paths that meter no GetTask (finish ends it otherwise)
 	result, agentErr, err := p.callAgent(ctx, cl, cl.req)
 	event := func(kind contracts.TaskEventKind, reason string) contracts.TaskEvent {
 		return contracts.TaskEvent{ID: agentmarket.NewID("tev"), ListingID: b.ListingID, TaskID: b.TaskID, Kind: kind,
@@ -579,8 +582,10 @@ func (p *Proxy) stillPaused(ctx context.Context, b contracts.TaskBinding) bool {
 	}
 	switch {
 	case err != nil:
+		cl.errCode = toRPC(err).Code
 		return true
 	case agentErr != nil:
+		cl.errCode = agentErr.Code
 		if agentErr.Code == wire.CodeTaskNotFound {
 			_, _ = p.Tasks.TaskEnded(ctx, event(contracts.TaskEnded, "the agent no longer knows the task"))
 			return false

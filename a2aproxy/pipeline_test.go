@@ -156,6 +156,10 @@ func (m *coreMarket) Authenticate(_ context.Context, secret string) (agentmarket
 	case "amk_budgeted": // a budget no call reaches, so that every call reserves and settles
 		budget := agentmarket.MaxBudgetMicros
 		return agentmarket.Actor{OrgID: "org_acme", KeyID: "key_budgeted", Role: agentmarket.RoleBuyer, KeyBudgetMicros: &budget}, nil
+	case "amk_limited": // every rate limit, none reached: every call takes and gives back (ratelimit.go)
+		return agentmarket.Actor{OrgID: "org_acme", KeyID: "key_limited", Role: agentmarket.RoleBuyer, KeyRateLimits: agentmarket.RateLimits{
+			RequestsPerSecond: agentmarket.MaxRequestsPerSecond, RequestsPerMinute: agentmarket.MaxRequestsPerMinute,
+			TokensPerMinute: agentmarket.MaxTokensPerMinute, MaxInFlight: agentmarket.MaxInFlight}}, nil
 	}
 	return agentmarket.Actor{}, agentmarket.Errorf(agentmarket.Unauthorized, "bad_key", "unknown key")
 }

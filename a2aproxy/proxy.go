@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -207,6 +208,9 @@ type Proxy struct {
 	Credit contracts.CreditReader
 	// Switches are the kill switches (killswitch.go); nil: none.
 	Switches *Switchboard
+	// SharedRates holds rate limits and session caps for every meter
+	// (ratelimit.go); nil: this meter holds them on its own.
+	SharedRates SharedRates
 	// Tasks records the life of tasks (pauses, cancels, deadlines); nil:
 	// not recorded, and no task is canceled for its time.
 	Tasks contracts.TaskLife
@@ -262,6 +266,7 @@ type Proxy struct {
 	targets    *ttlCache[*Target]
 	contracts  *ttlCache[*contracts.Contract]
 	book       *budgetBook               // budgets' spend and reservations (reserve.go)
+	rates      *rateKeeper               // rate limits and session caps (ratelimit.go)
 	credits    *creditBook               // prepaid credit's reservations (credit.go); nil without Credit
 	plans      *ttlCache[*listings.Plan] // plan versions never change
 	parents    *ttlCache[*contracts.TaskBinding]
@@ -324,6 +329,7 @@ func (p *Proxy) Init() {
 	}
 	p.book = newBudgetBook(p.Spend, p.OrgSpend, p.Clock, p.Limits.CacheTTL, p.Logger)
 	p.book.shared, p.book.base, p.book.metrics = p.SharedBudgets, p.Base, p.Metrics
+	p.rates = &rateKeeper{local: newLocalRates(p.Clock), shared: p.SharedRates, clock: p.Clock, base: p.Base, metrics: p.Metrics, logger: p.Logger}
 	if p.Credit != nil {
 		p.credits = newCreditBook(p.Credit, p.Clock, p.Limits.CacheTTL, p.Logger)
 		p.credits.shared, p.credits.base, p.credits.metrics = p.SharedBudgets, p.Base, p.Metrics
@@ -373,7 +379,7 @@ func (p *Proxy) openContract(ctx context.Context, orgID, listingID string) (*con
 
 // plan is a plan version, cached (versions never change).
 func (p *Proxy) plan(ctx context.Context, listingID string, version int) (*listings.Plan, error) {
-	return p.plans.get(fmt.Sprintf("%s|%d", listingID, version), func() (*listings.Plan, error) {
+	return p.plans.get(listingID+"|"+strconv.Itoa(version), func() (*listings.Plan, error) {
 		return p.Plans.Plan(ctx, listingID, version)
 	}, func(error) bool { return false })
 }
@@ -433,6 +439,9 @@ type call struct {
 	// hold is the call's reservation under its budgets (reserve.go),
 	// settled when it ends (finish).
 	hold budgetHold
+	// rate is what the call took under rate limits and session caps
+	// (ratelimit.go), given back when it ends (finish); nil: none.
+	rate *rateHold
 	// credit is the call's reservation against its org's prepaid credit
 	// (credit.go), settled when it ends (finish).
 	credit creditHold
@@ -490,7 +499,7 @@ func (p *Proxy) serve(c exchange, cl *call, body []byte, parse func() (*wire.Req
 	}
 	cl.x, cl.body, cl.parse = c, body, parse
 	if err := p.chain(cl); err != nil {
-		return p.fail(c, cl, err)
+		return p.fail(cl.x, cl, err) // cl.x: c, or c with a stage's headers (ratelimit.go)
 	}
 	return nil
 }
@@ -523,6 +532,7 @@ func (p *Proxy) stages() []stage {
 		route{p: p},
 		ownership{owners: p.owners},
 		killswitch{board: p.Switches},
+		limit{rates: p.rates, owners: p.owners},
 		reserve{book: p.book},
 		credit{book: p.credits},
 		idempotency{p: p},

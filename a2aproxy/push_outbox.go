@@ -93,7 +93,11 @@ func (p *Proxy) RunPushDelivery(ctx context.Context) {
 					w.dest = p.destinationOf(ctx, d)
 				}
 				if until := q.Add(d.OrgID, w.dest, w); !until.IsZero() {
-					p.holdDelivery(ctx, d, until, "held: deliveries to "+w.dest+" wait until "+until.UTC().Format(time.RFC3339))
+					why := "held: deliveries to " + w.dest + " wait until " + until.UTC().Format(time.RFC3339)
+					if q.Paused(w.dest) {
+						why = releaseMessage(pushqueue.Release[waitingDelivery]{Reason: pushqueue.ReasonPaused, Until: until})
+					}
+					p.holdDelivery(ctx, d, until, why)
 				}
 			}
 			more = len(ds) == limit

@@ -60,6 +60,9 @@ const (
 	attrHTTPMethod   = attribute.Key("http.request.method")
 	attrHTTPStatus   = attribute.Key("http.response.status_code")
 	attrServer       = attribute.Key("server.address")
+	// attrCarriedTrace is the trace id a background call's usage row
+	// carries, when its span could not be made a part of that trace.
+	attrCarriedTrace = attribute.Key("agentmarket.trace.carried_id")
 )
 
 // spanMaker is what the meter's spans are made with.
@@ -82,7 +85,9 @@ func nowWall() time.Time { return time.Now() }
 // traceOf is the call's trace context as the meter records and answers
 // it, from its span.
 func traceOf(sc trace.SpanContext) traceContext {
-	return traceContext{traceID: sc.TraceID().String(), spanID: sc.SpanID().String(), flags: sc.TraceFlags().String()}
+	// The call's span is the parent of what the meter does on its own for
+	// it later (the cancel of a stream a kill switch ended).
+	return traceContext{traceID: sc.TraceID().String(), spanID: sc.SpanID().String(), flags: sc.TraceFlags().String(), parent: sc.SpanID()}
 }
 
 // callSpan is a call's span and the client span of its request to the
@@ -226,6 +231,18 @@ func (s *callSpan) end(cl *call, u *metering.Usage, code int) {
 	s.span.End()
 }
 
+// endSpan ends the call's span, if it has one open, for a call that is
+// not metered (finish ends it otherwise); code is its error code, else
+// the call's own.
+func (cl *call) endSpan(code int) {
+	if cl.span != nil {
+		if code == 0 {
+			code = cl.errCode
+		}
+		cl.span.end(cl, nil, code)
+	}
+}
+
 // spanUsage are the attributes of a metered call's usage row: its task,
 // and the tokens and cost it billed when the meter decided its bill on
 // the call path (else the shipper bills it later: the tokens are then the
@@ -257,23 +274,33 @@ func spanUsage(cl *call, u *metering.Usage) []attribute.KeyValue {
 }
 
 // traceBackground opens the span of a call the meter makes on its own (a
-// cancel, a push notification it meters), in the trace the call carries
-// (the one its cancel was requested under, the agent's).
+// cancel, a push notification it meters). Under the caller's span when
+// the call carries a real one (the agent's traceparent on a push
+// notification), sampled as that span was; otherwise (a cancel requested
+// by a buyer's call, a cascade, a sweep: only the trace id is kept) a root
+// span of its own, which the sampler decides on like any other, naming
+// the trace the call carries (the usage row's trace id) in an attribute:
+// a parent id that no span has would leave the span an orphan, and
+// forcing it sampled would bypass the configured ratio.
 func (p *Proxy) traceBackground(cl *call) {
-	parent := trace.NewSpanContext(trace.SpanContextConfig{TraceID: mustTraceID(cl.trace.traceID), SpanID: mustSpanID(cl.trace.spanID),
-		TraceFlags: trace.FlagsSampled, Remote: true})
-	ctx := trace.ContextWithRemoteSpanContext(p.Base, parent)
-	ctx, span := p.tracing.tracer.Start(ctx, "a2a background call", trace.WithSpanKind(trace.SpanKindInternal))
+	ctx := p.Base
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)}
+	if parent := trace.SpanID(cl.trace.parent); parent.IsValid() {
+		var flags trace.TraceFlags
+		if cl.trace.flags == "01" || cl.trace.flags == "03" {
+			flags = trace.FlagsSampled
+		}
+		ctx = trace.ContextWithRemoteSpanContext(ctx, trace.NewSpanContext(trace.SpanContextConfig{TraceID: mustTraceID(cl.trace.traceID),
+			SpanID: parent, TraceFlags: flags, Remote: true}))
+	} else {
+		opts = append(opts, trace.WithNewRoot(), trace.WithAttributes(attrCarriedTrace.String(cl.trace.traceID)))
+	}
+	ctx, span := p.tracing.tracer.Start(ctx, "a2a background call", opts...)
 	cl.span = &callSpan{t: p.tracing, ctx: ctx, span: span, begun: nowWall()}
 }
 
 func mustTraceID(s string) trace.TraceID {
 	id, _ := trace.TraceIDFromHex(s)
-	return id
-}
-
-func mustSpanID(s string) trace.SpanID {
-	id, _ := trace.SpanIDFromHex(s)
 	return id
 }
 

@@ -1,6 +1,7 @@
 package a2aproxy
 
 import (
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -8,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/gofiber/fiber/v2"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 func TestTraceparent(t *testing.T) {
@@ -64,6 +67,57 @@ func TestTraceparentOutlivesItsRequest(t *testing.T) {
 	for i, id := range ids {
 		if kept[i].traceID != id {
 			t.Errorf("request %d: trace %q, want %q", i, kept[i].traceID, id)
+		}
+	}
+}
+
+// traceparentCases are headers and whether the W3C Trace Context rules
+// keep their trace id, with the flags carried on when they do.
+var traceparentCases = []struct {
+	h     string
+	kept  bool
+	flags string
+}{
+	{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", true, "01"},
+	{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00", true, "00"},
+	{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-03", true, "03"}, // Level 2's random flag
+	{"01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-future", true, "01"},
+	{"cc-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-09", true, "01"}, // a later version's flags: sampled kept
+	{"fe-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-ff-x-y", true, "03"},
+	{"", false, ""},
+	{"garbage", false, ""},
+	{"00-00000000000000000000000000000000-00f067aa0ba902b7-01", false, ""},
+	{"00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01", false, ""},
+	{"ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", false, ""},
+	{"00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", false, ""},
+	{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-09", false, ""}, // reserved flag bits in version 00
+	{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-10", false, ""},
+	{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra", false, ""},
+	{"zz-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", false, ""},
+	{"0-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", false, ""},
+	{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0g", false, ""},
+	{"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-1", false, ""},
+	{"01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01x", false, ""},
+}
+
+// TestTraceparentW3C: the meter's own reading of traceparent keeps the
+// trace id exactly when the OpenTelemetry SDK's W3C propagator (what the
+// meter reads it with when it traces) does, and carries on the flags the
+// SDK keeps.
+func TestTraceparentW3C(t *testing.T) {
+	const id = "4bf92f3577b34da6a3ce929d0e0e4736"
+	for _, c := range traceparentCases {
+		tc := parseTraceparent(c.h)
+		if kept := tc.traceID == id; kept != c.kept || len(tc.traceID) != 32 || tc.traceID == "00000000000000000000000000000000" {
+			t.Errorf("%q: trace %q, want kept %v", c.h, tc.traceID, c.kept)
+		}
+		if c.kept && tc.flags != c.flags {
+			t.Errorf("%q: flags %q, want %q", c.h, tc.flags, c.flags)
+		}
+		sc := trace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(),
+			propagation.MapCarrier{"traceparent": c.h}))
+		if sc.IsValid() != c.kept || c.kept && (sc.TraceID().String() != id || sc.TraceFlags().String() != c.flags) {
+			t.Errorf("%q: the SDK's propagator reads %v (flags %s), the case says kept %v flags %q", c.h, sc.TraceID(), sc.TraceFlags(), c.kept, c.flags)
 		}
 	}
 }

@@ -29,7 +29,16 @@ func (s traced) serve(cl *call, next handler) error {
 		trace.WithAttributes(attrListing.String(cl.listingID)))
 	cl.span = &callSpan{t: s.t, ctx: ctx, span: span, begun: nowWall()}
 	cl.trace = traceOf(span.SpanContext())
+	returned := false
+	defer func() {
+		if !returned {
+			// A stage panicked: the span is not lost with the call (the
+			// panic goes on to Fiber's recover).
+			cl.span.end(cl, nil, wire.CodeInternalError)
+		}
+	}()
 	err := next(cl)
+	returned = true
 	if err != nil && (cl.target == nil || cl.contract == nil) {
 		cl.span.end(cl, nil, refusalCode(err))
 	}

@@ -349,6 +349,18 @@ func (m *memContracts) SetContractBudgets(_ context.Context, id string, b contra
 	return &c, nil
 }
 
+func (m *memContracts) SetContractLimits(_ context.Context, id string, l agentmarket.RateLimits, caps contracts.SessionCaps, at time.Time) (*contracts.Contract, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.byID[id]
+	if !ok {
+		return nil, agentmarket.Errorf(agentmarket.NotFound, "subscription_not_found", "no subscription %q", id)
+	}
+	c.RateLimits, c.SessionCaps, c.UpdatedAt = l, caps, at
+	m.byID[id] = c
+	return &c, nil
+}
+
 func (m *memContracts) HadTrial(_ context.Context, buyerOrgID, listingID string) (bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -35,6 +35,9 @@ type Org struct {
 	// cost per calendar month, over all its keys and subscriptions; nil:
 	// none.
 	MonthlyBudgetMicros *int64
+	// RateLimits are the org's rate limits through the meter, over all
+	// its keys and subscriptions (zero: none).
+	RateLimits agentmarket.RateLimits
 	// HasCredit: the org holds a prepaid credit account (credit.go).
 	HasCredit bool
 	CreatedAt time.Time
@@ -67,9 +70,11 @@ type APIKey struct {
 	AlertThresholds []int
 	// Tags are the key's cost allocation tags: the usage rows of its calls
 	// carry them.
-	Tags      agentmarket.Tags
-	CreatedAt time.Time
-	RevokedAt *time.Time
+	Tags agentmarket.Tags
+	// RateLimits are the key's rate limits through the meter (zero: none).
+	RateLimits agentmarket.RateLimits
+	CreatedAt  time.Time
+	RevokedAt  *time.Time
 }
 
 // KeyPrefix starts every AgentMarket API key, so leaked keys are easy to
@@ -89,6 +94,10 @@ type Store interface {
 	SetConnectAccount(ctx context.Context, orgID, accountID string) (*Org, error)
 	// SetOrgBudget sets (nil: removes) an org's monthly budget.
 	SetOrgBudget(ctx context.Context, orgID string, budget *int64) (*Org, error)
+	// SetOrgRateLimits sets an org's rate limits (zero: none).
+	SetOrgRateLimits(ctx context.Context, orgID string, l agentmarket.RateLimits) (*Org, error)
+	// SetKeyRateLimits sets the rate limits of the org's key id.
+	SetKeyRateLimits(ctx context.Context, orgID, id string, l agentmarket.RateLimits) (*APIKey, error)
 	CreateAPIKey(ctx context.Context, k *APIKey) error
 	// CreateAPIKeyFrom stores k, minted by the org's key parentID, and
 	// lowers parentID's monthly budget from parentBudget by k's budget,
@@ -439,7 +448,7 @@ func (a *Accounts) Authenticate(ctx context.Context, secret string) (agentmarket
 		return agentmarket.Actor{}, err
 	}
 	return agentmarket.Actor{OrgID: k.OrgID, KeyID: k.ID, Role: k.Role, Operator: o.Platform, KeyBudgetMicros: k.MonthlyBudgetMicros,
-		OrgBudgetMicros: o.MonthlyBudgetMicros, Credit: o.HasCredit, KeyTags: k.Tags}, nil
+		OrgBudgetMicros: o.MonthlyBudgetMicros, Credit: o.HasCredit, KeyTags: k.Tags, KeyRateLimits: k.RateLimits, OrgRateLimits: o.RateLimits}, nil
 }
 
 var connectAccountRE = regexp.MustCompile(`^acct_[A-Za-z0-9]{6,64}$`)

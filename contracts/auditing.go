@@ -16,15 +16,21 @@ type keyRecord struct {
 	MonthlyBudgetMicros *int64           `json:"monthly_budget_micros"`
 	AlertThresholds     []int            `json:"alert_thresholds"`
 	Tags                agentmarket.Tags `json:"tags"`
-	Revoked             bool             `json:"revoked"`
+	// RateLimits, when set.
+	RateLimits *agentmarket.RateLimits `json:"rate_limits,omitempty"`
+	Revoked    bool                    `json:"revoked"`
 }
 
 func keyRecordOf(k *APIKey) *keyRecord {
 	if k == nil {
 		return nil
 	}
-	return &keyRecord{ID: k.ID, OrgID: k.OrgID, Name: k.Name, Prefix: k.Prefix, Role: k.Role, MonthlyBudgetMicros: k.MonthlyBudgetMicros,
+	r := &keyRecord{ID: k.ID, OrgID: k.OrgID, Name: k.Name, Prefix: k.Prefix, Role: k.Role, MonthlyBudgetMicros: k.MonthlyBudgetMicros,
 		AlertThresholds: k.AlertThresholds, Tags: k.Tags, Revoked: k.RevokedAt != nil}
+	if !k.RateLimits.IsZero() {
+		r.RateLimits = &k.RateLimits
+	}
+	return r
 }
 
 // recordContract records a change of a contract (before is nil for a new

@@ -71,6 +71,12 @@ type Contract struct {
 	// Tags are the contract's cost allocation tags: the usage rows of its
 	// calls carry them, under the calling key's own (which win).
 	Tags agentmarket.Tags
+	// RateLimits are the subscription's rate limits through the meter,
+	// over all the buyer's keys (zero: none).
+	RateLimits agentmarket.RateLimits
+	// SessionCaps cap each conversation (contextId) under the
+	// subscription (zero: none).
+	SessionCaps SessionCaps
 }
 
 // EndsAt is when the contract will end as things stand: its trial's end
@@ -120,6 +126,9 @@ type ContractStore interface {
 	OverdueContracts(ctx context.Context, cutoff time.Time) ([]Contract, error)
 	// SetContractBudgets replaces the contract's time budgets.
 	SetContractBudgets(ctx context.Context, id string, b TimeBudgets, at time.Time) (*Contract, error)
+	// SetContractLimits replaces the contract's rate limits and session
+	// caps.
+	SetContractLimits(ctx context.Context, id string, l agentmarket.RateLimits, caps SessionCaps, at time.Time) (*Contract, error)
 
 	// HadTrial reports whether the buyer org ever had a contract to the
 	// listing with a trial (canceled ones included).

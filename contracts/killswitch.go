@@ -2,6 +2,8 @@ package contracts
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -13,8 +15,13 @@ import (
 // meter to a listing, a seller's listings, a buyer org, one API key or one
 // task: calls in flight and streams are ended, the tasks concerned are
 // canceled at their agents, and new calls are refused (the meter's
-// killswitch stage, a2aproxy/killswitch.go). It is lifted by hand; every
-// use and lift is in the audit log with who and why.
+// killswitch stage, a2aproxy/killswitch.go). A key or org switched off may
+// still GetTask and CancelTask its tasks: an api_key switch finds none of
+// the key's tasks to cancel (task_owners records the org, not the key), so
+// the buyer must be able to stop them itself. Push notifications of the
+// tasks concerned are still delivered (docs/operations.md#kill-switches).
+// It is lifted by hand; every use and lift is in the audit log with who
+// and why.
 //
 // Who may use which:
 //
@@ -25,7 +32,9 @@ import (
 //	task        the operator; the task's owner org's admin
 //
 // A switch is lifted by the operator, or by its target's org when that org
-// set it (a seller cannot lift what the operator set on its listing).
+// set it (a seller cannot lift what the operator set on its listing). When
+// the operator switches off a target whose org's switch is on, the
+// operator's switch takes its place (the org's is lifted, by the operator).
 
 // SwitchScope is what a kill switch stops.
 type SwitchScope string
@@ -93,6 +102,12 @@ type SwitchStore interface {
 	// CreateSwitch stores an active switch; a Conflict when one of the
 	// same scope and target is on.
 	CreateSwitch(ctx context.Context, s *Switch) error
+	// TakeOverSwitch stores an operator's switch in place of the active
+	// switch of the same target an org set, which it lifts in the same
+	// transaction (lifted by s.SetBy, as the operator, with liftReason) and
+	// returns lifted; nil when no org's switch was on. A Conflict when the
+	// operator's own switch is on.
+	TakeOverSwitch(ctx context.Context, s *Switch, liftReason string) (*Switch, error)
 	// LiftSwitch marks an active switch lifted; NotFound when there is no
 	// such active switch.
 	LiftSwitch(ctx context.Context, id, by string, byOperator bool, reason string, at time.Time) (*Switch, error)
@@ -189,6 +204,12 @@ func mayUse(actor agentmarket.Actor, scope SwitchScope, targetOrg string) bool {
 	return false
 }
 
+// ownSwitch reports whether a switch of scope on target is of the acting
+// key itself.
+func ownSwitch(actor agentmarket.Actor, scope SwitchScope, target string) bool {
+	return scope == SwitchAPIKey && actor.KeyID != "" && actor.KeyID == target
+}
+
 func actorName(a agentmarket.Actor) string {
 	switch {
 	case a.KeyID != "":
@@ -217,10 +238,29 @@ func (s *Switches) Set(ctx context.Context, actor agentmarket.Actor, in SwitchIn
 		}
 		return nil, agentmarket.Errorf(agentmarket.Forbidden, "forbidden", "you may not switch off this %s", strings.ReplaceAll(string(in.Scope), "_", " "))
 	}
+	if ownSwitch(actor, in.Scope, in.TargetID) {
+		return nil, agentmarket.Errorf(agentmarket.Forbidden, "own_kill_switch", "a key does not switch itself off: use another of the org's admin keys")
+	}
 	sw := &Switch{ID: agentmarket.NewID("ks"), Scope: in.Scope, TargetID: in.TargetID, ListingID: in.ListingID, OrgID: org,
 		Reason: in.Reason, SetBy: actorName(actor), SetByOrg: actor.OrgID, ByOperator: actor.Operator, SetAt: s.Clock.Now().UTC()}
-	if err := s.Store.CreateSwitch(ctx, sw); err != nil {
+	// An org's own switch must not stand in the operator's way (one switch
+	// is on per target, and the org may lift its own at any time): the
+	// operator's takes its place, and only the operator lifts it.
+	var taken *Switch
+	if sw.ByOperator {
+		taken, err = s.Store.TakeOverSwitch(ctx, sw, "taken over by the platform operator's kill switch "+sw.ID)
+	} else {
+		err = s.Store.CreateSwitch(ctx, sw)
+	}
+	if err != nil {
 		return nil, err
+	}
+	var liftAudit error
+	if taken != nil {
+		before := *taken
+		before.LiftedAt, before.LiftedBy, before.LiftedByOperator, before.LiftReason = nil, "", false, ""
+		liftAudit = agentmarket.RecordChange(ctx, s.Audit, agentmarket.Change{Actor: actor, Action: "kill_switch.lift", ObjectType: "kill_switch",
+			ObjectID: taken.ID, OrgID: taken.OrgID, Before: &before, After: taken})
 	}
 	// The tasks it concerns are due for cancelling at once: every meter's
 	// sweeper carries them out (the meters sweep as soon as they see the
@@ -228,8 +268,8 @@ func (s *Switches) Set(ctx context.Context, actor agentmarket.Actor, in SwitchIn
 	// them again as it sees the switch.
 	_, _ = s.Store.RequestSwitchCancels(ctx, sw, sw.SetAt)
 	s.signal(ctx)
-	return sw, agentmarket.RecordChange(ctx, s.Audit, agentmarket.Change{Actor: actor, Action: "kill_switch.set", ObjectType: "kill_switch",
-		ObjectID: sw.ID, OrgID: org, After: sw})
+	return sw, errors.Join(liftAudit, agentmarket.RecordChange(ctx, s.Audit, agentmarket.Change{Actor: actor, Action: "kill_switch.set", ObjectType: "kill_switch",
+		ObjectID: sw.ID, OrgID: org, After: sw}))
 }
 
 // Lift switches a target back on.
@@ -255,6 +295,11 @@ func (s *Switches) Lift(ctx context.Context, actor agentmarket.Actor, id, reason
 	if !operator && (before.ByOperator || !mayUse(actor, before.Scope, before.OrgID)) {
 		return nil, agentmarket.Errorf(agentmarket.Forbidden, "forbidden", "only the platform operator lifts this kill switch")
 	}
+	if ownSwitch(actor, before.Scope, before.TargetID) {
+		// The switched-off key would otherwise switch itself back on (the
+		// API still takes it: the switch stops its calls through the meter).
+		return nil, agentmarket.Errorf(agentmarket.Forbidden, "own_kill_switch", "a key does not lift its own kill switch: another admin of the org or the operator does")
+	}
 	after, err := s.Store.LiftSwitch(ctx, id, actorName(actor), actor.Operator, reason, s.Clock.Now().UTC())
 	if err != nil {
 		return nil, err
@@ -278,15 +323,40 @@ func (s *Switches) List(ctx context.Context, actor agentmarket.Actor, activeOnly
 	}
 	if !actor.Operator {
 		for i := range out {
-			if out[i].ByOperator {
-				out[i].SetBy, out[i].SetByOrg = "operator", ""
-			}
-			if out[i].LiftedByOperator {
-				out[i].LiftedBy = "operator"
-			}
+			redactOperator(&out[i])
 		}
 	}
 	return out, nil
+}
+
+// SwitchTenantView is a switch's audit JSON as an org other than the
+// platform sees it: the operator's people and org are "operator", as in
+// List (audit.Log.TenantViews). JSON that is not a switch is returned as
+// it is.
+func SwitchTenantView(raw json.RawMessage) json.RawMessage {
+	var sw Switch
+	if len(raw) == 0 || string(raw) == "null" || json.Unmarshal(raw, &sw) != nil || sw.ID == "" {
+		return raw
+	}
+	if !sw.ByOperator && !sw.LiftedByOperator {
+		return raw
+	}
+	redactOperator(&sw)
+	out, err := json.Marshal(&sw)
+	if err != nil {
+		return raw
+	}
+	return out
+}
+
+// redactOperator names the operator's acts on sw as "operator".
+func redactOperator(sw *Switch) {
+	if sw.ByOperator {
+		sw.SetBy, sw.SetByOrg = "operator", ""
+	}
+	if sw.LiftedByOperator {
+		sw.LiftedBy = "operator"
+	}
 }
 
 func (s *Switches) signal(ctx context.Context) {

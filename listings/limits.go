@@ -28,6 +28,9 @@ type Limits struct {
 	// change, artifact or message) before the meter marks it stalled.
 	// Zero: the meter's default (10 min).
 	StallAfter time.Duration
+	// Rate is the listing's rate limits over all its buyers together,
+	// which its seller sets to protect the agent (zero: none).
+	Rate agentmarket.RateLimits
 }
 
 // LimitsInput is how the API carries limits.
@@ -40,6 +43,11 @@ type LimitsInput struct {
 	MaxPauseMs          *int64 `json:"max_pause_ms"`
 	IdempotencyWindowMs *int64 `json:"idempotency_window_ms"`
 	StallAfterMs        *int64 `json:"stall_after_ms"`
+	// The listing's rate limits over all its buyers (0: none).
+	RequestsPerSecond *int64 `json:"requests_per_second"`
+	RequestsPerMinute *int64 `json:"requests_per_minute"`
+	TokensPerMinute   *int64 `json:"tokens_per_minute"`
+	MaxInFlight       *int64 `json:"max_in_flight"`
 }
 
 // Bounds of per-listing limits: a seller may tighten or loosen the
@@ -87,6 +95,15 @@ func ParseLimits(in *LimitsInput) (Limits, error) {
 	ms("max_pause_ms", in.MaxPauseMs, time.Second, MaxMaxPause, &l.MaxPause)
 	ms("idempotency_window_ms", in.IdempotencyWindowMs, time.Second, MaxIdempotencyWindow, &l.IdempotencyWindow)
 	ms("stall_after_ms", in.StallAfterMs, time.Second, MaxStallAfter, &l.StallAfter)
+	v := func(p *int64) int64 {
+		if p == nil {
+			return 0
+		}
+		return *p
+	}
+	l.Rate = agentmarket.RateLimits{RequestsPerSecond: v(in.RequestsPerSecond), RequestsPerMinute: v(in.RequestsPerMinute),
+		TokensPerMinute: v(in.TokensPerMinute), MaxInFlight: v(in.MaxInFlight)}
+	l.Rate.Check(&fe, "limits.")
 	return l, fe.Err("invalid_listing", "the listing is not valid")
 }
 
@@ -102,5 +119,9 @@ func (l Limits) Input() LimitsInput {
 		MaxPauseMs:          i(l.MaxPause.Milliseconds()),
 		IdempotencyWindowMs: i(l.IdempotencyWindow.Milliseconds()),
 		StallAfterMs:        i(l.StallAfter.Milliseconds()),
+		RequestsPerSecond:   i(l.Rate.RequestsPerSecond),
+		RequestsPerMinute:   i(l.Rate.RequestsPerMinute),
+		TokensPerMinute:     i(l.Rate.TokensPerMinute),
+		MaxInFlight:         i(l.Rate.MaxInFlight),
 	}
 }

@@ -340,6 +340,10 @@ type keysData struct {
 	// visitor may set it (the org's admins).
 	OrgBudget string
 	CanBudget bool
+	// OrgRates says the org's rate limits ("none" when it has none);
+	// CanRates whether the visitor may set them (the org's admins).
+	OrgRates string
+	CanRates bool
 }
 
 // keys lists the org's API keys with this month's spend against budget.
@@ -393,7 +397,71 @@ func (u *UI) keysPage(r *req, d *keysData) error {
 			d.Values["org_budget"] = microsInput(*b)
 		}
 	}
+	d.CanRates = u.can(r, contracts.ObjRateLimits, contracts.ActWrite)
+	d.OrgRates = describeRates(org.RateLimits)
+	for i, f := range rateFields {
+		if _, ok := d.Values[f]; !ok {
+			if v := rateValues(org.RateLimits)[i]; v > 0 {
+				d.Values[f] = strconv.FormatInt(v, 10)
+			}
+		}
+	}
 	return u.render(r, "keys", "API keys", d)
+}
+
+// rateFields are the rate limits' form fields (and API fields), in the
+// order of rateValues.
+var rateFields = [4]string{"requests_per_second", "requests_per_minute", "tokens_per_minute", "max_in_flight"}
+
+func rateValues(l agentmarket.RateLimits) [4]int64 {
+	return [4]int64{l.RequestsPerSecond, l.RequestsPerMinute, l.TokensPerMinute, l.MaxInFlight}
+}
+
+// describeRates says rate limits in words ("none" for none).
+func describeRates(l agentmarket.RateLimits) string {
+	var parts []string
+	for i, unit := range [4]string{"requests a second", "requests a minute", "tokens a minute", "calls in flight"} {
+		if v := rateValues(l)[i]; v > 0 {
+			parts = append(parts, strconv.FormatInt(v, 10)+" "+unit)
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// setOrgRates sets the org's rate limits over all its keys and
+// subscriptions (empty fields: none), which every meter applies within
+// seconds (docs/limits.md).
+func (u *UI) setOrgRates(r *req) error {
+	if err := u.require(r, contracts.ObjRateLimits, contracts.ActWrite); err != nil {
+		return err
+	}
+	d := &keysData{form: form{Values: map[string]string{"role": string(agentmarket.RoleBuyer)}}}
+	var v [4]int64
+	for i, f := range rateFields {
+		d.Values[f] = strings.TrimSpace(r.c.FormValue(f))
+		if d.Values[f] == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(d.Values[f], 10, 64)
+		if err != nil || n < 0 {
+			d.add(f, "Enter a whole number of 0 or more, or leave it empty for no limit.")
+		}
+		v[i] = n
+	}
+	if len(d.Errors) == 0 {
+		_, err := u.d.Accounts.SetOrgRateLimits(r.ctx, r.actor, agentmarket.RateLimits{RequestsPerSecond: v[0], RequestsPerMinute: v[1], TokensPerMinute: v[2], MaxInFlight: v[3]})
+		if err == nil {
+			return redirect(r, "/keys?notice=orgrates")
+		}
+		if !d.absorb(err, nil) {
+			return err
+		}
+	}
+	r.c.Status(fiber.StatusUnprocessableEntity)
+	return u.keysPage(r, d)
 }
 
 // setOrgBudget sets the org's monthly budget over all its keys and

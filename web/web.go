@@ -161,6 +161,7 @@ func (u *UI) Mount(r fiber.Router) {
 	r.Post("/keys", u.page(u.createKey))
 	r.Post("/keys/:id/revoke", u.page(u.revokeKey))
 	r.Post("/keys/org-budget", u.page(u.setOrgBudget))
+	r.Post("/keys/org-rates", u.page(u.setOrgRates))
 
 	r.Get("/finance", u.page(u.finance))
 	r.Get("/finance/usage.csv", u.page(u.financeCSV))
@@ -304,6 +305,7 @@ var notices = map[string]string{
 	"signedout":      "You are signed out.",
 	"listed":         "Your agent is listed.",
 	"orgbudget":      "The organisation's monthly budget is saved: every meter holds calls to it within seconds.",
+	"orgrates":       "The organisation's rate limits are saved: every meter applies them within seconds.",
 	"subscribed":     "Subscribed. Create an API key below, then hand your orchestrator the endpoint.",
 	"canceled":       "The subscription is canceled.",
 	"trialstop":      "The subscription will stop when its free trial ends.",

@@ -799,3 +799,33 @@ func TestOrgBudgetForm(t *testing.T) {
 	}
 	mustContain(t, b.get("/keys"), `data-org-budget>none<`)
 }
+
+// TestOrgRatesForm: an org's admin sets the organisation's rate limits on
+// the keys page, sees them in words, is told in the form's words what is
+// wrong with a bad one, and clears them.
+func TestOrgRatesForm(t *testing.T) {
+	s := newSite(t, siteOptions{})
+	b := s.browser(t)
+	b.signup("Globex", "it@globex.example")
+	p := b.get("/keys")
+	mustContain(t, p, "Organisation's rate limits", `data-org-rates>none<`, `action="/keys/org-rates"`)
+	p = b.post("/keys/org-rates", url.Values{"requests_per_second": {"fast"}})
+	if p.Status != http.StatusUnprocessableEntity {
+		t.Fatalf("a bad limit = %d", p.Status)
+	}
+	mustContain(t, p, `id="requests_per_second-error"`, "Enter a whole number")
+	p = b.post("/keys/org-rates", url.Values{"requests_per_minute": {"99999999999"}})
+	if p.Status != http.StatusUnprocessableEntity {
+		t.Fatalf("a limit past its bound = %d", p.Status)
+	}
+	mustContain(t, p, `id="requests_per_minute-error"`, "requests_per_minute must be 0 (no limit) or between 1 and 60000000")
+	if p = b.post("/keys/org-rates", url.Values{"requests_per_minute": {"600"}, "max_in_flight": {"8"}}); p.Status != http.StatusSeeOther || p.Location != "/keys?notice=orgrates" {
+		t.Fatalf("save = %d → %q", p.Status, p.Location)
+	}
+	p = b.get("/keys?notice=orgrates")
+	mustContain(t, p, "rate limits are saved", `data-org-rates>600 requests a minute, 8 calls in flight<`, `value="600"`)
+	if p = b.post("/keys/org-rates", url.Values{}); p.Status != http.StatusSeeOther {
+		t.Fatalf("clear = %d", p.Status)
+	}
+	mustContain(t, b.get("/keys"), `data-org-rates>none<`)
+}

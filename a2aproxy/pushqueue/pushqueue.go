@@ -289,6 +289,15 @@ func (q *Queue[T]) Add(orgName, destName string, v T) (blockedUntil time.Time) {
 	return time.Time{}
 }
 
+// Paused reports whether the destination is paused (its deliveries
+// failed for PauseAfter): what a delivery Add turned away waits for.
+func (q *Queue[T]) Paused(destName string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	d := q.dests[destName]
+	return d != nil && d.paused
+}
+
 // Next takes the delivery to start now: the next org in turn with a
 // delivery its destination may take, and within it the next destination
 // in turn. The caller must call Done for it when its attempt ends. ok is

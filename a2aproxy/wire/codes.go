@@ -31,6 +31,8 @@ const (
 	CodeBudgetExhausted     = -32042 // the key's or the contract's monthly budget is spent
 	CodeListingUnavailable  = -32043 // the listing is not published (suspended, retired, unknown)
 	CodeBudgetUnchecked     = -32044 // a budget applies but the spend cannot be read now: retry shortly
+	CodeRateLimited         = -32045 // a rate limit (requests, tokens or calls in flight) refused the call: retry after Retry-After
+	CodeSessionCapped       = -32046 // the call's contextId reached its subscription's session cap (calls or spend)
 	CodeUpstreamUnreachable = -32050 // the agent could not be reached
 	CodeUpstreamTimeout     = -32051 // the agent did not answer within the request timeout
 	CodeResultTooLarge      = -32052 // the agent's answer exceeds the result size limit

@@ -152,6 +152,21 @@ func nearMiss(ms []member, fields []string) (key, field string, found bool) {
 // (a JSON path such as "params.message"; "" for the request itself) of
 // which the meter reads fields.
 func readable(ms []member, where string, fields []string) *Error {
+	return readableAt(ms, where, -1, "", fields)
+}
+
+// readableAt is readable of the object at where[i] (i >= 0) followed by
+// rest, a path made only when there is an error to name (the parts of a
+// message are read on every send).
+func readableAt(ms []member, where string, i int, rest string, fields []string) *Error {
+	if i >= 0 {
+		if _, dup := looseCollision(ms); !dup {
+			if _, _, bad := nearMiss(ms, fields); !bad {
+				return nil
+			}
+		}
+		where = where + "[" + strconv.Itoa(i) + "]" + rest
+	}
 	if k, dup := looseCollision(ms); dup {
 		if where == "" {
 			return InvalidRequest(fmt.Sprintf("member %s appears twice (keys are compared ignoring case and underscores)", quoteKey(k)))

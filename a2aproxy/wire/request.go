@@ -338,7 +338,7 @@ func (r *Request) readParts(parts []byte) *Error {
 		if !ok {
 			return InvalidParams(fmt.Sprintf("params.message.parts[%d] must be an object", i))
 		}
-		if err := readable(ms, fmt.Sprintf("params.message.parts[%d]", i), fields); err != nil {
+		if err := readableAt(ms, "params.message.parts", i, "", fields); err != nil {
 			return err
 		}
 		var kind, text, file, raw, url, data []byte
@@ -379,7 +379,7 @@ func (r *Request) readParts(parts []byte) *Error {
 			r.parts.File++
 			var fbuf [4]member
 			fs, _ := splitObject(file, fbuf[:0])
-			if err := readable(fs, fmt.Sprintf("params.message.parts[%d].file", i), file03Fields); err != nil {
+			if err := readableAt(fs, "params.message.parts", i, ".file", file03Fields); err != nil {
 				return err
 			}
 			for _, m := range fs {

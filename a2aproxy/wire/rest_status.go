@@ -136,6 +136,8 @@ var restErrors = [...]restErr{
 	{CodeBudgetExhausted, 402, "RESOURCE_EXHAUSTED", "BUDGET_EXHAUSTED", marketplaceDomain},
 	{CodeListingUnavailable, 404, "NOT_FOUND", "LISTING_UNAVAILABLE", marketplaceDomain},
 	{CodeBudgetUnchecked, 503, "UNAVAILABLE", "BUDGET_UNCHECKED", marketplaceDomain},
+	{CodeRateLimited, 429, "RESOURCE_EXHAUSTED", "RATE_LIMITED", marketplaceDomain},
+	{CodeSessionCapped, 429, "RESOURCE_EXHAUSTED", "SESSION_CAPPED", marketplaceDomain},
 	{CodeUpstreamUnreachable, 502, "UNAVAILABLE", "UPSTREAM_UNREACHABLE", marketplaceDomain},
 	{CodeUpstreamTimeout, 504, "DEADLINE_EXCEEDED", "UPSTREAM_TIMEOUT", marketplaceDomain},
 	{CodeResultTooLarge, 502, "RESOURCE_EXHAUSTED", "RESULT_TOO_LARGE", marketplaceDomain},

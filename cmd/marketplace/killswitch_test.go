@@ -163,7 +163,8 @@ func TestKillSwitchOwners(t *testing.T) {
 			t.Errorf("%s: %d %s, want %d", c.name, r.Status, r.Body, c.status)
 		}
 	}
-	if _, rerr := send(key); rerr != nil {
+	keyTask, rerr := send(key)
+	if rerr != nil {
 		t.Fatalf("the key after the attempts: %v, want it still calls", rerr)
 	}
 
@@ -180,6 +181,12 @@ func TestKillSwitchOwners(t *testing.T) {
 	})
 	if _, rerr := send(lm.buyer); rerr != nil {
 		t.Errorf("the org's other key: %v, want it still calls", rerr)
+	}
+	// The switched key may still read and cancel its task.
+	for _, m := range []string{"GetTask", "CancelTask"} {
+		if _, rerr := (rpc{t: t, url: ep, key: key, version: "1.0"}).call(m, map[string]any{"id": keyTask}); rerr != nil && rerr["code"] == float64(wire.CodeSwitchedOff) {
+			t.Errorf("%s of the switched key's task: %v, want it let through", m, rerr)
+		}
 	}
 	if r := intruderAPI.do("POST", "/api/v1/kill-switches/"+keySwitch+"/lift", map[string]any{"reason": "x"}); r.Status != 404 {
 		t.Errorf("another org lifting the buyer's switch: %d %s, want 404", r.Status, r.Body)

@@ -56,7 +56,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout 
 		meter.Close(flushCtx)
 	}()
 	deps := serve.MeterDependencies(core.Dependencies, cfg, meter)
-	endpoints.Checks = append(ops.Checks(deps), serve.EjectedCheck(meter))
+	endpoints.Checks = append(ops.Checks(deps), serve.EjectedCheck(meter), serve.LimitsCheck(meter), serve.KillSwitchCheck(meter))
 
 	app := serve.App("meter", serve.RESTErrors(log), core.MeterBodyLimit())
 	app.Use(endpoints.Middleware)

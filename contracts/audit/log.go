@@ -41,6 +41,11 @@ type Log struct {
 	// Retention is how long entries are kept; 0 keeps them forever.
 	Retention time.Duration
 	Logger    *slog.Logger
+	// TenantViews rewrite, by object type, an entry's before and after
+	// JSON as an org other than the platform sees it (an object that
+	// names the operator's people: a kill switch's set_by). nil: as
+	// stored.
+	TenantViews map[string]func(json.RawMessage) json.RawMessage
 }
 
 var _ agentmarket.ChangeRecorder = (*Log)(nil)
@@ -130,6 +135,9 @@ func (l *Log) List(ctx context.Context, actor agentmarket.Actor, f Filter) ([]En
 	for i := range es {
 		if es[i].Operator {
 			es[i].ActorUserID, es[i].ActorKeyID, es[i].ActorIP = "", "", ""
+		}
+		if view := l.TenantViews[es[i].ObjectType]; view != nil {
+			es[i].Before, es[i].After = view(es[i].Before), view(es[i].After)
 		}
 	}
 	return es, nil

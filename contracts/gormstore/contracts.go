@@ -42,6 +42,8 @@ type contractRow struct {
 	CancelAt         *time.Time
 	AlertThresholds  string
 	Tags             string
+	RateLimits       string
+	SessionCaps      string
 }
 
 func (contractRow) TableName() string { return "contracts" }
@@ -62,6 +64,7 @@ func contractFromRow(r *contractRow) *contracts.Contract {
 	}
 	c.TrialEnd, c.CancelAtTrialEnd, c.OfferID, c.CancelAt = utcPtr(r.TrialEnd), r.CancelAtTrialEnd, r.OfferID, utcPtr(r.CancelAt)
 	c.AlertThresholds, c.Tags = decodeThresholds(r.AlertThresholds), agentmarket.Tags(r.Tags)
+	c.RateLimits, c.SessionCaps = fromJSONColumn[agentmarket.RateLimits](r.RateLimits), fromJSONColumn[contracts.SessionCaps](r.SessionCaps)
 	return c
 }
 
@@ -73,7 +76,8 @@ func (s *Store) CreateContract(ctx context.Context, c *contracts.Contract, grant
 			CreatedAt: c.CreatedAt.UTC(), UpdatedAt: c.UpdatedAt.UTC(),
 			RequestTimeoutMs: c.Budgets.RequestTimeout.Milliseconds(), TaskTimeoutMs: c.Budgets.TaskTimeout.Milliseconds(),
 			MaxPauseMs: c.Budgets.MaxPause.Milliseconds(), TrialEnd: utcPtr(c.TrialEnd), CancelAtTrialEnd: c.CancelAtTrialEnd,
-			OfferID: c.OfferID, AlertThresholds: encodeThresholds(c.AlertThresholds), Tags: string(c.Tags)}
+			OfferID: c.OfferID, AlertThresholds: encodeThresholds(c.AlertThresholds), Tags: string(c.Tags),
+			RateLimits: jsonColumn(c.RateLimits), SessionCaps: jsonColumn(c.SessionCaps)}
 		if err := tx.Create(row).Error; err != nil {
 			return err
 		}
@@ -156,6 +160,11 @@ func (s *Store) SetContractBudgets(ctx context.Context, id string, b contracts.T
 		"request_timeout_ms": b.RequestTimeout.Milliseconds(), "task_timeout_ms": b.TaskTimeout.Milliseconds(),
 		"max_pause_ms": b.MaxPause.Milliseconds(), "updated_at": at.UTC(),
 	})
+}
+
+// SetContractLimits implements contracts.ContractStore.
+func (s *Store) SetContractLimits(ctx context.Context, id string, l agentmarket.RateLimits, caps contracts.SessionCaps, at time.Time) (*contracts.Contract, error) {
+	return s.updateContract(ctx, id, map[string]any{"rate_limits": jsonColumn(l), "session_caps": jsonColumn(caps), "updated_at": at.UTC()})
 }
 
 // updateContract changes a contract's columns and reads it back; NotFound

@@ -6,6 +6,7 @@ package gormstore
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"time"
 
@@ -40,18 +41,62 @@ type orgRow struct {
 	Platform            bool
 	ConnectAccountID    string
 	MonthlyBudgetMicros *int64
+	RateLimits          string
 	HasCredit           bool
 	CreatedAt           time.Time
 }
 
 func orgFromRow(r *orgRow) *contracts.Org {
 	return &contracts.Org{ID: r.ID, Name: r.Name, Platform: r.Platform, ConnectAccountID: r.ConnectAccountID,
-		MonthlyBudgetMicros: r.MonthlyBudgetMicros, HasCredit: r.HasCredit, CreatedAt: r.CreatedAt.UTC()}
+		MonthlyBudgetMicros: r.MonthlyBudgetMicros, RateLimits: fromJSONColumn[agentmarket.RateLimits](r.RateLimits), HasCredit: r.HasCredit, CreatedAt: r.CreatedAt.UTC()}
 }
 
 // SetConnectAccount implements contracts.Store.
 func (s *Store) SetConnectAccount(ctx context.Context, orgID, accountID string) (*contracts.Org, error) {
 	return s.setOrg(ctx, orgID, "connect_account_id", accountID)
+}
+
+// SetOrgRateLimits implements contracts.Store.
+func (s *Store) SetOrgRateLimits(ctx context.Context, orgID string, l agentmarket.RateLimits) (*contracts.Org, error) {
+	return s.setOrg(ctx, orgID, "rate_limits", jsonColumn(l))
+}
+
+// SetKeyRateLimits implements contracts.Store.
+func (s *Store) SetKeyRateLimits(ctx context.Context, orgID, id string, l agentmarket.RateLimits) (*contracts.APIKey, error) {
+	var out *contracts.APIKey
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Model(&keyRow{}).Where("id = ? AND org_id = ?", id, orgID).Update("rate_limits", jsonColumn(l))
+		if res.Error != nil {
+			return res.Error
+		}
+		var r keyRow
+		if err := tx.Where("id = ? AND org_id = ?", id, orgID).Take(&r).Error; err != nil {
+			return err
+		}
+		out = keyFromRow(&r)
+		return nil
+	})
+	return out, relational.Translate(err, "api key")
+}
+
+// jsonColumn is v as a TEXT column holds it: "" for the zero value, else
+// JSON; fromJSONColumn reads it back (anything else: the zero value).
+func jsonColumn[T comparable](v T) string {
+	var zero T
+	if v == zero {
+		return ""
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func fromJSONColumn[T any](s string) T {
+	var v T
+	if s == "" || json.Unmarshal([]byte(s), &v) != nil {
+		var zero T
+		return zero
+	}
+	return v
 }
 
 // SetOrgBudget implements contracts.Store.
@@ -94,6 +139,7 @@ type keyRow struct {
 	MonthlyBudgetMicros *int64
 	AlertThresholds     string
 	Tags                string
+	RateLimits          string
 	CreatedAt           time.Time
 	RevokedAt           *time.Time
 }
@@ -116,7 +162,7 @@ func (ruleRow) TableName() string { return "casbin_rules" }
 func keyToRow(k *contracts.APIKey) *keyRow {
 	r := &keyRow{ID: k.ID, OrgID: k.OrgID, Name: k.Name, Prefix: k.Prefix, Hash: k.Hash, Role: string(k.Role),
 		MonthlyBudgetMicros: k.MonthlyBudgetMicros, AlertThresholds: encodeThresholds(k.AlertThresholds), Tags: string(k.Tags),
-		CreatedAt: k.CreatedAt.UTC()}
+		RateLimits: jsonColumn(k.RateLimits), CreatedAt: k.CreatedAt.UTC()}
 	if k.RevokedAt != nil {
 		t := k.RevokedAt.UTC()
 		r.RevokedAt = &t
@@ -127,7 +173,7 @@ func keyToRow(k *contracts.APIKey) *keyRow {
 func keyFromRow(r *keyRow) *contracts.APIKey {
 	k := &contracts.APIKey{ID: r.ID, OrgID: r.OrgID, Name: r.Name, Prefix: r.Prefix, Hash: r.Hash, Role: agentmarket.Role(r.Role),
 		MonthlyBudgetMicros: r.MonthlyBudgetMicros, AlertThresholds: decodeThresholds(r.AlertThresholds),
-		Tags: agentmarket.Tags(r.Tags), CreatedAt: r.CreatedAt.UTC()}
+		Tags: agentmarket.Tags(r.Tags), RateLimits: fromJSONColumn[agentmarket.RateLimits](r.RateLimits), CreatedAt: r.CreatedAt.UTC()}
 	if r.RevokedAt != nil {
 		t := r.RevokedAt.UTC()
 		k.RevokedAt = &t

@@ -2,6 +2,7 @@ package gormstore
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"gorm.io/gorm"
@@ -57,7 +58,40 @@ func bumpSwitchVersion(tx *gorm.DB) error {
 
 // CreateSwitch implements contracts.SwitchStore.
 func (s *Store) CreateSwitch(ctx context.Context, sw *contracts.Switch) error {
+	_, err := s.createSwitch(ctx, sw, false, "")
+	return err
+}
+
+// TakeOverSwitch implements contracts.SwitchStore.
+func (s *Store) TakeOverSwitch(ctx context.Context, sw *contracts.Switch, liftReason string) (*contracts.Switch, error) {
+	return s.createSwitch(ctx, sw, true, liftReason)
+}
+
+// createSwitch stores sw; with takeOver, it first lifts, in the same
+// transaction, the active switch of the same target an org set (the one
+// unique index allows one active switch per target).
+func (s *Store) createSwitch(ctx context.Context, sw *contracts.Switch, takeOver bool, liftReason string) (*contracts.Switch, error) {
+	var taken *contracts.Switch
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if takeOver {
+			var r switchRow
+			err := tx.Where("scope = ? AND listing_id = ? AND target_id = ? AND lifted_at IS NULL AND by_operator = ?",
+				string(sw.Scope), sw.ListingID, sw.TargetID, false).Take(&r).Error
+			switch {
+			case err == nil:
+				lift := map[string]any{"lifted_at": sw.SetAt.UTC(), "lifted_by": sw.SetBy, "lifted_by_operator": true, "lift_reason": liftReason}
+				if err := tx.Model(&switchRow{}).Where("id = ? AND lifted_at IS NULL", r.ID).Updates(lift).Error; err != nil {
+					return err
+				}
+				if err := tx.Where("id = ?", r.ID).Take(&r).Error; err != nil {
+					return err
+				}
+				t := r.toSwitch()
+				taken = &t
+			case !errors.Is(err, gorm.ErrRecordNotFound):
+				return err
+			}
+		}
 		if err := tx.Create(switchToRow(sw)).Error; err != nil {
 			return err
 		}
@@ -65,11 +99,11 @@ func (s *Store) CreateSwitch(ctx context.Context, sw *contracts.Switch) error {
 	})
 	if err != nil {
 		if agentmarket.KindOf(relational.Translate(err, "kill switch")) == agentmarket.Conflict {
-			return agentmarket.Errorf(agentmarket.Conflict, "kill_switch_on", "this %s is already switched off", sw.Scope)
+			return nil, agentmarket.Errorf(agentmarket.Conflict, "kill_switch_on", "this %s is already switched off", sw.Scope)
 		}
-		return relational.Translate(err, "kill switch")
+		return nil, relational.Translate(err, "kill switch")
 	}
-	return nil
+	return taken, nil
 }
 
 // LiftSwitch implements contracts.SwitchStore.

@@ -79,6 +79,23 @@ func runContracts(t *testing.T, newStore TaskFactory) {
 		}
 		_, err = s.SetContractBudgets(ctx, "ctr_nope", nb, at)
 		wantKind(t, "SetContractBudgets(unknown)", err, agentmarket.NotFound)
+
+		l, caps := agentmarket.RateLimits{RequestsPerMinute: 600, TokensPerMinute: 50_000}, contracts.SessionCaps{MaxCalls: 20, MaxMicros: 2_000_000}
+		c, err = s.SetContractLimits(ctx, "ctr_2", l, caps, at)
+		must(t, err)
+		if c.RateLimits != l || c.SessionCaps != caps || c.Budgets != nb {
+			t.Errorf("SetContractLimits = %+v, want %+v and %+v, budgets kept", c, l, caps)
+		}
+		if c, _ := s.GetContract(ctx, "ctr_2"); c.RateLimits != l || c.SessionCaps != caps {
+			t.Errorf("GetContract after SetContractLimits: %+v %+v", c.RateLimits, c.SessionCaps)
+		}
+		c, err = s.SetContractLimits(ctx, "ctr_2", agentmarket.RateLimits{}, contracts.SessionCaps{}, at)
+		must(t, err)
+		if !c.RateLimits.IsZero() || !c.SessionCaps.IsZero() {
+			t.Errorf("cleared limits: %+v %+v", c.RateLimits, c.SessionCaps)
+		}
+		_, err = s.SetContractLimits(ctx, "ctr_nope", l, caps, at)
+		wantKind(t, "SetContractLimits(unknown)", err, agentmarket.NotFound)
 	})
 }
 

@@ -108,5 +108,28 @@ func RunSwitches(t *testing.T, newStore func(t *testing.T) (SwitchTaskStore, fun
 		if mine, err := s.ListSwitches(ctx, "org_b", false, 10); err != nil || len(mine) != 0 {
 			t.Errorf("ListSwitches(org_b) = %+v %v, want none", mine, err)
 		}
+
+		// The operator's switch takes the place of an org's.
+		own := &contracts.Switch{ID: "ks_4", Scope: contracts.SwitchTask, ListingID: "lst_2", TargetID: "task_3", OrgID: "org_b", Reason: "mine", SetBy: "key:key_org_b", SetAt: t0}
+		must(t, s.CreateSwitch(ctx, own))
+		opSw := &contracts.Switch{ID: "ks_5", Scope: contracts.SwitchTask, ListingID: "lst_2", TargetID: "task_3", OrgID: "org_b", Reason: "theirs", SetBy: "key:key_op", ByOperator: true, SetAt: t0.Add(time.Minute)}
+		taken, err := s.TakeOverSwitch(ctx, opSw, "taken over")
+		if err != nil || taken == nil || taken.ID != "ks_4" || taken.Active() || !taken.LiftedByOperator || taken.LiftedBy != "key:key_op" || taken.LiftReason != "taken over" {
+			t.Errorf("TakeOverSwitch = %+v %v, want ks_4 lifted by the operator", taken, err)
+		}
+		_, err = s.TakeOverSwitch(ctx, &contracts.Switch{ID: "ks_6", Scope: contracts.SwitchTask, ListingID: "lst_2", TargetID: "task_3", OrgID: "org_b", Reason: "again", SetBy: "key:key_op", ByOperator: true, SetAt: t0}, "x")
+		wantKind(t, "taking over the operator's own switch", err, agentmarket.Conflict)
+		if taken, err := s.TakeOverSwitch(ctx, &contracts.Switch{ID: "ks_7", Scope: contracts.SwitchTask, ListingID: "lst_1", TargetID: "task_1", OrgID: "org_b", Reason: "new", SetBy: "key:key_op", ByOperator: true, SetAt: t0}, "x"); err != nil || taken != nil {
+			t.Errorf("TakeOverSwitch with no switch on = %+v %v, want nil, nil", taken, err)
+		}
+		on, _, err = s.ActiveSwitches(ctx)
+		must(t, err)
+		ids := map[string]bool{}
+		for _, o := range on {
+			ids[o.ID] = true
+		}
+		if len(on) != 3 || !ids["ks_2"] || !ids["ks_5"] || !ids["ks_7"] {
+			t.Errorf("ActiveSwitches after the take-over = %+v, want ks_2, ks_5, ks_7", on)
+		}
 	})
 }

@@ -80,6 +80,30 @@ func Run(t *testing.T, newStore func(t *testing.T) interface {
 		}
 	})
 
+	t.Run("an org's and a key's rate limits: set, read back, removed", func(t *testing.T) {
+		s := newStore(t)
+		mustOrg(t, s, "org_a", "alice@example.com")
+		l := agentmarket.RateLimits{RequestsPerSecond: 5, TokensPerMinute: 90_000, MaxInFlight: 3}
+		if o, err := s.SetOrgRateLimits(ctx, "org_a", l); err != nil || o.RateLimits != l {
+			t.Fatalf("SetOrgRateLimits = %+v, %v", o, err)
+		}
+		if o, err := s.GetOrg(ctx, "org_a"); err != nil || o.RateLimits != l {
+			t.Fatalf("GetOrg after SetOrgRateLimits = %+v, %v", o, err)
+		}
+		if k, err := s.SetKeyRateLimits(ctx, "org_a", "key_org_a", l); err != nil || k.RateLimits != l || k.ID != "key_org_a" {
+			t.Fatalf("SetKeyRateLimits = %+v, %v", k, err)
+		}
+		if k, err := s.APIKeyByHash(ctx, contracts.HashKey("amk_secret_key_org_a")); err != nil || k.RateLimits != l {
+			t.Errorf("the key read back: %+v, %v", k, err)
+		}
+		if _, err := s.SetKeyRateLimits(ctx, "org_b", "key_org_a", l); agentmarket.KindOf(err) != agentmarket.NotFound {
+			t.Errorf("SetKeyRateLimits of another org's key: %v, want not found", err)
+		}
+		if o, err := s.SetOrgRateLimits(ctx, "org_a", agentmarket.RateLimits{}); err != nil || !o.RateLimits.IsZero() {
+			t.Fatalf("SetOrgRateLimits(none) = %+v, %v", o, err)
+		}
+	})
+
 	t.Run("create org with user and key, then read them back", func(t *testing.T) {
 		s := newStore(t)
 		mustOrg(t, s, "org_a", "alice@example.com")

@@ -17,6 +17,7 @@ import (
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
 
+	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/listings"
 	"github.com/agentmarket/agentmarket/listings/agentcard"
 	"github.com/agentmarket/agentmarket/migrations/relational"
@@ -571,14 +572,21 @@ type limitsRow struct {
 	TaskTimeoutMs       int64 `json:"task_timeout_ms,omitempty"`
 	MaxPauseMs          int64 `json:"max_pause_ms,omitempty"`
 	IdempotencyWindowMs int64 `json:"idempotency_window_ms,omitempty"`
+	StallAfterMs        int64 `json:"stall_after_ms,omitempty"`
+	// The listing's rate limits (issue 25), omitted when none.
+	Rate *agentmarket.RateLimits `json:"rate,omitempty"`
 }
 
 func encodeLimits(l listings.Limits) string {
 	if l == (listings.Limits{}) {
 		return ""
 	}
-	b, _ := json.Marshal(limitsRow{l.RequestTimeout.Milliseconds(), l.StreamIdleTimeout.Milliseconds(), l.MaxRequestBytes, l.MaxResultBytes,
-		l.TaskTimeout.Milliseconds(), l.MaxPause.Milliseconds(), l.IdempotencyWindow.Milliseconds()})
+	row := limitsRow{l.RequestTimeout.Milliseconds(), l.StreamIdleTimeout.Milliseconds(), l.MaxRequestBytes, l.MaxResultBytes,
+		l.TaskTimeout.Milliseconds(), l.MaxPause.Milliseconds(), l.IdempotencyWindow.Milliseconds(), l.StallAfter.Milliseconds(), nil}
+	if !l.Rate.IsZero() {
+		row.Rate = &l.Rate
+	}
+	b, _ := json.Marshal(row)
 	return string(b)
 }
 
@@ -587,10 +595,14 @@ func decodeLimits(s string) listings.Limits {
 	if s == "" || json.Unmarshal([]byte(s), &r) != nil {
 		return listings.Limits{}
 	}
-	return listings.Limits{RequestTimeout: time.Duration(r.RequestTimeoutMs) * time.Millisecond,
+	l := listings.Limits{RequestTimeout: time.Duration(r.RequestTimeoutMs) * time.Millisecond,
 		StreamIdleTimeout: time.Duration(r.StreamIdleTimeoutMs) * time.Millisecond, MaxRequestBytes: r.MaxRequestBytes, MaxResultBytes: r.MaxResultBytes,
 		TaskTimeout: time.Duration(r.TaskTimeoutMs) * time.Millisecond, MaxPause: time.Duration(r.MaxPauseMs) * time.Millisecond,
-		IdempotencyWindow: time.Duration(r.IdempotencyWindowMs) * time.Millisecond}
+		IdempotencyWindow: time.Duration(r.IdempotencyWindowMs) * time.Millisecond, StallAfter: time.Duration(r.StallAfterMs) * time.Millisecond}
+	if r.Rate != nil {
+		l.Rate = *r.Rate
+	}
+	return l
 }
 
 // encodeSignature is a card's signature result as its column holds it

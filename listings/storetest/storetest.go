@@ -48,7 +48,8 @@ func newListing(t *testing.T, id, org, cardFile string, fee int64, status listin
 		Plan:            listings.Plan{Version: 1, Currency: "usd", MonthlyFeeMicros: fee, InputTokensPerMillionMicros: 3_000_000, CreatedAt: created},
 		UpstreamAuth:    []byte{1, 2, 3, 0, 255},
 		RefreshInterval: time.Hour, NextRefreshAt: created.Add(time.Hour),
-		Limits:    listings.Limits{RequestTimeout: 5 * time.Second, MaxResultBytes: 4096, IdempotencyWindow: time.Hour},
+		Limits: listings.Limits{RequestTimeout: 5 * time.Second, MaxResultBytes: 4096, IdempotencyWindow: time.Hour,
+			StallAfter: 90 * time.Second},
 		CreatedAt: created, UpdatedAt: created,
 	}
 	return l, &listings.CardVersion{ListingID: id, CardHash: l.CardHash, CardJSON: raw, SourceURL: l.CardURL, FetchedAt: created}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/contracts"
 )
 
@@ -17,13 +18,16 @@ type keyJSON struct {
 	MonthlyBudgetMicros *int64            `json:"monthly_budget_micros"`
 	AlertThresholds     []int             `json:"alert_thresholds"`
 	Tags                map[string]string `json:"tags"`
-	CreatedAt           time.Time         `json:"created_at"`
-	RevokedAt           *time.Time        `json:"revoked_at"`
+	// RateLimits are the key's rate limits through the meter.
+	RateLimits agentmarket.RateLimits `json:"rate_limits"`
+	CreatedAt  time.Time              `json:"created_at"`
+	RevokedAt  *time.Time             `json:"revoked_at"`
 }
 
 func keyView(k *contracts.APIKey, secret string) keyJSON {
 	return keyJSON{ID: k.ID, Name: k.Name, Role: string(k.Role), Prefix: k.Prefix, Key: secret,
-		MonthlyBudgetMicros: k.MonthlyBudgetMicros, AlertThresholds: k.AlertThresholds, Tags: k.Tags.Map(), CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
+		MonthlyBudgetMicros: k.MonthlyBudgetMicros, AlertThresholds: k.AlertThresholds, Tags: k.Tags.Map(), RateLimits: k.RateLimits,
+		CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
 }
 
 func (s *Server) signup(c *fiber.Ctx) error {
@@ -76,7 +80,7 @@ func (s *Server) revokeKey(c *fiber.Ctx) error {
 
 func orgView(o *contracts.Org) fiber.Map {
 	return fiber.Map{"id": o.ID, "name": o.Name, "platform": o.Platform, "connect_account_id": o.ConnectAccountID,
-		"monthly_budget_micros": o.MonthlyBudgetMicros, "created_at": o.CreatedAt}
+		"monthly_budget_micros": o.MonthlyBudgetMicros, "rate_limits": o.RateLimits, "created_at": o.CreatedAt}
 }
 
 func (s *Server) getOrg(c *fiber.Ctx) error {
@@ -109,6 +113,30 @@ func (s *Server) setOrgBudget(c *fiber.Ctx) error {
 		return err
 	}
 	return c.JSON(orgView(o))
+}
+
+func (s *Server) setOrgRateLimits(c *fiber.Ctx) error {
+	var in agentmarket.RateLimits
+	if err := decode(c, &in); err != nil {
+		return err
+	}
+	o, err := s.Accounts.SetOrgRateLimits(c.UserContext(), actorOf(c), in)
+	if err != nil {
+		return err
+	}
+	return c.JSON(orgView(o))
+}
+
+func (s *Server) setKeyRateLimits(c *fiber.Ctx) error {
+	var in agentmarket.RateLimits
+	if err := decode(c, &in); err != nil {
+		return err
+	}
+	k, err := s.Accounts.SetKeyRateLimits(c.UserContext(), actorOf(c), c.Params("id"), in)
+	if err != nil {
+		return err
+	}
+	return c.JSON(keyView(k, ""))
 }
 
 func (s *Server) getInvokeRoles(c *fiber.Ctx) error {

@@ -140,11 +140,13 @@ func (s *Server) Mount(app *fiber.App) {
 	auth.Get("/org", s.allow(contracts.ObjOrg, contracts.ActRead), s.getOrg)
 	auth.Patch("/org", s.allow(contracts.ObjOrg, contracts.ActWrite), s.updateOrg)
 	auth.Put("/org/budget", s.allow(contracts.ObjOrgBudget, contracts.ActWrite), s.setOrgBudget)
+	auth.Put("/org/rate-limits", s.allow(contracts.ObjRateLimits, contracts.ActWrite), s.setOrgRateLimits)
 	auth.Get("/org/invoke-roles", s.allow(contracts.ObjOrg, contracts.ActRead), s.getInvokeRoles)
 	auth.Patch("/org/invoke-roles", s.allow(contracts.ObjInvokeRoles, contracts.ActWrite), s.setInvokeRoles)
 	auth.Post("/api-keys", s.allow(contracts.ObjAPIKeys, contracts.ActWrite), s.createKey)
 	auth.Get("/api-keys", s.allow(contracts.ObjAPIKeys, contracts.ActRead), s.listKeys)
 	auth.Delete("/api-keys/:id", s.allow(contracts.ObjAPIKeys, contracts.ActWrite), s.revokeKey)
+	auth.Put("/api-keys/:id/rate-limits", s.allow(contracts.ObjRateLimits, contracts.ActWrite), s.setKeyRateLimits)
 
 	auth.Post("/listings", s.allow(contracts.ObjListings, contracts.ActWrite), s.createListing)
 	auth.Patch("/listings/:id", s.allowListingPatch, s.updateListing)

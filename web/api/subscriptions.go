@@ -33,6 +33,9 @@ type subscriptionJSON struct {
 	CancelAt            *time.Time        `json:"cancel_at"`
 	AlertThresholds     []int             `json:"alert_thresholds"`
 	Tags                map[string]string `json:"tags"`
+	// RateLimits and SessionCaps: the subscription's (docs/limits.md).
+	RateLimits  agentmarket.RateLimits `json:"rate_limits"`
+	SessionCaps contracts.SessionCaps  `json:"session_caps"`
 }
 
 func (s *Server) subscriptionView(c *contracts.Contract) subscriptionJSON {
@@ -41,7 +44,7 @@ func (s *Server) subscriptionView(c *contracts.Contract) subscriptionJSON {
 		PlanVersion: c.PlanVersion, Status: string(c.Status), MonthlyBudgetMicros: c.MonthlyBudgetMicros, Budgets: budgetsView(c.Budgets),
 		ProxiedCardURL: endpoint + "/.well-known/agent-card.json", Endpoint: endpoint, CreatedAt: c.CreatedAt, CanceledAt: c.CanceledAt,
 		TrialEnd: c.TrialEnd, CancelAtTrialEnd: c.CancelAtTrialEnd, OfferID: c.OfferID,
-		CancelAt: c.CancelAt, AlertThresholds: c.AlertThresholds, Tags: c.Tags.Map()}
+		CancelAt: c.CancelAt, AlertThresholds: c.AlertThresholds, Tags: c.Tags.Map(), RateLimits: c.RateLimits, SessionCaps: c.SessionCaps}
 }
 
 func (s *Server) subscribe(c *fiber.Ctx) error {

@@ -26,12 +26,16 @@ func (s *Server) updateSubscription(c *fiber.Ctx) error {
 		CancelAtPeriodEnd *bool                   `json:"cancel_at_period_end"`
 		AlertThresholds   *[]int                  `json:"alert_thresholds"`
 		Tags              *map[string]string      `json:"tags"`
+		contracts.LimitsInput
 	}
 	if err := decode(c, &in); err != nil {
 		return err
 	}
 	ct, err := s.Subscriptions.SetBudgets(c.UserContext(), actorOf(c), c.Params("id"), in.Budgets)
 	if err != nil {
+		return err
+	}
+	if ct, err = s.Subscriptions.SetLimits(c.UserContext(), actorOf(c), ct.ID, in.LimitsInput); err != nil {
 		return err
 	}
 	if in.CancelAtTrialEnd != nil {

@@ -69,6 +69,8 @@ func TestErrorsNameTheSetting(t *testing.T) {
 		{"marketplace", map[string]string{"AGENTMARKET_CLICKHOUSE_URL": "clickhouse://127.0.0.1:9000/db", "AGENTMARKET_CLICKHOUSE_CLUSTER": "am; DROP"},
 			[]string{"AGENTMARKET_CLICKHOUSE_CLUSTER: must be a plain name"}},
 		{"meter", map[string]string{"AGENTMARKET_METER_ADDR": "x", "AGENTMARKET_LOG_LEVEL": "loud"}, []string{"AGENTMARKET_METER_ADDR", "AGENTMARKET_LOG_LEVEL", "AGENTMARKET_DATABASE_URL"}},
+		{"meter", map[string]string{"AGENTMARKET_GC_PERCENT": "-5"}, []string{"AGENTMARKET_GC_PERCENT: must be a whole number from 0 to 10000", "AGENTMARKET_DATABASE_URL"}},
+		{"marketplace", map[string]string{"AGENTMARKET_GC_PERCENT": "off"}, []string{"AGENTMARKET_GC_PERCENT"}},
 		// A replaced signing key must outlive every attempt it may have signed.
 		{"marketplace", map[string]string{"AGENTMARKET_PUSH_KEY_RETENTION": "2h", "AGENTMARKET_PUSH_MAX_ATTEMPTS": "30"},
 			[]string{"AGENTMARKET_PUSH_KEY_RETENTION: must be longer than a push delivery's retries may last (2h35m0s"}},
@@ -88,6 +90,21 @@ func TestErrorsNameTheSetting(t *testing.T) {
 		{"meter", map[string]string{"AGENTMARKET_DATABASE_URL": "postgres://x/y", "AGENTMARKET_SECRET_KEY": "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
 			"AGENTMARKET_METER_ADDR": "0.0.0.0:8081", "AGENTMARKET_METRICS_ADDR": "0.0.0.0:8081"},
 			[]string{"AGENTMARKET_METRICS_ADDR: must differ from --meter-addr / AGENTMARKET_METER_ADDR"}},
+		// OpenTelemetry's export: refused at start rather than spans lost.
+		{"marketplace", map[string]string{"AGENTMARKET_OTEL_SAMPLE_RATIO": "NaN"}, []string{"AGENTMARKET_OTEL_SAMPLE_RATIO: must be a number from 0 to 1"}},
+		{"marketplace", map[string]string{"AGENTMARKET_OTEL_SAMPLE_RATIO": "+Inf"}, []string{"AGENTMARKET_OTEL_SAMPLE_RATIO"}},
+		{"marketplace", map[string]string{"AGENTMARKET_OTEL_HEADERS": "x-api-key=abc%0D%0AX-Evil: 1"}, []string{"AGENTMARKET_OTEL_HEADERS", "line break"}},
+		{"marketplace", map[string]string{"AGENTMARKET_OTEL_HEADERS": "x-api-key=abc\nx"}, []string{"AGENTMARKET_OTEL_HEADERS", "line break"}},
+		{"marketplace", map[string]string{"AGENTMARKET_OTEL_HEADERS": "bad name=1"}, []string{"AGENTMARKET_OTEL_HEADERS", "header name"}},
+		{"marketplace", map[string]string{"AGENTMARKET_OTEL_HEADERS": "x:y=1"}, []string{"AGENTMARKET_OTEL_HEADERS", "header name"}},
+		{"marketplace", map[string]string{"AGENTMARKET_OTEL_ENDPOINT": "collector:notaport"}, []string{"AGENTMARKET_OTEL_ENDPOINT", "port"}},
+		{"marketplace", map[string]string{"AGENTMARKET_OTEL_ENDPOINT": "collector:0"}, []string{"AGENTMARKET_OTEL_ENDPOINT", "port"}},
+		{"marketplace", map[string]string{"AGENTMARKET_OTEL_ENDPOINT": "http://collector:99999"}, []string{"AGENTMARKET_OTEL_ENDPOINT", "port"}},
+		{"marketplace", map[string]string{"AGENTMARKET_OTEL_ENDPOINT": ":4318"}, []string{"AGENTMARKET_OTEL_ENDPOINT"}},
+		{"marketplace", map[string]string{"AGENTMARKET_OTEL_ENDPOINT": "http://user:pw@collector:4318"}, []string{"AGENTMARKET_OTEL_ENDPOINT", "credentials", "--otel-headers"}},
+		{"marketplace", map[string]string{"AGENTMARKET_OTEL_ENDPOINT": "http://collector:4318/v1/traces?x=1"}, []string{"AGENTMARKET_OTEL_ENDPOINT", "query"}},
+		{"marketplace", map[string]string{"AGENTMARKET_OTEL_ENDPOINT": "http://collector:4317/otlp", "AGENTMARKET_OTEL_PROTOCOL": "grpc"},
+			[]string{"AGENTMARKET_OTEL_ENDPOINT: a URL path (/otlp) is not used with --otel-protocol grpc"}},
 	}
 	for _, tc := range cases {
 		_, err := config.Load(tc.bin, serve.ConfigFormats(), nil, env(tc.env), io.Discard)
@@ -209,5 +226,21 @@ func TestSecretsAreNotEchoed(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "hunter") {
 		t.Fatalf("the error shows a secret: %v", err)
+	}
+}
+
+// TestOTelSettingsAccepted: the OTLP settings the docs show load.
+func TestOTelSettingsAccepted(t *testing.T) {
+	for _, e := range []map[string]string{
+		{"AGENTMARKET_OTEL_ENDPOINT": "http://127.0.0.1:4318", "AGENTMARKET_OTEL_SAMPLE_RATIO": "0.1"},
+		{"AGENTMARKET_OTEL_ENDPOINT": "https://api.honeycomb.io", "AGENTMARKET_OTEL_HEADERS": "x-honeycomb-team=KEY,Authorization=Basic%20dTpw"},
+		{"AGENTMARKET_OTEL_ENDPOINT": "http://collector:4318/custom/traces"},
+		{"AGENTMARKET_OTEL_ENDPOINT": "collector:4317", "AGENTMARKET_OTEL_PROTOCOL": "grpc", "AGENTMARKET_OTEL_INSECURE": "true"},
+		{"AGENTMARKET_OTEL_ENDPOINT": "http://collector:4317/", "AGENTMARKET_OTEL_PROTOCOL": "grpc", "AGENTMARKET_OTEL_SAMPLE_RATIO": "0"},
+		{"AGENTMARKET_OTEL_ENDPOINT": "http://[::1]:4318"},
+	} {
+		if _, err := config.Load("marketplace", serve.ConfigFormats(), nil, env(e), io.Discard); err != nil {
+			t.Errorf("%v: %v", e, err)
+		}
 	}
 }

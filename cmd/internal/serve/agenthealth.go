@@ -71,3 +71,11 @@ func EjectedCheck(m *Meter) ops.Check {
 		return fmt.Sprintf("%d ejected: %s", len(ej), strings.Join(parts, "; ")), nil
 	}}
 }
+
+// KillSwitchCheck is the meter's /readyz entry for its kill switches:
+// down (degraded, the meter serves) while it cannot read them.
+func KillSwitchCheck(m *Meter) ops.Check {
+	return ops.Check{Name: "kill_switches", Optional: true,
+		Impact: "the meter keeps the kill switches it last read: one set or lifted meanwhile does not act here",
+		Check:  func(context.Context) (string, error) { return m.Proxy.SwitchesHealth() }}
+}

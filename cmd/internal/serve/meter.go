@@ -191,7 +191,7 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 	}
 	if shared != nil {
 		p.Push.Gate = shared // every meter keeps the webhooks' caps together
-		p.Shared, p.SharedBills, p.SharedBudgets = shared, shared, shared
+		p.Shared, p.SharedBills, p.SharedBudgets, p.SharedRates = shared, shared, shared, shared
 		p.Sent = &contracts.SentFallback{Hot: shared, Durable: sent, Window: listings.MaxIdempotencyWindow, OnFallback: func(op string, err error) {
 			p.Metrics.SharedFallback(op)
 			d.Logger.Debug("sent message not in the shared state; the database holds it", "op", op, "err", err)
@@ -237,6 +237,10 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 	go ship.Run(ctx)
 	registerPipelineMetrics(d.Registry, sp, ship)
 	registerEjectionMetrics(d.Registry, p)
+	// Read before the meter serves: a switched-off call is refused from
+	// the first one. A database not answering now is the poll's to retry
+	// (logged, and on /readyz).
+	_ = p.LoadKillSwitches(ctx)
 	loopsCtx, stop := context.WithCancel(ctx)
 	var loops sync.WaitGroup
 	loops.Add(4)

@@ -1,0 +1,203 @@
+package a2aproxy
+
+import (
+	"context"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/agentmarket/agentmarket"
+)
+
+// localRates holds rate limits and session caps in this meter's memory:
+// the only holder without Redis, the fallback while Redis fails. It
+// decides as contracts/redis's scripts do (the same rules, docs/limits.md),
+// on the injected clock.
+type localRates struct {
+	clock agentmarket.Clock
+	mu    sync.Mutex
+	cells map[string]*rateCell
+	// sessions are kept sessionIdle past their last call; swept every
+	// sessionSweep new ones.
+	sessions map[string]*sessionCell
+	added    int
+}
+
+// rateCell is one holder's state: per bucket (requests a second, a
+// minute, tokens a minute) the time up to which it owes refill, in ms
+// since the epoch (a generic cell rate algorithm: the bucket is full when
+// that is past); the calls in flight with their lease's end.
+type rateCell struct {
+	owed     [3]float64
+	inFlight map[string]int64
+}
+
+type sessionCell struct {
+	calls, micros int64
+	seen          time.Time
+}
+
+const (
+	// sessionIdle is how long a conversation's count is kept after its
+	// last call (and its key's time to live in Redis).
+	sessionIdle  = 24 * time.Hour
+	sessionSweep = 4096
+)
+
+// windows are how long each bucket takes to refill, in ms, in the order
+// of a RateLimits' fields.
+var windows = [3]int64{1000, 60000, 60000}
+
+func newLocalRates(clock agentmarket.Clock) *localRates {
+	return &localRates{clock: clock, cells: map[string]*rateCell{}, sessions: map[string]*sessionCell{}}
+}
+
+// TakeRates implements SharedRates in memory.
+func (r *localRates) TakeRates(_ context.Context, callID string, ids []string, limits []int64, lease time.Duration) (int, time.Duration, []int64, error) {
+	now := r.clock.Now().UnixMilli()
+	left := make([]int64, len(limits))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cells := make([]*rateCell, len(ids))
+	for j, id := range ids {
+		c := r.cells[id]
+		if c == nil {
+			c = &rateCell{}
+			r.cells[id] = c
+		}
+		cells[j] = c
+		for k := 0; k < 4; k++ {
+			i, lim := 4*j+k, limits[4*j+k]
+			left[i] = -1
+			if lim <= 0 {
+				continue
+			}
+			var ok bool
+			var wait float64
+			switch k {
+			case 0, 1:
+				ok, wait, left[i] = takeRequest(lim, float64(windows[k]), c.owed[k]-float64(now))
+			case 2:
+				ok, wait, left[i] = tokenBucket(lim, c.owed[k]-float64(now))
+			case 3:
+				for id, end := range c.inFlight {
+					if end <= now {
+						delete(c.inFlight, id)
+					}
+				}
+				n := int64(len(c.inFlight))
+				ok, wait, left[i] = n < lim, 1000, lim-n-1
+			}
+			if !ok {
+				return i, time.Duration(math.Ceil(wait)) * time.Millisecond, nil, nil
+			}
+		}
+	}
+	for j, c := range cells {
+		for k := 0; k < 2; k++ {
+			if lim := limits[4*j+k]; lim > 0 {
+				c.owed[k] = max(c.owed[k], float64(now)) + float64(windows[k])/float64(lim)
+			}
+		}
+		if limits[4*j+3] > 0 {
+			if c.inFlight == nil {
+				c.inFlight = map[string]int64{}
+			}
+			c.inFlight[callID] = now + lease.Milliseconds()
+		}
+	}
+	return -1, 0, left, nil
+}
+
+// takeRequest decides a call under a bucket of lim requests that refills
+// in w ms and owes owed ms of refill: a call takes one request (w/lim ms
+// of refill), and goes if the bucket holds it. It answers whether the
+// call goes, else the wait until it would, and the requests left after
+// it.
+func takeRequest(lim int64, w, owed float64) (bool, float64, int64) {
+	owed = max(owed, 0)
+	t := w / float64(lim)
+	if owed+t > w {
+		return false, owed + t - w, 0
+	}
+	return true, 0, int64((w - owed - t) / t)
+}
+
+// tokenBucket decides a call under a bucket of lim tokens that refills in
+// a minute and owes owed ms of refill: the call goes while the bucket is
+// not empty (its tokens are taken when it ends). It answers whether the
+// call goes, else the wait until the bucket holds a token again, and the
+// tokens left.
+func tokenBucket(lim int64, owed float64) (bool, float64, int64) {
+	const w = 60000.0
+	owed = max(owed, 0)
+	if owed >= w {
+		return false, owed - w + 1, 0
+	}
+	return true, 0, int64(float64(lim) * (w - owed) / w)
+}
+
+// DoneRates implements SharedRates in memory.
+func (r *localRates) DoneRates(_ context.Context, callID string, ids []string, limits []int64, tokens int64) error {
+	now := float64(r.clock.Now().UnixMilli())
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for j, id := range ids {
+		c := r.cells[id]
+		if c == nil {
+			continue
+		}
+		if tpm := limits[4*j+2]; tpm > 0 && tokens > 0 {
+			c.owed[2] = max(c.owed[2], now) + float64(tokens)*float64(windows[2])/float64(tpm)
+		}
+		delete(c.inFlight, callID)
+	}
+	return nil
+}
+
+// TakeSession implements SharedRates in memory.
+func (r *localRates) TakeSession(_ context.Context, id string, maxCalls, maxMicros int64, count bool) (int, int64, int64, error) {
+	now := r.clock.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.session(id, now)
+	if maxCalls > 0 && s.calls >= maxCalls {
+		return 0, s.calls, s.micros, nil
+	}
+	if maxMicros > 0 && s.micros >= maxMicros {
+		return 1, s.calls, s.micros, nil
+	}
+	if count {
+		s.calls++
+	}
+	return -1, s.calls, s.micros, nil
+}
+
+// AddSession implements SharedRates in memory.
+func (r *localRates) AddSession(_ context.Context, id string, calls, micros int64) error {
+	now := r.clock.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := r.session(id, now)
+	s.calls += calls
+	s.micros = agentmarket.AddSat(s.micros, micros)
+	return nil
+}
+
+// session is id's count, made when new (r.mu held).
+func (r *localRates) session(id string, now time.Time) *sessionCell {
+	s := r.sessions[id]
+	if s == nil || now.Sub(s.seen) > sessionIdle {
+		s = &sessionCell{}
+		r.sessions[id] = s
+		if r.added++; r.added%sessionSweep == 0 {
+			for k, v := range r.sessions {
+				if now.Sub(v.seen) > sessionIdle {
+					delete(r.sessions, k)
+				}
+			}
+		}
+	}
+	s.seen = now
+	return s
+}
