@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -277,6 +278,7 @@ type Proxy struct {
 	upstream   *http.Client                                // to agents, under Guard (upstream.go): streams, probes
 	fast       *fastClients                                // to agents, under Guard: unary calls (upstream_fast.go)
 	outliers   *outliers                                   // endpoints ejected after failures in a row (eject.go)
+	balancer   balancer                                    // calls in flight per endpoint, retries (balance.go)
 	// invokeRoles are the roles each org lets invoke (invokers.go).
 	invokeRoles *roleCache
 	// stalls is the progress of the tasks this meter saw (stall.go).
@@ -458,6 +460,13 @@ type call struct {
 	x     exchange
 	body  []byte
 	parse func() (*wire.Request, *wire.Error)
+	// endpoint is the agent endpoint the balancer chose (balance.go), ""
+	// for a listing with one; pool, load, retried and routedTry are its
+	// state for one retry on another endpoint.
+	endpoint           string
+	pool               []listings.AgentEndpoint
+	load               *atomic.Int64
+	retried, routedTry bool
 }
 
 // agentRefused notes the error the agent answered the call with. A
@@ -515,6 +524,7 @@ func (p *Proxy) stages() []stage {
 		killswitch{board: p.Switches},
 		reserve{book: p.book},
 		idempotency{p: p},
+		balance{p: p},
 	}
 }
 
