@@ -67,6 +67,24 @@ func (b *balancer) load(url string) *atomic.Int64 {
 	return v.(*atomic.Int64)
 }
 
+// routed is a call's endpoint when its listing has several: the endpoint
+// the balancer chose or the task's, and for a new task the pool to retry
+// in, its in-flight count, whether it was sent (tried) and retried.
+type routed struct {
+	endpoint       string
+	pool           []listings.AgentEndpoint
+	load           *atomic.Int64
+	tried, retried bool
+}
+
+// endpointOf is the call's endpoint to bind its task to, "" for r nil.
+func (r *routed) endpointOf() string {
+	if r == nil {
+		return ""
+	}
+	return r.endpoint
+}
+
 // route sends cl to its task's endpoint, or to the least loaded healthy
 // one for a call that starts a task, and counts it in flight meanwhile.
 func (b *balancer) route(cl *call, p *Proxy, next handler) error {
@@ -78,15 +96,16 @@ func (b *balancer) route(cl *call, p *Proxy, next handler) error {
 		// A call on a task bound before: its endpoint, or the card's
 		// interface for a task bound before the listing had endpoints.
 		if tb, err := p.owners.Lookup(cl.x.Context(), cl.target.ListingID, cl.obs.taskID); err == nil && tb.Endpoint != "" {
-			cl.iface.URL, cl.endpoint = tb.Endpoint, tb.Endpoint
+			cl.iface.URL = tb.Endpoint
+			cl.routed = &routed{endpoint: tb.Endpoint, tried: true} // never retried elsewhere
 		}
 		return next(cl)
 	}
 	ep := b.pick(pool, p.outliers, "")
-	cl.iface.URL, cl.endpoint, cl.pool = ep, ep, pool
-	cl.load = b.load(ep)
-	cl.load.Add(1)
-	defer func() { cl.load.Add(-1) }()
+	r := &routed{endpoint: ep, pool: pool, load: b.load(ep)}
+	cl.iface.URL, cl.routed = ep, r
+	r.load.Add(1)
+	defer func() { r.load.Add(-1) }()
 	return next(cl)
 }
 
@@ -109,9 +128,6 @@ func (b *balancer) pick(pool []listings.AgentEndpoint, o *outliers, not string) 
 		}
 	}
 	if best == "" && not == "" {
-		return ""
-	}
-	if best == "" {
 		return pool[0].URL
 	}
 	return best
@@ -137,19 +153,20 @@ func (p *Proxy) Retries() uint64 { return p.balancer.retries.Load() }
 // not retried yet, with another healthy endpoint. The call then moves
 // there, its in-flight count with it.
 func (p *Proxy) retryTo(cl *call) string {
-	if cl.pool == nil || cl.retried {
+	r := cl.routed
+	if r == nil || r.pool == nil || r.retried {
 		return ""
 	}
-	cl.retried = true
-	alt := p.balancer.pick(cl.pool, p.outliers, cl.endpoint)
+	r.retried = true
+	alt := p.balancer.pick(r.pool, p.outliers, r.endpoint)
 	if alt == "" {
 		return ""
 	}
 	p.balancer.retries.Add(1)
-	cl.load.Add(-1)
-	cl.load = p.balancer.load(alt)
-	cl.load.Add(1)
-	cl.iface.URL, cl.endpoint = alt, alt
+	r.load.Add(-1)
+	r.load = p.balancer.load(alt)
+	r.load.Add(1)
+	cl.iface.URL, r.endpoint = alt, alt
 	return alt
 }
 
@@ -199,8 +216,8 @@ func refusedWork(status int, body []byte) bool {
 // roundTripRouted is roundTrip for a call the balancer routed: sent once
 // more to another endpoint when the first accepted nothing (retryTo).
 func (p *Proxy) roundTripRouted(ctx context.Context, cl *call, ar agentRequest, limit int, timeout time.Duration) (agentReply, error) {
-	from := cl.endpoint
-	cl.routedTry = true
+	from := cl.routed.endpoint
+	cl.routed.tried = true
 	rep, err := p.roundTrip(ctx, cl, ar, limit, timeout)
 	if err == nil && !refusedWork(rep.status, rep.body) || err != nil && !notAccepted(err) {
 		return rep, err
@@ -222,8 +239,8 @@ func (p *Proxy) roundTripRouted(ctx context.Context, cl *call, ar agentRequest, 
 // routed: sent once more to another endpoint when the first accepted
 // nothing, before any event was read.
 func (p *Proxy) sendRouted(cl *call, req *http.Request) (*http.Response, error) {
-	from := cl.endpoint
-	cl.routedTry = true
+	from := cl.routed.endpoint
+	cl.routed.tried = true
 	// The body is read out first: the transport consumes it, and a retry
 	// sends it again.
 	var body []byte

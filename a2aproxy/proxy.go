@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -460,13 +459,9 @@ type call struct {
 	x     exchange
 	body  []byte
 	parse func() (*wire.Request, *wire.Error)
-	// endpoint is the agent endpoint the balancer chose (balance.go), ""
-	// for a listing with one; pool, load, retried and routedTry are its
-	// state for one retry on another endpoint.
-	endpoint           string
-	pool               []listings.AgentEndpoint
-	load               *atomic.Int64
-	retried, routedTry bool
+	// routed is the balancer's choice of endpoint (balance.go); nil for a
+	// listing with one.
+	routed *routed
 }
 
 // agentRefused notes the error the agent answered the call with. A

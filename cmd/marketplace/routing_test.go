@@ -19,11 +19,11 @@ import (
 	"github.com/a2aproject/a2a-go/v2/a2aclient"
 )
 
-// gets counts the GetTask calls an agent got from the meter.
-func (a *sdkAgent) gets() int {
+// rpcs counts the calls of a JSON-RPC method an agent got from the meter.
+func (a *sdkAgent) rpcs(method string) int {
 	n := 0
 	for _, x := range a.Wire.since(0) {
-		if x.RPC == "GetTask" {
+		if x.RPC == method {
 			n++
 		}
 	}
@@ -191,8 +191,21 @@ func TestEndpoints(t *testing.T) {
 			}
 			calls.Add(1)
 		}
-		if ga, gb := a.gets(), b.gets(); ga < 8 || gb < 8 || ga+gb != len(tasks) {
+		if ga, gb := a.rpcs("GetTask"), b.rpcs("GetTask"); ga < 8 || gb < 8 || ga+gb != len(tasks) {
 			t.Errorf("GetTask calls reached the endpoints %d and %d times, want %d in all, each its own tasks'", ga, gb, len(tasks))
+		}
+
+		// A cancel reaches the endpoint running the task, whichever it is.
+		for i := range 4 {
+			id, err := send(fmt.Sprintf("please wait until canceled (%d)", i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := cl.CancelTask(ctx, &a2a.CancelTaskRequest{ID: id})
+			calls.Add(1)
+			if err != nil || got.Status.State != a2a.TaskStateCanceled {
+				t.Fatalf("cancel %s: %v %+v, want it canceled by the endpoint that runs it", id, err, got)
+			}
 		}
 
 		// One endpoint killed mid-load: no call fails; the refused ones go
@@ -214,7 +227,7 @@ func TestEndpoints(t *testing.T) {
 		t.Logf("after the kill: %v retries", retries)
 		// A retried call is one call: the agents answered each call once,
 		// and the usage has one row each.
-		if seen := a.sends(0) + a.gets() + b.sends(0) + b.gets(); int64(seen) != calls.Load() {
+		if seen := a.sends(0) + a.rpcs("GetTask") + a.rpcs("CancelTask") + b.sends(0) + b.rpcs("GetTask") + b.rpcs("CancelTask"); int64(seen) != calls.Load() {
 			t.Errorf("the agents answered %d calls, the buyer made %d", seen, calls.Load())
 		}
 		var got float64
