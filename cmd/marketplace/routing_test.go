@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -80,6 +82,10 @@ func (r *routedMarket) buyerClient(t *testing.T, limit time.Duration) (context.C
 // row. On both storage set-ups.
 func TestEndpoints(t *testing.T) {
 	databases(t, func(t *testing.T, env map[string]string, _ string) {
+		if env["AGENTMARKET_DATABASE_URL"] == "" {
+			env["AGENTMARKET_DATA_DIR"] = t.TempDir() // kept for the restart
+		}
+		env["AGENTMARKET_HEALTH_CHECK_INTERVAL"] = "0" // the agents count the meter's GetTasks alone
 		rm := startRoutedMarket(t, env)
 		m, api, seller, buyerKey, a, listing := rm.m, rm.api, rm.seller, rm.buyerKey, rm.a, rm.listing
 		b := startSDKAgent(t, "1.0", a2a.TransportProtocolJSONRPC)
@@ -185,6 +191,7 @@ func TestEndpoints(t *testing.T) {
 		if dA < 8 || dB < 8 || dA+dB != 40 {
 			t.Errorf("40 sends went %d and %d to the two endpoints, want each a fair share and 40 in all", dA, dB)
 		}
+		phase1 := slices.Clone(tasks)
 		for _, id := range tasks {
 			if got, err := cl.GetTask(ctx, &a2a.GetTaskRequest{ID: id}); err != nil || got.ID != id {
 				t.Fatalf("GetTask %s: %v, want the task from the endpoint that holds it", id, err)
@@ -244,6 +251,31 @@ func TestEndpoints(t *testing.T) {
 		items, _ := r.JSON["items"].([]any)
 		if got = get(items[0].(map[string]any), "calls").(float64); got != float64(calls.Load()) {
 			t.Errorf("usage counts %v calls, the buyer made %d: a retried call must be one row", got, calls.Load())
+		}
+
+		// After a restart the tasks' endpoints come back from the spool
+		// and the database: the tasks made at the killed endpoint are not
+		// asked of the other (which would answer TaskNotFound).
+		m.stop(t)
+		again := startMarketplace(t, env)
+		rm.endpoint = again.URL + "/a2a/" + listing
+		ctx2, cl2 := rm.buyerClient(t, 30*time.Second)
+		getsA := a.rpcs("GetTask")
+		var found, unreachable int
+		for _, id := range phase1 {
+			_, err := cl2.GetTask(ctx2, &a2a.GetTaskRequest{ID: id})
+			switch {
+			case err == nil:
+				found++
+			case errors.Is(err, a2a.ErrTaskNotFound):
+				t.Errorf("GetTask %s after the restart: %v: it was asked of the wrong endpoint", id, err)
+			default:
+				unreachable++
+			}
+		}
+		if found != dA || unreachable != dB || a.rpcs("GetTask")-getsA != dA {
+			t.Errorf("after the restart: %d tasks found, %d unreachable, %d GetTasks reached the live endpoint; want %d, %d, %d",
+				found, unreachable, a.rpcs("GetTask")-getsA, dA, dB, dA)
 		}
 	})
 }
