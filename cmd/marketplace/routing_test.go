@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -404,5 +405,44 @@ func TestNoRetryAfterWork(t *testing.T) {
 	}
 	if v := metricValue(string(api.do("GET", "/metrics", nil).Body), "agentmarket_meter_endpoint_retries_total"); v != 0 {
 		t.Errorf("/metrics counts %v retries, want 0", v)
+	}
+}
+
+// TestRetryOn503 (issue 26, item 3): an endpoint (or the gateway before
+// it) that answers HTTP 503 naming no task accepted nothing: the send goes
+// once to the listing's other endpoint, which answers it; the buyer sees
+// one successful call and /metrics counts one retry.
+func TestRetryOn503(t *testing.T) {
+	rm := startRoutedMarket(t, map[string]string{"AGENTMARKET_HEALTH_CHECK_INTERVAL": "0"})
+	var busy atomic.Int64
+	gw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		busy.Add(1)
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "upstream overloaded", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(gw.Close)
+	// The busy endpoint weighs 100 to the card's 1: idle, it is picked first.
+	if r := setEndpoints(t, rm.api, rm.seller, rm.listing, map[string]any{"url": rm.a.URL, "weight": 1}, map[string]any{"url": gw.URL, "weight": 100}); r.Status != 200 {
+		t.Fatalf("set endpoints: %d %s", r.Status, r.Body)
+	}
+	ctx, cl := rm.buyerClient(t, 30*time.Second)
+	waitFor(t, "the meter to route to the busy endpoint", 10*time.Second, func() bool {
+		res, err := cl.SendMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("answer with a message"))})
+		if err != nil {
+			t.Fatalf("a send the busy endpoint refused failed: %v", err)
+		}
+		if _, ok := res.(*a2a.Message); !ok {
+			t.Fatalf("answer %T, want the agent's message", res)
+		}
+		return busy.Load() > 0
+	})
+	if n := busy.Load(); n != 1 {
+		t.Errorf("the busy endpoint got %d requests, want 1", n)
+	}
+	if v := metricValue(string(rm.api.do("GET", "/metrics", nil).Body), "agentmarket_meter_endpoint_retries_total"); v != 1 {
+		t.Errorf("/metrics counts %v retries, want 1", v)
+	}
+	if sent := rm.a.sends(0); sent < 1 {
+		t.Errorf("the card's endpoint got %d sends, want the retried one", sent)
 	}
 }
