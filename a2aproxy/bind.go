@@ -49,7 +49,7 @@ func (p *Proxy) bindTask(ctx context.Context, cl *call) error {
 	}
 	cl.obs.bound = true
 	b := contracts.TaskBinding{ListingID: cl.target.ListingID, TaskID: cl.obs.taskID,
-		OrgID: cl.actor.OrgID, ContractID: cl.contract.ID, ContextID: cl.obs.contextID, CreatedAt: p.Clock.Now()}
+		OrgID: cl.actor.OrgID, ContractID: cl.contract.ID, ContextID: cl.obs.contextID, CreatedAt: p.Clock.Now(), Endpoint: cl.routed.endpointOf()}
 	parent := p.parentOf(ctx, cl)
 	if parent != nil {
 		b.ParentListingID, b.ParentTaskID = parent.ListingID, parent.TaskID
@@ -107,7 +107,7 @@ func (p *Proxy) bindTask(ctx context.Context, cl *call) error {
 			return rpcErr(CodeAgentTaskConflict, http.StatusOK, "the agent answered with a task that is not yours; the meter withheld the answer and marked the listing")
 		}
 	}
-	cl.binds = &metering.Binding{ParentListingID: b.ParentListingID, Stored: p.bindsInDB(cl, &b)}
+	cl.binds = &metering.Binding{ParentListingID: b.ParentListingID, Stored: p.bindsInDB(cl, &b), Endpoint: b.Endpoint}
 	if b.DeadlineAt != nil {
 		cl.binds.DeadlineAt = *b.DeadlineAt
 	}

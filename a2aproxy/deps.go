@@ -37,6 +37,9 @@ type Target struct {
 	CardHash     string
 	UpstreamAuth *listings.UpstreamAuth
 	Limits       listings.Limits // the listing's own limits; zero fields take the meter's
+	// Endpoints are the seller's agent endpoints beside the card's
+	// (balance.go); nil: the chosen interface alone.
+	Endpoints []listings.AgentEndpoint
 }
 
 // Resolver finds a listing's target.

@@ -285,6 +285,7 @@ type Proxy struct {
 	upstream   *http.Client                                // to agents, under Guard (upstream.go): streams, probes
 	fast       *fastClients                                // to agents, under Guard: unary calls (upstream_fast.go)
 	outliers   *outliers                                   // endpoints ejected after failures in a row (eject.go)
+	balancer   balancer                                    // calls in flight per endpoint, retries (balance.go)
 	// invokeRoles are the roles each org lets invoke (invokers.go).
 	invokeRoles *roleCache
 	// stalls is the progress of the tasks this meter saw (stall.go).
@@ -477,6 +478,9 @@ type call struct {
 	x     exchange
 	body  []byte
 	parse func() (*wire.Request, *wire.Error)
+	// routed is the balancer's choice of endpoint (balance.go); nil for a
+	// listing with one.
+	routed *routed
 }
 
 // agentRefused notes the error the agent answered the call with. A
@@ -536,6 +540,7 @@ func (p *Proxy) stages() []stage {
 		reserve{book: p.book},
 		credit{book: p.credits},
 		idempotency{p: p},
+		balance{p: p},
 	}
 }
 

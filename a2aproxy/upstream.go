@@ -64,6 +64,9 @@ func refuseAll(context.Context, string, string) (net.Conn, error) {
 // answer that redirects come back as the buyer's errors; any other
 // failure is the transport's, for upstreamErr.
 func (p *Proxy) send(cl *call, req *http.Request) (*http.Response, error) {
+	if cl != nil && cl.routed != nil && !cl.routed.tried {
+		return p.sendRouted(cl, req) // balance.go
+	}
 	ep := endpointOf(cl)
 	pass, err := p.outliers.admit(ep)
 	if err != nil {

@@ -167,6 +167,9 @@ func keyOf(u string, limit int) (fastKey, error) {
 // buyer's (a refused address, a redirect, an answer past the limit) or
 // the transport's, for upstreamErr.
 func (p *Proxy) roundTrip(ctx context.Context, cl *call, ar agentRequest, limit int, timeout time.Duration) (agentReply, error) {
+	if cl != nil && cl.routed != nil && !cl.routed.tried {
+		return p.roundTripRouted(ctx, cl, ar, limit, timeout) // balance.go
+	}
 	k, err := keyOf(ar.url, limit)
 	if err != nil {
 		return agentReply{}, err

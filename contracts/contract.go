@@ -549,6 +549,10 @@ type TaskBinding struct {
 	// created and ended in one call): the task is stored ended, with this
 	// event, when the binding is new. Never read back.
 	Ended *TaskEvent
+	// Endpoint is the agent endpoint the task was created at, when its
+	// listing has several (a2aproxy/balance.go): the task's later calls
+	// go there. "" for a listing with one.
+	Endpoint string
 	// Billed is what the task has been billed so far; nil when it never
 	// was. Given to BindTasks, it is stored with a new binding, and raises
 	// the stored one (as RaiseBilled) of a binding of the same org.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -94,6 +95,18 @@ func ProbeEndpoints(card *agentcard.Card) []agentcard.Interface {
 		}
 	}
 	return nil
+}
+
+// probeTargets are the card's endpoint the meter calls and the seller's
+// own endpoints (routing.go), each once.
+func probeTargets(l *Listing) []agentcard.Interface {
+	ifaces := ProbeEndpoints(l.Card)
+	for _, e := range l.AgentEndpoints {
+		if !slices.ContainsFunc(ifaces, func(in agentcard.Interface) bool { return in.URL == e.URL }) {
+			ifaces = append(ifaces, agentcard.Interface{URL: e.URL, Binding: e.Binding, ProtocolVersion: e.ProtocolVersion})
+		}
+	}
+	return ifaces
 }
 
 // ProbeResult is one probe's answer: up when the agent gave a well-formed
@@ -213,7 +226,7 @@ func (c *Checker) Check(ctx context.Context, l *Listing) error {
 	if err != nil {
 		return err
 	}
-	ifaces := ProbeEndpoints(l.Card)
+	ifaces := probeTargets(l)
 	next := make([]EndpointHealth, 0, len(ifaces))
 	changed := len(ifaces) != len(l.Endpoints)
 	for _, in := range ifaces {

@@ -92,6 +92,11 @@ type Listing struct {
 	// Limits override the meter's defaults for this listing.
 	Limits Limits
 
+	// AgentEndpoints are the endpoints the seller set beside the card's
+	// (replicas, regions, weights; routing.go); nil: the card's preferred
+	// interface alone.
+	AgentEndpoints []AgentEndpoint
+
 	RefreshInterval time.Duration // 0 disables periodic refresh
 	NextRefreshAt   time.Time     // zero when refresh is disabled
 

@@ -76,6 +76,9 @@ type UpdateInput struct {
 	// CardKeys replaces the registered JWKS (null or {} removes it).
 	CardKeys       json.RawMessage  `json:"card_keys"`
 	CardSignatures *SignaturePolicy `json:"card_signatures"`
+	// Endpoints replaces the agent endpoints the meter balances over
+	// (routing.go); [] removes them.
+	Endpoints *[]AgentEndpointInput `json:"endpoints"`
 }
 
 func (s *Service) now() time.Time { return s.Clock.Now() }
@@ -388,13 +391,19 @@ func (s *Service) Update(ctx context.Context, actor agentmarket.Actor, id string
 	fe = appendFields(fe, err)
 	keys := cardKeys(in.CardKeys)
 	validateSigning(&fe, s.Verifier, in.CardSignatures, keys)
+	var endpoints []AgentEndpoint
+	if in.Endpoints != nil && owner {
+		if endpoints, err = s.parseEndpoints(ctx, &fe, *in.Endpoints, l.Card); err != nil {
+			return nil, err
+		}
+	}
 	signing := in.CardKeys != nil || in.CardSignatures != nil
 	newCard := in.CardURL != nil || len(bytes.TrimSpace(in.Card)) > 0
 	if in.CardURL != nil && len(bytes.TrimSpace(in.Card)) > 0 {
 		fe.Add("card", "exclusive", "give card_url or card, not both")
 	}
-	if !owner && (in.Pricing != nil || in.UpstreamAuth != nil || in.RefreshSeconds != nil || in.Limits != nil || newCard || signing) {
-		return nil, agentmarket.Errorf(agentmarket.Forbidden, "not_listing_owner", "only the seller may change the card, pricing, credentials or refresh of listing %q", id)
+	if !owner && (in.Pricing != nil || in.UpstreamAuth != nil || in.RefreshSeconds != nil || in.Limits != nil || in.Endpoints != nil || newCard || signing) {
+		return nil, agentmarket.Errorf(agentmarket.Forbidden, "not_listing_owner", "only the seller may change the card, pricing, credentials, endpoints or refresh of listing %q", id)
 	}
 	if in.Status != nil {
 		if err := checkTransition(actor, owner, l.Status, *in.Status, s.AutoApprove); err != nil {
@@ -475,6 +484,9 @@ func (s *Service) Update(ctx context.Context, actor agentmarket.Actor, id string
 	}
 	if in.Limits != nil {
 		l.Limits = limits
+	}
+	if in.Endpoints != nil {
+		l.AgentEndpoints = endpoints
 	}
 	if in.Status != nil {
 		l.Status = *in.Status

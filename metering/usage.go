@@ -127,6 +127,9 @@ type Binding struct {
 	// the call made it (a task whose life is recorded at once, a stream):
 	// the row then only confirms it.
 	Stored bool
+	// Endpoint is the agent endpoint that created the task, when its
+	// listing has several ("" otherwise): the binding keeps it.
+	Endpoint string
 }
 
 // GroupBy is a dimension usage is summed over.

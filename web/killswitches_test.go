@@ -52,3 +52,34 @@ func TestKillSwitchPages(t *testing.T) {
 	mustContain(t, seller.get("/listings/"+l.ID), `data-switched-off`, `redeploying`)
 	mustNotContain(t, buyer.get("/listings/"+l.ID), `data-switched-off`)
 }
+
+// TestKillSwitchFormRefused: a switch-off form sent incomplete, or a lift
+// without a reason, comes back as the page with what to correct (422),
+// the values kept, not as an error page.
+func TestKillSwitchFormRefused(t *testing.T) {
+	s := newSite(t, siteOptions{autoApprove: true})
+	_, buyer, _, buyerActor := s.sellerAndBuyer(t)
+	k, _, err := s.accounts.CreateKey(context.Background(), buyerActor, contracts.KeyInput{Name: "orchestrator", Role: agentmarket.RoleBuyer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := buyer.post("/kill-switches", url.Values{"scope": {"api_key"}, "target_id": {k.ID}, "reason": {""}})
+	if p.Status != http.StatusUnprocessableEntity {
+		t.Fatalf("a switch without a reason: %d, want 422", p.Status)
+	}
+	mustContain(t, p, `id="error-summary"`, `href="#reason"`, `reason is required`, `value="`+k.ID+`"`, `<option value="api_key" selected>`)
+	mustNotContain(t, p, `That did not work`)
+	if p := buyer.post("/kill-switches", url.Values{"scope": {"api_key"}, "target_id": {k.ID}, "reason": {"loops"}}); p.Status != http.StatusSeeOther {
+		t.Fatalf("switch the key off: %d %s", p.Status, p.Body)
+	}
+	on, err := s.store.ListSwitches(context.Background(), buyerActor.OrgID, true, 10)
+	if err != nil || len(on) != 1 {
+		t.Fatalf("switches on: %v %v", on, err)
+	}
+	p = buyer.post("/kill-switches/"+on[0].ID+"/lift", url.Values{"reason": {""}})
+	if p.Status != http.StatusUnprocessableEntity {
+		t.Fatalf("a lift without a reason: %d, want 422", p.Status)
+	}
+	mustContain(t, p, `id="error-summary"`, `data-switch="`+on[0].ID+`"`)
+	mustNotContain(t, p, `That did not work`)
+}

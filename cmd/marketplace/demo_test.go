@@ -121,6 +121,13 @@ func TestDemoPortTaken(t *testing.T) {
 // session.
 func webSignin(t *testing.T, base, action string, form url.Values) bool {
 	t.Helper()
+	return webSession(t, base, action, form) != nil
+}
+
+// webSession is webSignin's client, holding the session it opened; nil
+// when none.
+func webSession(t *testing.T, base, action string, form url.Values) *http.Client {
+	t.Helper()
 	jar, _ := cookiejar.New(nil)
 	c := &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	res, err := c.Get(base + "/signin")
@@ -141,9 +148,9 @@ func webSignin(t *testing.T, base, action string, form url.Values) bool {
 	}
 	res.Body.Close()
 	for _, ck := range res.Cookies() {
-		if ck.Name == "am_session" && ck.Value != "" {
-			return res.StatusCode == http.StatusSeeOther
+		if ck.Name == "am_session" && ck.Value != "" && res.StatusCode == http.StatusSeeOther {
+			return c
 		}
 	}
-	return false
+	return nil
 }

@@ -24,7 +24,7 @@ func (s *Store) ownerKey(listingID, taskID string) string {
 var bindScript = goredis.NewScript(`
 local o = redis.call('HGET', KEYS[1], 'o')
 if o then return o end
-redis.call('HSET', KEYS[1], 'o', ARGV[2], 'c', ARGV[3], 'x', ARGV[4], 'ca', ARGV[5], 'pl', ARGV[6], 'pt', ARGV[7], 'dl', ARGV[8], 'ru', '')
+redis.call('HSET', KEYS[1], 'o', ARGV[2], 'c', ARGV[3], 'x', ARGV[4], 'ca', ARGV[5], 'pl', ARGV[6], 'pt', ARGV[7], 'dl', ARGV[8], 'ru', '', 'ep', ARGV[9])
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 return ARGV[2]
 `)
@@ -68,7 +68,7 @@ func (s *Store) bindTasks(ctx context.Context, bs []contracts.TaskBinding, owner
 				dl = encTime(*b.DeadlineAt)
 			}
 			cmds[i] = bindScript.EvalSha(ctx, pl, []string{s.ownerKey(b.ListingID, b.TaskID)}, s.bindingTTL.Milliseconds(),
-				b.OrgID, b.ContractID, b.ContextID, encTime(b.CreatedAt), b.ParentListingID, b.ParentTaskID, dl)
+				b.OrgID, b.ContractID, b.ContextID, encTime(b.CreatedAt), b.ParentListingID, b.ParentTaskID, dl, b.Endpoint)
 		}
 		return nil
 	})
@@ -99,7 +99,8 @@ func (s *Store) TaskOwner(ctx context.Context, listingID, taskID string) (*contr
 		return nil, agentmarket.Errorf(agentmarket.NotFound, "task_not_found", "no task %q on listing %q", taskID, listingID)
 	}
 	return &contracts.TaskBinding{ListingID: listingID, TaskID: taskID, OrgID: h["o"], ContractID: h["c"], ContextID: h["x"],
-		CreatedAt: decTime(h["ca"]), ParentListingID: h["pl"], ParentTaskID: h["pt"], DeadlineAt: decTimePtr(h["dl"]), ReusedAt: decTimePtr(h["ru"])}, nil
+		CreatedAt: decTime(h["ca"]), ParentListingID: h["pl"], ParentTaskID: h["pt"], DeadlineAt: decTimePtr(h["dl"]), ReusedAt: decTimePtr(h["ru"]),
+		Endpoint: h["ep"]}, nil
 }
 
 // markReusedScript sets the reuse mark unless it is set; 0 when the task

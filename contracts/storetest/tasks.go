@@ -82,9 +82,9 @@ func utc(t time.Time) *time.Time {
 }
 
 func showBinding(b contracts.TaskBinding) string {
-	return fmt.Sprintf("%s/%s org=%s contract=%s context=%s created=%s parent=%s/%s deadline=%s reused=%s billed=%s",
+	return fmt.Sprintf("%s/%s org=%s contract=%s context=%s created=%s parent=%s/%s deadline=%s reused=%s billed=%s endpoint=%q",
 		b.ListingID, b.TaskID, b.OrgID, b.ContractID, b.ContextID, ts(b.CreatedAt), b.ParentListingID, b.ParentTaskID, tsp(b.DeadlineAt), tsp(b.ReusedAt),
-		showBilled(b.Billed))
+		showBilled(b.Billed), b.Endpoint)
 }
 
 func showBilled(b *contracts.TaskBilled) string {
@@ -225,7 +225,7 @@ func runBindings(t *testing.T, newStore TaskFactory) {
 		_, err := s.BindTask(ctx, contracts.TaskBinding{ListingID: "lst_1", TaskID: "task_old", OrgID: "org_a", ContractID: "ctr_1", CreatedAt: t0})
 		must(t, err)
 		batch := []contracts.TaskBinding{
-			{ListingID: "lst_1", TaskID: "task_x", OrgID: "org_a", ContractID: "ctr_1", CreatedAt: t0, DeadlineAt: &d1},
+			{ListingID: "lst_1", TaskID: "task_x", OrgID: "org_a", ContractID: "ctr_1", CreatedAt: t0, DeadlineAt: &d1, Endpoint: "https://eu.agent.example/a2a"},
 			{ListingID: "lst_1", TaskID: "task_y", OrgID: "org_a", ContractID: "ctr_1", CreatedAt: t0, ParentListingID: "lst_1", ParentTaskID: "task_x"},
 			{ListingID: "lst_1", TaskID: "task_old", OrgID: "org_z", ContractID: "ctr_z", CreatedAt: t0, DeadlineAt: &d1},
 		}

@@ -57,6 +57,7 @@ type listingRow struct {
 	UpstreamAuth      string
 	RefreshSeconds    int
 	Limits            string
+	AgentEndpoints    string
 	NextRefreshAt     *time.Time
 	Incident          string
 	IncidentAt        *time.Time
@@ -152,6 +153,7 @@ func toRow(l *listings.Listing) *listingRow {
 		UpstreamAuth:     encodeSealed(l.UpstreamAuth),
 		RefreshSeconds:   int(l.RefreshInterval / time.Second),
 		Limits:           encodeLimits(l.Limits),
+		AgentEndpoints:   encodeEndpoints(l.AgentEndpoints),
 		CardSignature:    encodeSignature(l.CardSignature),
 		CardKeys:         string(l.CardKeys),
 		SignaturePolicy:  string(l.SignaturePolicy),
@@ -187,6 +189,7 @@ func fromRow(r *listingRow, p *planRow) *listings.Listing {
 		UpstreamAuth:    decodeSealed(r.UpstreamAuth),
 		RefreshInterval: time.Duration(r.RefreshSeconds) * time.Second,
 		Limits:          decodeLimits(r.Limits),
+		AgentEndpoints:  decodeEndpoints(r.AgentEndpoints),
 		CardSignature:   decodeSignature(r.CardSignature),
 		SignaturePolicy: listings.SignaturePolicy(r.SignaturePolicy),
 		CreatedAt:       r.CreatedAt.UTC(),
@@ -603,6 +606,39 @@ func decodeLimits(s string) listings.Limits {
 		l.Rate = *r.Rate
 	}
 	return l
+}
+
+// endpointRow is an agent endpoint as the agent_endpoints column holds it
+// (a JSON array; "" when the seller set none).
+type endpointRow struct {
+	URL             string `json:"url"`
+	Binding         string `json:"binding"`
+	ProtocolVersion string `json:"protocol_version"`
+	Weight          int    `json:"weight"`
+}
+
+func encodeEndpoints(es []listings.AgentEndpoint) string {
+	if len(es) == 0 {
+		return ""
+	}
+	rs := make([]endpointRow, len(es))
+	for i, e := range es {
+		rs[i] = endpointRow(e)
+	}
+	b, _ := json.Marshal(rs)
+	return string(b)
+}
+
+func decodeEndpoints(s string) []listings.AgentEndpoint {
+	var rs []endpointRow
+	if s == "" || json.Unmarshal([]byte(s), &rs) != nil || len(rs) == 0 {
+		return nil
+	}
+	es := make([]listings.AgentEndpoint, len(rs))
+	for i, r := range rs {
+		es[i] = listings.AgentEndpoint(r)
+	}
+	return es
 }
 
 // encodeSignature is a card's signature result as its column holds it

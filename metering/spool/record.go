@@ -32,6 +32,8 @@ import (
 //	        a row billed when it was recorded is recordV7: recordV6's layout
 //	        with flag 32 set and, after the Sent, the task's billed counters
 //	        (Usage.Billed: InputTokens, OutputTokens, ComputeMs);
+//	        flag 64: the Binding's Endpoint follows its DeadlineAt (a
+//	        listing with several agent endpoints);
 //	        a row with tags is recordV4: that byte, then one of the above
 //	        (its own version byte and fields), then the Tags string
 //
@@ -55,6 +57,8 @@ const (
 	flagSent    = 8
 	flagLost    = 16 // Usage.Lost: no field of its own
 	flagBilled  = 32
+	// flagEndpoint: the Binding's Endpoint follows its DeadlineAt.
+	flagEndpoint = 64
 )
 
 var (
@@ -122,6 +126,9 @@ func appendRecord(b []byte, u *metering.Usage) ([]byte, error) {
 			if u.Binds.Stored {
 				flags |= flagStored
 			}
+			if u.Binds.Endpoint != "" {
+				flags |= flagEndpoint
+			}
 		}
 		if u.Pending != nil {
 			flags |= flagPending
@@ -151,6 +158,9 @@ func appendRecord(b []byte, u *metering.Usage) ([]byte, error) {
 			ms = bd.DeadlineAt.UnixMilli()
 		}
 		b = binary.AppendVarint(b, ms)
+		if bd.Endpoint != "" {
+			b = appendString(b, bd.Endpoint)
+		}
 	}
 	if sm := u.Sent; sm != nil {
 		b = appendString(b, sm.MessageID)
@@ -253,6 +263,9 @@ func decodePayload(p []byte, u *metering.Usage) error {
 		bd := &metering.Binding{ParentListingID: d.str(), Stored: flags&flagStored != 0}
 		if ms := d.varint(); ms != 0 {
 			bd.DeadlineAt = time.UnixMilli(ms).UTC()
+		}
+		if flags&flagEndpoint != 0 {
+			bd.Endpoint = d.str()
 		}
 		u.Binds = bd
 	}

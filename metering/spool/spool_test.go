@@ -122,12 +122,12 @@ func TestSpoolRoundTripPendingAndBinds(t *testing.T) {
 	at := time.Date(2026, 12, 2, 3, 4, 5, 0, time.UTC)
 	want[4].Sent = &metering.Sent{MessageID: "m-1", Digest: "ab12", ClaimID: "use_1", ClaimedAt: at, HeldUntil: at.Add(time.Minute),
 		ExpiresAt: at.Add(24 * time.Hour), Done: true, Result: []byte(`{"kind":"message"}`), ResultVersion: "0.3"}
-	want[5].Pending, want[5].Binds = pending, &metering.Binding{ParentListingID: "lst_q"}
+	want[5].Pending, want[5].Binds = pending, &metering.Binding{ParentListingID: "lst_q", Endpoint: "https://eu.agent.example/a2a"}
 	want[5].Sent = &metering.Sent{MessageID: "m-2", Digest: "cd34", ClaimID: "use_2", ClaimedAt: at, HeldUntil: at, ExpiresAt: at}
 	want[6].Lost, want[6].ErrorCode = true, -32001
 	want[7].Lost, want[7].Pending, want[7].Binds, want[7].Sent = true, pending, &metering.Binding{Stored: true}, want[5].Sent
 	want[8].Billed = &metering.Counters{InputTokens: 1 << 40, OutputTokens: 3, ComputeMs: 0}
-	want[9].Billed, want[9].Binds, want[9].Sent, want[9].Tags = &metering.Counters{ComputeMs: 7}, &metering.Binding{}, want[4].Sent, "team=x"
+	want[9].Billed, want[9].Binds, want[9].Sent, want[9].Tags = &metering.Counters{ComputeMs: 7}, &metering.Binding{Endpoint: "http://b.example"}, want[4].Sent, "team=x"
 	if err := s.Append(want...); err != nil {
 		t.Fatal(err)
 	}

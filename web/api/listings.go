@@ -45,11 +45,14 @@ type listingJSON struct {
 	HasUpstreamAuth *bool                    `json:"has_upstream_auth,omitempty"`
 	RefreshSeconds  int                      `json:"refresh_seconds"`
 	Limits          listings.LimitsInput     `json:"limits"`
-	NextRefreshAt   *time.Time               `json:"next_refresh_at"`
-	ProxiedCardURL  string                   `json:"proxied_card_url,omitempty"`
-	CreatedAt       time.Time                `json:"created_at"`
-	UpdatedAt       time.Time                `json:"updated_at"`
-	Card            json.RawMessage          `json:"card,omitempty"`
+	// Endpoints are the seller's agent endpoints and weights (its own and
+	// operators' view only).
+	Endpoints      []listings.AgentEndpointInput `json:"endpoints,omitempty"`
+	NextRefreshAt  *time.Time                    `json:"next_refresh_at"`
+	ProxiedCardURL string                        `json:"proxied_card_url,omitempty"`
+	CreatedAt      time.Time                     `json:"created_at"`
+	UpdatedAt      time.Time                     `json:"updated_at"`
+	Card           json.RawMessage               `json:"card,omitempty"`
 }
 
 // incidentJSON is the meter's health mark on a listing.
@@ -151,6 +154,9 @@ func (s *Server) listingView(l *listings.Listing, viewer agentmarket.Actor, with
 	if viewer.Operator || (viewer.OrgID != "" && viewer.OrgID == l.SellerOrgID) {
 		has := l.HasUpstreamAuth()
 		v.HasUpstreamAuth = &has
+		for _, e := range l.AgentEndpoints {
+			v.Endpoints = append(v.Endpoints, e.Input())
+		}
 	}
 	v.Health, v.HealthDetail = l.HealthShown()
 	v.AgentHealth = agentHealthView(l)

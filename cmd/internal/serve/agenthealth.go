@@ -49,6 +49,9 @@ func registerEjectionMetrics(reg prometheus.Registerer, p *a2aproxy.Proxy) {
 			Help: "Agent endpoints ejected after failed calls in a row (a failed half-open call ejects again)."}, func() float64 { return float64(p.Ejections()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "endpoints_ejected",
 			Help: "Agent endpoints ejected now."}, func() float64 { return float64(len(p.Ejected())) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "endpoint_retries_total",
+			Help: "Calls sent once more to another agent endpoint because the first accepted nothing (connection or TLS failure, HTTP 502/503 naming no task)."},
+			func() float64 { return float64(p.Retries()) }),
 	)
 }
 

@@ -52,7 +52,8 @@ func (m MeterTargets) Resolve(ctx context.Context, id string) (*a2aproxy.Target,
 		return nil, agentmarket.Errorf(agentmarket.NotFound, "listing_not_found", "listing %q has no readable card", id)
 	}
 	return &a2aproxy.Target{ListingID: l.ID, SellerOrgID: l.SellerOrgID, Published: l.Status == listings.StatusPublished,
-		Card: l.Card, CardJSON: l.CardJSON, CardHash: l.CardHash, UpstreamAuth: auth, Limits: l.Limits}, nil
+		Card: l.Card, CardJSON: l.CardJSON, CardHash: l.CardHash, UpstreamAuth: auth, Limits: l.Limits,
+		Endpoints: l.AgentEndpoints}, nil
 }
 
 // SellerAlerts tells sellers their agents are down through contracts'
