@@ -41,6 +41,10 @@ type Actor struct {
 	// KeyRateLimits and OrgRateLimits are the API key's and the org's
 	// rate limits through the meter (zero: none).
 	KeyRateLimits, OrgRateLimits RateLimits
+	// Credit: the org holds prepaid credit (an account in some currency):
+	// the meter's credit stage looks its balance up; false costs a call
+	// nothing (contracts/credit.go).
+	Credit bool
 	// KeyTags are the API key's cost allocation tags, which the meter
 	// copies onto the usage rows of its calls.
 	KeyTags Tags

@@ -249,6 +249,9 @@ func (p *Proxy) finish(ctx context.Context, cl *call, latency time.Duration) {
 	if cl.rate != nil {
 		p.rates.done(cl, &u) // ratelimit.go
 	}
+	if cl.credit.on {
+		p.credits.settle(cl, settledCost(cl, &u))
+	}
 	if cl.sent != nil {
 		u.Sent = p.sentEnded(cl, &u)
 	}

@@ -25,6 +25,8 @@ package a2aproxy
 //	             session caps per contextId (ratelimit.go)
 //	reserve      the key's and the contract's monthly budgets: a reservation
 //	             held until the call ends (reserve.go)
+//	credit       the org's prepaid credit in the plan's currency: a
+//	             reservation burned when the call ends (credit.go)
 //	idempotency  a send's messageId sent before is answered from the first send
 //
 // Routing among endpoints and tracing come as stages of this chain

@@ -29,6 +29,7 @@ const (
 	CodeMeterBusy           = wire.CodeMeterBusy
 	CodeMessageIDReused     = wire.CodeMessageIDReused
 	CodeSwitchedOff         = wire.CodeSwitchedOff
+	CodeCreditExhausted     = wire.CodeCreditExhausted
 	CodeUpstreamInvalid     = wire.CodeInvalidAgentResponse // the agent answered something that is not JSON-RPC
 	CodeInternal            = wire.CodeInternalError
 )

@@ -204,6 +204,8 @@ type Proxy struct {
 	// reserves under budgets (reserve.go); nil, or while it fails, each
 	// meter holds them on its own.
 	SharedBudgets SharedBudgets
+	// Credit is the orgs' prepaid credit (credit.go); nil: none is burned.
+	Credit contracts.CreditReader
 	// Switches are the kill switches (killswitch.go); nil: none.
 	Switches *Switchboard
 	// SharedRates holds rate limits and session caps for every meter
@@ -265,6 +267,7 @@ type Proxy struct {
 	contracts  *ttlCache[*contracts.Contract]
 	book       *budgetBook               // budgets' spend and reservations (reserve.go)
 	rates      *rateKeeper               // rate limits and session caps (ratelimit.go)
+	credits    *creditBook               // prepaid credit's reservations (credit.go); nil without Credit
 	plans      *ttlCache[*listings.Plan] // plan versions never change
 	parents    *ttlCache[*contracts.TaskBinding]
 	owners     *ownerIndex
@@ -328,6 +331,10 @@ func (p *Proxy) Init() {
 	p.book = newBudgetBook(p.Spend, p.OrgSpend, p.Clock, p.Limits.CacheTTL, p.Logger)
 	p.book.shared, p.book.base, p.book.metrics = p.SharedBudgets, p.Base, p.Metrics
 	p.rates = &rateKeeper{local: newLocalRates(p.Clock), shared: p.SharedRates, clock: p.Clock, base: p.Base, metrics: p.Metrics, logger: p.Logger}
+	if p.Credit != nil {
+		p.credits = newCreditBook(p.Credit, p.Clock, p.Limits.CacheTTL, p.Logger)
+		p.credits.shared, p.credits.base, p.credits.metrics = p.SharedBudgets, p.Base, p.Metrics
+	}
 	p.acct = &accounting{recorder: p.Recorder, clock: p.Clock, logger: p.Logger, metrics: p.Metrics}
 	switch {
 	case p.BillInMemory:
@@ -436,6 +443,9 @@ type call struct {
 	// rate is what the call took under rate limits and session caps
 	// (ratelimit.go), given back when it ends (finish); nil: none.
 	rate *rateHold
+	// credit is the call's reservation against its org's prepaid credit
+	// (credit.go), settled when it ends (finish).
+	credit creditHold
 	// inlinePush is the push config a send carried, registered once the
 	// agent names the task.
 	inlinePush *pushConfig
@@ -528,6 +538,7 @@ func (p *Proxy) stages() []stage {
 		killswitch{board: p.Switches},
 		limit{rates: p.rates, owners: p.owners},
 		reserve{book: p.book},
+		credit{book: p.credits},
 		idempotency{p: p},
 		balance{p: p},
 	}

@@ -42,18 +42,8 @@ func (s *Service) chargeCommitment(ctx context.Context, c *contracts.Contract, p
 	if err != nil || (!committed && !shares) {
 		return false, err
 	}
-	charge, err := s.Store.CommitmentCharge(ctx, c.ID, period.Start)
-	switch {
-	case err == nil && charge.SentAt != nil:
-		return false, nil
-	case err != nil && agentmarket.KindOf(err) != agentmarket.NotFound:
-		return false, err
-	}
-	sub, err := s.Store.Subscription(ctx, c.ID)
-	if agentmarket.KindOf(err) == agentmarket.NotFound {
-		return false, nil
-	}
-	if err != nil {
+	charge, sub, skip, err := s.pendingItem(ctx, c.ID, period, s.Store.CommitmentCharge)
+	if skip {
 		return false, err
 	}
 	if charge == nil {
@@ -95,6 +85,26 @@ func (s *Service) chargeCommitment(ctx context.Context, c *contracts.Contract, p
 		return false, err
 	}
 	return true, s.Store.MarkCommitmentChargeSent(ctx, c.ID, period.Start, now)
+}
+
+// pendingItem is a contract's item of a period as recorded (nil: none
+// yet) and its subscription; skip is set when there is nothing to send
+// (the item was sent, or the contract has no subscription at the
+// provider) or on err.
+func (s *Service) pendingItem(ctx context.Context, contractID string, period Period,
+	recorded func(context.Context, string, time.Time) (*CommitmentCharge, error)) (item *CommitmentCharge, sub *Subscription, skip bool, err error) {
+	item, err = recorded(ctx, contractID, period.Start)
+	switch {
+	case err == nil && item.SentAt != nil:
+		return nil, nil, true, nil
+	case err != nil && agentmarket.KindOf(err) != agentmarket.NotFound:
+		return nil, nil, true, err
+	}
+	sub, err = s.Store.Subscription(ctx, contractID)
+	if agentmarket.KindOf(err) == agentmarket.NotFound {
+		return nil, nil, true, nil
+	}
+	return item, sub, err != nil, err
 }
 
 // committed reports whether a paid part of the contract's stay in the

@@ -15,3 +15,6 @@ func ContractParts(ctx context.Context, s *Service, c *contracts.Contract, perio
 	parts, _, err := s.terms().contractParts(ctx, c, period, period.End)
 	return parts, err
 }
+
+// ApplyCredit exposes applyCredit to the external tests.
+var ApplyCredit = applyCredit

@@ -146,6 +146,11 @@ func (s *Service) closeContract(ctx context.Context, c *contracts.Contract, peri
 	if err != nil {
 		return false, err
 	}
+	if s.Credit != nil {
+		if err := applyCredit(ctx, s.Credit, c.ID, inv); err != nil {
+			return false, err
+		}
+	}
 	return s.Store.SaveInvoice(ctx, &LocalInvoice{ContractID: c.ID, Invoice: *inv, CreatedAt: now})
 }
 

@@ -31,6 +31,9 @@ type Previews struct {
 	// Stays lists the org's other contracts, whose use of a month's
 	// allowance the contract shares (nil: none is looked for).
 	Stays Stays
+	// Credit is what the contract's calls burned of the org's prepaid
+	// credit (nil: no credit is applied).
+	Credit CreditBurns
 }
 
 // Preview returns the invoice preview of the actor's contract for the
@@ -47,5 +50,9 @@ func (p *Previews) Preview(ctx context.Context, actor agentmarket.Actor, contrac
 	if err != nil {
 		return nil, err
 	}
-	return terms{plans: p.Plans, history: p.History, usage: p.Usage, stays: p.Stays}.previewContract(ctx, c, p.Clock.Now())
+	inv, err := terms{plans: p.Plans, history: p.History, usage: p.Usage, stays: p.Stays}.previewContract(ctx, c, p.Clock.Now())
+	if err != nil || p.Credit == nil {
+		return inv, err
+	}
+	return inv, applyCredit(ctx, p.Credit, c.ID, inv)
 }

@@ -55,8 +55,9 @@ type Provider interface {
 	// old prices. It returns the new items. See PlanChangeKey for the key.
 	ChangePlan(ctx context.Context, in PlanChangeInput) (SubscriptionRefs, error)
 	// AddInvoiceItem adds a one-off charge to the subscription's next
-	// invoice (a month's shortfall of its minimum commitment). See
-	// CommitmentKey for the key.
+	// invoice (a month's shortfall of its minimum commitment), or, with a
+	// negative amount, a credit (prepaid credit a month's calls burned).
+	// See CommitmentKey and CreditKey for the keys.
 	AddInvoiceItem(ctx context.Context, in InvoiceItem) error
 	// ReportUsage adds quantity to one metered subscription item at time at
 	// (action increment). quantity is in the units of the line kind's

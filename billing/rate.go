@@ -169,7 +169,15 @@ type Invoice struct {
 	// Preview is set on an invoice of an open period, rated as of AsOf.
 	Preview bool
 	AsOf    time.Time
+	// CreditAppliedMinor is what the org's prepaid credit paid of the
+	// total: the credit the period's calls burned, in minor units rounded
+	// half up as the total is, at most the total (credit.go). The amount
+	// charged is TotalMinor less it.
+	CreditAppliedMinor int64
 }
+
+// AmountDueMinor is what is charged once credit is applied.
+func (inv *Invoice) AmountDueMinor() int64 { return inv.TotalMinor - inv.CreditAppliedMinor }
 
 // roundedAway is what the invoice's one rounding took off (or added to)
 // the exact subtotal plus its carry, in micros: the carry of the month's

@@ -92,8 +92,13 @@ func (s *Scheduler) sweep(ctx context.Context) {
 			s.Logger.Error("closing the month failed for some contracts; they are not invoiced until it succeeds", "period", prev.Start, "err", err)
 			s.logUnratable(ctx, prev)
 		}
-	} else if _, err := s.Service.ChargeCommitments(ctx, prev); err != nil && ctx.Err() == nil && agentmarket.CodeOf(err) != "period_not_closed" {
-		s.Logger.Warn("charging minimum commitments failed", "period", prev.Start, "err", err)
+	} else {
+		if _, err := s.Service.ChargeCommitments(ctx, prev); err != nil && ctx.Err() == nil && agentmarket.CodeOf(err) != "period_not_closed" {
+			s.Logger.Warn("charging minimum commitments failed", "period", prev.Start, "err", err)
+		}
+		if _, err := s.Service.ApplyCredits(ctx, prev); err != nil && ctx.Err() == nil && agentmarket.CodeOf(err) != "period_not_closed" {
+			s.Logger.Warn("giving back prepaid credit at the provider failed", "period", prev.Start, "err", err)
+		}
 	}
 }
 

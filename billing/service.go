@@ -58,6 +58,9 @@ type Service struct {
 	// Stays lists an org's contracts: a month's allowance is shared by
 	// the org's stays on a listing (nil: none is looked for).
 	Stays Stays
+	// Credit is what contracts' calls burned of their orgs' prepaid
+	// credit, which the invoices CloseMonth issues take off (nil: none).
+	Credit CreditBurns
 	// PlatformFeePercent is the platform's share of a seller's invoices
 	// when the seller has a connected account (see SubscribeInput).
 	PlatformFeePercent float64

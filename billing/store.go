@@ -95,6 +95,12 @@ type Store interface {
 	// CommitmentCharge returns a contract's charge of the period starting
 	// at periodStart, or NotFound.
 	CommitmentCharge(ctx context.Context, contractID string, periodStart time.Time) (*CommitmentCharge, error)
+	// AddCreditItem, MarkCreditItemSent and CreditItem are the same for
+	// the credit a contract's month is given back at the provider
+	// (credit.go): one per contract and period.
+	AddCreditItem(ctx context.Context, c *CommitmentCharge) (*CommitmentCharge, error)
+	MarkCreditItemSent(ctx context.Context, contractID string, periodStart, at time.Time) error
+	CreditItem(ctx context.Context, contractID string, periodStart time.Time) (*CommitmentCharge, error)
 
 	// SaveInvoice stores a contract's invoice for a period unless it has
 	// one, and reports whether it stored this one.

@@ -14,6 +14,8 @@ const (
 	EventInvoicePaid          = "invoice.paid"
 	EventInvoicePaymentFailed = "invoice.payment_failed"
 	EventSubscriptionDeleted  = "customer.subscription.deleted"
+	// EventCheckoutCompleted credits a paid credit purchase (Credits).
+	EventCheckoutCompleted = "checkout.session.completed"
 )
 
 // eventStatus is the status each event moves a contract to.
@@ -33,6 +35,24 @@ type Event struct {
 	// SubscriptionID is the subscription the event concerns (an invoice's
 	// subscription, or the subscription itself); empty when none.
 	SubscriptionID string
+	// Credit is the paid credit purchase a completed checkout carries;
+	// nil for none.
+	Credit *CreditPurchase
+}
+
+// CreditPurchase is a paid purchase of prepaid credit (contracts/credit.go).
+type CreditPurchase struct {
+	OrgID, Currency string
+	AmountMinor     int64
+	// Ref is the purchase's own id ("cs:<Checkout Session>"): it credits
+	// once, whatever events carry it.
+	Ref string
+}
+
+// CreditPurchases credits paid purchases (contracts.Credits implements
+// it): once per Ref, reporting whether this call credited.
+type CreditPurchases interface {
+	ConfirmPurchase(ctx context.Context, orgID, currency string, amountMinor int64, ref string) (bool, error)
 }
 
 // Verifier checks a webhook's signature and reads the event. A payload
@@ -67,7 +87,10 @@ type Webhooks struct {
 	Verifier  Verifier
 	Store     Store
 	Contracts ContractStates
-	Clock     agentmarket.Clock
+	// Credits credits paid credit purchases (nil: a purchase's event is
+	// ignored).
+	Credits CreditPurchases
+	Clock   agentmarket.Clock
 	// Logger receives the events ignored for want of a contract; nil is
 	// slog.Default().
 	Logger *slog.Logger
@@ -108,6 +131,18 @@ func (w *Webhooks) Handle(ctx context.Context, payload []byte, signature string)
 // apply moves the event's contract and says what became of the event;
 // rec.ContractID is set when the contract is known.
 func (w *Webhooks) apply(ctx context.Context, ev Event, rec *WebhookEvent) (WebhookOutcome, error) {
+	if ev.Type == EventCheckoutCompleted && ev.Credit != nil && w.Credits != nil {
+		// Credited once per purchase (its Ref), even when the event is
+		// delivered again after a crash before it was recorded.
+		if _, err := w.Credits.ConfirmPurchase(ctx, ev.Credit.OrgID, ev.Credit.Currency, ev.Credit.AmountMinor, ev.Credit.Ref); err != nil {
+			if agentmarket.KindOf(err) == agentmarket.Invalid || agentmarket.KindOf(err) == agentmarket.NotFound {
+				w.logger().Warn("credit purchase event ignored", "event", ev.ID, "err", err)
+				return WebhookRefused, nil
+			}
+			return "", err
+		}
+		return WebhookApplied, nil
+	}
 	to, ok := eventStatus[ev.Type]
 	if !ok {
 		return WebhookIgnoredType, nil

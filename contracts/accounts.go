@@ -38,7 +38,9 @@ type Org struct {
 	// RateLimits are the org's rate limits through the meter, over all
 	// its keys and subscriptions (zero: none).
 	RateLimits agentmarket.RateLimits
-	CreatedAt  time.Time
+	// HasCredit: the org holds a prepaid credit account (credit.go).
+	HasCredit bool
+	CreatedAt time.Time
 }
 
 // User is a person who signs in to an org.
@@ -446,7 +448,7 @@ func (a *Accounts) Authenticate(ctx context.Context, secret string) (agentmarket
 		return agentmarket.Actor{}, err
 	}
 	return agentmarket.Actor{OrgID: k.OrgID, KeyID: k.ID, Role: k.Role, Operator: o.Platform, KeyBudgetMicros: k.MonthlyBudgetMicros,
-		OrgBudgetMicros: o.MonthlyBudgetMicros, KeyTags: k.Tags, KeyRateLimits: k.RateLimits, OrgRateLimits: o.RateLimits}, nil
+		OrgBudgetMicros: o.MonthlyBudgetMicros, Credit: o.HasCredit, KeyTags: k.Tags, KeyRateLimits: k.RateLimits, OrgRateLimits: o.RateLimits}, nil
 }
 
 var connectAccountRE = regexp.MustCompile(`^acct_[A-Za-z0-9]{6,64}$`)

@@ -118,6 +118,9 @@ type Alerts struct {
 	URLs   URLChecker
 	// Audit records every change of the alert settings (nil: none is).
 	Audit agentmarket.ChangeRecorder
+	// Credit is the orgs' prepaid credit, whose low balances alert
+	// (creditalerts.go); nil: none do.
+	Credit CreditStore
 }
 
 // AlertConfigID is the push config id of an org's alert webhook. Its
@@ -358,6 +361,11 @@ func (s *Alerts) Evaluate(ctx context.Context) (int, error) {
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s %s: %w", b.kind, b.id, err))
 		}
+	}
+	recorded, err := s.evaluateCredit(ctx, month, now)
+	n += recorded
+	if err != nil {
+		errs = append(errs, err)
 	}
 	return n, errors.Join(errs...)
 }

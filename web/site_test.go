@@ -158,7 +158,8 @@ func openSite(o siteOptions) (_ *site, close func(), err error) {
 		Usage: &metering.Reports{Store: reports, Clock: s.clock}, Invoices: &billing.Previews{Contracts: s.subs, Plans: s.listings, Usage: usage, Clock: s.clock},
 		Billing: bill, Authorizer: authz, Clock: s.clock, PublicMeterURL: meterURL,
 		Tasks:    &contracts.Tasks{Life: s.store, Push: s.store, Listings: catalogTerms{s.catalog}, Clock: s.clock},
-		Switches: &contracts.Switches{Store: s.store, Clock: s.clock}})
+		Switches: &contracts.Switches{Store: s.store, Clock: s.clock},
+		Credits:  &contracts.Credits{Store: s.store, Clock: s.clock}})
 	s.app = fiber.New(fiber.Config{DisableStartupMessage: true})
 	ui.Mount(s.app)
 	return s, close, nil

@@ -74,6 +74,8 @@ type Deps struct {
 	Audit *audit.Log
 	// Switches are the kill switches (nil: no kill switches page).
 	Switches *contracts.Switches
+	// Credits are the orgs' prepaid credit (nil: no credit page).
+	Credits *contracts.Credits
 }
 
 // UI serves the web pages.
@@ -172,6 +174,10 @@ func (u *UI) Mount(r fiber.Router) {
 	r.Get("/audit", u.page(u.auditLog))
 	r.Get("/audit.csv", u.page(u.auditCSV))
 
+	r.Get("/credit", u.page(u.creditPage))
+	r.Post("/credit/settings", u.page(u.setCreditSettings))
+	r.Post("/credit/grants", u.page(u.grantCredit))
+	r.Post("/credit/purchases", u.page(u.buyCredit))
 	r.Get("/kill-switches", u.page(u.killSwitches))
 	r.Post("/kill-switches", u.page(u.setKillSwitch))
 	r.Post("/kill-switches/:id/lift", u.page(u.liftKillSwitch))
@@ -294,30 +300,33 @@ func (u *UI) render(r *req, name, title string, data any) error {
 // notices are the fixed messages a redirect may ask for (?notice=…), so no
 // text from the URL is ever shown.
 var notices = map[string]string{
-	"signedup":      "Welcome! Your organisation is ready.",
-	"signedin":      "You are signed in.",
-	"signedout":     "You are signed out.",
-	"listed":        "Your agent is listed.",
-	"orgbudget":     "The organisation's monthly budget is saved: every meter holds calls to it within seconds.",
-	"orgrates":      "The organisation's rate limits are saved: every meter applies them within seconds.",
-	"subscribed":    "Subscribed. Create an API key below, then hand your orchestrator the endpoint.",
-	"canceled":      "The subscription is canceled.",
-	"trialstop":     "The subscription will stop when its free trial ends.",
-	"trialgo":       "The subscription will convert to paid when its free trial ends.",
-	"offered":       "The private offer is made. Only that organisation sees it.",
-	"withdrawn":     "The offer is withdrawn.",
-	"accepted":      "Offer accepted: you subscribe at its terms.",
-	"planchanged":   "The plan changed from now on. This month's invoice charges each plan for its part of the month.",
-	"ending":        "The subscription will end at the end of the month. Calls work until then.",
-	"kept":          "The subscription goes on.",
-	"alertsset":     "The alert settings are saved.",
-	"revoked":       "The key is revoked.",
-	"status":        "The listing's status changed.",
-	"refreshed":     "The card was fetched again.",
-	"refreshfailed": "The card could not be fetched again: the listing is marked unhealthy until it can (the reason is below).",
-	"retried":       "The notification will be sent again now.",
-	"switchedoff":   "Switched off: every meter refuses its calls and ends its streams within a second.",
-	"lifted":        "The kill switch is lifted: calls go through again within a second.",
+	"signedup":       "Welcome! Your organisation is ready.",
+	"signedin":       "You are signed in.",
+	"signedout":      "You are signed out.",
+	"listed":         "Your agent is listed.",
+	"orgbudget":      "The organisation's monthly budget is saved: every meter holds calls to it within seconds.",
+	"orgrates":       "The organisation's rate limits are saved: every meter applies them within seconds.",
+	"subscribed":     "Subscribed. Create an API key below, then hand your orchestrator the endpoint.",
+	"canceled":       "The subscription is canceled.",
+	"trialstop":      "The subscription will stop when its free trial ends.",
+	"trialgo":        "The subscription will convert to paid when its free trial ends.",
+	"offered":        "The private offer is made. Only that organisation sees it.",
+	"withdrawn":      "The offer is withdrawn.",
+	"accepted":       "Offer accepted: you subscribe at its terms.",
+	"planchanged":    "The plan changed from now on. This month's invoice charges each plan for its part of the month.",
+	"ending":         "The subscription will end at the end of the month. Calls work until then.",
+	"kept":           "The subscription goes on.",
+	"alertsset":      "The alert settings are saved.",
+	"revoked":        "The key is revoked.",
+	"status":         "The listing's status changed.",
+	"refreshed":      "The card was fetched again.",
+	"refreshfailed":  "The card could not be fetched again: the listing is marked unhealthy until it can (the reason is below).",
+	"retried":        "The notification will be sent again now.",
+	"switchedoff":    "Switched off: every meter refuses its calls and ends its streams within a second.",
+	"lifted":         "The kill switch is lifted: calls go through again within a second.",
+	"granted":        "Credit granted: the org's calls pay from it within seconds.",
+	"purchased":      "Thank you: the credit is added as soon as Stripe confirms the payment.",
+	"creditsettings": "Credit settings saved: every meter applies them within seconds.",
 }
 
 // can reports whether the actor's role may act on obj.

@@ -44,4 +44,5 @@ const (
 	CodeMeterBusy           = -32058 // the meter's projections lag too far behind its calls: retry shortly
 	CodeMessageIDReused     = -32059 // the messageId was sent before (within the window) with another message
 	CodeSwitchedOff         = -32048 // a kill switch is on for the listing, its seller, the org, the key or the task
+	CodeCreditExhausted     = -32049 // the org's prepaid credit (required) cannot cover the call
 )

@@ -149,6 +149,7 @@ var restErrors = [...]restErr{
 	{CodeMeterBusy, 503, "UNAVAILABLE", "METER_BUSY", marketplaceDomain},
 	{CodeMessageIDReused, 409, "ALREADY_EXISTS", "MESSAGE_ID_REUSED", marketplaceDomain},
 	{CodeSwitchedOff, 403, "PERMISSION_DENIED", "SWITCHED_OFF", marketplaceDomain},
+	{CodeCreditExhausted, 402, "RESOURCE_EXHAUSTED", "CREDIT_EXHAUSTED", marketplaceDomain},
 }
 
 // unknownReason is the reason of codes outside the table; the code goes

@@ -572,6 +572,7 @@ type invoiceRow struct {
 	SubtotalFractionNum int64
 	SubtotalFractionDen int64
 	TotalMinor          int64
+	CreditAppliedMinor  int64
 	Carried             string // billing.Invoice.CarriedMicros as "num/den"; "" for none
 	Lines               string
 	Parts               string
@@ -631,7 +632,7 @@ func invoiceToRow(inv *billing.LocalInvoice) (*invoiceRow, error) {
 		ActiveStart: ts(i.Active.Start), ActiveEnd: ts(i.Active.End), PlanVersion: i.PlanVersion, Currency: i.Currency,
 		MinorUnitDigits: i.MinorUnitDigits, SubtotalMicros: i.SubtotalMicros,
 		SubtotalFractionNum: i.SubtotalFraction.Num, SubtotalFractionDen: i.SubtotalFraction.Den,
-		TotalMinor: i.TotalMinor, Carried: ratText(i.CarriedMicros), Lines: string(raw), Parts: string(rawParts), CreatedAt: ts(inv.CreatedAt)}, nil
+		TotalMinor: i.TotalMinor, CreditAppliedMinor: i.CreditAppliedMinor, Carried: ratText(i.CarriedMicros), Lines: string(raw), Parts: string(rawParts), CreatedAt: ts(inv.CreatedAt)}, nil
 }
 
 func ratText(r *big.Rat) string {
@@ -653,7 +654,7 @@ func invoiceFromRow(r *invoiceRow) (*billing.LocalInvoice, error) {
 		Active:           billing.Period{Start: r.ActiveStart.UTC(), End: r.ActiveEnd.UTC()},
 		SubtotalMicros:   r.SubtotalMicros,
 		SubtotalFraction: billing.Fraction{Num: r.SubtotalFractionNum, Den: r.SubtotalFractionDen},
-		MinorUnitDigits:  r.MinorUnitDigits, TotalMinor: r.TotalMinor,
+		MinorUnitDigits:  r.MinorUnitDigits, TotalMinor: r.TotalMinor, CreditAppliedMinor: r.CreditAppliedMinor,
 		Lines: make([]billing.Line, len(lines)),
 	}
 	if r.Carried != "" {
@@ -766,28 +767,61 @@ type commitmentRow struct {
 
 func (commitmentRow) TableName() string { return "billing_commitment_charges" }
 
+// Commitment charges and credit items are kept alike, each in its table.
+const (
+	commitmentTable = "billing_commitment_charges"
+	creditItemTable = "billing_credit_items"
+)
+
 // AddCommitmentCharge implements billing.Store.
 func (s *Store) AddCommitmentCharge(ctx context.Context, c *billing.CommitmentCharge) (*billing.CommitmentCharge, error) {
-	row := &commitmentRow{ContractID: c.ContractID, PeriodStart: ts(c.PeriodStart), Currency: c.Currency, AmountMinor: c.AmountMinor,
-		IdempotencyKey: c.IdempotencyKey, Description: c.Description, CreatedAt: ts(c.CreatedAt), SentAt: tsp(c.SentAt)}
-	if err := s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(row).Error; err != nil {
-		return nil, relational.Translate(err, "commitment charge")
-	}
-	return s.CommitmentCharge(ctx, c.ContractID, c.PeriodStart)
+	return s.addCharge(ctx, commitmentTable, "commitment charge", c)
 }
 
 // MarkCommitmentChargeSent implements billing.Store.
 func (s *Store) MarkCommitmentChargeSent(ctx context.Context, contractID string, periodStart, at time.Time) error {
-	err := s.db.WithContext(ctx).Model(&commitmentRow{}).Where("contract_id = ? AND period_start = ? AND sent_at IS NULL", contractID, ts(periodStart)).
-		Update("sent_at", ts(at)).Error
-	return relational.Translate(err, "commitment charge")
+	return s.markChargeSent(ctx, commitmentTable, "commitment charge", contractID, periodStart, at)
 }
 
 // CommitmentCharge implements billing.Store.
 func (s *Store) CommitmentCharge(ctx context.Context, contractID string, periodStart time.Time) (*billing.CommitmentCharge, error) {
+	return s.charge(ctx, commitmentTable, "commitment charge", contractID, periodStart)
+}
+
+// AddCreditItem implements billing.Store.
+func (s *Store) AddCreditItem(ctx context.Context, c *billing.CommitmentCharge) (*billing.CommitmentCharge, error) {
+	return s.addCharge(ctx, creditItemTable, "credit item", c)
+}
+
+// MarkCreditItemSent implements billing.Store.
+func (s *Store) MarkCreditItemSent(ctx context.Context, contractID string, periodStart, at time.Time) error {
+	return s.markChargeSent(ctx, creditItemTable, "credit item", contractID, periodStart, at)
+}
+
+// CreditItem implements billing.Store.
+func (s *Store) CreditItem(ctx context.Context, contractID string, periodStart time.Time) (*billing.CommitmentCharge, error) {
+	return s.charge(ctx, creditItemTable, "credit item", contractID, periodStart)
+}
+
+func (s *Store) addCharge(ctx context.Context, table, what string, c *billing.CommitmentCharge) (*billing.CommitmentCharge, error) {
+	row := &commitmentRow{ContractID: c.ContractID, PeriodStart: ts(c.PeriodStart), Currency: c.Currency, AmountMinor: c.AmountMinor,
+		IdempotencyKey: c.IdempotencyKey, Description: c.Description, CreatedAt: ts(c.CreatedAt), SentAt: tsp(c.SentAt)}
+	if err := s.db.WithContext(ctx).Table(table).Clauses(clause.OnConflict{DoNothing: true}).Create(row).Error; err != nil {
+		return nil, relational.Translate(err, what)
+	}
+	return s.charge(ctx, table, what, c.ContractID, c.PeriodStart)
+}
+
+func (s *Store) markChargeSent(ctx context.Context, table, what, contractID string, periodStart, at time.Time) error {
+	err := s.db.WithContext(ctx).Table(table).Where("contract_id = ? AND period_start = ? AND sent_at IS NULL", contractID, ts(periodStart)).
+		Update("sent_at", ts(at)).Error
+	return relational.Translate(err, what)
+}
+
+func (s *Store) charge(ctx context.Context, table, what, contractID string, periodStart time.Time) (*billing.CommitmentCharge, error) {
 	var r commitmentRow
-	if err := s.db.WithContext(ctx).Where("contract_id = ? AND period_start = ?", contractID, ts(periodStart)).Take(&r).Error; err != nil {
-		return nil, relational.Translate(err, "commitment charge")
+	if err := s.db.WithContext(ctx).Table(table).Where("contract_id = ? AND period_start = ?", contractID, ts(periodStart)).Take(&r).Error; err != nil {
+		return nil, relational.Translate(err, what)
 	}
 	return &billing.CommitmentCharge{ContractID: r.ContractID, PeriodStart: r.PeriodStart.UTC(), Currency: r.Currency, AmountMinor: r.AmountMinor,
 		IdempotencyKey: r.IdempotencyKey, Description: r.Description, CreatedAt: r.CreatedAt.UTC(), SentAt: tsp(r.SentAt)}, nil

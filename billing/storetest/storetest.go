@@ -377,6 +377,27 @@ func Run(t *testing.T, newStore Factory) {
 		}
 	})
 
+	t.Run("credit items are kept apart from commitment charges, once each", func(t *testing.T) {
+		s := newStore(t)
+		c := &billing.CommitmentCharge{ContractID: "ctr_1", PeriodStart: may.Start, Currency: "usd", AmountMinor: -1235,
+			IdempotencyKey: "am1/contract/ctr_1/credit/1777593600", Description: "Prepaid credit applied, May 2026", CreatedAt: t0}
+		got, err := s.AddCreditItem(ctx, c)
+		must(t, err)
+		if !reflect.DeepEqual(got, c) {
+			t.Fatalf("stored %+v, want %+v", got, c)
+		}
+		_, err = s.CommitmentCharge(ctx, "ctr_1", may.Start)
+		wantKind(t, err, agentmarket.NotFound)
+		if again, err := s.AddCreditItem(ctx, &billing.CommitmentCharge{ContractID: "ctr_1", PeriodStart: may.Start, Currency: "usd",
+			AmountMinor: -9, IdempotencyKey: "other", CreatedAt: t0}); err != nil || !reflect.DeepEqual(again, c) {
+			t.Fatalf("second record returned %+v, %v; want the first", again, err)
+		}
+		must(t, s.MarkCreditItemSent(ctx, "ctr_1", may.Start, t0.Add(time.Minute)))
+		if got, err := s.CreditItem(ctx, "ctr_1", may.Start); err != nil || got.SentAt == nil || got.AmountMinor != -1235 {
+			t.Fatalf("after marking it sent: %+v, %v", got, err)
+		}
+	})
+
 	t.Run("invoices are stored once per contract and period", func(t *testing.T) {
 		s := newStore(t)
 		inv := &billing.LocalInvoice{ContractID: "ctr_1", CreatedAt: t0, Invoice: billing.Invoice{

@@ -376,8 +376,9 @@ func (p *Provider) AddInvoiceItem(ctx context.Context, in billing.InvoiceItem) e
 	if in.CustomerID == "" {
 		fe.Add("customer_id", "required", "customer_id is required")
 	}
-	if in.AmountMinor <= 0 {
-		fe.Add("amount_minor", "positive", "an invoice item's amount must be positive")
+	if in.AmountMinor == 0 {
+		// Negative: a credit (prepaid credit given back, billing.ApplyCredits).
+		fe.Add("amount_minor", "nonzero", "an invoice item's amount must not be zero")
 	}
 	if _, err := billing.MinorUnitDigits(in.Currency); err != nil {
 		fe.Add("currency", "unknown_currency", "currency %q is not one AgentMarket can bill in", in.Currency)

@@ -333,6 +333,14 @@ func TestInvoiceItemOnStripeMock(t *testing.T) {
 		IdempotencyKey: "k"}); agentmarket.KindOf(err) != agentmarket.Invalid {
 		t.Errorf("a zero invoice item: %v, want Invalid", err)
 	}
+	// Prepaid credit given back: a negative item (billing.ApplyCredits).
+	if err := p.AddInvoiceItem(context.Background(), billing.InvoiceItem{CustomerID: "cus_test", SubscriptionID: "sub_test", Currency: "usd",
+		AmountMinor: -1235, Description: "Prepaid credit applied, May 2026", Period: may, IdempotencyKey: billing.CreditKey("ctr_test", may.Start)}); err != nil {
+		t.Fatalf("a credit item: %v", err)
+	}
+	checkCalls(t, rec.take(), []want{{"POST", "/v1/invoiceitems", "am1/contract/ctr_test/credit/1777593600", map[string]string{
+		"customer": "cus_test", "subscription": "sub_test", "currency": "usd", "amount": "-1235",
+		"description": "Prepaid credit applied, May 2026", "period[start]": "1777593600", "period[end]": "1780272000"}, 0}})
 }
 
 // TestPlanChangeOnStripeMock: a plan change is one update of the

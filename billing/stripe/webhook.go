@@ -45,6 +45,7 @@ func (v *WebhookVerifier) Verify(payload []byte, signature string) (billing.Even
 	out := billing.Event{ID: ev.ID, Type: string(ev.Type), Created: time.Unix(ev.Created, 0).UTC()}
 	if ev.Data != nil {
 		out.SubscriptionID = subscriptionOf(ev.Data.Object)
+		out.Credit = creditPurchaseOf(ev.Data.Object)
 	}
 	return out, nil
 }

@@ -121,6 +121,12 @@ func budgetBurst(t *testing.T, mk *market) {
 // the keys, and counts the calls answered and those refused for a budget.
 func fireSends(t *testing.T, n int, eps, keys []string) (admitted, refused int) {
 	t.Helper()
+	return fireSendsRefused(t, n, eps, keys, a2aproxy.CodeBudgetExhausted)
+}
+
+// fireSendsRefused is fireSends counting the refusals with code.
+func fireSendsRefused(t *testing.T, n int, eps, keys []string, code int) (admitted, refused int) {
+	t.Helper()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	start := make(chan struct{})
@@ -135,7 +141,7 @@ func fireSends(t *testing.T, n int, eps, keys []string) (admitted, refused int) 
 			switch {
 			case e == nil:
 				admitted++
-			case e["code"] == float64(a2aproxy.CodeBudgetExhausted):
+			case e["code"] == float64(code):
 				refused++
 			default:
 				t.Errorf("call %d: %v", i, e)
@@ -193,16 +199,7 @@ func TestBudgetBurstAcrossMeters(t *testing.T) {
 	first, second := startMarketplace(t, env), startMarketplace(t, env)
 	api := client{t: t, base: first.URL}
 	_, seller := signup(t, api, "Acme Agents", "owner@acme.example")
-	agent := agentServer(t, demoagent.New(demoagent.Config{Version: "0.3", ReportUsage: true, StepDelay: 60 * time.Millisecond, Name: "Burst"}))
-	pr := map[string]any{"max_call_input_tokens": 10, "max_call_output_tokens": 20, "max_call_compute_ms": 200}
-	for k, v := range pricing {
-		pr[k] = v
-	}
-	r := api.with(seller).do("POST", "/api/v1/listings", map[string]any{"card_url": agent.URL, "pricing": pr})
-	if r.Status != 201 {
-		t.Fatalf("list: %d %s", r.Status, r.Body)
-	}
-	listing := r.str("id")
+	listing := listBurstAgent(t, api, seller, "Burst")
 	const n, cost, budget = 12, 1119, 3*1350 + 500
 	for round := range 3 {
 		admin := api.with(newBuyerOrg(t, api, fmt.Sprintf("across meters %d", round)))
@@ -222,6 +219,23 @@ func TestBudgetBurstAcrossMeters(t *testing.T) {
 			t.Errorf("round %d: %d calls admitted, %d refused, %d micros spent; want 3 admitted, within the budget of %d", round, admitted, refused, spent, budget)
 		}
 	}
+}
+
+// listBurstAgent lists a demo agent whose sends cost 1,119 micros and
+// reserve 1,350 (its per-call ceiling at the pricing's rates), and returns
+// the listing's id.
+func listBurstAgent(t *testing.T, api client, seller, name string) string {
+	t.Helper()
+	agent := agentServer(t, demoagent.New(demoagent.Config{Version: "0.3", ReportUsage: true, StepDelay: 60 * time.Millisecond, Name: name}))
+	pr := map[string]any{"max_call_input_tokens": 10, "max_call_output_tokens": 20, "max_call_compute_ms": 200}
+	for k, v := range pricing {
+		pr[k] = v
+	}
+	r := api.with(seller).do("POST", "/api/v1/listings", map[string]any{"card_url": agent.URL, "pricing": pr})
+	if r.Status != 201 {
+		t.Fatalf("list: %d %s", r.Status, r.Body)
+	}
+	return r.str("id")
 }
 
 // sharedEnv is the environment of marketplaces (with their meters) that

@@ -124,7 +124,11 @@ const webhookSecret = "whsec_test_agentmarket"
 // signedEvent is a Stripe event as Stripe would deliver it, signed with
 // the endpoint secret (t=…,v1=HMAC-SHA256("t.payload")).
 func signedEvent(id, typ, subscription string, created time.Time) ([]byte, string) {
-	obj := map[string]any{"id": "in_" + id, "object": "invoice", "subscription": subscription}
+	return signedObject(id, typ, map[string]any{"id": "in_" + id, "object": "invoice", "subscription": subscription}, created)
+}
+
+// signedObject is a signed Stripe event carrying obj.
+func signedObject(id, typ string, obj map[string]any, created time.Time) ([]byte, string) {
 	payload, _ := json.Marshal(map[string]any{"id": id, "object": "event", "type": typ, "api_version": "2024-06-20",
 		"created": created.Unix(), "data": map[string]any{"object": obj}})
 	ts := fmt.Sprint(time.Now().Unix())

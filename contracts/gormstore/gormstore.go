@@ -42,12 +42,13 @@ type orgRow struct {
 	ConnectAccountID    string
 	MonthlyBudgetMicros *int64
 	RateLimits          string
+	HasCredit           bool
 	CreatedAt           time.Time
 }
 
 func orgFromRow(r *orgRow) *contracts.Org {
 	return &contracts.Org{ID: r.ID, Name: r.Name, Platform: r.Platform, ConnectAccountID: r.ConnectAccountID,
-		MonthlyBudgetMicros: r.MonthlyBudgetMicros, RateLimits: fromJSONColumn[agentmarket.RateLimits](r.RateLimits), CreatedAt: r.CreatedAt.UTC()}
+		MonthlyBudgetMicros: r.MonthlyBudgetMicros, RateLimits: fromJSONColumn[agentmarket.RateLimits](r.RateLimits), HasCredit: r.HasCredit, CreatedAt: r.CreatedAt.UTC()}
 }
 
 // SetConnectAccount implements contracts.Store.

@@ -40,6 +40,14 @@ func TestTaskStore(t *testing.T) {
 	}
 }
 
+func TestCreditStore(t *testing.T) {
+	for _, o := range relationaltest.Openers {
+		t.Run(o.Name, func(t *testing.T) {
+			storetest.RunCredit(t, func(t *testing.T) storetest.CreditStore { return gormstore.New(o.Open(t).DB) })
+		})
+	}
+}
+
 func TestSwitchStore(t *testing.T) {
 	for _, o := range relationaltest.Openers {
 		t.Run(o.Name, func(t *testing.T) {

@@ -51,6 +51,8 @@ type Server struct {
 	Offers *listings.Offers
 	// Switches are the kill switches (nil: their routes are 404).
 	Switches *contracts.Switches
+	// Credits are the orgs' prepaid credit (nil: its routes are 404).
+	Credits *contracts.Credits
 	// Alerts are the orgs' spend alerts (nil: none).
 	Alerts *contracts.Alerts
 	// Focus exports the orgs' FOCUS cost and usage rows (nil: none).
@@ -181,6 +183,12 @@ func (s *Server) Mount(app *fiber.App) {
 	auth.Post("/kill-switches", s.switchesServed, s.setKillSwitch)
 	auth.Get("/kill-switches", s.switchesServed, s.listKillSwitches)
 	auth.Post("/kill-switches/:id/lift", s.switchesServed, s.liftKillSwitch)
+	auth.Get("/credit", s.creditServed, s.allow(contracts.ObjBilling, contracts.ActRead), s.creditAccounts)
+	auth.Get("/credit/movements", s.creditServed, s.allow(contracts.ObjBilling, contracts.ActRead), s.creditMovements)
+	auth.Post("/credit/purchases", s.creditServed, s.creditPurchase)
+	auth.Put("/credit/settings", s.creditServed, s.creditSettings)
+	auth.Post("/credit/grants", s.creditServed, s.creditMove(true))
+	auth.Post("/credit/refunds", s.creditServed, s.creditMove(false))
 
 	v1.Use(func(c *fiber.Ctx) error {
 		return agentmarket.Errorf(agentmarket.NotFound, "route_not_found", "no route %s %s", c.Method(), c.Path())

@@ -66,7 +66,10 @@ func invoiceJSON(id string, inv *billing.Invoice) fiber.Map {
 		"subtotal_micros":   inv.SubtotalMicros,
 		"minor_unit_digits": inv.MinorUnitDigits,
 		"total_minor":       inv.TotalMinor,
-		"preview":           inv.Preview,
-		"as_of":             inv.AsOf,
+		// Prepaid credit the period's calls burned, taken off the total.
+		"credit_applied_minor": inv.CreditAppliedMinor,
+		"amount_due_minor":     inv.AmountDueMinor(),
+		"preview":              inv.Preview,
+		"as_of":                inv.AsOf,
 	}
 }

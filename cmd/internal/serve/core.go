@@ -343,7 +343,7 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 	guard := Guard(cfg, c.Dialer)
 	tasks := &contracts.Tasks{Life: c.AccountStore, Push: c.AccountStore, Listings: CatalogTerms{Catalog: c.Catalog}, Clock: c.Clock}
 	alerts := &contracts.Alerts{Store: c.AccountStore, Push: c.AccountStore, Spend: metering.Spend{Store: c.Usage, Clock: c.Clock}, Clock: c.Clock, Sealer: c.Sealer,
-		URLs: contracts.WebhookRule{Hosts: guard, Allow: guard.Allow}, Audit: c.Audit}
+		URLs: contracts.WebhookRule{Hosts: guard, Allow: guard.Allow}, Audit: c.Audit, Credit: c.AccountStore}
 	alertSweeper := &contracts.AlertSweeper{Alerts: alerts, Every: billing.SweepEvery(cfg.BillingGrace), Logger: c.Log}
 	go alertSweeper.Run(ctx)
 	var verified *metering.Verified
@@ -351,13 +351,21 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 		verified = &metering.Verified{Store: stats, Clock: c.Clock, TTL: 5 * time.Minute}
 	}
 	srv := &api.Server{Accounts: c.Accounts, InvokeRoles: &contracts.InvokeRoles{Store: c.AccountStore, Policies: c.Authz}, Listings: c.Catalog, Subscriptions: m.Subscriptions,
-		Usage:    &metering.Reports{Store: c.Usage, Clock: c.Clock},
-		Invoices: &billing.Previews{Contracts: m.Subscriptions, Plans: c.ListingStore, Usage: c.Usage, Clock: c.Clock, History: c.AccountStore, Stays: c.AccountStore},
-		Billing:  bill.Service, Webhooks: bill.Webhooks,
+		Usage: &metering.Reports{Store: c.Usage, Clock: c.Clock},
+		Invoices: &billing.Previews{Contracts: m.Subscriptions, Plans: c.ListingStore, Usage: c.Usage, Clock: c.Clock, History: c.AccountStore, Stays: c.AccountStore,
+			Credit: c.AccountStore},
+		Billing: bill.Service, Webhooks: bill.Webhooks,
 		Authorizer: c.Authz, Logger: c.Log, PublicMeterURL: m.PublicMeterURL,
 		Tasks: tasks, Offers: offers, Alerts: alerts, Focus: bill.Focus, Verified: verified, PushKeys: c.PushKeys,
 		Audit: c.Audit, AuditKeys: c.AuditKeys}
 	srv.Switches = &contracts.Switches{Store: c.AccountStore, Clock: c.Clock, Audit: c.Audit}
+	srv.Credits = &contracts.Credits{Store: c.AccountStore, Clock: c.Clock, Audit: c.Audit}
+	if bill.Stripe != nil {
+		srv.Credits.Checkouts = bill.Stripe
+	}
+	if bill.Webhooks != nil {
+		bill.Webhooks.Credits = srv.Credits
+	}
 	if c.Shared != nil {
 		srv.Switches.Signal = c.Shared // the meters read a change at once
 	}
@@ -410,7 +418,7 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 	web.New(web.Deps{Accounts: c.Accounts, Proxies: cfg.TrustedProxies, Sessions: c.AccountStore, Listings: c.Catalog, Subscriptions: m.Subscriptions,
 		Usage: srv.Usage, Invoices: srv.Invoices, Billing: bill.Service, Authorizer: c.Authz, Logger: c.Log, Clock: c.Clock,
 		PublicMeterURL: m.PublicMeterURL, Tasks: tasks, Offers: offers, Alerts: alerts, Focus: bill.Focus, Verified: verified, Audit: c.Audit,
-		Switches: srv.Switches}).Mount(m.App)
+		Switches: srv.Switches, Credits: srv.Credits}).Mount(m.App)
 	return m, nil
 }
 

@@ -201,6 +201,7 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 		p.Tracer = d.Traces.Tracer("github.com/agentmarket/agentmarket/a2aproxy")
 	}
 	p.Switches = &a2aproxy.Switchboard{Store: store, Interval: d.Config.MeterLimits.KillSwitchPoll}
+	p.Credit = store
 	if shared != nil {
 		p.Switches.Wake = shared.WatchSwitches(ctx)
 	}
@@ -242,7 +243,8 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 	_ = p.LoadKillSwitches(ctx)
 	loopsCtx, stop := context.WithCancel(ctx)
 	var loops sync.WaitGroup
-	loops.Add(3)
+	loops.Add(4)
+	go func() { defer loops.Done(); p.RunCredit(loopsCtx) }()
 	go func() { defer loops.Done(); p.RunTaskSweeper(loopsCtx, d.Config.MeterLimits.TaskSweep) }()
 	go func() { defer loops.Done(); p.RunKillSwitches(loopsCtx) }()
 	go func() { defer loops.Done(); p.RunPushDelivery(loopsCtx) }()
