@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gofiber/fiber/v2"
+
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/contracts"
 )
@@ -25,6 +27,9 @@ type movementRow struct {
 }
 
 type creditData struct {
+	// form holds why a settings, purchase or grant form was refused,
+	// each message linked to its input.
+	form
 	Accounts  []creditRow
 	Movements []movementRow
 	Admin     bool // sets the settings
@@ -32,7 +37,11 @@ type creditData struct {
 	Operator  bool // grants
 }
 
-func (u *UI) creditPage(r *req) error {
+func (u *UI) creditPage(r *req) error { return u.creditView(r, &creditData{}) }
+
+// creditView renders the page, with d's form errors when a form was
+// refused.
+func (u *UI) creditView(r *req, d *creditData) error {
 	if !r.signedIn {
 		return agentmarket.Errorf(agentmarket.Unauthorized, "no_session", "sign in to see this page")
 	}
@@ -47,8 +56,8 @@ func (u *UI) creditPage(r *req) error {
 	if err != nil {
 		return err
 	}
-	d := &creditData{Admin: r.actor.Role == agentmarket.RoleAdmin, Operator: r.actor.Operator && r.actor.Role == agentmarket.RoleAdmin,
-		Buy: u.d.Credits.Checkouts != nil && (r.actor.Role == agentmarket.RoleAdmin || r.actor.Role == agentmarket.RoleFinance)}
+	d.Admin, d.Operator = r.actor.Role == agentmarket.RoleAdmin, r.actor.Operator && r.actor.Role == agentmarket.RoleAdmin
+	d.Buy = u.d.Credits.Checkouts != nil && (r.actor.Role == agentmarket.RoleAdmin || r.actor.Role == agentmarket.RoleFinance)
 	for _, a := range accts {
 		d.Accounts = append(d.Accounts, creditRow{CreditAccount: a, Balance: moneyHTML(a.BalanceMicros, a.Currency),
 			Credited: moneyHTML(a.CreditedMicros, a.Currency), Burned: moneyHTML(a.BurnedMicros, a.Currency), Low: moneyHTML(a.LowBalanceMicros, a.Currency)})
@@ -73,7 +82,7 @@ func (u *UI) setCreditSettings(r *req) error {
 	in := contracts.CreditSettingsInput{Currency: strings.Clone(r.c.FormValue("currency")), Required: r.c.FormValue("required") == "on",
 		LowBalanceMicros: formMicros(r, "low_balance_micros")}
 	if _, err := u.d.Credits.SetSettings(r.ctx, r.actor, in); err != nil {
-		return err
+		return u.creditRefused(r, err, map[string]string{"currency": "set-currency", "low_balance_micros": "low"})
 	}
 	return redirect(r, "/credit?notice=creditsettings")
 }
@@ -85,7 +94,7 @@ func (u *UI) grantCredit(r *req) error {
 	in := contracts.CreditInput{OrgID: strings.Clone(r.c.FormValue("org_id")), Currency: strings.Clone(r.c.FormValue("currency")),
 		AmountMicros: formMicros(r, "amount_micros"), Note: strings.Clone(r.c.FormValue("note"))}
 	if _, _, err := u.d.Credits.Grant(r.ctx, r.actor, in); err != nil {
-		return err
+		return u.creditRefused(r, err, map[string]string{"org_id": "grant-org", "currency": "grant-currency", "amount_micros": "grant-amount", "note": "grant-note"})
 	}
 	return redirect(r, "/credit?notice=granted")
 }
@@ -98,7 +107,20 @@ func (u *UI) buyCredit(r *req) error {
 	out, err := u.d.Credits.Purchase(r.ctx, r.actor, contracts.CreditInput{Currency: strings.Clone(r.c.FormValue("currency")),
 		AmountMicros: formMicros(r, "amount_micros"), SuccessURL: base + "/credit?notice=purchased", CancelURL: base + "/credit"})
 	if err != nil {
-		return err
+		return u.creditRefused(r, err, map[string]string{"currency": "buy-currency", "amount_micros": "buy-amount"})
 	}
 	return redirect(r, out.URL)
+}
+
+// creditRefused answers a form the service refused as invalid (or in
+// conflict) with the page and why, each field's message linked to its
+// input (inputs names the input of each API field); other errors are
+// returned as they are.
+func (u *UI) creditRefused(r *req, err error, inputs map[string]string) error {
+	d := &creditData{}
+	if !d.absorb(err, func(f string) string { return inputs[f] }) {
+		return err
+	}
+	r.c.Status(fiber.StatusUnprocessableEntity)
+	return u.creditView(r, d)
 }

@@ -39,3 +39,17 @@ func TestCreditPage(t *testing.T) {
 	mustContain(t, buyer.get("/credit"), `below $5.00`)
 	mustNotContain(t, seller.get("/credit"), `ctr_x`)
 }
+
+// TestCreditGrantRefused: the operator's grant form sent empty comes back
+// as the page with what to correct (422), not as an error page.
+func TestCreditGrantRefused(t *testing.T) {
+	s := newSite(t, siteOptions{autoApprove: true})
+	op := s.browser(t)
+	op.signinKey(s.operatorKey)
+	p := op.post("/credit/grants", url.Values{"org_id": {""}, "currency": {"usd"}, "amount_micros": {""}})
+	if p.Status != http.StatusUnprocessableEntity {
+		t.Fatalf("an empty grant: %d, want 422: %s", p.Status, p.Body)
+	}
+	mustContain(t, p, `id="error-summary"`, `href="#grant-`)
+	mustNotContain(t, p, `That did not work`)
+}
