@@ -162,12 +162,12 @@ func (b *creditBook) read(ctx context.Context, cl *call, key creditKey) (*credit
 	}
 	readAt := a.readAt
 	b.mu.Unlock()
-	if !readAt.IsZero() && now.Sub(readAt) < b.refresh {
+	if readingFresh(readAt, now, b.refresh) {
 		return a, nil
 	}
 	got, err := b.store.CreditAccount(ctx, key.org, key.currency)
 	if err != nil && agentmarket.KindOf(err) != agentmarket.NotFound {
-		if readAt.IsZero() || now.Sub(readAt) > lastSpendGrace {
+		if readingTooOld(readAt, now) {
 			b.logger.WarnContext(ctx, "call refused: its org's credit cannot be checked", "trace_id", cl.trace.traceID, "org", key.org, "err", err)
 			return nil, rpcErr(CodeBudgetUnchecked, http.StatusOK, "the organisation's prepaid credit cannot be checked right now; retry shortly")
 		}

@@ -83,6 +83,19 @@ func reservation(cl *call) int64 {
 // is spooled).
 const lastSpendGrace = time.Minute
 
+// readingFresh reports whether a reading taken at at (zero: never) is
+// recent enough, within refresh, to serve without asking the store.
+func readingFresh(at, now time.Time, refresh time.Duration) bool {
+	return !at.IsZero() && now.Sub(at) < refresh
+}
+
+// readingTooOld reports whether a reading taken at at (zero: never) may no
+// longer stand in for one the store cannot give: past lastSpendGrace the
+// call is refused (budgets and credit fail closed).
+func readingTooOld(at, now time.Time) bool {
+	return at.IsZero() || now.Sub(at) > lastSpendGrace
+}
+
 // budgetBook is the meter's spend and reservations of every budget it
 // holds this month.
 type budgetBook struct {
@@ -232,12 +245,12 @@ func (b *budgetBook) read(ctx context.Context, cl *call, key budgetKey, month, n
 	}
 	readAt := a.readAt
 	b.mu.Unlock()
-	if !readAt.IsZero() && now.Sub(readAt) < b.refresh {
+	if readingFresh(readAt, now, b.refresh) {
 		return a, nil
 	}
 	spent, err := b.spent(ctx, key, month)
 	if err != nil {
-		if readAt.IsZero() || now.Sub(readAt) > lastSpendGrace {
+		if readingTooOld(readAt, now) {
 			b.logger.WarnContext(ctx, "call refused: its budget cannot be checked, the usage store is unavailable",
 				"trace_id", cl.trace.traceID, "budget_of", what, "err", err)
 			return nil, rpcErr(CodeBudgetUnchecked, http.StatusOK, fmt.Sprintf("the %s's monthly budget cannot be checked right now (spend is unavailable); retry shortly", what))
