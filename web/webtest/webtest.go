@@ -86,10 +86,18 @@ func Fill(ctx context.Context, fields map[string]string) error {
 	return nil
 }
 
-// Submit clicks the button that matches sel and waits until the page
-// that answers has an element matching wait.
+// Submit clicks the button (or link) that matches sel and waits until the
+// page that answers has loaded and has an element matching wait. The page
+// shown before is marked first, so an element matching wait on it (the
+// audit log's rows before a filter) is never taken for the answer's.
 func Submit(ctx context.Context, sel, wait string) error {
-	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel)), chromedp.WaitVisible(chromedp.CSS(wait))); err != nil {
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(sel)), chromedp.Evaluate[chromedp.Void](`window.amBefore = true`), chromedp.Click(chromedp.CSS(sel))); err != nil {
+		return fmt.Errorf("submit %s: %w", sel, err)
+	}
+	if err := waitLoaded(ctx, "submit "+sel); err != nil {
+		return err
+	}
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(wait))); err != nil {
 		return fmt.Errorf("submit %s, wait for %s: %w", sel, wait, err)
 	}
 	return nil
