@@ -15,6 +15,10 @@
 #                              chart's checks), chromium, or all / none.
 #                              Default: all of them.
 #   AGENTMARKET_TEST_TIMEOUT   go test -timeout (default 20m).
+#   AGENTMARKET_TEST_SHARDS    how many concurrent go test runs share cmd/marketplace's
+#                              tests (default 4); they run beside the race tests, the
+#                              fuzz test and the other packages, each job's output
+#                              printed whole when all have ended.
 #   AGENTMARKET_TEST_FUZZTIME  how far the reading rule's differential fuzz test
 #                              explores beyond its corpus, as go test -fuzztime
 #                              (default 1000000x: a million inputs).
@@ -65,6 +69,10 @@ run_go() {
 }
 
 on_signal() {
+	local job
+	for job in "${JOBS[@]}"; do
+		am_kill_tree "${job#*:}" TERM
+	done
 	if [ -n "$GO_PID" ]; then
 		am_kill_tree "$GO_PID" TERM
 		wait "$GO_PID" 2>/dev/null || true
@@ -202,10 +210,17 @@ summarize_go_test() {
 # print_summary closes the run: the top-level tests of every go test step, each
 # step and in total, and how long the whole run took.
 print_summary() {
-	local label p f s tp=0 tf=0 ts=0 line=""
+	local label p f s a b c tp=0 tf=0 ts=0 line="" file found
 	for label in race other chart; do
-		[ -f "$AM_WORKDIR/counts.$label" ] || continue
-		read -r p f s <"$AM_WORKDIR/counts.$label"
+		# The other packages' counts come from several jobs (other, other1, ...).
+		found="" p=0 f=0 s=0
+		for file in "$AM_WORKDIR/counts.$label" "$AM_WORKDIR/counts.$label"[0-9]*; do
+			[ -f "$file" ] || continue
+			found=1
+			read -r a b c <"$file"
+			p=$((p + a)) f=$((f + b)) s=$((s + c))
+		done
+		[ -n "$found" ] || continue
 		tp=$((tp + p)) tf=$((tf + f)) ts=$((ts + s))
 		case $label in
 		race) line+="with the race detector (${RACE_PATTERNS[*]}): $p passed, $f failed, $s skipped; " ;;
@@ -217,6 +232,96 @@ print_summary() {
 	printf '    top-level tests %s\n' "${line%; }"
 	printf '    in total: %d passed, %d failed, %d skipped (plus the %s fuzz run of FuzzReadingRule) in %ss\n' \
 		"$tp" "$tf" "$ts" "${AGENTMARKET_TEST_FUZZTIME:-1000000x}" "$(am_since "$T0")"
+}
+
+# SHARDED_PKG is the package whose tests are split into $SHARDS concurrent go test runs.
+SHARDED_PKG=github.com/agentmarket/agentmarket/cmd/marketplace
+SHARDS=${AGENTMARKET_TEST_SHARDS:-4}
+JOBS=()
+
+# start_job NAME FUNC ARGS... runs FUNC ARGS in the background, its output into
+# $AM_WORKDIR/job.NAME.log and the names of its failed steps into job.NAME.failed.
+start_job() {
+	local name=$1
+	shift
+	(
+		set +e
+		FAILED=()
+		"$@"
+		printf '%s\n' "${FAILED[@]}" >"$AM_WORKDIR/job.$name.failed"
+	) >"$AM_WORKDIR/job.$name.log" 2>&1 &
+	JOBS+=("$name:$!")
+}
+
+# wait_jobs waits for every job started, prints each one's output in the order
+# they were started, and adds their failed steps to FAILED.
+wait_jobs() {
+	local job name pid f
+	for job in "${JOBS[@]}"; do
+		wait "${job#*:}" || true
+	done
+	for job in "${JOBS[@]}"; do
+		name=${job%%:*}
+		cat "$AM_WORKDIR/job.$name.log"
+		if [ ! -f "$AM_WORKDIR/job.$name.failed" ]; then
+			FAILED+=("job $name (no result)")
+			continue
+		fi
+		while IFS= read -r f; do
+			[ -z "$f" ] || FAILED+=("$f")
+		done <"$AM_WORKDIR/job.$name.failed"
+	done
+	JOBS=()
+}
+
+# race_and_fuzz_step PKGS: the concurrent hot paths' tests with the race
+# detector, then the reading rule's differential fuzz test.
+race_and_fuzz_step() {
+	step "go test -count=1 -race ${RACE_PATTERNS[*]}"
+	if [ -z "$1" ]; then
+		am_log "no test files under ${RACE_PATTERNS[*]} yet: skipped"
+	else
+		# shellcheck disable=SC2086 # one import path per word
+		CGO_ENABLED=1 run_go test -v -count=1 -race -timeout "$GO_TEST_TIMEOUT" $1 | summarize_go_test race ||
+			FAILED+=("go test -race")
+	fi
+	# The differential fuzz test of the meter's reading rule, for a bounded number of
+	# inputs beyond its committed corpus (a2aproxy/wire/testdata/fuzz/FuzzReadingRule).
+	# A count, not a duration: with a duration Go 1.26's fuzz coordinator can report
+	# its own stop as "context deadline exceeded" on a loaded machine
+	# (go.dev/issue/75804, fixed in Go 1.27); a count has no deadline to race.
+	# A million inputs take about 25 s on an idle machine.
+	step "go test -fuzz FuzzReadingRule -fuzztime ${AGENTMARKET_TEST_FUZZTIME:-1000000x} ./a2aproxy/wire/"
+	run_go test -run '^$' -fuzz '^FuzzReadingRule$' -fuzztime "${AGENTMARKET_TEST_FUZZTIME:-1000000x}" ./a2aproxy/wire/ || FAILED+=("fuzz FuzzReadingRule")
+}
+
+# other_step PKGS: every other package but the sharded one, without the race
+# detector (-v, filtered: package results, every failure and skip, and each
+# test's run against a real service (".../postgres") stay visible).
+other_step() {
+	step "go test -count=1 $1"
+	[ -n "${1// /}" ] || return 0
+	# shellcheck disable=SC2086 # one import path per word
+	run_go test -v -count=1 -timeout "$GO_TEST_TIMEOUT" $1 | summarize_go_test other || FAILED+=("go test")
+}
+
+# shard_tests PKG N prints N -run patterns, one a line, that split PKG's
+# top-level tests among them (dealt in turn, in the order go test lists them);
+# nothing when the package does not build.
+shard_tests() {
+	local names
+	names=$(go test -list '.*' "$1" 2>/dev/null | grep -E '^(Test|Example|Fuzz)' || true)
+	[ -n "$names" ] || return 0
+	printf '%s\n' "$names" | awk -v n="$2" '
+		{ s[(NR - 1) % n] = s[(NR - 1) % n] (s[(NR - 1) % n] == "" ? "" : "|") $0 }
+		END { for (i = 0; i < n; i++) if (s[i] != "") printf "^(%s)$\n", s[i] }
+	'
+}
+
+# shard_step PKG K/N PATTERN: shard K of N of PKG's tests.
+shard_step() {
+	step "go test -count=1 $1, shard $2 ($(printf '%s' "$3" | tr -cd '|' | wc -c | awk '{print $1 + 1}') tests)"
+	run_go test -v -count=1 -timeout "$GO_TEST_TIMEOUT" -run "$3" "$1" | summarize_go_test "other${2%%/*}" || FAILED+=("go test ($1, shard $2)")
 }
 
 main() {
@@ -255,46 +360,41 @@ main() {
 	run_go -C scripts/chartcheck vet ./... || FAILED+=("go vet (chartcheck)")
 
 	# Only packages that have tests; the dirs may still be empty.
-	local race_pkgs all_pkgs rest_pkgs p
+	local race_pkgs all_pkgs rest_pkgs p shard
 	race_pkgs=$(go list -e -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' \
 		"${RACE_PATTERNS[@]}" 2>/dev/null || true)
-	step "go test -count=1 -race ${RACE_PATTERNS[*]}"
-	if [ -z "$race_pkgs" ]; then
-		am_log "no test files under ${RACE_PATTERNS[*]} yet: skipped"
-	else
-		ensure_cgo
-		# shellcheck disable=SC2086 # one import path per word
-		CGO_ENABLED=1 run_go test -v -count=1 -race -timeout "$GO_TEST_TIMEOUT" $race_pkgs | summarize_go_test race ||
-			FAILED+=("go test -race")
-	fi
+	[ -z "$race_pkgs" ] || ensure_cgo
 
-	# The differential fuzz test of the meter's reading rule, for a bounded number of
-	# inputs beyond its committed corpus (a2aproxy/wire/testdata/fuzz/FuzzReadingRule).
-	# A count, not a duration: with a duration Go 1.26's fuzz coordinator can report
-	# its own stop as "context deadline exceeded" on a loaded machine
-	# (go.dev/issue/75804, fixed in Go 1.27); a count has no deadline to race.
-	# A million inputs take about 25 s here.
-	step "go test -fuzz FuzzReadingRule -fuzztime ${AGENTMARKET_TEST_FUZZTIME:-1000000x} ./a2aproxy/wire/"
-	run_go test -run '^$' -fuzz '^FuzzReadingRule$' -fuzztime "${AGENTMARKET_TEST_FUZZTIME:-1000000x}" ./a2aproxy/wire/ || FAILED+=("fuzz FuzzReadingRule")
-
-	# Everything else, without the race detector; the packages above already ran (with it).
+	# The steps below run at once, each its own job with its output in a file,
+	# printed whole in this order when all have ended: the marketplace's tests
+	# mostly wait on services and subprocesses (the CPU idles 80-98% while they
+	# run alone), so they are split into shards by name and run beside the race
+	# tests and the fuzz test.
+	start_job race race_and_fuzz_step "$race_pkgs"
 	if all_pkgs=$(go list -e ./... 2>/dev/null) && [ -n "$all_pkgs" ]; then
 		rest_pkgs=""
 		for p in $all_pkgs; do
-			[[ $'\n'$race_pkgs$'\n' == *$'\n'$p$'\n'* ]] || rest_pkgs+="$p "
+			[[ $'\n'$race_pkgs$'\n' == *$'\n'$p$'\n'* ]] && continue
+			[ "$p" = "$SHARDED_PKG" ] && continue
+			rest_pkgs+="$p "
 		done
-		step "go test -count=1 ./... (all packages but the race-tested ones above)"
-		if [ -n "$rest_pkgs" ]; then
-			# -v, filtered: package results, every failure and skip, and each
-			# test's run against a real service (".../postgres") stay visible.
-			# shellcheck disable=SC2086
-			run_go test -v -count=1 -timeout "$GO_TEST_TIMEOUT" $rest_pkgs | summarize_go_test other || FAILED+=("go test")
+		start_job other other_step "$rest_pkgs"
+		if [[ $'\n'$all_pkgs$'\n' == *$'\n'$SHARDED_PKG$'\n'* ]]; then
+			local -a shards
+			mapfile -t shards < <(shard_tests "$SHARDED_PKG" "$SHARDS")
+			if [ "${#shards[@]}" -eq 0 ]; then
+				# go test -list failed (the package does not build): let go test say why.
+				start_job other1 other_step "$SHARDED_PKG"
+			fi
+			for shard in "${!shards[@]}"; do
+				start_job "other$((shard + 1))" shard_step "$SHARDED_PKG" "$((shard + 1))/${#shards[@]}" "${shards[$shard]}"
+			done
 		fi
 	else
 		# go list could not even load the module: let go test say why.
-		step "go test -count=1 ./..."
-		run_go test -count=1 -timeout "$GO_TEST_TIMEOUT" ./... || FAILED+=("go test")
+		start_job other other_step ./...
 	fi
+	wait_jobs
 
 	# The Helm chart: helm lint, helm template, every manifest decoded strictly into the
 	# Kubernetes API's types (a module of its own: those types stay out of go.mod).
