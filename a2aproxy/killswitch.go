@@ -270,6 +270,14 @@ func (p *Proxy) endKilledStream(ctx context.Context, cl *call, sw *contracts.Swi
 	}()
 }
 
+// pollInterval is how often every meter reads the switches' version.
+func (b *Switchboard) pollInterval() time.Duration {
+	if b.Interval <= 0 {
+		return 200 * time.Millisecond
+	}
+	return b.Interval
+}
+
 // RunKillSwitches keeps the meter's switches current until ctx ends (the
 // version poll, and Wake), and acts on each new one.
 func (p *Proxy) RunKillSwitches(ctx context.Context) {
@@ -277,11 +285,7 @@ func (p *Proxy) RunKillSwitches(ctx context.Context) {
 	if b == nil {
 		return
 	}
-	interval := b.Interval
-	if interval <= 0 {
-		interval = 200 * time.Millisecond
-	}
-	t := time.NewTicker(interval)
+	t := time.NewTicker(b.pollInterval())
 	defer t.Stop()
 	for {
 		p.readSwitches(ctx, &b.read)
@@ -335,7 +339,12 @@ func (p *Proxy) readSwitches(ctx context.Context, r *switchRead) error {
 		}
 		n := b.killStreams(sw)
 		p.Logger.InfoContext(ctx, "kill switch on", "kill_switch", sw.ID, "scope", sw.Scope, "target", sw.TargetID, "streams_ended", n)
-		p.cancelSwitched(ctx, sw, 0)
+		// The first round waits two polls: every meter relaying a stream
+		// the switch ends has read it by then and ended that stream with
+		// the switch's error (and cancelled its task itself). Cancelled at
+		// once, the agent would end those streams first with a plain
+		// CANCELED, and their buyers would not learn why.
+		p.cancelSwitched(ctx, sw, 2*b.pollInterval())
 		p.cancelSwitched(ctx, sw, 2*p.Limits.RequestTimeout)
 	}
 	for id := range acted {

@@ -16,8 +16,8 @@
 #                              Default: all of them.
 #   AGENTMARKET_TEST_TIMEOUT   go test -timeout (default 20m).
 #   AGENTMARKET_TEST_SHARDS    how many concurrent go test runs share cmd/marketplace's
-#                              tests (default 4); they run beside the race tests, the
-#                              fuzz test and the other packages, each job's output
+#                              tests (default 4); after the race tests, they run beside
+#                              the fuzz test and the other packages, each job's output
 #                              printed whole when all have ended.
 #   AGENTMARKET_TEST_FUZZTIME  how far the reading rule's differential fuzz test
 #                              explores beyond its corpus, as go test -fuzztime
@@ -274,9 +274,8 @@ wait_jobs() {
 	JOBS=()
 }
 
-# race_and_fuzz_step PKGS: the concurrent hot paths' tests with the race
-# detector, then the reading rule's differential fuzz test.
-race_and_fuzz_step() {
+# race_step PKGS: the concurrent hot paths' tests with the race detector.
+race_step() {
 	step "go test -count=1 -race ${RACE_PATTERNS[*]}"
 	if [ -z "$1" ]; then
 		am_log "no test files under ${RACE_PATTERNS[*]} yet: skipped"
@@ -285,6 +284,10 @@ race_and_fuzz_step() {
 		CGO_ENABLED=1 run_go test -v -count=1 -race -timeout "$GO_TEST_TIMEOUT" $1 | summarize_go_test race ||
 			FAILED+=("go test -race")
 	fi
+}
+
+# fuzz_step: the reading rule's differential fuzz test.
+fuzz_step() {
 	# The differential fuzz test of the meter's reading rule, for a bounded number of
 	# inputs beyond its committed corpus (a2aproxy/wire/testdata/fuzz/FuzzReadingRule).
 	# A count, not a duration: with a duration Go 1.26's fuzz coordinator can report
@@ -292,7 +295,7 @@ race_and_fuzz_step() {
 	# (go.dev/issue/75804, fixed in Go 1.27); a count has no deadline to race.
 	# A million inputs take about 25 s on an idle machine.
 	step "go test -fuzz FuzzReadingRule -fuzztime ${AGENTMARKET_TEST_FUZZTIME:-1000000x} ./a2aproxy/wire/"
-	run_go test -run '^$' -fuzz '^FuzzReadingRule$' -fuzztime "${AGENTMARKET_TEST_FUZZTIME:-1000000x}" ./a2aproxy/wire/ || FAILED+=("fuzz FuzzReadingRule")
+	run_go test -run '^$' -fuzz '^FuzzReadingRule$' -parallel 1 -fuzztime "${AGENTMARKET_TEST_FUZZTIME:-1000000x}" ./a2aproxy/wire/ || FAILED+=("fuzz FuzzReadingRule")
 }
 
 # other_step PKGS: every other package but the sharded one, without the race
@@ -365,12 +368,16 @@ main() {
 		"${RACE_PATTERNS[@]}" 2>/dev/null || true)
 	[ -z "$race_pkgs" ] || ensure_cgo
 
+	# The race tests run alone: they hold the CPU, and some measure fairness
+	# in real time (push under flood).
+	race_step "$race_pkgs"
+
 	# The steps below run at once, each its own job with its output in a file,
 	# printed whole in this order when all have ended: the marketplace's tests
 	# mostly wait on services and subprocesses (the CPU idles 80-98% while they
-	# run alone), so they are split into shards by name and run beside the race
-	# tests and the fuzz test.
-	start_job race race_and_fuzz_step "$race_pkgs"
+	# run alone), so they are split into shards by name and run beside the
+	# fuzz test and the other packages.
+	start_job fuzz fuzz_step
 	if all_pkgs=$(go list -e ./... 2>/dev/null) && [ -n "$all_pkgs" ]; then
 		rest_pkgs=""
 		for p in $all_pkgs; do
