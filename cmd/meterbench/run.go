@@ -43,6 +43,7 @@ type options struct {
 	memProfile      string
 	lean            string
 	leanSync        string
+	otlpSink        bool
 	meterProcess    bool
 	// meterInProcess says why the meter runs in this process although
 	// -meter-process was not switched off (validate).
@@ -109,6 +110,7 @@ func parseOptions(args []string, out io.Writer) (*options, error) {
 	fs.StringVar(&o.lean, "lean", "auto", "the lean peer (issue 22, a minimal metering proxy in Go, run as another program, never linked in): a directory of its Go source, built once per version into the user cache dir (agentmarket/leanpeer-<sha256>); an executable; auto: ../shared/bench/leanpeer beside the repository root (found upwards from the working directory, or from this executable's); off skips it")
 	fs.StringVar(&o.leanSync, "lean-sync", "wait", "the durability of the lean peer and the meter, compared in the same mode: wait (each answer after the fdatasync covering its usage record: the meter's default, AGENTMARKET_SPOOL_SYNC=each), bg (after write(2), fdatasync every 5 ms: the meter with AGENTMARKET_SPOOL_SYNC=5ms) or off (the lean peer answers after write(2) alone; the meter, which has no such mode, runs as for bg)")
 	fs.BoolVar(&o.meterProcess, "meter-process", true, "run the marketplace with its meter in a process of its own (this program again), so that it shares no Go runtime with the load generator and its CPU per call is its own; false: in this process. -cpuprofile and -hold-streams measure this process, so with either the meter runs in this process (the report says so), and -meter-process=true given explicitly with them is refused")
+	fs.BoolVar(&o.otlpSink, "otlp-sink", false, "trace the meter: start an OTLP/HTTP receiver that discards what it gets and point the meter's AGENTMARKET_OTEL_ENDPOINT at it (every call traced at AGENTMARKET_OTEL_SAMPLE_RATIO's default of 1), to measure what tracing costs; compare with a run without it")
 	fs.BoolVar(&o.fleet, "fleet", false, "also start a second meter process on the same database (AGENTMARKET_DATABASE_URL; with AGENTMARKET_REDIS_URL they share their state through Redis too), and, after the other phases, measure one meter alone against both together (half the connections each) and PostgreSQL's row writes per new task, from its statistics (scripts/meterbench-fleet.sh starts the services)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -241,6 +243,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if rep.Fleet, err = b.measureFleet(ctx, o, spec, getenv("AGENTMARKET_DATABASE_URL")); err != nil {
 			return fmt.Errorf("fleet: %w", err)
 		}
+	}
+	if b.sink != nil {
+		rep.Peers = append(rep.Peers, Peer{Name: "otlp-sink", Status: "running", Detail: b.sink.detail()})
 	}
 	rep.compare(o.extra)
 	if o.jsonOut {

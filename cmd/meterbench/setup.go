@@ -26,6 +26,7 @@ type bench struct {
 	streamHdr map[string]string
 	fleet     *fleetMeter // -fleet: the second meter
 	redis     bool        // the meters share a Redis
+	sink      *otlpSink   // -otlp-sink: the meter's traces go there
 }
 
 // target is one URL loaded with one request.
@@ -133,6 +134,22 @@ func setUp(ctx context.Context, o *options, getenv func(string) string, dataDir 
 			return nil, fmt.Errorf("reverse proxy: %w", err)
 		}
 		streamProxy = under(p, v03)
+	}
+
+	if o.otlpSink {
+		sink, err := startOTLPSink(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("OTLP sink: %w", err)
+		}
+		b.stops = append(b.stops, sink.stop)
+		b.sink = sink
+		outer := getenv
+		getenv = func(k string) string {
+			if k == "AGENTMARKET_OTEL_ENDPOINT" {
+				return sink.url
+			}
+			return outer(k)
+		}
 	}
 
 	var m *market
