@@ -295,7 +295,7 @@ fuzz_step() {
 	# (go.dev/issue/75804, fixed in Go 1.27); a count has no deadline to race.
 	# A million inputs take about 25 s on an idle machine.
 	step "go test -fuzz FuzzReadingRule -fuzztime ${AGENTMARKET_TEST_FUZZTIME:-1000000x} ./a2aproxy/wire/"
-	run_go test -run '^$' -fuzz '^FuzzReadingRule$' -parallel 1 -fuzztime "${AGENTMARKET_TEST_FUZZTIME:-1000000x}" ./a2aproxy/wire/ || FAILED+=("fuzz FuzzReadingRule")
+	run_go test -run '^$' -fuzz '^FuzzReadingRule$' -fuzztime "${AGENTMARKET_TEST_FUZZTIME:-1000000x}" ./a2aproxy/wire/ || FAILED+=("fuzz FuzzReadingRule")
 }
 
 # other_step PKGS: every other package but the sharded one, without the race
