@@ -144,7 +144,12 @@ type subscribed struct {
 // subscribe goes through the REST API as people would: a seller signs up
 // and lists each agent by its card URL (with credentials for the agent),
 // a buyer signs up and subscribes to each.
-func subscribe(ctx context.Context, apiBase string, cardURLs []string) (*subscription, error) {
+//
+// With endpoints > 1 the first listing (the A2A 1.0 JSON-RPC agent) names
+// that many endpoints of the seller's: its card's interface and the same
+// URL with ?replica=2, 3, … (one agent: the meter's balancing and its
+// per-endpoint state are what is measured, not other agents).
+func subscribe(ctx context.Context, apiBase string, cardURLs []string, endpoints int) (*subscription, error) {
 	c := apiClient{base: strings.TrimRight(apiBase, "/") + "/api/v1"}
 	var signup struct {
 		APIKey struct {
@@ -166,6 +171,11 @@ func subscribe(ctx context.Context, apiBase string, cardURLs []string) (*subscri
 			"upstream_auth": map[string]string{"header": "Authorization", "value": "Bearer seller-secret-for-the-agent"}}, &l); err != nil {
 			return nil, fmt.Errorf("list the agent at %s: %w", card, err)
 		}
+		if endpoints > 1 && len(listed) == 0 {
+			if err := setEndpoints(ctx, c, seller, l.ID, card, endpoints); err != nil {
+				return nil, err
+			}
+		}
 		listed = append(listed, l)
 	}
 	if err := c.do(ctx, "", "POST", "/signup", map[string]any{"org_name": "Bench Buyer", "email": "buyer@bench.example", "password": "correct horse battery"}, &signup); err != nil {
@@ -182,6 +192,44 @@ func subscribe(ctx context.Context, apiBase string, cardURLs []string) (*subscri
 		sub.Listings = append(sub.Listings, subscribed{ID: l.ID, Endpoint: s.Endpoint})
 	}
 	return sub, nil
+}
+
+// setEndpoints names n endpoints of the listing's agent: its card's first
+// interface and the same URL with ?replica=2 … n.
+func setEndpoints(ctx context.Context, c apiClient, seller, listing, cardURL string, n int) error {
+	req, err := http.NewRequestWithContext(ctx, "GET", cardURL, nil)
+	if err != nil {
+		return err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	var card struct {
+		URL        string `json:"url"`
+		Interfaces []struct {
+			URL string `json:"url"`
+		} `json:"supportedInterfaces"`
+	}
+	if err := json.NewDecoder(io.LimitReader(res.Body, 1<<20)).Decode(&card); err != nil {
+		return fmt.Errorf("read the card at %s: %w", cardURL, err)
+	}
+	base := card.URL
+	if len(card.Interfaces) > 0 {
+		base = card.Interfaces[0].URL
+	}
+	if base == "" {
+		return fmt.Errorf("the card at %s names no interface", cardURL)
+	}
+	eps := []map[string]any{{"url": base}}
+	for i := 2; i <= n; i++ {
+		eps = append(eps, map[string]any{"url": fmt.Sprintf("%s?replica=%d", base, i)})
+	}
+	if err := c.do(ctx, seller, "PATCH", "/listings/"+listing, map[string]any{"endpoints": eps}, nil); err != nil {
+		return fmt.Errorf("set %d endpoints of listing %s: %w", n, listing, err)
+	}
+	return nil
 }
 
 type apiClient struct{ base string }
@@ -210,6 +258,9 @@ func (c apiClient) do(ctx context.Context, key, method, path string, in, out any
 	}
 	if res.StatusCode/100 != 2 {
 		return fmt.Errorf("%s %s: HTTP %d: %s", method, path, res.StatusCode, body)
+	}
+	if out == nil {
+		return nil
 	}
 	return json.Unmarshal(body, out)
 }

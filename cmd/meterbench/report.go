@@ -57,6 +57,8 @@ type Settings struct {
 	MeterProcess   bool   `json:"meter_process"`
 	MeterInProcess string `json:"meter_in_process,omitempty"`
 	LeanSync       string `json:"lean_sync,omitempty"` // the lean peer's durability mode (-lean-sync)
+	Traced         bool   `json:"traced,omitempty"`    // -otlp-sink: the meter exported a span per call
+	Endpoints      int    `json:"endpoints,omitempty"` // -endpoints: the meter/1.0 listing's endpoints
 }
 
 func machine() Machine {
@@ -77,7 +79,8 @@ func machine() Machine {
 func settings(o *options, agent, store string) Settings {
 	s := Settings{Connections: o.conns, Seconds: o.duration.Seconds(), WarmupSeconds: o.warmup.Seconds(), MaxRequests: o.maxReqs,
 		Rounds: o.rounds, Agent: agent, Store: store, RequestBytes: len(sendBody(v03)), RequestBytes1: len(sendBody(v10)),
-		MeterProcess: o.meterProcess, MeterInProcess: o.meterInProcess, LeanSync: o.leanSync}
+		MeterProcess: o.meterProcess, MeterInProcess: o.meterInProcess, LeanSync: o.leanSync,
+		Traced: o.otlpSink, Endpoints: o.endpoints}
 	if o.sseStreams > 0 {
 		s.SSEStreams, s.SSEEvents, s.SSEIntervalMs = o.sseStreams, o.sseEvents, ms(o.sseInterval)
 	}
@@ -122,6 +125,9 @@ func (r *Report) writeText(w io.Writer) error {
 		where = "in this process (-meter-process=false)"
 	}
 	fmt.Fprintf(w, "the meter: %s; the lean peer: -sync %s\n", where, s.LeanSync)
+	if s.Traced || s.Endpoints > 1 {
+		fmt.Fprintf(w, "the meter traced into an OTLP sink: %t; meter/1.0's listing's endpoints: %d\n", s.Traced, max(s.Endpoints, 1))
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if len(r.Peers) > 0 {
 		fmt.Fprintln(w, "\npeers")
