@@ -90,6 +90,7 @@ type creditBook struct {
 	metrics *Metrics
 	logger  *slog.Logger
 	base    context.Context
+	share   localShare // of each balance this meter reserves on its own
 
 	mu      sync.Mutex
 	accts   map[creditKey]*creditAcct
@@ -129,7 +130,8 @@ func (b *creditBook) reserve(ctx context.Context, cl *call) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	held := agentmarket.AddSat(a.burned, a.reserd)
-	if after := agentmarket.AddSat(held, amount); after > a.credited || (amount == 0 && held >= a.credited) {
+	if after := agentmarket.AddSat(held, amount); after > a.credited || (amount == 0 && held >= a.credited) ||
+		b.share.over(a.credited, a.burned, a.reserd, amount) {
 		return b.refuse(cl, key, a.required, a.credited-a.burned, a.reserd, amount)
 	}
 	a.reserd += amount

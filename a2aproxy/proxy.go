@@ -48,6 +48,12 @@ type Limits struct {
 	// the database knows waits for another meter's projection before it
 	// answers TaskNotFound; default 1s.
 	OwnerMissWait time.Duration
+	// LocalShare is the share (0 to 1) of each rate limit, session cap,
+	// budget and credit balance this meter admits while it holds them on
+	// its own (no SharedRates and SharedBudgets, or while they fail):
+	// 1/N for N meters without Redis keeps them together within the
+	// limit. 0 means 1: each meter admits the whole limit (docs/limits.md).
+	LocalShare float64
 	// MaxUnsettled is how many spooled rows may wait for their projections
 	// (bindings, ledger) before the meter holds new calls back (up to
 	// UnsettledWait, then -32058); default 2,000. Past half of it, calls
@@ -329,11 +335,13 @@ func (p *Proxy) Init() {
 		p.Logger = slog.New(slog.DiscardHandler)
 	}
 	p.book = newBudgetBook(p.Spend, p.OrgSpend, p.Clock, p.Limits.CacheTTL, p.Logger)
-	p.book.shared, p.book.base, p.book.metrics = p.SharedBudgets, p.Base, p.Metrics
-	p.rates = &rateKeeper{local: newLocalRates(p.Clock), shared: p.SharedRates, clock: p.Clock, base: p.Base, metrics: p.Metrics, logger: p.Logger}
+	p.book.shared, p.book.base, p.book.metrics, p.book.share = p.SharedBudgets, p.Base, p.Metrics, share(p.Limits.LocalShare)
+	local := newLocalRates(p.Clock)
+	local.share = share(p.Limits.LocalShare)
+	p.rates = &rateKeeper{local: local, shared: p.SharedRates, clock: p.Clock, base: p.Base, metrics: p.Metrics, logger: p.Logger}
 	if p.Credit != nil {
 		p.credits = newCreditBook(p.Credit, p.Clock, p.Limits.CacheTTL, p.Logger)
-		p.credits.shared, p.credits.base, p.credits.metrics = p.SharedBudgets, p.Base, p.Metrics
+		p.credits.shared, p.credits.base, p.credits.metrics, p.credits.share = p.SharedBudgets, p.Base, p.Metrics, share(p.Limits.LocalShare)
 	}
 	p.acct = &accounting{recorder: p.Recorder, clock: p.Clock, logger: p.Logger, metrics: p.Metrics}
 	switch {

@@ -15,6 +15,7 @@ import (
 // on the injected clock.
 type localRates struct {
 	clock agentmarket.Clock
+	share localShare // of each limit and cap this meter admits
 	mu    sync.Mutex
 	cells map[string]*rateCell
 	// sessions are kept sessionIdle past their last call; swept every
@@ -67,7 +68,7 @@ func (r *localRates) TakeRates(_ context.Context, callID string, ids []string, l
 		}
 		cells[j] = c
 		for k := 0; k < 4; k++ {
-			i, lim := 4*j+k, limits[4*j+k]
+			i, lim := 4*j+k, r.share.of(limits[4*j+k])
 			left[i] = -1
 			if lim <= 0 {
 				continue
@@ -95,11 +96,11 @@ func (r *localRates) TakeRates(_ context.Context, callID string, ids []string, l
 	}
 	for j, c := range cells {
 		for k := 0; k < 2; k++ {
-			if lim := limits[4*j+k]; lim > 0 {
+			if lim := r.share.of(limits[4*j+k]); lim > 0 {
 				c.owed[k] = max(c.owed[k], float64(now)) + float64(windows[k])/float64(lim)
 			}
 		}
-		if limits[4*j+3] > 0 {
+		if r.share.of(limits[4*j+3]) > 0 {
 			if c.inFlight == nil {
 				c.inFlight = map[string]int64{}
 			}
@@ -147,7 +148,7 @@ func (r *localRates) DoneRates(_ context.Context, callID string, ids []string, l
 		if c == nil {
 			continue
 		}
-		if tpm := limits[4*j+2]; tpm > 0 && tokens > 0 {
+		if tpm := r.share.of(limits[4*j+2]); tpm > 0 && tokens > 0 {
 			c.owed[2] = max(c.owed[2], now) + float64(tokens)*float64(windows[2])/float64(tpm)
 		}
 		delete(c.inFlight, callID)
@@ -161,6 +162,7 @@ func (r *localRates) TakeSession(_ context.Context, id string, maxCalls, maxMicr
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := r.session(id, now)
+	maxCalls, maxMicros = r.share.of(maxCalls), r.share.of(maxMicros)
 	if maxCalls > 0 && s.calls >= maxCalls {
 		return 0, s.calls, s.micros, nil
 	}
@@ -200,4 +202,39 @@ func (r *localRates) session(id string, now time.Time) *sessionCell {
 	}
 	s.seen = now
 	return s
+}
+
+// localShare is the share of a limit a meter admits while it holds the
+// limit on its own (Limits.LocalShare): 1 (the zero value reads so) is the
+// whole limit.
+type localShare float64
+
+// share is Limits.LocalShare as a localShare: 0 and anything outside
+// (0, 1] is 1.
+func share(v float64) localShare {
+	if v <= 0 || v > 1 {
+		return 1
+	}
+	return localShare(v)
+}
+
+// of is this meter's part of a limit: lim times the share, rounded up, at
+// least 1; a limit that is not set (≤ 0) stays so.
+func (s localShare) of(lim int64) int64 {
+	if lim <= 0 || s == 0 || s == 1 {
+		return lim
+	}
+	return max(1, int64(math.Ceil(float64(lim)*float64(s))))
+}
+
+// over reports whether amount, reserved beside reserved, is more than this
+// meter's share of what limit leaves past spent (a budget or a credit
+// balance the meter holds on its own). With the whole limit it never is:
+// the caller's own check of spent + reserved + amount against the limit
+// decides.
+func (s localShare) over(limit, spent, reserved, amount int64) bool {
+	if s == 0 || s == 1 {
+		return false
+	}
+	return float64(agentmarket.AddSat(reserved, amount)) > float64(limit-spent)*float64(s)
 }

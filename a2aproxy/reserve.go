@@ -107,6 +107,7 @@ type budgetBook struct {
 	clock   agentmarket.Clock
 	refresh time.Duration // how often the store's figure is read again
 	logger  *slog.Logger
+	share   localShare // of each budget this meter reserves on its own
 
 	mu    sync.Mutex
 	month time.Time // of accts; a new month starts them afresh
@@ -207,7 +208,8 @@ func (b *budgetBook) reserve(ctx context.Context, cl *call, amount int64) error 
 			continue
 		}
 		held := agentmarket.AddSat(bg.acct.spent, bg.acct.reserved)
-		if after := agentmarket.AddSat(held, amount); after > *bg.micros || (amount == 0 && held >= *bg.micros) {
+		if after := agentmarket.AddSat(held, amount); after > *bg.micros || (amount == 0 && held >= *bg.micros) ||
+			b.share.over(*bg.micros, bg.acct.spent, bg.acct.reserved, amount) {
 			return exhausted(bg.what, *bg.micros, bg.acct.spent, bg.acct.reserved, amount)
 		}
 	}

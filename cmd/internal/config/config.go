@@ -197,11 +197,15 @@ type MeterLimits struct {
 	MaxPause          time.Duration // longest input-required / auth-required pause
 	TaskSweep         time.Duration // how often overdue tasks are looked for
 	KillSwitchPoll    time.Duration // how often the meter reads the kill switches' version
-	PushMaxAttempts   int
-	PushRetryBase     time.Duration
-	PushRetention     time.Duration
-	PushRetryMax      time.Duration
-	EventRetention    time.Duration
+	// LimitShare is the share of each rate limit, session cap, budget and
+	// credit balance a meter admits while it holds them on its own (no
+	// Redis, or while Redis fails); 1 = the whole limit.
+	LimitShare      float64
+	PushMaxAttempts int
+	PushRetryBase   time.Duration
+	PushRetention   time.Duration
+	PushRetryMax    time.Duration
+	EventRetention  time.Duration
 	// PushKeyRotation is how long a push signing key signs before the
 	// next one takes over; PushKeyRetention how long a replaced key stays
 	// in the JWKS after that.
@@ -373,6 +377,14 @@ func Settings(bin string) []Setting {
 				return errors.New("must be a duration from 10ms to 1s, like 200ms: a switch must act within a second")
 			}
 			c.MeterLimits.KillSwitchPoll = d
+			return nil
+		}},
+		{"meter-limit-share", "the share of each rate limit, session cap, budget and credit balance this meter admits while it holds them on its own (no AGENTMARKET_REDIS_URL, or while Redis fails): 1/N for N meters keeps them together within each limit; 1 = each meter admits the whole limit (N meters: up to N times it)", "1", func(c *Config, v string) error {
+			f, err := parseShare(v)
+			if err != nil {
+				return err
+			}
+			c.MeterLimits.LimitShare = f
 			return nil
 		}},
 		{"meter-task-sweep", "how often the meter looks for tasks whose pause or time budget ran out", "5s", duration(100*time.Millisecond, func(c *Config) *time.Duration { return &c.MeterLimits.TaskSweep })},
@@ -868,4 +880,28 @@ const PushAttemptTimeout = 10 * time.Second
 // attempt, and the longest wait before each.
 func PushRetrySpan(l MeterLimits) time.Duration {
 	return time.Duration(l.PushMaxAttempts) * (l.PushRetryMax + PushAttemptTimeout)
+}
+
+// parseShare reads a share of a limit: a fraction "1/N" or a decimal
+// number, more than 0 and at most 1.
+func parseShare(v string) (float64, error) {
+	bad := errors.New("must be a share more than 0 and at most 1: 1/N for N meters, or a decimal like 0.5")
+	var f float64
+	if num, den, ok := strings.Cut(strings.TrimSpace(v), "/"); ok {
+		n, err1 := strconv.Atoi(strings.TrimSpace(num))
+		d, err2 := strconv.Atoi(strings.TrimSpace(den))
+		if err1 != nil || err2 != nil || d <= 0 {
+			return 0, bad
+		}
+		f = float64(n) / float64(d)
+	} else {
+		var err error
+		if f, err = strconv.ParseFloat(strings.TrimSpace(v), 64); err != nil {
+			return 0, bad
+		}
+	}
+	if !(f > 0 && f <= 1) {
+		return 0, bad
+	}
+	return f, nil
 }

@@ -71,6 +71,9 @@ func TestErrorsNameTheSetting(t *testing.T) {
 		{"meter", map[string]string{"AGENTMARKET_METER_ADDR": "x", "AGENTMARKET_LOG_LEVEL": "loud"}, []string{"AGENTMARKET_METER_ADDR", "AGENTMARKET_LOG_LEVEL", "AGENTMARKET_DATABASE_URL"}},
 		{"meter", map[string]string{"AGENTMARKET_GC_PERCENT": "-5"}, []string{"AGENTMARKET_GC_PERCENT: must be a whole number from 0 to 10000", "AGENTMARKET_DATABASE_URL"}},
 		{"marketplace", map[string]string{"AGENTMARKET_GC_PERCENT": "off"}, []string{"AGENTMARKET_GC_PERCENT"}},
+		{"marketplace", map[string]string{"AGENTMARKET_METER_LIMIT_SHARE": "3/2"}, []string{"AGENTMARKET_METER_LIMIT_SHARE: must be a share more than 0 and at most 1"}},
+		{"marketplace", map[string]string{"AGENTMARKET_METER_LIMIT_SHARE": "0"}, []string{"AGENTMARKET_METER_LIMIT_SHARE: must be a share"}},
+		{"marketplace", map[string]string{"AGENTMARKET_METER_LIMIT_SHARE": "1/0"}, []string{"AGENTMARKET_METER_LIMIT_SHARE: must be a share"}},
 		// A replaced signing key must outlive every attempt it may have signed.
 		{"marketplace", map[string]string{"AGENTMARKET_PUSH_KEY_RETENTION": "2h", "AGENTMARKET_PUSH_MAX_ATTEMPTS": "30"},
 			[]string{"AGENTMARKET_PUSH_KEY_RETENTION: must be longer than a push delivery's retries may last (2h35m0s"}},
@@ -241,6 +244,24 @@ func TestOTelSettingsAccepted(t *testing.T) {
 	} {
 		if _, err := config.Load("marketplace", serve.ConfigFormats(), nil, env(e), io.Discard); err != nil {
 			t.Errorf("%v: %v", e, err)
+		}
+	}
+}
+
+// TestLimitShare: a meter's share of the limits it holds on its own is
+// read as 1/N or as a decimal; 1 by default.
+func TestLimitShare(t *testing.T) {
+	for v, want := range map[string]float64{"": 1, "1/3": 1.0 / 3, " 1 / 2 ": 0.5, "0.25": 0.25, "1": 1} {
+		env := map[string]string{}
+		if v != "" {
+			env["AGENTMARKET_METER_LIMIT_SHARE"] = v
+		}
+		cfg, err := config.Load("marketplace", serve.ConfigFormats(), nil, func(k string) string { return env[k] }, io.Discard)
+		if err != nil {
+			t.Fatalf("%q: %v", v, err)
+		}
+		if cfg.MeterLimits.LimitShare != want {
+			t.Errorf("%q: share %v, want %v", v, cfg.MeterLimits.LimitShare, want)
 		}
 	}
 }

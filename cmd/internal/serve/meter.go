@@ -162,6 +162,7 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 			EventRetention:    d.Config.MeterLimits.EventRetention,
 			IdempotencyWindow: config.ProxyDuration(d.Config.MeterLimits.IdempotencyWindow),
 			StallAfter:        config.ProxyDuration(d.Config.MeterLimits.StallAfter),
+			LocalShare:        d.Config.MeterLimits.LimitShare,
 		},
 		Auth:         d.Accounts,
 		Resolver:     MeterTargets{Store: d.Listings, Catalog: d.Catalog},
