@@ -149,7 +149,13 @@ type subscribed struct {
 // that many endpoints of the seller's: its card's interface and the same
 // URL with ?replica=2, 3, … (one agent: the meter's balancing and its
 // per-endpoint state are what is measured, not other agents).
-func subscribe(ctx context.Context, apiBase string, cardURLs []string, endpoints int) (*subscription, error) {
+//
+// With limits the buyer calls under every admission limit the meter has,
+// each far above what the run can reach (issue 25: what checking them
+// costs): the org's, the key's and each subscription's rate limits and
+// in-flight caps, and the org's, the key's and each subscription's
+// monthly budget; the key is a second one, made with its budget.
+func subscribe(ctx context.Context, apiBase string, cardURLs []string, endpoints int, limits bool) (*subscription, error) {
 	c := apiClient{base: strings.TrimRight(apiBase, "/") + "/api/v1"}
 	var signup struct {
 		APIKey struct {
@@ -182,16 +188,61 @@ func subscribe(ctx context.Context, apiBase string, cardURLs []string, endpoints
 		return nil, fmt.Errorf("buyer signup: %w", err)
 	}
 	sub := &subscription{Key: signup.APIKey.Key}
+	if limits {
+		if err := limitBuyer(ctx, c, sub); err != nil {
+			return nil, fmt.Errorf("the buyer's limits: %w", err)
+		}
+	}
 	for _, l := range listed {
 		var s struct {
+			ID       string `json:"id"`
 			Endpoint string `json:"endpoint"`
 		}
-		if err := c.do(ctx, sub.Key, "POST", "/subscriptions", map[string]any{"listing_id": l.ID}, &s); err != nil {
+		req := map[string]any{"listing_id": l.ID}
+		if limits {
+			req["monthly_budget_micros"] = benchBudget
+		}
+		if err := c.do(ctx, sub.Key, "POST", "/subscriptions", req, &s); err != nil {
 			return nil, fmt.Errorf("subscribe (listing %s is %s): %w", l.ID, l.Status, err)
+		}
+		if limits {
+			if err := c.do(ctx, sub.Key, "PATCH", "/subscriptions/"+s.ID, map[string]any{"rate_limits": benchRates}, nil); err != nil {
+				return nil, fmt.Errorf("the subscription's rate limits: %w", err)
+			}
 		}
 		sub.Listings = append(sub.Listings, subscribed{ID: l.ID, Endpoint: s.Endpoint})
 	}
 	return sub, nil
+}
+
+// benchBudget and benchRates are -limits' limits: far above what a run
+// reaches (a run's calls cost a few hundred million micros at most).
+const benchBudget = int64(1_000_000_000_000_000)
+
+var benchRates = map[string]int64{"requests_per_second": 1_000_000, "requests_per_minute": 60_000_000,
+	"tokens_per_minute": 1_000_000_000_000, "max_in_flight": 1_000_000}
+
+// limitBuyer puts the buyer's org under a budget and rate limits, and
+// makes sub.Key a new buyer key with its own budget and rate limits.
+func limitBuyer(ctx context.Context, c apiClient, sub *subscription) error {
+	if err := c.do(ctx, sub.Key, "PUT", "/org/budget", map[string]any{"monthly_budget_micros": benchBudget}, nil); err != nil {
+		return err
+	}
+	if err := c.do(ctx, sub.Key, "PUT", "/org/rate-limits", benchRates, nil); err != nil {
+		return err
+	}
+	var key struct {
+		ID  string `json:"id"`
+		Key string `json:"key"`
+	}
+	if err := c.do(ctx, sub.Key, "POST", "/api-keys", map[string]any{"name": "bench, limited", "role": "buyer", "monthly_budget_micros": benchBudget}, &key); err != nil {
+		return err
+	}
+	if err := c.do(ctx, sub.Key, "PUT", "/api-keys/"+key.ID+"/rate-limits", benchRates, nil); err != nil {
+		return err
+	}
+	sub.Key = key.Key
+	return nil
 }
 
 // setEndpoints names n endpoints of the listing's agent: its card's first

@@ -59,6 +59,7 @@ type Settings struct {
 	LeanSync       string `json:"lean_sync,omitempty"` // the lean peer's durability mode (-lean-sync)
 	Traced         bool   `json:"traced,omitempty"`    // -otlp-sink: the meter exported a span per call
 	Endpoints      int    `json:"endpoints,omitempty"` // -endpoints: the meter/1.0 listing's endpoints
+	Limits         bool   `json:"limits,omitempty"`    // -limits: the buyer under rate limits and budgets
 }
 
 func machine() Machine {
@@ -80,7 +81,7 @@ func settings(o *options, agent, store string) Settings {
 	s := Settings{Connections: o.conns, Seconds: o.duration.Seconds(), WarmupSeconds: o.warmup.Seconds(), MaxRequests: o.maxReqs,
 		Rounds: o.rounds, Agent: agent, Store: store, RequestBytes: len(sendBody(v03)), RequestBytes1: len(sendBody(v10)),
 		MeterProcess: o.meterProcess, MeterInProcess: o.meterInProcess, LeanSync: o.leanSync,
-		Traced: o.otlpSink, Endpoints: o.endpoints}
+		Traced: o.otlpSink, Endpoints: o.endpoints, Limits: o.limits}
 	if o.sseStreams > 0 {
 		s.SSEStreams, s.SSEEvents, s.SSEIntervalMs = o.sseStreams, o.sseEvents, ms(o.sseInterval)
 	}
@@ -125,8 +126,8 @@ func (r *Report) writeText(w io.Writer) error {
 		where = "in this process (-meter-process=false)"
 	}
 	fmt.Fprintf(w, "the meter: %s; the lean peer: -sync %s\n", where, s.LeanSync)
-	if s.Traced || s.Endpoints > 1 {
-		fmt.Fprintf(w, "the meter traced into an OTLP sink: %t; meter/1.0's listing's endpoints: %d\n", s.Traced, max(s.Endpoints, 1))
+	if s.Traced || s.Endpoints > 1 || s.Limits {
+		fmt.Fprintf(w, "the meter traced into an OTLP sink: %t; meter/1.0's listing's endpoints: %d; the buyer under rate limits and budgets: %t\n", s.Traced, max(s.Endpoints, 1), s.Limits)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	if len(r.Peers) > 0 {

@@ -45,6 +45,7 @@ type options struct {
 	leanSync        string
 	otlpSink        bool
 	endpoints       int
+	limits          bool
 	meterProcess    bool
 	// meterInProcess says why the meter runs in this process although
 	// -meter-process was not switched off (validate).
@@ -113,6 +114,7 @@ func parseOptions(args []string, out io.Writer) (*options, error) {
 	fs.BoolVar(&o.meterProcess, "meter-process", true, "run the marketplace with its meter in a process of its own (this program again), so that it shares no Go runtime with the load generator and its CPU per call is its own; false: in this process. -cpuprofile and -hold-streams measure this process, so with either the meter runs in this process (the report says so), and -meter-process=true given explicitly with them is refused")
 	fs.BoolVar(&o.otlpSink, "otlp-sink", false, "trace the meter: start an OTLP/HTTP receiver that discards what it gets and point the meter's AGENTMARKET_OTEL_ENDPOINT at it (every call traced at AGENTMARKET_OTEL_SAMPLE_RATIO's default of 1), to measure what tracing costs; compare with a run without it")
 	fs.IntVar(&o.endpoints, "endpoints", 1, "the meter/1.0 listing's agent endpoints (1-16): with more than 1 the seller names that many (the card's interface, then the same URL with ?replica=2, …), so the meter balances each call among them, to measure what routing costs")
+	fs.BoolVar(&o.limits, "limits", false, "the buyer calls under every admission limit, each far above what the run reaches: the org's, the key's and each subscription's rate limits, in-flight caps and monthly budgets (to measure what checking them costs)")
 	fs.BoolVar(&o.fleet, "fleet", false, "also start a second meter process on the same database (AGENTMARKET_DATABASE_URL; with AGENTMARKET_REDIS_URL they share their state through Redis too), and, after the other phases, measure one meter alone against both together (half the connections each) and PostgreSQL's row writes per new task, from its statistics (scripts/meterbench-fleet.sh starts the services)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err

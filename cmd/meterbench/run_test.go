@@ -238,3 +238,30 @@ func TestMeterProcessOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestRunRoutedTracedLimited: with -endpoints 3, -otlp-sink and -limits
+// the meter answers every call through its three endpoints, under the
+// buyer's rate limits and budgets, exports its spans to the sink, bills
+// every call, and the report says how it ran.
+func TestRunRoutedTracedLimited(t *testing.T) {
+	rep := runJSON(t, "-c", "2", "-d", "300ms", "-warmup", "100ms", "-n", "2000", "-rounds", "1",
+		"-nginx", "/nonexistent/nginx", "-a2a", "/nonexistent/a2a", "-lean", "/nonexistent/leanpeer",
+		"-half-load=false", "-sse-streams", "0", "-endpoints", "3", "-otlp-sink", "-limits")
+	if s := rep.Settings; !s.Traced || s.Endpoints != 3 || !s.Limits {
+		t.Errorf("settings %+v: want traced, 3 endpoints, limits", s)
+	}
+	checkMeasured(t, rep, meter10, meter03, meterREST, meterBridged)
+	i := slices.IndexFunc(rep.Peers, func(p Peer) bool { return p.Name == "otlp-sink" })
+	if i < 0 || strings.Contains(rep.Peers[i].Detail, ": 0 exports") {
+		t.Errorf("the OTLP sink got no spans: %+v", rep.Peers)
+	}
+	p := rep.Projections
+	if p == nil || p.Unavailable != "" || len(p.Usage) != 2 {
+		t.Fatalf("projections %+v", p)
+	}
+	for _, u := range p.Usage {
+		if !u.Equal() || u.Answered == 0 || u.Unknown != 0 {
+			t.Errorf("usage of %v: %+v", u.Targets, u)
+		}
+	}
+}

@@ -170,7 +170,7 @@ func setUp(ctx context.Context, o *options, getenv func(string) string, dataDir 
 	for i, a := range agents {
 		cards[i] = a + ".well-known/agent-card.json"
 	}
-	sub, err := subscribe(ctx, m.URL, cards, o.endpoints)
+	sub, err := subscribe(ctx, m.URL, cards, o.endpoints, o.limits)
 	if err != nil {
 		return nil, err
 	}
