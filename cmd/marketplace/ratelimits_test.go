@@ -225,15 +225,17 @@ func TestListingInFlightLimit(t *testing.T) {
 
 // TestRateLimitAcrossMeters: two meters sharing Redis (and PostgreSQL)
 // hold a key's 20 requests a second together: asked about 100 times a
-// second through both, they admit 20 a second past the first, within 5 %
-// over 4 s. Their /readyz says the limits are shared.
+// second through both, in JSON-RPC and in HTTP+JSON, they admit 20 a
+// second past the first, within 5 % over 10 s; every refusal is -32045
+// in JSON-RPC, and 429 with a Retry-After in HTTP+JSON. Their /readyz says
+// the limits are shared.
 func TestRateLimitAcrossMeters(t *testing.T) {
 	env := sharedEnv(relationaltest.PostgresDSN(t), redistest.Start(t).URL)
 	env["AGENTMARKET_POLICY_RELOAD"] = "100ms"
 	first, second := startMarketplace(t, env), startMarketplace(t, env)
 	api := client{t: t, base: first.URL}
 	_, seller := signup(t, api, "Acme Agents", "owner@acme.example")
-	agent := agentServer(t, demoagent.New(demoagent.Config{Version: "0.3", Name: "Fast"}))
+	agent := agentServer(t, demoagent.New(demoagent.Config{Version: "1.0", Name: "Fast"}))
 	r := api.with(seller).do("POST", "/api/v1/listings", map[string]any{"card_url": agent.URL, "pricing": pricing})
 	if r.Status != 201 {
 		t.Fatalf("list: %d %s", r.Status, r.Body)
@@ -255,38 +257,59 @@ func TestRateLimitAcrossMeters(t *testing.T) {
 		}
 	}
 	eps := []string{first.URL + "/a2a/" + listing, second.URL + "/a2a/" + listing}
-	const run, warm = 5 * time.Second, time.Second
-	var steady, refused atomic.Int64
+	const run, warm = 11 * time.Second, time.Second
+	var steady, refused, refused429 atomic.Int64
 	begin := time.Now()
 	var wg sync.WaitGroup
 	for i := range 4 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			b := rpc{t: t, url: eps[i%2], key: key}
+			b := rpc{t: t, url: eps[i%2], key: key, version: "1.0"}
 			tick := time.NewTicker(40 * time.Millisecond)
 			defer tick.Stop()
+			n := 0
 			for range tick.C {
 				at := time.Since(begin)
 				if at >= run {
 					return
 				}
-				_, e := b.call("message/send", msg03("tick", nil))
-				switch {
-				case e == nil && at >= warm:
+				n++
+				msg := msg10("tick", map[string]any{"messageId": fmt.Sprintf("rl-%d-%d", i, n)})
+				ok := false
+				if i < 2 { // JSON-RPC through each meter
+					_, e := b.call("SendMessage", msg)
+					switch {
+					case e == nil:
+						ok = true
+					case e["code"] == float64(a2aproxy.CodeRateLimited):
+						refused.Add(1)
+					default:
+						t.Errorf("JSON-RPC: %v", e)
+					}
+				} else { // HTTP+JSON through each meter
+					status, res, h := restCall(t, key, "POST", eps[i%2]+"/message:send", "1.0", msg)
+					switch {
+					case status == 200:
+						ok = true
+					case status == 429 && h.Get("Retry-After") != "":
+						refused429.Add(1)
+					default:
+						t.Errorf("HTTP+JSON: %d %v %v", status, res, h)
+					}
+				}
+				if ok && at >= warm {
 					steady.Add(1)
-				case e == nil:
-				case e["code"] == float64(a2aproxy.CodeRateLimited):
-					refused.Add(1)
-				default:
-					t.Errorf("%v", e)
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	t.Logf("%d admitted in the last %s, %d refused", steady.Load(), run-warm, refused.Load())
-	if n := steady.Load(); n < 76 || n > 84 {
-		t.Errorf("%d admitted in %s past the first second under 20 a second through two meters, want 80 ± 5 %%", n, run-warm)
+	t.Logf("%d admitted in the last %s; refused %d in JSON-RPC, %d in HTTP+JSON (429)", steady.Load(), run-warm, refused.Load(), refused429.Load())
+	if n := steady.Load(); n < 190 || n > 210 {
+		t.Errorf("%d admitted in %s past the first second under 20 a second through two meters, want 200 ± 5 %%", n, run-warm)
+	}
+	if refused.Load() == 0 || refused429.Load() == 0 {
+		t.Errorf("refusals: %d in JSON-RPC, %d in HTTP+JSON; want both", refused.Load(), refused429.Load())
 	}
 }
