@@ -41,7 +41,13 @@ var sequenceRegressions = []uint64{}
 //     the largest allowance, of its plans that month);
 //   - each contract's preview at the month's last millisecond equals the
 //     invoice the month's close issues;
-//   - the FOCUS rows of each org's month sum to its invoices exactly.
+//   - the FOCUS rows of each org's month sum to its invoices exactly;
+//   - prepaid credit (issue 25): calls of a contract burn random amounts
+//     of its org's credit as they run, some more than the month costs;
+//     each invoice, and its preview, takes off exactly what the contract
+//     burned in the month, rounded half up to the cent, never more than
+//     its total, and what is due is the rest: nothing burned is charged
+//     again, nothing is credited twice or to another contract.
 //
 // AGENTMARKET_BILLING_SEQUENCES=N adds N seeds drawn at random (scripts/test.sh
 // sets it, so CI tries new sequences every run; a failure names its seed).
@@ -65,15 +71,24 @@ func TestPropertyBuyerSequences(t *testing.T) {
 	if played.offerSubscribed == 0 || played.offerTrials == 0 || played.offerChanges == 0 {
 		t.Errorf("the sequences accepted offers too rarely: %+v", played)
 	}
+	// And credit paid part of some invoices, and the whole of others.
+	if played.credited == 0 || played.creditCapped == 0 {
+		t.Errorf("the sequences applied credit too rarely: %+v", played)
+	}
 }
 
 // seqCounts counts what a sequence did with offers.
-type seqCounts struct{ offerSubscribed, offerTrials, offerChanges int }
+type seqCounts struct {
+	offerSubscribed, offerTrials, offerChanges int
+	credited, creditCapped                     int // invoices with credit applied; those it paid whole
+}
 
 func (c *seqCounts) add(o seqCounts) {
 	c.offerSubscribed += o.offerSubscribed
 	c.offerTrials += o.offerTrials
 	c.offerChanges += o.offerChanges
+	c.credited += o.credited
+	c.creditCapped += o.creditCapped
 }
 
 // seqPlans are the listing's plan versions: the base plan (3), a dearer
@@ -133,6 +148,8 @@ func playSequence(t *testing.T, seed uint64) (n seqCounts) {
 	h := history{}
 	svc := e.ledger()
 	svc.History = h
+	burned := seqBurns{}
+	svc.Credit = burned
 	orgs := []*seqOrg{{id: "org_a", open: -1}, {id: "org_b", open: -1}, {id: "org_c", open: -1}}
 	for _, o := range orgs {
 		o.offers = []*seqOffer{{id: "ofr_" + o.id + "_1", version: 6}, {id: "ofr_" + o.id + "_2", version: 7, trialDays: 3}}
@@ -218,6 +235,9 @@ func playSequence(t *testing.T, seed uint64) (n seqCounts) {
 			default:
 				e.use(t, c.ID, now, billing.Usage{InputTokens: r.Int64N(900_000), OutputTokens: r.Int64N(150_000),
 					ComputeMs: r.Int64N(2_000_000), Tasks: r.Int64N(60)})
+				if r.IntN(3) == 0 { // the calls paid from the org's prepaid credit
+					burned[c.ID] = append(burned[c.ID], seqBurn{at: now, micros: r.Int64N(40_000_000)})
+				}
 			}
 		}
 
@@ -227,7 +247,7 @@ func playSequence(t *testing.T, seed uint64) (n seqCounts) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pv := &billing.Previews{Contracts: getter(e.ctrs.all), Plans: e.plans, Usage: e.usage, Clock: e.clock, History: h, Stays: e.ctrs}
+		pv := &billing.Previews{Contracts: getter(e.ctrs.all), Plans: e.plans, Usage: e.usage, Clock: e.clock, History: h, Stays: e.ctrs, Credit: burned}
 		previews := map[string]*billing.Invoice{}
 		for _, c := range active {
 			inv, err := pv.Preview(ctx, agentmarket.Actor{}, c.ID)
@@ -240,14 +260,16 @@ func playSequence(t *testing.T, seed uint64) (n seqCounts) {
 		if n, err := svc.CloseMonth(ctx, month); err != nil || n != len(active) {
 			fail("CloseMonth(%s) = %d, %v; %d contracts were active", month.Start.Format("2006-01"), n, err, len(active))
 		}
-		checkMonth(t, fail, e, svc, month, active, previews)
+		credited, capped := checkMonth(t, fail, e, svc, month, active, previews, burned)
+		n.credited += credited
+		n.creditCapped += capped
 		now = e.clock.Now()
 	}
 	return n
 }
 
 func checkMonth(t *testing.T, fail func(string, ...any), e *env, svc *billing.Service, month billing.Period, active []contracts.Contract,
-	previews map[string]*billing.Invoice) {
+	previews map[string]*billing.Invoice, burned seqBurns) (credited, capped int) {
 	ctx := context.Background()
 	plans := seqPlans()
 	byOrg := map[string][]*billing.Invoice{}
@@ -260,6 +282,26 @@ func checkMonth(t *testing.T, fail func(string, ...any), e *env, svc *billing.Se
 		if p := previews[c.ID]; p.TotalMinor != inv.TotalMinor || p.ExactMicros().Cmp(inv.ExactMicros()) != 0 {
 			fail("%s: preview %s (%d) ≠ invoice %s (%d)\n  %s\n  %s", c.ID, p.ExactMicros(), p.TotalMinor, inv.ExactMicros(), inv.TotalMinor,
 				summary(p), summary(inv))
+		}
+		// The model of credit: what the contract's calls burned in the
+		// month, to the cent (half up), at most the invoice's total.
+		var micros int64
+		for _, b := range burned[c.ID] {
+			if !b.at.Before(month.Start) && b.at.Before(month.End) {
+				micros += b.micros
+			}
+		}
+		want := min((2*micros+10_000)/20_000, inv.TotalMinor)
+		if inv.CreditAppliedMinor != want || inv.AmountDueMinor() != inv.TotalMinor-want || previews[c.ID].CreditAppliedMinor != want {
+			fail("%s in %s burned %d micros of credit: the invoice applied %d cents (due %d of %d), its preview %d; want %d",
+				c.ID, month.Start.Format("2006-01"), micros, inv.CreditAppliedMinor, inv.AmountDueMinor(), inv.TotalMinor,
+				previews[c.ID].CreditAppliedMinor, want)
+		}
+		if want > 0 {
+			credited++
+			if want == inv.TotalMinor {
+				capped++
+			}
 		}
 		byOrg[c.BuyerOrgID] = append(byOrg[c.BuyerOrgID], inv)
 	}
@@ -353,6 +395,7 @@ func checkMonth(t *testing.T, fail func(string, ...any), e *env, svc *billing.Se
 			fail("%s's FOCUS rows of %s cost %d micros; its invoices %d cents", org, month.Start.Format("2006-01"), cost, cents)
 		}
 	}
+	return credited, capped
 }
 
 // roundCents is micros (usd) to cents, half up.
@@ -361,4 +404,23 @@ func roundCents(micros *big.Rat) int64 {
 	n := new(big.Int).Lsh(q.Num(), 1)
 	n.Add(n, q.Denom())
 	return n.Quo(n, new(big.Int).Lsh(q.Denom(), 1)).Int64()
+}
+
+// seqBurn is what calls of a contract burned of their org's credit.
+type seqBurn struct {
+	at     time.Time
+	micros int64
+}
+
+// seqBurns is every contract's burns (billing.CreditBurns).
+type seqBurns map[string][]seqBurn
+
+func (b seqBurns) CreditBurned(_ context.Context, contractID string, from, to time.Time) (int64, error) {
+	var n int64
+	for _, x := range b[contractID] {
+		if !x.at.Before(from) && x.at.Before(to) {
+			n += x.micros
+		}
+	}
+	return n, nil
 }
