@@ -201,9 +201,18 @@ func (a *accounting) record(ctx context.Context, cl *call, u metering.Usage, lat
 		a.metrics.observe(cl, latency)
 	}
 	seen := cl.seen
-	// Typed attributes: the line is written on every call, and LogAttrs
-	// spares slog boxing each value.
-	a.logger.LogAttrs(ctx, slog.LevelInfo, "a2a call", slog.String("trace_id", u.TraceID), slog.String("task_id", u.TaskID),
+	// A call that failed is logged at info; one that succeeded at debug:
+	// its usage row records it whole (trace and task ids, listing, org,
+	// method, state, latency, tokens), and the line cost ~4 µs of a
+	// call's CPU. Typed attributes: LogAttrs spares slog boxing each value.
+	level := slog.LevelDebug
+	if u.ErrorCode != 0 {
+		level = slog.LevelInfo
+	}
+	if !a.logger.Enabled(ctx, level) {
+		return err
+	}
+	a.logger.LogAttrs(ctx, level, "a2a call", slog.String("trace_id", u.TraceID), slog.String("task_id", u.TaskID),
 		slog.String("listing", u.ListingID), slog.String("org", u.BuyerOrgID), slog.String("method", u.Method),
 		slog.String("state", u.State), slog.Int("error_code", u.ErrorCode), slog.Int64("latency_ms", u.LatencyMs),
 		slog.Int64("observed_input_tokens", seen.InputTokens), slog.Int64("observed_output_tokens", seen.OutputTokens),
