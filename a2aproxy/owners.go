@@ -3,7 +3,6 @@ package a2aproxy
 import (
 	"context"
 	"hash/maphash"
-	"slices"
 	"sync"
 	"time"
 
@@ -42,24 +41,33 @@ type ownerIndex struct {
 const ownerShards = 64
 
 // A shard holds every binding of a task id (on any listing): the shard is
-// chosen by the task id alone, so ByTask looks in one shard.
+// chosen by the task id alone, so ByTask looks in one shard. Its map is
+// keyed by the task id, each entry the task's binding on one listing and,
+// rarely, a chain of its bindings on others: one map write and no
+// allocation of the meter's own per new task.
 type ownerShard struct {
-	mu     sync.RWMutex
-	m      map[ownerKey]*contracts.TaskBinding
-	byTask map[string][]string // task id → the listings it is bound on here
-	ring   []ownerKey          // insertion order, for eviction
-	next   int                 // where the next key goes in ring, once it is full
-	cap    int
+	mu   sync.RWMutex
+	m    map[string]ownerEntry
+	ring []ownerKey // insertion order, for eviction
+	next int        // where the next key goes in ring, once it is full
+	cap  int
 }
 
 type ownerKey struct{ listing, task string }
+
+// ownerEntry is a task's binding on one listing; more, its bindings on
+// other listings (an id two agents both gave, or a reused one).
+type ownerEntry struct {
+	listing string
+	b       *contracts.TaskBinding
+	more    *ownerEntry
+}
 
 func newOwnerIndex(store contracts.TaskOwners, capacity int, missWait time.Duration) *ownerIndex {
 	x := &ownerIndex{store: store, missWait: missWait, poll: 20 * time.Millisecond, seed: maphash.MakeSeed()}
 	per := max(capacity/ownerShards, 16)
 	for i := range x.shards {
-		x.shards[i].m = make(map[ownerKey]*contracts.TaskBinding)
-		x.shards[i].byTask = make(map[string][]string)
+		x.shards[i].m = make(map[string]ownerEntry)
 		x.shards[i].cap = per
 	}
 	return x
@@ -69,9 +77,74 @@ func (x *ownerIndex) shard(k ownerKey) *ownerShard {
 	return &x.shards[maphash.String(x.seed, k.task)%ownerShards]
 }
 
+// find is k's binding (s.mu held).
+func (s *ownerShard) find(k ownerKey) *contracts.TaskBinding {
+	e, ok := s.m[k.task]
+	if !ok {
+		return nil
+	}
+	if e.listing == k.listing {
+		return e.b
+	}
+	for o := e.more; o != nil; o = o.more {
+		if o.listing == k.listing {
+			return o.b
+		}
+	}
+	return nil
+}
+
+// set stores b as k's binding, over the one it held (s.mu held); it
+// reports whether k was bound before.
+func (s *ownerShard) set(k ownerKey, b *contracts.TaskBinding) bool {
+	e, ok := s.m[k.task]
+	switch {
+	case !ok:
+		s.m[k.task] = ownerEntry{listing: k.listing, b: b}
+		return false
+	case e.listing == k.listing:
+		e.b = b
+		s.m[k.task] = e
+		return true
+	}
+	for o := e.more; o != nil; o = o.more {
+		if o.listing == k.listing {
+			o.b = b
+			return true
+		}
+	}
+	e.more = &ownerEntry{listing: k.listing, b: b, more: e.more}
+	s.m[k.task] = e
+	return false
+}
+
+// drop deletes k's binding (s.mu held); it reports whether k was bound.
+func (s *ownerShard) drop(k ownerKey) bool {
+	e, ok := s.m[k.task]
+	if !ok {
+		return false
+	}
+	if e.listing == k.listing {
+		if e.more == nil {
+			delete(s.m, k.task)
+		} else {
+			s.m[k.task] = *e.more
+		}
+		return true
+	}
+	for p := &e; p.more != nil; p = p.more {
+		if p.more.listing == k.listing {
+			p.more = p.more.more
+			s.m[k.task] = e
+			return true
+		}
+	}
+	return false
+}
+
 func (s *ownerShard) get(k ownerKey) *contracts.TaskBinding {
 	s.mu.RLock()
-	b := s.m[k]
+	b := s.find(k)
 	s.mu.RUnlock()
 	return b
 }
@@ -81,22 +154,15 @@ func (s *ownerShard) get(k ownerKey) *contracts.TaskBinding {
 func (s *ownerShard) putIfAbsent(k ownerKey, b *contracts.TaskBinding) (*contracts.TaskBinding, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if old, ok := s.m[k]; ok {
+	if old := s.find(k); old != nil {
 		return old, false
 	}
-	s.m[k] = b
-	s.byTask[k.task] = append(s.byTask[k.task], k.listing)
+	s.set(k, b)
 	if len(s.ring) < s.cap {
 		s.ring = append(s.ring, k)
 		return b, true
 	}
-	old := s.ring[s.next]
-	delete(s.m, old)
-	if ls := slices.DeleteFunc(s.byTask[old.task], func(l string) bool { return l == old.listing }); len(ls) == 0 {
-		delete(s.byTask, old.task)
-	} else {
-		s.byTask[old.task] = ls
-	}
+	s.drop(s.ring[s.next])
 	s.ring[s.next] = k
 	s.next = (s.next + 1) % s.cap
 	return b, true
@@ -106,9 +172,13 @@ func (s *ownerShard) putIfAbsent(k ownerKey, b *contracts.TaskBinding) (*contrac
 func (s *ownerShard) byTaskID(task string) []*contracts.TaskBinding {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	var out []*contracts.TaskBinding
-	for _, l := range s.byTask[task] {
-		out = append(out, s.m[ownerKey{l, task}])
+	e, ok := s.m[task]
+	if !ok {
+		return nil
+	}
+	out := []*contracts.TaskBinding{e.b}
+	for o := e.more; o != nil; o = o.more {
+		out = append(out, o.b)
 	}
 	return out
 }
@@ -117,8 +187,8 @@ func (s *ownerShard) byTaskID(task string) []*contracts.TaskBinding {
 // same binding: a reused mark).
 func (s *ownerShard) replace(k ownerKey, b *contracts.TaskBinding) {
 	s.mu.Lock()
-	if _, ok := s.m[k]; ok {
-		s.m[k] = b
+	if s.find(k) != nil {
+		s.set(k, b)
 		s.mu.Unlock()
 		return
 	}
@@ -223,17 +293,9 @@ func (x *ownerIndex) Forget(listingID, taskID string) {
 	sh := x.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if _, ok := sh.m[k]; !ok {
-		return
-	}
-	delete(sh.m, k)
-	if ls := slices.DeleteFunc(sh.byTask[taskID], func(l string) bool { return l == listingID }); len(ls) == 0 {
-		delete(sh.byTask, taskID)
-	} else {
-		sh.byTask[taskID] = ls
-	}
 	// Its place in the ring stays; the eviction of a key no longer held
 	// deletes nothing.
+	sh.drop(k)
 }
 
 // MarkEnded records in the index that the task's end is recorded, so the
@@ -242,10 +304,10 @@ func (x *ownerIndex) MarkEnded(listingID, taskID string) {
 	k := ownerKey{listingID, taskID}
 	sh := x.shard(k)
 	sh.mu.Lock()
-	if b, ok := sh.m[k]; ok && b.Ended == nil {
+	if b := sh.find(k); b != nil && b.Ended == nil {
 		c := *b
 		c.Ended = &contracts.TaskEvent{Kind: contracts.TaskEnded}
-		sh.m[k] = &c
+		sh.set(k, &c)
 	}
 	sh.mu.Unlock()
 }

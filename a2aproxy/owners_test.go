@@ -62,6 +62,37 @@ func TestOwnerIndex(t *testing.T) {
 		}
 	})
 
+	t.Run("one task id on three listings", func(t *testing.T) {
+		x := a2aproxy.NewOwnerIndex(&slowProjection{}, 1000, time.Millisecond)
+		for _, l := range []string{"lst1", "lst2", "lst3"} {
+			if _, created := x.Bind(b(l, "task-3", "org_"+l)); !created {
+				t.Fatalf("bind on %s: not created", l)
+			}
+		}
+		x.MarkEnded("lst2", "task-3")
+		if !x.EndedKnown("lst2", "task-3") || x.EndedKnown("lst1", "task-3") || x.EndedKnown("lst3", "task-3") {
+			t.Fatal("the end marked on lst2 only")
+		}
+		x.Forget("lst1", "task-3") // the first
+		x.Forget("lst3", "task-3") // the last
+		if x.Peek("lst1", "task-3") != nil || x.Peek("lst3", "task-3") != nil {
+			t.Fatal("forgotten bindings still held")
+		}
+		if got := x.Peek("lst2", "task-3"); got == nil || got.OrgID != "org_lst2" || got.Ended == nil {
+			t.Fatalf("the one left: %+v", got)
+		}
+		if got := x.ByTask("task-3"); len(got) != 1 || got[0].ListingID != "lst2" {
+			t.Fatalf("ByTask = %+v, want lst2's alone", got)
+		}
+		x.Forget("lst2", "task-3")
+		if got := x.ByTask("task-3"); len(got) != 0 {
+			t.Fatalf("ByTask after every Forget = %+v", got)
+		}
+		if _, created := x.Bind(b("lst3", "task-3", "org_new")); !created {
+			t.Fatal("a forgotten binding could not be made again")
+		}
+	})
+
 	t.Run("a miss waits for another meter's projection", func(t *testing.T) {
 		store := &slowProjection{appears: 3, b: &contracts.TaskBinding{ListingID: "lst", TaskID: "task-9", OrgID: "org_a"}}
 		x := a2aproxy.NewOwnerIndex(store, 1000, 5*time.Second)
@@ -112,4 +143,25 @@ func TestOwnerIndex(t *testing.T) {
 			t.Fatal("the newest binding was dropped")
 		}
 	})
+}
+
+// BenchmarkOwnerBind binds new tasks (random ids, as agents give) into a
+// full index of the meter's default size (200,000), the oldest evicted:
+// what each new task costs the call path in the owner index.
+//
+//	go test -run '^$' -bench OwnerBind -benchmem -benchtime 500000x ./a2aproxy/
+func BenchmarkOwnerBind(b *testing.B) {
+	x := a2aproxy.NewOwnerIndex(&slowProjection{}, 200_000, time.Millisecond)
+	ids := make([]string, 1<<20)
+	for i := range ids {
+		ids[i] = agentmarket.NewID("t")
+	}
+	for i := range 200_000 {
+		x.Bind(contracts.TaskBinding{ListingID: "lst_1", TaskID: ids[i], OrgID: "org_a"})
+	}
+	i := 200_000
+	for b.Loop() {
+		x.Bind(contracts.TaskBinding{ListingID: "lst_1", TaskID: ids[i%len(ids)], OrgID: "org_a"})
+		i++
+	}
 }
