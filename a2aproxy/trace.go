@@ -1,8 +1,9 @@
 package a2aproxy
 
 import (
-	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
+	"math/rand/v2"
 	"strings"
 )
 
@@ -18,10 +19,17 @@ type traceContext struct {
 	parent [8]byte
 }
 
+// randomHex is n random bytes (at most 16) in hex: trace, span and claim
+// ids. They need to be unique, not secret: the runtime's per-thread
+// ChaCha8 generator (math/rand/v2) makes them without a system call, and
+// the hex is built on the stack (one allocation: the string).
 func randomHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], rand.Uint64())
+	binary.LittleEndian.PutUint64(b[8:], rand.Uint64())
+	var h [32]byte
+	hex.Encode(h[:2*n], b[:n])
+	return string(h[:2*n])
 }
 
 // parseTraceparent reads a traceparent header by the W3C Trace Context

@@ -3,6 +3,7 @@ package a2aproxy
 import (
 	"bufio"
 	"context"
+	"strings"
 	"testing"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -79,5 +80,23 @@ func TestBackgroundSpanParent(t *testing.T) {
 	}
 	if carried != "0af7651916cd43dd8448eb211c80319c" {
 		t.Errorf("agentmarket.trace.carried_id = %q, want the cancel's trace", carried)
+	}
+}
+
+// TestRandomHex: ids of 8, 12 and 16 bytes in lower-case hex, each new,
+// and one allocation (the string) each.
+func TestRandomHex(t *testing.T) {
+	seen := map[string]bool{}
+	for _, n := range []int{8, 12, 16} {
+		for range 1000 {
+			s := randomHex(n)
+			if len(s) != 2*n || strings.Trim(s, "0123456789abcdef") != "" || seen[s] {
+				t.Fatalf("randomHex(%d) = %q (seen before: %v)", n, s, seen[s])
+			}
+			seen[s] = true
+		}
+	}
+	if a := testing.AllocsPerRun(100, func() { _ = randomHex(16) }); a > 1 {
+		t.Errorf("randomHex allocates %v times, want 1", a)
 	}
 }
