@@ -49,7 +49,8 @@ func (p *Proxy) bindTask(ctx context.Context, cl *call) error {
 	}
 	cl.obs.bound = true
 	b := contracts.TaskBinding{ListingID: cl.target.ListingID, TaskID: cl.obs.taskID,
-		OrgID: cl.actor.OrgID, ContractID: cl.contract.ID, ContextID: cl.obs.contextID, CreatedAt: p.Clock.Now(), Endpoint: cl.routed.endpointOf()}
+		OrgID: cl.actor.OrgID, ContractID: cl.contract.ID, ContextID: cl.obs.contextID, CreatedAt: p.Clock.Now(), Endpoint: cl.routed.endpointOf(),
+		KeyID: cl.actor.KeyID}
 	parent := p.parentOf(ctx, cl)
 	if parent != nil {
 		b.ParentListingID, b.ParentTaskID = parent.ListingID, parent.TaskID

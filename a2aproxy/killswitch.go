@@ -246,7 +246,7 @@ func (p *Proxy) endKilledStream(ctx context.Context, cl *call, sw *contracts.Swi
 	if cl.obs.taskID == "" || cl.obs.terminal || p.Tasks == nil {
 		return
 	}
-	b := contracts.TaskBinding{ListingID: cl.target.ListingID, TaskID: cl.obs.taskID, OrgID: cl.actor.OrgID, ContextID: cl.obs.contextID}
+	b := contracts.TaskBinding{ListingID: cl.target.ListingID, TaskID: cl.obs.taskID, OrgID: cl.actor.OrgID, ContextID: cl.obs.contextID, KeyID: cl.actor.KeyID}
 	if cl.contract != nil {
 		b.ContractID = cl.contract.ID
 	}

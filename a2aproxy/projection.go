@@ -53,7 +53,7 @@ func (p *Proxy) Project(ctx context.Context, rows []metering.Usage) error {
 		}
 		b := contracts.TaskBinding{ListingID: u.ListingID, TaskID: u.TaskID, OrgID: u.BuyerOrgID, ContractID: u.ContractID,
 			ContextID: u.ContextID, CreatedAt: u.Time, ParentListingID: u.Binds.ParentListingID, ParentTaskID: u.ParentTaskID, Ended: ended,
-			Endpoint: u.Binds.Endpoint}
+			Endpoint: u.Binds.Endpoint, KeyID: u.APIKeyID}
 		if !u.Binds.DeadlineAt.IsZero() {
 			d := u.Binds.DeadlineAt
 			b.DeadlineAt = &d

@@ -553,6 +553,10 @@ type TaskBinding struct {
 	// listing has several (a2aproxy/balance.go): the task's later calls
 	// go there. "" for a listing with one.
 	Endpoint string
+	// KeyID is the API key whose call created the task ("" for a task
+	// bound before keys were recorded): a kill switch of the key cancels
+	// the key's open tasks (RequestSwitchCancels).
+	KeyID string
 	// Billed is what the task has been billed so far; nil when it never
 	// was. Given to BindTasks, it is stored with a new binding, and raises
 	// the stored one (as RaiseBilled) of a binding of the same org.

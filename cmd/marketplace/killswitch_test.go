@@ -121,7 +121,8 @@ func TestKillSwitchAcrossMeters(t *testing.T) {
 
 // TestKillSwitchOwners: who may switch what off. A seller switches off its
 // own listing but not another seller's; a buyer org's admin switches off
-// its own key (that key's calls are refused, the org's other keys go on)
+// its own key (that key's calls are refused and its open task is canceled
+// at the agent, the org's other keys and their tasks go on)
 // and its own task, but not another org's key or task, which it is told do
 // not exist; a buyer key that is not an admin switches nothing off; an org
 // cannot lift another org's switch.
@@ -169,7 +170,10 @@ func TestKillSwitchOwners(t *testing.T) {
 	}
 
 	// The buyer's admin switches its own key off: that key is refused at
-	// once (the embedded meter polls every 200 ms), the org's other keys go on.
+	// once (the embedded meter polls every 200 ms), the org's other keys go
+	// on. The key's task is projected first (the shipper's batches settle
+	// every 500 ms here), so that the switch finds it by its key.
+	time.Sleep(time.Second)
 	r := buyerAPI.do("POST", "/api/v1/kill-switches", map[string]any{"scope": "api_key", "target_id": keyID, "reason": "the orchestrator loops"})
 	if r.Status != 201 {
 		t.Fatalf("the buyer switching its key off: %d %s", r.Status, r.Body)
@@ -181,6 +185,20 @@ func TestKillSwitchOwners(t *testing.T) {
 	})
 	if _, rerr := send(lm.buyer); rerr != nil {
 		t.Errorf("the org's other key: %v, want it still calls", rerr)
+	}
+	// The key's open task (paused, asking to sign in) is canceled at the
+	// agent; the org's other key's task is not.
+	canceled := func(id string) bool {
+		for _, x := range ag.calls("CancelTask") {
+			if strings.Contains(x.ReqBody, id) {
+				return true
+			}
+		}
+		return false
+	}
+	waitFor(t, "the switched key's open task canceled at the agent", 3*time.Second, func() bool { return canceled(keyTask) })
+	if canceled(task) {
+		t.Errorf("the other key's task %s was canceled by the key's switch", task)
 	}
 	// The switched key may still read and cancel its task.
 	for _, m := range []string{"GetTask", "CancelTask"} {

@@ -306,12 +306,13 @@ type taskOwnerRow struct {
 	// Endpoint is the agent endpoint holding the task ("" for a listing
 	// with one).
 	Endpoint string
+	KeyID    string
 }
 
 func (r *taskOwnerRow) binding() contracts.TaskBinding {
 	b := contracts.TaskBinding{ListingID: r.ListingID, TaskID: r.TaskID, OrgID: r.OrgID, ContractID: r.ContractID, ContextID: r.ContextID,
 		CreatedAt: r.CreatedAt.UTC(), ParentListingID: r.ParentListingID, ParentTaskID: r.ParentTaskID, DeadlineAt: utcPtr(r.DeadlineAt),
-		ReusedAt: utcPtr(r.ReusedAt), Endpoint: r.Endpoint}
+		ReusedAt: utcPtr(r.ReusedAt), Endpoint: r.Endpoint, KeyID: r.KeyID}
 	if r.BilledAt != nil {
 		b.Billed = &contracts.TaskBilled{InputTokens: r.BilledInputTokens, OutputTokens: r.BilledOutputTokens, ComputeMs: r.BilledComputeMs,
 			At: r.BilledAt.UTC()}
@@ -369,10 +370,10 @@ const bindChunk = 32
 
 // bindCols are task_owners' columns a binding writes, in bindMany's order.
 const bindCols = "listing_id, task_id, org_id, contract_id, context_id, created_at, parent_listing_id, parent_task_id, deadline_at, ended_at, " +
-	"ended_state, ended_trace_id, billed_input_tokens, billed_output_tokens, billed_compute_ms, billed_at, endpoint"
+	"ended_state, ended_trace_id, billed_input_tokens, billed_output_tokens, billed_compute_ms, billed_at, endpoint, key_id"
 
 // bindParams is how many parameters one binding takes (bindCols).
-const bindParams = 17
+const bindParams = 18
 
 // bindSQLs[n] binds n tasks unless they are bound, and returns the keys
 // of those it bound (RETURNING: PostgreSQL and SQLite ≥ 3.35 alike). The
@@ -422,7 +423,7 @@ func bindMany(tx *gorm.DB, ts []contracts.TaskBinding, owners []string) error {
 				billed, billedAt = *t.Billed, utcPtr(&t.Billed.At)
 			}
 			args = append(args, t.ListingID, t.TaskID, t.OrgID, t.ContractID, t.ContextID, t.CreatedAt.UTC(), t.ParentListingID, t.ParentTaskID, utcPtr(t.DeadlineAt), ended,
-				endState, endTrace, billed.InputTokens, billed.OutputTokens, billed.ComputeMs, billedAt, t.Endpoint)
+				endState, endTrace, billed.InputTokens, billed.OutputTokens, billed.ComputeMs, billedAt, t.Endpoint, t.KeyID)
 		}
 		rows, err := tx.Raw(bindSQLs[n], args...).Rows()
 		if err != nil {

@@ -233,8 +233,12 @@ func (s *Store) RequestSwitchCancels(ctx context.Context, sw *contracts.Switch, 
 		q = q.Where("org_id = ?", sw.TargetID)
 	case contracts.SwitchTask:
 		q = q.Where("listing_id = ? AND task_id = ?", sw.ListingID, sw.TargetID)
+	case contracts.SwitchAPIKey:
+		// The key's open tasks: those its calls created (key_id, recorded
+		// since migration 0091; older tasks have none).
+		q = q.Where("key_id = ?", sw.TargetID)
 	default:
-		return 0, nil // a key's tasks are not stored by key
+		return 0, nil
 	}
 	res := q.Updates(map[string]any{"cancel_requested_at": at.UTC(), "cancel_actor": contracts.CanceledByKillSwitch, "cancel_reason": sw.CancelReason(), "cancel_trace_id": ""})
 	if res.Error != nil {

@@ -148,7 +148,7 @@ func (w *taskWriter) bindRow(t *contracts.TaskBinding) error {
 		endState, endTrace = t.Ended.State, t.Ended.TraceID
 	}
 	if err := c.Reserve(len(t.ListingID) + len(t.TaskID) + len(t.OrgID) + len(t.ContractID) + len(t.ContextID) + len(t.ParentListingID) +
-		len(t.ParentTaskID) + len(endState) + len(endTrace) + len(t.Endpoint) + 4*len(sqliteTimeFormat)); err != nil {
+		len(t.ParentTaskID) + len(endState) + len(endTrace) + len(t.Endpoint) + len(t.KeyID) + 4*len(sqliteTimeFormat)); err != nil {
 		return err
 	}
 	c.BindText(s, 1, t.ListingID)
@@ -180,6 +180,7 @@ func (w *taskWriter) bindRow(t *contracts.TaskBinding) error {
 		c.BindNull(s, 16)
 	}
 	c.BindText(s, 17, t.Endpoint)
+	c.BindText(s, 18, t.KeyID)
 	return c.Bound()
 }
 

@@ -13,7 +13,8 @@ import (
 var _ contracts.TaskOwners = (*Store)(nil)
 
 // A task's binding is a hash under ownerKey: o org, c contract, x context,
-// ca created at, pl/pt parent listing and task, dl deadline, ru reused at.
+// ca created at, pl/pt parent listing and task, dl deadline, ru reused at,
+// ep endpoint, k the API key whose call created it.
 // Its end and its bill live in the database's row, not here.
 func (s *Store) ownerKey(listingID, taskID string) string {
 	return s.prefix + "o:" + listingID + "|" + taskID
@@ -24,7 +25,7 @@ func (s *Store) ownerKey(listingID, taskID string) string {
 var bindScript = goredis.NewScript(`
 local o = redis.call('HGET', KEYS[1], 'o')
 if o then return o end
-redis.call('HSET', KEYS[1], 'o', ARGV[2], 'c', ARGV[3], 'x', ARGV[4], 'ca', ARGV[5], 'pl', ARGV[6], 'pt', ARGV[7], 'dl', ARGV[8], 'ru', '', 'ep', ARGV[9])
+redis.call('HSET', KEYS[1], 'o', ARGV[2], 'c', ARGV[3], 'x', ARGV[4], 'ca', ARGV[5], 'pl', ARGV[6], 'pt', ARGV[7], 'dl', ARGV[8], 'ru', '', 'ep', ARGV[9], 'k', ARGV[10])
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 return ARGV[2]
 `)
@@ -68,7 +69,7 @@ func (s *Store) bindTasks(ctx context.Context, bs []contracts.TaskBinding, owner
 				dl = encTime(*b.DeadlineAt)
 			}
 			cmds[i] = bindScript.EvalSha(ctx, pl, []string{s.ownerKey(b.ListingID, b.TaskID)}, s.bindingTTL.Milliseconds(),
-				b.OrgID, b.ContractID, b.ContextID, encTime(b.CreatedAt), b.ParentListingID, b.ParentTaskID, dl, b.Endpoint)
+				b.OrgID, b.ContractID, b.ContextID, encTime(b.CreatedAt), b.ParentListingID, b.ParentTaskID, dl, b.Endpoint, b.KeyID)
 		}
 		return nil
 	})
@@ -100,7 +101,7 @@ func (s *Store) TaskOwner(ctx context.Context, listingID, taskID string) (*contr
 	}
 	return &contracts.TaskBinding{ListingID: listingID, TaskID: taskID, OrgID: h["o"], ContractID: h["c"], ContextID: h["x"],
 		CreatedAt: decTime(h["ca"]), ParentListingID: h["pl"], ParentTaskID: h["pt"], DeadlineAt: decTimePtr(h["dl"]), ReusedAt: decTimePtr(h["ru"]),
-		Endpoint: h["ep"]}, nil
+		Endpoint: h["ep"], KeyID: h["k"]}, nil
 }
 
 // markReusedScript sets the reuse mark unless it is set; 0 when the task

@@ -31,6 +31,8 @@ func RunSwitches(t *testing.T, newStore func(t *testing.T) (SwitchTaskStore, fun
 			{ListingID: "lst_1", TaskID: "task_1", OrgID: "org_b", ContractID: "ctr_1", CreatedAt: t0},
 			{ListingID: "lst_1", TaskID: "task_2", OrgID: "org_b", ContractID: "ctr_1", CreatedAt: t0},
 			{ListingID: "lst_2", TaskID: "task_3", OrgID: "org_b", ContractID: "ctr_2", CreatedAt: t0},
+			// made by the key's call: a switch of the key cancels it
+			{ListingID: "lst_2", TaskID: "task_4", OrgID: "org_b", ContractID: "ctr_2", CreatedAt: t0, KeyID: "key_org_b"},
 		} {
 			if _, err := s.BindTask(ctx, b); err != nil {
 				t.Fatal(err)
@@ -81,12 +83,16 @@ func RunSwitches(t *testing.T, newStore func(t *testing.T) (SwitchTaskStore, fun
 		if len(due) != 1 || due[0].TaskID != "task_1" || due[0].Why != "requested" || due[0].CancelActor != contracts.CanceledByKillSwitch || due[0].CancelReason != sw.CancelReason() {
 			t.Errorf("DueTasks = %+v, want task_1 requested by the kill switch", due)
 		}
+		// A key's switch: the open tasks its calls made.
+		if n, err := s.RequestSwitchCancels(ctx, &contracts.Switch{Scope: contracts.SwitchAPIKey, TargetID: "key_org_b"}, t0); err != nil || n != 1 {
+			t.Errorf("RequestSwitchCancels of a key = %d %v, want 1 (task_4, its call's)", n, err)
+		}
 		seller := &contracts.Switch{ID: "ks_3", Scope: contracts.SwitchSellerOrg, TargetID: "org_s", OrgID: "org_s", Reason: "fraud", SetBy: "key:key_op", SetAt: t0}
 		if n, err := s.RequestSwitchCancels(ctx, seller, t0); err != nil || n != 1 {
 			t.Errorf("RequestSwitchCancels of the seller = %d %v, want 1 (task_3; task_1's cancel is requested already)", n, err)
 		}
 		if n, err := s.RequestSwitchCancels(ctx, &contracts.Switch{Scope: contracts.SwitchAPIKey, TargetID: "key_org_b"}, t0); err != nil || n != 0 {
-			t.Errorf("RequestSwitchCancels of a key = %d %v, want 0", n, err)
+			t.Errorf("RequestSwitchCancels of the key again = %d %v, want 0 (task_4's cancel is requested already)", n, err)
 		}
 
 		lifted, err := s.LiftSwitch(ctx, "ks_1", "key:key_op", true, "fixed", t0.Add(time.Hour))

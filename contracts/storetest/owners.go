@@ -27,11 +27,12 @@ func runOwners(t *testing.T, newStore func(t *testing.T) contracts.TaskOwners) {
 		wantKind(t, "TaskOwner(unseen)", err, agentmarket.NotFound)
 	})
 
-	t.Run("bindings: parent, deadline and endpoint round trip", func(t *testing.T) {
+	t.Run("bindings: parent, deadline, endpoint and key round trip", func(t *testing.T) {
 		s := newStore(t)
 		deadline := t0.Add(time.Hour)
 		child := contracts.TaskBinding{ListingID: "lst_2", TaskID: "task_c", OrgID: "org_a", ContractID: "ctr_2", ContextID: "ctx_1",
-			CreatedAt: t0, ParentListingID: "lst_1", ParentTaskID: "task_p", DeadlineAt: &deadline, Endpoint: "https://replica-2.agent.example/a2a"}
+			CreatedAt: t0, ParentListingID: "lst_1", ParentTaskID: "task_p", DeadlineAt: &deadline, Endpoint: "https://replica-2.agent.example/a2a",
+			KeyID: "key_a1"}
 		root := contracts.TaskBinding{ListingID: "lst_1", TaskID: "task_p", OrgID: "org_a", ContractID: "ctr_1", CreatedAt: t0}
 		for _, b := range []contracts.TaskBinding{child, root} {
 			owner, err := s.BindTask(ctx, b)
