@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -32,6 +35,16 @@ func TestSignedCards(t *testing.T) {
 	}
 	card, _ := io.ReadAll(res.Body)
 	res.Body.Close()
+
+	// Members at their defaults, which §8.4.1 leaves out of what is
+	// signed: an empty examples list and extensions list.
+	var sc map[string]any
+	if err := json.Unmarshal(card, &sc); err != nil {
+		t.Fatal(err)
+	}
+	sc["skills"].([]any)[0].(map[string]any)["examples"] = []any{}
+	sc["capabilities"].(map[string]any)["extensions"] = []any{}
+	card, _ = json.Marshal(sc)
 
 	key := cardsigtest.NewKeys("acme-2026")
 	jwks := key.PublicJWKS()
@@ -129,5 +142,63 @@ func TestSignedCards(t *testing.T) {
 		if hdr.Kid == "acme-2026" {
 			t.Error("the proxied card carries the seller's signature")
 		}
+
+		// The same card, checked by a verifier that shares no code with
+		// listings/cardsig (scripts/cardsig.mjs: its own RFC 8785 form and
+		// §8.4.1 default rule, node:crypto): it fetches the card and the
+		// key set its jku names, as a buyer's SDK would.
+		cardURL := mk.ep10 + "/.well-known/agent-card.json"
+		if version != "" {
+			cardURL += "?A2A-Version=" + version
+		}
+		got, err := nodeVerify(t, nil, "--url", cardURL)
+		if err != nil || !got.Verified || got.Kid != hdr.Kid || got.Alg != "ES256" || got.JKU != hdr.Jku {
+			t.Errorf("the proxied card (A2A-Version %q), verified by scripts/cardsig.mjs: %+v %v", version, got, err)
+		}
+		// The seller's card holds members at their defaults, which the
+		// proxied card keeps: the §8.4.1 rule decides this signature.
+		if got.Form != "1.0" || !slices.Contains(got.RemovedDefaults, "skills[0].examples") || !slices.Contains(got.RemovedDefaults, "capabilities.extensions") {
+			t.Errorf("the proxied card (A2A-Version %q): form %q, defaults removed %v", version, got.Form, got.RemovedDefaults)
+		}
+		// One byte changed: the signature fails.
+		tampered := bytes.Replace(proxied, []byte("Translator"), []byte("Translatur"), 1)
+		if bytes.Equal(tampered, proxied) {
+			t.Fatalf("no name to tamper with in %s", proxied)
+		}
+		if got, err := nodeVerify(t, tampered, "--card", "-"); err == nil || got.Verified || !strings.Contains(got.Reason, "does not verify") {
+			t.Errorf("a tampered proxied card, by scripts/cardsig.mjs: %+v %v", got, err)
+		}
 	}
+}
+
+// nodeVerdict is what scripts/cardsig.mjs verify prints.
+type nodeVerdict struct {
+	Verified        bool     `json:"verified"`
+	Alg             string   `json:"alg"`
+	Kid             string   `json:"kid"`
+	JKU             string   `json:"jku"`
+	Form            string   `json:"form"`
+	RemovedDefaults []string `json:"removedDefaults"`
+	Reason          string   `json:"reason"`
+}
+
+// nodeVerify runs scripts/cardsig.mjs verify with args (and stdin); its
+// error is the script's exit status when a signature does not verify.
+// scripts/test.sh installs node where it is missing.
+func nodeVerify(t *testing.T, stdin []byte, args ...string) (nodeVerdict, error) {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node is not on PATH (scripts/test.sh installs nodejs): %v", err)
+	}
+	cmd := exec.Command(node, append([]string{"../../scripts/cardsig.mjs", "verify"}, args...)...)
+	cmd.Stdin = bytes.NewReader(stdin)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, runErr := cmd.Output()
+	var v nodeVerdict
+	if err := json.Unmarshal(out, &v); err != nil {
+		t.Fatalf("scripts/cardsig.mjs: %v; stdout %q, stderr %q", runErr, out, stderr.String())
+	}
+	return v, runErr
 }
