@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"slices"
 	"strings"
@@ -45,6 +46,26 @@ func TestSignedCards(t *testing.T) {
 	sc["skills"].([]any)[0].(map[string]any)["examples"] = []any{}
 	sc["capabilities"].(map[string]any)["extensions"] = []any{}
 	card, _ = json.Marshal(sc)
+
+	// Signed with keys whose set (jku) is on a host that does not serve
+	// the card: the key verifies, but that host does not vouch for the
+	// seller, so the card is marked failed and the catalog names no
+	// signer (anyone can sign a copy of a card with keys of their own).
+	other := cardsigtest.NewKeys("elsewhere-1")
+	otherKeys := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.Write(other.PublicJWKS()) }))
+	defer otherKeys.Close()
+	bySomeone, err := cardsig.Signer{Keys: other, JKU: otherKeys.URL + "/jwks.json"}.SignCard(ctx, card)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = seller.do("PATCH", "/api/v1/listings/"+mk.id10, map[string]any{"card": json.RawMessage(bySomeone)})
+	if r.Status != 200 || r.str("card_signature", "status") != "failed" || r.str("card_signature", "signer") != "" ||
+		!strings.Contains(r.str("card_signature", "detail"), "is on "+strings.TrimPrefix(otherKeys.URL, "http://")+", which does not serve this card") {
+		t.Fatalf("a card signed with keys on another host: %d %s", r.Status, r.Body)
+	}
+	if page := mk.api.do("GET", "/?q=Translator", nil); strings.Contains(string(page.Body), "Signed by") {
+		t.Errorf("the catalog names a signer for keys on another host:\n%s", page.Body)
+	}
 
 	key := cardsigtest.NewKeys("acme-2026")
 	jwks := key.PublicJWKS()
