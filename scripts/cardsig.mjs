@@ -12,9 +12,10 @@
 //   node scripts/cardsig.mjs sign --card FILE --key JWK [--jku URL]
 //       Prints the card with its signatures replaced by one made with the
 //       private JWK (its alg, or ES256/EdDSA/RS256 by key type).
-//   node scripts/cardsig.mjs payload --card FILE|-
+//   node scripts/cardsig.mjs payload --card FILE|- [--form 1.0|0.3]
 //       Prints the signing payload: the card without signatures, default
-//       values removed (§8.4.1), in RFC 8785 form.
+//       values removed (§8.4.1) when it is a 1.0 card (it has
+//       supportedInterfaces, or --form 1.0 says so), in RFC 8785 form.
 //   node scripts/cardsig.mjs keygen --alg ES256|EdDSA|RS256 --kid KID
 //   node scripts/cardsig.mjs jwks --key JWK
 //       Make a private JWK; print the JWKS of its public half.
@@ -114,11 +115,11 @@ function canonical(v) {
 // payload is what a signature of cardText covers. A 1.0 card (it has
 // supportedInterfaces) loses its default values (§8.4.1); a 0.3 card,
 // whose schema has no proto presence, is taken as it is.
-function payload(cardText) {
+function payload(cardText, forceForm) {
   const card = JSON.parse(cardText);
   if (card === null || typeof card !== 'object' || Array.isArray(card)) throw new Error('the card is not a JSON object');
   delete card.signatures;
-  const form = 'supportedInterfaces' in card || 'supported_interfaces' in card ? '1.0' : '0.3';
+  const form = forceForm || ('supportedInterfaces' in card || 'supported_interfaces' in card ? '1.0' : '0.3');
   const removed = form === '1.0' ? stripDefaults('AgentCard', card, '', []) : [];
   return { bytes: Buffer.from(canonical(card), 'utf8'), form, removed };
 }
@@ -262,7 +263,8 @@ async function main([cmd, ...rest]) {
       break;
     case 'payload':
       if (!f.card) usage('payload needs --card');
-      process.stdout.write(payload(readInput(f.card)).bytes);
+      if (f.form && f.form !== '1.0' && f.form !== '0.3') usage('--form is 1.0 or 0.3');
+      process.stdout.write(payload(readInput(f.card), f.form).bytes);
       break;
     case 'keygen': {
       const alg = f.alg || 'ES256';
