@@ -123,8 +123,8 @@ func (c *countingSigner) SignCard(ctx context.Context, card []byte) ([]byte, err
 
 // TestProxiedCardSignedOnce: GETs of a proxied card answer the same signed
 // bytes, signed once (a card fetch is anyone's unauthenticated GET); the
-// other form of the card is signed once too, and a rotation of the keys
-// signs again, with the new key.
+// other form of the card and a new card version are signed once too, and
+// a rotation of the keys signs again, with the new key: a new signature.
 func TestProxiedCardSignedOnce(t *testing.T) {
 	app, m := startCore(t, startCoreAgent(t, "1.0"))
 	m.listing.CardJSON = sellerCard(`["openid"]`)
@@ -140,7 +140,7 @@ func TestProxiedCardSignedOnce(t *testing.T) {
 		return body
 	}
 	a, b := get(""), get("")
-	if a != b || signer.signed.Load() != 1 {
+	if a != b || sigOf(t, a) != sigOf(t, b) || signer.signed.Load() != 1 {
 		t.Fatalf("two GETs: signed %d times; identical: %v", signer.signed.Load(), a == b)
 	}
 	if hdr, err := cardsigtest.Verify([]byte(a), first.PublicJWKS()); err != nil || hdr.Kid != "card-1" {
@@ -166,16 +166,35 @@ func TestProxiedCardSignedOnce(t *testing.T) {
 		t.Errorf("the 1.0 form: signed %d times", signer.signed.Load())
 	}
 
-	// The keys rotate: the card is signed again, by the new key.
+	// A new card version is another card: signed anew, once.
+	m.listing.CardJSON = []byte(strings.Replace(string(sellerCard(`["openid"]`)), "Plans routes.", "Plans routes by sea.", 1))
+	bySea := get("")
+	if sigOf(t, bySea) == sigOf(t, a) || !strings.Contains(bySea, "by sea") || signer.signed.Load() != 3 || get("") != bySea || signer.signed.Load() != 3 {
+		t.Errorf("a new card version: signed %d times", signer.signed.Load())
+	}
+
+	// The keys rotate: the same card is signed again, by the new key, once.
 	next := cardsigtest.NewKeys("card-2")
 	signer.Signer.Keys = next
 	rotated := get("")
-	if rotated == a || signer.signed.Load() != 3 {
-		t.Fatalf("after a rotation: signed %d times", signer.signed.Load())
+	if sigOf(t, rotated) == sigOf(t, bySea) || signer.signed.Load() != 4 || get("") != rotated || signer.signed.Load() != 4 {
+		t.Fatalf("after a rotation: signed %d times; a new signature: %v", signer.signed.Load(), sigOf(t, rotated) != sigOf(t, bySea))
 	}
 	if hdr, err := cardsigtest.Verify([]byte(rotated), next.PublicJWKS()); err != nil || hdr.Kid != "card-2" {
 		t.Errorf("after a rotation: %+v %v", hdr, err)
 	}
+}
+
+// sigOf is the signature value of card's only signature.
+func sigOf(t *testing.T, card string) string {
+	t.Helper()
+	var c struct {
+		Signatures []struct{ Signature string }
+	}
+	if err := json.Unmarshal([]byte(card), &c); err != nil || len(c.Signatures) != 1 || c.Signatures[0].Signature == "" {
+		t.Fatalf("want one signature (%v): %s", err, card)
+	}
+	return c.Signatures[0].Signature
 }
 
 // TestSignedCardsBounded: the signed cards kept fit in MaxBytes; a card

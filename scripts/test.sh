@@ -341,6 +341,8 @@ main() {
 	start_services
 	# The README's tour and the split deployment's steps run as written: with curl.
 	command -v curl >/dev/null 2>&1 || am_apt_install curl
+	# Signed cards are checked by a verifier of their own (scripts/cardsig.mjs): with node.
+	command -v node >/dev/null 2>&1 || am_apt_install nodejs
 	export AGENTMARKET_TEST_SERVICES="${SERVICES// /,}"
 	export AGENTMARKET_TEST_REQUIRE_SERVICES=1
 	# The billing property test tries this many new random buyer sequences

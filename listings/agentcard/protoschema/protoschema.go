@@ -318,7 +318,8 @@ func jsonName(name string) string {
 // its signature: an empty string, false, zero, the first enum value, an
 // empty array or map are dropped unless the field is REQUIRED, marked
 // optional or a member of a oneof; messages have presence and stay (their
-// members stripped in turn). Members the schema does not know are kept as
+// members stripped in turn). A null is ProtoJSON's "not set" and goes,
+// optional or not, unless the field is REQUIRED or a google.protobuf.Value. Members the schema does not know are kept as
 // they are.
 func (s *Schema) StripDefaults(typeName string, v any) (any, error) {
 	m, ok := s.messages[typeName]
@@ -338,6 +339,11 @@ func (s *Schema) stripMessage(m *message, v any) any {
 		f, known := m.byKey[k]
 		if !known {
 			out[k] = val
+			continue
+		}
+		if val == nil && !f.required && (f.repeated || f.key != "" || f.typ != "google.protobuf.Value") {
+			// ProtoJSON's null: not set, whatever the field's presence
+			// (an optional or oneof member too; only a Value holds null).
 			continue
 		}
 		if !f.required && !f.optional && f.oneof == "" && s.isDefault(f, val) {
