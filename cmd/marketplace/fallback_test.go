@@ -5,8 +5,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
+	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -142,6 +145,49 @@ func TestFallback(t *testing.T) {
 		t.Errorf("the subscription's fallbacks: %s", r.Body)
 	}
 
+	// The buyer console shows the fallback and sets them with its form.
+	web := webSession(t, m.URL, "/signin", url.Values{"email": {"it@globex.example"}, "password": {"correct horse battery"}})
+	if web == nil {
+		t.Fatal("the buyer could not sign in")
+	}
+	console := func() string {
+		res, err := web.Get(m.URL + "/buyer")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return string(b)
+	}
+	page := console()
+	if !strings.Contains(page, `data-candidate="`+fb+`"`) || !strings.Contains(page, `name="pos_`+fb+`" min="0" max="5" value="1"`) ||
+		!strings.Contains(page, "data-fallback-list><bdi>SDK 1.0 JSONRPC agent</bdi>") {
+		t.Errorf("the buyer console does not show the fallback:\n%s", page)
+	}
+	setPlace := func(place string) {
+		t.Helper()
+		token := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(console())
+		if token == nil {
+			t.Fatal("the console has no CSRF token")
+		}
+		res, err := web.PostForm(m.URL+"/buyer/subscriptions/"+primarySub+"/fallbacks", url.Values{"csrf": {html.UnescapeString(token[1])}, "pos_" + fb: {place}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("the fallbacks form: %d", res.StatusCode)
+		}
+	}
+	setPlace("0")
+	if r := api.with(buyer).do("GET", "/api/v1/subscriptions/"+primarySub+"/fallbacks", nil); fmt.Sprint(r.JSON["fallbacks"]) != "[]" {
+		t.Errorf("the fallbacks after the form took them off: %s", r.Body)
+	}
+	setPlace("1")
+	if r := api.with(buyer).do("GET", "/api/v1/subscriptions/"+primarySub+"/fallbacks", nil); fmt.Sprint(r.JSON["fallbacks"]) != "["+fb+"]" {
+		t.Errorf("the fallbacks after the form set them: %s", r.Body)
+	}
+
 	// The primary up: its own calls, named as such.
 	waitFor(t, "the meter to read the fallbacks", 10*time.Second, func() bool {
 		return meterRPC(t, endpoint, buyer, "SendMessage", sendParams("hello")).servedBy == primary
@@ -171,7 +217,7 @@ func TestFallback(t *testing.T) {
 			t.Fatalf("send %d with the primary down: served by %q: %s", i, got.servedBy, got.raw)
 		}
 	}
-	page := string(api.do("GET", "/metrics", nil).Body)
+	page = string(api.do("GET", "/metrics", nil).Body)
 	line := fmt.Sprintf(`agentmarket_meter_fallbacks_total{fallback="%s",listing="%s"} 7`, fb, primary)
 	if !strings.Contains(page, line) {
 		t.Errorf("/metrics has no %s:\n%s", line, grepLines(page, "fallbacks_total"))
