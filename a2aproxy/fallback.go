@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 
 	"github.com/agentmarket/agentmarket/a2aproxy/wire"
 )
@@ -36,8 +37,11 @@ import (
 // never followed.
 //
 // Every answer to a call under a subscription with fallbacks names the
-// listing that served it in ServedByHeader. A subscription without
-// fallbacks costs one length test here.
+// listing that served it in ServedByHeader; a whole answer a fallback
+// served also says so in the usage extension's object of the Task or
+// Message it carries (servedBy: wire.SetServedBy). A stream's events go
+// as the agent sent them. A subscription without fallbacks costs one
+// length test here.
 
 // ServedByHeader names the listing whose agent answered, on the answer of
 // every call under a subscription with fallbacks.
@@ -99,7 +103,7 @@ func (p *Proxy) serveFallback(cl *call, l string, direct bool) bool {
 	if h, ok := base.(*heldExchange); ok {
 		base = h.exchange
 	}
-	h := &heldExchange{exchange: base, servedBy: l, pass: direct}
+	h := &heldExchange{exchange: base, servedBy: l, mark: true}
 	fc.x = h
 	if direct {
 		// The primary is never finished: its span is this call's.
@@ -108,8 +112,13 @@ func (p *Proxy) serveFallback(cl *call, l string, direct bool) bool {
 		fc.mayFallBack = true
 	}
 	if err := p.fallbackChain(fc); err != nil {
-		h.pass = direct
+		if fc.span != nil && (fc.target == nil || fc.contract == nil) {
+			fc.span.end(fc, nil, refusalCode(err)) // fail meters (and ends) none
+		}
 		_ = p.fail(h, fc, err)
+		if direct {
+			_ = h.release()
+		}
 		return direct
 	}
 	if direct || !h.held || !fc.notTaken {
@@ -164,7 +173,10 @@ func beforeWork(err error) bool {
 // served; a stream goes through at once (its agent took the work).
 type heldExchange struct {
 	exchange
-	servedBy    string
+	servedBy string
+	// mark: a fallback served; the usage extension of the answer's Task or
+	// Message says so too (wire.SetServedBy).
+	mark        bool
 	pass, held  bool
 	status      int
 	contentType string
@@ -192,5 +204,8 @@ func (h *heldExchange) release() error {
 		return nil
 	}
 	h.held = false
+	if h.mark && !strings.HasPrefix(h.contentType, "text/event-stream") {
+		h.body, _ = wire.SetServedBy(h.body, h.servedBy)
+	}
 	return h.exchange.Answer(h.status, h.contentType, h.body, append(h.header, ServedByHeader, h.servedBy)...)
 }

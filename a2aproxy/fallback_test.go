@@ -44,8 +44,10 @@ func TestFallbackStage(t *testing.T) {
 	app, _ := mountCore(p, m)
 
 	res, body := do(t, app, "POST", "/a2a/lst_core", "amk_acme", "1.0", send10)
-	if res.Header.Get(a2aproxy.ServedByHeader) != "lst_fb" || !strings.Contains(body, `"id":"task-1"`) {
-		t.Fatalf("a send the primary refused: served by %q: %s", res.Header.Get(a2aproxy.ServedByHeader), body)
+	if res.Header.Get(a2aproxy.ServedByHeader) != "lst_fb" || !strings.Contains(body, `"id":"task-1"`) ||
+		!strings.Contains(body, `"inputTokens":12`) || !strings.Contains(body, `"servedBy":"lst_fb"`) {
+		t.Fatalf("a send the primary refused: served by %q: %s; want the fallback's task, its usage extension naming it beside the agent's report",
+			res.Header.Get(a2aproxy.ServedByHeader), body)
 	}
 	rows := m.usage()
 	if len(rows) != 2 {

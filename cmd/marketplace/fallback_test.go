@@ -206,6 +206,9 @@ func TestFallback(t *testing.T) {
 	if b.sends(0) != 1 {
 		t.Errorf("the fallback got %d sends, want 1", b.sends(0))
 	}
+	if by := get(got.body, "result", "task", "metadata", "https://agentmarket.dev/a2a/extensions/usage/v1", "servedBy"); by != fb {
+		t.Errorf("the usage extension of the fallback's task names %v, want %s: %s", by, fb, got.raw)
+	}
 	// A call on the task, through the primary's endpoint, reaches the fallback.
 	gt := meterRPC(t, endpoint, buyer, "GetTask", map[string]any{"id": task})
 	if get(gt.body, "result", "id") != task || gt.servedBy != fb || b.rpcs("GetTask") != 1 {
