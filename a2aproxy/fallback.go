@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
 	"slices"
 	"strings"
 
 	"github.com/agentmarket/agentmarket/a2aproxy/wire"
+	"github.com/agentmarket/agentmarket/contracts"
 )
 
 // Fallback to another agent (issue 26, item 4). A buyer may name, per
@@ -70,6 +72,12 @@ func (f fallback) serve(cl *call, next handler) error {
 		h := &heldExchange{exchange: cl.x, servedBy: cl.target.ListingID, pass: true}
 		cl.x = h
 		return next(cl)
+	}
+	if l := f.p.fallbackSent(cl); l != "" {
+		// A retry of a send a fallback served: answered there (idem.go),
+		// not made again at the primary.
+		f.p.serveFallback(cl, l, true)
+		return nil
 	}
 	h := &heldExchange{exchange: cl.x, servedBy: cl.target.ListingID}
 	cl.x, cl.mayFallBack = h, true
@@ -152,6 +160,39 @@ func (p *Proxy) fallbackHolding(ctx context.Context, cl *call, id string) string
 	}
 	for _, l := range fbs {
 		if b, err := p.owners.Known(ctx, l, id); err == nil && l != own && mayRelay(b, cl.actor.OrgID) {
+			return l
+		}
+	}
+	return ""
+}
+
+// fallbackSent is the fallback listing that this meter saw take the same
+// message under the send's messageId within the idempotency window, ""
+// when none did. Only this meter's own index is read: a retry through
+// another meter goes to the primary (the one case where the work may be
+// done twice, besides a fallback speaking another protocol version, whose
+// message's digest differs).
+func (p *Proxy) fallbackSent(cl *call) string {
+	id := cl.req.MessageID()
+	if p.Sent == nil || id == "" {
+		return ""
+	}
+	var digest string
+	now := p.Clock.Now()
+	for _, l := range cl.contract.Fallbacks {
+		e := p.sentIdx.get(contracts.SentKey{ListingID: l, OrgID: cl.actor.OrgID, MessageID: sentMessageKey(id)})
+		if e == nil || e.replaceable(now) {
+			continue
+		}
+		if digest == "" {
+			out, err := outbound(cl)
+			if err != nil {
+				return ""
+			}
+			sum := out.MessageDigest()
+			digest = hex.EncodeToString(sum[:])
+		}
+		if e.digest == digest {
 			return l
 		}
 	}

@@ -198,7 +198,8 @@ func TestFallback(t *testing.T) {
 
 	// The primary killed: the fallback serves, through the primary's endpoint.
 	a.kill()
-	got := meterRPC(t, endpoint, buyer, "SendMessage", sendParams("the primary is down"))
+	downSend := sendParams("the primary is down")
+	got := meterRPC(t, endpoint, buyer, "SendMessage", downSend)
 	task, _ := get(got.body, "result", "task", "id").(string)
 	if got.status != 200 || got.servedBy != fb || task == "" {
 		t.Fatalf("a send with the primary down: %d served by %q: %s; want the fallback's task", got.status, got.servedBy, got.raw)
@@ -209,10 +210,23 @@ func TestFallback(t *testing.T) {
 	if by := get(got.body, "result", "task", "metadata", "https://agentmarket.dev/a2a/extensions/usage/v1", "servedBy"); by != fb {
 		t.Errorf("the usage extension of the fallback's task names %v, want %s: %s", by, fb, got.raw)
 	}
+	// The primary back, the orchestrator's retry of that send (same
+	// messageId, same message) is answered with the fallback's task, not
+	// made again at the primary.
+	a.revive(t)
+	a.srv.Config.SetKeepAlivesEnabled(false)
+	sentA, sentB := a.sends(0), b.sends(0)
+	if again := meterRPC(t, endpoint, buyer, "SendMessage", downSend); get(again.body, "result", "task", "id") != task || again.servedBy != fb ||
+		a.sends(0) != sentA || b.sends(0) != sentB {
+		t.Errorf("the retry of the send the fallback served: served by %q, %d sends at the primary, %d at the fallback: %s",
+			again.servedBy, a.sends(0)-sentA, b.sends(0)-sentB, again.raw)
+	}
+	a.kill()
 	// A call on the task, through the primary's endpoint, reaches the fallback.
+	gets := b.rpcs("GetTask")
 	gt := meterRPC(t, endpoint, buyer, "GetTask", map[string]any{"id": task})
-	if get(gt.body, "result", "id") != task || gt.servedBy != fb || b.rpcs("GetTask") != 1 {
-		t.Errorf("GetTask of the fallback's task: served by %q, %d GetTasks at the fallback: %s", gt.servedBy, b.rpcs("GetTask"), gt.raw)
+	if get(gt.body, "result", "id") != task || gt.servedBy != fb || b.rpcs("GetTask") != gets+1 {
+		t.Errorf("GetTask of the fallback's task: served by %q, %d GetTasks at the fallback: %s", gt.servedBy, b.rpcs("GetTask")-gets, gt.raw)
 	}
 	// Ejected after its failures, the primary is not even tried.
 	for i := range 6 {
@@ -237,7 +251,7 @@ func TestFallback(t *testing.T) {
 		for _, it := range items {
 			byListing[get(it.(map[string]any), "key").(string)] = it.(map[string]any)
 		}
-		return byListing[fb] != nil && get(byListing[fb], "calls") == float64(8)
+		return byListing[fb] != nil && get(byListing[fb], "calls") == float64(9) // 7 sends, a replay, a GetTask
 	})
 	if c := get(byListing[fb], "cost_micros"); c != float64(7*7_000) || get(byListing[fb], "tasks") != float64(7) {
 		t.Errorf("the fallback's usage: %v, want 7 tasks at 7,000 micros", byListing[fb])
