@@ -74,9 +74,16 @@ func sendParams(text string) map[string]any {
 // primary's endpoint reaches the fallback; once the meter ejected the
 // primary, sends still go to the fallback. A listing whose agent named a
 // task and then dropped the stream, or took a send and dropped it, is
-// never replaced by its fallback.
+// never replaced by its fallback. On both storage set-ups.
 func TestFallback(t *testing.T) {
-	m := startMarketplace(t, map[string]string{"AGENTMARKET_HEALTH_CHECK_INTERVAL": "0"})
+	databases(t, func(t *testing.T, env map[string]string, _ string) {
+		env["AGENTMARKET_HEALTH_CHECK_INTERVAL"] = "0"
+		testFallback(t, env)
+	})
+}
+
+func testFallback(t *testing.T, env map[string]string) {
+	m := startMarketplace(t, env)
 	api := client{t: t, base: m.URL}
 	_, seller := signup(t, api, "Acme Agents", "owner@acme.example")
 	_, buyer := signup(t, api, "Globex", "it@globex.example")
