@@ -302,6 +302,11 @@ func testFallback(t *testing.T, env map[string]string) {
 		t.Errorf("FOCUS: the fallback's tasks billed %d micros, want 50,000; the primary's tasks %d, want 1", billed[fb], tasks[primary])
 	}
 
+	// A stream goes to the fallback as well, relayed event by event.
+	if events, by := streamThrough(t, endpoint, buyer); events < 1 || by != fb {
+		t.Errorf("a stream with the primary down: %d events, served by %q; want the fallback's", events, by)
+	}
+
 	// A listing whose agent took the work and dropped it keeps the call.
 	d := startDropper(t)
 	dl, dEndpoint := dropperListing(t, api, seller, buyer, d)
