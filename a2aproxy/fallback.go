@@ -5,12 +5,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
 
+	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/a2aproxy/wire"
 	"github.com/agentmarket/agentmarket/contracts"
+	"github.com/agentmarket/agentmarket/metering"
 )
 
 // Fallback to another agent (issue 26, item 4). A buyer may name, per
@@ -105,7 +108,7 @@ func (f fallback) serve(cl *call, next handler) error {
 // it (or refused it), so that the next fallback is tried.
 func (p *Proxy) serveFallback(cl *call, l string, direct bool) bool {
 	fc := &call{start: p.Clock.Now(), trace: cl.trace, listingID: l, actor: cl.actor, bytesIn: cl.bytesIn,
-		body: cl.body, parse: cl.parse, restVersion: cl.restVersion}
+		body: cl.body, parse: cl.parse, restVersion: cl.restVersion, fallbackFor: cl.target.ListingID}
 	fc.dialect.buyer = cl.dialect.buyer
 	base := cl.x
 	if h, ok := base.(*heldExchange); ok {
@@ -197,6 +200,13 @@ func (p *Proxy) fallbackSent(cl *call) string {
 		}
 	}
 	return ""
+}
+
+// fallbackTags is the cost tag of a call a fallback served in the stead
+// of listing (metering.FallbackTag).
+func fallbackTags(listing string) agentmarket.Tags {
+	b, _ := json.Marshal(map[string]string{metering.FallbackTag: listing})
+	return agentmarket.Tags(b)
 }
 
 // Fallbacks counts the calls a fallback listing served.

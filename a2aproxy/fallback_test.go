@@ -58,8 +58,8 @@ func TestFallbackStage(t *testing.T) {
 		t.Errorf("the primary's row: %+v, want an error billed nothing", u)
 	}
 	if u := byListing["lst_fb"]; u.ErrorCode != 0 || u.ContractID != "ctr_org_acme_lst_fb" || u.SellerOrgID != "org_seller_fb" ||
-		u.TaskID != "task-1" || u.Binds == nil || u.Pending == nil {
-		t.Errorf("the fallback's row: %+v, want its contract, seller, task, binding and bill", u)
+		u.TaskID != "task-1" || u.Binds == nil || u.Pending == nil || u.Tags != `{"fallback_for":"lst_core"}` {
+		t.Errorf("the fallback's row: %+v, want its contract, seller, task, binding and bill, tagged fallback_for the primary", u)
 	}
 	if p.Fallbacks() != 1 {
 		t.Errorf("Fallbacks() = %d, want 1", p.Fallbacks())

@@ -493,6 +493,9 @@ type call struct {
 	// (every endpoint ejected, refused before work started): the fallback
 	// stage then tries the fallbacks (fallback.go).
 	mayFallBack, notTaken bool
+	// fallbackFor is the listing the buyer called, on a call a fallback
+	// listing serves: its usage row is tagged with it (FallbackTag).
+	fallbackFor string
 }
 
 // agentRefused notes the error the agent answered the call with. A

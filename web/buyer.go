@@ -41,8 +41,10 @@ type subView struct {
 	// Candidates are the listings the subscription may fall back to (those
 	// sharing a skill tag first), each with its place among the chosen.
 	Candidates []contracts.FallbackCandidate
-	// Fallbacks are the chosen candidates' names, in order.
-	Fallbacks []string
+	// Fallbacks are the chosen candidates' names, in order; FallbackCalls
+	// the calls made to this listing this month that a fallback served.
+	Fallbacks     []string
+	FallbackCalls int64
 }
 
 type buyerData struct {
@@ -106,14 +108,19 @@ func (u *UI) buyer(r *req) error {
 		return err
 	}
 	d := &buyerData{Month: u.d.Clock.Now().UTC().Format("January 2006"), Keys: u.can(r, contracts.ObjAPIKeys, contracts.ActRead)}
-	spent := map[string]int64{}
+	spent, fellBack := map[string]int64{}, map[string]int64{}
 	if u.d.Usage != nil {
-		res, err := u.totals(r, metering.ScopeBuyer, u.monthToDate(), "", metering.ByListing)
+		res, err := u.totals(r, metering.ScopeBuyer, u.monthToDate(), "", metering.ByListing, metering.ByTag(metering.FallbackTag))
 		if err != nil {
 			return err
 		}
 		for _, t := range res[0] {
 			spent[t.Key] = t.CostMicros
+		}
+		for _, t := range res[1] {
+			if t.Key != "" {
+				fellBack[t.Key] = t.Calls
+			}
 		}
 	}
 	lb := u.newLabeler(r)
@@ -155,6 +162,7 @@ func (u *UI) buyer(r *req) error {
 			}
 		}
 		v.PeriodEnd = billing.MonthOf(u.d.Clock.Now()).End
+		v.FallbackCalls = fellBack[c.ListingID]
 		if c.Status != contracts.ContractCanceled {
 			if v.Candidates, err = u.d.Subscriptions.FallbackCandidates(r.ctx, r.actor, c.ID); err != nil {
 				return err

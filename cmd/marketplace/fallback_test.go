@@ -266,6 +266,19 @@ func testFallback(t *testing.T, env map[string]string) {
 	if p := byListing[primary]; p == nil || get(p, "tasks") != float64(1) {
 		t.Errorf("the primary's usage: %v, want its one task before the kill", p)
 	}
+	items, _ := api.with(buyer).do("GET", "/api/v1/usage?group_by=tag:fallback_for", nil).JSON["items"].([]any)
+	var stoodIn any
+	for _, it := range items {
+		if get(it.(map[string]any), "key") == primary {
+			stoodIn = get(it.(map[string]any), "calls")
+		}
+	}
+	if stoodIn != float64(9) {
+		t.Errorf("usage by tag fallback_for: %v calls for the primary, want the 9 the fallback served", stoodIn)
+	}
+	if page := console(); !strings.Contains(page, "data-fallback-served>9 calls to this agent this month") {
+		t.Errorf("the buyer console does not say how many calls fallbacks served:\n%s", page)
+	}
 	// FOCUS: the fallback's 7 tasks are its rows, billed on its plan (7 ×
 	// 7,000 micros: 4.9 cents, invoiced as 5 and spread over the rows); the
 	// primary's row has its one task before the kill.
