@@ -64,16 +64,16 @@ func (f fallback) serve(cl *call, next handler) error {
 	if len(fbs) == 0 || cl.req == nil {
 		return next(cl)
 	}
-	if id := cl.req.TaskID(); id != "" {
+	id := cl.req.TaskID()
+	if id != "" {
 		if l := f.p.fallbackHolding(cl.x.Context(), cl, id); l != "" {
 			f.p.serveFallback(cl, l, true)
 			return nil
 		}
-		return next(cl)
 	}
-	if cl.req.Method != wire.MethodSend && cl.req.Method != wire.MethodStream {
-		h := &heldExchange{exchange: cl.x, servedBy: cl.target.ListingID, pass: true}
-		cl.x = h
+	if id != "" || cl.req.Method != wire.MethodSend && cl.req.Method != wire.MethodStream {
+		// The listing's own call: its answer names it.
+		cl.x = &heldExchange{exchange: cl.x, servedBy: cl.target.ListingID, pass: true}
 		return next(cl)
 	}
 	if l := f.p.fallbackSent(cl); l != "" {
