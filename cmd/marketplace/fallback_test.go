@@ -151,6 +151,9 @@ func testFallback(t *testing.T, env map[string]string) {
 	if r := api.with(buyer).do("GET", "/api/v1/subscriptions/"+primarySub, nil); fmt.Sprint(r.JSON["fallbacks"]) != "["+fb+"]" {
 		t.Errorf("the subscription's fallbacks: %s", r.Body)
 	}
+	if r := api.with(buyer).do("GET", "/api/v1/audit?action=subscription.fallbacks&object_id="+primarySub, nil); !strings.Contains(string(r.Body), fb) {
+		t.Errorf("the audit log has no entry of the fallbacks set: %d %s", r.Status, r.Body)
+	}
 
 	// The buyer console shows the fallback and sets them with its form.
 	web := webSession(t, m.URL, "/signin", url.Values{"email": {"it@globex.example"}, "password": {"correct horse battery"}})
