@@ -13,7 +13,8 @@ import (
 )
 
 // TestFallbackStage: a send whose listing's agent answers 503 naming no
-// task goes to the subscription's fallback (its contract, its usage row,
+// task goes to the subscription's first fallback whose admission takes it
+// (the first is not published; the second serves: its contract, its usage row,
 // its task binding), the answer naming it in AgentMarket-Served-By; the
 // primary's attempt is its own row, an error billed nothing. GetTask of
 // that task through the primary's endpoint reaches the fallback, for its
@@ -36,11 +37,13 @@ func TestFallbackStage(t *testing.T) {
 	t.Cleanup(primary.Close)
 	p, m := newCoreProxy(t, fb, nil)
 	fbCard := *m.listing.Card
-	m.others = map[string]*a2aproxy.Target{"lst_fb": {ListingID: "lst_fb", SellerOrgID: "org_seller_fb", Published: true, Card: &fbCard, CardJSON: []byte(`{}`)}}
+	m.others = map[string]*a2aproxy.Target{"lst_fb": {ListingID: "lst_fb", SellerOrgID: "org_seller_fb", Published: true, Card: &fbCard, CardJSON: []byte(`{}`)},
+		// The first fallback is not published: its admission refuses, the next one serves.
+		"lst_off": {ListingID: "lst_off", SellerOrgID: "org_seller_fb", Published: false, Card: &fbCard, CardJSON: []byte(`{}`)}}
 	primaryCard := *m.listing.Card
 	primaryCard.Interfaces = []agentcard.Interface{{URL: primary.URL, Binding: agentcard.BindingJSONRPC, ProtocolVersion: "1.0"}}
 	m.listing.Card = &primaryCard
-	m.fallbacks = []string{"lst_fb"}
+	m.fallbacks = []string{"lst_off", "lst_fb"}
 	app, _ := mountCore(p, m)
 
 	res, body := do(t, app, "POST", "/a2a/lst_core", "amk_acme", "1.0", send10)
