@@ -71,6 +71,9 @@ func (a *accounting) usage(ctx context.Context, cl *call, latency time.Duration)
 	}
 	// Cost allocation: the contract's tags, under the key's own.
 	u.Tags = cl.contract.Tags.Merge(cl.actor.KeyTags)
+	if cl.fallbackFor != "" {
+		u.Tags = u.Tags.Merge(fallbackTags(cl.fallbackFor))
+	}
 	if cl.req != nil {
 		u.Method = cl.req.Name
 		if cl.label != "" {

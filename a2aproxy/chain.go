@@ -18,6 +18,10 @@ package a2aproxy
 //	entitle      the listing, its limits, the org's open contract, casbin's grant
 //	decode       the body's size, the request parsed by the reading rule, push support
 //	route        the frozen plan, the agent's interface (its binding and version)
+//	fallback     a new task the listing's agent took nothing of goes to the
+//	             subscription's first fallback that takes it, through this
+//	             chain again from entitle; a call on a task a fallback holds
+//	             goes there (fallback.go)
 //	ownership    every task the request names is the caller's
 //	killswitch   no kill switch is on for the listing, its seller, the org,
 //	             the key or the task (killswitch.go)
@@ -28,6 +32,7 @@ package a2aproxy
 //	credit       the org's prepaid credit in the plan's currency: a
 //	             reservation burned when the call ends (credit.go)
 //	idempotency  a send's messageId sent before is answered from the first send
+//	balance      the endpoint among the listing's (balance.go)
 //
 // Routing among endpoints and tracing come as stages of this chain
 // (issues 26, 27): a policy is a stage, not a method of Proxy.

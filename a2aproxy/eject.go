@@ -77,13 +77,18 @@ func (o *outliers) admit(endpoint string) (pass, error) {
 	}
 	now := o.now()
 	if now.Before(e.until) || e.trial {
-		return passWatch, rpcErr(CodeUpstreamUnreachable, http.StatusOK, fmt.Sprintf(
+		return passWatch, ejectedError{rpcErr(CodeUpstreamUnreachable, http.StatusOK, fmt.Sprintf(
 			"the agent could not be reached: the meter ejected its endpoint after %d failed calls in a row, until %s (one call then tests it)",
-			EjectAfter, e.until.UTC().Format(time.RFC3339)))
+			EjectAfter, e.until.UTC().Format(time.RFC3339)))}
 	}
 	e.trial = true
 	return passTrial, nil
 }
+
+// ejectedError is admit's refusal: the agent took nothing (fallback.go).
+type ejectedError struct{ *rpcError }
+
+func (e ejectedError) Unwrap() error { return e.rpcError }
 
 // outcome is what a call showed of its endpoint.
 type outcome uint8

@@ -1,6 +1,7 @@
 package a2aproxy
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -38,7 +39,8 @@ func TestOutliers(t *testing.T) {
 	}
 	err := call(ep, answered)
 	until := now.Add(EjectBackoff).Format(time.RFC3339)
-	if re, ok := err.(*rpcError); !ok || re.Code != CodeUpstreamUnreachable ||
+	var re *rpcError
+	if !errors.As(err, &re) || !beforeWork(err) || re.Code != CodeUpstreamUnreachable ||
 		!strings.Contains(re.Message, "the agent could not be reached: the meter ejected its endpoint after 5 failed calls in a row, until "+until) {
 		t.Fatalf("a call while ejected: %v", err)
 	}

@@ -102,6 +102,7 @@ func (p *Proxy) unary(c exchange, cl *call) error {
 	}
 	rep, err := p.roundTrip(ctx, cl, ar, cl.lim.MaxResultBytes, cl.lim.RequestTimeout)
 	if err != nil {
+		cl.notTaken = cl.mayFallBack && beforeWork(err)
 		return p.fail(c, cl, upstreamErr(ctx, err, cl.lim.RequestTimeout))
 	}
 	defer rep.release()
@@ -142,6 +143,7 @@ func agentAnswer(cl *call, m wire.Method, status int, contentType string, raw []
 // unaryFrom relays the agent's whole answer and meters the call.
 func (p *Proxy) unaryFrom(ctx context.Context, c exchange, cl *call, rep agentReply) error {
 	raw := rep.body
+	cl.notTaken = cl.mayFallBack && refusedWork(rep.status, raw)
 	result, agentErr, err := agentAnswer(cl, cl.req.Method, rep.status, rep.contentType, raw)
 	if err != nil {
 		return p.fail(c, cl, err)

@@ -28,6 +28,7 @@ type Metrics struct {
 	stalled  *prometheus.CounterVec
 	shared   *prometheus.CounterVec
 	unbill   *prometheus.CounterVec
+	fellBack *prometheus.CounterVec
 	push     *pushMetrics
 }
 
@@ -86,7 +87,10 @@ func NewMetrics(reg prometheus.Registerer, opts MetricsOptions) *Metrics {
 	m.unbill = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "calls_unbilled_total",
 		Help: "Calls about a task billed in the shared state (Redis) that billed nothing because it did not answer, by listing: the task's next call bills an agent's cumulative report; what the meter estimated for the call alone is not billed."},
 		[]string{"listing"})
-	reg.MustRegister(m.clamped, m.held, m.pacedC, m.sent, m.lost, m.stalled, m.shared, m.unbill)
+	m.fellBack = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "fallbacks_total",
+		Help: "Calls starting new work that the subscription's own listing could not take (every endpoint ejected, or refused before work started) and a fallback listing served, by listing and fallback (fallback.go)."},
+		[]string{"listing", "fallback"})
+	reg.MustRegister(m.clamped, m.held, m.pacedC, m.sent, m.lost, m.stalled, m.shared, m.unbill, m.fellBack)
 	return m
 }
 
@@ -184,6 +188,12 @@ func (m *Metrics) sentOutcome(listing, outcome string) {
 func (m *Metrics) SharedFallback(op string) {
 	if m != nil {
 		m.shared.WithLabelValues(op).Inc()
+	}
+}
+
+func (m *Metrics) fallback(listing, fallback string) {
+	if m != nil {
+		m.fellBack.WithLabelValues(listing, fallback).Inc()
 	}
 }
 

@@ -145,6 +145,10 @@ type coreMarket struct {
 	incidents []string
 	push      *corePush // set before startCore: the meter relays push notifications
 	life      *coreLife // set before startCore: the meter records task life
+	// others are listings beside listing, each with its own contract;
+	// fallbacks are those of the contracts to listing.
+	others    map[string]*a2aproxy.Target
+	fallbacks []string
 }
 
 func (m *coreMarket) Authenticate(_ context.Context, secret string) (agentmarket.Actor, error) {
@@ -168,6 +172,9 @@ func (m *coreMarket) Authenticate(_ context.Context, secret string) (agentmarket
 func (m *coreMarket) Spent(context.Context, string, string, time.Time) (int64, error) { return 0, nil }
 
 func (m *coreMarket) Resolve(_ context.Context, id string) (*a2aproxy.Target, error) {
+	if t := m.others[id]; t != nil {
+		return t, nil
+	}
 	if id != m.listing.ListingID {
 		return nil, agentmarket.Errorf(agentmarket.NotFound, "not_found", "no listing")
 	}
@@ -179,7 +186,11 @@ func (m *coreMarket) Plan(context.Context, string, int) (*listings.Plan, error) 
 }
 
 func (m *coreMarket) OpenContract(_ context.Context, org, listing string) (*contracts.Contract, error) {
-	return &contracts.Contract{ID: "ctr_" + org, BuyerOrgID: org, ListingID: listing, PlanVersion: 1, Status: contracts.ContractActive}, nil
+	if m.others[listing] != nil {
+		return &contracts.Contract{ID: "ctr_" + org + "_" + listing, BuyerOrgID: org, ListingID: listing, PlanVersion: 1, Status: contracts.ContractActive}, nil
+	}
+	return &contracts.Contract{ID: "ctr_" + org, BuyerOrgID: org, ListingID: listing, PlanVersion: 1, Status: contracts.ContractActive,
+		Fallbacks: m.fallbacks}, nil
 }
 
 func (m *coreMarket) Allowed(string, string, string, string) (bool, error) { return true, nil }

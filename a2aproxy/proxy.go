@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -303,6 +304,11 @@ type Proxy struct {
 	background sync.WaitGroup
 	// chain is the call path: the stages, then forward (chain.go).
 	chain handler
+	// fallbackChain is the chain from entitle on, without the fallback
+	// stage, for a call a fallback listing serves (fallback.go).
+	fallbackChain handler
+	// fallbacks counts the calls a fallback served (Fallbacks).
+	fallbacks atomic.Uint64
 	// tracing is set when Tracer is (spans.go).
 	tracing *spanMaker
 }
@@ -360,6 +366,7 @@ func (p *Proxy) Init() {
 	p.startBatchers()
 	p.initSent()
 	p.chain = compose(p.forward, p.traced(p.stages())...)
+	p.fallbackChain = compose(p.forward, p.admission(false)...)
 }
 
 // Wait waits for the background work requests started (cascades of
@@ -489,6 +496,14 @@ type call struct {
 	// routed is the balancer's choice of endpoint (balance.go); nil for a
 	// listing with one.
 	routed *routed
+	// mayFallBack is set on a call that starts new work under a
+	// subscription with fallbacks; notTaken, once its agent took nothing
+	// (every endpoint ejected, refused before work started): the fallback
+	// stage then tries the fallbacks (fallback.go).
+	mayFallBack, notTaken bool
+	// fallbackFor is the listing the buyer called, on a call a fallback
+	// listing serves: its usage row is tagged with it (FallbackTag).
+	fallbackFor string
 }
 
 // agentRefused notes the error the agent answered the call with. A
@@ -535,13 +550,25 @@ func (p *Proxy) forward(cl *call) error {
 
 // stages are the chain's stages in order (chain.go).
 func (p *Proxy) stages() []stage {
-	return []stage{
+	return append([]stage{
 		gate{acct: p.acct, unsettled: func() int { return p.unsettled() }, limits: &p.Limits, metrics: p.Metrics},
 		authenticate{auth: p.Auth, actors: p.actors},
 		invokers{ent: p.Entitlements, roles: p.invokeRoles},
+	}, p.admission(true)...)
+}
+
+// admission are the stages from entitle on: with the fallback stage for a
+// buyer's call, without it for a call a fallback serves (one hop).
+func (p *Proxy) admission(withFallback bool) []stage {
+	s := []stage{
 		entitle{p: p},
 		decode{p: p},
 		route{p: p},
+	}
+	if withFallback {
+		s = append(s, fallback{p: p})
+	}
+	return append(s,
 		ownership{owners: p.owners},
 		killswitch{board: p.Switches},
 		limit{rates: p.rates, owners: p.owners},
@@ -549,7 +576,7 @@ func (p *Proxy) stages() []stage {
 		credit{book: p.credits},
 		idempotency{p: p},
 		balance{p: p},
-	}
+	)
 }
 
 // unsettled is Unsettled's lag, 0 without one.

@@ -43,6 +43,7 @@ func (p *Proxy) stream(c exchange, cl *call) error {
 	res, err := p.send(cl, req)
 	connectTimer.Stop()
 	if err != nil {
+		cl.notTaken = cl.mayFallBack && beforeWork(err)
 		cancel()
 		return p.fail(c, cl, upstreamErr(ctx, err, cl.lim.RequestTimeout))
 	}

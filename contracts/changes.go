@@ -38,6 +38,9 @@ type PlanChangeStore interface {
 	DueCancellations(ctx context.Context, now time.Time) ([]Contract, error)
 	// SetContractTags replaces a contract's cost allocation tags.
 	SetContractTags(ctx context.Context, id string, tags agentmarket.Tags, at time.Time) (*Contract, error)
+	// SetContractFallbacks replaces a contract's fallback listings, in
+	// order (nil: none).
+	SetContractFallbacks(ctx context.Context, id string, listingIDs []string, at time.Time) (*Contract, error)
 }
 
 // ChangePlanInput is the plan a buyer switches a contract to: the

@@ -77,6 +77,10 @@ type Contract struct {
 	// SessionCaps cap each conversation (contextId) under the
 	// subscription (zero: none).
 	SessionCaps SessionCaps
+	// Fallbacks are the listings, in order, the meter sends a new task to
+	// when the contract's own agent cannot take it (fallback.go); each is
+	// one the buyer org also subscribes to. Nil: none.
+	Fallbacks []string
 }
 
 // EndsAt is when the contract will end as things stand: its trial's end
@@ -101,6 +105,10 @@ type ListingTerms struct {
 	PlanVersion int
 	// TrialDays is the trial the plan version offers (0: none).
 	TrialDays int64
+	// Name is the listing's display name; SkillTags its card's skills'
+	// tags, sorted: what a buyer choosing fallbacks is shown.
+	Name      string
+	SkillTags []string
 }
 
 // ListingSource looks listings up for subscriptions (the catalog, wired

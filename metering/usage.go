@@ -149,6 +149,12 @@ const (
 // without it under "" (untagged).
 var GroupBys = []GroupBy{ByListing, BySeller, ByBuyer, ByAPIKey, ByTask, ByDay}
 
+// FallbackTag is the tag the meter puts on the usage row of a call a
+// fallback listing served: its value is the listing the buyer called (the
+// row's own listing is the fallback's). ByTag(FallbackTag) groups the
+// calls fallbacks served by the listing they stood in for.
+const FallbackTag = "fallback_for"
+
 // tagPrefix starts a GroupBy of a tag key.
 const tagPrefix = "tag:"
 

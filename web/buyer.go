@@ -3,6 +3,7 @@ package web
 import (
 	"errors"
 	"html/template"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -37,6 +38,13 @@ type subView struct {
 	// server's own rule, contracts.PlanChangeRefused): the button is shown
 	// disabled with it.
 	NoChange string
+	// Candidates are the listings the subscription may fall back to (those
+	// sharing a skill tag first), each with its place among the chosen.
+	Candidates []contracts.FallbackCandidate
+	// Fallbacks are the chosen candidates' names, in order; FallbackCalls
+	// the calls made to this listing this month that a fallback served.
+	Fallbacks     []string
+	FallbackCalls int64
 }
 
 type buyerData struct {
@@ -100,14 +108,19 @@ func (u *UI) buyer(r *req) error {
 		return err
 	}
 	d := &buyerData{Month: u.d.Clock.Now().UTC().Format("January 2006"), Keys: u.can(r, contracts.ObjAPIKeys, contracts.ActRead)}
-	spent := map[string]int64{}
+	spent, fellBack := map[string]int64{}, map[string]int64{}
 	if u.d.Usage != nil {
-		res, err := u.totals(r, metering.ScopeBuyer, u.monthToDate(), "", metering.ByListing)
+		res, err := u.totals(r, metering.ScopeBuyer, u.monthToDate(), "", metering.ByListing, metering.ByTag(metering.FallbackTag))
 		if err != nil {
 			return err
 		}
 		for _, t := range res[0] {
 			spent[t.Key] = t.CostMicros
+		}
+		for _, t := range res[1] {
+			if t.Key != "" {
+				fellBack[t.Key] = t.Calls
+			}
 		}
 	}
 	lb := u.newLabeler(r)
@@ -149,6 +162,19 @@ func (u *UI) buyer(r *req) error {
 			}
 		}
 		v.PeriodEnd = billing.MonthOf(u.d.Clock.Now()).End
+		v.FallbackCalls = fellBack[c.ListingID]
+		if c.Status != contracts.ContractCanceled {
+			if v.Candidates, err = u.d.Subscriptions.FallbackCandidates(r.ctx, r.actor, c.ID); err != nil {
+				return err
+			}
+			for _, id := range c.Fallbacks {
+				for _, fc := range v.Candidates {
+					if fc.ListingID == id {
+						v.Fallbacks = append(v.Fallbacks, fc.Name)
+					}
+				}
+			}
+		}
 		d.Subs = append(d.Subs, v)
 	}
 	cur, _ := lb.currency()
@@ -289,6 +315,45 @@ func (u *UI) cancelAtPeriodEnd(r *req) error {
 		notice = "ending"
 	}
 	return redirect(r, "/buyer?notice="+notice+"#sub-"+c.ID)
+}
+
+// setFallbacks replaces a subscription's fallback agents from the form:
+// each candidate's place ("pos_<listing id>", 0 or empty: not a fallback),
+// ties in the order shown.
+func (u *UI) setFallbacks(r *req) error {
+	if err := u.require(r, contracts.ObjSubscriptions, contracts.ActWrite); err != nil {
+		return err
+	}
+	id := strings.Clone(r.c.Params("id"))
+	cands, err := u.d.Subscriptions.FallbackCandidates(r.ctx, r.actor, id)
+	if err != nil {
+		return err
+	}
+	type chosen struct {
+		listing string
+		pos     int
+	}
+	var picks []chosen
+	for _, c := range cands {
+		v := strings.TrimSpace(r.c.FormValue("pos_" + c.ListingID))
+		if v == "" || v == "0" {
+			continue
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return agentmarket.Errorf(agentmarket.Invalid, "invalid_fallbacks", "the place of %s must be a whole number (0: not a fallback)", c.Name)
+		}
+		picks = append(picks, chosen{c.ListingID, n})
+	}
+	slices.SortStableFunc(picks, func(a, b chosen) int { return a.pos - b.pos })
+	ids := make([]string, len(picks))
+	for i, p := range picks {
+		ids[i] = p.listing
+	}
+	if _, err := u.d.Subscriptions.SetFallbacks(r.ctx, r.actor, id, ids); err != nil {
+		return err
+	}
+	return redirect(r, "/buyer?notice=fallbacks#sub-"+id)
 }
 
 // trialChoice records whether a trialing subscription stops with its

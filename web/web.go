@@ -154,6 +154,7 @@ func (u *UI) Mount(r fiber.Router) {
 	r.Post("/buyer/subscriptions/:id/trial", u.page(u.trialChoice))
 	r.Post("/buyer/subscriptions/:id/plan", u.page(u.changePlan))
 	r.Post("/buyer/subscriptions/:id/end", u.page(u.cancelAtPeriodEnd))
+	r.Post("/buyer/subscriptions/:id/fallbacks", u.page(u.setFallbacks))
 	r.Post("/buyer/offers/:id/accept", u.page(u.acceptOffer))
 	r.Post("/buyer/deliveries/:id/retry", u.page(u.retryDelivery))
 	r.Get("/buyer/tasks/:listing/:task", u.page(u.task))
@@ -314,6 +315,7 @@ var notices = map[string]string{
 	"withdrawn":      "The offer is withdrawn.",
 	"accepted":       "Offer accepted: you subscribe at its terms.",
 	"planchanged":    "The plan changed from now on. This month's invoice charges each plan for its part of the month.",
+	"fallbacks":      "The fallback agents are saved. Every meter uses them within a few seconds.",
 	"ending":         "The subscription will end at the end of the month. Calls work until then.",
 	"kept":           "The subscription goes on.",
 	"alertsset":      "The alert settings are saved.",

@@ -2,6 +2,7 @@ package gormstore
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -79,6 +80,11 @@ func (s *Store) SetCancelAt(ctx context.Context, id string, cancelAt *time.Time,
 // SetContractTags implements contracts.PlanChangeStore.
 func (s *Store) SetContractTags(ctx context.Context, id string, tags agentmarket.Tags, at time.Time) (*contracts.Contract, error) {
 	return s.updateContract(ctx, id, map[string]any{"tags": string(tags), "updated_at": at.UTC()})
+}
+
+// SetContractFallbacks implements contracts.PlanChangeStore.
+func (s *Store) SetContractFallbacks(ctx context.Context, id string, listingIDs []string, at time.Time) (*contracts.Contract, error) {
+	return s.updateContract(ctx, id, map[string]any{"fallbacks": strings.Join(listingIDs, ","), "updated_at": at.UTC()})
 }
 
 // DueCancellations implements contracts.PlanChangeStore.

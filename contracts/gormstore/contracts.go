@@ -44,6 +44,7 @@ type contractRow struct {
 	Tags             string
 	RateLimits       string
 	SessionCaps      string
+	Fallbacks        string // listing ids, comma-separated
 }
 
 func (contractRow) TableName() string { return "contracts" }
@@ -65,6 +66,9 @@ func contractFromRow(r *contractRow) *contracts.Contract {
 	c.TrialEnd, c.CancelAtTrialEnd, c.OfferID, c.CancelAt = utcPtr(r.TrialEnd), r.CancelAtTrialEnd, r.OfferID, utcPtr(r.CancelAt)
 	c.AlertThresholds, c.Tags = decodeThresholds(r.AlertThresholds), agentmarket.Tags(r.Tags)
 	c.RateLimits, c.SessionCaps = fromJSONColumn[agentmarket.RateLimits](r.RateLimits), fromJSONColumn[contracts.SessionCaps](r.SessionCaps)
+	if r.Fallbacks != "" {
+		c.Fallbacks = strings.Split(r.Fallbacks, ",")
+	}
 	return c
 }
 
@@ -77,7 +81,7 @@ func (s *Store) CreateContract(ctx context.Context, c *contracts.Contract, grant
 			RequestTimeoutMs: c.Budgets.RequestTimeout.Milliseconds(), TaskTimeoutMs: c.Budgets.TaskTimeout.Milliseconds(),
 			MaxPauseMs: c.Budgets.MaxPause.Milliseconds(), TrialEnd: utcPtr(c.TrialEnd), CancelAtTrialEnd: c.CancelAtTrialEnd,
 			OfferID: c.OfferID, AlertThresholds: encodeThresholds(c.AlertThresholds), Tags: string(c.Tags),
-			RateLimits: jsonColumn(c.RateLimits), SessionCaps: jsonColumn(c.SessionCaps)}
+			RateLimits: jsonColumn(c.RateLimits), SessionCaps: jsonColumn(c.SessionCaps), Fallbacks: strings.Join(c.Fallbacks, ",")}
 		if err := tx.Create(row).Error; err != nil {
 			return err
 		}

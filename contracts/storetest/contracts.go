@@ -377,6 +377,17 @@ func runAlerts(t *testing.T, newStore TaskFactory) {
 		}
 		_, err = s.SetContractTags(ctx, "ctr_nope", "", t0)
 		wantKind(t, "SetContractTags(unknown)", err, agentmarket.NotFound)
+		if c, err := s.SetContractFallbacks(ctx, "ctr_1", []string{"lst_b", "lst_a"}, t0.Add(time.Hour)); err != nil || fmt.Sprint(c.Fallbacks) != "[lst_b lst_a]" {
+			t.Errorf("SetContractFallbacks = %+v, %v", c, err)
+		}
+		if c, _ := s.OpenContract(ctx, "org_b", "lst_1"); c == nil || fmt.Sprint(c.Fallbacks) != "[lst_b lst_a]" {
+			t.Errorf("the open contract's fallbacks = %+v", c)
+		}
+		if c, err := s.SetContractFallbacks(ctx, "ctr_1", nil, t0.Add(time.Hour)); err != nil || c.Fallbacks != nil {
+			t.Errorf("SetContractFallbacks(nil) = %+v, %v", c, err)
+		}
+		_, err = s.SetContractFallbacks(ctx, "ctr_nope", nil, t0)
+		wantKind(t, "SetContractFallbacks(unknown)", err, agentmarket.NotFound)
 		must(t, s.SetBudgetAlertThresholds(ctx, "org_b", contracts.BudgetAPIKey, "k_budget", nil))
 		if c, _ := s.GetContract(ctx, "ctr_1"); fmt.Sprint(c.AlertThresholds) != "[60]" {
 			t.Errorf("the contract's thresholds = %v", c.AlertThresholds)

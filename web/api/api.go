@@ -165,6 +165,8 @@ func (s *Server) Mount(app *fiber.App) {
 	auth.Delete("/subscriptions/:id", s.allow(contracts.ObjSubscriptions, contracts.ActWrite), s.cancelSubscription)
 	auth.Patch("/subscriptions/:id", s.allow(contracts.ObjSubscriptions, contracts.ActWrite), s.updateSubscription)
 	auth.Post("/subscriptions/:id/plan", s.allow(contracts.ObjSubscriptions, contracts.ActWrite), s.changePlan)
+	auth.Get("/subscriptions/:id/fallbacks", s.allow(contracts.ObjSubscriptions, contracts.ActRead), s.getFallbacks)
+	auth.Put("/subscriptions/:id/fallbacks", s.allow(contracts.ObjSubscriptions, contracts.ActWrite), s.setFallbacks)
 	auth.Get("/tasks/:listing/:task", s.allow(contracts.ObjUsage, contracts.ActRead), s.getTask)
 	auth.Get("/push-deliveries", s.allow(contracts.ObjSubscriptions, contracts.ActRead), s.listDeliveries)
 	auth.Post("/push-deliveries/:id/retry", s.allow(contracts.ObjSubscriptions, contracts.ActWrite), s.retryDelivery)

@@ -122,9 +122,9 @@ type skillJSON struct {
 	OutputModes []string `json:"output_modes,omitempty"`
 }
 
-func nonNil(s []string) []string {
+func nonNil[T any](s []T) []T {
 	if s == nil {
-		return []string{}
+		return []T{}
 	}
 	return s
 }

@@ -36,6 +36,9 @@ type subscriptionJSON struct {
 	// RateLimits and SessionCaps: the subscription's (docs/limits.md).
 	RateLimits  agentmarket.RateLimits `json:"rate_limits"`
 	SessionCaps contracts.SessionCaps  `json:"session_caps"`
+	// Fallbacks are the listings a new task goes to, in order, when this
+	// one's agent cannot take it (docs/routing.md, Fallback).
+	Fallbacks []string `json:"fallbacks"`
 }
 
 func (s *Server) subscriptionView(c *contracts.Contract) subscriptionJSON {
@@ -44,7 +47,44 @@ func (s *Server) subscriptionView(c *contracts.Contract) subscriptionJSON {
 		PlanVersion: c.PlanVersion, Status: string(c.Status), MonthlyBudgetMicros: c.MonthlyBudgetMicros, Budgets: budgetsView(c.Budgets),
 		ProxiedCardURL: endpoint + "/.well-known/agent-card.json", Endpoint: endpoint, CreatedAt: c.CreatedAt, CanceledAt: c.CanceledAt,
 		TrialEnd: c.TrialEnd, CancelAtTrialEnd: c.CancelAtTrialEnd, OfferID: c.OfferID,
-		CancelAt: c.CancelAt, AlertThresholds: c.AlertThresholds, Tags: c.Tags.Map(), RateLimits: c.RateLimits, SessionCaps: c.SessionCaps}
+		CancelAt: c.CancelAt, AlertThresholds: c.AlertThresholds, Tags: c.Tags.Map(), RateLimits: c.RateLimits, SessionCaps: c.SessionCaps,
+		Fallbacks: nonNil(c.Fallbacks)}
+}
+
+// fallbacksJSON is a subscription's fallbacks and the listings it may
+// name (those sharing a skill tag with its own first).
+type fallbacksJSON struct {
+	SubscriptionID string                        `json:"subscription_id"`
+	Fallbacks      []string                      `json:"fallbacks"`
+	Candidates     []contracts.FallbackCandidate `json:"candidates"`
+}
+
+func (s *Server) fallbacksView(c *fiber.Ctx, id string) error {
+	ct, err := s.Subscriptions.Get(c.UserContext(), actorOf(c), id)
+	if err != nil {
+		return err
+	}
+	cands, err := s.Subscriptions.FallbackCandidates(c.UserContext(), actorOf(c), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(fallbacksJSON{SubscriptionID: ct.ID, Fallbacks: nonNil(ct.Fallbacks), Candidates: nonNil(cands)})
+}
+
+func (s *Server) getFallbacks(c *fiber.Ctx) error { return s.fallbacksView(c, c.Params("id")) }
+
+// setFallbacks replaces a subscription's fallbacks.
+func (s *Server) setFallbacks(c *fiber.Ctx) error {
+	var in struct {
+		ListingIDs []string `json:"listing_ids"`
+	}
+	if err := decode(c, &in); err != nil {
+		return err
+	}
+	if _, err := s.Subscriptions.SetFallbacks(c.UserContext(), actorOf(c), c.Params("id"), in.ListingIDs); err != nil {
+		return err
+	}
+	return s.fallbacksView(c, c.Params("id"))
 }
 
 func (s *Server) subscribe(c *fiber.Ctx) error {

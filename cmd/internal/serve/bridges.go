@@ -23,8 +23,12 @@ func (t CatalogTerms) ListingTerms(ctx context.Context, actor agentmarket.Actor,
 	if err != nil {
 		return nil, err
 	}
-	return &contracts.ListingTerms{ID: l.ID, SellerOrgID: l.SellerOrgID, Published: l.Status == listings.StatusPublished, PlanVersion: l.Plan.Version,
-		TrialDays: l.Plan.TrialDays}, nil
+	terms := &contracts.ListingTerms{ID: l.ID, SellerOrgID: l.SellerOrgID, Published: l.Status == listings.StatusPublished, PlanVersion: l.Plan.Version,
+		TrialDays: l.Plan.TrialDays}
+	if l.Card != nil {
+		terms.Name, terms.SkillTags = l.Card.Name, l.Card.Tags()
+	}
+	return terms, nil
 }
 
 // MeterTargets resolves listings for the meter, opening the sealed seller
