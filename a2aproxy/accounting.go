@@ -209,7 +209,9 @@ func (a *accounting) record(ctx context.Context, cl *call, u metering.Usage, lat
 	// method, state, latency, tokens), and the line cost ~4 µs of a
 	// call's CPU. Typed attributes: LogAttrs spares slog boxing each value.
 	level := slog.LevelDebug
-	if u.ErrorCode != 0 {
+	if u.ErrorCode != 0 || err != nil {
+		// A failed call; or a row the spool did not take, whose line is
+		// then the only record of its usage.
 		level = slog.LevelInfo
 	}
 	if !a.logger.Enabled(ctx, level) {

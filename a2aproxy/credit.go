@@ -68,7 +68,10 @@ type creditAcct struct {
 	found                    bool // the org has an account in the currency
 	required                 bool
 	credited, burned, reserd int64
-	readAt                   time.Time
+	// base is the store's burned figure as last read: burned - base is
+	// what this meter burned since (its share is of what base leaves).
+	base   int64
+	readAt time.Time
 }
 
 // creditHold is a call's reservation against its org's credit.
@@ -131,7 +134,7 @@ func (b *creditBook) reserve(ctx context.Context, cl *call) error {
 	defer b.mu.Unlock()
 	held := agentmarket.AddSat(a.burned, a.reserd)
 	if after := agentmarket.AddSat(held, amount); after > a.credited || (amount == 0 && held >= a.credited) ||
-		b.share.over(a.credited, a.burned, a.reserd, amount) {
+		b.share.over(a.credited, a.base, a.burned-a.base+a.reserd, amount) {
 		return b.refuse(cl, key, a.required, a.credited-a.burned, a.reserd, amount)
 	}
 	a.reserd += amount
@@ -184,6 +187,7 @@ func (b *creditBook) read(ctx context.Context, cl *call, key creditKey) (*credit
 	}
 	a.found, a.required, a.credited = true, got.Required, got.CreditedMicros
 	a.burned = max(a.burned, got.BurnedMicros)
+	a.base = max(a.base, got.BurnedMicros)
 	return a, nil
 }
 

@@ -48,9 +48,19 @@ const ownerShards = 64
 type ownerShard struct {
 	mu   sync.RWMutex
 	m    map[string]ownerEntry
-	ring []ownerKey // insertion order, for eviction
+	ring []ringSlot // insertion order, for eviction
 	next int        // where the next key goes in ring, once it is full
 	cap  int
+	gen  uint32 // the last entry's generation
+}
+
+// ringSlot is a binding's place in the eviction order: its key and the
+// generation of the entry it placed, so that evicting a slot whose key
+// was forgotten and bound again (a newer entry, with a place of its own)
+// drops nothing.
+type ringSlot struct {
+	k   ownerKey
+	gen uint32
 }
 
 type ownerKey struct{ listing, task string }
@@ -59,6 +69,7 @@ type ownerKey struct{ listing, task string }
 // other listings (an id two agents both gave, or a reused one).
 type ownerEntry struct {
 	listing string
+	gen     uint32
 	b       *contracts.TaskBinding
 	more    *ownerEntry
 }
@@ -95,36 +106,51 @@ func (s *ownerShard) find(k ownerKey) *contracts.TaskBinding {
 }
 
 // set stores b as k's binding, over the one it held (s.mu held); it
-// reports whether k was bound before.
-func (s *ownerShard) set(k ownerKey, b *contracts.TaskBinding) bool {
+// returns the generation of k's entry and whether k was bound before (an
+// entry keeps its generation when its binding is replaced).
+func (s *ownerShard) set(k ownerKey, b *contracts.TaskBinding) (uint32, bool) {
 	e, ok := s.m[k.task]
 	switch {
 	case !ok:
-		s.m[k.task] = ownerEntry{listing: k.listing, b: b}
-		return false
+		g := s.nextGen()
+		s.m[k.task] = ownerEntry{listing: k.listing, gen: g, b: b}
+		return g, false
 	case e.listing == k.listing:
 		e.b = b
 		s.m[k.task] = e
-		return true
+		return e.gen, true
 	}
 	for o := e.more; o != nil; o = o.more {
 		if o.listing == k.listing {
 			o.b = b
-			return true
+			return o.gen, true
 		}
 	}
-	e.more = &ownerEntry{listing: k.listing, b: b, more: e.more}
+	g := s.nextGen()
+	e.more = &ownerEntry{listing: k.listing, gen: g, b: b, more: e.more}
 	s.m[k.task] = e
-	return false
+	return g, false
 }
 
-// drop deletes k's binding (s.mu held); it reports whether k was bound.
-func (s *ownerShard) drop(k ownerKey) bool {
+// nextGen is a new entry's generation, never 0 (drop's "whichever").
+func (s *ownerShard) nextGen() uint32 {
+	if s.gen++; s.gen == 0 {
+		s.gen = 1
+	}
+	return s.gen
+}
+
+// drop deletes k's binding (s.mu held) when its entry is of generation gen
+// (0: whichever); it reports whether it did.
+func (s *ownerShard) drop(k ownerKey, gen uint32) bool {
 	e, ok := s.m[k.task]
 	if !ok {
 		return false
 	}
 	if e.listing == k.listing {
+		if gen != 0 && e.gen != gen {
+			return false
+		}
 		if e.more == nil {
 			delete(s.m, k.task)
 		} else {
@@ -134,6 +160,9 @@ func (s *ownerShard) drop(k ownerKey) bool {
 	}
 	for p := &e; p.more != nil; p = p.more {
 		if p.more.listing == k.listing {
+			if gen != 0 && p.more.gen != gen {
+				return false
+			}
 			p.more = p.more.more
 			s.m[k.task] = e
 			return true
@@ -157,13 +186,14 @@ func (s *ownerShard) putIfAbsent(k ownerKey, b *contracts.TaskBinding) (*contrac
 	if old := s.find(k); old != nil {
 		return old, false
 	}
-	s.set(k, b)
+	gen, _ := s.set(k, b)
 	if len(s.ring) < s.cap {
-		s.ring = append(s.ring, k)
+		s.ring = append(s.ring, ringSlot{k, gen})
 		return b, true
 	}
-	s.drop(s.ring[s.next])
-	s.ring[s.next] = k
+	old := s.ring[s.next]
+	s.drop(old.k, old.gen)
+	s.ring[s.next] = ringSlot{k, gen}
 	s.next = (s.next + 1) % s.cap
 	return b, true
 }
@@ -293,9 +323,9 @@ func (x *ownerIndex) Forget(listingID, taskID string) {
 	sh := x.shard(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	// Its place in the ring stays; the eviction of a key no longer held
-	// deletes nothing.
-	sh.drop(k)
+	// Its place in the ring stays; its eviction deletes nothing, even once
+	// the key is bound again (a new entry, of another generation).
+	sh.drop(k, 0)
 }
 
 // MarkEnded records in the index that the task's end is recorded, so the

@@ -218,23 +218,28 @@ func share(v float64) localShare {
 	return localShare(v)
 }
 
-// of is this meter's part of a limit: lim times the share, rounded up, at
-// least 1; a limit that is not set (≤ 0) stays so.
+// of is this meter's part of a limit: lim times the share, rounded down
+// (so that N meters at 1/N stay within it together), at least 1 (a limit
+// below N admits up to N together: the alternative is refusing every
+// call); a limit that is not set (≤ 0) stays so. The small epsilon keeps
+// 3 × 1/3 of 9 at 3, not 2.
 func (s localShare) of(lim int64) int64 {
 	if lim <= 0 || s == 0 || s == 1 {
 		return lim
 	}
-	return max(1, int64(math.Ceil(float64(lim)*float64(s))))
+	return max(1, int64(math.Floor(float64(lim)*float64(s)+1e-9)))
 }
 
-// over reports whether amount, reserved beside reserved, is more than this
-// meter's share of what limit leaves past spent (a budget or a credit
-// balance the meter holds on its own). With the whole limit it never is:
-// the caller's own check of spent + reserved + amount against the limit
-// decides.
-func (s localShare) over(limit, spent, reserved, amount int64) bool {
+// over reports whether amount, beside local (what this meter settled
+// since it last read the store's figure, and holds in flight), is more
+// than this meter's share of what limit left at that reading (base): a
+// budget or a credit balance the meter holds on its own. Each reading
+// gives each meter its share of what is left then, so N meters at 1/N
+// spend at most what was left between two readings. With the whole limit
+// it never is: the caller's own check against the limit decides.
+func (s localShare) over(limit, base, local, amount int64) bool {
 	if s == 0 || s == 1 {
 		return false
 	}
-	return float64(agentmarket.AddSat(reserved, amount)) > float64(limit-spent)*float64(s)
+	return float64(agentmarket.AddSat(local, amount)) > float64(limit-base)*float64(s)
 }

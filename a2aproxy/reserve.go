@@ -132,7 +132,10 @@ const (
 // meter's calls not yet shipped), reserved what the calls in flight hold.
 type budgetAcct struct {
 	spent, reserved int64
-	readAt          time.Time // the store's figure was last read; zero: never
+	// base is the store's figure as last read: spent - base is what this
+	// meter settled since (its share is of what base leaves).
+	base   int64
+	readAt time.Time // the store's figure was last read; zero: never
 }
 
 // budgetHold is a call's reservation: the budgets it holds and how much,
@@ -209,7 +212,7 @@ func (b *budgetBook) reserve(ctx context.Context, cl *call, amount int64) error 
 		}
 		held := agentmarket.AddSat(bg.acct.spent, bg.acct.reserved)
 		if after := agentmarket.AddSat(held, amount); after > *bg.micros || (amount == 0 && held >= *bg.micros) ||
-			b.share.over(*bg.micros, bg.acct.spent, bg.acct.reserved, amount) {
+			b.share.over(*bg.micros, bg.acct.base, bg.acct.spent-bg.acct.base+bg.acct.reserved, amount) {
 			return exhausted(bg.what, *bg.micros, bg.acct.spent, bg.acct.reserved, amount)
 		}
 	}
@@ -261,6 +264,7 @@ func (b *budgetBook) read(ctx context.Context, cl *call, key budgetKey, month, n
 	}
 	b.mu.Lock()
 	a.spent = max(a.spent, spent)
+	a.base = max(a.base, spent)
 	a.readAt = now
 	b.mu.Unlock()
 	return a, nil

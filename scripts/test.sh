@@ -73,6 +73,16 @@ on_signal() {
 	for job in "${JOBS[@]}"; do
 		am_kill_tree "${job#*:}" TERM
 	done
+	# What the stopped jobs printed so far (a failure, the test a job was
+	# in) is printed before the work dir goes.
+	for job in "${JOBS[@]}"; do
+		wait "${job#*:}" 2>/dev/null || true
+		if [ -s "$AM_WORKDIR/job.${job%%:*}.log" ]; then
+			printf '\n==> stopped: what job %s printed\n' "${job%%:*}"
+			cat "$AM_WORKDIR/job.${job%%:*}.log"
+		fi
+	done
+	JOBS=()
 	if [ -n "$GO_PID" ]; then
 		am_kill_tree "$GO_PID" TERM
 		wait "$GO_PID" 2>/dev/null || true
@@ -298,14 +308,15 @@ fuzz_step() {
 	run_go test -run '^$' -fuzz '^FuzzReadingRule$' -fuzztime "${AGENTMARKET_TEST_FUZZTIME:-1000000x}" ./a2aproxy/wire/ || FAILED+=("fuzz FuzzReadingRule")
 }
 
-# other_step PKGS: every other package but the sharded one, without the race
-# detector (-v, filtered: package results, every failure and skip, and each
-# test's run against a real service (".../postgres") stay visible).
+# other_step PKGS [LABEL]: every other package but the sharded one, without
+# the race detector (-v, filtered: package results, every failure and skip,
+# and each test's run against a real service (".../postgres") stay
+# visible), counted under LABEL (default other).
 other_step() {
 	step "go test -count=1 $1"
 	[ -n "${1// /}" ] || return 0
 	# shellcheck disable=SC2086 # one import path per word
-	run_go test -v -count=1 -timeout "$GO_TEST_TIMEOUT" $1 | summarize_go_test other || FAILED+=("go test")
+	run_go test -v -count=1 -timeout "$GO_TEST_TIMEOUT" $1 | summarize_go_test "${2:-other}" || FAILED+=("go test")
 }
 
 # shard_tests PKG N prints N -run patterns, one a line, that split PKG's
@@ -393,7 +404,7 @@ main() {
 			mapfile -t shards < <(shard_tests "$SHARDED_PKG" "$SHARDS")
 			if [ "${#shards[@]}" -eq 0 ]; then
 				# go test -list failed (the package does not build): let go test say why.
-				start_job other1 other_step "$SHARDED_PKG"
+				start_job other1 other_step "$SHARDED_PKG" other1
 			fi
 			for shard in "${!shards[@]}"; do
 				start_job "other$((shard + 1))" shard_step "$SHARDED_PKG" "$((shard + 1))/${#shards[@]}" "${shards[$shard]}"

@@ -62,7 +62,7 @@ go() {
 	esac
 }
 start_job other other_step "./billing/ ./listings/"
-start_job other1 other_step "$SHARDED_PKG"
+start_job other1 other_step "$SHARDED_PKG" other1
 wait_jobs
 print_summary`)
 	out, _ := cmd.CombinedOutput()
