@@ -144,6 +144,11 @@ type Switches struct {
 	Store  SwitchStore
 	Clock  agentmarket.Clock
 	Signal SwitchSignal
+	// CancelAfter is how long after a switch its tasks' cancels fall due:
+	// two of the meters' polls of the switches, so that every meter has
+	// ended the streams it relays with the switch's error before an agent
+	// told to cancel ends them with a bare CANCELED. 0: at once.
+	CancelAfter time.Duration
 	// Audit records every set and lift (nil: none is).
 	Audit agentmarket.ChangeRecorder
 }
@@ -262,11 +267,11 @@ func (s *Switches) Set(ctx context.Context, actor agentmarket.Actor, in SwitchIn
 		liftAudit = agentmarket.RecordChange(ctx, s.Audit, agentmarket.Change{Actor: actor, Action: "kill_switch.lift", ObjectType: "kill_switch",
 			ObjectID: taken.ID, OrgID: taken.OrgID, Before: &before, After: taken})
 	}
-	// The tasks it concerns are due for cancelling at once: every meter's
-	// sweeper carries them out (the meters sweep as soon as they see the
-	// switch). A failure here is not the caller's: each meter requests
+	// The tasks it concerns fall due for cancelling CancelAfter later:
+	// every meter's sweeper carries them out (each meter sweeps when that
+	// time comes). A failure here is not the caller's: each meter requests
 	// them again as it sees the switch.
-	_, _ = s.Store.RequestSwitchCancels(ctx, sw, sw.SetAt)
+	_, _ = s.Store.RequestSwitchCancels(ctx, sw, sw.SetAt.Add(s.CancelAfter))
 	s.signal(ctx)
 	return sw, errors.Join(liftAudit, agentmarket.RecordChange(ctx, s.Audit, agentmarket.Change{Actor: actor, Action: "kill_switch.set", ObjectType: "kill_switch",
 		ObjectID: sw.ID, OrgID: org, After: sw}))

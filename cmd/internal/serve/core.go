@@ -358,7 +358,7 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 		Authorizer: c.Authz, Logger: c.Log, PublicMeterURL: m.PublicMeterURL,
 		Tasks: tasks, Offers: offers, Alerts: alerts, Focus: bill.Focus, Verified: verified, PushKeys: c.PushKeys,
 		Audit: c.Audit, AuditKeys: c.AuditKeys}
-	srv.Switches = &contracts.Switches{Store: c.AccountStore, Clock: c.Clock, Audit: c.Audit}
+	srv.Switches = &contracts.Switches{Store: c.AccountStore, Clock: c.Clock, Audit: c.Audit, CancelAfter: 2 * c.Config.MeterLimits.KillSwitchPoll}
 	srv.Credits = &contracts.Credits{Store: c.AccountStore, Clock: c.Clock, Audit: c.Audit}
 	if bill.Stripe != nil {
 		srv.Credits.Checkouts = bill.Stripe
