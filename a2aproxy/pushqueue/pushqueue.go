@@ -54,18 +54,16 @@ var DefaultCaps = Caps{Concurrency: 8, PerSecond: 50, Burst: 16}
 func WithDefaults(c Caps) Caps { return withDefaults(c) }
 
 // Lowered is c lowered by own where own sets a field (a zero field of own
-// leaves c's); never above c. The burst follows: at most twice the
-// concurrency, and what the rate allows in a second.
+// leaves c's); never above c. A lower rate lowers the burst too: at
+// most twice the concurrency, and what the rate allows in a second.
 func Lowered(c, own Caps) Caps {
 	c = withDefaults(c)
 	out := c
 	if own.Concurrency > 0 {
 		out.Concurrency = min(c.Concurrency, own.Concurrency)
 	}
-	if own.PerSecond > 0 {
-		out.PerSecond = min(c.PerSecond, own.PerSecond)
-	}
-	if out != c {
+	if own.PerSecond > 0 && own.PerSecond < c.PerSecond {
+		out.PerSecond = own.PerSecond
 		out.Burst = min(c.Burst, max(1, min(int(math.Ceil(out.PerSecond)), 2*out.Concurrency)))
 	}
 	return out

@@ -355,7 +355,8 @@ func TestOwnCapsNeverRaise(t *testing.T) {
 	dest := pushqueue.Caps{Concurrency: 2, PerSecond: 10}
 	for _, c := range []struct{ own, want pushqueue.Caps }{
 		{pushqueue.Caps{Concurrency: 100, PerSecond: 1000}, pushqueue.Caps{Concurrency: 2, PerSecond: 10, Burst: 4}},
-		{pushqueue.Caps{Concurrency: 1}, pushqueue.Caps{Concurrency: 1, PerSecond: 10, Burst: 2}},
+		{pushqueue.Caps{Concurrency: 1}, pushqueue.Caps{Concurrency: 1, PerSecond: 10, Burst: 4}},
+		{pushqueue.Caps{Concurrency: 1, PerSecond: 5}, pushqueue.Caps{Concurrency: 1, PerSecond: 5, Burst: 2}},
 		{pushqueue.Caps{PerSecond: 0.5}, pushqueue.Caps{Concurrency: 2, PerSecond: 0.5, Burst: 1}},
 		{pushqueue.Caps{}, pushqueue.Caps{Concurrency: 2, PerSecond: 10, Burst: 4}},
 	} {
