@@ -78,11 +78,6 @@ func TestPushCapsAPI(t *testing.T) {
 
 // num is the number at path in r's JSON (0 when none).
 func num(r response, path ...string) float64 {
-	var v any = r.JSON
-	for _, p := range path {
-		m, _ := v.(map[string]any)
-		v = m[p]
-	}
-	n, _ := v.(float64)
+	n, _ := r.at(path...).(float64)
 	return n
 }
