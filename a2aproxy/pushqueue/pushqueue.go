@@ -258,6 +258,10 @@ type Queue[T any] struct {
 	next  int
 	dests map[string]*destination
 	owns  map[[2]string]*own // by org and destination
+	// flying counts each org's deliveries in flight at each destination,
+	// own caps or not: caps an org sets while some are in flight count
+	// them.
+	flying map[[2]string]int
 	// released: what Next gave back (Released).
 	released []Release[T]
 }
@@ -265,7 +269,7 @@ type Queue[T any] struct {
 // New makes a queue.
 func New[T any](o Options[T]) *Queue[T] {
 	o.defaults()
-	return &Queue[T]{o: o, dests: map[string]*destination{}, owns: map[[2]string]*own{}}
+	return &Queue[T]{o: o, dests: map[string]*destination{}, owns: map[[2]string]*own{}, flying: map[[2]string]int{}}
 }
 
 func (q *Queue[T]) dest(name string, now time.Time) *destination {
@@ -381,7 +385,7 @@ func (q *Queue[T]) own(orgName string, d *destination, mine Caps, now time.Time)
 		local = limit
 	}
 	if ow == nil {
-		ow = &own{org: orgName, dest: d.name, bucket: bucket{caps: local, tokens: float64(local.Burst), refilled: now}}
+		ow = &own{org: orgName, dest: d.name, bucket: bucket{caps: local, inflight: q.flying[k], tokens: float64(local.Burst), refilled: now}}
 		q.owns[k] = ow
 	} else if ow.limit != limit {
 		ow.refill(now)
@@ -463,6 +467,7 @@ scan:
 			d.waiting--
 			d.inflight++
 			d.tokens--
+			q.flying[[2]string{o.name, d.name}]++
 			if f.own != nil {
 				f.own.waiting--
 				f.own.inflight++
@@ -559,7 +564,11 @@ func (q *Queue[T]) Done(ctx context.Context, v T, destName, orgName string, out 
 	if d == nil {
 		return Release[T]{}
 	}
-	ow := q.owns[[2]string{orgName, destName}]
+	k := [2]string{orgName, destName}
+	if q.flying[k]--; q.flying[k] <= 0 {
+		delete(q.flying, k)
+	}
+	ow := q.owns[k]
 	if q.o.Gate != nil {
 		// A slot not given back (the Gate failing) ends with its lease.
 		_ = q.o.Gate.Finish(ctx, destName, q.o.Key(v))

@@ -386,3 +386,23 @@ func TestOwnCapsShareWhileTheGateIsDown(t *testing.T) {
 		t.Errorf("started %v: want 2, this meter's half of the org's cap of 4", got)
 	}
 }
+
+// TestOwnCapsCountWhatFlies: caps an org sets while a delivery of its is
+// in flight count that one.
+func TestOwnCapsCountWhatFlies(t *testing.T) {
+	q, _ := newQueue(map[string]pushqueue.Caps{"https://a:443": {Concurrency: 8, PerSecond: 1000, Burst: 1000}})
+	q.Add("org_a", "https://a:443", "a0")
+	if got, _ := take(q); !slices.Equal(got, []string{"a0"}) {
+		t.Fatalf("started %v, want [a0]", got)
+	}
+	for _, v := range []string{"a1", "a2"} {
+		q.AddWithin("org_a", "https://a:443", pushqueue.Caps{Concurrency: 1}, v)
+	}
+	if got, _ := take(q); len(got) != 0 {
+		t.Fatalf("started %v while a0 is in flight under the org's new cap of 1", got)
+	}
+	q.Done(ctx, "a0", "https://a:443", "org_a", pushqueue.Outcome{OK: true})
+	if got, _ := take(q); !slices.Equal(got, []string{"a1"}) {
+		t.Fatalf("after a0: started %v, want [a1]", got)
+	}
+}
