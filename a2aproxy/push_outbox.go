@@ -147,7 +147,7 @@ func (p *Proxy) RunPushDelivery(ctx context.Context) {
 				}
 			}()
 		}
-		p.Metrics.pushQueue(q.Waiting(), len(slots))
+		p.Metrics.pushQueue(q.Waiting(), q.OwnWaiting(), len(slots))
 		if more && ctx.Err() == nil {
 			continue // there may be more due
 		}

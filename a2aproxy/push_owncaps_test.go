@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/a2aproxy"
 	"github.com/agentmarket/agentmarket/a2aproxy/pushqueue"
 	"github.com/agentmarket/agentmarket/contracts"
 	"github.com/agentmarket/agentmarket/contracts/redis/redistest"
@@ -85,11 +88,18 @@ func TestPushOwnCaps(t *testing.T) {
 	for i := range 40 {
 		r.enqueue(r.config("org_b", fmt.Sprintf("task_b%d", i), h.URL+"/b"), fmt.Sprintf("dlv_b%d", i), `{"n":1}`)
 	}
+	reg := prometheus.NewRegistry()
+	r.proxy.Metrics = a2aproxy.NewMetrics(reg, a2aproxy.MetricsOptions{})
 	start := time.Now()
 	r.start()
+	var ownWaiting float64
 	waitFor(t, 30*time.Second, "every delivery delivered", func() bool {
+		ownWaiting = max(ownWaiting, gauge(t, reg, "agentmarket_meter_push_deliveries_waiting_own_caps"))
 		return len(r.deliveries("org_a")[contracts.DeliveryDelivered]) == 15 && len(r.deliveries("org_b")[contracts.DeliveryDelivered]) == 40
 	})
+	if ownWaiting == 0 {
+		t.Errorf("agentmarket_meter_push_deliveries_waiting_own_caps never rose: A's deliveries waited under A's caps")
+	}
 	r.stop()
 	a, b := h.arrivals('a'), h.arrivals('b')
 	if len(a) != 15 || len(b) != 40 {

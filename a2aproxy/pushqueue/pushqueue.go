@@ -737,6 +737,18 @@ func (q *Queue[T]) Crowding(max int) []string {
 	return out
 }
 
+// OwnWaiting is how many of the deliveries waiting in the queue wait
+// under caps their org set for their destination (AddWithin).
+func (q *Queue[T]) OwnWaiting() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for _, ow := range q.owns {
+		n += ow.waiting
+	}
+	return n
+}
+
 // Waiting is how many deliveries wait in the queue.
 func (q *Queue[T]) Waiting() int {
 	q.mu.Lock()
