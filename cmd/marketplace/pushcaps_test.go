@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"slices"
 	"testing"
+	"time"
 )
 
 // TestPushCapsAPI: a buyer lowers the caps of its push deliveries to its
@@ -80,4 +82,36 @@ func TestPushCapsAPI(t *testing.T) {
 func num(r response, path ...string) float64 {
 	n, _ := r.at(path...).(float64)
 	return n
+}
+
+// TestPushCapsThroughTheMeter: caps a buyer sets through the API bind the
+// meter's deliveries. Three push configs of one task at one webhook
+// server, capped by the buyer at 1 in flight and 1 a second: the
+// agent's one update reaches the server three times (once per config), a
+// second apart, not at once.
+func TestPushCapsThroughTheMeter(t *testing.T) {
+	ag := startLongAgent(t, "Long 1.0 agent")
+	hook := startWebhook(t)
+	lm := newLongMarket(t, map[string]string{"AGENTMARKET_ADDR": freeAddr(t), "AGENTMARKET_DATA_DIR": t.TempDir()})
+	_, ep := lm.list(t, ag.URL, nil, nil)
+	if r := lm.api.with(lm.buyer).do("PUT", "/api/v1/push-caps", map[string]any{"url": hook.URL, "max_in_flight": 1, "per_second": 1}); r.Status != 200 {
+		t.Fatalf("PUT caps: %d %s", r.Status, r.Body)
+	}
+	b10 := rpc{t: t, url: ep, key: lm.buyer, version: "1.0"}
+	res, rerr := b10.call("SendMessage", map[string]any{"message": msg10("long 4", nil)["message"], "configuration": map[string]any{"returnImmediately": true}})
+	if rerr != nil {
+		t.Fatalf("send: %v", rerr)
+	}
+	task, _ := get(res, "task", "id").(string)
+	for i := range 3 {
+		if _, e := b10.call("CreateTaskPushNotificationConfig", map[string]any{"taskId": task, "id": fmt.Sprintf("cfg-%d", i), "url": hook.URL + "/hook"}); e != nil {
+			t.Fatalf("push config %d: %v", i, e)
+		}
+	}
+	ag.Exec.step(task)
+	waitFor(t, "three deliveries", 20*time.Second, func() bool { return len(hook.received("/hook")) >= 3 })
+	got := hook.received("/hook")
+	if gap := got[2].At.Sub(got[0].At); gap < 1500*time.Millisecond {
+		t.Errorf("three deliveries to the server within %s; the buyer's caps allow 1 a second", gap)
+	}
 }
