@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -71,8 +72,14 @@ type Push struct {
 	// share of the caps: 1/Meters (default 1) of them.
 	Gate   contracts.PushGate
 	Meters int
+	// OwnCaps are the buyer orgs' own caps for their deliveries to a
+	// destination (contracts.PushCaps), lower than the destination's; read
+	// again after ownCapsFresh. Nil: none.
+	OwnCaps contracts.PushCapsStore
 
 	client *http.Client
+	owned  sync.Mutex
+	owns   map[string]ownCapsRead // by org
 	wake   chan struct{}
 	once   sync.Once
 }
@@ -122,6 +129,52 @@ func (ps *Push) capsOf(dest string) pushqueue.Caps {
 		}
 	}
 	return c
+}
+
+// ownCapsFresh is how long a meter goes by an org's own caps before it
+// reads them again: a change takes effect within it.
+const ownCapsFresh = 5 * time.Second
+
+type ownCapsRead struct {
+	caps []contracts.PushCaps
+	at   time.Time
+}
+
+// ownCaps are org's own caps for its deliveries to dest (zero: none). A
+// store that fails leaves the caps last read in force (none if never).
+func (ps *Push) ownCaps(ctx context.Context, log *slog.Logger, org, dest string, now time.Time) pushqueue.Caps {
+	if ps.OwnCaps == nil {
+		return pushqueue.Caps{}
+	}
+	ps.owned.Lock()
+	r, ok := ps.owns[org]
+	ps.owned.Unlock()
+	if !ok || now.Sub(r.at) >= ownCapsFresh || now.Before(r.at) {
+		cs, err := ps.OwnCaps.PushCaps(ctx, org)
+		if err != nil {
+			log.WarnContext(ctx, "push caps of an org not read; the last read stay in force", "org", org, "err", err)
+		} else {
+			r = ownCapsRead{caps: cs, at: now}
+			ps.owned.Lock()
+			if ps.owns == nil || len(ps.owns) > 10000 {
+				ps.owns = map[string]ownCapsRead{}
+			}
+			ps.owns[org] = r
+			ps.owned.Unlock()
+		}
+	}
+	for _, c := range r.caps {
+		if c.Destination == dest {
+			return pushqueue.Caps{Concurrency: c.MaxInFlight, PerSecond: c.PerSecond}
+		}
+	}
+	return pushqueue.Caps{}
+}
+
+// EffectiveCaps are a destination's caps, defaults filled in: what an
+// org's own caps there are clamped to.
+func (ps *Push) EffectiveCaps(dest string) contracts.PushLimit {
+	return pushqueue.WithDefaults(ps.capsOf(dest))
 }
 
 func (ps *Push) kick() {

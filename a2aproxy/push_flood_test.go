@@ -537,7 +537,7 @@ func TestPushPause(t *testing.T) {
 func (r *pushRig) second() *a2aproxy.Proxy {
 	p := r.proxy.Push
 	p2 := &a2aproxy.Proxy{Clock: r.clock, Logger: r.proxy.Logger, Push: &a2aproxy.Push{Store: p.Store, Sealer: p.Sealer, Guard: p.Guard, Allow: p.Allow,
-		Poll: p.Poll, Caps: p.Caps, DestinationCaps: p.DestinationCaps, Gate: p.Gate, Meters: p.Meters}}
+		Poll: p.Poll, Caps: p.Caps, DestinationCaps: p.DestinationCaps, Gate: p.Gate, Meters: p.Meters, OwnCaps: p.OwnCaps}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); p2.RunPushDelivery(ctx) }()

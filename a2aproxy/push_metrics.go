@@ -8,6 +8,7 @@ type pushMetrics struct {
 	coalesced prometheus.Counter
 	paused    prometheus.Counter
 	waiting   prometheus.Gauge
+	ownCaps   prometheus.Gauge
 	inflight  prometheus.Gauge
 }
 
@@ -22,9 +23,11 @@ func newPushMetrics(reg prometheus.Registerer) *pushMetrics {
 	}
 	m.waiting = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "push_deliveries_waiting",
 		Help: "Push deliveries this meter claimed that wait for a delivery slot or for their webhook's caps (concurrency, rate)."})
+	m.ownCaps = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "push_deliveries_waiting_own_caps",
+		Help: "Of the push deliveries waiting, those of orgs that lowered the caps of their deliveries to that webhook server (PUT /api/v1/push-caps)."})
 	m.inflight = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "push_deliveries_in_flight",
 		Help: "Push deliveries this meter is sending now (at most 32)."})
-	reg.MustRegister(m.held, m.coalesced, m.paused, m.waiting, m.inflight)
+	reg.MustRegister(m.held, m.coalesced, m.paused, m.waiting, m.ownCaps, m.inflight)
 	return m
 }
 
@@ -46,11 +49,12 @@ func (m *Metrics) pushPaused() {
 	}
 }
 
-// pushQueue notes how many claimed deliveries wait and how many are being
-// sent.
-func (m *Metrics) pushQueue(waiting, inflight int) {
+// pushQueue notes how many claimed deliveries wait (own of them under
+// their org's own caps) and how many are being sent.
+func (m *Metrics) pushQueue(waiting, own, inflight int) {
 	if m != nil && m.push != nil {
 		m.push.waiting.Set(float64(waiting))
+		m.push.ownCaps.Set(float64(own))
 		m.push.inflight.Set(float64(inflight))
 	}
 }

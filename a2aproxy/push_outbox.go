@@ -81,7 +81,7 @@ func (p *Proxy) RunPushDelivery(ctx context.Context) {
 			// still be sent within its lease (see the worker).
 			lease := now.Add(3*p.Push.Timeout + 30*time.Second)
 			ds, err := p.Push.Store.ClaimDeliveries(ctx, now, lease, limit,
-				contracts.ClaimSkip{Destinations: q.Skip(), Orgs: q.Crowding(pushOrgWaiting)})
+				contracts.ClaimSkip{Destinations: q.Skip(), Orgs: q.Crowding(pushOrgWaiting), OrgDestinations: q.OwnFull()})
 			if err != nil && ctx.Err() == nil {
 				// Nothing was leased: the loop reads the outbox again after
 				// Poll (or a kick).
@@ -92,7 +92,7 @@ func (p *Proxy) RunPushDelivery(ctx context.Context) {
 				if w.dest == "" {
 					w.dest = p.destinationOf(ctx, d)
 				}
-				if until := q.Add(d.OrgID, w.dest, w); !until.IsZero() {
+				if until := q.AddWithin(d.OrgID, w.dest, p.Push.ownCaps(ctx, p.Logger, d.OrgID, w.dest, now), w); !until.IsZero() {
 					why := "held: deliveries to " + w.dest + " wait until " + until.UTC().Format(time.RFC3339)
 					if q.Paused(w.dest) {
 						why = releaseMessage(pushqueue.Release[waitingDelivery]{Reason: pushqueue.ReasonPaused, Until: until})
@@ -147,7 +147,7 @@ func (p *Proxy) RunPushDelivery(ctx context.Context) {
 				}
 			}()
 		}
-		p.Metrics.pushQueue(q.Waiting(), len(slots))
+		p.Metrics.pushQueue(q.Waiting(), q.OwnWaiting(), len(slots))
 		if more && ctx.Err() == nil {
 			continue // there may be more due
 		}

@@ -250,10 +250,14 @@ type DeliveryQuery struct {
 // durable before the agent's notification is acknowledged, so a meter
 // restart loses none.
 // ClaimSkip is what a claim of the outbox leaves alone: deliveries to
-// these destinations, and of these orgs.
+// these destinations, of these orgs, and of these orgs to these
+// destinations.
 type ClaimSkip struct {
 	Destinations []string
 	Orgs         []string
+	// OrgDestinations: deliveries of an org ([0]) to a destination ([1]),
+	// where the org's own caps (PushCaps) hold enough of them waiting.
+	OrgDestinations [][2]string
 }
 
 type PushStore interface {

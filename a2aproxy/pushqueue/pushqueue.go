@@ -18,6 +18,11 @@
 //     at most that destination's cap of slots, and the others' deliveries
 //     start as soon as a slot is free, whatever the flooded one's backlog.
 //
+// A buyer org may lower the caps of its own deliveries to a destination
+// (AddWithin): they then go within the lower of the destination's caps
+// and the org's, and wait without holding up the other orgs' deliveries
+// there (OwnFull names them, for the outbox to leave alone).
+//
 // The queue holds a bounded number of deliveries per destination
 // (Buffer): the outbox claims for the destinations Skip does not name, so
 // a flooded destination's backlog stays in the outbox, where later status
@@ -28,6 +33,7 @@ import (
 	"context"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,6 +48,26 @@ type Caps = contracts.PushLimit
 
 // DefaultCaps are a destination's caps unless the operator set others.
 var DefaultCaps = Caps{Concurrency: 8, PerSecond: 50, Burst: 16}
+
+// WithDefaults fills a zero field of c with the default's: the caps a
+// destination has when the operator set c.
+func WithDefaults(c Caps) Caps { return withDefaults(c) }
+
+// Lowered is c lowered by own where own sets a field (a zero field of own
+// leaves c's); never above c. A lower rate lowers the burst too: at
+// most twice the concurrency, and what the rate allows in a second.
+func Lowered(c, own Caps) Caps {
+	c = withDefaults(c)
+	out := c
+	if own.Concurrency > 0 {
+		out.Concurrency = min(c.Concurrency, own.Concurrency)
+	}
+	if own.PerSecond > 0 && own.PerSecond < c.PerSecond {
+		out.PerSecond = own.PerSecond
+		out.Burst = min(c.Burst, max(1, min(int(math.Ceil(out.PerSecond)), 2*out.Concurrency)))
+	}
+	return out
+}
 
 func withDefaults(c Caps) Caps {
 	if c.Concurrency <= 0 {
@@ -148,13 +174,10 @@ type destination struct {
 	// caps are what this meter keeps locally: the destination's (with a
 	// Gate, which keeps them across meters), or its share of them; share
 	// is that share, kept while the Gate fails.
-	caps     Caps
-	limit    Caps
-	share    Caps
-	inflight int
-	waiting  int
-	tokens   float64
-	refilled time.Time
+	bucket
+	limit   Caps
+	share   Caps
+	waiting int
 	// blockedUntil: the destination asked to be left alone until then,
 	// or is paused until then.
 	blockedUntil time.Time
@@ -171,8 +194,52 @@ type destination struct {
 
 const maxOrgs = 100
 
+// bucket is a set of caps in force on this meter: deliveries in flight,
+// and a token bucket for their starts.
+type bucket struct {
+	caps     Caps
+	inflight int
+	tokens   float64
+	refilled time.Time
+}
+
+func (b *bucket) refill(now time.Time) {
+	if el := now.Sub(b.refilled); el > 0 {
+		b.tokens = min(float64(b.caps.Burst), b.tokens+el.Seconds()*b.caps.PerSecond)
+		b.refilled = now
+	}
+}
+
+// ready reports whether b may start one more now, and if not, when it may
+// next (zero: only once one in flight ends).
+func (b *bucket) ready(now time.Time) (bool, time.Time) {
+	if b.inflight >= b.caps.Concurrency {
+		return false, time.Time{}
+	}
+	b.refill(now)
+	if b.tokens < 1 {
+		need := (1 - b.tokens) / b.caps.PerSecond
+		return false, now.Add(time.Duration(math.Ceil(need * float64(time.Second))))
+	}
+	return true, time.Time{}
+}
+
+// own is an org's caps for its deliveries to one destination, lower than
+// the destination's: limit across the meters, share each meter's without
+// the Gate.
+type own struct {
+	org, dest string
+	bucket
+	limit, share Caps
+	waiting      int
+}
+
+// gateKey names an org's own caps at a destination in the Gate.
+func (o *own) gateKey() string { return o.dest + "|org=" + o.org }
+
 type flow[T any] struct {
 	dest  *destination
+	own   *own // nil: the org set no caps of its own there
 	items []T
 }
 
@@ -190,6 +257,11 @@ type Queue[T any] struct {
 	orgs  []*org[T] // orgs with work, in round-robin order
 	next  int
 	dests map[string]*destination
+	owns  map[[2]string]*own // by org and destination
+	// flying counts each org's deliveries in flight at each destination,
+	// own caps or not: caps an org sets while some are in flight count
+	// them.
+	flying map[[2]string]int
 	// released: what Next gave back (Released).
 	released []Release[T]
 }
@@ -197,7 +269,7 @@ type Queue[T any] struct {
 // New makes a queue.
 func New[T any](o Options[T]) *Queue[T] {
 	o.defaults()
-	return &Queue[T]{o: o, dests: map[string]*destination{}}
+	return &Queue[T]{o: o, dests: map[string]*destination{}, owns: map[[2]string]*own{}, flying: map[[2]string]int{}}
 }
 
 func (q *Queue[T]) dest(name string, now time.Time) *destination {
@@ -208,15 +280,20 @@ func (q *Queue[T]) dest(name string, now time.Time) *destination {
 			c = q.o.Caps(name)
 		}
 		c = withDefaults(c)
-		share := Caps{Concurrency: max(1, c.Concurrency/q.o.Meters), PerSecond: c.PerSecond / float64(q.o.Meters), Burst: max(1, c.Burst/q.o.Meters)}
+		share := shareOf(c, q.o.Meters)
 		local := share
 		if q.o.Gate != nil {
 			local = c
 		}
-		d = &destination{name: name, caps: local, share: share, tokens: float64(local.Burst), refilled: now, limit: c}
+		d = &destination{name: name, bucket: bucket{caps: local, tokens: float64(local.Burst), refilled: now}, share: share, limit: c}
 		q.dests[name] = d
 	}
 	return d
+}
+
+// shareOf is one meter's share of caps that m meters keep together.
+func shareOf(c Caps, m int) Caps {
+	return Caps{Concurrency: max(1, c.Concurrency/m), PerSecond: c.PerSecond / float64(m), Burst: max(1, c.Burst/m)}
 }
 
 func (q *Queue[T]) buffer(d *destination) int {
@@ -238,34 +315,30 @@ func (q *Queue[T]) forget(d *destination, now time.Time) {
 	}
 }
 
-func (d *destination) refill(now time.Time) {
-	if el := now.Sub(d.refilled); el > 0 {
-		d.tokens = min(float64(d.caps.Burst), d.tokens+el.Seconds()*d.caps.PerSecond)
-		d.refilled = now
-	}
-}
-
 // ready reports whether d may start a delivery now, and if not, when it
 // may next (zero: only once one of its deliveries ends).
 func (d *destination) ready(now time.Time) (bool, time.Time) {
 	if now.Before(d.blockedUntil) {
 		return false, d.blockedUntil
 	}
-	if d.inflight >= d.caps.Concurrency || (d.paused && d.inflight > 0) {
+	if d.paused && d.inflight > 0 {
 		return false, time.Time{}
 	}
-	d.refill(now)
-	if d.tokens < 1 {
-		need := (1 - d.tokens) / d.caps.PerSecond
-		return false, now.Add(time.Duration(math.Ceil(need * float64(time.Second))))
-	}
-	return true, time.Time{}
+	return d.bucket.ready(now)
 }
 
 // Add puts a claimed delivery in the queue, behind the others of its org
 // and destination. A destination that asked to wait takes nothing: Add
 // returns until when, and the delivery goes back to the outbox.
 func (q *Queue[T]) Add(orgName, destName string, v T) (blockedUntil time.Time) {
+	return q.AddWithin(orgName, destName, Caps{}, v)
+}
+
+// AddWithin is Add for a delivery of an org that set caps of its own for
+// the destination (mine; zero fields: none): it starts within the lower
+// of the destination's caps and the org's, shared across meters like the
+// destination's.
+func (q *Queue[T]) AddWithin(orgName, destName string, mine Caps, v T) (blockedUntil time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	now := q.o.Clock.Now()
@@ -274,6 +347,10 @@ func (q *Queue[T]) Add(orgName, destName string, v T) (blockedUntil time.Time) {
 		return d.blockedUntil
 	}
 	d.waiting++
+	ow := q.own(orgName, d, mine, now)
+	if ow != nil {
+		ow.waiting++
+	}
 	i := slices.IndexFunc(q.orgs, func(o *org[T]) bool { return o.name == orgName })
 	if i < 0 {
 		q.orgs = append(q.orgs, &org[T]{name: orgName})
@@ -282,11 +359,52 @@ func (q *Queue[T]) Add(orgName, destName string, v T) (blockedUntil time.Time) {
 	o := q.orgs[i]
 	j := slices.IndexFunc(o.flows, func(f *flow[T]) bool { return f.dest == d })
 	if j < 0 {
-		o.flows = append(o.flows, &flow[T]{dest: d})
+		o.flows = append(o.flows, &flow[T]{dest: d, own: ow})
 		j = len(o.flows) - 1
 	}
+	o.flows[j].own = ow
 	o.flows[j].items = append(o.flows[j].items, v)
 	return time.Time{}
+}
+
+// own is the org's own caps at d, made or brought up to date with mine;
+// nil when it set none (or none lower than d's) and none are in force.
+func (q *Queue[T]) own(orgName string, d *destination, mine Caps, now time.Time) *own {
+	k := [2]string{orgName, d.name}
+	ow := q.owns[k]
+	limit := Lowered(d.limit, mine)
+	if limit == withDefaults(d.limit) {
+		if ow == nil {
+			return nil
+		}
+		// No longer lower: what is in flight under them ends under them.
+	}
+	share := shareOf(limit, q.o.Meters)
+	local := share
+	if q.o.Gate != nil {
+		local = limit
+	}
+	if ow == nil {
+		ow = &own{org: orgName, dest: d.name, bucket: bucket{caps: local, inflight: q.flying[k], tokens: float64(local.Burst), refilled: now}}
+		q.owns[k] = ow
+	} else if ow.limit != limit {
+		ow.refill(now)
+		ow.caps = local
+		ow.tokens = min(ow.tokens, float64(local.Burst))
+	}
+	ow.limit, ow.share = limit, share
+	return ow
+}
+
+// forgetOwn drops an org's own caps at a destination with nothing waiting
+// or in flight whose tokens are full: the next AddWithin makes them anew.
+func (q *Queue[T]) forgetOwn(ow *own, now time.Time) {
+	if ow.inflight == 0 && ow.waiting == 0 {
+		ow.refill(now)
+		if ow.tokens >= float64(ow.caps.Burst) {
+			delete(q.owns, [2]string{ow.org, ow.dest})
+		}
+	}
 }
 
 // Paused reports whether the destination is paused (its deliveries
@@ -316,6 +434,9 @@ scan:
 			f := o.flows[fi]
 			d := f.dest
 			can, at := d.ready(now)
+			if can && f.own != nil {
+				can, at = f.own.ready(now)
+			}
 			if can && q.o.Gate != nil {
 				var held bool
 				can, held, at = q.gate(ctx, d, f.items[0], now)
@@ -325,6 +446,12 @@ scan:
 					q.released = append(q.released, Release[T]{Items: q.removeLocked(d), Until: d.blockedUntil, Reason: ReasonHeld})
 					wake = time.Time{}
 					goto scan
+				}
+				if can && f.own != nil {
+					if can, at = q.gateOwn(ctx, f.own, f.items[0], now); !can {
+						// The destination's slot is not used: given back.
+						_ = q.o.Gate.Finish(ctx, d.name, q.o.Key(f.items[0]))
+					}
 				}
 			}
 			if !can {
@@ -340,6 +467,12 @@ scan:
 			d.waiting--
 			d.inflight++
 			d.tokens--
+			q.flying[[2]string{o.name, d.name}]++
+			if f.own != nil {
+				f.own.waiting--
+				f.own.inflight++
+				f.own.tokens--
+			}
 			o.next = fi + 1
 			if len(f.items) == 0 {
 				o.flows = slices.Delete(o.flows, fi, fi+1)
@@ -385,6 +518,30 @@ func (q *Queue[T]) gate(ctx context.Context, d *destination, v T, now time.Time)
 	return ok, false, retryAt
 }
 
+// gateOwn asks the Gate for a slot of an org's own caps at a destination
+// for v, as gate does for the destination's: while the Gate fails, this
+// meter keeps to its share of them. A hold is the destination's, never
+// an org's own.
+func (q *Queue[T]) gateOwn(ctx context.Context, ow *own, v T, now time.Time) (bool, time.Time) {
+	ok, _, retryAt, err := q.o.Gate.TryStart(ctx, ow.gateKey(), q.o.Key(v), ow.limit, now, now.Add(q.o.Lease))
+	if err != nil {
+		if ow.caps != ow.share {
+			ow.refill(now)
+			ow.caps = ow.share
+			ow.tokens = min(ow.tokens, float64(ow.share.Burst))
+		}
+		return ow.inflight < ow.share.Concurrency, time.Time{}
+	}
+	if ow.caps != ow.limit {
+		ow.refill(now)
+		ow.caps = ow.limit
+	}
+	if !ok && retryAt.IsZero() {
+		return false, now.Add(100 * time.Millisecond)
+	}
+	return ok, retryAt
+}
+
 // Released takes what Next gave back because the Gate held its
 // destination: it goes back to the outbox until Until.
 func (q *Queue[T]) Released() []Release[T] {
@@ -407,11 +564,23 @@ func (q *Queue[T]) Done(ctx context.Context, v T, destName, orgName string, out 
 	if d == nil {
 		return Release[T]{}
 	}
+	k := [2]string{orgName, destName}
+	if q.flying[k]--; q.flying[k] <= 0 {
+		delete(q.flying, k)
+	}
+	ow := q.owns[k]
 	if q.o.Gate != nil {
 		// A slot not given back (the Gate failing) ends with its lease.
 		_ = q.o.Gate.Finish(ctx, destName, q.o.Key(v))
+		if ow != nil {
+			_ = q.o.Gate.Finish(ctx, ow.gateKey(), q.o.Key(v))
+		}
 	}
 	d.inflight--
+	if ow != nil && ow.inflight > 0 {
+		ow.inflight--
+		defer q.forgetOwn(ow, now)
+	}
 	var r Release[T]
 	switch {
 	case out.OK:
@@ -474,6 +643,10 @@ func (q *Queue[T]) removeLocked(d *destination) []T {
 				return false
 			}
 			out = append(out, f.items...)
+			if f.own != nil {
+				f.own.waiting -= len(f.items)
+				q.forgetOwn(f.own, q.o.Clock.Now())
+			}
 			return true
 		})
 		o.next = 0
@@ -494,6 +667,9 @@ func (q *Queue[T]) Drain() []T {
 		for _, f := range o.flows {
 			out = append(out, f.items...)
 			f.dest.waiting = 0
+			if f.own != nil {
+				f.own.waiting = 0
+			}
 		}
 	}
 	q.orgs, q.next = nil, 0
@@ -517,6 +693,29 @@ func (q *Queue[T]) Skip() []string {
 	return out
 }
 
+// OwnFull names the orgs and destinations ({org, destination}) whose
+// outbox should not be claimed for now: an org's deliveries there wait
+// for its own caps, lower than the destination's, and enough of them are
+// here already. They wait in the outbox, not in the destination's room
+// here, so that the other orgs' deliveries there are still claimed.
+func (q *Queue[T]) OwnFull() [][2]string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out [][2]string
+	for k, ow := range q.owns {
+		if ow.waiting >= max(2, min(2*ow.caps.Concurrency, int(ow.caps.PerSecond*20))) {
+			out = append(out, k)
+		}
+	}
+	slices.SortFunc(out, func(a, b [2]string) int {
+		if c := strings.Compare(a[0], b[0]); c != 0 {
+			return c
+		}
+		return strings.Compare(a[1], b[1])
+	})
+	return out
+}
+
 // Crowding names the orgs with at least max deliveries waiting, whose
 // outbox should not be claimed for now: however many destinations one
 // org's flood is spread over, the other orgs' deliveries still get
@@ -536,6 +735,18 @@ func (q *Queue[T]) Crowding(max int) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// OwnWaiting is how many of the deliveries waiting in the queue wait
+// under caps their org set for their destination (AddWithin).
+func (q *Queue[T]) OwnWaiting() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for _, ow := range q.owns {
+		n += ow.waiting
+	}
+	return n
 }
 
 // Waiting is how many deliveries wait in the queue.

@@ -301,3 +301,108 @@ func TestShareWhileTheGateIsDown(t *testing.T) {
 		t.Errorf("started %d in the next second, want at most the share of the rate (5)", len(got))
 	}
 }
+
+// TestOwnCaps: org A lowered its caps at a destination that allows 8 in
+// flight to 1 in flight and 5 a second: A never has 2 in flight there,
+// its starts are 200 ms apart once its burst (2) is spent, and org B's
+// deliveries to the same destination start meanwhile, within the
+// destination's caps alone. When A has two waiting, OwnFull names A's
+// deliveries there (left in the outbox), not the destination.
+func TestOwnCaps(t *testing.T) {
+	const dest = "https://a:443"
+	q, clock := newQueue(map[string]pushqueue.Caps{dest: {Concurrency: 8, PerSecond: 1000, Burst: 1000}})
+	mine := pushqueue.Caps{Concurrency: 1, PerSecond: 5}
+	for i := range 4 {
+		q.AddWithin("org_a", dest, mine, fmt.Sprintf("a%d", i))
+	}
+	for i := range 10 {
+		q.Add("org_b", dest, fmt.Sprintf("b%d", i))
+	}
+	if got := q.OwnFull(); !slices.Equal(got, [][2]string{{"org_a", dest}}) {
+		t.Errorf("OwnFull = %v, want A's deliveries to %s", got, dest)
+	}
+	if got := q.Skip(); len(got) != 0 {
+		t.Errorf("Skip = %v: B's deliveries to the destination would not be claimed", got)
+	}
+	got, _ := take(q)
+	if !slices.Equal(got, []string{"a0", "b0", "b1", "b2", "b3", "b4", "b5", "b6"}) {
+		t.Fatalf("started %v, want a0 and 7 of B's (8 in flight at the destination, 1 of them A's)", got)
+	}
+	q.Done(ctx, "a0", dest, "org_a", pushqueue.Outcome{OK: true})
+	if got, _ := take(q); !slices.Equal(got, []string{"a1"}) {
+		t.Fatalf("after A's Done: started %v, want [a1] (its second token of the burst)", got)
+	}
+	q.Done(ctx, "a1", dest, "org_a", pushqueue.Outcome{OK: true})
+	if got, _ := take(q); !slices.Equal(got, []string{"b7"}) {
+		t.Fatalf("with A's burst spent: started %v, want [b7] (B takes the destination's free slot)", got)
+	}
+	for _, b := range []string{"b0", "b1", "b2"} {
+		q.Done(ctx, b, dest, "org_b", pushqueue.Outcome{OK: true})
+	}
+	got, wake := take(q)
+	if !slices.Equal(got, []string{"b8", "b9"}) || !wake.Equal(clock.Now().Add(200*time.Millisecond)) {
+		t.Fatalf("after three of B's end: started %v, wake %v; want b8, b9 and A's next not before %v (5 a second)", got, wake, clock.Now().Add(200*time.Millisecond))
+	}
+	clock.Advance(200 * time.Millisecond)
+	if got, _ := take(q); !slices.Equal(got, []string{"a2"}) {
+		t.Fatalf("200 ms on: started %v, want [a2]", got)
+	}
+}
+
+// TestOwnCapsNeverRaise: caps an org sets above the destination's are
+// the destination's.
+func TestOwnCapsNeverRaise(t *testing.T) {
+	dest := pushqueue.Caps{Concurrency: 2, PerSecond: 10}
+	for _, c := range []struct{ own, want pushqueue.Caps }{
+		{pushqueue.Caps{Concurrency: 100, PerSecond: 1000}, pushqueue.Caps{Concurrency: 2, PerSecond: 10, Burst: 4}},
+		{pushqueue.Caps{Concurrency: 1}, pushqueue.Caps{Concurrency: 1, PerSecond: 10, Burst: 4}},
+		{pushqueue.Caps{Concurrency: 1, PerSecond: 5}, pushqueue.Caps{Concurrency: 1, PerSecond: 5, Burst: 2}},
+		{pushqueue.Caps{PerSecond: 0.5}, pushqueue.Caps{Concurrency: 2, PerSecond: 0.5, Burst: 1}},
+		{pushqueue.Caps{}, pushqueue.Caps{Concurrency: 2, PerSecond: 10, Burst: 4}},
+	} {
+		if got := pushqueue.Lowered(dest, c.own); got != c.want {
+			t.Errorf("Lowered(%+v, %+v) = %+v, want %+v", dest, c.own, got, c.want)
+		}
+	}
+	q, _ := newQueue(map[string]pushqueue.Caps{"https://a:443": {Concurrency: 2, PerSecond: 1000, Burst: 1000}})
+	for i := range 4 {
+		q.AddWithin("org_a", "https://a:443", pushqueue.Caps{Concurrency: 50}, fmt.Sprintf("a%d", i))
+	}
+	if got, _ := take(q); len(got) != 2 {
+		t.Errorf("started %v with the org's cap of 50 at a destination that allows 2", got)
+	}
+}
+
+// TestOwnCapsShareWhileTheGateIsDown: without the shared state each of 2
+// meters keeps half an org's own caps, like the destination's.
+func TestOwnCapsShareWhileTheGateIsDown(t *testing.T) {
+	clock := agentmarket.NewManualClock(t0)
+	q := pushqueue.New[string](pushqueue.Options[string]{Clock: clock, Gate: downGate{}, Meters: 2, Key: func(s string) string { return s },
+		Caps: func(string) pushqueue.Caps { return pushqueue.Caps{Concurrency: 8, PerSecond: 1000, Burst: 1000} }})
+	for i := range 6 {
+		q.AddWithin("org_a", "https://a:443", pushqueue.Caps{Concurrency: 4}, fmt.Sprintf("a%d", i))
+	}
+	if got, _ := take(q); len(got) != 2 {
+		t.Errorf("started %v: want 2, this meter's half of the org's cap of 4", got)
+	}
+}
+
+// TestOwnCapsCountWhatFlies: caps an org sets while a delivery of its is
+// in flight count that one.
+func TestOwnCapsCountWhatFlies(t *testing.T) {
+	q, _ := newQueue(map[string]pushqueue.Caps{"https://a:443": {Concurrency: 8, PerSecond: 1000, Burst: 1000}})
+	q.Add("org_a", "https://a:443", "a0")
+	if got, _ := take(q); !slices.Equal(got, []string{"a0"}) {
+		t.Fatalf("started %v, want [a0]", got)
+	}
+	for _, v := range []string{"a1", "a2"} {
+		q.AddWithin("org_a", "https://a:443", pushqueue.Caps{Concurrency: 1}, v)
+	}
+	if got, _ := take(q); len(got) != 0 {
+		t.Fatalf("started %v while a0 is in flight under the org's new cap of 1", got)
+	}
+	q.Done(ctx, "a0", "https://a:443", "org_a", pushqueue.Outcome{OK: true})
+	if got, _ := take(q); !slices.Equal(got, []string{"a1"}) {
+		t.Fatalf("after a0: started %v, want [a1]", got)
+	}
+}

@@ -222,6 +222,7 @@ type hookCall struct {
 	// Raw is the body as received, Signature its AgentMarket-Signature.
 	Raw       []byte
 	Signature string
+	At        time.Time // when it arrived
 }
 
 func startWebhook(t *testing.T) *webhook {
@@ -237,7 +238,7 @@ func startWebhook(t *testing.T) *webhook {
 		h.mu.Lock()
 		h.got = append(h.got, hookCall{Path: r.URL.Path, Auth: r.Header.Get("Authorization"), Token: r.Header.Get("A2A-Notification-Token"),
 			Token03: r.Header.Get("X-A2A-Notification-Token"), DeliveryID: r.Header.Get("X-AgentMarket-Delivery-Id"),
-			ContentType: r.Header.Get("Content-Type"), Body: body, Raw: raw, Signature: r.Header.Get("AgentMarket-Signature")})
+			ContentType: r.Header.Get("Content-Type"), Body: body, Raw: raw, Signature: r.Header.Get("AgentMarket-Signature"), At: time.Now()})
 		h.mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
 	}))

@@ -175,13 +175,18 @@ func (c client) do(method, path string, body any) response {
 func (c client) with(key string) client { c.key = key; return c }
 
 func (r response) str(path ...string) string {
+	s, _ := r.at(path...).(string)
+	return s
+}
+
+// at is the value at path in r's JSON (nil when none).
+func (r response) at(path ...string) any {
 	var v any = r.JSON
 	for _, p := range path {
 		m, _ := v.(map[string]any)
 		v = m[p]
 	}
-	s, _ := v.(string)
-	return s
+	return v
 }
 
 // errorFields returns "field:rule" for each field error of an error answer.

@@ -104,6 +104,14 @@ func TestPushKeyStore(t *testing.T) {
 	}
 }
 
+func TestPushCapsStore(t *testing.T) {
+	for _, o := range relationaltest.Openers {
+		t.Run(o.Name, func(t *testing.T) {
+			storetest.RunPushCaps(t, func(t *testing.T) contracts.PushCapsStore { return gormstore.New(o.Open(t).DB) })
+		})
+	}
+}
+
 func TestAuditStore(t *testing.T) {
 	storetest.RunAudit(t, func(t *testing.T) (audit.Store, audit.Store) {
 		path := filepath.Join(t.TempDir(), "audit.db")

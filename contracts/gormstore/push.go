@@ -234,6 +234,9 @@ func (s *Store) ClaimDeliveries(ctx context.Context, now, leaseUntil time.Time, 
 		if len(skip.Orgs) > 0 {
 			q = q.Where("org_id NOT IN ?", skip.Orgs)
 		}
+		for _, od := range skip.OrgDestinations {
+			q = q.Where("NOT (org_id = ? AND destination = ?)", od[0], od[1])
+		}
 		err := q.Where(`NOT EXISTS (SELECT 1 FROM push_deliveries older WHERE older.listing_id = push_deliveries.listing_id
 				AND older.task_id = push_deliveries.task_id AND older.config_id = push_deliveries.config_id
 				AND older.status = ? AND older.seq < push_deliveries.seq)`, pending).

@@ -280,6 +280,22 @@ func runPush(t *testing.T, newStore TaskFactory) {
 		}
 	})
 
+	t.Run("deliveries: an org's deliveries to a destination skipped are not claimed", func(t *testing.T) {
+		s, _ := newStore(t)
+		now := t0.Add(time.Hour)
+		hooks, other := "https://hooks.example.com:443", "https://other.example.com:443"
+		a1, a2, b := delivery("a1", "cfg_a1", t0), delivery("a2", "cfg_a2", t0), delivery("b1", "cfg_b", t0)
+		a1.Destination, a2.Destination, b.Destination, b.OrgID = hooks, other, hooks, "org_b"
+		enqueue(t, s, a1, a2, b)
+		got, err := s.ClaimDeliveries(ctx, now, now.Add(time.Minute), 10, contracts.ClaimSkip{OrgDestinations: [][2]string{{"org_a", hooks}}})
+		must(t, err)
+		ids := deliveryIDs(got)
+		slices.Sort(ids)
+		if !slices.Equal(ids, []string{"a2", "b1"}) {
+			t.Errorf("ClaimDeliveries skipping org_a at %s = %v, want [a2 b1]", hooks, ids)
+		}
+	})
+
 	t.Run("deliveries: a later status supersedes the pending status updates of its config", func(t *testing.T) {
 		s, _ := newStore(t)
 		now := t0.Add(time.Hour)

@@ -47,6 +47,9 @@ type Server struct {
 	Billing       *billing.Service
 	Webhooks      *billing.Webhooks // nil without Stripe
 	Tasks         *contracts.Tasks
+	// PushCaps are the buyer orgs' own caps for their push deliveries
+	// (nil: their routes are 404).
+	PushCaps *contracts.PushCapsService
 	// Offers are sellers' private offers (nil: none).
 	Offers *listings.Offers
 	// Switches are the kill switches (nil: their routes are 404).
@@ -170,6 +173,9 @@ func (s *Server) Mount(app *fiber.App) {
 	auth.Get("/tasks/:listing/:task", s.allow(contracts.ObjUsage, contracts.ActRead), s.getTask)
 	auth.Get("/push-deliveries", s.allow(contracts.ObjSubscriptions, contracts.ActRead), s.listDeliveries)
 	auth.Post("/push-deliveries/:id/retry", s.allow(contracts.ObjSubscriptions, contracts.ActWrite), s.retryDelivery)
+	auth.Get("/push-caps", s.pushCapsServed, s.allow(contracts.ObjSubscriptions, contracts.ActRead), s.listPushCaps)
+	auth.Put("/push-caps", s.pushCapsServed, s.allow(contracts.ObjSubscriptions, contracts.ActWrite), s.setPushCaps)
+	auth.Delete("/push-caps", s.pushCapsServed, s.allow(contracts.ObjSubscriptions, contracts.ActWrite), s.deletePushCaps)
 	auth.Get("/usage", s.allow(contracts.ObjUsage, contracts.ActRead), s.usage)
 	auth.Get("/invoices/preview", s.allow(contracts.ObjBilling, contracts.ActRead), s.invoicePreview)
 	auth.Get("/invoices", s.allow(contracts.ObjBilling, contracts.ActRead), s.issuedInvoices)

@@ -15,6 +15,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/a2aproxy"
 	"github.com/agentmarket/agentmarket/a2aproxy/pushsign"
 	"github.com/agentmarket/agentmarket/billing"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -358,6 +359,10 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 		Authorizer: c.Authz, Logger: c.Log, PublicMeterURL: m.PublicMeterURL,
 		Tasks: tasks, Offers: offers, Alerts: alerts, Focus: bill.Focus, Verified: verified, PushKeys: c.PushKeys,
 		Audit: c.Audit, AuditKeys: c.AuditKeys}
+	// The meters clamp an org's own caps to the destination's; the answer
+	// says what they get.
+	destCaps := &a2aproxy.Push{Caps: cfg.MeterLimits.PushDestination, DestinationCaps: cfg.MeterLimits.PushDestinations}
+	srv.PushCaps = &contracts.PushCapsService{Store: c.AccountStore, DestinationCaps: destCaps.EffectiveCaps, Clock: c.Clock}
 	srv.Switches = &contracts.Switches{Store: c.AccountStore, Clock: c.Clock, Audit: c.Audit, CancelAfter: 2 * c.Config.MeterLimits.KillSwitchPoll}
 	srv.Credits = &contracts.Credits{Store: c.AccountStore, Clock: c.Clock, Audit: c.Audit}
 	if bill.Stripe != nil {

@@ -182,7 +182,7 @@ func StartMeter(ctx context.Context, d MeterDeps) (*Meter, error) {
 		Push: &a2aproxy.Push{Store: store, Sealer: d.Sealer, Signer: d.PushKeys, Guard: guard, Allow: guard.Allow,
 			MaxAttempts: d.Config.MeterLimits.PushMaxAttempts, RetryBase: d.Config.MeterLimits.PushRetryBase, RetryMax: d.Config.MeterLimits.PushRetryMax, Retention: d.Config.MeterLimits.PushRetention,
 			Caps: d.Config.MeterLimits.PushDestination, DestinationCaps: d.Config.MeterLimits.PushDestinations, Meters: d.Config.MeterLimits.PushMeters,
-			PauseAfter: d.Config.MeterLimits.PushPauseAfter, PauseFor: d.Config.MeterLimits.PushPauseFor},
+			PauseAfter: d.Config.MeterLimits.PushPauseAfter, PauseFor: d.Config.MeterLimits.PushPauseFor, OwnCaps: store},
 		Guard:   guard,
 		Dialer:  d.Dialer,
 		Clock:   d.Clock,
