@@ -28,6 +28,7 @@ import (
 // before anything is relayed.
 func (p *Proxy) Project(ctx context.Context, rows []metering.Usage) error {
 	var bs []contracts.TaskBinding
+	var sellers []string // of bs[i]'s listing, for the kill switches
 	var ends []contracts.TaskEvent
 	billed := billedTotals(rows)
 	for i := range rows {
@@ -64,6 +65,7 @@ func (p *Proxy) Project(ctx context.Context, rows []metering.Usage) error {
 			delete(billed, ownerKey{u.ListingID, u.TaskID})
 		}
 		bs = append(bs, b)
+		sellers = append(sellers, u.SellerOrgID)
 	}
 	if len(bs) > 0 {
 		owners, err := p.bindAll(ctx, bs)
@@ -82,6 +84,8 @@ func (p *Proxy) Project(ctx context.Context, rows []metering.Usage) error {
 				// database first.
 				p.owners.MarkEnded(b.ListingID, b.TaskID)
 				p.forgetProgress(b.ListingID, b.TaskID)
+			default:
+				p.cancelIfSwitched(ctx, b, sellers[j])
 			}
 		}
 	}
@@ -271,5 +275,28 @@ func (p *Proxy) Stored(rows []metering.Usage) {
 	}
 	for i := range rows {
 		p.Metrics.tokens(rows[i])
+	}
+}
+
+// cancelIfSwitched requests the cancel of an open task bound now when a
+// kill switch on concerns it: a task whose call was admitted before the
+// switch, projected after the switch's rounds of cancels (a backlog, or a
+// spool replayed after a crash), is canceled all the same. One atomic load
+// while no switch is on.
+func (p *Proxy) cancelIfSwitched(ctx context.Context, b contracts.TaskBinding, seller string) {
+	if p.Switches == nil || p.Tasks == nil {
+		return
+	}
+	set := p.Switches.set.Load()
+	if set == nil {
+		return
+	}
+	sw := set.match(b.ListingID, seller, b.OrgID, b.KeyID, b.TaskID)
+	if sw == nil {
+		return
+	}
+	if err := p.Tasks.RequestCancel(ctx, b.ListingID, b.TaskID, contracts.CanceledByKillSwitch, sw.CancelReason(), "", p.Clock.Now()); err != nil {
+		p.Logger.WarnContext(ctx, "a task a kill switch concerns, bound after its cancels, is not canceled yet; the switch's next round retries",
+			"task_id", b.TaskID, "kill_switch", sw.ID, "err", err)
 	}
 }

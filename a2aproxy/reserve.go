@@ -136,6 +136,10 @@ type budgetAcct struct {
 	// meter settled since (its share is of what base leaves).
 	base   int64
 	readAt time.Time // the store's figure was last read; zero: never
+	// reading: a call is reading the store's figure now; the others go on
+	// with the last one meanwhile (within lastSpendGrace) instead of
+	// sending the store the same query each.
+	reading bool
 }
 
 // budgetHold is a call's reservation: the budgets it holds and how much,
@@ -249,11 +253,16 @@ func (b *budgetBook) read(ctx context.Context, cl *call, key budgetKey, month, n
 		b.accts[key] = a
 	}
 	readAt := a.readAt
-	b.mu.Unlock()
-	if readingFresh(readAt, now, b.refresh) {
+	if readingFresh(readAt, now, b.refresh) || (a.reading && !readingTooOld(readAt, now)) {
+		b.mu.Unlock()
 		return a, nil
 	}
+	a.reading = true
+	b.mu.Unlock()
 	spent, err := b.spent(ctx, key, month)
+	b.mu.Lock()
+	a.reading = false
+	b.mu.Unlock()
 	if err != nil {
 		if readingTooOld(readAt, now) {
 			b.logger.WarnContext(ctx, "call refused: its budget cannot be checked, the usage store is unavailable",

@@ -331,3 +331,47 @@ func TestStallNotificationStoredLater(t *testing.T) {
 		t.Errorf("stall notifications enqueued once the outbox answered: %v", outbox.enqueued)
 	}
 }
+
+// switchedOn is a store of kill switches with one on for good.
+type switchedOn struct{ on contracts.Switch }
+
+func (s switchedOn) SwitchVersion(context.Context) (int64, error) { return 1, nil }
+func (s switchedOn) ActiveSwitches(context.Context) ([]contracts.Switch, int64, error) {
+	return []contracts.Switch{s.on}, 1, nil
+}
+func (s switchedOn) RequestSwitchCancels(context.Context, *contracts.Switch, time.Time) (int64, error) {
+	return 0, nil
+}
+
+// firstBinds is a task owners' store in which every binding is the first.
+type firstBinds struct{ slowProjection }
+
+func (*firstBinds) BindTask(_ context.Context, b contracts.TaskBinding) (string, error) {
+	return b.OrgID, nil
+}
+
+// TestProjectionCancelsSwitchedTasks: a task bound by the projection after
+// a kill switch's rounds of cancels (a call admitted before the switch,
+// its row projected late: a backlog, a spool replayed after a crash) is
+// canceled all the same when the switch concerns it (here the key that
+// made it); the same batch's task of another key is not.
+func TestProjectionCancelsSwitchedTasks(t *testing.T) {
+	life := &childLife{}
+	sw := contracts.Switch{ID: "ks_1", Scope: contracts.SwitchAPIKey, TargetID: "key_1", OrgID: "org_b", Reason: "loops", SetAt: time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)}
+	p := &a2aproxy.Proxy{Tasks: life, Owners: &firstBinds{}, Ledger: countingLedger{}, Recorder: &failingRecorder{}, Switches: &a2aproxy.Switchboard{Store: switchedOn{sw}},
+		Clock: agentmarket.NewManualClock(time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)), Logger: slog.New(slog.DiscardHandler)}
+	p.Init()
+	if err := p.LoadKillSwitches(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rows := []metering.Usage{
+		{ID: "use_1", TaskID: "t-1", ListingID: "lst_1", BuyerOrgID: "org_b", APIKeyID: "key_1", Method: "SendMessage", State: "working", Time: p.Clock.Now(), Binds: &metering.Binding{}},
+		{ID: "use_2", TaskID: "t-2", ListingID: "lst_1", BuyerOrgID: "org_b", APIKeyID: "key_2", Method: "SendMessage", State: "working", Time: p.Clock.Now(), Binds: &metering.Binding{}},
+	}
+	if err := p.Project(context.Background(), rows); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(life.requested, " "); got != "lst_1/t-1" {
+		t.Errorf("cancels requested: %q, want lst_1/t-1 (the switched key's task) alone", got)
+	}
+}

@@ -125,7 +125,7 @@ type OrgSpend struct {
 
 // OrgSpent implements a2aproxy.OrgSpend.
 func (s OrgSpend) OrgSpent(ctx context.Context, orgID string, from time.Time) (int64, error) {
-	totals, err := s.Store.Totals(ctx, metering.Query{GroupBy: metering.ByBuyer, From: from, To: s.Clock.Now().UTC().Add(time.Hour), BuyerOrgID: orgID})
+	totals, err := s.Store.Totals(ctx, metering.Query{GroupBy: metering.ByBuyer, From: from, To: metering.SpendUntil(s.Clock.Now()), BuyerOrgID: orgID})
 	if err != nil {
 		return 0, err
 	}
