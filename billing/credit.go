@@ -24,16 +24,31 @@ type CreditBurns interface {
 
 // applyCredit sets inv's CreditAppliedMinor from what the contract burned
 // in inv's period: in minor units, rounded half up (the invoice's one
-// rule), at most the total.
-func applyCredit(ctx context.Context, credit CreditBurns, contractID string, inv *Invoice) error {
+// rule), at most the total. It returns what was burned beyond what the
+// invoice applied, in micros (0 when nothing was): the own ledger gives
+// it back to the balance (Service.CreditBack).
+func applyCredit(ctx context.Context, credit CreditBurns, contractID string, inv *Invoice) (int64, error) {
 	burned, err := credit.CreditBurned(ctx, contractID, inv.Period.Start, inv.Period.End)
 	if err != nil || burned <= 0 {
-		return err
+		return 0, err
 	}
 	perMinor := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(6-inv.MinorUnitDigits)), nil)
 	minor := roundHalfUp(new(big.Rat).SetFrac(big.NewInt(burned), perMinor)).Int64()
 	inv.CreditAppliedMinor = min(minor, inv.TotalMinor)
-	return nil
+	return max(0, burned-inv.CreditAppliedMinor*perMinor.Int64()), nil
+}
+
+// CreditReturns gives back to an org's balance what its calls burned
+// beyond what their invoice charged (contracts.CreditStore implements it;
+// a movement of the same kind and ref is recorded once).
+type CreditReturns interface {
+	AddCredit(ctx context.Context, m *contracts.CreditMovement) (*contracts.CreditAccount, bool, error)
+}
+
+// UnbilledKey is the idempotency key of what a contract's calls burned
+// beyond its invoice of the period starting at periodStart.
+func UnbilledKey(contractID string, periodStart time.Time) string {
+	return fmt.Sprintf("am1/contract/%s/unbilled/%d", contractID, periodStart.Unix())
 }
 
 // CreditKey is the idempotency key of a contract's credit item of a

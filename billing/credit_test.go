@@ -34,11 +34,19 @@ func TestApplyCredit(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			inv := &billing.Invoice{Currency: "usd", MinorUnitDigits: tc.digits, TotalMinor: tc.total, Period: billing.MonthOf(date(2026, 4, 1))}
-			if err := billing.ApplyCredit(context.Background(), burns{"ctr_1": tc.burned}, "ctr_1", inv); err != nil {
+			unbilled, err := billing.ApplyCredit(context.Background(), burns{"ctr_1": tc.burned}, "ctr_1", inv)
+			if err != nil {
 				t.Fatal(err)
 			}
 			if inv.CreditAppliedMinor != tc.applied || inv.AmountDueMinor() != tc.owing {
 				t.Errorf("credit applied %d, due %d; want %d, %d", inv.CreditAppliedMinor, inv.AmountDueMinor(), tc.applied, tc.owing)
+			}
+			perMinor := int64(10_000)
+			if tc.digits == 0 {
+				perMinor = 1_000_000
+			}
+			if want := max(0, tc.burned-tc.applied*perMinor); unbilled != want {
+				t.Errorf("unbilled %d micros, want %d (burned beyond what the invoice applied)", unbilled, want)
 			}
 		})
 	}

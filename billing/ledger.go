@@ -147,8 +147,19 @@ func (s *Service) closeContract(ctx context.Context, c *contracts.Contract, peri
 		return false, err
 	}
 	if s.Credit != nil {
-		if err := applyCredit(ctx, s.Credit, c.ID, inv); err != nil {
+		unbilled, err := applyCredit(ctx, s.Credit, c.ID, inv)
+		if err != nil {
 			return false, err
+		}
+		// Before the invoice is saved: a close that stops between the two
+		// gives it back again, recorded once (its ref).
+		if unbilled > 0 && s.CreditBack != nil {
+			if _, _, err := s.CreditBack.AddCredit(ctx, &contracts.CreditMovement{ID: agentmarket.NewID("crm"), OrgID: c.BuyerOrgID,
+				Currency: inv.Currency, Kind: contracts.CreditUnbilled, AmountMicros: unbilled, ContractID: c.ID,
+				Ref: UnbilledKey(c.ID, period.Start), Actor: "billing",
+				Note: fmt.Sprintf("burned beyond the invoice of %s", period.Start.Format("2006-01")), At: now}); err != nil {
+				return false, err
+			}
 		}
 	}
 	return s.Store.SaveInvoice(ctx, &LocalInvoice{ContractID: c.ID, Invoice: *inv, CreatedAt: now})

@@ -54,5 +54,6 @@ func (p *Previews) Preview(ctx context.Context, actor agentmarket.Actor, contrac
 	if err != nil || p.Credit == nil {
 		return inv, err
 	}
-	return inv, applyCredit(ctx, p.Credit, c.ID, inv)
+	_, err = applyCredit(ctx, p.Credit, c.ID, inv)
+	return inv, err
 }

@@ -150,6 +150,8 @@ func playSequence(t *testing.T, seed uint64) (n seqCounts) {
 	svc.History = h
 	burned := seqBurns{}
 	svc.Credit = burned
+	returned := &seqReturns{}
+	svc.CreditBack = returned
 	orgs := []*seqOrg{{id: "org_a", open: -1}, {id: "org_b", open: -1}, {id: "org_c", open: -1}}
 	for _, o := range orgs {
 		o.offers = []*seqOffer{{id: "ofr_" + o.id + "_1", version: 6}, {id: "ofr_" + o.id + "_2", version: 7, trialDays: 3}}
@@ -260,7 +262,7 @@ func playSequence(t *testing.T, seed uint64) (n seqCounts) {
 		if n, err := svc.CloseMonth(ctx, month); err != nil || n != len(active) {
 			fail("CloseMonth(%s) = %d, %v; %d contracts were active", month.Start.Format("2006-01"), n, err, len(active))
 		}
-		credited, capped := checkMonth(t, fail, e, svc, month, active, previews, burned)
+		credited, capped := checkMonth(t, fail, e, svc, month, active, previews, burned, returned)
 		n.credited += credited
 		n.creditCapped += capped
 		now = e.clock.Now()
@@ -269,7 +271,7 @@ func playSequence(t *testing.T, seed uint64) (n seqCounts) {
 }
 
 func checkMonth(t *testing.T, fail func(string, ...any), e *env, svc *billing.Service, month billing.Period, active []contracts.Contract,
-	previews map[string]*billing.Invoice, burned seqBurns) (credited, capped int) {
+	previews map[string]*billing.Invoice, burned seqBurns, returned *seqReturns) (credited, capped int) {
 	ctx := context.Background()
 	plans := seqPlans()
 	byOrg := map[string][]*billing.Invoice{}
@@ -296,6 +298,13 @@ func checkMonth(t *testing.T, fail func(string, ...any), e *env, svc *billing.Se
 			fail("%s in %s burned %d micros of credit: the invoice applied %d cents (due %d of %d), its preview %d; want %d",
 				c.ID, month.Start.Format("2006-01"), micros, inv.CreditAppliedMinor, inv.AmountDueMinor(), inv.TotalMinor,
 				previews[c.ID].CreditAppliedMinor, want)
+		}
+		// What was burned beyond that goes back to the org's balance, once
+		// (the same contract-month's give-back recorded once).
+		back := max(0, micros-want*10_000)
+		if got := returned.of(c.ID, month.Start); got != back {
+			fail("%s in %s burned %d micros, the invoice applied %d cents: %d micros given back, want %d", c.ID,
+				month.Start.Format("2006-01"), micros, want, got, back)
 		}
 		if want > 0 {
 			credited++
@@ -423,4 +432,33 @@ func (b seqBurns) CreditBurned(_ context.Context, contractID string, from, to ti
 		}
 	}
 	return n, nil
+}
+
+// seqReturns records what the own ledger gave back to orgs' balances,
+// once per kind and ref as the credit store records it.
+type seqReturns struct{ by map[string]contracts.CreditMovement }
+
+func (r *seqReturns) AddCredit(_ context.Context, m *contracts.CreditMovement) (*contracts.CreditAccount, bool, error) {
+	if r.by == nil {
+		r.by = map[string]contracts.CreditMovement{}
+	}
+	k := string(m.Kind) + "|" + m.Ref
+	if _, ok := r.by[k]; ok {
+		return &contracts.CreditAccount{}, false, nil
+	}
+	r.by[k] = *m
+	return &contracts.CreditAccount{}, true, nil
+}
+
+// of is what was given back for a contract's month (-1 for a movement
+// that names another contract or moves nothing).
+func (r *seqReturns) of(contractID string, monthStart time.Time) int64 {
+	m, ok := r.by[string(contracts.CreditUnbilled)+"|"+billing.UnbilledKey(contractID, monthStart)]
+	if !ok {
+		return 0
+	}
+	if m.ContractID != contractID || m.AmountMicros <= 0 {
+		return -1
+	}
+	return m.AmountMicros
 }

@@ -61,6 +61,10 @@ type Service struct {
 	// Credit is what contracts' calls burned of their orgs' prepaid
 	// credit, which the invoices CloseMonth issues take off (nil: none).
 	Credit CreditBurns
+	// CreditBack, with Credit and without a Provider, gives back to the
+	// org's balance at the month's close what a contract's calls burned
+	// beyond what its invoice charged (nil: kept burned).
+	CreditBack CreditReturns
 	// PlatformFeePercent is the platform's share of a seller's invoices
 	// when the seller has a connected account (see SubscribeInput).
 	PlatformFeePercent float64

@@ -33,6 +33,10 @@ const (
 	CreditGrant    CreditKind = "grant"
 	CreditBurned   CreditKind = "burn"
 	CreditRefund   CreditKind = "refund"
+	// CreditUnbilled gives back, at a month's close on the platform's own
+	// ledger, what a contract's calls burned beyond what its invoice
+	// charged (usage the month's allowance made free): positive.
+	CreditUnbilled CreditKind = "unbilled"
 )
 
 // Bounds of credit amounts and notes.

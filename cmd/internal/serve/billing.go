@@ -44,7 +44,7 @@ func Billing(ctx context.Context, cfg *config.Config, d BillingDeps) (*BillingPa
 	store := billinggorm.New(d.DB.DB)
 	svc := &billing.Service{Store: store, Usage: d.Usage, Clock: d.Clock, Plans: d.Listings,
 		Contracts: billing.ContractsBetween(d.Contracts.ContractsBetween), Trials: d.Contracts,
-		History: d.Contracts, Scheduled: d.Contracts, Stays: d.Contracts, Credit: d.Contracts,
+		History: d.Contracts, Scheduled: d.Contracts, Stays: d.Contracts, Credit: d.Contracts, CreditBack: d.Contracts,
 		PlatformFeePercent: float64(cfg.PlatformFeeBasisPts) / 100, Logger: d.Logger}
 	parts := &BillingParts{Service: svc}
 	if cfg.StripeSecretKey != "" {
