@@ -181,8 +181,14 @@ func rebased(u, from, to string) string {
 
 // notAccepted reports whether a round trip's failure shows that the agent
 // accepted nothing: the connection (TCP or TLS) never came up, so the
-// request was never written.
+// request was never written; or the endpoint was ejected between the
+// balancer's pick and the call (other calls' failures), so nothing was
+// sent.
 func notAccepted(err error) bool {
+	var ej ejectedError
+	if errors.As(err, &ej) {
+		return true
+	}
 	var op *net.OpError
 	if errors.As(err, &op) && op.Op == "dial" {
 		return true

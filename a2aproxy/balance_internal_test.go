@@ -78,6 +78,10 @@ func TestRetrySafety(t *testing.T) {
 		{"reset after the request was written", &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}, false},
 		{"closed before the answer", fasthttp.ErrConnectionClosed, false},
 		{"timeout", fasthttp.ErrTimeout, false},
+		// Ejected between the balancer's pick and the call: nothing sent
+		// (TestEndpoints caught a call answered ejected while the other
+		// endpoint was up).
+		{"ejected after the pick", ejectedError{rpcErr(CodeUpstreamUnreachable, 200, "ejected")}, true},
 	} {
 		if got := notAccepted(c.err); got != c.want {
 			t.Errorf("%s: notAccepted = %v, want %v", c.name, got, c.want)

@@ -436,7 +436,9 @@ func (b seqBurns) CreditBurned(_ context.Context, contractID string, from, to ti
 
 // seqReturns records what the own ledger gave back to orgs' balances,
 // once per kind and ref as the credit store records it.
-type seqReturns struct{ by map[string]contracts.CreditMovement }
+type seqReturns struct {
+	by map[string]contracts.CreditMovement
+}
 
 func (r *seqReturns) AddCredit(_ context.Context, m *contracts.CreditMovement) (*contracts.CreditAccount, bool, error) {
 	if r.by == nil {
