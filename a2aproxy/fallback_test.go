@@ -79,7 +79,7 @@ func TestFallbackStage(t *testing.T) {
 
 	// An HTTP+JSON buyer alike, answered in its binding.
 	res, body = do(t, app, "POST", "/a2a/lst_core/message:send", "amk_acme", "1.0", `{"message":{"messageId":"m-r","role":"ROLE_USER","parts":[{"text":"hi"}]}}`)
-	if res.StatusCode != 200 || res.Header.Get(a2aproxy.ServedByHeader) != "lst_fb" || !strings.HasPrefix(body, `{"task":{"contextId"`) ||
+	if res.StatusCode != 200 || res.Header.Get(a2aproxy.ServedByHeader) != "lst_fb" || !strings.HasPrefix(body, `{"task":{"id":"task-3"`) ||
 		!strings.Contains(body, `"servedBy":"lst_fb"`) {
 		t.Errorf("an HTTP+JSON send the primary refused: %d served by %q: %s", res.StatusCode, res.Header.Get(a2aproxy.ServedByHeader), body)
 	}

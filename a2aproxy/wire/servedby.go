@@ -1,9 +1,6 @@
 package wire
 
-import (
-	"bytes"
-	"encoding/json"
-)
+import "bytes"
 
 // ServedByField is the member of the usage extension's object (in a Task's
 // or Message's metadata, under UsageExtensionURI) in which the meter names
@@ -15,57 +12,76 @@ const ServedByField = "servedBy"
 // extension's servedBy in the metadata of the Task or Message it carries:
 // a JSON-RPC response's result (a Task or Message, or a 1.0 send's
 // {"task"|"message": …}), or an HTTP+JSON body of the same shapes. The
-// agent's own members stay, numbers as written. An answer that carries
-// neither (an error, an event stream, a task list) comes back as it is,
-// with false.
+// agent's bytes stay as they were (the reading rule's object rewriter:
+// members in their order, values untouched) but for the one member set.
+// An answer that carries neither (an error, an event stream, a task list)
+// comes back as it is, with false.
 func SetServedBy(body []byte, listing string) ([]byte, bool) {
-	d := json.NewDecoder(bytes.NewReader(body))
-	d.UseNumber()
-	var top map[string]any
-	if d.Decode(&top) != nil {
+	top, ok := parseObject(bytes.TrimSpace(body))
+	if !ok {
 		return body, false
 	}
-	obj := top
-	if _, rpc := top["jsonrpc"]; rpc {
-		obj, _ = top["result"].(map[string]any)
-	}
-	target := carried(obj)
-	if target == nil {
+	if _, rpc := top.get("jsonrpc"); !rpc {
+		if out, ok := servedByIn(top, listing); ok {
+			return out, true
+		}
 		return body, false
 	}
-	md, _ := target["metadata"].(map[string]any)
-	if md == nil {
-		md = map[string]any{}
-		target["metadata"] = md
-	}
-	ext, _ := md[UsageExtensionURI].(map[string]any)
-	if ext == nil {
-		ext = map[string]any{}
-		md[UsageExtensionURI] = ext
-	}
-	ext[ServedByField] = listing
-	out, err := json.Marshal(top)
-	if err != nil {
+	res, ok := top.get("result")
+	if !ok {
 		return body, false
 	}
-	return out, true
+	obj, ok := parseObject(bytes.TrimSpace(res))
+	if !ok {
+		return body, false
+	}
+	out, ok := servedByIn(obj, listing)
+	if !ok {
+		return body, false
+	}
+	top.set("result", out)
+	return top.bytes(), true
 }
 
-// carried is the Task or Message obj is or wraps, nil when none.
-func carried(obj map[string]any) map[string]any {
-	if obj == nil {
-		return nil
-	}
+// servedByIn sets servedBy in the Task or Message o is or wraps, and
+// returns o's bytes; false when o carries neither.
+func servedByIn(o *object, listing string) ([]byte, bool) {
 	for _, k := range [...]string{"task", "message"} {
-		if m, ok := obj[k].(map[string]any); ok {
-			return m
+		if v, ok := o.get(k); ok && firstByte(v) == '{' {
+			inner, ok := parseObject(bytes.TrimSpace(v))
+			if !ok {
+				return nil, false
+			}
+			o.set(k, markServed(inner, listing))
+			return o.bytes(), true
 		}
 	}
-	if _, ok := obj["status"]; ok && obj["id"] != nil {
-		return obj // a Task
+	_, status := o.get("status")
+	id, hasID := o.get("id")
+	mid, hasMID := o.get("messageId")
+	if status && hasID && !isNull(id) || hasMID && !isNull(mid) {
+		return markServed(o, listing), true
 	}
-	if obj["messageId"] != nil {
-		return obj // a Message
+	return nil, false
+}
+
+// markServed sets listing as servedBy in the usage extension's object of
+// o's metadata (made when absent or not an object) and returns o's bytes.
+func markServed(o *object, listing string) []byte {
+	md := &object{}
+	if v, ok := o.get("metadata"); ok {
+		if m, ok := parseObject(bytes.TrimSpace(v)); ok {
+			md = m
+		}
 	}
-	return nil
+	ext := &object{}
+	if v, ok := md.get(UsageExtensionURI); ok {
+		if e, ok := parseObject(bytes.TrimSpace(v)); ok {
+			ext = e
+		}
+	}
+	ext.set(ServedByField, quote(listing))
+	md.set(UsageExtensionURI, ext.bytes())
+	o.set("metadata", md.bytes())
+	return o.bytes()
 }
