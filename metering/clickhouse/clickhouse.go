@@ -207,6 +207,9 @@ func (s *Store) migrate(ctx context.Context) error {
 			return fmt.Errorf("clickhouse: record %s: %w", m.Version, err)
 		}
 	}
+	if s.cluster != "" {
+		return s.repairFronts(ctx)
+	}
 	return nil
 }
 

@@ -3,12 +3,14 @@ package clickhouse
 import (
 	"context"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/agentmarket/agentmarket"
+	"github.com/agentmarket/agentmarket/migrations"
 )
 
 // Cluster mode (Open with WithCluster): the same migrations, run on every
@@ -131,12 +133,18 @@ func (s *Store) checkMode(ctx context.Context) (tracked bool, err error) {
 // an ALTER of it has reached this node (ALTER ON CLUSTER of a replicated
 // table runs on one replica of each shard, and replication brings it to
 // the others). Between the DROP and the CREATE, inserts fail and the
-// shippers retry them from their spools.
+// shippers retry them from their spools. Its engine comes from the
+// migration that created the table, not from the table: a process stopped
+// between the DROP and the CREATE left no table to read it from, and the
+// migration run again by the next start makes it from there.
 func (s *Store) recreateDistributed(ctx context.Context, table string) error {
+	engine, err := s.frontEngine(table)
+	if err != nil {
+		return err
+	}
 	local := table + "_local"
 	var cols []string
 	for deadline := time.Now().Add(time.Minute); ; {
-		var err error
 		if cols, err = s.describe(ctx, local); err != nil {
 			return err
 		}
@@ -144,15 +152,17 @@ func (s *Store) recreateDistributed(ctx context.Context, table string) error {
 		if err != nil {
 			return err
 		}
-		// An empty side is a table this node has not made yet (a DDL of
-		// the cluster's queue still on its way here, on a loaded node):
-		// wait for it, as for the ALTER.
-		if len(cols) > 0 && len(front) > 0 && !slices.Equal(cols, front) {
+		// No front while the local table is here: an earlier run dropped
+		// it and stopped before making it again.
+		if len(cols) > 0 && !slices.Equal(cols, front) {
 			break
 		}
+		// An empty local table is one this node has not made yet (a DDL
+		// of the cluster's queue still on its way here, on a loaded
+		// node): wait for it, as for the ALTER.
 		if time.Now().After(deadline) {
-			if len(cols) == 0 || len(front) == 0 {
-				return fmt.Errorf("%s.%s or %s.%s not on this node after a minute: the cluster's DDL queue has not reached it", s.db, local, s.db, table)
+			if len(cols) == 0 {
+				return fmt.Errorf("%s.%s not on this node after a minute: the cluster's DDL queue has not reached it", s.db, local)
 			}
 			return nil // the ALTER changed nothing the Distributed table shows (a comment)
 		}
@@ -162,15 +172,89 @@ func (s *Store) recreateDistributed(ctx context.Context, table string) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	var engine string
-	if err := s.conn.QueryRow(ctx, "SELECT engine_full FROM system.tables WHERE database = ? AND name = ?", s.db, table).Scan(&engine); err != nil {
-		return fmt.Errorf("read the engine of %s.%s: %w", s.db, table, err)
-	}
 	if err := s.conn.Exec(ctx, fmt.Sprintf("DROP TABLE IF EXISTS %s.%s ON CLUSTER %s", s.db, table, s.cluster)); err != nil {
 		return err
 	}
 	return s.conn.Exec(ctx, fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s.%s ON CLUSTER %s (%s) ENGINE = %s",
 		s.db, table, s.cluster, strings.Join(cols, ", "), engine))
+}
+
+// frontEngine is the engine of the Distributed table in front of
+// table_local, as the migration that created table makes it.
+func (s *Store) frontEngine(table string) (string, error) {
+	fronts, err := s.fronts()
+	if err != nil {
+		return "", err
+	}
+	create, ok := fronts[table]
+	if !ok {
+		return "", fmt.Errorf("no migration creates the table %s", table)
+	}
+	_, engine, _ := strings.Cut(create, " ENGINE = ")
+	return engine, nil
+}
+
+// fronts are the statements that create each table's Distributed table
+// on the cluster, by table: the second of ClusterStatements' answer for
+// each CREATE TABLE of the migrations.
+func (s *Store) fronts() (map[string]string, error) {
+	ms, err := migrations.List(migrations.ClickHouse)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, m := range ms {
+		for _, stmt := range Statements(m.SQL) {
+			c := createTable.FindStringSubmatch(strings.TrimSpace(stmt))
+			if c == nil {
+				continue
+			}
+			st, err := ClusterStatements(stmt, s.cluster, s.db)
+			if err != nil {
+				return nil, fmt.Errorf("migration %s: %w", m.Version, err)
+			}
+			out[c[1]] = st[1]
+		}
+	}
+	return out, nil
+}
+
+// repairFronts makes again, on every node, the Distributed table in front
+// of a local table that has none on this node: what a process stopped
+// between recreateDistributed's DROP and CREATE leaves when no migration
+// is left to run (inserts would fail until then, and the rows wait in the
+// meters' spools). One query when nothing is missing.
+func (s *Store) repairFronts(ctx context.Context) error {
+	rows, err := s.conn.Query(ctx, "SELECT name FROM system.tables WHERE database = ?", s.db)
+	if err != nil {
+		return unavailable(err)
+	}
+	have := map[string]bool{}
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return unavailable(err)
+		}
+		have[name] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return unavailable(err)
+	}
+	fronts, err := s.fronts()
+	if err != nil {
+		return err
+	}
+	for _, table := range slices.Sorted(maps.Keys(fronts)) {
+		if have[table] || !have[table+"_local"] {
+			continue
+		}
+		if err := s.recreateDistributed(ctx, table); err != nil {
+			return fmt.Errorf("clickhouse: make the Distributed table %s again: %w", table, err)
+		}
+	}
+	return nil
 }
 
 // describe lists table's columns on this node as a CREATE TABLE writes

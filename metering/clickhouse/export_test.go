@@ -25,3 +25,9 @@ const (
 	KindDay    = kindDay
 	SourceRows = sourceRows
 )
+
+// RecreateDistributed is what a migration that ALTERs table runs on a
+// cluster after the ALTER.
+func (s *Store) RecreateDistributed(ctx context.Context, table string) error {
+	return s.recreateDistributed(ctx, table)
+}
