@@ -78,9 +78,14 @@ func (s *Subscriptions) FallbackCandidates(ctx context.Context, actor agentmarke
 	if err != nil {
 		return nil, err
 	}
+	// A listing that left the catalog (suspended, retired) shares no tag
+	// the org can see: its candidates are listed without the hint.
 	own, err := s.Listings.ListingTerms(ctx, actor, c.ListingID)
-	if err != nil {
+	if err != nil && agentmarket.KindOf(err) != agentmarket.NotFound {
 		return nil, err
+	}
+	if own == nil {
+		own = &ListingTerms{}
 	}
 	all, err := s.Store.ListContracts(ctx, actor.OrgID)
 	if err != nil {
@@ -93,17 +98,20 @@ func (s *Subscriptions) FallbackCandidates(ctx context.Context, actor agentmarke
 		}
 		fc := FallbackCandidate{SubscriptionID: o.ID, ListingID: o.ListingID, Name: o.ListingID,
 			Position: slices.Index(c.Fallbacks, o.ListingID) + 1}
-		if t, err := s.Listings.ListingTerms(ctx, actor, o.ListingID); err == nil {
-			if t.Name != "" {
-				fc.Name = t.Name
-			}
-			for _, tag := range t.SkillTags {
-				if slices.Contains(own.SkillTags, tag) {
-					fc.SharedTags = append(fc.SharedTags, tag)
-				}
-			}
-		} else if agentmarket.KindOf(err) != agentmarket.NotFound {
+		t, err := s.Listings.ListingTerms(ctx, actor, o.ListingID)
+		switch {
+		case agentmarket.KindOf(err) == agentmarket.NotFound:
+			continue // left the catalog: it takes no call, so it is no fallback
+		case err != nil:
 			return nil, err
+		}
+		if t.Name != "" {
+			fc.Name = t.Name
+		}
+		for _, tag := range t.SkillTags {
+			if slices.Contains(own.SkillTags, tag) {
+				fc.SharedTags = append(fc.SharedTags, tag)
+			}
 		}
 		out = append(out, fc)
 	}

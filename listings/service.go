@@ -351,6 +351,26 @@ func (s *Service) Get(ctx context.Context, actor agentmarket.Actor, id string) (
 	return l, nil
 }
 
+// Withdrawn names a listing that has left the catalog (suspended or
+// retired), with its status, for the pages of an org that has dealings
+// with it (a subscription, usage rows): they say what it bought and why
+// it is gone, though the listing itself is no longer the org's to see.
+// NotFound for any other listing, including one never published.
+func (s *Service) Withdrawn(ctx context.Context, id string) (name string, st Status, err error) {
+	l, err := s.Store.GetListing(ctx, id)
+	if err != nil {
+		return "", "", err
+	}
+	if l.Status != StatusSuspended && l.Status != StatusRetired {
+		return "", "", notFound(id)
+	}
+	name = id
+	if l.Card != nil && l.Card.Name != "" {
+		name = l.Card.Name
+	}
+	return name, l.Status, nil
+}
+
 // own loads a listing the actor's org sells (operators may act on any).
 func (s *Service) own(ctx context.Context, actor agentmarket.Actor, id string) (*Listing, error) {
 	l, err := s.Get(ctx, actor, id)

@@ -19,8 +19,11 @@ import (
 
 // subView is one subscription on the buyer's page.
 type subView struct {
-	C        contracts.Contract
-	Listing  string
+	C       contracts.Contract
+	Listing string
+	// Gone is the status of a listing that left the catalog ("suspended",
+	// "retired"), whose page the buyer can no longer open.
+	Gone     listings.Status
 	Endpoint string
 	CardURL  string
 	Spent    template.HTML // to the cent, the exact amount on hover
@@ -127,7 +130,7 @@ func (u *UI) buyer(r *req) error {
 	var total int64
 	for _, c := range cs {
 		l := lb.listing(c.ListingID)
-		v := subView{C: c, Listing: l.name, Endpoint: u.meterEndpoint(c.ListingID)}
+		v := subView{C: c, Listing: l.name, Gone: l.gone, Endpoint: u.meterEndpoint(c.ListingID)}
 		v.CardURL = v.Endpoint + "/.well-known/agent-card.json"
 		cur := l.currency
 		if cur == "" {

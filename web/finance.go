@@ -150,6 +150,9 @@ type labeler struct {
 type listingLabel struct {
 	name, currency string
 	plan           listings.Plan // the public plan in force
+	// gone is the status of a listing that left the catalog (suspended,
+	// retired), whose page the org can no longer open; "" otherwise.
+	gone listings.Status
 }
 
 func (u *UI) newLabeler(r *req) *labeler {
@@ -167,6 +170,8 @@ func (lb *labeler) listing(id string) listingLabel {
 			v.name = l.Card.Name
 		}
 		lb.currencies[v.currency] = true
+	} else if name, st, err := lb.u.d.Listings.Withdrawn(lb.r.ctx, id); err == nil {
+		v.name, v.gone = name, st
 	}
 	lb.listings[id] = v
 	return v
