@@ -13,12 +13,29 @@ import (
 
 type auditData struct {
 	Filter  map[string]string
-	Entries []audit.Entry
+	Entries []auditEntry
 	// Next is the link to the page of older entries ("" for none); CSV
 	// the link to this page as CSV.
 	Next, CSV string
 	Report    *audit.Report
 	Operator  bool
+}
+
+// auditEntry is an entry with its actor's names, as the viewer may see
+// them ("" where it may not, or there is none: the page shows the id).
+type auditEntry struct {
+	audit.Entry
+	OrgName, UserName, KeyName string
+}
+
+// named gives entries their actors' names.
+func (u *UI) named(r *req, es []audit.Entry) []auditEntry {
+	n := u.d.Accounts.Names(r.actor)
+	out := make([]auditEntry, len(es))
+	for i, e := range es {
+		out[i] = auditEntry{Entry: e, OrgName: n.Org(r.ctx, e.ActorOrgID), UserName: n.User(r.ctx, e.ActorUserID), KeyName: n.Key(r.ctx, e.ActorKeyID).Name}
+	}
+	return out
 }
 
 // auditFields are the filters the page's form sends, as the API names
@@ -65,7 +82,7 @@ func (u *UI) auditLog(r *req) error {
 		return err
 	}
 	all, _ := audit.Scope(r.actor)
-	d := &auditData{Filter: map[string]string{}, Entries: es, Operator: all}
+	d := &auditData{Filter: map[string]string{}, Entries: u.named(r, es), Operator: all}
 	q := url.Values{}
 	for _, k := range auditFields {
 		if v := r.c.Query(k); v != "" {

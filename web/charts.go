@@ -41,8 +41,9 @@ func truncate(s string, n int) string {
 }
 
 // trendChart draws one column per point (a day), with the axis labelled
-// at zero, half and the maximum.
-func trendChart(id, title, desc string, pts []point, format func(int64) string) template.HTML {
+// at zero, half and the maximum; the maximum is least at the least (two
+// of the currency's minor units, so that the half is one: never $0.002).
+func trendChart(id, title, desc string, pts []point, format func(int64) string, least int64) template.HTML {
 	const w, h, left, right, top, bottom = 560.0, 220.0, 78.0, 8.0, 12.0, 30.0
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg class="chart" viewBox="0 0 %.0f %.0f" role="img" aria-labelledby="%s-t %s-d" xmlns="http://www.w3.org/2000/svg">`, w, h, id, id)
@@ -51,7 +52,7 @@ func trendChart(id, title, desc string, pts []point, format func(int64) string) 
 	for _, p := range pts {
 		maxV = max(maxV, p.Value)
 	}
-	maxV = niceMax(maxV) // ticks at round values: $0.02 and $0.04, not $0.014859
+	maxV = niceMax(max(maxV, least)) // ticks at round values: $0.02 and $0.04, not $0.014859
 	plotW, plotH := w-left-right, h-top-bottom
 	for i, v := range []int64{0, maxV / 2, maxV} { // maxV·i/2 could overflow
 		y := top + plotH - plotH*float64(i)/2

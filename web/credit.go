@@ -118,6 +118,7 @@ func (u *UI) buyCredit(r *req) error {
 // returned as they are.
 func (u *UI) creditRefused(r *req, err error, inputs map[string]string) error {
 	d := &creditData{}
+	d.Labels = map[string]string{"org_id": "the organisation", "amount_micros": "the amount", "low_balance_micros": "the low balance", "currency": "the currency"}
 	if !d.absorb(err, func(f string) string { return inputs[f] }) {
 		return err
 	}

@@ -189,7 +189,17 @@ func (lb *labeler) key(id string) string {
 	if v, ok := lb.keys[id]; ok {
 		return v
 	}
-	return id
+	// Another org's key, on the operator's pages.
+	v := id
+	n := lb.u.d.Accounts.Names(lb.r.actor)
+	if k := n.Key(lb.r.ctx, id); k.Name != "" {
+		v = k.Name + " (" + k.Prefix + "…)"
+		if o := n.Org(lb.r.ctx, k.OrgID); o != "" {
+			v += " of " + o
+		}
+	}
+	lb.keys[id] = v
+	return v
 }
 
 // currency is the one currency of the listings met, or "" when they mix.
@@ -207,7 +217,11 @@ func (lb *labeler) currency() (string, bool) {
 func (lb *labeler) label(g metering.GroupBy, key string) (label, href string) {
 	switch g {
 	case metering.ByListing:
-		return lb.listing(key).name, "/listings/" + url.PathEscape(key)
+		l := lb.listing(key)
+		if l.gone != "" {
+			return l.name + " (" + statusText(l.gone) + ")", "" // its page is no longer the viewer's
+		}
+		return l.name, "/listings/" + url.PathEscape(key)
 	case metering.BySeller, metering.ByBuyer:
 		return lb.u.orgName(lb.r.ctx, key), ""
 	case metering.ByAPIKey:
@@ -402,7 +416,7 @@ func (u *UI) finance(r *req) error {
 			trend = append(trend, point{Label: row.Key, Value: row.CostMicros, Display: formatCents(row.CostMicros, cur), Exact: format(row.CostMicros)})
 		}
 	}
-	d.Trend = trendChart("trend", "Cost per day", "Cost per day from "+p.From+" to "+p.To+", "+formatCents(d.Total.CostMicros, cur)+" in total. The table below lists the figures.", trend, format)
+	d.Trend = trendChart("trend", "Cost per day", "Cost per day from "+p.From+" to "+p.To+", "+formatCents(d.Total.CostMicros, cur)+" in total. The table below lists the figures.", trend, format, 2*minorUnitMicros(cur))
 	var bars []point
 	for i, row := range d.Agents.Rows {
 		if i == 10 {

@@ -19,6 +19,10 @@ type form struct {
 	Values  map[string]string
 	Errors  []fieldMsg
 	Message string // the error's summary, e.g. "the listing is not valid"
+	// Labels are the page's words for the API's field names that the
+	// service's messages use ("target_id" → "the id"): absorb writes the
+	// messages in them.
+	Labels map[string]string
 }
 
 // Err returns the message for a field, "" when it has none.
@@ -54,18 +58,46 @@ func (f *form) absorb(err error, mapField func(string) string) bool {
 	default:
 		return false
 	}
-	f.Message = ae.Message
+	f.Message = inWords(ae.Message, f.Labels)
 	for _, fe := range ae.Fields {
 		name := fe.Field
 		if mapField != nil {
 			name = mapField(fe.Field)
 		}
-		f.Errors = append(f.Errors, fieldMsg{Field: name, Message: fe.Message})
+		f.Errors = append(f.Errors, fieldMsg{Field: name, Message: inWords(fe.Message, f.Labels)})
 	}
 	if len(ae.Fields) == 0 {
-		f.Errors = append(f.Errors, fieldMsg{Message: ae.Message})
+		f.Errors = append(f.Errors, fieldMsg{Message: f.Message})
 	}
 	return true
+}
+
+// inWords is a service's message in a page's words: each API field name
+// of labels it mentions (a whole word) becomes the page's word for it,
+// and the first letter a capital.
+func inWords(msg string, labels map[string]string) string {
+	if len(labels) == 0 {
+		return msg
+	}
+	var b strings.Builder
+	for i := 0; i < len(msg); {
+		j := i
+		for j < len(msg) && (msg[j] == '_' || msg[j] >= 'a' && msg[j] <= 'z' || msg[j] >= '0' && msg[j] <= '9') {
+			j++
+		}
+		if j == i {
+			b.WriteByte(msg[i])
+			i++
+			continue
+		}
+		w := msg[i:j]
+		if l, ok := labels[w]; ok {
+			w = l
+		}
+		b.WriteString(w)
+		i = j
+	}
+	return capitalize(b.String())
 }
 
 // Form returns f, for templates that pass the form to the input helper.

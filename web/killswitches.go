@@ -18,12 +18,80 @@ type switchesData struct {
 	// form is the switch-off form's values and, when it was refused, why
 	// (a lift refused shows its reasons at the top).
 	form
-	On, Lifted []contracts.Switch
-	Scopes     []contracts.SwitchScope
+	On, Lifted []switchView
+	Scopes     []scopeChoice
 	// Scope and Listing fill the form (?scope=&target=&listing=, or what
 	// was sent).
 	Scope, Listing string
 	Operator       bool
+}
+
+// switchView is a switch as the page names it: what it stops, in words,
+// and who set and lifted it, by name where the viewer may see it.
+type switchView struct {
+	contracts.Switch
+	What, Target, SetByName, LiftedByName string
+}
+
+// scopeChoice is a scope of the form's choice, with its words.
+type scopeChoice struct {
+	Value contracts.SwitchScope
+	Label string
+}
+
+// scopeWords are the page's words for each scope.
+var scopeWords = map[contracts.SwitchScope]string{
+	contracts.SwitchListing:   "A listing",
+	contracts.SwitchSellerOrg: "A seller (every listing it sells)",
+	contracts.SwitchBuyerOrg:  "A buyer organisation",
+	contracts.SwitchAPIKey:    "An API key",
+	contracts.SwitchTask:      "A task",
+}
+
+// switchWords are the page's words for the service's field names.
+var switchWords = map[string]string{"target_id": "the id", "listing_id": "the listing", "scope": "what to switch off", "reason": "the reason"}
+
+// switchView names s for the page.
+func (u *UI) switchView(r *req, n *contracts.Names, lb *labeler, s contracts.Switch) switchView {
+	v := switchView{Switch: s, What: scopeWords[s.Scope], SetByName: actorWords(r, n, s.SetBy), LiftedByName: actorWords(r, n, s.LiftedBy)}
+	if v.What == "" {
+		v.What = statusText(s.Scope)
+	}
+	switch s.Scope {
+	case contracts.SwitchListing:
+		if l := lb.listing(s.TargetID); l.name != s.TargetID {
+			v.Target = l.name
+		}
+	case contracts.SwitchSellerOrg, contracts.SwitchBuyerOrg:
+		v.Target = n.Org(r.ctx, s.TargetID)
+	case contracts.SwitchAPIKey:
+		v.Target = n.Key(r.ctx, s.TargetID).Name
+	}
+	return v
+}
+
+// actorWords names who a switch says set or lifted it ("user:<id>",
+// "key:<id>", "operator"): a user's e-mail, a key's name, or, where the
+// viewer may not see it, the kind alone.
+func actorWords(r *req, n *contracts.Names, who string) string {
+	kind, id, _ := strings.Cut(who, ":")
+	switch kind {
+	case "":
+		return ""
+	case "user":
+		if e := n.User(r.ctx, id); e != "" {
+			return e
+		}
+		return "a user"
+	case "key":
+		if k := n.Key(r.ctx, id); k.Name != "" {
+			return "key " + k.Name
+		}
+		return "an API key"
+	case "operator":
+		return "the operator"
+	}
+	return statusText(who)
 }
 
 func (u *UI) killSwitches(r *req) error {
@@ -44,12 +112,16 @@ func (u *UI) switchesPage(r *req, d *switchesData) error {
 	if err != nil {
 		return err
 	}
-	d.Scopes, d.Operator = contracts.SwitchScopes, r.actor.Operator
+	d.Operator = r.actor.Operator
+	for _, s := range contracts.SwitchScopes {
+		d.Scopes = append(d.Scopes, scopeChoice{Value: s, Label: scopeWords[s]})
+	}
+	n, lb := u.d.Accounts.Names(r.actor), u.newLabeler(r)
 	for _, s := range all {
 		if s.Active() {
-			d.On = append(d.On, s)
+			d.On = append(d.On, u.switchView(r, n, lb, s))
 		} else {
-			d.Lifted = append(d.Lifted, s)
+			d.Lifted = append(d.Lifted, u.switchView(r, n, lb, s))
 		}
 	}
 	return u.render(r, "killswitches", "Kill switches", d)
@@ -64,6 +136,7 @@ func (u *UI) setKillSwitch(r *req) error {
 	d := &switchesData{form: form{Values: map[string]string{"target_id": strings.Clone(r.c.FormValue("target_id")),
 		"reason": strings.Clone(r.c.FormValue("reason"))}},
 		Scope: strings.Clone(r.c.FormValue("scope")), Listing: strings.Clone(r.c.FormValue("listing_id"))}
+	d.Labels = switchWords
 	in := contracts.SwitchInput{Scope: contracts.SwitchScope(d.Scope), TargetID: d.V("target_id"), ListingID: d.Listing, Reason: d.V("reason")}
 	_, err := u.d.Switches.Set(r.ctx, r.actor, in)
 	if err == nil {
@@ -86,7 +159,7 @@ func (u *UI) liftKillSwitch(r *req) error {
 	if err == nil {
 		return redirect(r, "/kill-switches?notice=lifted")
 	}
-	d := &switchesData{form: form{Values: map[string]string{}}, Scope: string(contracts.SwitchListing)}
+	d := &switchesData{form: form{Values: map[string]string{}, Labels: switchWords}, Scope: string(contracts.SwitchListing)}
 	if !d.absorb(err, func(string) string { return "" }) {
 		return err
 	}

@@ -26,6 +26,15 @@ func minorDigits(currency string) int {
 	return d
 }
 
+// minorUnitMicros is one minor unit of the currency (a cent) in micros.
+func minorUnitMicros(currency string) int64 {
+	m := int64(microsPerUnit)
+	for range minorDigits(currency) {
+		m /= 10
+	}
+	return m
+}
+
 // abs64 returns |n| as a uint64, correct for math.MinInt64 too.
 func abs64(n int64) uint64 {
 	if n < 0 {

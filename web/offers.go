@@ -113,6 +113,7 @@ func (u *UI) createOffer(r *req) error {
 		if err == nil {
 			return redirect(r, "/seller/offers?notice=offered#offer-"+o.ID)
 		}
+		f.Labels = map[string]string{"buyer_org_id": "the buyer organisation id", "expires_at": "the end of the offer", "listing_id": "the listing"}
 		if !f.absorb(err, func(field string) string {
 			if in, ok := listingFieldInputs[field]; ok {
 				return in

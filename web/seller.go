@@ -304,9 +304,10 @@ func absorbListing(f *form, err error) bool {
 	if f.V("source") == "paste" {
 		cardInput = "card"
 	}
-	f.Message = ae.Message
+	words := map[string]string{"card_url": "a card URL"}
+	f.Message = inWords(ae.Message, words)
 	for _, fe := range ae.Fields {
-		name, msg := listingFieldInputs[fe.Field], pricingWords(fe, f.V("currency"))
+		name, msg := listingFieldInputs[fe.Field], inWords(pricingWords(fe, f.V("currency")), words)
 		if sub, ok := strings.CutPrefix(fe.Field, "card."); ok {
 			name = cardInput
 			if !strings.Contains(msg, sub) {
@@ -318,7 +319,7 @@ func absorbListing(f *form, err error) bool {
 		f.Errors = append(f.Errors, fieldMsg{Field: name, Message: msg})
 	}
 	if len(ae.Fields) == 0 {
-		f.Errors = append(f.Errors, fieldMsg{Message: ae.Message})
+		f.Errors = append(f.Errors, fieldMsg{Message: f.Message})
 	}
 	return true
 }

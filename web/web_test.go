@@ -336,7 +336,7 @@ func TestSellerListsAgentWithInlineErrors(t *testing.T) {
 
 	// A card URL with nothing there: the error is on the URL.
 	p = b.post("/seller/new", url.Values{"source": {"url"}, "card_url": {"http://nothing.test/"}, "currency": {"usd"}})
-	mustContain(t, p, `id="card_url-error"`, "no card at")
+	mustContain(t, p, `id="card_url-error"`, "No card at")
 
 	// And then a good one.
 	s.fetcher.cards["http://agent.test/"] = storetest.Card(t, "summarizer-v0.3.json")

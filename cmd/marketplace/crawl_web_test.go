@@ -22,13 +22,16 @@ const (
 )
 
 // TestWebCrawl (issue 28): in Chromium, each party of the demo (the
-// seller, the buyer, the operator) signs in, follows every link its
-// console pages offer (to this site) and presses every form button they
-// offer, once each, from a fresh load of the page. No page answers 5xx,
-// no link leads to an error page, and no button the page offered answers
-// with the console's error page ("That did not work", "Something went
-// wrong", "Not allowed"…): a form sent incomplete answers with its own
-// page and the fields' errors. Buttons that end the session (sign out,
+// buyer, the seller, the operator, then the buyer again) signs in,
+// follows every link its console pages offer (to this site) and presses
+// every form button they offer, once each, from a fresh load of the page.
+// No page answers 5xx, no link leads to an error page, and no button the
+// page offered answers with the console's error page ("That did not
+// work", "Something went wrong", "Not allowed"…): a form sent incomplete
+// answers with its own page and the fields' errors, and a form the page
+// offers ready to send (the browser's own checks pass) is taken (no 4xx).
+// No page shows the API's words, machine ids where names belong, or money
+// past the cent (checkWords). Buttons that end the session (sign out,
 // revoke keys) are pressed last.
 func TestWebCrawl(t *testing.T) {
 	env := map[string]string{"AGENTMARKET_DEMO_PORT": strconv.Itoa(demoPorts(t, 3)), "AGENTMARKET_FETCH_ALLOW_CIDRS": ""}
@@ -56,6 +59,10 @@ func TestWebCrawl(t *testing.T) {
 		{"buyer", func(ctx context.Context) error { return webtest.SignIn(ctx, m.URL, demoBuyerEmail, demoPassword) }, "/buyer"},
 		{"seller", func(ctx context.Context) error { return webtest.SignIn(ctx, m.URL, demoSellerEmail, demoPassword) }, "/seller"},
 		{"operator", func(ctx context.Context) error { return webtest.SignInKey(ctx, m.URL, operatorKey(t, m)) }, "/operator"},
+		// Once more, after the seller retired and the operator suspended
+		// what their pages offered: the buyer's subscriptions to listings
+		// that left the catalog.
+		{"buyer-after", func(ctx context.Context) error { return webtest.SignIn(ctx, m.URL, demoBuyerEmail, demoPassword) }, "/buyer"},
 	}
 	for _, role := range roles {
 		t.Run(role.name, func(t *testing.T) {
@@ -78,7 +85,7 @@ type crawlForm struct {
 // buttons they offer, each once.
 func crawlLinks(t *testing.T, b *browser, base string, start []string) []crawlForm {
 	t.Helper()
-	queue, seen := append([]string(nil), start...), map[string]bool{}
+	queue, seen, from := append([]string(nil), start...), map[string]bool{}, map[string]string{}
 	for _, u := range start {
 		seen[pageKind(u)] = true
 	}
@@ -93,9 +100,10 @@ func crawlLinks(t *testing.T, b *browser, base string, start []string) []crawlFo
 		b.must("read "+u, err)
 		pages++
 		if p.Status >= 500 || p.ErrorTitle != "" {
-			t.Errorf("%s: %d %q %s", u, p.Status, p.ErrorTitle, p.Message)
+			t.Errorf("%s (a link of %s): %d %q %s", u, from[u], p.Status, p.ErrorTitle, p.Message)
 			continue
 		}
+		checkWords(t, u, p.Text)
 		for _, l := range p.Links {
 			if seen[pageKind(l.URL)] || !strings.HasPrefix(l.URL, base+"/") || strings.HasPrefix(l.URL, base+"/a2a/") {
 				continue
@@ -108,7 +116,7 @@ func crawlLinks(t *testing.T, b *browser, base string, start []string) []crawlFo
 				}
 				continue
 			}
-			queue = append(queue, l.URL)
+			queue, from[l.URL] = append(queue, l.URL), u
 		}
 		for _, f := range p.Forms {
 			path := strings.TrimPrefix(f.Action, base)
@@ -169,12 +177,65 @@ func pressForms(t *testing.T, b *browser, forms []crawlForm, signIn func() error
 		pressed++
 		p, err := webtest.ReadPage(b.ctx)
 		b.must("read the answer to "+f.Key, err)
-		if p.Status >= 500 || p.ErrorTitle != "" {
-			u, _ := url.Parse(p.URL)
+		u, _ := url.Parse(p.URL)
+		switch {
+		case p.Status >= 500 || p.ErrorTitle != "":
 			t.Errorf("%s offers %q (%s %s); pressed, it answers %d %q at %s: %s", f.page, f.Label, f.Method, f.Action, p.Status, p.ErrorTitle, u.Path, p.Message)
+		case f.Ready && p.Status >= 400:
+			// Sent as the page offered it, with its own values: the
+			// server must take it.
+			t.Errorf("%s offers %q (%s %s) ready to send; sent, it answers %d at %s", f.page, f.Label, f.Method, f.Action, p.Status, u.Path)
 		}
+		checkWords(t, f.page+" after "+f.Label, p.Text)
 	}
 	t.Logf("%d form buttons pressed", pressed)
+}
+
+// What a page must not show its reader (issue 28): the API's words (its
+// snake_case field names and codes), machine ids where names belong, and
+// money past the cent (the exact amount is on hover, in a title).
+//
+// A key's first characters and an ellipsis ("amk_3fk2x9a1…") are how a
+// holder recognises its key, and a price per unit ("$0.002 per task") is
+// not an amount: both are left out.
+var (
+	apiWord   = regexp.MustCompile(`\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b`)
+	machineID = regexp.MustCompile(`\b(?:lst|org|key|usr|ctr|sub|ks|off|inv|cfg|del)_[a-z0-9]{6,}\b`)
+	subCent   = regexp.MustCompile(`\$[0-9,]*\.[0-9]{3,}`)
+	exempt    = regexp.MustCompile(`\bamk_[a-z0-9]+…|[$€£¥][0-9,]*\.[0-9]+ (?:per|a|an|each) `)
+)
+
+// checkWords fails the test for each such thing text (a page's, Page.Text)
+// shows, once per page and kind.
+func checkWords(t *testing.T, page, text string) {
+	t.Helper()
+	text = exempt.ReplaceAllString(text, " ")
+	for _, c := range []struct {
+		what string
+		re   *regexp.Regexp
+	}{{"a machine id", machineID}, {"an API word", apiWord}, {"money past the cent", subCent}} {
+		if m := c.re.FindString(text); m != "" {
+			t.Errorf("%s shows %s: %q in %q", page, c.what, m, around(text, m))
+			if c.re == machineID {
+				text = machineID.ReplaceAllString(text, " ") // one finding, not two
+			}
+		}
+	}
+}
+
+// around is the line of text that holds m.
+func around(text, m string) string {
+	i := strings.Index(text, m)
+	start := strings.LastIndexByte(text[:i], '\n') + 1
+	end := strings.IndexByte(text[i:], '\n')
+	if end < 0 {
+		end = len(text) - i
+	}
+	line := text[start : i+end]
+	if len(line) > 160 {
+		line = line[:160] + "…"
+	}
+	return line
 }
 
 // signedIn reports whether p is a page of a signed-in visitor.

@@ -104,6 +104,28 @@ func Run(t *testing.T, newStore func(t *testing.T) interface {
 		}
 	})
 
+	t.Run("users and keys read by id, whichever org (NameStore)", func(t *testing.T) {
+		s := newStore(t)
+		ns, ok := any(s).(contracts.NameStore)
+		if !ok {
+			t.Skip("the store reads no names (pages show ids)")
+		}
+		mustOrg(t, s, "org_a", "alice@example.com")
+		mustOrg(t, s, "org_b", "bob@example.com")
+		if u, err := ns.UserByID(ctx, "usr_org_b"); err != nil || u.Email != "bob@example.com" || u.OrgID != "org_b" || u.PasswordHash != "" {
+			t.Errorf("UserByID = %+v, %v; want bob of org_b, without the password's hash", u, err)
+		}
+		if k, err := ns.APIKeyByID(ctx, "key_org_a"); err != nil || k.Name != "key key_org_a" || k.OrgID != "org_a" || k.Prefix != "amk_key_org_a" {
+			t.Errorf("APIKeyByID = %+v, %v", k, err)
+		}
+		if _, err := ns.UserByID(ctx, "usr_nope"); agentmarket.KindOf(err) != agentmarket.NotFound {
+			t.Errorf("UserByID of no user: %v, want not found", err)
+		}
+		if _, err := ns.APIKeyByID(ctx, "key_nope"); agentmarket.KindOf(err) != agentmarket.NotFound {
+			t.Errorf("APIKeyByID of no key: %v, want not found", err)
+		}
+	})
+
 	t.Run("create org with user and key, then read them back", func(t *testing.T) {
 		s := newStore(t)
 		mustOrg(t, s, "org_a", "alice@example.com")

@@ -163,8 +163,12 @@ type Page struct {
 	// one, else "".
 	ErrorTitle string
 	Message    string // the error page's message
-	Links      []Link
-	Forms      []Form
+	// Text is what the page's main part shows a reader: its visible
+	// text, less what it shows as code (code, pre, kbd, samp) and what
+	// fields hold (the values of inputs and text areas).
+	Text  string
+	Links []Link
+	Forms []Form
 }
 
 // Link is a link of a page to the same site.
@@ -180,11 +184,14 @@ type Form struct {
 	Action string
 	Method string
 	Label  string
+	// Ready is whether the form may be sent as the page offers it: the
+	// browser's own checks pass with the values the page filled in.
+	Ready bool
 }
 
 const readPageJS = `(() => {
   const nav = performance.getEntriesByType('navigation')[0] || {};
-  const err = document.querySelector('main .narrow h1') && [...document.querySelectorAll('main p.muted')].some(p => p.textContent.startsWith('Error code:'));
+  const err = !!document.querySelector('main [data-error-page]');
   const links = [...document.querySelectorAll('a[href]')].filter(a => a.href.startsWith(location.origin + '/')).map(a => {
     const u = new URL(a.href); u.hash = '';
     return {url: u.href, download: a.hasAttribute('download') || /\.(csv|json)$/.test(u.pathname)};
@@ -192,10 +199,20 @@ const readPageJS = `(() => {
   const forms = [];
   for (const f of document.forms) for (const b of f.querySelectorAll('button:not([type]), button[type=submit], input[type=submit]')) {
     if (b.disabled) continue;
-    forms.push({key: amFormKey(f, b), action: amAction(f), method: (f.getAttribute('method') || 'get').toLowerCase(), label: amLabel(b)});
+    forms.push({key: amFormKey(f, b), action: amAction(f), method: (f.getAttribute('method') || 'get').toLowerCase(), label: amLabel(b), ready: f.checkValidity()});
   }
-  return {url: location.href, status: nav.responseStatus || 0, errorTitle: err ? document.querySelector('main .narrow h1').textContent.trim() : '',
-    message: err ? (document.querySelector('main .narrow p') || {}).textContent || '' : '', links, forms};
+  const main = document.querySelector('main');
+  let text = '';
+  if (main) {
+    const copy = main.cloneNode(true);
+    copy.querySelectorAll('code, pre, kbd, samp, textarea, script, style, [hidden], .visually-hidden, details:not([open]) > :not(summary)').forEach(e => e.remove());
+    document.body.appendChild(copy); // innerText needs the layout
+    copy.style.position = 'absolute'; copy.style.left = '-99999px';
+    text = copy.innerText;
+    copy.remove();
+  }
+  return {url: location.href, status: nav.responseStatus || 0, errorTitle: err ? document.querySelector('main [data-error-page] h1').textContent.trim() : '',
+    message: err ? (document.querySelector('main [data-error-page] p') || {}).textContent || '' : '', text, links, forms};
 })()`
 
 // formKeyJS defines the functions that name a form's button.
@@ -249,13 +266,16 @@ func FetchStatus(ctx context.Context, url string) (int, error) {
 // browser's own form checks off, as a user's old browser or a script
 // would send it) and waits for the page that answers. found is false when
 // the page no longer offers it.
+//
+// A form the page offers ready to send (Form.Ready) is sent as a user
+// would, with the browser's checks on.
 func Press(ctx context.Context, f Form) (found bool, err error) {
 	js := fmt.Sprintf(`(() => {
   for (const f of document.forms) for (const b of f.querySelectorAll('button:not([type]), button[type=submit], input[type=submit]')) {
-    if (!b.disabled && amFormKey(f, b) === %q) { f.noValidate = true; window.amBefore = true; b.click(); return true; }
+    if (!b.disabled && amFormKey(f, b) === %q) { f.noValidate = %t; window.amBefore = true; b.click(); return true; }
   }
   return false;
-})()`, f.Key)
+})()`, f.Key, !f.Ready)
 	if err := chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](formKeyJS)); err != nil {
 		return false, err
 	}
