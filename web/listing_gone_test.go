@@ -42,3 +42,20 @@ func TestBuyerPageWithListingGone(t *testing.T) {
 	}
 	mustNotContain(t, p, `href="/listings/`+other.ID+`"`)
 }
+
+// TestSubscribeRefusedSaysWhy: a Subscribe sent from a page loaded before
+// the org subscribed (another tab) is refused, and the page that answers
+// says why, though it offers no form any more.
+func TestSubscribeRefusedSaysWhy(t *testing.T) {
+	s := newSite(t, siteOptions{autoApprove: true})
+	_, buyer, l, _ := s.sellerAndBuyer(t)
+	mustContain(t, buyer.get("/listings/"+l.ID), "Subscribe")
+	if p := buyer.post("/listings/"+l.ID+"/subscribe", nil); p.Status != http.StatusSeeOther {
+		t.Fatalf("subscribe = %d %s", p.Status, excerpt(p.Body))
+	}
+	p := buyer.post("/listings/"+l.ID+"/subscribe", nil)
+	if p.Status != http.StatusConflict {
+		t.Fatalf("second subscribe = %d", p.Status)
+	}
+	mustContain(t, p, `id="error-summary"`, "already")
+}
