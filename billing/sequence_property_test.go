@@ -69,12 +69,13 @@ func TestPropertyBuyerSequences(t *testing.T) {
 		}
 	}
 	var played seqCounts
+	shrinks := 2 // failures a run shrinks; later ones print their seed only
 	for i, c := range cases {
 		name := fmt.Sprint(c.Seed)
 		if c.Actions != nil {
 			name = fmt.Sprintf("regression-%d", i)
 		}
-		t.Run(name, func(t *testing.T) { played.add(checkSequence(t, c, nil)) })
+		t.Run(name, func(t *testing.T) { played.add(checkSequence(t, c, nil, &shrinks)) })
 	}
 	t.Logf("offers accepted: %+v", played)
 	// The sequences reach every kind of offer acceptance.
@@ -88,9 +89,10 @@ func TestPropertyBuyerSequences(t *testing.T) {
 }
 
 // checkSequence plays c (its seed's sequence when it lists no actions)
-// and, when an invariant breaks, shrinks it and fails the test with the
-// shrunk case as Go source.
-func checkSequence(t *testing.T, c seqCase, plant seqPlant) seqCounts {
+// and, when an invariant breaks, shrinks it (while *shrinks, the run's
+// budget, lasts: a shrink may take half a minute) and fails the test with
+// the shrunk case as Go source.
+func checkSequence(t *testing.T, c seqCase, plant seqPlant, shrinks *int) seqCounts {
 	t.Helper()
 	if c.Actions == nil {
 		c = generateSequence(c.Seed)
@@ -99,6 +101,11 @@ func checkSequence(t *testing.T, c seqCase, plant seqPlant) seqCounts {
 	if err == nil {
 		return n
 	}
+	if *shrinks <= 0 {
+		t.Fatalf("seed %d, %d actions: %v\n(not shrunk, this run's shrinks are spent: add {Seed: %d} to sequenceRegressions, "+
+			"and -run 'TestPropertyBuyerSequences/regression' shrinks it)", c.Seed, len(c.Actions), err, c.Seed)
+	}
+	*shrinks--
 	small := shrinkSequence(t, c, err, plant)
 	t.Fatalf("seed %d, %d actions: %v\nshrunk to %d actions over %d months, which fail with: %v\n"+
 		"add it to sequenceRegressions (billing/sequence_regressions_test.go):\n%s",
