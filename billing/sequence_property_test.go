@@ -47,7 +47,11 @@ const sequenceRuns = 25
 //     each invoice, and its preview, takes off exactly what the contract
 //     burned in the month, rounded half up to the cent, never more than
 //     its total, and what is due is the rest: nothing burned is charged
-//     again, nothing is credited twice or to another contract.
+//     again, nothing is credited twice or to another contract;
+//   - with Stripe, which rounds each subscription alone and gives each
+//     its allowance: each stay's own rounding plus the adjustment item
+//     the month's end charges it, once, add up for each org to what its
+//     own invoices charge (checkStripeMonth).
 //
 // A seed draws a list of actions (generateSequence), then the list is
 // played against the stores (playSequence). A failing list is shrunk
@@ -408,6 +412,10 @@ func playSequence(t *testing.T, c seqCase, plant seqPlant) (n seqCounts, err err
 	svc.Credit = burned
 	returned := &seqReturns{}
 	svc.CreditBack = returned
+	// The same months with Stripe: every contract has a subscription
+	// there, and its adjustment items are charged once the month is over.
+	withStripe := e.service()
+	withStripe.History = h
 	model := newSeqModel()
 	open := map[string]int{} // org → index in e.ctrs.all of its open contract
 	fail := func(format string, args ...any) {
@@ -437,6 +445,10 @@ func playSequence(t *testing.T, c seqCase, plant seqPlant) (n seqCounts, err err
 					ct.TrialEnd = &end
 				}
 				open[a.Org] = len(e.ctrs.all) - 1
+				if _, err := e.store.SaveSubscription(ctx, &billing.Subscription{ContractID: s.id, CustomerID: "cus_" + a.Org,
+					Refs: billing.SubscriptionRefs{ID: "sub_" + s.id}, CreatedAt: a.At}); err != nil {
+					t.Fatal(err)
+				}
 				if a.Offer != "" {
 					n.offerSubscribed++
 					if ct.TrialEnd != nil {
@@ -485,6 +497,7 @@ func playSequence(t *testing.T, c seqCase, plant seqPlant) (n seqCounts, err err
 			fail("CloseMonth(%s) = %d, %v; %d contracts were active", month.Start.Format("2006-01"), n, err, len(active))
 		}
 		credited, capped := checkMonth(fail, e, svc, month, active, previews, burned, returned, plant)
+		checkStripeMonth(fail, e, withStripe, month, active)
 		n.credited += credited
 		n.creditCapped += capped
 	}
@@ -631,6 +644,72 @@ func checkMonth(fail func(string, ...any), e *env, svc *billing.Service, month b
 		}
 	}
 	return credited, capped
+}
+
+// checkStripeMonth holds a closed month with Stripe to the own ledger:
+// Stripe's prices charge each stay alone (each part with the plan's full
+// allowance, rounded once per subscription), and with the adjustment
+// item ChargeCommitments adds (the allowance the month's earlier stays
+// and plans used, the month's rounding carry) each org pays what its own
+// invoices charge, to the cent.
+func checkStripeMonth(fail func(string, ...any), e *env, st *billing.Service, month billing.Period, active []contracts.Contract) {
+	ctx := context.Background()
+	if _, err := st.ChargeCommitments(ctx, month); err != nil {
+		fail("ChargeCommitments(%s): %v", month.Start.Format("2006-01"), err)
+	}
+	if _, err := st.ChargeCommitments(ctx, month); err != nil { // charged once: nothing new
+		fail("ChargeCommitments(%s) again: %v", month.Start.Format("2006-01"), err)
+	}
+	plans := seqPlans()
+	own, atStripe := map[string]int64{}, map[string]int64{}
+	for _, c := range active {
+		li, err := e.store.Invoice(ctx, c.ID, month.Start)
+		if err != nil {
+			fail("%s has no invoice for %s: %v", c.ID, month.Start.Format("2006-01"), err)
+		}
+		inv := &li.Invoice
+		own[c.BuyerOrgID] += inv.TotalMinor
+		alone := new(big.Rat)
+		for i, part := range inv.Parts {
+			var u billing.Usage
+			for _, l := range inv.Lines {
+				if l.Part != i {
+					continue
+				}
+				switch l.Kind {
+				case billing.LineInputTokens:
+					u.InputTokens = l.Used
+				case billing.LineOutputTokens:
+					u.OutputTokens = l.Used
+				case billing.LineCompute:
+					u.ComputeMs = l.Used
+				case billing.LineTasks:
+					u.Tasks = l.Used
+				}
+			}
+			one, err := billing.RateParts(month, []billing.Part{{Plan: plans[part.PlanVersion], Span: part.Active, Usage: u, Trial: part.Trial}})
+			if err != nil {
+				fail("%s's part %d alone: %v", c.ID, i, err)
+			}
+			alone.Add(alone, one.ExactMicros())
+		}
+		atStripe[c.BuyerOrgID] += roundCents(alone)
+		item, err := e.store.CommitmentCharge(ctx, c.ID, month.Start)
+		switch {
+		case err == nil && item.SentAt == nil:
+			fail("%s's adjustment of %s (%d cents) was not sent", c.ID, month.Start.Format("2006-01"), item.AmountMinor)
+		case err == nil:
+			atStripe[c.BuyerOrgID] += item.AmountMinor
+		case agentmarket.KindOf(err) != agentmarket.NotFound:
+			fail("%s's adjustment of %s: %v", c.ID, month.Start.Format("2006-01"), err)
+		}
+	}
+	for org, cents := range own {
+		if atStripe[org] != cents {
+			fail("%s in %s pays %d cents at Stripe (each stay rounded alone, with its adjustment item), %d on the own ledger", org,
+				month.Start.Format("2006-01"), atStripe[org], cents)
+		}
+	}
 }
 
 // roundCents is micros (usd) to cents, half up.
