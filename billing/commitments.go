@@ -139,9 +139,10 @@ func (s *Service) committed(ctx context.Context, c *contracts.Contract, period P
 	return false, nil
 }
 
-// adjustmentDescription is the invoice item's text: what it is made of
-// of the commitment's shortfall, the allowance the month's earlier stays
-// and plans used, and the month's rounding carry.
+// adjustmentDescription is the invoice item's text, naming what it holds:
+// the commitment's shortfall, the allowance the month's earlier stays and
+// plans used, what the month's rounding carry changes (a cent either
+// way: the item may be a credit).
 func adjustmentDescription(commitment, shared, carried int64, period Period) string {
 	var what []string
 	if commitment != 0 || (shared == 0 && carried == 0) {
