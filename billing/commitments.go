@@ -2,9 +2,9 @@ package billing
 
 import (
 	"context"
-	"fmt"
 	"math/big"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/agentmarket/agentmarket"
@@ -51,9 +51,20 @@ func (s *Service) chargeCommitment(ctx context.Context, c *contracts.Contract, p
 		if err != nil || !ok {
 			return false, err
 		}
-		inv, err := RateParts(period, parts)
+		own, err := RateParts(period, parts)
 		if err != nil {
 			return false, err
+		}
+		// The provider rounds each subscription's invoice itself: it
+		// rates the parts without the month's rounding carry, and what
+		// the carry changes of the own total is charged here (carried).
+		inv := own
+		if own.CarriedMicros != nil {
+			parts = slices.Clone(parts)
+			parts[0].RoundingCarry = nil
+			if inv, err = RateParts(period, parts); err != nil {
+				return false, err
+			}
 		}
 		var minor int64
 		for _, l := range inv.Lines {
@@ -65,19 +76,20 @@ func (s *Service) chargeCommitment(ctx context.Context, c *contracts.Contract, p
 		if err != nil {
 			return false, err
 		}
-		if minor+shared == 0 {
+		carried := own.TotalMinor - inv.TotalMinor
+		if minor+shared+carried == 0 {
 			return false, nil
 		}
 		charge, err = s.Store.AddCommitmentCharge(ctx, &CommitmentCharge{ContractID: c.ID, PeriodStart: period.Start, Currency: inv.Currency,
-			AmountMinor: minor + shared, IdempotencyKey: CommitmentKey(c.ID, period.Start), CreatedAt: now,
-			Description: adjustmentDescription(minor, shared, period)})
+			AmountMinor: minor + shared + carried, IdempotencyKey: CommitmentKey(c.ID, period.Start), CreatedAt: now,
+			Description: adjustmentDescription(minor, shared, carried, period)})
 		if err != nil {
 			return false, err
 		}
 	}
 	desc := charge.Description
 	if desc == "" {
-		desc = adjustmentDescription(charge.AmountMinor, 0, period)
+		desc = adjustmentDescription(charge.AmountMinor, 0, 0, period)
 	}
 	err = s.Provider.AddInvoiceItem(ctx, InvoiceItem{CustomerID: sub.CustomerID, SubscriptionID: sub.Refs.ID, Currency: charge.Currency,
 		AmountMinor: charge.AmountMinor, IdempotencyKey: charge.IdempotencyKey, Period: period, Description: desc})
@@ -127,18 +139,23 @@ func (s *Service) committed(ctx context.Context, c *contracts.Contract, period P
 	return false, nil
 }
 
-// adjustmentDescription is the invoice item's text: the commitment's
-// shortfall, the allowance the month's earlier stays and plans used, or
-// both.
-func adjustmentDescription(commitment, shared int64, period Period) string {
-	month := period.Start.Format("January 2006")
-	switch {
-	case shared == 0:
-		return fmt.Sprintf("Minimum commitment shortfall, %s", month)
-	case commitment == 0:
-		return fmt.Sprintf("Monthly allowance already used by earlier subscriptions or plans, %s", month)
+// adjustmentDescription is the invoice item's text, naming what it holds:
+// the commitment's shortfall, the allowance the month's earlier stays and
+// plans used, what the month's rounding carry changes (a cent either
+// way: the item may be a credit).
+func adjustmentDescription(commitment, shared, carried int64, period Period) string {
+	var what []string
+	if commitment != 0 || (shared == 0 && carried == 0) {
+		what = append(what, "minimum commitment shortfall")
 	}
-	return fmt.Sprintf("Minimum commitment shortfall and monthly allowance already used by earlier subscriptions or plans, %s", month)
+	if shared != 0 {
+		what = append(what, "monthly allowance already used by earlier subscriptions or plans")
+	}
+	if carried != 0 {
+		what = append(what, "this month's earlier subscriptions rounded once with this one")
+	}
+	text := strings.Join(what, " and ")
+	return strings.ToUpper(text[:1]) + text[1:] + ", " + period.Start.Format("January 2006")
 }
 
 // sharesAllowance reports whether the contract's month draws on an
@@ -180,26 +197,10 @@ func (s *Service) sharesAllowance(ctx context.Context, c *contracts.Contract, pe
 // (the allowance rule). It is the invoice's total, less its commitment
 // lines (charged apart), less the same parts rated each with a fresh
 // allowance and no commitment, rounded once as the invoice is; never
-// negative.
+// negative. parts and inv are without the month's rounding carry.
 func allowanceShared(period Period, parts []Part, inv *Invoice, commitmentMinor int64) (int64, error) {
 	if len(parts) == 1 && parts[0].AllowanceUsed == (Usage{}) {
 		return 0, nil
-	}
-	if inv.CarriedMicros != nil {
-		// The provider rounds each subscription's invoice itself: the
-		// month's rounding carry is the own ledger's, not its.
-		parts = slices.Clone(parts)
-		parts[0].RoundingCarry = nil
-		var err error
-		if inv, err = RateParts(period, parts); err != nil {
-			return 0, err
-		}
-		commitmentMinor = 0
-		for _, l := range inv.Lines {
-			if l.Kind == LineCommitment {
-				commitmentMinor += l.AmountMinor
-			}
-		}
 	}
 	fresh := new(big.Rat)
 	for _, p := range parts {

@@ -59,7 +59,12 @@
 // item and period: a second stay or a replaced item in the same month gets
 // a tier again at Stripe. ChargeCommitments charges what that misses
 // (allowanceShared) as an invoice item once the month is over, so the
-// buyer pays at Stripe what the own rating rates.
+// buyer pays at Stripe what the own rating rates. Stripe also rounds each
+// subscription's invoice on its own, where the own rating rounds an org's
+// stays on a listing in a month once together (Part.RoundingCarry): the
+// same item carries what the carry changes of a stay's total, a cent
+// either way, so stays too short to cost a cent each are charged the
+// month's amount rounded once at Stripe too.
 //
 // # Parts
 //

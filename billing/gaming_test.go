@@ -1,12 +1,21 @@
 package billing_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"io"
+	"math/big"
+	"net/http"
+	"net/url"
+	"os"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/agentmarket/agentmarket"
 	"github.com/agentmarket/agentmarket/billing"
+	"github.com/agentmarket/agentmarket/billing/stripe"
 )
 
 // TestAllowanceOncePerMonth: three short stays of one org on one listing
@@ -161,8 +170,108 @@ func TestStripeAllowanceShared(t *testing.T) {
 	}
 	// ctr_b's own rating leaves it 200,000 free tokens (600,000 × $3/M =
 	// $1.80); the provider's tier would give it 1,000,000 ($0): 180 cents.
-	wantCalls(t, e.prov.take(), `AddInvoiceItem sub_ctr_b cus_org_buyer 180 usd "Monthly allowance already used by earlier subscriptions or plans, May 2026" am1/contract/ctr_b/commitment/1777593600`)
+	// And the month is rounded once: ctr_a's hour of the fee (6.586
+	// cents) was charged 7, so ctr_b's own invoice takes 0.414 cents off
+	// its exact amount, and rounds to one cent less than the provider's
+	// rounding of ctr_b alone: 179 cents.
+	wantCalls(t, e.prov.take(), `AddInvoiceItem sub_ctr_b cus_org_buyer 179 usd "Monthly allowance already used by earlier subscriptions or plans and this month's earlier subscriptions rounded once with this one, May 2026" am1/contract/ctr_b/commitment/1777593600`)
 	if n, err := svc.ChargeCommitments(ctx, may); err != nil || n != 0 {
 		t.Fatalf("again = %d, %v", n, err)
 	}
+}
+
+// TestStripeShortStaysRoundedOnce: with Stripe, which rounds each
+// subscription's invoice itself, five stays of four minutes each on a
+// $49 plan are each worth 0.439 cents of the fee, which Stripe's
+// per-subscription rounding charges as nothing; the own ledger rounds the
+// month once (2.195 cents: 2). Once the month is over, the stays whose own
+// invoice, with the month's rounding carry, comes to a cent more than
+// their own rounding (the second and the fourth) get that cent as an
+// invoice item at Stripe, once: the buyer pays the month's amount rounded
+// once there too, however short the stays it cycles. Against stripe-mock,
+// recording what it was sent.
+func TestStripeShortStaysRoundedOnce(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	for i := range 5 {
+		e.at(t0.Add(time.Duration(i) * 10 * time.Minute))
+		c := e.attach(t, fmt.Sprintf("ctr_%d", i+1))
+		end := c.CreatedAt.Add(4 * time.Minute)
+		e.ctrs.all[i].CanceledAt = &end
+	}
+	may := billing.MonthOf(t0)
+	// One stay on its own rounds to nothing.
+	one, err := billing.RateParts(may, []billing.Part{{Plan: e.plans["lst_echo/3"], Span: billing.Period{Start: t0, End: t0.Add(4 * time.Minute)}}})
+	if err != nil || one.TotalMinor != 0 || one.ExactMicros().Cmp(big.NewRat(4_390, 1)) < 0 || one.ExactMicros().Cmp(big.NewRat(4_391, 1)) > 0 {
+		t.Fatalf("one stay: %d cents for %s micros, %v", one.TotalMinor, one.ExactMicros().FloatString(3), err)
+	}
+
+	e.at(date(2026, 6, 1, 0, 5))
+	svc := e.service()
+	calls := &stripeRequests{next: http.DefaultTransport}
+	svc.Provider = stripeMock(t, calls)
+	if n, err := svc.ChargeCommitments(ctx, may); err != nil || n != 2 {
+		t.Fatalf("ChargeCommitments = %d, %v; want the second and the fourth stay charged", n, err)
+	}
+	item := func(ctr string) string {
+		return fmt.Sprintf(`POST /v1/invoiceitems 200 key=am1/contract/%s/commitment/1777593600 customer=cus_org_buyer subscription=sub_%s `+
+			`amount=1 currency=usd description="This month's earlier subscriptions rounded once with this one, May 2026"`, ctr, ctr)
+	}
+	wantCalls(t, calls.take(), item("ctr_2"), item("ctr_4"))
+	if n, err := svc.ChargeCommitments(ctx, may); err != nil || n != 0 {
+		t.Fatalf("again = %d, %v", n, err)
+	}
+	wantCalls(t, calls.take())
+}
+
+// stripeMock is a Provider on the stripe-mock scripts/test.sh started,
+// its requests going through rt. Without one the test skips, or fails
+// under AGENTMARKET_TEST_REQUIRE_SERVICES=1.
+func stripeMock(t *testing.T, rt http.RoundTripper) *stripe.Provider {
+	t.Helper()
+	base, key := os.Getenv("AGENTMARKET_TEST_STRIPE_API_BASE"), os.Getenv("AGENTMARKET_TEST_STRIPE_SECRET_KEY")
+	if base == "" || key == "" {
+		if os.Getenv("AGENTMARKET_TEST_REQUIRE_SERVICES") == "1" {
+			t.Fatal("AGENTMARKET_TEST_STRIPE_API_BASE and _SECRET_KEY are not set: run the tests through scripts/test.sh")
+		}
+		t.Skip("AGENTMARKET_TEST_STRIPE_API_BASE not set: stripe-mock tests skipped (scripts/test.sh starts stripe-mock)")
+	}
+	return stripe.New(stripe.Config{SecretKey: key, APIBase: base, HTTPClient: &http.Client{Transport: rt}, MaxNetworkRetries: -1})
+}
+
+// stripeRequests records each request Stripe answered: method, path,
+// status, idempotency key and the parameters of an invoice item.
+type stripeRequests struct {
+	next http.RoundTripper
+	mu   sync.Mutex
+	got  []string
+}
+
+func (r *stripeRequests) RoundTrip(req *http.Request) (*http.Response, error) {
+	body, err := io.ReadAll(req.Body)
+	if err != nil {
+		return nil, err
+	}
+	out := req.Clone(req.Context())
+	out.Body = io.NopCloser(bytes.NewReader(body))
+	resp, err := r.next.RoundTrip(out)
+	if err != nil {
+		return nil, err
+	}
+	form, _ := url.ParseQuery(string(body))
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, fmt.Sprintf("%s %s %d key=%s customer=%s subscription=%s amount=%s currency=%s description=%q", req.Method, req.URL.Path,
+		resp.StatusCode, req.Header.Get("Idempotency-Key"), form.Get("customer"), form.Get("subscription"), form.Get("amount"), form.Get("currency"),
+		form.Get("description")))
+	return resp, nil
+}
+
+// take returns the requests recorded since the last take.
+func (r *stripeRequests) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	got := r.got
+	r.got = nil
+	return got
 }

@@ -6,7 +6,10 @@ import (
 	"math/big"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
+	"runtime/debug"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,16 +17,13 @@ import (
 	"github.com/agentmarket/agentmarket/billing"
 	"github.com/agentmarket/agentmarket/contracts"
 	"github.com/agentmarket/agentmarket/listings"
+	"github.com/agentmarket/agentmarket/migrations/relational"
 )
 
 // sequenceRuns is the budget of random buyer sequences a run of the
-// suite tries, besides the regression seeds (each a few months of a few
+// suite tries, besides the regression cases (each a few months of a few
 // orgs on real stores: SQLite and the embedded usage store).
 const sequenceRuns = 25
-
-// sequenceRegressions are seeds that once found a failure: each runs on
-// every run of the suite. Add the seed a failure prints here.
-var sequenceRegressions = []uint64{}
 
 // TestPropertyBuyerSequences plays random sequences of what buyers do —
 // subscribe (with a trial, once per org), use, change plans, accept
@@ -47,24 +47,39 @@ var sequenceRegressions = []uint64{}
 //     each invoice, and its preview, takes off exactly what the contract
 //     burned in the month, rounded half up to the cent, never more than
 //     its total, and what is due is the rest: nothing burned is charged
-//     again, nothing is credited twice or to another contract.
+//     again, nothing is credited twice or to another contract;
+//   - with Stripe, which rounds each subscription alone and gives each
+//     its allowance: each stay's own rounding plus the adjustment item
+//     the month's end charges it, once, add up for each org to what its
+//     own invoices charge (checkStripeMonth).
 //
-// AGENTMARKET_BILLING_SEQUENCES=N adds N seeds drawn at random (scripts/test.sh
-// sets it, so CI tries new sequences every run; a failure names its seed).
+// A seed draws a list of actions (generateSequence), then the list is
+// played against the stores (playSequence). A failing list is shrunk
+// (shrinkSequence: fewer months, fewer actions, smaller numbers) to one
+// that still breaks the same invariant, and the failure prints it as Go
+// source: paste it into sequenceRegressions (sequence_regressions_test.go),
+// where every run plays it. AGENTMARKET_BILLING_SEQUENCES=N adds N seeds
+// drawn at random (scripts/test.sh sets it, so CI tries new sequences
+// every run).
 func TestPropertyBuyerSequences(t *testing.T) {
-	seeds := append([]uint64{}, sequenceRegressions...)
+	cases := append([]seqCase{}, sequenceRegressions...)
 	for i := range sequenceRuns {
-		seeds = append(seeds, uint64(23_000+i))
+		cases = append(cases, seqCase{Seed: uint64(23_000 + i)})
 	}
 	if n, err := strconv.Atoi(os.Getenv("AGENTMARKET_BILLING_SEQUENCES")); err == nil && n > 0 {
 		base := rand.Uint64() >> 16
 		for i := range n {
-			seeds = append(seeds, base+uint64(i))
+			cases = append(cases, seqCase{Seed: base + uint64(i)})
 		}
 	}
 	var played seqCounts
-	for _, seed := range seeds {
-		t.Run(fmt.Sprint(seed), func(t *testing.T) { played.add(playSequence(t, seed)) })
+	shrinks := 2 // failures a run shrinks; later ones print their seed only
+	for i, c := range cases {
+		name := fmt.Sprint(c.Seed)
+		if c.Actions != nil {
+			name = fmt.Sprintf("regression-%d", i)
+		}
+		t.Run(name, func(t *testing.T) { played.add(checkSequence(t, c, nil, &shrinks)) })
 	}
 	t.Logf("offers accepted: %+v", played)
 	// The sequences reach every kind of offer acceptance.
@@ -75,6 +90,31 @@ func TestPropertyBuyerSequences(t *testing.T) {
 	if played.credited == 0 || played.creditCapped == 0 {
 		t.Errorf("the sequences applied credit too rarely: %+v", played)
 	}
+}
+
+// checkSequence plays c (its seed's sequence when it lists no actions)
+// and, when an invariant breaks, shrinks it (while *shrinks, the run's
+// budget, lasts: a shrink may take half a minute) and fails the test with
+// the shrunk case as Go source.
+func checkSequence(t *testing.T, c seqCase, plant seqPlant, shrinks *int) seqCounts {
+	t.Helper()
+	if c.Actions == nil {
+		c = generateSequence(c.Seed)
+	}
+	n, err := playSequence(t, c, plant)
+	if err == nil {
+		return n
+	}
+	if *shrinks <= 0 {
+		t.Fatalf("seed %d, %d actions: %v\n(not shrunk, this run's shrinks are spent: add {Seed: %d} to sequenceRegressions, "+
+			"and -run 'TestPropertyBuyerSequences/regression' shrinks it)", c.Seed, len(c.Actions), err, c.Seed)
+	}
+	*shrinks--
+	small := shrinkSequence(t, c, err, plant)
+	t.Fatalf("seed %d, %d actions: %v\nshrunk to %d actions over %d months, which fail with: %v\n"+
+		"add it to sequenceRegressions (billing/sequence_regressions_test.go):\n%s",
+		c.Seed, len(c.Actions), err, len(small.Actions), small.Months, small.failure, small.GoString())
+	return n
 }
 
 // seqCounts counts what a sequence did with offers.
@@ -109,39 +149,259 @@ func seqPlans() map[int]listings.Plan {
 	return map[int]listings.Plan{3: base, 4: dear, 5: cheap, 6: discount, 7: trial}
 }
 
-// seqOffer is a private offer made to one org.
+// seqOrgIDs are the buyer orgs of a sequence.
+var seqOrgIDs = []string{"org_a", "org_b", "org_c"}
+
+// seqOffer is a private offer made to every org: ofr_<org>_<n>.
 type seqOffer struct {
-	id        string
-	version   int
-	trialDays int64
-	accepted  bool
+	n, version int
+	trialDays  int64
+}
+
+var seqOffers = []seqOffer{{1, 6, 0}, {2, 7, 3}}
+
+func (f seqOffer) id(org string) string { return fmt.Sprintf("ofr_%s_%d", org, f.n) }
+
+// seqKind is what an action does.
+type seqKind int
+
+const (
+	seqSubscribe seqKind = iota // a new contract at Plan, or accepting Offer; a trial to TrialEnd
+	seqCancel                   // the open contract ends at once
+	seqChange                   // the open contract moves to Plan, or to Offer's plan
+	seqUse                      // calls of the open contract: Usage, burning Burn micros of credit
+)
+
+// seqAction is one thing a buyer org does, at an instant.
+type seqAction struct {
+	At       time.Time
+	Org      string
+	Kind     seqKind
+	Plan     int       // seqSubscribe, seqChange
+	Offer    string    // seqSubscribe, seqChange: the offer accepted ("": none)
+	TrialEnd time.Time // seqSubscribe: the trial's end (zero: none)
+	Usage    billing.Usage
+	Burn     int64 // seqUse: credit burned, in micros
+}
+
+// seqCase is a sequence of actions over Months months from May 2026,
+// each month previewed and closed in turn; actions after the last month
+// are not played. A case with no Actions plays its Seed's sequence.
+type seqCase struct {
+	Seed    uint64
+	Months  int
+	Actions []seqAction
+
+	failure error // set by shrinkSequence: how the shrunk case fails
+}
+
+// seqMonth is the i-th month of a sequence.
+func seqMonth(i int) billing.Period { return billing.MonthOf(date(2026, time.Month(5+i), 1)) }
+
+// seqModel holds the rules an action must meet to be played (the ones
+// the marketplace enforces before billing sees anything): one open
+// contract per org, one trial per org, each offer accepted once, no plan
+// change in a trial, one a month. The generator draws only actions it
+// allows; a shrunk list may hold others, which are skipped.
+type seqModel struct {
+	orgs      map[string]*seqOrg
+	contracts int
 }
 
 type seqOrg struct {
-	id      string
-	open    int // index in e.ctrs.all of the open contract, -1 for none
-	trialed bool
-	offers  []*seqOffer
+	open     *seqStay
+	trialed  bool
+	accepted map[string]bool
 }
 
-// offer is one of o's offers still open, nil when none is.
-func (o *seqOrg) offer(r *rand.Rand) *seqOffer {
-	var open []*seqOffer
-	for _, f := range o.offers {
-		if !f.accepted {
+// seqStay is an org's open contract as the model sees it.
+type seqStay struct {
+	id       string
+	plan     int
+	trialEnd time.Time
+	changed  billing.Period // the month of its last plan change
+}
+
+func newSeqModel() *seqModel {
+	m := &seqModel{orgs: map[string]*seqOrg{}}
+	for _, id := range seqOrgIDs {
+		m.orgs[id] = &seqOrg{accepted: map[string]bool{}}
+	}
+	return m
+}
+
+// openOffers are the offers to org not yet accepted.
+func (m *seqModel) openOffers(org string) []seqOffer {
+	var open []seqOffer
+	for _, f := range seqOffers {
+		if !m.orgs[org].accepted[f.id(org)] {
 			open = append(open, f)
 		}
 	}
-	if len(open) == 0 {
-		return nil
-	}
-	return open[r.IntN(len(open))]
+	return open
 }
 
-func playSequence(t *testing.T, seed uint64) (n seqCounts) {
-	ctx := context.Background()
+// apply plays a on the model; ok is false when the rules refuse it. For
+// a subscription it returns the new stay, its trial dropped when the
+// org had one already.
+func (m *seqModel) apply(a seqAction) (s *seqStay, ok bool) {
+	o := m.orgs[a.Org]
+	if o == nil {
+		return nil, false
+	}
+	if a.Offer != "" && o.accepted[a.Offer] {
+		return nil, false
+	}
+	if a.Kind == seqSubscribe {
+		if o.open != nil {
+			return nil, false
+		}
+		m.contracts++
+		s = &seqStay{id: fmt.Sprintf("ctr_%d", m.contracts), plan: a.Plan}
+		if !a.TrialEnd.IsZero() && !o.trialed {
+			s.trialEnd, o.trialed = a.TrialEnd, true
+		}
+		o.open = s
+	} else if s = o.open; s == nil {
+		return nil, false
+	}
+	switch a.Kind {
+	case seqCancel:
+		o.open = nil
+	case seqChange:
+		if a.At.Before(s.trialEnd) || s.changed == billing.MonthOf(a.At) || a.Plan == s.plan {
+			return nil, false // the rules: no change in a trial, one a month
+		}
+		s.plan, s.changed = a.Plan, billing.MonthOf(a.At)
+	}
+	if a.Offer != "" {
+		o.accepted[a.Offer] = true
+	}
+	return s, true
+}
+
+// generateSequence draws a seed's sequence: for three orgs over three
+// months, 10 to 30 steps a month, mostly hours to days apart, sometimes
+// within the same second.
+func generateSequence(seed uint64) seqCase {
 	r := rand.New(rand.NewPCG(seed, 23))
-	e := newEnv(t)
+	c := seqCase{Seed: seed, Months: 3}
+	m := newSeqModel()
+	add := func(a seqAction) {
+		if _, ok := m.apply(a); !ok {
+			panic(fmt.Sprintf("generateSequence(%d) drew an action the rules refuse: %+v", seed, a))
+		}
+		c.Actions = append(c.Actions, a)
+	}
+	// offer is one of org's offers still open, drawn; false when none is.
+	offer := func(org string) (seqOffer, bool) {
+		open := m.openOffers(org)
+		if len(open) == 0 {
+			return seqOffer{}, false
+		}
+		return open[r.IntN(len(open))], true
+	}
+	now := date(2026, 5, 1).Add(time.Duration(r.Int64N(int64(time.Hour))))
+	for i := range c.Months {
+		month := seqMonth(i)
+		for steps := 10 + r.IntN(20); steps > 0; steps-- {
+			step := time.Duration(r.Int64N(int64(3 * 24 * time.Hour)))
+			if r.IntN(5) == 0 {
+				step = time.Duration(1+r.IntN(900)) * time.Millisecond
+			}
+			next := now.Add(step).Truncate(time.Millisecond)
+			if !next.Before(month.End.Add(-time.Second)) {
+				break
+			}
+			now = next
+			org := seqOrgIDs[r.IntN(len(seqOrgIDs))]
+			o := m.orgs[org]
+			if o.open == nil {
+				a := seqAction{At: now, Org: org, Kind: seqSubscribe, Plan: 3 + r.IntN(3)}
+				if f, ok := offer(org); ok && r.IntN(3) == 0 {
+					// Accepting an offer subscribes at its private plan,
+					// in its trial (as contracts.AcceptOffer: on a whole
+					// second) when the org had none on the listing.
+					a.Plan, a.Offer = f.version, f.id(org)
+					if f.trialDays > 0 && !o.trialed {
+						a.TrialEnd = now.Add(time.Duration(f.trialDays)*24*time.Hour + time.Second - 1).Truncate(time.Second)
+					}
+				} else if !o.trialed && r.IntN(3) == 0 {
+					a.TrialEnd = now.Add(time.Duration(r.Int64N(int64(4 * 24 * time.Hour)))).Truncate(time.Second)
+				}
+				add(a)
+				continue
+			}
+			switch k := r.IntN(10); {
+			case k < 2:
+				add(seqAction{At: now, Org: org, Kind: seqCancel})
+			case k < 5:
+				if now.Before(o.open.trialEnd) || o.open.changed == billing.MonthOf(now) {
+					continue // the rules: no change in a trial, one a month
+				}
+				// A change to a public plan, or (k = 4) accepting an
+				// offer, which changes the open contract's plan to the
+				// offer's under the same rules.
+				a := seqAction{At: now, Org: org, Kind: seqChange, Plan: 3 + r.IntN(3)}
+				if k == 4 {
+					f, ok := offer(org)
+					if !ok {
+						continue
+					}
+					a.Plan, a.Offer = f.version, f.id(org)
+				}
+				if a.Plan == o.open.plan {
+					continue
+				}
+				add(a)
+			default:
+				a := seqAction{At: now, Org: org, Kind: seqUse, Usage: billing.Usage{InputTokens: r.Int64N(900_000), OutputTokens: r.Int64N(150_000),
+					ComputeMs: r.Int64N(2_000_000), Tasks: r.Int64N(60)}}
+				if r.IntN(3) == 0 { // the calls paid from the org's prepaid credit
+					a.Burn = r.Int64N(40_000_000)
+				}
+				add(a)
+			}
+		}
+		now = month.End.Add(10 * time.Minute)
+	}
+	return c
+}
+
+// seqPlant is a test's extra invariant over a closed month's invoices by
+// org ("" when it holds): the shrinker's own test plants a wrong one.
+type seqPlant func(month billing.Period, byOrg map[string][]*billing.Invoice) string
+
+// seqFailure is a broken invariant: its format names which.
+type seqFailure struct {
+	format string
+	msg    string
+}
+
+func (f seqFailure) Error() string { return f.msg }
+
+// sameFailure reports whether two failures break the same invariant.
+func sameFailure(a, b error) bool {
+	fa, okA := a.(seqFailure)
+	fb, okB := b.(seqFailure)
+	return okA && okB && fa.format == fb.format
+}
+
+// playSequence plays c on fresh stores, closing its months in turn, and
+// returns the first broken invariant (a panic of the code under test is
+// one too).
+func playSequence(t *testing.T, c seqCase, plant seqPlant) (n seqCounts, err error) {
+	defer func() {
+		switch x := recover().(type) {
+		case nil:
+		case seqFailure:
+			err = x
+		default:
+			err = seqFailure{format: "panic", msg: fmt.Sprintf("panic: %v\n%s", x, debug.Stack())}
+		}
+	}()
+	ctx := context.Background()
+	e := newEnvOn(t, migratedCopy)
 	for v, p := range seqPlans() {
 		e.plans[fmt.Sprintf("lst_echo/%d", v)] = p
 	}
@@ -152,93 +412,67 @@ func playSequence(t *testing.T, seed uint64) (n seqCounts) {
 	svc.Credit = burned
 	returned := &seqReturns{}
 	svc.CreditBack = returned
-	orgs := []*seqOrg{{id: "org_a", open: -1}, {id: "org_b", open: -1}, {id: "org_c", open: -1}}
-	for _, o := range orgs {
-		o.offers = []*seqOffer{{id: "ofr_" + o.id + "_1", version: 6}, {id: "ofr_" + o.id + "_2", version: 7, trialDays: 3}}
-	}
-	changedIn := map[string]billing.Period{} // contract → the month of its last plan change
+	// The same months with Stripe: every contract has a subscription
+	// there, and its adjustment items are charged once the month is over.
+	withStripe := e.service()
+	withStripe.History = h
+	model := newSeqModel()
+	open := map[string]int{} // org → index in e.ctrs.all of its open contract
 	fail := func(format string, args ...any) {
-		t.Helper()
-		t.Fatalf("seed %d (add it to sequenceRegressions): %s", seed, fmt.Sprintf(format, args...))
+		panic(seqFailure{format: format, msg: fmt.Sprintf(format, args...)})
 	}
 
-	now := date(2026, 5, 1).Add(time.Duration(r.Int64N(int64(time.Hour))))
-	e.at(now)
-	for m := 0; m < 3; m++ {
-		month := billing.MonthOf(date(2026, time.Month(5+m), 1))
-		for steps := 10 + r.IntN(20); steps > 0; steps-- {
-			// Mostly hours to days apart; sometimes within the same second.
-			step := time.Duration(r.Int64N(int64(3 * 24 * time.Hour)))
-			if r.IntN(5) == 0 {
-				step = time.Duration(1+r.IntN(900)) * time.Millisecond
-			}
-			next := e.clock.Now().Add(step).Truncate(time.Millisecond)
-			if !next.Before(month.End.Add(-time.Second)) {
-				break
-			}
-			e.at(next)
-			now = next
-			o := orgs[r.IntN(len(orgs))]
-			if o.open < 0 {
-				v := 3 + r.IntN(3)
-				id := fmt.Sprintf("ctr_%d", len(e.ctrs.all)+1)
-				e.contract(id, now)
-				c := &e.ctrs.all[len(e.ctrs.all)-1]
-				c.BuyerOrgID, c.PlanVersion = o.id, v
-				if f := o.offer(r); f != nil && r.IntN(3) == 0 {
-					// Accepting an offer subscribes at its private plan,
-					// in its trial (as contracts.AcceptOffer: on a whole
-					// second) when the org had none on the listing.
-					c.PlanVersion, c.OfferID, f.accepted = f.version, f.id, true
-					n.offerSubscribed++
-					if f.trialDays > 0 && !o.trialed {
-						end := now.Add(time.Duration(f.trialDays)*24*time.Hour + time.Second - 1).Truncate(time.Second)
-						c.TrialEnd, o.trialed = &end, true
-						n.offerTrials++
-					}
-				} else if !o.trialed && r.IntN(3) == 0 {
-					end := now.Add(time.Duration(r.Int64N(int64(4 * 24 * time.Hour)))).Truncate(time.Second)
-					c.TrialEnd, o.trialed = &end, true
-				}
-				o.open = len(e.ctrs.all) - 1
+	actions := c.Actions
+	if len(actions) > 0 {
+		e.at(actions[0].At)
+	}
+	for m := range c.Months {
+		month := seqMonth(m)
+		for ; len(actions) > 0 && actions[0].At.Before(month.End); actions = actions[1:] {
+			a := actions[0]
+			s, ok := model.apply(a)
+			if !ok {
 				continue
 			}
-			c := &e.ctrs.all[o.open]
-			switch k := r.IntN(10); {
-			case k < 2:
-				end := now
-				c.CanceledAt, o.open = &end, -1
-			case k < 5:
-				trialing := c.TrialEnd != nil && now.Before(*c.TrialEnd)
-				if trialing || changedIn[c.ID] == billing.MonthOf(now) {
-					continue // the rules: no change in a trial, one a month
+			e.at(a.At)
+			switch a.Kind {
+			case seqSubscribe:
+				e.contract(s.id, a.At)
+				ct := &e.ctrs.all[len(e.ctrs.all)-1]
+				ct.BuyerOrgID, ct.PlanVersion, ct.OfferID = a.Org, a.Plan, a.Offer
+				if !s.trialEnd.IsZero() {
+					end := s.trialEnd
+					ct.TrialEnd = &end
 				}
-				// A change to a public plan, or (k = 4) accepting an
-				// offer, which changes the open contract's plan to the
-				// offer's under the same rules.
-				to, offerID := 3+r.IntN(3), ""
-				if k == 4 {
-					f := o.offer(r)
-					if f == nil {
-						continue
-					}
-					to, offerID = f.version, f.id
-					if to != c.PlanVersion {
-						f.accepted = true
-						n.offerChanges++
+				open[a.Org] = len(e.ctrs.all) - 1
+				if _, err := e.store.SaveSubscription(ctx, &billing.Subscription{ContractID: s.id, CustomerID: "cus_" + a.Org,
+					Refs: billing.SubscriptionRefs{ID: "sub_" + s.id}, CreatedAt: a.At}); err != nil {
+					t.Fatal(err)
+				}
+				if a.Offer != "" {
+					n.offerSubscribed++
+					if ct.TrialEnd != nil {
+						n.offerTrials++
 					}
 				}
-				if to == c.PlanVersion {
-					continue
+				continue
+			}
+			ct := &e.ctrs.all[open[a.Org]]
+			switch a.Kind {
+			case seqCancel:
+				end := a.At
+				ct.CanceledAt = &end
+			case seqChange:
+				h[ct.ID] = append(h[ct.ID], contracts.PlanChange{ContractID: ct.ID, Seq: len(h[ct.ID]) + 1, At: a.At, FromVersion: ct.PlanVersion,
+					ToVersion: a.Plan, OfferID: a.Offer})
+				ct.PlanVersion = a.Plan
+				if a.Offer != "" {
+					n.offerChanges++
 				}
-				h[c.ID] = append(h[c.ID], contracts.PlanChange{ContractID: c.ID, Seq: len(h[c.ID]) + 1, At: now, FromVersion: c.PlanVersion, ToVersion: to,
-					OfferID: offerID})
-				c.PlanVersion, changedIn[c.ID] = to, billing.MonthOf(now)
-			default:
-				e.use(t, c.ID, now, billing.Usage{InputTokens: r.Int64N(900_000), OutputTokens: r.Int64N(150_000),
-					ComputeMs: r.Int64N(2_000_000), Tasks: r.Int64N(60)})
-				if r.IntN(3) == 0 { // the calls paid from the org's prepaid credit
-					burned[c.ID] = append(burned[c.ID], seqBurn{at: now, micros: r.Int64N(40_000_000)})
+			case seqUse:
+				e.use(t, ct.ID, a.At, a.Usage)
+				if a.Burn > 0 {
+					burned[ct.ID] = append(burned[ct.ID], seqBurn{at: a.At, micros: a.Burn})
 				}
 			}
 		}
@@ -262,16 +496,16 @@ func playSequence(t *testing.T, seed uint64) (n seqCounts) {
 		if n, err := svc.CloseMonth(ctx, month); err != nil || n != len(active) {
 			fail("CloseMonth(%s) = %d, %v; %d contracts were active", month.Start.Format("2006-01"), n, err, len(active))
 		}
-		credited, capped := checkMonth(t, fail, e, svc, month, active, previews, burned, returned)
+		credited, capped := checkMonth(fail, e, svc, month, active, previews, burned, returned, plant)
+		checkStripeMonth(fail, e, withStripe, month, active)
 		n.credited += credited
 		n.creditCapped += capped
-		now = e.clock.Now()
 	}
-	return n
+	return n, nil
 }
 
-func checkMonth(t *testing.T, fail func(string, ...any), e *env, svc *billing.Service, month billing.Period, active []contracts.Contract,
-	previews map[string]*billing.Invoice, burned seqBurns, returned *seqReturns) (credited, capped int) {
+func checkMonth(fail func(string, ...any), e *env, svc *billing.Service, month billing.Period, active []contracts.Contract,
+	previews map[string]*billing.Invoice, burned seqBurns, returned *seqReturns, plant seqPlant) (credited, capped int) {
 	ctx := context.Background()
 	plans := seqPlans()
 	byOrg := map[string][]*billing.Invoice{}
@@ -313,6 +547,11 @@ func checkMonth(t *testing.T, fail func(string, ...any), e *env, svc *billing.Se
 			}
 		}
 		byOrg[c.BuyerOrgID] = append(byOrg[c.BuyerOrgID], inv)
+	}
+	if plant != nil {
+		if msg := plant(month, byOrg); msg != "" {
+			fail("planted invariant: %s", msg)
+		}
 	}
 	for org, invs := range byOrg {
 		// The model: what the org's paid parts used, for how long, under
@@ -407,12 +646,122 @@ func checkMonth(t *testing.T, fail func(string, ...any), e *env, svc *billing.Se
 	return credited, capped
 }
 
+// checkStripeMonth holds a closed month with Stripe to the own ledger:
+// Stripe's prices charge each stay alone (each part with the plan's full
+// allowance, rounded once per subscription), and with the adjustment
+// item ChargeCommitments adds (the allowance the month's earlier stays
+// and plans used, the month's rounding carry) each org pays what its own
+// invoices charge, to the cent.
+func checkStripeMonth(fail func(string, ...any), e *env, st *billing.Service, month billing.Period, active []contracts.Contract) {
+	ctx := context.Background()
+	if _, err := st.ChargeCommitments(ctx, month); err != nil {
+		fail("ChargeCommitments(%s): %v", month.Start.Format("2006-01"), err)
+	}
+	if _, err := st.ChargeCommitments(ctx, month); err != nil { // charged once: nothing new
+		fail("ChargeCommitments(%s) again: %v", month.Start.Format("2006-01"), err)
+	}
+	plans := seqPlans()
+	own, atStripe := map[string]int64{}, map[string]int64{}
+	for _, c := range active {
+		li, err := e.store.Invoice(ctx, c.ID, month.Start)
+		if err != nil {
+			fail("%s has no invoice for %s: %v", c.ID, month.Start.Format("2006-01"), err)
+		}
+		inv := &li.Invoice
+		own[c.BuyerOrgID] += inv.TotalMinor
+		alone := new(big.Rat)
+		for i, part := range inv.Parts {
+			var u billing.Usage
+			for _, l := range inv.Lines {
+				if l.Part != i {
+					continue
+				}
+				switch l.Kind {
+				case billing.LineInputTokens:
+					u.InputTokens = l.Used
+				case billing.LineOutputTokens:
+					u.OutputTokens = l.Used
+				case billing.LineCompute:
+					u.ComputeMs = l.Used
+				case billing.LineTasks:
+					u.Tasks = l.Used
+				}
+			}
+			one, err := billing.RateParts(month, []billing.Part{{Plan: plans[part.PlanVersion], Span: part.Active, Usage: u, Trial: part.Trial}})
+			if err != nil {
+				fail("%s's part %d alone: %v", c.ID, i, err)
+			}
+			alone.Add(alone, one.ExactMicros())
+		}
+		atStripe[c.BuyerOrgID] += roundCents(alone)
+		item, err := e.store.CommitmentCharge(ctx, c.ID, month.Start)
+		switch {
+		case err == nil && item.SentAt == nil:
+			fail("%s's adjustment of %s (%d cents) was not sent", c.ID, month.Start.Format("2006-01"), item.AmountMinor)
+		case err == nil:
+			atStripe[c.BuyerOrgID] += item.AmountMinor
+		case agentmarket.KindOf(err) != agentmarket.NotFound:
+			fail("%s's adjustment of %s: %v", c.ID, month.Start.Format("2006-01"), err)
+		}
+	}
+	for org, cents := range own {
+		if atStripe[org] != cents {
+			fail("%s in %s pays %d cents at Stripe (each stay rounded alone, with its adjustment item), %d on the own ledger", org,
+				month.Start.Format("2006-01"), atStripe[org], cents)
+		}
+	}
+}
+
 // roundCents is micros (usd) to cents, half up.
 func roundCents(micros *big.Rat) int64 {
 	q := new(big.Rat).Quo(micros, big.NewRat(10_000, 1))
 	n := new(big.Int).Lsh(q.Num(), 1)
 	n.Add(n, q.Denom())
 	return n.Quo(n, new(big.Int).Lsh(q.Denom(), 1)).Int64()
+}
+
+// migrated is a migrated SQLite file's bytes, made once: a sequence
+// plays on a copy (migrating a database anew takes most of a short
+// replay, and the shrinker replays a case hundreds of times).
+var migrated struct {
+	once sync.Once
+	raw  []byte
+	err  error
+}
+
+// migratedCopy opens a fresh copy of the migrated SQLite file.
+func migratedCopy(tb testing.TB) *relational.DB {
+	tb.Helper()
+	migrated.once.Do(func() {
+		dir, err := os.MkdirTemp("", "billing-seq-")
+		if err != nil {
+			migrated.err = err
+			return
+		}
+		defer os.RemoveAll(dir)
+		path := filepath.Join(dir, "migrated.db")
+		db, err := relational.OpenSQLite(context.Background(), path)
+		if err == nil {
+			err = db.Close()
+		}
+		if err == nil {
+			migrated.raw, err = os.ReadFile(path)
+		}
+		migrated.err = err
+	})
+	if migrated.err != nil {
+		tb.Fatalf("migrated sqlite: %v", migrated.err)
+	}
+	path := filepath.Join(tb.TempDir(), "test.db")
+	if err := os.WriteFile(path, migrated.raw, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	db, err := relational.OpenSQLite(context.Background(), path)
+	if err != nil {
+		tb.Fatalf("open sqlite: %v", err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	return db
 }
 
 // seqBurn is what calls of a contract burned of their org's credit.
