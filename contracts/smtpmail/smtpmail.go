@@ -240,7 +240,6 @@ func message(from *mail.Address, m contracts.Mail, at time.Time) ([]byte, error)
 	qp := quotedprintable.NewWriter(&b)
 	qp.Write([]byte(strings.ReplaceAll(strings.ReplaceAll(m.Text, "\r\n", "\n"), "\n", "\r\n")))
 	qp.Close()
-	b.WriteString("\r\n")
 	return b.Bytes(), nil
 }
 
