@@ -128,6 +128,10 @@ type Accounts struct {
 	// Audit records every key made and revoked and every change of an
 	// org's settings (nil: none is).
 	Audit agentmarket.ChangeRecorder
+	// Mails, when set, confirms sign-ups through the SignupFrom entry
+	// point by mail (the "confirm" sign-up mode); nil: SignupFrom creates
+	// the org at once ("open").
+	Mails *SignupMails
 
 	throttleOnce sync.Once
 }
@@ -180,6 +184,10 @@ type SignupResult struct {
 	Key  *APIKey
 	// Secret is the plaintext API key.
 	Secret string
+	// Mailed: the sign-up is confirmed by mail (SignupMails), so nothing
+	// is created yet and the other fields are nil; the answer is the same
+	// whether the e-mail is new or already registered.
+	Mailed bool
 }
 
 // Signup creates an org, its admin user and a first admin API key.
@@ -187,17 +195,32 @@ func (a *Accounts) Signup(ctx context.Context, in SignupInput) (*SignupResult, e
 	if err := in.Validate(); err != nil {
 		return nil, err
 	}
+	hash, err := a.hashPassword(in.Password)
+	if err != nil {
+		return nil, err
+	}
+	return a.createOrg(ctx, in.OrgName, in.Email, hash)
+}
+
+// hashPassword is the stored form of a password (bcrypt at BcryptCost).
+func (a *Accounts) hashPassword(password string) (string, error) {
 	cost := a.BcryptCost
 	if cost == 0 {
 		cost = bcrypt.DefaultCost
 	}
-	hash, err := bcrypt.GenerateFromPassword([]byte(in.Password), cost)
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), cost)
 	if err != nil {
-		return nil, agentmarket.Wrap(agentmarket.Internal, "password_hash_failed", err, "could not store the password")
+		return "", agentmarket.Wrap(agentmarket.Internal, "password_hash_failed", err, "could not store the password")
 	}
+	return string(hash), nil
+}
+
+// createOrg stores a new org named orgName with its admin user (email,
+// the password's hash) and first admin key; a taken e-mail is a Conflict.
+func (a *Accounts) createOrg(ctx context.Context, orgName, email, passwordHash string) (*SignupResult, error) {
 	now := a.Clock.Now()
-	o := &Org{ID: agentmarket.NewID("org"), Name: in.OrgName, CreatedAt: now}
-	u := &User{ID: agentmarket.NewID("usr"), OrgID: o.ID, Email: in.Email, PasswordHash: string(hash), Role: agentmarket.RoleAdmin, CreatedAt: now}
+	o := &Org{ID: agentmarket.NewID("org"), Name: orgName, CreatedAt: now}
+	u := &User{ID: agentmarket.NewID("usr"), OrgID: o.ID, Email: email, PasswordHash: passwordHash, Role: agentmarket.RoleAdmin, CreatedAt: now}
 	secret, k := newKey(o.ID, "first admin key", agentmarket.RoleAdmin, nil, now)
 	if err := a.Store.CreateOrg(ctx, o, u, k); err != nil {
 		if agentmarket.KindOf(err) == agentmarket.Conflict {

@@ -76,14 +76,27 @@ func HashSessionToken(token string) string {
 	return hex.EncodeToString(sum[:])
 }
 
+// newToken is 32 random bytes, base64url without padding (43 characters).
+func newToken() (string, error) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// wellFormedToken reports whether token has newToken's form.
+func wellFormedToken(token string) bool {
+	return len(token) == 43 && !strings.ContainsAny(token, "+/=")
+}
+
 // Start opens a session for actor (from Login or Authenticate) and returns
 // the token to put in the browser's cookie: 32 random bytes, shown once.
 func (s *Sessions) Start(ctx context.Context, actor agentmarket.Actor) (string, *Session, error) {
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	token, err := newToken()
+	if err != nil {
 		return "", nil, agentmarket.Wrap(agentmarket.Internal, "session_token", err, "could not start a session")
 	}
-	token := base64.RawURLEncoding.EncodeToString(b[:])
 	now := s.Clock.Now()
 	ttl := s.TTL
 	if ttl <= 0 {
@@ -105,7 +118,7 @@ func (s *Sessions) Start(ctx context.Context, actor agentmarket.Actor) (string, 
 // expired or malformed token, or one whose key was revoked since, is
 // Unauthorized.
 func (s *Sessions) Resolve(ctx context.Context, token string) (agentmarket.Actor, *Session, error) {
-	if len(token) != 43 || strings.ContainsAny(token, "+/=") {
+	if !wellFormedToken(token) {
 		return agentmarket.Actor{}, nil, errNoSession
 	}
 	sess, err := s.Store.SessionByHash(ctx, HashSessionToken(token))
@@ -250,14 +263,33 @@ func (a *Accounts) AuthenticateFrom(ctx context.Context, secret, client string) 
 // SignupFrom is Signup from a client address, throttled per address: a
 // sign-up refused (a taken e-mail, a bad field) counts as a failure, so a
 // client cannot try e-mails one after the other to learn which are known.
+//
+// With Mails set (the confirm mode) nothing is created here: the sign-up
+// is queued for its mail and the result is Mailed, the same answer for a
+// new e-mail and a registered one (SignupMails). Each such sign-up counts
+// under the address and under the e-mail, so that neither one client nor
+// many can fill someone's mailbox.
 func (a *Accounts) SignupFrom(ctx context.Context, in SignupInput, client string) (*SignupResult, error) {
-	t, key := a.throttle(), "signup:addr:"+client
-	if err := t.Check(ctx, key); err != nil {
+	t, keys := a.throttle(), []string{"signup:addr:" + client}
+	if a.Mails != nil {
+		keys = append(keys, "signup:mail:"+strings.ToLower(strings.TrimSpace(in.Email)))
+	}
+	if err := t.Check(ctx, keys...); err != nil {
 		return nil, err
+	}
+	if a.Mails != nil {
+		err := a.Mails.request(ctx, a, in)
+		if err == nil || agentmarket.KindOf(err) == agentmarket.Invalid {
+			t.Failed(ctx, keys...)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return &SignupResult{Mailed: true}, nil
 	}
 	res, err := a.Signup(ctx, in)
 	if k := agentmarket.KindOf(err); err != nil && (k == agentmarket.Conflict || k == agentmarket.Invalid) {
-		t.Failed(ctx, key)
+		t.Failed(ctx, keys...)
 	}
 	return res, err
 }

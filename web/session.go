@@ -77,14 +77,7 @@ func (u *UI) begin(c *fiber.Ctx) (*req, error) {
 	}
 	r.csrf = csrfToken(seed)
 	if r.signedIn {
-		r.nav = nav{
-			Sell:     u.can(r, contracts.ObjListings, contracts.ActWrite),
-			Buy:      u.can(r, contracts.ObjSubscriptions, contracts.ActRead),
-			Keys:     u.can(r, contracts.ObjAPIKeys, contracts.ActRead),
-			Finance:  u.can(r, contracts.ObjUsage, contracts.ActRead),
-			Operator: r.actor.Operator,
-		}
-		r.nav.Audit = u.mayAudit(r)
+		u.setNav(r)
 	}
 	if c.Method() == fiber.MethodPost {
 		if !sameOrigin(c) || !hmac.Equal([]byte(csrfOf(c)), []byte(r.csrf)) {
@@ -92,6 +85,18 @@ func (u *UI) begin(c *fiber.Ctx) (*req, error) {
 		}
 	}
 	return r, nil
+}
+
+// setNav fills the signed-in actor's navigation.
+func (u *UI) setNav(r *req) {
+	r.nav = nav{
+		Sell:     u.can(r, contracts.ObjListings, contracts.ActWrite),
+		Buy:      u.can(r, contracts.ObjSubscriptions, contracts.ActRead),
+		Keys:     u.can(r, contracts.ObjAPIKeys, contracts.ActRead),
+		Finance:  u.can(r, contracts.ObjUsage, contracts.ActRead),
+		Operator: r.actor.Operator,
+	}
+	r.nav.Audit = u.mayAudit(r)
 }
 
 // csrfOf is the CSRF token a POST carries: in its form body (URL-encoded
@@ -146,6 +151,11 @@ func (u *UI) signIn(r *req, actor agentmarket.Actor) error {
 		return err
 	}
 	u.setCookie(r.c, sessionCookie, tok, sess.ExpiresAt)
+	// A page rendered in this response shows the visitor signed in, its
+	// forms bound to the new session.
+	r.actor, r.signedIn, r.csrf = actor, true, csrfToken(tok)
+	r.org = u.orgName(r.ctx, actor.OrgID)
+	u.setNav(r)
 	return nil
 }
 
@@ -212,11 +222,51 @@ func (u *UI) signup(r *req) error {
 		}
 		return err
 	}
+	if res.Mailed {
+		// The same page whoever owns the address: it names neither the
+		// address nor what the mail says.
+		return u.render(r, "signupsent", "Check your mail", nil)
+	}
 	actor := agentmarket.Actor{OrgID: res.Org.ID, UserID: res.User.ID, Role: res.User.Role}
 	if err := u.signIn(r, actor); err != nil {
 		return err
 	}
 	return redirect(r, "/?notice=signedup")
+}
+
+type signupConfirmData struct {
+	Token  string
+	Key    string
+	KeyErr string
+}
+
+// signupConfirmForm is the page a mailed link opens: a button that
+// finishes the sign-up. Opening the link changes nothing (mail scanners
+// open links), and the page sends no Referer, which would carry the token.
+func (u *UI) signupConfirmForm(r *req) error {
+	r.c.Set("Referrer-Policy", "no-referrer")
+	return u.render(r, "signupconfirm", "Finish creating your account", &signupConfirmData{Token: r.c.Query("token")})
+}
+
+// signupConfirm finishes the sign-up: the org is created, the visitor
+// signed in, and the first admin key shown, this once.
+func (u *UI) signupConfirm(r *req) error {
+	r.c.Set("Referrer-Policy", "no-referrer")
+	res, err := u.d.Accounts.ConfirmSignup(r.ctx, r.c.FormValue("token"))
+	if err != nil {
+		if agentmarket.KindOf(err) != agentmarket.NotFound && agentmarket.KindOf(err) != agentmarket.Conflict {
+			return err
+		}
+		r.c.Status(api.Status(agentmarket.KindOf(err)))
+		var ae *agentmarket.Error
+		errors.As(err, &ae)
+		return u.render(r, "signupconfirm", "Finish creating your account", &signupConfirmData{KeyErr: capitalize(ae.Message) + "."})
+	}
+	if err := u.signIn(r, agentmarket.Actor{OrgID: res.Org.ID, UserID: res.User.ID, Role: res.User.Role}); err != nil {
+		return err
+	}
+	r.c.Status(fiber.StatusCreated)
+	return u.render(r, "signupconfirm", "Your account is ready", &signupConfirmData{Key: res.Secret})
 }
 
 type signinData struct {

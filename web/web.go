@@ -135,6 +135,8 @@ func (u *UI) Mount(r fiber.Router) {
 
 	r.Get("/signup", u.page(u.signupForm))
 	r.Post("/signup", u.page(u.signup))
+	r.Get(contracts.SignupLinkPath, u.page(u.signupConfirmForm))
+	r.Post(contracts.SignupLinkPath, u.page(u.signupConfirm))
 	r.Get("/signin", u.page(u.signinForm))
 	r.Post("/signin", u.page(u.signin))
 	r.Post("/signin/key", u.page(u.signinKey))

@@ -112,7 +112,7 @@ func banner(cfg *config.Config, meterURL, baseURL, opsURL string) [][2]string {
 	if !cfg.AutoApproveOn() {
 		review = "new ones wait for the operator's review (PATCH /api/v1/listings/{id} {\"status\":\"published\"})"
 	}
-	return append(notes, [2]string{"listings", review}, serve.MetricsNote(baseURL, opsURL))
+	return append(notes, [2]string{"listings", review}, serve.MailNote(cfg), serve.MetricsNote(baseURL, opsURL))
 }
 
 // ensureOperator creates the platform org on first start. Its first key is

@@ -143,3 +143,11 @@ func TestAuditStorePostgres(t *testing.T) {
 		return gormstore.New(a.DB), gormstore.New(b.DB)
 	})
 }
+
+func TestPendingSignupStore(t *testing.T) {
+	for _, o := range relationaltest.Openers {
+		t.Run(o.Name, func(t *testing.T) {
+			storetest.RunPendingSignups(t, func(t *testing.T) contracts.PendingSignupStore { return gormstore.New(o.Open(t).DB) })
+		})
+	}
+}

@@ -352,7 +352,13 @@ func TestRefused(t *testing.T) {
 	for i, tc := range []struct {
 		values, want string
 	}{
-		{"secrets: {databaseURL: 'postgres://x/y', clickhouseURL: 'clickhouse://c:9000/d', secretKey: k}", "meter.publicURL is required"},
+		{"secrets: {databaseURL: 'postgres://x/y', clickhouseURL: 'clickhouse://c:9000/d', secretKey: k}\nmarketplace: {signup: open}", "meter.publicURL is required"},
+		// Sign-ups confirmed by mail need the server, a From and the links' URL.
+		{"secrets: {databaseURL: 'postgres://x/y', clickhouseURL: 'clickhouse://c:9000/d', secretKey: k}\nmeter: {publicURL: 'https://m.example.com'}\n" +
+			"marketplace: {mailFrom: 'a@b.example', publicURL: 'https://market.example.com'}", "secrets.smtpURL (or existingSecret) is required"},
+		{"existingSecret: s\nmeter: {publicURL: 'https://m.example.com'}\nmarketplace: {publicURL: 'https://market.example.com'}", "marketplace.mailFrom is required"},
+		{"existingSecret: s\nmeter: {publicURL: 'https://m.example.com'}\nmarketplace: {mailFrom: 'a@b.example'}", "marketplace.publicURL is required"},
+		{"existingSecret: s\nmeter: {publicURL: 'https://m.example.com'}\nmarketplace: {signup: closed}", "/marketplace/signup"},
 		{"meter: {publicURL: 'https://m.example.com'}", "secrets.databaseURL (or existingSecret) is required"},
 		{"existingSecret: s\nmeter: {publicURL: 'https://m.example.com'}\nclickhouse: {cluster: 'a; DROP'}", "/clickhouse/cluster"},
 		{"existingSecret: s\nmeter: {publicURL: 'https://m.example.com'}\nshutdownTimeoutSeconds: soon", "/shutdownTimeoutSeconds"},

@@ -39,6 +39,35 @@ func (s *Server) signup(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	if res.Mailed {
+		// The same bytes whoever owns the address.
+		return c.Status(fiber.StatusAccepted).JSON(signupMailed)
+	}
+	return signupCreated(c, res)
+}
+
+// signupMailed is the confirm mode's answer to every accepted sign-up.
+var signupMailed = fiber.Map{"status": "mail_sent",
+	"message": "Check your mail: a message to the address you gave tells how to go on. To finish a new sign-up, follow its link (or POST its token to /api/v1/signup/confirm) before it expires."}
+
+// confirmSignup finishes a sign-up with the token of its mailed link.
+func (s *Server) confirmSignup(c *fiber.Ctx) error {
+	var in struct {
+		Token string `json:"token"`
+	}
+	if err := decode(c, &in); err != nil {
+		return err
+	}
+	res, err := s.Accounts.ConfirmSignup(c.UserContext(), in.Token)
+	if err != nil {
+		return err
+	}
+	return signupCreated(c, res)
+}
+
+// signupCreated answers a sign-up that created its org: 201 with the org,
+// the user and the first key (shown this once).
+func signupCreated(c *fiber.Ctx, res *contracts.SignupResult) error {
 	return c.Status(fiber.StatusCreated).JSON(fiber.Map{
 		"org":     fiber.Map{"id": res.Org.ID, "name": res.Org.Name, "created_at": res.Org.CreatedAt},
 		"user":    fiber.Map{"id": res.User.ID, "email": res.User.Email, "role": res.User.Role},

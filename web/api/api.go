@@ -127,6 +127,7 @@ func (s *Server) Mount(app *fiber.App) {
 		return c.Send(openAPI)
 	})
 	v1.Post("/signup", s.signup)
+	v1.Post("/signup/confirm", s.confirmSignup)
 	v1.Post("/webhooks/stripe", s.stripeWebhook)
 	v1.Get("/push/jwks", s.pushJWKS)
 	v1.Get("/audit/jwks", s.auditJWKS)

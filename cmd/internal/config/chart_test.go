@@ -104,5 +104,11 @@ func TestHelmChartSettings(t *testing.T) {
 		if binary == "marketplace" && (cfg.EmbeddedMeter || cfg.AutoApproveOn() || cfg.OperatorKey == "") {
 			t.Errorf("marketplace: embedded meter %v, auto-approve %v, operator key %q", cfg.EmbeddedMeter, cfg.AutoApproveOn(), cfg.OperatorKey)
 		}
+		// Sign-up does not tell which e-mails have accounts: confirmed by
+		// mail through the Secret's server, with links to the public URL.
+		if binary == "marketplace" && (cfg.SignupMode() != "confirm" || cfg.SMTPURL == "" || cfg.MailFrom == "" || cfg.PublicURL != "https://market.example.com") {
+			t.Errorf("marketplace: sign-up %q, SMTP set %v, mail from %q, public URL %q: want confirm mode through an SMTP server", cfg.SignupMode(),
+				cfg.SMTPURL != "", cfg.MailFrom, cfg.PublicURL)
+		}
 	}
 }

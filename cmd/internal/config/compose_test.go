@@ -104,5 +104,8 @@ func TestComposeFile(t *testing.T) {
 		if bin == "marketplace" && (c.StripeSecretKey == "" || c.StripeAPIBase == "" || c.EmbeddedMeter) {
 			t.Errorf("marketplace: Stripe settings and a separate meter expected, got %+v", c)
 		}
+		if bin == "marketplace" && (c.SignupMode() != "confirm" || c.PublicURL != "http://localhost:8080") {
+			t.Errorf("marketplace: sign-up %q, public URL %q: want sign-ups confirmed by mail, with links to the published port", c.SignupMode(), c.PublicURL)
+		}
 	}
 }

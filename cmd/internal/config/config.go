@@ -30,6 +30,9 @@ type Formats struct {
 	AllowCIDRs        func(string) ([]netip.Prefix, error)
 	ClickHouseDSN     func(string) error
 	ClickHouseCluster func(string) bool
+	// SMTPURL checks AGENTMARKET_SMTP_URL; MailFrom AGENTMARKET_MAIL_FROM.
+	SMTPURL  func(string) error
+	MailFrom func(string) error
 }
 
 // Config is every setting of both binaries.
@@ -99,8 +102,38 @@ type Config struct {
 	// TrustedProxies are the load balancers in front of the marketplace,
 	// whose X-Forwarded-For names the client the per-address limits count.
 	TrustedProxies contracts.TrustedProxies
-	allowCIDRs     []netip.Prefix // FetchAllowCIDRs, parsed by Formats.AllowCIDRs
+	// Signup is the sign-up mode: "open" (the org is made at once, its
+	// first key in the answer) or "confirm" (a mailed link first; the
+	// answer does not tell a registered e-mail from a new one); "auto" is
+	// confirm with an SMTP server, open without (SignupMode).
+	Signup string
+	// SMTPURL is the mail server (smtp:// or smtps://); empty: mails go
+	// to the pickup directory MailboxDir.
+	SMTPURL  string
+	MailFrom string
+	// PublicURL is the marketplace as its users reach it (links in
+	// mails); empty: the listener's URL.
+	PublicURL  string
+	allowCIDRs []netip.Prefix // FetchAllowCIDRs, parsed by Formats.AllowCIDRs
 }
+
+// SignupMode resolves the sign-up setting: "open" or "confirm".
+func (c *Config) SignupMode() string {
+	if c.Signup == "auto" {
+		if c.SMTPURL != "" {
+			return "confirm"
+		}
+		return "open"
+	}
+	return c.Signup
+}
+
+// MailboxDir is where mails are written when no SMTP server is set.
+func (c *Config) MailboxDir() string { return filepath.Join(c.DataDir, "mailbox") }
+
+// DefaultMailFrom is the From of mails written to the mailbox directory
+// when AGENTMARKET_MAIL_FROM is not set.
+const DefaultMailFrom = "AgentMarket <no-reply@localhost>"
 
 // OTel are the OpenTelemetry trace export's settings.
 type OTel struct {
@@ -290,7 +323,7 @@ type Setting struct {
 
 // secretSettings are never echoed in an error.
 var secretSettings = map[string]bool{"secret-key": true, "operator-key": true, "stripe-secret-key": true, "stripe-webhook-secret": true,
-	"database-url": true, "clickhouse-url": true, "redis-url": true}
+	"database-url": true, "clickhouse-url": true, "redis-url": true, "smtp-url": true}
 
 // Env is the environment variable of a setting.
 func (s Setting) Env() string {
@@ -613,6 +646,27 @@ func Settings(bin string) []Setting {
 			c.TrustedProxies = p
 			return nil
 		}},
+		{"signup", "how sign-ups are answered: open (the organisation is created at once and the answer holds its first API key: 201), confirm (the answer is the same 202 whether the e-mail is new or already has an account, and a mail follows: to a new address a link that works once, within 24 hours, to finish the sign-up; to a registered one a note that it has an account), or auto: confirm when --smtp-url is set, open otherwise. Without --smtp-url, confirm mode writes its mails into the data dir's mailbox/ directory (development)", "auto", func(c *Config, v string) error {
+			switch v {
+			case "auto", "open", "confirm":
+				c.Signup = v
+				return nil
+			}
+			return errors.New("must be auto, open or confirm")
+		}},
+		{"smtp-url", "the mail server the confirm sign-up mode sends through: smtp://user:password@host:port (STARTTLS when the server offers it; the password is sent only over TLS or to localhost) or smtps://user:password@host:465 (TLS from the start); empty = mails are written to the data dir's mailbox/ directory", "", str(func(c *Config) *string { return &c.SMTPURL })},
+		{"mail-from", "the From of the marketplace's mails, like AgentMarket <no-reply@market.example.com>; required with --smtp-url", "", str(func(c *Config) *string { return &c.MailFrom })},
+		{"public-url", "base URL users reach the marketplace at (the links in its mails), like https://market.example.com; derived from the address when empty", "", func(c *Config, v string) error {
+			if v == "" {
+				return nil
+			}
+			u, err := url.Parse(v)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+				return errors.New("must be an absolute http(s) URL without query, like https://market.example.com")
+			}
+			c.PublicURL = strings.TrimRight(v, "/")
+			return nil
+		}},
 		meterAddr,
 		metricsAddr,
 		listingCost,
@@ -853,6 +907,9 @@ func (c *Config) validate(bin string, f Formats) []string {
 	if c.MetricsListingCost && c.MetricsAddr == "" {
 		errs = append(errs, "--metrics-listing-cost / AGENTMARKET_METRICS_LISTING_COST: needs AGENTMARKET_METRICS_ADDR (money per listing is served on the operator listener only, never on the public one)")
 	}
+	if bin == "marketplace" {
+		errs = append(errs, c.validateMail(f)...)
+	}
 	if c.StripeSecretKey != "" && c.StripeWebhookSecret == "" {
 		errs = append(errs, "--stripe-webhook-secret / AGENTMARKET_STRIPE_WEBHOOK_SECRET: required with a Stripe secret key")
 	}
@@ -860,6 +917,25 @@ func (c *Config) validate(bin string, f Formats) []string {
 		if u, err := url.Parse(c.StripeAPIBase); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			errs = append(errs, "--stripe-api-base / AGENTMARKET_STRIPE_API_BASE: must be an http(s) URL like https://api.stripe.com")
 		}
+	}
+	return errs
+}
+
+// validateMail checks the sign-up mode's mail settings.
+func (c *Config) validateMail(f Formats) []string {
+	var errs []string
+	if c.SMTPURL != "" && f.SMTPURL != nil {
+		if err := f.SMTPURL(c.SMTPURL); err != nil {
+			errs = append(errs, fmt.Sprintf("--smtp-url / AGENTMARKET_SMTP_URL: %v (got a value that is not shown)", err))
+		}
+	}
+	if c.MailFrom != "" && f.MailFrom != nil {
+		if err := f.MailFrom(c.MailFrom); err != nil {
+			errs = append(errs, fmt.Sprintf("--mail-from / AGENTMARKET_MAIL_FROM: %v (got %q)", err, c.MailFrom))
+		}
+	}
+	if c.SMTPURL != "" && c.MailFrom == "" {
+		errs = append(errs, "--mail-from / AGENTMARKET_MAIL_FROM: required with AGENTMARKET_SMTP_URL (the From of the marketplace's mails, like AgentMarket <no-reply@market.example.com>)")
 	}
 	return errs
 }

@@ -108,6 +108,14 @@ func TestErrorsNameTheSetting(t *testing.T) {
 		{"marketplace", map[string]string{"AGENTMARKET_OTEL_ENDPOINT": "http://collector:4318/v1/traces?x=1"}, []string{"AGENTMARKET_OTEL_ENDPOINT", "query"}},
 		{"marketplace", map[string]string{"AGENTMARKET_OTEL_ENDPOINT": "http://collector:4317/otlp", "AGENTMARKET_OTEL_PROTOCOL": "grpc"},
 			[]string{"AGENTMARKET_OTEL_ENDPOINT: a URL path (/otlp) is not used with --otel-protocol grpc"}},
+		// The sign-up mode and its mail server.
+		{"marketplace", map[string]string{"AGENTMARKET_SIGNUP": "closed"}, []string{"AGENTMARKET_SIGNUP: must be auto, open or confirm"}},
+		{"marketplace", map[string]string{"AGENTMARKET_SMTP_URL": "http://user:hunter2@mail.example:25", "AGENTMARKET_MAIL_FROM": "a@b.example"},
+			[]string{"AGENTMARKET_SMTP_URL: must be smtp://"}},
+		{"marketplace", map[string]string{"AGENTMARKET_SMTP_URL": "smtp://mail.example:99999", "AGENTMARKET_MAIL_FROM": "a@b.example"}, []string{"AGENTMARKET_SMTP_URL", "port"}},
+		{"marketplace", map[string]string{"AGENTMARKET_SMTP_URL": "smtp://mail.example:587"}, []string{"AGENTMARKET_MAIL_FROM: required with AGENTMARKET_SMTP_URL"}},
+		{"marketplace", map[string]string{"AGENTMARKET_MAIL_FROM": "no address"}, []string{"AGENTMARKET_MAIL_FROM: must be an e-mail address"}},
+		{"marketplace", map[string]string{"AGENTMARKET_PUBLIC_URL": "market.example.com"}, []string{"AGENTMARKET_PUBLIC_URL: must be an absolute http(s) URL"}},
 	}
 	for _, tc := range cases {
 		_, err := config.Load(tc.bin, serve.ConfigFormats(), nil, env(tc.env), io.Discard)
@@ -263,5 +271,32 @@ func TestLimitShare(t *testing.T) {
 		if cfg.MeterLimits.LimitShare != want {
 			t.Errorf("%q: share %v, want %v", v, cfg.MeterLimits.LimitShare, want)
 		}
+	}
+}
+
+// TestSignupMode: sign-ups stay open (201 with the first key, the API
+// contract) unless a mail server is configured or the confirm mode is
+// asked for; a bad SMTP URL's password is never echoed.
+func TestSignupMode(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{nil, "open"},
+		{map[string]string{"AGENTMARKET_SMTP_URL": "smtp://u:p@mail.example:587", "AGENTMARKET_MAIL_FROM": "AgentMarket <no-reply@market.example>"}, "confirm"},
+		{map[string]string{"AGENTMARKET_SMTP_URL": "smtps://mail.example", "AGENTMARKET_MAIL_FROM": "no-reply@market.example", "AGENTMARKET_SIGNUP": "open"}, "open"},
+		{map[string]string{"AGENTMARKET_SIGNUP": "confirm"}, "confirm"},
+	} {
+		c, err := config.Load("marketplace", serve.ConfigFormats(), nil, env(tc.env), io.Discard)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.env, err)
+		}
+		if got := c.SignupMode(); got != tc.want {
+			t.Errorf("%v: sign-up mode %q, want %q", tc.env, got, tc.want)
+		}
+	}
+	_, err := config.Load("marketplace", serve.ConfigFormats(), nil, env(map[string]string{"AGENTMARKET_SMTP_URL": "smtp://u:hunter2@mail.example:port"}), io.Discard)
+	if err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("a bad SMTP URL: %v (the password must not be shown)", err)
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/agentmarket/agentmarket/contracts/casbin"
 	contractsgorm "github.com/agentmarket/agentmarket/contracts/gormstore"
 	contractsredis "github.com/agentmarket/agentmarket/contracts/redis"
+	"github.com/agentmarket/agentmarket/contracts/smtpmail"
 	"github.com/agentmarket/agentmarket/listings"
 	"github.com/agentmarket/agentmarket/listings/aesgcm"
 	"github.com/agentmarket/agentmarket/listings/cardsig"
@@ -121,7 +122,8 @@ func Guard(cfg *config.Config, dialer *net.Dialer) httpfetch.Guard {
 // ConfigFormats are the adapters' checks of their settings (config.Load).
 func ConfigFormats() config.Formats {
 	return config.Formats{SecretKey: aesgcm.ParseKey, AllowCIDRs: httpfetch.ParseCIDRs,
-		ClickHouseDSN: clickhouse.CheckDSN, ClickHouseCluster: clickhouse.ValidCluster}
+		ClickHouseDSN: clickhouse.CheckDSN, ClickHouseCluster: clickhouse.ValidCluster,
+		SMTPURL: smtpmail.CheckURL, MailFrom: func(v string) error { _, err := smtpmail.ParseFrom(v); return err }}
 }
 
 // SealerKey returns the credential-encryption key: the configured one, or
@@ -382,6 +384,19 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 		srv.AnonymousReads = reads
 	}
 	srv.Proxies = cfg.TrustedProxies
+	if cfg.SignupMode() == contracts.SignupConfirm {
+		mailer, err := Mailer(cfg, c.Clock)
+		if err != nil {
+			return nil, err
+		}
+		publicURL := cfg.PublicURL
+		if publicURL == "" {
+			publicURL = baseURL
+		}
+		mails := &contracts.SignupMails{Store: c.AccountStore, Users: c.AccountStore, Mailer: mailer, Clock: c.Clock, BaseURL: publicURL, Logger: c.Log}
+		c.Accounts.Mails = mails
+		go mails.Run(ctx)
+	}
 	m.Dependencies = append([]ops.Dependency(nil), c.Dependencies...)
 	if cfg.ClickHouseURL != "" && !cfg.EmbeddedMeter {
 		m.Dependencies[1].Impact = "usage reports, invoice previews and budget checks fail until it answers"
@@ -425,6 +440,42 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 		PublicMeterURL: m.PublicMeterURL, Tasks: tasks, Offers: offers, Alerts: alerts, Focus: bill.Focus, Verified: verified, Audit: c.Audit,
 		Switches: srv.Switches, Credits: srv.Credits}).Mount(m.App)
 	return m, nil
+}
+
+// Mailer is what sends the marketplace's mails: the SMTP server of
+// AGENTMARKET_SMTP_URL, else the data dir's mailbox directory.
+func Mailer(cfg *config.Config, clock agentmarket.Clock) (contracts.Mailer, error) {
+	if cfg.SMTPURL != "" {
+		s, err := smtpmail.New(cfg.SMTPURL, cfg.MailFrom)
+		if err != nil {
+			return nil, fmt.Errorf("smtp: %w", err)
+		}
+		s.Now = clock.Now
+		return s, nil
+	}
+	from := cfg.MailFrom
+	if from == "" {
+		from = config.DefaultMailFrom
+	}
+	addr, err := smtpmail.ParseFrom(from)
+	if err != nil {
+		return nil, fmt.Errorf("mail from: %w", err)
+	}
+	return &smtpmail.Dir{Path: cfg.MailboxDir(), From: addr, Now: clock.Now}, nil
+}
+
+// MailNote says where sign-ups' mails go, for the banner.
+func MailNote(cfg *config.Config) [2]string {
+	if cfg.SignupMode() != contracts.SignupConfirm {
+		return [2]string{"sign-up", "open: an organisation is created at once (AGENTMARKET_SIGNUP=confirm mails a link first)"}
+	}
+	if cfg.SMTPURL != "" {
+		s, err := smtpmail.New(cfg.SMTPURL, cfg.MailFrom)
+		if err == nil {
+			return [2]string{"sign-up", "confirmed by mail, sent through " + s.Where()}
+		}
+	}
+	return [2]string{"sign-up", "confirmed by mail, written to " + cfg.MailboxDir() + " (no AGENTMARKET_SMTP_URL)"}
 }
 
 // Close stops the marketplace's background work, flushing the meter for

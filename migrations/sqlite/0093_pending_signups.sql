@@ -1,0 +1,13 @@
+-- Sign-ups waiting for their mailed link (the confirm sign-up mode,
+-- contracts.SignupMails; issue 30 item 6): only the SHA-256 of the link's
+-- token is stored, and the password's bcrypt hash. A link is taken once
+-- (the row is deleted) and expired rows are swept as new ones come.
+CREATE TABLE pending_signups (
+    token_hash    TEXT PRIMARY KEY,
+    org_name      TEXT NOT NULL,
+    email         TEXT NOT NULL,
+    password_hash TEXT NOT NULL,
+    created_at    TIMESTAMP NOT NULL,
+    expires_at    TIMESTAMP NOT NULL
+);
+CREATE INDEX pending_signups_expires ON pending_signups (expires_at);
