@@ -25,7 +25,7 @@
 // give one of its push configs a rate of its own (AddUnder,
 // Within.ConfigRate): the config's deliveries start at least 1/rate
 // apart, besides every other cap. A config's delivery that may not start
-// yet is not kept here: Add turns it away, or Next releases it
+// yet is not kept here: AddUnder turns it away, or Next releases it
 // (ReasonConfigRate), to wait in the outbox until then, where a later
 // status update of the config supersedes it, and the config's next
 // delivery is its latest state.
