@@ -73,8 +73,9 @@ type Push struct {
 	Gate   contracts.PushGate
 	Meters int
 	// OwnCaps are the buyer orgs' own caps for their deliveries to a
-	// destination (contracts.PushCaps), lower than the destination's; read
-	// again after ownCapsFresh. Nil: none.
+	// destination (contracts.PushCaps), lower than the destination's, and
+	// for the deliveries of one push config (contracts.PushConfigCaps, a
+	// rate); read again after ownCapsFresh. Nil: none.
 	OwnCaps contracts.PushCapsStore
 
 	client *http.Client
@@ -136,39 +137,70 @@ func (ps *Push) capsOf(dest string) pushqueue.Caps {
 const ownCapsFresh = 5 * time.Second
 
 type ownCapsRead struct {
-	caps []contracts.PushCaps
-	at   time.Time
+	caps    []contracts.PushCaps
+	configs map[[3]string]float64 // by listing, task and config id
+	at      time.Time
 }
 
-// ownCaps are org's own caps for its deliveries to dest (zero: none). A
+// within are the caps of org's delivery d besides its destination's
+// (dest): the org's own there, and its config's own rate (zero: none). A
 // store that fails leaves the caps last read in force (none if never).
-func (ps *Push) ownCaps(ctx context.Context, log *slog.Logger, org, dest string, now time.Time) pushqueue.Caps {
+func (ps *Push) within(ctx context.Context, log *slog.Logger, d contracts.Delivery, dest string, now time.Time) pushqueue.Within {
 	if ps.OwnCaps == nil {
-		return pushqueue.Caps{}
+		return pushqueue.Within{}
 	}
 	ps.owned.Lock()
-	r, ok := ps.owns[org]
+	r, ok := ps.owns[d.OrgID]
 	ps.owned.Unlock()
 	if !ok || now.Sub(r.at) >= ownCapsFresh || now.Before(r.at) {
-		cs, err := ps.OwnCaps.PushCaps(ctx, org)
-		if err != nil {
-			log.WarnContext(ctx, "push caps of an org not read; the last read stay in force", "org", org, "err", err)
+		if read, err := ps.readOwnCaps(ctx, d.OrgID, now); err != nil {
+			log.WarnContext(ctx, "push caps of an org not read; the last read stay in force", "org", d.OrgID, "err", err)
 		} else {
-			r = ownCapsRead{caps: cs, at: now}
+			r = read
 			ps.owned.Lock()
 			if ps.owns == nil || len(ps.owns) > 10000 {
 				ps.owns = map[string]ownCapsRead{}
 			}
-			ps.owns[org] = r
+			ps.owns[d.OrgID] = r
 			ps.owned.Unlock()
 		}
 	}
+	var w pushqueue.Within
 	for _, c := range r.caps {
 		if c.Destination == dest {
-			return pushqueue.Caps{Concurrency: c.MaxInFlight, PerSecond: c.PerSecond}
+			w.Own = pushqueue.Caps{Concurrency: c.MaxInFlight, PerSecond: c.PerSecond}
 		}
 	}
-	return pushqueue.Caps{}
+	if rate := r.configs[[3]string{d.ListingID, d.TaskID, d.ConfigID}]; rate > 0 {
+		w.Config, w.ConfigRate = pushConfigName(d), rate
+	}
+	return w
+}
+
+func (ps *Push) readOwnCaps(ctx context.Context, org string, now time.Time) (ownCapsRead, error) {
+	cs, err := ps.OwnCaps.PushCaps(ctx, org)
+	if err != nil {
+		return ownCapsRead{}, err
+	}
+	cfgs, err := ps.OwnCaps.PushConfigCaps(ctx, org)
+	if err != nil {
+		return ownCapsRead{}, err
+	}
+	r := ownCapsRead{caps: cs, at: now}
+	if len(cfgs) > 0 {
+		r.configs = make(map[[3]string]float64, len(cfgs))
+		for _, c := range cfgs {
+			r.configs[[3]string{c.ListingID, c.TaskID, c.ConfigID}] = c.PerSecond
+		}
+	}
+	return r, nil
+}
+
+// pushConfigName names a delivery's push config in the meter's queue and
+// the meters' shared state: a digest, whatever the ids hold.
+func pushConfigName(d contracts.Delivery) string {
+	h := sha256.Sum256([]byte(d.ListingID + "\x00" + d.TaskID + "\x00" + d.ConfigID))
+	return hex.EncodeToString(h[:16])
 }
 
 // EffectiveCaps are a destination's caps, defaults filled in: what an

@@ -536,7 +536,7 @@ func TestPushPause(t *testing.T) {
 // queue, configured as the first.
 func (r *pushRig) second() *a2aproxy.Proxy {
 	p := r.proxy.Push
-	p2 := &a2aproxy.Proxy{Clock: r.clock, Logger: r.proxy.Logger, Push: &a2aproxy.Push{Store: p.Store, Sealer: p.Sealer, Guard: p.Guard, Allow: p.Allow,
+	p2 := &a2aproxy.Proxy{Clock: r.proxy.Clock, Logger: r.proxy.Logger, Push: &a2aproxy.Push{Store: p.Store, Sealer: p.Sealer, Guard: p.Guard, Allow: p.Allow,
 		Poll: p.Poll, Caps: p.Caps, DestinationCaps: p.DestinationCaps, Gate: p.Gate, Meters: p.Meters, OwnCaps: p.OwnCaps}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -15,7 +15,7 @@ type pushMetrics struct {
 func newPushMetrics(reg prometheus.Registerer) *pushMetrics {
 	m := &pushMetrics{
 		held: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "push_deliveries_held_total",
-			Help: "Claimed push deliveries the meter gave back to the outbox unsent, by reason (retry_after: their webhook asked to wait; paused: it failed every attempt for long)."}, []string{"reason"}),
+			Help: "Claimed push deliveries the meter gave back to the outbox unsent, by reason (retry_after: their webhook asked to wait; paused: it failed every attempt for long; held: another meter saw either; config_rate: their push config's own rate lets them start later)."}, []string{"reason"}),
 		paused: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "push_destination_pauses_total",
 			Help: "Push destinations (webhook servers) paused after failing every attempt for long; the orgs concerned are told through their alert webhooks."}),
 		coalesced: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "agentmarket", Subsystem: "meter", Name: "push_coalesced_total",

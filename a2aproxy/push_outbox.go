@@ -62,6 +62,9 @@ func (p *Proxy) RunPushDelivery(ctx context.Context) {
 		}
 	}()
 	var pruned time.Time
+	// soonest is when the first delivery held for its config's rate is
+	// due again: the outbox is read then, not a Poll later.
+	var soonest time.Time
 	for {
 		if now := p.Clock.Now(); now.Sub(pruned) >= time.Hour {
 			pruned = now
@@ -92,13 +95,20 @@ func (p *Proxy) RunPushDelivery(ctx context.Context) {
 				if w.dest == "" {
 					w.dest = p.destinationOf(ctx, d)
 				}
-				if until := q.AddWithin(d.OrgID, w.dest, p.Push.ownCaps(ctx, p.Logger, d.OrgID, w.dest, now), w); !until.IsZero() {
-					why := "held: deliveries to " + w.dest + " wait until " + until.UTC().Format(time.RFC3339)
-					if q.Paused(w.dest) {
-						why = releaseMessage(pushqueue.Release[waitingDelivery]{Reason: pushqueue.ReasonPaused, Until: until})
-					}
-					p.holdDelivery(ctx, d, until, why)
+				until, reason := q.AddUnder(d.OrgID, w.dest, p.Push.within(ctx, p.Logger, d, w.dest, now), w)
+				if until.IsZero() {
+					continue
 				}
+				why := "held: deliveries to " + w.dest + " wait until " + until.UTC().Format(time.RFC3339)
+				switch {
+				case reason == pushqueue.ReasonConfigRate:
+					why = releaseMessage(pushqueue.Release[waitingDelivery]{Reason: reason, Until: until})
+					p.Metrics.pushHeld(reason, 1)
+					soonest = earliest(soonest, until)
+				case q.Paused(w.dest):
+					why = releaseMessage(pushqueue.Release[waitingDelivery]{Reason: pushqueue.ReasonPaused, Until: until})
+				}
+				p.holdDelivery(ctx, d, until, why)
 			}
 			more = len(ds) == limit
 		}
@@ -107,6 +117,9 @@ func (p *Proxy) RunPushDelivery(ctx context.Context) {
 			w, dest, ok, at := q.Next(ctx)
 			for _, r := range q.Released() {
 				p.Metrics.pushHeld(r.Reason, len(r.Items))
+				if r.Reason == pushqueue.ReasonConfigRate {
+					soonest = earliest(soonest, r.Until)
+				}
 				for _, x := range r.Items {
 					p.holdDelivery(ctx, x.d, r.Until, releaseMessage(r))
 				}
@@ -151,6 +164,10 @@ func (p *Proxy) RunPushDelivery(ctx context.Context) {
 		if more && ctx.Err() == nil {
 			continue // there may be more due
 		}
+		if !soonest.IsZero() && !soonest.After(p.Clock.Now()) {
+			soonest = time.Time{} // this pass read the outbox for it
+		}
+		wake = earliest(wake, soonest)
 		wait := p.Push.Poll
 		if !wake.IsZero() {
 			wait = min(wait, max(wake.Sub(p.Clock.Now()), time.Millisecond))
@@ -182,10 +199,20 @@ func (p *Proxy) destinationOf(ctx context.Context, d contracts.Delivery) string 
 	return contracts.Destination(cfg.URL)
 }
 
+// earliest is the earlier of two times, a zero one being none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || !b.IsZero() && b.Before(a) {
+		return b
+	}
+	return a
+}
+
 // releaseMessage is the last_error of a delivery given back unsent.
 func releaseMessage(r pushqueue.Release[waitingDelivery]) string {
 	until := r.Until.UTC().Format(time.RFC3339)
 	switch r.Reason {
+	case pushqueue.ReasonConfigRate:
+		return "held: the push config's own rate (PUT /api/v1/push-caps) lets its next delivery start at " + r.Until.UTC().Format(time.RFC3339Nano)
 	case pushqueue.ReasonPaused:
 		return "held: the webhook failed every attempt for a while; deliveries to it are paused until " + until
 	case pushqueue.ReasonHeld:

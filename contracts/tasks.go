@@ -268,7 +268,7 @@ type PushStore interface {
 	// PushCallback finds the config of a meter callback id, or NotFound.
 	PushCallback(ctx context.Context, callbackID string) (*PushConfig, error)
 	// DeletePushConfig removes a config and drops its pending
-	// deliveries. The store remembers which configs it deleted: deleting
+	// deliveries and its caps (PushConfigCaps). The store remembers which configs it deleted: deleting
 	// one again succeeds and changes nothing (A2A 1.0 makes the delete
 	// idempotent); NotFound only for a config the task never had.
 	DeletePushConfig(ctx context.Context, listingID, taskID, configID string) error

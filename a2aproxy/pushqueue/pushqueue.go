@@ -21,7 +21,14 @@
 // A buyer org may lower the caps of its own deliveries to a destination
 // (AddWithin): they then go within the lower of the destination's caps
 // and the org's, and wait without holding up the other orgs' deliveries
-// there (OwnFull names them, for the outbox to leave alone).
+// there (OwnFull names them, for the outbox to leave alone). It may also
+// give one of its push configs a rate of its own (AddUnder,
+// Within.ConfigRate): the config's deliveries start at least 1/rate
+// apart, besides every other cap. A config's delivery that may not start
+// yet is not kept here: AddUnder turns it away, or Next releases it
+// (ReasonConfigRate), to wait in the outbox until then, where a later
+// status update of the config supersedes it, and the config's next
+// delivery is its latest state.
 //
 // The queue holds a bounded number of deliveries per destination
 // (Buffer): the outbox claims for the destinations Skip does not name, so
@@ -152,6 +159,9 @@ const (
 	ReasonRetryAfter = "retry_after"
 	ReasonPaused     = "paused"
 	ReasonHeld       = "held" // another meter saw a Retry-After or paused it (Gate)
+	// ReasonConfigRate: its push config's own rate lets it start at
+	// Until, not before.
+	ReasonConfigRate = "config_rate"
 )
 
 // Release is what Done hands back: the deliveries that waited for a
@@ -237,10 +247,37 @@ type own struct {
 // gateKey names an org's own caps at a destination in the Gate.
 func (o *own) gateKey() string { return o.dest + "|org=" + o.org }
 
+// rated is a push config's own rate (Within.ConfigRate): its deliveries
+// start at least 1/rate apart. limit is the rate across the meters,
+// share each meter's without the Gate; rate is the one in force here.
+type rated struct {
+	name               string
+	limit, share, rate float64
+	last               time.Time // the last start here (zero: none)
+	waiting            int
+}
+
+// next is when the config's next delivery may start here.
+func (r *rated) next() time.Time {
+	if r.last.IsZero() {
+		return time.Time{}
+	}
+	return r.last.Add(time.Duration(math.Ceil(float64(time.Second) / r.rate)))
+}
+
+// gateKey names a config's rate in the Gate.
+func (r *rated) gateKey() string { return "cfg|" + r.name }
+
+// entry is a delivery waiting, with its config's rate (nil: none).
+type entry[T any] struct {
+	v   T
+	cfg *rated
+}
+
 type flow[T any] struct {
 	dest  *destination
 	own   *own // nil: the org set no caps of its own there
-	items []T
+	items []entry[T]
 }
 
 type org[T any] struct {
@@ -262,6 +299,11 @@ type Queue[T any] struct {
 	// own caps or not: caps an org sets while some are in flight count
 	// them.
 	flying map[[2]string]int
+	// configs are the push configs' own rates in force (by name), and
+	// ratedSlots the config whose slot in the Gate each delivery in
+	// flight holds (by Key).
+	configs    map[string]*rated
+	ratedSlots map[string]string
 	// released: what Next gave back (Released).
 	released []Release[T]
 }
@@ -269,7 +311,8 @@ type Queue[T any] struct {
 // New makes a queue.
 func New[T any](o Options[T]) *Queue[T] {
 	o.defaults()
-	return &Queue[T]{o: o, dests: map[string]*destination{}, owns: map[[2]string]*own{}, flying: map[[2]string]int{}}
+	return &Queue[T]{o: o, dests: map[string]*destination{}, owns: map[[2]string]*own{}, flying: map[[2]string]int{},
+		configs: map[string]*rated{}, ratedSlots: map[string]string{}}
 }
 
 func (q *Queue[T]) dest(name string, now time.Time) *destination {
@@ -339,15 +382,44 @@ func (q *Queue[T]) Add(orgName, destName string, v T) (blockedUntil time.Time) {
 // of the destination's caps and the org's, shared across meters like the
 // destination's.
 func (q *Queue[T]) AddWithin(orgName, destName string, mine Caps, v T) (blockedUntil time.Time) {
+	blockedUntil, _ = q.AddUnder(orgName, destName, Within{Own: mine}, v)
+	return blockedUntil
+}
+
+// Within are the caps a delivery starts within besides its
+// destination's: its org's own there (Own; zero fields: none), and its
+// push config's own rate (ConfigRate, deliveries started per second; 0:
+// none), kept under the config's name (Config) across the meters like
+// the destination's caps (each meter 1/Meters of it without the Gate).
+type Within struct {
+	Own        Caps
+	Config     string
+	ConfigRate float64
+}
+
+// AddUnder is Add for a delivery under the caps w names besides its
+// destination's. A delivery its destination or its config turns away is
+// not added: AddUnder returns until when, and why (ReasonConfigRate when
+// its config's rate; "" when its destination's, Paused telling whether
+// it is paused).
+func (q *Queue[T]) AddUnder(orgName, destName string, w Within, v T) (blockedUntil time.Time, reason string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	now := q.o.Clock.Now()
 	d := q.dest(destName, now)
 	if now.Before(d.blockedUntil) {
-		return d.blockedUntil
+		return d.blockedUntil, ""
+	}
+	var cfg *rated
+	if w.ConfigRate > 0 && w.Config != "" {
+		cfg = q.rated(w.Config, w.ConfigRate, now)
+		if at := cfg.next(); now.Before(at) {
+			return at, ReasonConfigRate
+		}
+		cfg.waiting++
 	}
 	d.waiting++
-	ow := q.own(orgName, d, mine, now)
+	ow := q.own(orgName, d, w.Own, now)
 	if ow != nil {
 		ow.waiting++
 	}
@@ -363,8 +435,26 @@ func (q *Queue[T]) AddWithin(orgName, destName string, mine Caps, v T) (blockedU
 		j = len(o.flows) - 1
 	}
 	o.flows[j].own = ow
-	o.flows[j].items = append(o.flows[j].items, v)
-	return time.Time{}
+	o.flows[j].items = append(o.flows[j].items, entry[T]{v: v, cfg: cfg})
+	return time.Time{}, ""
+}
+
+// rated is the config's own rate, made or brought up to date with rate
+// (a change of rate counts from the last start).
+func (q *Queue[T]) rated(name string, rate float64, now time.Time) *rated {
+	r := q.configs[name]
+	if r == nil {
+		r = &rated{name: name}
+		q.configs[name] = r
+	}
+	if r.limit != rate {
+		r.limit, r.share = rate, rate/float64(q.o.Meters)
+		r.rate = r.share
+		if q.o.Gate != nil {
+			r.rate = r.limit
+		}
+	}
+	return r
 }
 
 // own is the org's own caps at d, made or brought up to date with mine;
@@ -437,9 +527,18 @@ scan:
 			if can && f.own != nil {
 				can, at = f.own.ready(now)
 			}
+			head := f.items[0]
+			if can && head.cfg != nil {
+				if next := head.cfg.next(); now.Before(next) {
+					// Its config's rate changed here since it was added (the
+					// Gate failed: this meter's share): it waits in the outbox.
+					q.releaseHead(o, f, Release[T]{Until: next, Reason: ReasonConfigRate})
+					goto scan
+				}
+			}
 			if can && q.o.Gate != nil {
 				var held bool
-				can, held, at = q.gate(ctx, d, f.items[0], now)
+				can, held, at = q.gate(ctx, d, head.v, now)
 				if held {
 					// Another meter was told to wait, or paused it: what
 					// waits here goes back too (Released).
@@ -448,9 +547,22 @@ scan:
 					goto scan
 				}
 				if can && f.own != nil {
-					if can, at = q.gateOwn(ctx, f.own, f.items[0], now); !can {
+					if can, at = q.gateOwn(ctx, f.own, head.v, now); !can {
 						// The destination's slot is not used: given back.
-						_ = q.o.Gate.Finish(ctx, d.name, q.o.Key(f.items[0]))
+						_ = q.o.Gate.Finish(ctx, d.name, q.o.Key(head.v))
+					}
+				}
+				if can && head.cfg != nil {
+					if ok, until := q.gateConfig(ctx, head.cfg, head.v, now); !ok {
+						// Another meter started the config's last delivery:
+						// the slots taken are given back, and it waits in the
+						// outbox.
+						_ = q.o.Gate.Finish(ctx, d.name, q.o.Key(head.v))
+						if f.own != nil {
+							_ = q.o.Gate.Finish(ctx, f.own.gateKey(), q.o.Key(head.v))
+						}
+						q.releaseHead(o, f, Release[T]{Until: until, Reason: ReasonConfigRate})
+						goto scan
 					}
 				}
 			}
@@ -460,10 +572,16 @@ scan:
 				}
 				continue
 			}
-			v = f.items[0]
-			var zero T
-			f.items[0] = zero
+			v = head.v
+			f.items[0] = entry[T]{}
 			f.items = f.items[1:]
+			if c := head.cfg; c != nil {
+				c.waiting--
+				c.last = now
+				if q.o.Gate != nil {
+					q.ratedSlots[q.o.Key(v)] = c.gateKey()
+				}
+			}
 			d.waiting--
 			d.inflight++
 			d.tokens--
@@ -516,6 +634,53 @@ func (q *Queue[T]) gate(ctx context.Context, d *destination, v T, now time.Time)
 		return false, false, now.Add(100 * time.Millisecond)
 	}
 	return ok, false, retryAt
+}
+
+// gateConfig asks the Gate for a start of a config's rate for v: at
+// most one per 1/rate across the meters. While the Gate fails, this meter
+// keeps to its share. ok false: not before until.
+func (q *Queue[T]) gateConfig(ctx context.Context, r *rated, v T, now time.Time) (ok bool, until time.Time) {
+	lim := contracts.PushLimit{Concurrency: 1, PerSecond: r.limit, Burst: 1}
+	ok, _, retryAt, err := q.o.Gate.TryStart(ctx, r.gateKey(), q.o.Key(v), lim, now, now.Add(q.o.Lease))
+	if err != nil {
+		r.rate = r.share
+		if next := r.next(); now.Before(next) {
+			return false, next
+		}
+		return true, time.Time{}
+	}
+	r.rate = r.limit
+	if !ok && retryAt.IsZero() {
+		// One of its deliveries is in flight on another meter (its lease
+		// there ran out here): not before its interval.
+		retryAt = now.Add(time.Duration(math.Ceil(float64(time.Second) / r.limit)))
+	}
+	return ok, retryAt
+}
+
+// releaseHead takes the first delivery of f (of org o) out of the queue,
+// to be Released as r says.
+func (q *Queue[T]) releaseHead(o *org[T], f *flow[T], r Release[T]) {
+	e := f.items[0]
+	f.items[0] = entry[T]{}
+	f.items = f.items[1:]
+	f.dest.waiting--
+	if f.own != nil {
+		f.own.waiting--
+	}
+	if e.cfg != nil {
+		e.cfg.waiting--
+	}
+	if len(f.items) == 0 {
+		o.flows = slices.DeleteFunc(o.flows, func(g *flow[T]) bool { return g == f })
+		o.next = 0
+		if len(o.flows) == 0 {
+			q.orgs = slices.DeleteFunc(q.orgs, func(g *org[T]) bool { return g == o })
+			q.next = 0
+		}
+	}
+	r.Items = []T{e.v}
+	q.released = append(q.released, r)
 }
 
 // gateOwn asks the Gate for a slot of an org's own caps at a destination
@@ -574,6 +739,10 @@ func (q *Queue[T]) Done(ctx context.Context, v T, destName, orgName string, out 
 		_ = q.o.Gate.Finish(ctx, destName, q.o.Key(v))
 		if ow != nil {
 			_ = q.o.Gate.Finish(ctx, ow.gateKey(), q.o.Key(v))
+		}
+		if k, ok := q.ratedSlots[q.o.Key(v)]; ok {
+			delete(q.ratedSlots, q.o.Key(v))
+			_ = q.o.Gate.Finish(ctx, k, q.o.Key(v))
 		}
 	}
 	d.inflight--
@@ -642,7 +811,7 @@ func (q *Queue[T]) removeLocked(d *destination) []T {
 			if f.dest != d {
 				return false
 			}
-			out = append(out, f.items...)
+			out = appendItems(out, f.items)
 			if f.own != nil {
 				f.own.waiting -= len(f.items)
 				q.forgetOwn(f.own, q.o.Clock.Now())
@@ -657,6 +826,18 @@ func (q *Queue[T]) removeLocked(d *destination) []T {
 	return out
 }
 
+// appendItems appends the deliveries of es to out; their configs no
+// longer count them waiting.
+func appendItems[T any](out []T, es []entry[T]) []T {
+	for _, e := range es {
+		out = append(out, e.v)
+		if e.cfg != nil {
+			e.cfg.waiting--
+		}
+	}
+	return out
+}
+
 // Drain takes every waiting delivery out of the queue (the meter stops:
 // they go back to the outbox for whichever meter runs next).
 func (q *Queue[T]) Drain() []T {
@@ -665,7 +846,7 @@ func (q *Queue[T]) Drain() []T {
 	var out []T
 	for _, o := range q.orgs {
 		for _, f := range o.flows {
-			out = append(out, f.items...)
+			out = appendItems(out, f.items)
 			f.dest.waiting = 0
 			if f.own != nil {
 				f.own.waiting = 0
@@ -687,6 +868,13 @@ func (q *Queue[T]) Skip() []string {
 		q.forget(d, now)
 		if d.waiting >= q.buffer(d) || now.Before(d.blockedUntil) {
 			out = append(out, d.name)
+		}
+	}
+	for name, r := range q.configs {
+		// Nothing of it here and its next start free: a config seen
+		// again starts anew, as it would.
+		if r.waiting <= 0 && !now.Before(r.next()) {
+			delete(q.configs, name)
 		}
 	}
 	slices.Sort(out)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -404,5 +405,151 @@ func TestOwnCapsCountWhatFlies(t *testing.T) {
 	q.Done(ctx, "a0", "https://a:443", "org_a", pushqueue.Outcome{OK: true})
 	if got, _ := take(q); !slices.Equal(got, []string{"a1"}) {
 		t.Fatalf("after a0: started %v, want [a1]", got)
+	}
+}
+
+// TestConfigRate: one push config of org A capped at 4 a second, and
+// another config of A at the same destination, capped by nothing but
+// the destination (1,000 a second). The outbox is played as it is: a
+// config's next delivery is added once its last ended, and one turned
+// away waits in the outbox until the time Add gave. Over 5 seconds of
+// 10 ms ticks, each delivery ending at once, the capped config starts
+// at most 4 a second (21: its first, then one per 250 ms), never two
+// within 250 ms, and the other starts at every tick, as it would alone.
+func TestConfigRate(t *testing.T) {
+	const dest = "https://a:443"
+	q, clock := newQueue(map[string]pushqueue.Caps{dest: {Concurrency: 8, PerSecond: 1000, Burst: 1000}})
+	capped := pushqueue.Within{Config: "cfg_1", ConfigRate: 4}
+	var heldUntil time.Time
+	var starts []time.Time
+	other := 0
+	for tick := range 500 {
+		now := clock.Now()
+		if !now.Before(heldUntil) {
+			until, why := q.AddUnder("org_a", dest, capped, fmt.Sprintf("c%d", tick))
+			if !until.IsZero() {
+				if why != pushqueue.ReasonConfigRate {
+					t.Fatalf("turned away for %q, want %q", why, pushqueue.ReasonConfigRate)
+				}
+				heldUntil = until
+			}
+		}
+		q.AddUnder("org_a", dest, pushqueue.Within{Config: "cfg_2"}, fmt.Sprintf("o%d", tick))
+		got, _ := take(q)
+		for _, v := range got {
+			if v[0] == 'c' {
+				starts = append(starts, now)
+			} else {
+				other++
+			}
+			q.Done(ctx, v, dest, "org_a", pushqueue.Outcome{OK: true})
+		}
+		clock.Advance(10 * time.Millisecond)
+	}
+	if len(starts) > 21 || len(starts) < 19 {
+		t.Errorf("the capped config started %d in 5 s, want 4 a second (21 at most)", len(starts))
+	}
+	for i := 1; i < len(starts); i++ {
+		if gap := starts[i].Sub(starts[i-1]); gap < 250*time.Millisecond {
+			t.Errorf("the capped config's deliveries %d and %d started %s apart; its rate is 4 a second", i-1, i, gap)
+		}
+	}
+	if other != 500 {
+		t.Errorf("the other config started %d in 500 ticks, want 500: the capped config slowed it", other)
+	}
+	if n := q.Waiting(); n != 0 {
+		t.Errorf("Waiting = %d: the capped config's deliveries waited in the queue, not in the outbox", n)
+	}
+}
+
+// TestConfigRateLowestWins: a config's own rate above its destination's
+// (1 a second) gives the destination's; a config's rate lower than its
+// org's own caps there binds the config alone.
+func TestConfigRateLowestWins(t *testing.T) {
+	const dest = "https://a:443"
+	q, clock := newQueue(map[string]pushqueue.Caps{dest: {Concurrency: 8, PerSecond: 1, Burst: 1}})
+	fast := pushqueue.Within{Config: "cfg_1", ConfigRate: 100}
+	q.AddUnder("org_a", dest, fast, "c0")
+	take(q)
+	q.Done(ctx, "c0", dest, "org_a", pushqueue.Outcome{OK: true})
+	clock.Advance(10 * time.Millisecond)
+	if until, _ := q.AddUnder("org_a", dest, fast, "c1"); !until.IsZero() {
+		t.Fatalf("c1 turned away until %v: the config's rate (100/s) allows it", until)
+	}
+	if got, wake := take(q); len(got) != 0 || !wake.Equal(t0.Add(time.Second)) {
+		t.Fatalf("started %v (wake %v), want nothing before the destination's next token at +1s", got, wake)
+	}
+
+	q, clock = newQueue(map[string]pushqueue.Caps{dest: {Concurrency: 8, PerSecond: 1000, Burst: 1000}})
+	own := pushqueue.Caps{Concurrency: 4, PerSecond: 50}
+	slow := pushqueue.Within{Own: own, Config: "cfg_1", ConfigRate: 2}
+	q.AddUnder("org_a", dest, slow, "c0")
+	take(q)
+	q.Done(ctx, "c0", dest, "org_a", pushqueue.Outcome{OK: true})
+	if until, why := q.AddUnder("org_a", dest, slow, "c1"); !until.Equal(t0.Add(500*time.Millisecond)) || why != pushqueue.ReasonConfigRate {
+		t.Errorf("c1 turned away until %v (%q), want +500ms for its config's rate", until, why)
+	}
+	for i := range 3 {
+		q.AddUnder("org_a", dest, pushqueue.Within{Own: own, Config: fmt.Sprintf("cfg_o%d", i)}, fmt.Sprintf("o%d", i))
+	}
+	if got, _ := take(q); len(got) != 3 {
+		t.Errorf("the org's other configs started %v, want all 3 (within its own caps)", got)
+	}
+}
+
+// TestConfigRateShare: without the shared state, each of 2 meters keeps
+// half a config's rate (1 a second of 2); with a Gate that fails, the
+// same.
+func TestConfigRateShare(t *testing.T) {
+	for _, gate := range []contracts.PushGate{nil, downGate{}} {
+		clock := agentmarket.NewManualClock(t0)
+		q := pushqueue.New[string](pushqueue.Options[string]{Clock: clock, Gate: gate, Meters: 2, Key: func(s string) string { return s },
+			Caps: func(string) pushqueue.Caps { return pushqueue.Caps{Concurrency: 8, PerSecond: 1000, Burst: 1000} }})
+		w := pushqueue.Within{Config: "cfg_1", ConfigRate: 2}
+		q.AddUnder("org_a", "https://a:443", w, "c0")
+		if got, _ := take(q); len(got) != 1 {
+			t.Fatalf("gate %v: started %v, want c0", gate, got)
+		}
+		q.Done(ctx, "c0", "https://a:443", "org_a", pushqueue.Outcome{OK: true})
+		clock.Advance(600 * time.Millisecond)
+		if until, why := q.AddUnder("org_a", "https://a:443", w, "c1"); !until.Equal(t0.Add(time.Second)) || why != pushqueue.ReasonConfigRate {
+			t.Errorf("gate %v: c1 turned away until %v (%q), want +1s (this meter's half of 2 a second)", gate, until, why)
+		}
+	}
+}
+
+// busyGate lets every start through but those of push configs' rates,
+// which another meter took (until at).
+type busyGate struct{ at time.Time }
+
+func (g busyGate) TryStart(_ context.Context, key, _ string, _ contracts.PushLimit, _, _ time.Time) (bool, bool, time.Time, error) {
+	if strings.HasPrefix(key, "cfg|") {
+		return false, false, g.at, nil
+	}
+	return true, false, time.Time{}, nil
+}
+func (busyGate) Finish(context.Context, string, string) error  { return nil }
+func (busyGate) Hold(context.Context, string, time.Time) error { return nil }
+
+// TestConfigRateAcrossMeters: when the shared state says another meter
+// started the config's last delivery, its delivery here goes back to the
+// outbox until the config's next start (Released), and the org's other
+// deliveries to the destination start.
+func TestConfigRateAcrossMeters(t *testing.T) {
+	clock := agentmarket.NewManualClock(t0)
+	at := t0.Add(300 * time.Millisecond)
+	q := pushqueue.New[string](pushqueue.Options[string]{Clock: clock, Gate: busyGate{at: at}, Key: func(s string) string { return s },
+		Caps: func(string) pushqueue.Caps { return pushqueue.Caps{Concurrency: 8, PerSecond: 1000, Burst: 1000} }})
+	q.AddUnder("org_a", "https://a:443", pushqueue.Within{Config: "cfg_1", ConfigRate: 2}, "c0")
+	q.Add("org_a", "https://a:443", "o0")
+	if got, _ := take(q); !slices.Equal(got, []string{"o0"}) {
+		t.Errorf("started %v, want o0 alone", got)
+	}
+	r := q.Released()
+	if len(r) != 1 || r[0].Reason != pushqueue.ReasonConfigRate || !r[0].Until.Equal(at) || !slices.Equal(r[0].Items, []string{"c0"}) {
+		t.Errorf("released %+v, want c0 until %v", r, at)
+	}
+	if n := q.Waiting(); n != 0 {
+		t.Errorf("Waiting = %d after the release", n)
 	}
 }

@@ -107,7 +107,7 @@ func TestPushKeyStore(t *testing.T) {
 func TestPushCapsStore(t *testing.T) {
 	for _, o := range relationaltest.Openers {
 		t.Run(o.Name, func(t *testing.T) {
-			storetest.RunPushCaps(t, func(t *testing.T) contracts.PushCapsStore { return gormstore.New(o.Open(t).DB) })
+			storetest.RunPushCaps(t, func(t *testing.T) storetest.PushCapsStore { return gormstore.New(o.Open(t).DB) })
 		})
 	}
 }

@@ -156,6 +156,9 @@ func (s *Store) DeletePushConfig(ctx context.Context, listingID, taskID, configI
 		if err != nil {
 			return err
 		}
+		if err := tx.Where(key, listingID, taskID, configID).Delete(&pushConfigCapsRow{}).Error; err != nil {
+			return err
+		}
 		return tx.Where(key+" AND status = ?", listingID, taskID, configID, string(contracts.DeliveryPending)).Delete(&deliveryRow{}).Error
 	})
 	return relational.Translate(err, "push config")

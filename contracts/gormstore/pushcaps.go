@@ -60,3 +60,62 @@ func (s *Store) DeletePushCaps(ctx context.Context, orgID, destination string) e
 	}
 	return nil
 }
+
+type pushConfigCapsRow struct {
+	ListingID      string `gorm:"primaryKey"`
+	TaskID         string `gorm:"primaryKey"`
+	ConfigID       string `gorm:"primaryKey"`
+	OrgID          string
+	PerSecondMilli int64
+	UpdatedAt      time.Time
+}
+
+func (pushConfigCapsRow) TableName() string { return "push_config_caps" }
+
+// SavePushConfigCaps implements contracts.PushCapsStore.
+func (s *Store) SavePushConfigCaps(ctx context.Context, c contracts.PushConfigCaps) error {
+	r := pushConfigCapsRow{ListingID: c.ListingID, TaskID: c.TaskID, ConfigID: c.ConfigID, OrgID: c.OrgID,
+		PerSecondMilli: int64(math.Round(c.PerSecond * 1000)), UpdatedAt: c.UpdatedAt.UTC()}
+	err := s.db.WithContext(ctx).Clauses(clause.OnConflict{
+		Columns:   []clause.Column{{Name: "listing_id"}, {Name: "task_id"}, {Name: "config_id"}},
+		DoUpdates: clause.AssignmentColumns([]string{"org_id", "per_second_milli", "updated_at"}),
+	}).Create(&r).Error
+	return relational.Translate(err, "push caps")
+}
+
+// PushConfigCaps implements contracts.PushCapsStore: the config's row
+// gives its destination, and a config that is gone lists nothing.
+func (s *Store) PushConfigCaps(ctx context.Context, orgID string) ([]contracts.PushConfigCaps, error) {
+	var rows []struct {
+		ListingID, TaskID, ConfigID, OrgID string
+		PerSecondMilli                     int64
+		UpdatedAt                          time.Time
+		URL                                string
+	}
+	err := s.db.WithContext(ctx).Table("push_config_caps AS c").
+		Select("c.listing_id, c.task_id, c.config_id, c.org_id, c.per_second_milli, c.updated_at, p.url").
+		Joins("JOIN push_configs p ON p.listing_id = c.listing_id AND p.task_id = c.task_id AND p.config_id = c.config_id AND p.org_id = c.org_id").
+		Where("c.org_id = ?", orgID).Order("c.listing_id, c.task_id, c.config_id").Scan(&rows).Error
+	if err != nil {
+		return nil, relational.Translate(err, "push caps")
+	}
+	out := make([]contracts.PushConfigCaps, len(rows))
+	for i, r := range rows {
+		out[i] = contracts.PushConfigCaps{OrgID: r.OrgID, ListingID: r.ListingID, TaskID: r.TaskID, ConfigID: r.ConfigID,
+			PerSecond: float64(r.PerSecondMilli) / 1000, Destination: contracts.Destination(r.URL), UpdatedAt: r.UpdatedAt.UTC()}
+	}
+	return out, nil
+}
+
+// DeletePushConfigCaps implements contracts.PushCapsStore.
+func (s *Store) DeletePushConfigCaps(ctx context.Context, orgID, listingID, taskID, configID string) error {
+	res := s.db.WithContext(ctx).Where("org_id = ? AND listing_id = ? AND task_id = ? AND config_id = ?", orgID, listingID, taskID, configID).
+		Delete(&pushConfigCapsRow{})
+	if res.Error != nil {
+		return relational.Translate(res.Error, "push caps")
+	}
+	if res.RowsAffected == 0 {
+		return agentmarket.Errorf(agentmarket.NotFound, "push_caps_not_found", "no push caps of yours for config %q of task %q on listing %q", configID, taskID, listingID)
+	}
+	return nil
+}

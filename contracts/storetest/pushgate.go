@@ -65,6 +65,23 @@ func RunPushGate(t *testing.T, newGate func(t *testing.T) contracts.PushGate) {
 		}
 	})
 
+	t.Run("push gate: a rate without a burst, as a push config's own (one start per interval, whichever caller)", func(t *testing.T) {
+		g := newGate(t)
+		lim := contracts.PushLimit{Concurrency: 1, PerSecond: 0.5, Burst: 1}
+		const key = "cfg|0123456789abcdef"
+		if ok, _, _ := start(t, g, key, "d0", lim, now); !ok {
+			t.Fatal("the first start refused")
+		}
+		must(t, g.Finish(ctx, key, "d0"))
+		ok, held, retryAt := start(t, g, key, "d1", lim, now.Add(time.Second))
+		if ok || held || !retryAt.Equal(now.Add(2*time.Second)) {
+			t.Fatalf("a start 1 s on = %v, held %v, retry at +%v; want refused until +2s", ok, held, retryAt.Sub(now))
+		}
+		if ok, _, _ := start(t, g, key, "d1", lim, now.Add(2*time.Second)); !ok {
+			t.Error("the start 2 s on refused")
+		}
+	})
+
 	t.Run("push gate: a hold keeps everyone off until it ends; a later hold wins", func(t *testing.T) {
 		g := newGate(t)
 		must(t, g.Hold(ctx, "https://a:443", now.Add(30*time.Second)))

@@ -364,7 +364,7 @@ func NewMarketplace(ctx context.Context, c *Core, baseURL string) (*Marketplace,
 	// The meters clamp an org's own caps to the destination's; the answer
 	// says what they get.
 	destCaps := &a2aproxy.Push{Caps: cfg.MeterLimits.PushDestination, DestinationCaps: cfg.MeterLimits.PushDestinations}
-	srv.PushCaps = &contracts.PushCapsService{Store: c.AccountStore, DestinationCaps: destCaps.EffectiveCaps, Clock: c.Clock}
+	srv.PushCaps = &contracts.PushCapsService{Store: c.AccountStore, Configs: c.AccountStore, DestinationCaps: destCaps.EffectiveCaps, Clock: c.Clock}
 	srv.Switches = &contracts.Switches{Store: c.AccountStore, Clock: c.Clock, Audit: c.Audit, CancelAfter: 2 * c.Config.MeterLimits.KillSwitchPoll}
 	srv.Credits = &contracts.Credits{Store: c.AccountStore, Clock: c.Clock, Audit: c.Audit}
 	if bill.Stripe != nil {
