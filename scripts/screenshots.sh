@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Saves screenshots of the web UI to docs/screenshots/: catalog, listing, seller, buyer,
-# finance and operator (.png, 1280x900).
+# finance and operator (.png, 1280x900), and ui.sha256, the hash of the templates and
+# static files they show (a test fails when the UI changed and the screenshots did not).
 #
 #   scripts/screenshots.sh [OUT_DIR]
 #
@@ -84,3 +85,6 @@ done
 echo "==> taking screenshots into $OUT"
 mkdir -p "$OUT"
 go run ./web/webtest/screenshots -base "$BASE" -out "$OUT" -operator-key-file "$WORK/data/operator.key"
+# What the screenshots show: the pages' templates and static files they were
+# taken of (web.TestScreenshotsAreCurrent compares it with today's).
+(find web/templates web/static -type f | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -d' ' -f1) >"$OUT/ui.sha256"
