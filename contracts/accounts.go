@@ -153,13 +153,15 @@ type SignupInput struct {
 // Validate reports every broken rule.
 func (in *SignupInput) Validate() error {
 	var fe agentmarket.Fields
-	in.OrgName = strings.TrimSpace(in.OrgName)
+	in.validateOrgName(&fe)
+	in.validateEmail(&fe)
+	in.validatePassword(&fe)
+	return fe.Err("invalid_signup", "the sign-up is not valid")
+}
+
+// validateEmail checks (and normalises) the e-mail.
+func (in *SignupInput) validateEmail(fe *agentmarket.Fields) {
 	in.Email = strings.TrimSpace(in.Email)
-	if in.OrgName == "" {
-		fe.Add("org_name", "required", "org_name is required")
-	} else {
-		fe.Text("org_name", in.OrgName, MaxOrgName)
-	}
 	if in.Email == "" {
 		fe.Add("email", "required", "email is required")
 	} else if fe.Text("email", in.Email, MaxEmail) { // before ToLower, which would hide bad UTF-8
@@ -168,12 +170,30 @@ func (in *SignupInput) Validate() error {
 			fe.Add("email", "format", "email must be an e-mail address like name@example.com")
 		}
 	}
+}
+
+// validateAccount checks (and normalises) what the account is made with:
+// the org's name and the password.
+func (in *SignupInput) validateAccount(fe *agentmarket.Fields) {
+	in.validateOrgName(fe)
+	in.validatePassword(fe)
+}
+
+func (in *SignupInput) validateOrgName(fe *agentmarket.Fields) {
+	in.OrgName = strings.TrimSpace(in.OrgName)
+	if in.OrgName == "" {
+		fe.Add("org_name", "required", "org_name is required")
+	} else {
+		fe.Text("org_name", in.OrgName, MaxOrgName)
+	}
+}
+
+func (in *SignupInput) validatePassword(fe *agentmarket.Fields) {
 	if len(in.Password) < 10 {
 		fe.Add("password", "min_length", "password must be at least 10 characters")
 	} else if len(in.Password) > 72 {
 		fe.Add("password", "max_length", "password must be at most 72 bytes")
 	}
-	return fe.Err("invalid_signup", "the sign-up is not valid")
 }
 
 // SignupResult is what a sign-up creates; Key is the only time the

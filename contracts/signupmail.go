@@ -26,17 +26,19 @@ const DefaultSignupLinkTTL = 24 * time.Hour
 // DefaultSignupQueue is how many sign-ups may wait for their mail.
 const DefaultSignupQueue = 256
 
-// PendingSignup is a sign-up waiting for its mailed link to be followed.
-// Only the hash of the link's token is stored, and the password's bcrypt
-// hash: a copy of the database completes no one's sign-up.
+// PendingSignup is a sign-up waiting for its mailed link to be followed:
+// the e-mail alone. The org's name and the password are chosen by whoever
+// follows the link, the address's owner: were they taken from the
+// request, anyone could sign up with someone else's address and a
+// password of their own, and hold the account its owner then confirms.
+// Only the hash of the link's token is stored: a copy of the database
+// completes no one's sign-up.
 type PendingSignup struct {
 	// TokenHash is the hex SHA-256 of the link's token.
-	TokenHash    string
-	OrgName      string
-	Email        string
-	PasswordHash string
-	CreatedAt    time.Time
-	ExpiresAt    time.Time
+	TokenHash string
+	Email     string
+	CreatedAt time.Time
+	ExpiresAt time.Time
 }
 
 // PendingSignupStore persists pending sign-ups (contracts/gormstore).
@@ -66,10 +68,12 @@ type UserFinder interface {
 	GetUserByEmail(ctx context.Context, email string) (*User, error)
 }
 
-// SignupMails is the confirm sign-up mode. A sign-up is checked, its
-// password hashed and the request queued, whatever the e-mail: the answer
-// and the work done before it are the same for a registered e-mail and a
-// new one, so the sign-up form tells no one which e-mails have accounts.
+// SignupMails is the confirm sign-up mode. A sign-up is its e-mail alone
+// (an org name or a password sent with it is not kept: the link's page
+// asks for them); it is checked and queued, whatever the e-mail: the
+// answer and the work done before it are the same for a registered e-mail
+// and a new one, so the sign-up form tells no one which e-mails have
+// accounts.
 // Run, off the request path, then mails a registered address that its
 // account exists (sign in), and a new one a link that works once, within
 // TTL, to finish the sign-up (Accounts.ConfirmSignup).
@@ -98,7 +102,7 @@ type SignupMails struct {
 }
 
 type signupRequest struct {
-	orgName, email, passwordHash string
+	email string
 }
 
 func (m *SignupMails) init() {
@@ -125,16 +129,14 @@ func (m *SignupMails) ttl() time.Duration {
 // read, so nothing here depends on whether the e-mail is registered.
 func (m *SignupMails) request(ctx context.Context, a *Accounts, in SignupInput) error {
 	m.init()
-	if err := in.Validate(); err != nil {
+	var fe agentmarket.Fields
+	in.validateEmail(&fe)
+	if err := fe.Err("invalid_signup", "the sign-up is not valid"); err != nil {
 		return err
 	}
-	hash, err := a.hashPassword(in.Password)
-	if err != nil {
-		return err
-	}
-	// Copies: the queue outlives the request, whose strings a transport
+	// A copy: the queue outlives the request, whose strings a transport
 	// may reuse (fiber's form values).
-	r := signupRequest{orgName: strings.Clone(in.OrgName), email: strings.Clone(in.Email), passwordHash: hash}
+	r := signupRequest{email: strings.Clone(in.Email)}
 	select {
 	case m.queue <- r:
 		return nil
@@ -174,8 +176,7 @@ func (m *SignupMails) deliver(ctx context.Context, r signupRequest) error {
 		return err
 	}
 	now := m.Clock.Now()
-	p := &PendingSignup{TokenHash: HashSessionToken(token), OrgName: r.orgName, Email: r.email, PasswordHash: r.passwordHash,
-		CreatedAt: now, ExpiresAt: now.Add(m.ttl())}
+	p := &PendingSignup{TokenHash: HashSessionToken(token), Email: r.email, CreatedAt: now, ExpiresAt: now.Add(m.ttl())}
 	if err := m.Store.CreatePendingSignup(ctx, p); err != nil {
 		return err
 	}
@@ -197,14 +198,14 @@ func (m *SignupMails) linkMail(to, token string) Mail {
 	hours := int(m.ttl().Round(time.Hour) / time.Hour)
 	return Mail{To: to, Subject: "Finish creating your AgentMarket account", Text: fmt.Sprintf(`Someone, probably you, asked to create an AgentMarket account with this e-mail address.
 
-To finish, open this link within %d hours (it works once):
+To finish, open this link within %d hours (it works once), and choose your organisation's name and your password there:
 
 %s
 
-Or, from a program, send the token to the API:
+Or, from a program, send the token to the API with them:
 
 POST %s/api/v1/signup/confirm
-{"token": "%s"}
+{"token": "%s", "org_name": "…", "password": "…"}
 
 If you did not ask for an account, ignore this message: nothing is created without the link.
 `, hours, SignupLink(m.BaseURL, token), strings.TrimRight(m.BaseURL, "/"), token)}
@@ -224,13 +225,28 @@ If you did not ask for an account, ignore this message: nothing has changed.
 var errBadSignupToken = agentmarket.Errorf(agentmarket.NotFound, "signup_token_invalid",
 	"this sign-up link is unknown, already used or expired; sign up again to get a new one")
 
-// ConfirmSignup finishes the sign-up a mailed link stands for: it creates
-// the org, its admin user and first admin key, as Signup does. A token
-// works once, and only until it expires; an unknown, used or expired one
-// is NotFound (signup_token_invalid).
-func (a *Accounts) ConfirmSignup(ctx context.Context, token string) (*SignupResult, error) {
+// ConfirmsByMail reports whether sign-ups are confirmed by mail (the
+// confirm mode): the sign-up form then asks for the e-mail alone.
+func (a *Accounts) ConfirmsByMail() bool { return a.Mails != nil }
+
+// ConfirmSignup finishes the sign-up a mailed link stands for, with the
+// org's name and the password its follower chooses (in; its e-mail is
+// the link's): it creates the org, its admin user and first admin key, as
+// Signup does. A token works once, and only until it expires; an unknown,
+// used or expired one is NotFound (signup_token_invalid). Invalid fields
+// are refused before the token is taken, so a typo does not spend it.
+func (a *Accounts) ConfirmSignup(ctx context.Context, token string, in SignupInput) (*SignupResult, error) {
 	if a.Mails == nil || !wellFormedToken(token) {
 		return nil, errBadSignupToken
+	}
+	var fe agentmarket.Fields
+	in.validateAccount(&fe)
+	if err := fe.Err("invalid_signup", "the sign-up is not valid"); err != nil {
+		return nil, err
+	}
+	hash, err := a.hashPassword(in.Password)
+	if err != nil {
+		return nil, err
 	}
 	p, err := a.Mails.Store.TakePendingSignup(ctx, HashSessionToken(token))
 	if agentmarket.KindOf(err) == agentmarket.NotFound {
@@ -242,5 +258,5 @@ func (a *Accounts) ConfirmSignup(ctx context.Context, token string) (*SignupResu
 	if !a.Clock.Now().Before(p.ExpiresAt) {
 		return nil, errBadSignupToken
 	}
-	return a.createOrg(ctx, p.OrgName, p.Email, p.PasswordHash)
+	return a.createOrg(ctx, in.OrgName, p.Email, hash)
 }

@@ -59,7 +59,7 @@ func TestConfirmModeAnswersBeforeLookingUp(t *testing.T) {
 	if _, err := a.SignupFrom(ctx, contracts.SignupInput{OrgName: "X", Email: "other@globex.example", Password: "correct horse battery"}, "198.51.100.1"); agentmarket.KindOf(err) != agentmarket.TooManyRequests {
 		t.Errorf("a sixth sign-up from one address: %v, want TooManyRequests", err)
 	}
-	if _, err := a.ConfirmSignup(ctx, "not-a-token"); agentmarket.KindOf(err) != agentmarket.NotFound {
+	if _, err := a.ConfirmSignup(ctx, "not-a-token", contracts.SignupInput{OrgName: "X", Password: "correct horse battery"}); agentmarket.KindOf(err) != agentmarket.NotFound {
 		t.Errorf("a made-up token: %v, want NotFound", err)
 	}
 }

@@ -205,12 +205,19 @@ func (u *UI) signupForm(r *req) error {
 	if r.signedIn {
 		return redirect(r, "/")
 	}
-	return u.render(r, "signup", "Create an account", &form{Values: map[string]string{}})
+	return u.render(r, "signup", "Create an account", &signupData{form: form{Values: map[string]string{}}, ByMail: u.d.Accounts.ConfirmsByMail()})
+}
+
+// signupData is the sign-up form; ByMail: sign-ups are confirmed by mail,
+// so it asks for the e-mail alone (the link's page asks the rest).
+type signupData struct {
+	form
+	ByMail bool
 }
 
 func (u *UI) signup(r *req) error {
 	in := contracts.SignupInput{OrgName: r.c.FormValue("org_name"), Email: r.c.FormValue("email"), Password: r.c.FormValue("password")}
-	f := &form{Values: map[string]string{"org_name": in.OrgName, "email": in.Email}}
+	f := &signupData{form: form{Values: map[string]string{"org_name": in.OrgName, "email": in.Email}}, ByMail: u.d.Accounts.ConfirmsByMail()}
 	res, err := u.d.Accounts.SignupFrom(r.ctx, in, api.ClientOf(r.c, u.d.Proxies))
 	if err != nil {
 		if f.absorb(err, nil) {
@@ -235,6 +242,9 @@ func (u *UI) signup(r *req) error {
 }
 
 type signupConfirmData struct {
+	// form holds the org's name and password the page asks for, and why
+	// they were refused.
+	form
 	Token  string
 	Key    string
 	KeyErr string
@@ -245,15 +255,21 @@ type signupConfirmData struct {
 // open links), and the page sends no Referer, which would carry the token.
 func (u *UI) signupConfirmForm(r *req) error {
 	r.c.Set("Referrer-Policy", "no-referrer")
-	return u.render(r, "signupconfirm", "Finish creating your account", &signupConfirmData{Token: r.c.Query("token")})
+	return u.render(r, "signupconfirm", "Finish creating your account", &signupConfirmData{form: form{Values: map[string]string{}}, Token: r.c.Query("token")})
 }
 
 // signupConfirm finishes the sign-up: the org is created, the visitor
 // signed in, and the first admin key shown, this once.
 func (u *UI) signupConfirm(r *req) error {
 	r.c.Set("Referrer-Policy", "no-referrer")
-	res, err := u.d.Accounts.ConfirmSignup(r.ctx, r.c.FormValue("token"))
+	in := contracts.SignupInput{OrgName: r.c.FormValue("org_name"), Password: r.c.FormValue("password")}
+	res, err := u.d.Accounts.ConfirmSignup(r.ctx, r.c.FormValue("token"), in)
 	if err != nil {
+		d := &signupConfirmData{form: form{Values: map[string]string{"org_name": in.OrgName}}, Token: r.c.FormValue("token")}
+		if agentmarket.KindOf(err) == agentmarket.Invalid && d.absorb(err, nil) {
+			r.c.Status(fiber.StatusUnprocessableEntity)
+			return u.render(r, "signupconfirm", "Finish creating your account", d)
+		}
 		if agentmarket.KindOf(err) != agentmarket.NotFound && agentmarket.KindOf(err) != agentmarket.Conflict {
 			return err
 		}

@@ -96,7 +96,7 @@ func TestSignupFormAnswersAlike(t *testing.T) {
 		t.Fatal("opening the link created the account")
 	}
 	token := strings.TrimPrefix(link[1], "/signup/confirm?token=")
-	p = b.post("/signup/confirm", url.Values{"token": {token}})
+	p = b.post("/signup/confirm", url.Values{"token": {token}, "org_name": {"Globex"}, "password": {"correct horse battery"}})
 	if p.Status != http.StatusCreated {
 		t.Fatalf("confirm = %d %s", p.Status, excerpt(p.Body))
 	}
@@ -115,7 +115,7 @@ func TestSignupFormAnswersAlike(t *testing.T) {
 	// Once only.
 	o := s.browser(t)
 	o.get(link[1])
-	if p := o.post("/signup/confirm", url.Values{"token": {token}}); p.Status != http.StatusNotFound || !strings.Contains(p.Body, "already used or expired") {
+	if p := o.post("/signup/confirm", url.Values{"token": {token}, "org_name": {"Globex"}, "password": {"correct horse battery"}}); p.Status != http.StatusNotFound || !strings.Contains(p.Body, "already used or expired") {
 		t.Errorf("the link a second time = %d %s", p.Status, excerpt(p.Body))
 	}
 
@@ -124,7 +124,7 @@ func TestSignupFormAnswersAlike(t *testing.T) {
 	late := linkRE.FindStringSubmatch(box.next(t).Text)
 	s.clock.Advance(24*time.Hour + time.Second)
 	o.get(late[1])
-	if p := o.post("/signup/confirm", url.Values{"token": {strings.TrimPrefix(late[1], "/signup/confirm?token=")}}); p.Status != http.StatusNotFound {
+	if p := o.post("/signup/confirm", url.Values{"token": {strings.TrimPrefix(late[1], "/signup/confirm?token=")}, "org_name": {"Initech"}, "password": {"correct horse battery"}}); p.Status != http.StatusNotFound {
 		t.Errorf("an expired link = %d %s", p.Status, excerpt(p.Body))
 	}
 	if _, err := s.store.GetUserByEmail(context.Background(), "bill@initech.example"); err == nil {

@@ -60,7 +60,7 @@ func TestSignupConfirmedByMail(t *testing.T) {
 			t.Errorf("subject %q", got)
 		}
 		token := tokenOf(mm)
-		created := c.do("POST", "/api/v1/signup/confirm", map[string]any{"token": token})
+		created := c.do("POST", "/api/v1/signup/confirm", map[string]any{"token": token, "org_name": "Acme", "password": "correct horse battery"})
 		if created.Status != 201 || !strings.HasPrefix(created.str("api_key", "key"), "amk_") || created.str("user", "email") != "owner@acme.example" {
 			t.Fatalf("confirm = %d %s", created.Status, created.Body)
 		}
@@ -68,7 +68,7 @@ func TestSignupConfirmedByMail(t *testing.T) {
 		if org := c.with(key).do("GET", "/api/v1/org", nil); org.Status != 200 || org.str("name") != "Acme" || org.str("id") != created.str("org", "id") {
 			t.Fatalf("the first key does not work: %d %s", org.Status, org.Body)
 		}
-		if again := c.do("POST", "/api/v1/signup/confirm", map[string]any{"token": token}); again.Status != 404 || again.code() != "signup_token_invalid" {
+		if again := c.do("POST", "/api/v1/signup/confirm", map[string]any{"token": token, "org_name": "Acme", "password": "correct horse battery"}); again.Status != 404 || again.code() != "signup_token_invalid" {
 			t.Errorf("the link a second time = %d %s, want 404 signup_token_invalid", again.Status, again.Body)
 		}
 		// Only the token's hash is stored.
@@ -97,12 +97,12 @@ func TestSignupConfirmedByMail(t *testing.T) {
 			t.Errorf("the mail to the registered address: %+v", exists)
 		}
 		globex := tokenOf(mails["it@globex.example"])
-		if r := c.do("POST", "/api/v1/signup/confirm", map[string]any{"token": globex}); r.Status != 201 || r.str("org", "name") != "Globex" {
+		if r := c.do("POST", "/api/v1/signup/confirm", map[string]any{"token": globex, "org_name": "Globex", "password": "correct horse battery"}); r.Status != 201 || r.str("org", "name") != "Globex" {
 			t.Fatalf("confirm Globex = %d %s", r.Status, r.Body)
 		} else if k := c.with(r.str("api_key", "key")).do("GET", "/api/v1/api-keys", nil); k.Status != 200 {
 			t.Errorf("Globex's first key: %d %s", k.Status, k.Body)
 		}
-		if r := c.do("POST", "/api/v1/signup/confirm", map[string]any{"token": "x"}); r.Status != 404 {
+		if r := c.do("POST", "/api/v1/signup/confirm", map[string]any{"token": "x", "org_name": "X", "password": "correct horse battery"}); r.Status != 404 {
 			t.Errorf("a made-up token = %d %s", r.Status, r.Body)
 		}
 
@@ -112,7 +112,7 @@ func TestSignupConfirmedByMail(t *testing.T) {
 		}
 		late := tokenOf(sink.Next(t))
 		clock.Advance(24*time.Hour + time.Second)
-		if r := c.do("POST", "/api/v1/signup/confirm", map[string]any{"token": late}); r.Status != 404 || r.code() != "signup_token_invalid" {
+		if r := c.do("POST", "/api/v1/signup/confirm", map[string]any{"token": late, "org_name": "Initech", "password": "correct horse battery"}); r.Status != 404 || r.code() != "signup_token_invalid" {
 			t.Errorf("an expired link = %d %s, want 404", r.Status, r.Body)
 		}
 	})

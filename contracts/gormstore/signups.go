@@ -13,20 +13,17 @@ import (
 var _ contracts.PendingSignupStore = (*Store)(nil)
 
 type pendingSignupRow struct {
-	TokenHash    string `gorm:"primaryKey"`
-	OrgName      string
-	Email        string
-	PasswordHash string
-	CreatedAt    time.Time
-	ExpiresAt    time.Time
+	TokenHash string `gorm:"primaryKey"`
+	Email     string
+	CreatedAt time.Time
+	ExpiresAt time.Time
 }
 
 func (pendingSignupRow) TableName() string { return "pending_signups" }
 
 // CreatePendingSignup implements contracts.PendingSignupStore.
 func (s *Store) CreatePendingSignup(ctx context.Context, p *contracts.PendingSignup) error {
-	r := &pendingSignupRow{TokenHash: p.TokenHash, OrgName: p.OrgName, Email: p.Email, PasswordHash: p.PasswordHash,
-		CreatedAt: p.CreatedAt.UTC(), ExpiresAt: p.ExpiresAt.UTC()}
+	r := &pendingSignupRow{TokenHash: p.TokenHash, Email: p.Email, CreatedAt: p.CreatedAt.UTC(), ExpiresAt: p.ExpiresAt.UTC()}
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		// Sweeping here keeps the table small without a background job.
 		if err := tx.Where("expires_at < ?", r.CreatedAt).Delete(&pendingSignupRow{}).Error; err != nil {
@@ -59,6 +56,5 @@ func (s *Store) TakePendingSignup(ctx context.Context, tokenHash string) (*contr
 	if err != nil {
 		return nil, relational.Translate(err, "pending sign-up")
 	}
-	return &contracts.PendingSignup{TokenHash: r.TokenHash, OrgName: r.OrgName, Email: r.Email, PasswordHash: r.PasswordHash,
-		CreatedAt: r.CreatedAt.UTC(), ExpiresAt: r.ExpiresAt.UTC()}, nil
+	return &contracts.PendingSignup{TokenHash: r.TokenHash, Email: r.Email, CreatedAt: r.CreatedAt.UTC(), ExpiresAt: r.ExpiresAt.UTC()}, nil
 }

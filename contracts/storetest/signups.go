@@ -16,8 +16,7 @@ func RunPendingSignups(t *testing.T, newStore func(t *testing.T) contracts.Pendi
 	ctx := context.Background()
 	t.Run("pending sign-ups: taken once, expired ones swept", func(t *testing.T) {
 		s := newStore(t)
-		a := &contracts.PendingSignup{TokenHash: contracts.HashSessionToken("a"), OrgName: "Acme", Email: "a@acme.example",
-			PasswordHash: "$2a$04$hash", CreatedAt: t0, ExpiresAt: t0.Add(24 * time.Hour)}
+		a := &contracts.PendingSignup{TokenHash: contracts.HashSessionToken("a"), Email: "a@acme.example", CreatedAt: t0, ExpiresAt: t0.Add(24 * time.Hour)}
 		must(t, s.CreatePendingSignup(ctx, a))
 		if err := s.CreatePendingSignup(ctx, a); agentmarket.KindOf(err) != agentmarket.Conflict {
 			t.Errorf("the same token hash again: %v, want Conflict", err)
@@ -36,11 +35,9 @@ func RunPendingSignups(t *testing.T, newStore func(t *testing.T) contracts.Pendi
 			t.Errorf("taking an unknown one: %v, want NotFound", err)
 		}
 
-		old := &contracts.PendingSignup{TokenHash: contracts.HashSessionToken("old"), OrgName: "Old", Email: "o@old.example",
-			PasswordHash: "$2a$04$hash", CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)}
+		old := &contracts.PendingSignup{TokenHash: contracts.HashSessionToken("old"), Email: "o@old.example", CreatedAt: t0, ExpiresAt: t0.Add(time.Hour)}
 		must(t, s.CreatePendingSignup(ctx, old))
-		later := &contracts.PendingSignup{TokenHash: contracts.HashSessionToken("later"), OrgName: "Later", Email: "l@later.example",
-			PasswordHash: "$2a$04$hash", CreatedAt: t0.Add(2 * time.Hour), ExpiresAt: t0.Add(26 * time.Hour)}
+		later := &contracts.PendingSignup{TokenHash: contracts.HashSessionToken("later"), Email: "l@later.example", CreatedAt: t0.Add(2 * time.Hour), ExpiresAt: t0.Add(26 * time.Hour)}
 		must(t, s.CreatePendingSignup(ctx, later))
 		if _, err := s.TakePendingSignup(ctx, old.TokenHash); agentmarket.KindOf(err) != agentmarket.NotFound {
 			t.Errorf("an expired pending sign-up after a newer one was stored: %v, want swept (NotFound)", err)

@@ -48,17 +48,19 @@ func (s *Server) signup(c *fiber.Ctx) error {
 
 // signupMailed is the confirm mode's answer to every accepted sign-up.
 var signupMailed = fiber.Map{"status": "mail_sent",
-	"message": "Check your mail: a message to the address you gave tells how to go on. To finish a new sign-up, follow its link (or POST its token to /api/v1/signup/confirm) before it expires."}
+	"message": "Check your mail: a message to the address you gave tells how to go on. To finish a new sign-up, follow its link (or POST its token, your organisation's name and your password to /api/v1/signup/confirm) before it expires."}
 
 // confirmSignup finishes a sign-up with the token of its mailed link.
 func (s *Server) confirmSignup(c *fiber.Ctx) error {
 	var in struct {
-		Token string `json:"token"`
+		Token    string `json:"token"`
+		OrgName  string `json:"org_name"`
+		Password string `json:"password"`
 	}
 	if err := decode(c, &in); err != nil {
 		return err
 	}
-	res, err := s.Accounts.ConfirmSignup(c.UserContext(), in.Token)
+	res, err := s.Accounts.ConfirmSignup(c.UserContext(), in.Token, contracts.SignupInput{OrgName: in.OrgName, Password: in.Password})
 	if err != nil {
 		return err
 	}
