@@ -90,6 +90,11 @@ func actorWords(r *req, n *contracts.Names, who string) string {
 		return "an API key"
 	case "operator":
 		return "the operator"
+	case "org":
+		if o := n.Org(r.ctx, id); o != "" {
+			return o
+		}
+		return "an organisation"
 	}
 	return statusText(who)
 }
@@ -168,7 +173,8 @@ func (u *UI) liftKillSwitch(r *req) error {
 }
 
 // activeSwitches are the switches of one scope on that the visitor sees,
-// by target (none without the service).
+// by target (none without the service), their SetBy in the page's words
+// (actorWords).
 func (u *UI) activeSwitches(r *req, scope contracts.SwitchScope) (map[string]*contracts.Switch, error) {
 	if u.d.Switches == nil || !r.signedIn {
 		return nil, nil
@@ -178,8 +184,10 @@ func (u *UI) activeSwitches(r *req, scope contracts.SwitchScope) (map[string]*co
 		return nil, err
 	}
 	out := map[string]*contracts.Switch{}
+	n := u.d.Accounts.Names(r.actor)
 	for i := range on {
 		if on[i].Scope == scope {
+			on[i].SetBy = actorWords(r, n, on[i].SetBy)
 			out[on[i].TargetID] = &on[i]
 		}
 	}

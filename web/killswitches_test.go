@@ -29,7 +29,11 @@ func TestKillSwitchPages(t *testing.T) {
 	if p := buyer.post("/kill-switches", url.Values{"scope": {"api_key"}, "target_id": {k.ID}, "reason": {"it loops on the agent"}}); p.Status != http.StatusSeeOther {
 		t.Fatalf("switch the key off: %d %s", p.Status, p.Body)
 	}
-	mustContain(t, buyer.get("/keys"), `data-switched-off`, `it loops on the agent`)
+	// Who set it, by name: the signed-in user's e-mail, not "user:usr_…".
+	mustContain(t, buyer.get("/keys"), `data-switched-off`, `it loops on the agent`, `Switched off by it@globex.example`)
+	mustContain(t, buyer.get("/kill-switches"), `An API key <bdi>orchestrator</bdi>`, `<bdi>it@globex.example</bdi>`)
+	mustNotContain(t, buyer.get("/keys"), `user:usr_`)
+	mustNotContain(t, buyer.get("/kill-switches"), `user:usr_`)
 	on, err := s.store.ListSwitches(context.Background(), buyerActor.OrgID, true, 10)
 	if err != nil || len(on) != 1 {
 		t.Fatalf("switches on: %v %v", on, err)
@@ -49,7 +53,7 @@ func TestKillSwitchPages(t *testing.T) {
 	if p := seller.post("/kill-switches", url.Values{"scope": {"listing"}, "target_id": {l.ID}, "reason": {"redeploying"}}); p.Status != http.StatusSeeOther {
 		t.Fatalf("the seller switching its listing off: %d %s", p.Status, p.Body)
 	}
-	mustContain(t, seller.get("/listings/"+l.ID), `data-switched-off`, `redeploying`)
+	mustContain(t, seller.get("/listings/"+l.ID), `data-switched-off`, `redeploying`, `by seller@acme.example`)
 	mustNotContain(t, buyer.get("/listings/"+l.ID), `data-switched-off`)
 }
 

@@ -128,6 +128,9 @@ func crawlLinks(t *testing.T, b *browser, base string, start []string) []crawlFo
 		}
 	}
 	t.Logf("%d pages read (%d more not), %d form buttons found", pages, len(queue), len(forms))
+	if len(queue) > 0 {
+		t.Errorf("%d pages left unread past the crawl's bound of %d: raise it", len(queue), crawlMaxPages)
+	}
 	return forms
 }
 
@@ -189,6 +192,9 @@ func pressForms(t *testing.T, b *browser, forms []crawlForm, signIn func() error
 		checkWords(t, f.page+" after "+f.Label, p.Text)
 	}
 	t.Logf("%d form buttons pressed", pressed)
+	if pressed == crawlMaxForms {
+		t.Errorf("the crawl stopped at its bound of %d buttons pressed: raise it", crawlMaxForms)
+	}
 }
 
 // What a page must not show its reader (issue 28): the API's words (its
@@ -200,9 +206,9 @@ func pressForms(t *testing.T, b *browser, forms []crawlForm, signIn func() error
 // not an amount: both are left out.
 var (
 	apiWord   = regexp.MustCompile(`\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b`)
-	machineID = regexp.MustCompile(`\b(?:lst|org|key|usr|ctr|sub|ks|off|inv|cfg|del)_[a-z0-9]{6,}\b`)
-	subCent   = regexp.MustCompile(`\$[0-9,]*\.[0-9]{3,}`)
-	exempt    = regexp.MustCompile(`\bamk_[a-z0-9]+…|[$€£¥][0-9,]*\.[0-9]+ (?:per|a|an|each) `)
+	machineID = regexp.MustCompile(`\b(?:alr|crm|ctr|dlv|key|ks|lst|msg|ofr|org|pcb|pnc|req|tev|use|usr)_[a-z0-9]{6,}\b`) // agentmarket.NewID's prefixes
+	subCent   = regexp.MustCompile(`[$€£][0-9,]*\.[0-9]{3,}|¥[0-9,]*\.[0-9]`)
+	exempt    = regexp.MustCompile(`\bamk_[a-z0-9]+…|[$€£¥][0-9,]*\.[0-9]+ (?:per |a task)`)
 )
 
 // checkWords fails the test for each such thing text (a page's, Page.Text)

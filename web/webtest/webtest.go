@@ -163,9 +163,11 @@ type Page struct {
 	// one, else "".
 	ErrorTitle string
 	Message    string // the error page's message
-	// Text is what the page's main part shows a reader: its visible
-	// text, less what it shows as code (code, pre, kbd, samp) and what
-	// fields hold (the values of inputs and text areas).
+	// Text is what the page's main part shows a reader or reads aloud:
+	// its text (what screen readers alone get too), less what it shows
+	// as code (code, pre, kbd, samp: ids, endpoints, the raw records an
+	// audit entry holds) and what fields hold (the values of inputs and
+	// text areas).
 	Text  string
 	Links []Link
 	Forms []Form
@@ -205,7 +207,12 @@ const readPageJS = `(() => {
   let text = '';
   if (main) {
     const copy = main.cloneNode(true);
-    copy.querySelectorAll('code, pre, kbd, samp, textarea, script, style, [hidden], .visually-hidden, details:not([open]) > :not(summary)').forEach(e => e.remove());
+    copy.querySelectorAll('code, pre, kbd, samp, textarea, script, style, [hidden], details:not([open]) > :not(summary)').forEach(e => {
+      // What is hidden from the eye but read aloud counts: keep it, in words.
+      if (e.matches('.visually-hidden')) return;
+      e.remove();
+    });
+    copy.querySelectorAll('.visually-hidden').forEach(e => { e.className = ''; });
     document.body.appendChild(copy); // innerText needs the layout
     copy.style.position = 'absolute'; copy.style.left = '-99999px';
     text = copy.innerText;
