@@ -268,25 +268,37 @@ func (a *Accounts) AuthenticateFrom(ctx context.Context, secret, client string) 
 // is queued for its mail and the result is Mailed, the same answer for a
 // new e-mail and a registered one (SignupMails). Each such sign-up counts
 // under the address and under the e-mail, so that neither one client nor
-// many can fill someone's mailbox.
+// many can fill someone's mailbox. Past the e-mail's count the answer is
+// still Mailed, but no mail is sent: a 429 there would let anyone keep an
+// address's owner from signing up (the links already mailed still work,
+// and whoever follows one chooses the account's password).
 func (a *Accounts) SignupFrom(ctx context.Context, in SignupInput, client string) (*SignupResult, error) {
-	t, keys := a.throttle(), []string{"signup:addr:" + client}
-	if a.Mails != nil {
-		keys = append(keys, "signup:mail:"+strings.ToLower(strings.TrimSpace(in.Email)))
-	}
-	if err := t.Check(ctx, keys...); err != nil {
+	t, addr := a.throttle(), "signup:addr:"+client
+	if err := t.Check(ctx, addr); err != nil {
 		return nil, err
 	}
 	if a.Mails != nil {
+		mailKey := "signup:mail:" + strings.ToLower(strings.TrimSpace(in.Email))
+		if t.Check(ctx, mailKey) != nil {
+			var fe agentmarket.Fields
+			in.validateEmail(&fe)
+			if err := fe.Err("invalid_signup", "the sign-up is not valid"); err != nil {
+				t.Failed(ctx, addr)
+				return nil, err
+			}
+			t.Failed(ctx, addr, mailKey)
+			return &SignupResult{Mailed: true}, nil
+		}
 		err := a.Mails.request(ctx, a, in)
 		if err == nil || agentmarket.KindOf(err) == agentmarket.Invalid {
-			t.Failed(ctx, keys...)
+			t.Failed(ctx, addr, mailKey)
 		}
 		if err != nil {
 			return nil, err
 		}
 		return &SignupResult{Mailed: true}, nil
 	}
+	keys := []string{addr}
 	res, err := a.Signup(ctx, in)
 	if k := agentmarket.KindOf(err); err != nil && (k == agentmarket.Conflict || k == agentmarket.Invalid) {
 		t.Failed(ctx, keys...)

@@ -70,3 +70,29 @@ func TestSignupCannotBeHijacked(t *testing.T) {
 		t.Errorf("the owner's password: %v", err)
 	}
 }
+
+// TestSignupMailsPerAddressBounded (from the review): sign-ups of one
+// e-mail from many client addresses all get the same answer, and never a
+// 429 (that would let anyone keep the address's owner from signing up),
+// while the address's mailbox gets no more than the throttle's count.
+func TestSignupMailsPerAddressBounded(t *testing.T) {
+	a := newAccounts(t)
+	box := &keepMail{}
+	a.Mails = &contracts.SignupMails{Store: a.Store.(*contractsgorm.Store), Users: a.Store, Mailer: box, Clock: a.Clock, BaseURL: "https://m.example"}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go a.Mails.Run(ctx)
+	for i := range 12 {
+		res, err := a.SignupFrom(ctx, contracts.SignupInput{Email: "victim@corp.example"}, "203.0.113."+string(rune('a'+i)))
+		if err != nil || !res.Mailed {
+			t.Fatalf("sign-up %d of one e-mail: %+v, %v (want the same answer every time)", i, res, err)
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // the worker sends what was queued
+	box.mu.Lock()
+	n := len(box.m)
+	box.mu.Unlock()
+	if n == 0 || n > 5 {
+		t.Errorf("%d mails to one address for 12 sign-ups, want 1 to 5", n)
+	}
+}
