@@ -223,7 +223,10 @@ func (s *Store) fronts() (map[string]string, error) {
 // of a local table that has none on this node: what a process stopped
 // between recreateDistributed's DROP and CREATE leaves when no migration
 // is left to run (inserts would fail until then, and the rows wait in the
-// meters' spools). One query when nothing is missing.
+// meters' spools). One query when nothing is missing. A front the
+// cluster's DDL queue has yet to bring here (a node behind) gets
+// frontWait to arrive first, and the repair only creates what is missing
+// (IF NOT EXISTS, no DROP): a node behind costs the others nothing.
 func (s *Store) repairFronts(ctx context.Context) error {
 	rows, err := s.conn.Query(ctx, "SELECT name FROM system.tables WHERE database = ?", s.db)
 	if err != nil {
@@ -250,11 +253,42 @@ func (s *Store) repairFronts(ctx context.Context) error {
 		if have[table] || !have[table+"_local"] {
 			continue
 		}
-		if err := s.recreateDistributed(ctx, table); err != nil {
+		if err := s.makeFront(ctx, table, fronts[table]); err != nil {
 			return fmt.Errorf("clickhouse: make the Distributed table %s again: %w", table, err)
 		}
 	}
 	return nil
+}
+
+// frontWait is how long a missing front may take to arrive through the
+// cluster's DDL queue before repairFronts makes it.
+const frontWait = 10 * time.Second
+
+// makeFront makes the missing Distributed table in front of table_local,
+// with the local table's columns on this node and create's engine, on
+// every node that lacks it, unless it arrives within frontWait.
+func (s *Store) makeFront(ctx context.Context, table, create string) error {
+	for deadline := time.Now().Add(frontWait); ; {
+		front, err := s.describe(ctx, table)
+		if err != nil || len(front) > 0 {
+			return err
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	cols, err := s.describe(ctx, table+"_local")
+	if err != nil {
+		return err
+	}
+	_, engine, _ := strings.Cut(create, " ENGINE = ")
+	return s.conn.Exec(ctx, fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s.%s ON CLUSTER %s (%s) ENGINE = %s",
+		s.db, table, s.cluster, strings.Join(cols, ", "), engine))
 }
 
 // describe lists table's columns on this node as a CREATE TABLE writes
