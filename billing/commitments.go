@@ -46,6 +46,7 @@ func (s *Service) chargeCommitment(ctx context.Context, c *contracts.Contract, p
 	if skip {
 		return false, err
 	}
+	resend := charge != nil
 	if charge == nil {
 		parts, ok, err := s.terms().contractParts(ctx, c, period, period.End)
 		if err != nil || !ok {
@@ -91,12 +92,66 @@ func (s *Service) chargeCommitment(ctx context.Context, c *contracts.Contract, p
 	if desc == "" {
 		desc = adjustmentDescription(charge.AmountMinor, 0, 0, period)
 	}
-	err = s.Provider.AddInvoiceItem(ctx, InvoiceItem{CustomerID: sub.CustomerID, SubscriptionID: sub.Refs.ID, Currency: charge.Currency,
-		AmountMinor: charge.AmountMinor, IdempotencyKey: charge.IdempotencyKey, Period: period, Description: desc})
-	if err != nil {
+	item := *charge
+	item.Description = desc
+	if err := s.sendItem(ctx, c, sub, &item, period, now, resend); err != nil {
 		return false, err
 	}
 	return true, s.Store.MarkCommitmentChargeSent(ctx, c.ID, period.Start, now)
+}
+
+// sendItem sends a contract's recorded item of a closed period to the
+// provider. The item goes on the invoice of the stay's subscription while
+// it lives; a stay that has ended (a short stay, usually, by the time its
+// month is charged) has no more invoices, so its item goes to the org's
+// live subscription on the same listing (same customer, same seller) or,
+// with none, onto the customer's own invoice, issued at once
+// (InvoiceItem.SubscriptionID empty). resend says the item was recorded by
+// an earlier run, which may have reached the provider.
+func (s *Service) sendItem(ctx context.Context, c *contracts.Contract, sub *Subscription, item *CommitmentCharge, period Period,
+	now time.Time, resend bool) error {
+	target, err := s.invoicingSubscription(ctx, c, sub, now)
+	if err != nil {
+		return err
+	}
+	return s.Provider.AddInvoiceItem(ctx, InvoiceItem{CustomerID: sub.CustomerID, SubscriptionID: target, ContractID: c.ID,
+		Currency: item.Currency, AmountMinor: item.AmountMinor, IdempotencyKey: item.IdempotencyKey, Period: period,
+		Description: item.Description, Resend: resend})
+}
+
+// invoicingSubscription is the subscription whose next invoice takes an
+// item of contract c: its own while it lives, else the newest live one of
+// the org's other stays on the listing, else none ("").
+func (s *Service) invoicingSubscription(ctx context.Context, c *contracts.Contract, sub *Subscription, now time.Time) (string, error) {
+	if sub.CanceledAt == nil && (c.CanceledAt == nil || c.CanceledAt.After(now)) {
+		return sub.Refs.ID, nil
+	}
+	if s.Stays == nil {
+		return "", nil
+	}
+	list, err := s.Stays.ListContracts(ctx, c.BuyerOrgID)
+	if err != nil {
+		return "", err
+	}
+	var newest *contracts.Contract
+	var live string
+	for i := range list {
+		x := &list[i]
+		if x.ListingID != c.ListingID || x.ID == c.ID || (x.CanceledAt != nil && !x.CanceledAt.After(now)) ||
+			(newest != nil && startsBefore(x, newest)) {
+			continue
+		}
+		other, err := s.Store.Subscription(ctx, x.ID)
+		switch {
+		case agentmarket.KindOf(err) == agentmarket.NotFound:
+			continue
+		case err != nil:
+			return "", err
+		case other.CanceledAt == nil && other.CustomerID == sub.CustomerID:
+			newest, live = x, other.Refs.ID
+		}
+	}
+	return live, nil
 }
 
 // pendingItem is a contract's item of a period as recorded (nil: none

@@ -81,6 +81,7 @@ func (s *Service) giveBackCredit(ctx context.Context, c *contracts.Contract, per
 	if skip {
 		return false, err
 	}
+	resend := item != nil
 	if item == nil {
 		burned, err := s.Credit.CreditBurned(ctx, c.ID, period.Start, period.End)
 		if err != nil || burned <= 0 {
@@ -106,9 +107,7 @@ func (s *Service) giveBackCredit(ctx context.Context, c *contracts.Contract, per
 			return false, err
 		}
 	}
-	err = s.Provider.AddInvoiceItem(ctx, InvoiceItem{CustomerID: sub.CustomerID, SubscriptionID: sub.Refs.ID, Currency: item.Currency,
-		AmountMinor: item.AmountMinor, IdempotencyKey: item.IdempotencyKey, Period: period, Description: item.Description})
-	if err != nil {
+	if err := s.sendItem(ctx, c, sub, item, period, now, resend); err != nil {
 		return false, err
 	}
 	return true, s.Store.MarkCreditItemSent(ctx, c.ID, period.Start, now)

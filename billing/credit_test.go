@@ -113,3 +113,43 @@ func TestApplyCreditsAtProvider(t *testing.T) {
 		t.Errorf("without a provider = %d, %v", n, err)
 	}
 }
+
+// TestEndedStaysItemsGoToALiveInvoice: a stay canceled before its month
+// is closed has a subscription that invoices nothing more, so its item
+// goes on the org's live subscription on the listing, or, with none, to
+// no subscription (the provider invoices it on its own).
+func TestEndedStaysItemsGoToALiveInvoice(t *testing.T) {
+	ctx := context.Background()
+	may := billing.MonthOf(t0)
+	for _, c := range []struct {
+		name string
+		live bool
+		want string
+	}{
+		{"a live stay", true, `AddInvoiceItem sub_ctr_live cus_org_buyer -1235 usd "Prepaid credit applied, May 2026" am1/contract/ctr_gone/credit/1777593600`},
+		{"none", false, `AddInvoiceItem  cus_org_buyer -1235 usd "Prepaid credit applied, May 2026" am1/contract/ctr_gone/credit/1777593600`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			gone := e.attach(t, "ctr_gone")
+			if c.live {
+				e.at(t0.Add(time.Hour))
+				e.attach(t, "ctr_live")
+			}
+			e.at(t0.Add(2 * time.Hour))
+			if err := e.service().Detach(ctx, gone); err != nil {
+				t.Fatal(err)
+			}
+			end := e.clock.Now()
+			e.ctrs.all[0].CanceledAt = &end
+			e.at(date(2026, 6, 1, 0, 5))
+			e.prov.take()
+			svc := e.service()
+			svc.Credit = burns{"ctr_gone": 12_345_678}
+			if n, err := svc.ApplyCredits(ctx, may); err != nil || n != 1 {
+				t.Fatalf("ApplyCredits = %d, %v; want 1", n, err)
+			}
+			wantCalls(t, e.prov.take(), c.want)
+		})
+	}
+}

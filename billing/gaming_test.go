@@ -3,12 +3,16 @@ package billing_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/big"
 	"net/http"
 	"net/url"
 	"os"
+	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -213,15 +217,114 @@ func TestStripeShortStaysRoundedOnce(t *testing.T) {
 	if n, err := svc.ChargeCommitments(ctx, may); err != nil || n != 2 {
 		t.Fatalf("ChargeCommitments = %d, %v; want the second and the fourth stay charged", n, err)
 	}
-	item := func(ctr string) string {
-		return fmt.Sprintf(`POST /v1/invoiceitems 200 key=am1/contract/%s/commitment/1777593600 customer=cus_org_buyer subscription=sub_%s `+
-			`amount=1 currency=usd description="This month's earlier subscriptions rounded once with this one, May 2026"`, ctr, ctr)
-	}
-	wantCalls(t, calls.take(), item("ctr_2"), item("ctr_4"))
+	// Every stay has ended: their subscriptions invoice nothing more, so
+	// each item is the customer's and goes on an invoice of its own.
+	wantCalls(t, calls.take(), ownInvoice("ctr_2", "ctr_4")...)
 	if n, err := svc.ChargeCommitments(ctx, may); err != nil || n != 0 {
 		t.Fatalf("again = %d, %v", n, err)
 	}
 	wantCalls(t, calls.take())
+}
+
+// roundedOnce is the text of the short stays' rounding adjustment.
+const roundedOnce = `description="This month's earlier subscriptions rounded once with this one, May 2026"`
+
+// adjustment is the invoice item of a contract's May rounding adjustment
+// of cents, on subscription sub ("" none).
+func adjustment(ctr, sub string, cents int) string {
+	s := ""
+	if sub != "" {
+		s = " subscription=" + sub
+	}
+	return `POST /v1/invoiceitems 200 key=am1/contract/` + ctr + `/commitment/1777593600 amount=` + strconv.Itoa(cents) + ` currency=usd customer=cus_org_buyer ` +
+		roundedOnce + ` metadata[agentmarket_contract_id]=` + ctr + ` metadata[agentmarket_item_key]=am1/contract/` + ctr +
+		`/commitment/1777593600 period[end]=1780272000 period[start]=1777593600` + s
+}
+
+// ownInvoice are the calls that charge ctrs' adjustments without a live
+// subscription: each item on the customer, then an invoice that includes
+// the customer's pending items and advances by itself.
+func ownInvoice(ctrs ...string) []string {
+	var out []string
+	for _, c := range ctrs {
+		out = append(out, adjustment(c, "", 1), `POST /v1/invoices 200 key=am1/contract/`+c+`/commitment/1777593600/invoice auto_advance=true currency=usd `+
+			`customer=cus_org_buyer `+roundedOnce+` metadata[agentmarket_contract_id]=`+c+` metadata[agentmarket_item_key]=am1/contract/`+c+
+			`/commitment/1777593600 pending_invoice_items_behavior=include`)
+	}
+	return out
+}
+
+// TestStripeAdjustmentOfEndedStays: a month's adjustment of a stay that
+// has ended goes to the invoice of the org's live subscription on the
+// listing (a canceled subscription issues no more invoices at Stripe, so
+// an item on it would never be collected); with none, onto an invoice of
+// the customer created at once. A run that fails before the provider took
+// the item, or after it did but before it was marked sent, is run again:
+// the item is looked for first, then sent with the same keys, and a third
+// run sends nothing.
+func TestStripeAdjustmentOfEndedStays(t *testing.T) {
+	ctx := context.Background()
+	may := billing.MonthOf(t0)
+	short := func(e *env, n int) {
+		for i := range n {
+			e.at(t0.Add(time.Duration(i) * 10 * time.Minute))
+			c := e.attach(t, fmt.Sprintf("ctr_%d", i+1))
+			end := c.CreatedAt.Add(4 * time.Minute)
+			e.ctrs.all[i].CanceledAt = &end
+		}
+	}
+
+	t.Run("to the live subscription", func(t *testing.T) {
+		e := newEnv(t)
+		short(e, 4)
+		e.at(t0.Add(50 * time.Minute))
+		e.attach(t, "ctr_live") // stays until the month's end, and after
+		e.at(date(2026, 6, 1, 0, 5))
+		svc := e.service()
+		calls := &stripeRequests{next: http.DefaultTransport}
+		svc.Provider = stripeMock(t, calls)
+		if _, err := svc.ChargeCommitments(ctx, may); err != nil {
+			t.Fatal(err)
+		}
+		// The live stay's own item is a cent back: May's exact total,
+		// 4 × 0.439 + 4,510.599 cents, rounds to 4,512 once, where the
+		// short stays were charged 2 and the live one rounds to 4,511 alone.
+		wantCalls(t, calls.take(), adjustment("ctr_2", "sub_ctr_live", 1), adjustment("ctr_4", "sub_ctr_live", 1),
+			adjustment("ctr_live", "sub_ctr_live", -1))
+	})
+
+	t.Run("crash before and after the send", func(t *testing.T) {
+		e := newEnv(t)
+		short(e, 2)
+		e.at(date(2026, 6, 1, 0, 5))
+		svc := e.service()
+		calls := &stripeRequests{next: http.DefaultTransport, failNext: 1}
+		svc.Provider = stripeMock(t, calls)
+		// The first call fails on the way: recorded, not sent.
+		if n, err := svc.ChargeCommitments(ctx, may); err == nil || n != 0 {
+			t.Fatalf("ChargeCommitments with Stripe unreachable = %d, %v", n, err)
+		}
+		calls.take()
+		// Sent this time, but the run dies before marking it sent.
+		e.store.crashCharge.Store(true)
+		if _, err := svc.ChargeCommitments(ctx, may); err == nil {
+			t.Fatal("the crash was not reported")
+		}
+		lookup := `GET /v1/invoiceitems 200 key= created[gte]=1780272000 customer=cus_org_buyer limit=100`
+		wantCalls(t, calls.take(), append([]string{lookup}, ownInvoice("ctr_2")...)...)
+		// Run again: looked for first (stripe-mock keeps nothing, so it
+		// is sent again with the same keys, which Stripe answers from its
+		// record within 24 hours; past them, the lookup finds it).
+		e.store.crashCharge.Store(false)
+		if n, err := svc.ChargeCommitments(ctx, may); err != nil || n != 1 {
+			t.Fatalf("rerun = %d, %v", n, err)
+		}
+		wantCalls(t, calls.take(), append([]string{lookup}, ownInvoice("ctr_2")...)...)
+		if n, err := svc.ChargeCommitments(ctx, may); err != nil || n != 0 {
+			t.Fatalf("third run = %d, %v", n, err)
+		}
+		wantCalls(t, calls.take())
+	})
 }
 
 // stripeMock is a Provider on the stripe-mock scripts/test.sh started,
@@ -240,17 +343,26 @@ func stripeMock(t *testing.T, rt http.RoundTripper) *stripe.Provider {
 }
 
 // stripeRequests records each request Stripe answered: method, path,
-// status, idempotency key and the parameters of an invoice item.
+// status, idempotency key and its parameters but the period, sorted.
+// failNext requests fail without reaching Stripe.
 type stripeRequests struct {
-	next http.RoundTripper
-	mu   sync.Mutex
-	got  []string
+	next     http.RoundTripper
+	mu       sync.Mutex
+	got      []string
+	failNext int
 }
 
 func (r *stripeRequests) RoundTrip(req *http.Request) (*http.Response, error) {
 	body, err := io.ReadAll(req.Body)
 	if err != nil {
 		return nil, err
+	}
+	r.mu.Lock()
+	fail := r.failNext > 0
+	r.failNext--
+	r.mu.Unlock()
+	if fail {
+		return nil, errors.New("simulated network failure")
 	}
 	out := req.Clone(req.Context())
 	out.Body = io.NopCloser(bytes.NewReader(body))
@@ -259,11 +371,25 @@ func (r *stripeRequests) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	form, _ := url.ParseQuery(string(body))
+	for k, vs := range req.URL.Query() {
+		form[k] = append(form[k], vs...)
+	}
+	line := fmt.Sprintf("%s %s %d key=%s", req.Method, req.URL.Path, resp.StatusCode, req.Header.Get("Idempotency-Key"))
+	keys := make([]string, 0, len(form))
+	for k := range form {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		v := strings.Join(form[k], ",")
+		if strings.ContainsAny(v, " \"'") {
+			v = strconv.Quote(v)
+		}
+		line += " " + k + "=" + v
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.got = append(r.got, fmt.Sprintf("%s %s %d key=%s customer=%s subscription=%s amount=%s currency=%s description=%q", req.Method, req.URL.Path,
-		resp.StatusCode, req.Header.Get("Idempotency-Key"), form.Get("customer"), form.Get("subscription"), form.Get("amount"), form.Get("currency"),
-		form.Get("description")))
+	r.got = append(r.got, line)
 	return resp, nil
 }
 

@@ -54,10 +54,15 @@ type Provider interface {
 	// and the usage already reported to the old items is invoiced at the
 	// old prices. It returns the new items. See PlanChangeKey for the key.
 	ChangePlan(ctx context.Context, in PlanChangeInput) (SubscriptionRefs, error)
-	// AddInvoiceItem adds a one-off charge to the subscription's next
-	// invoice (a month's shortfall of its minimum commitment), or, with a
-	// negative amount, a credit (prepaid credit a month's calls burned).
-	// See CommitmentKey and CreditKey for the keys.
+	// AddInvoiceItem adds a one-off charge (a month's adjustment: its
+	// minimum commitment's shortfall, the allowance shared across stays,
+	// the month's one rounding) or, with a negative amount, a credit
+	// (prepaid credit a month's calls burned) to in.SubscriptionID's next
+	// invoice or, without one, to an invoice of the customer issued at
+	// once. It is charged once however often it is called with the same
+	// key, also past the provider's idempotency window when in.Resend
+	// says an earlier call may have reached it. See CommitmentKey and
+	// CreditKey for the keys.
 	AddInvoiceItem(ctx context.Context, in InvoiceItem) error
 	// ReportUsage adds quantity to one metered subscription item at time at
 	// (action increment). quantity is in the units of the line kind's
@@ -80,17 +85,29 @@ type PlanChangeInput struct {
 	IdempotencyKey string
 }
 
-// InvoiceItem is a one-off charge on a subscription's next invoice.
+// InvoiceItem is a one-off charge of a contract's month.
 type InvoiceItem struct {
-	CustomerID     string
+	CustomerID string
+	// SubscriptionID is the live subscription whose next invoice takes
+	// the item (the contract's own, or another of the org's on the same
+	// listing); empty when none lives: the provider invoices the item
+	// on its own, at once (a canceled subscription invoices nothing more).
 	SubscriptionID string
-	Currency       string
+	// ContractID is the contract whose month it adjusts (for people, and
+	// to find the item again).
+	ContractID string
+	Currency   string
 	// AmountMinor is in the currency's minor unit, as Rate rounded it.
 	AmountMinor    int64
 	Description    string
 	IdempotencyKey string
 	// Period is the span the charge is for.
 	Period Period
+	// Resend is set when the item was recorded by an earlier call that
+	// may have reached the provider (a crash, a timeout): the provider
+	// then first looks for it, since its idempotency key may have
+	// expired.
+	Resend bool
 }
 
 // MeteredLineKinds are the usage lines, in invoice order: each has a

@@ -274,6 +274,8 @@ type flakyStore struct {
 	billing.Store
 	crash    atomic.Bool
 	failSave atomic.Bool // SaveSubscription fails
+	// crashCharge: MarkCommitmentChargeSent fails.
+	crashCharge atomic.Bool
 }
 
 var errSave = errors.New("simulated failure to record the subscription")
@@ -286,6 +288,15 @@ func (s *flakyStore) SaveSubscription(ctx context.Context, sub *billing.Subscrip
 }
 
 var errCrash = errors.New("simulated crash before the report was marked sent")
+
+// crashCharge makes MarkCommitmentChargeSent fail: a crash after the
+// provider took the charge, before it was marked sent.
+func (s *flakyStore) MarkCommitmentChargeSent(ctx context.Context, contractID string, periodStart, at time.Time) error {
+	if s.crashCharge.Load() {
+		return errCrash
+	}
+	return s.Store.MarkCommitmentChargeSent(ctx, contractID, periodStart, at)
+}
 
 func (s *flakyStore) MarkReportSent(ctx context.Context, k billing.ReportKey, at time.Time) (bool, error) {
 	if s.crash.Load() {

@@ -15,7 +15,8 @@
 // after it in MeteredLineKinds order. Every object carries metadata naming
 // our ids (agentmarket_listing_id, agentmarket_plan_version,
 // agentmarket_line_kind, agentmarket_org_id, agentmarket_contract_id) for
-// people and for reconciliation; nothing reads it back.
+// people and for reconciliation; only an invoice item's key
+// (agentmarket_item_key) is read back, by AddInvoiceItem's resend.
 //
 // # Units and prices
 //
@@ -107,6 +108,9 @@
 //	subscription  am1/contract/<contract id>/subscription
 //	cancellation  billing.CancelKey:      am1/contract/<contract id>/cancel
 //	usage record  billing.UsageReportKey: am1/contract/<contract id>/usage/<kind>/<window start>-<window end>
+//	invoice item  billing.CommitmentKey:  am1/contract/<contract id>/commitment/<period start>
+//	              billing.CreditKey:      am1/contract/<contract id>/credit/<period start>
+//	invoice       <invoice item key>/invoice (an item without a live subscription, AddInvoiceItem)
 //
 // Stripe keeps a key for 24 hours and answers a key reused with other
 // parameters with an idempotency_error (a Conflict here). It also keeps
@@ -115,9 +119,11 @@
 // whether the object exists is then for reconciliation to find out. Past 24 hours
 // only the product is still protected, by its deterministic id: creating
 // it again answers resource_already_exists, which EnsurePlan takes as
-// success. So the caller stores what EnsurePlan, EnsureCustomer and
-// Subscribe return, and the usage reporter records its watermark, before
-// calling again.
+// success; and an invoice item, by its key in its metadata
+// (agentmarket_item_key), which a resend (InvoiceItem.Resend) looks for
+// among the customer's items before creating it. So the caller stores
+// what EnsurePlan, EnsureCustomer and Subscribe return, and the usage
+// reporter records its watermark, before calling again.
 //
 // # Errors
 //

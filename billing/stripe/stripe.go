@@ -368,13 +368,35 @@ func (p *Provider) SetCancelAt(ctx context.Context, subscriptionID string, at ti
 	return mapError("set when the subscription ends", err)
 }
 
-// AddInvoiceItem implements billing.Provider: an invoice item on the
-// subscription, picked up by its next invoice.
+// Metadata keys of an adjustment's invoice item and invoice: the
+// contract, and the item's idempotency key, by which a resend finds the
+// item once Stripe has forgotten the key (24 hours).
+const (
+	metaContract = "agentmarket_contract_id"
+	metaItemKey  = "agentmarket_item_key"
+)
+
+// invoiceKeySuffix makes the idempotency key of the invoice that takes an
+// item without a subscription from the item's own key.
+const invoiceKeySuffix = "/invoice"
+
+// AddInvoiceItem implements billing.Provider. With a subscription, the
+// item is on it (subscription=…) and its next invoice takes it. Without
+// one, the item is the customer's (no subscription: Stripe attaches an
+// item with a subscription only to that subscription's invoices, and a
+// canceled subscription issues none) and an invoice of the customer is
+// created at once with pending_invoice_items_behavior=include (the
+// default, exclude, would leave it out) and auto_advance=true (Stripe
+// finalizes and collects it), key <item key>/invoice. A resend first
+// lists the customer's items created since the period's end and takes the
+// one whose metadata holds the key: found, it is not created again, and
+// without a subscription the invoice is created only while it is still
+// pending (an item already on an invoice was invoiced).
 func (p *Provider) AddInvoiceItem(ctx context.Context, in billing.InvoiceItem) error {
 	var fe agentmarket.Fields
-	checkCall(&fe, "subscription_id", in.SubscriptionID, in.IdempotencyKey)
-	if in.CustomerID == "" {
-		fe.Add("customer_id", "required", "customer_id is required")
+	checkCall(&fe, "customer_id", in.CustomerID, in.IdempotencyKey)
+	if len(in.IdempotencyKey)+len(invoiceKeySuffix) > maxKeyLen {
+		fe.Add("idempotency_key", "max_length", "an invoice item's idempotency key has at most %d characters", maxKeyLen-len(invoiceKeySuffix))
 	}
 	if in.AmountMinor == 0 {
 		// Negative: a credit (prepaid credit given back, billing.ApplyCredits).
@@ -386,20 +408,81 @@ func (p *Provider) AddInvoiceItem(ctx context.Context, in billing.InvoiceItem) e
 	if err := fe.Err("invalid_invoice_item", "the charge cannot be added"); err != nil {
 		return err
 	}
+	meta := map[string]string{metaItemKey: in.IdempotencyKey}
+	if in.ContractID != "" {
+		meta[metaContract] = in.ContractID
+	}
+	if in.Resend {
+		sent, err := p.findItem(ctx, in)
+		if err != nil {
+			return err
+		}
+		if sent != nil && (in.SubscriptionID != "" || sent.Invoice != nil && sent.Invoice.ID != "") {
+			return nil
+		}
+		if sent != nil {
+			return p.invoiceNow(ctx, in, meta)
+		}
+	}
 	ip := &stripego.InvoiceItemParams{
-		Params:       params(ctx, in.IdempotencyKey),
-		Customer:     stripego.String(in.CustomerID),
-		Subscription: stripego.String(in.SubscriptionID),
-		Currency:     stripego.String(in.Currency),
-		Amount:       stripego.Int64(in.AmountMinor),
-		Description:  stripego.String(in.Description),
+		Params:      params(ctx, in.IdempotencyKey),
+		Customer:    stripego.String(in.CustomerID),
+		Currency:    stripego.String(in.Currency),
+		Amount:      stripego.Int64(in.AmountMinor),
+		Description: stripego.String(in.Description),
 		Period: &stripego.InvoiceItemPeriodParams{
 			Start: stripego.Int64(in.Period.Start.Unix()),
 			End:   stripego.Int64(in.Period.End.Unix()),
 		},
+		Metadata: meta,
 	}
-	_, err := p.api.InvoiceItems.New(ip)
-	return mapError("add the invoice item", err)
+	if in.SubscriptionID != "" {
+		ip.Subscription = stripego.String(in.SubscriptionID)
+	}
+	if _, err := p.api.InvoiceItems.New(ip); err != nil {
+		return mapError("add the invoice item", err)
+	}
+	if in.SubscriptionID != "" {
+		return nil
+	}
+	return p.invoiceNow(ctx, in, meta)
+}
+
+// invoiceNow creates the customer's invoice that takes its pending items,
+// the one just added among them.
+func (p *Provider) invoiceNow(ctx context.Context, in billing.InvoiceItem, meta map[string]string) error {
+	ip := &stripego.InvoiceParams{
+		Params:                      params(ctx, in.IdempotencyKey+invoiceKeySuffix),
+		Customer:                    stripego.String(in.CustomerID),
+		Currency:                    stripego.String(in.Currency),
+		PendingInvoiceItemsBehavior: stripego.String("include"),
+		AutoAdvance:                 stripego.Bool(true),
+		Description:                 stripego.String(in.Description),
+		Metadata:                    meta,
+	}
+	_, err := p.api.Invoices.New(ip)
+	return mapError("invoice the item", err)
+}
+
+// findItem is the customer's invoice item sent with in's key, created
+// after in's period ended (as every item of a closed month is); nil when
+// there is none.
+func (p *Provider) findItem(ctx context.Context, in billing.InvoiceItem) (*stripego.InvoiceItem, error) {
+	lp := &stripego.InvoiceItemListParams{
+		ListParams:   stripego.ListParams{Context: ctx, Limit: stripego.Int64(100)},
+		Customer:     stripego.String(in.CustomerID),
+		CreatedRange: &stripego.RangeQueryParams{GreaterThanOrEqual: in.Period.End.Unix()},
+	}
+	it := p.api.InvoiceItems.List(lp)
+	for it.Next() {
+		if ii := it.InvoiceItem(); ii != nil && ii.Metadata[metaItemKey] == in.IdempotencyKey {
+			return ii, nil
+		}
+	}
+	if err := it.Err(); err != nil {
+		return nil, mapError("look for the invoice item", err)
+	}
+	return nil, nil
 }
 
 // ReportUsage implements billing.Provider.

@@ -316,31 +316,110 @@ func TestTrialOnStripeMock(t *testing.T) {
 }
 
 // TestInvoiceItemOnStripeMock: a month's commitment shortfall is one
-// invoice item on the subscription, in minor units, with its key.
+// invoice item on the subscription, in minor units, with its key and the
+// key in its metadata (by which a resend finds it).
 func TestInvoiceItemOnStripeMock(t *testing.T) {
 	p, rec := mockProvider(t)
 	may := billing.MonthOf(time.Date(2026, time.May, 3, 0, 0, 0, 0, time.UTC))
-	err := p.AddInvoiceItem(context.Background(), billing.InvoiceItem{CustomerID: "cus_test", SubscriptionID: "sub_test", Currency: "usd",
-		AmountMinor: 1451, Description: "Minimum commitment shortfall, May 2026", Period: may,
+	err := p.AddInvoiceItem(context.Background(), billing.InvoiceItem{CustomerID: "cus_test", SubscriptionID: "sub_test", ContractID: "ctr_test",
+		Currency: "usd", AmountMinor: 1451, Description: "Minimum commitment shortfall, May 2026", Period: may,
 		IdempotencyKey: billing.CommitmentKey("ctr_test", may.Start)})
 	if err != nil {
 		t.Fatalf("AddInvoiceItem: %v", err)
 	}
-	checkCalls(t, rec.take(), []want{{"POST", "/v1/invoiceitems", "am1/contract/ctr_test/commitment/1777593600", map[string]string{
-		"customer": "cus_test", "subscription": "sub_test", "currency": "usd", "amount": "1451",
-		"description": "Minimum commitment shortfall, May 2026", "period[start]": "1777593600", "period[end]": "1780272000"}, 0}})
+	checkCalls(t, rec.take(), []want{{"POST", "/v1/invoiceitems", "am1/contract/ctr_test/commitment/1777593600", itemForm("commitment", "1451",
+		"Minimum commitment shortfall, May 2026", map[string]string{"subscription": "sub_test"}), 0}})
 	if err := p.AddInvoiceItem(context.Background(), billing.InvoiceItem{CustomerID: "cus_test", SubscriptionID: "sub_test", Currency: "usd",
 		IdempotencyKey: "k"}); agentmarket.KindOf(err) != agentmarket.Invalid {
 		t.Errorf("a zero invoice item: %v, want Invalid", err)
 	}
 	// Prepaid credit given back: a negative item (billing.ApplyCredits).
-	if err := p.AddInvoiceItem(context.Background(), billing.InvoiceItem{CustomerID: "cus_test", SubscriptionID: "sub_test", Currency: "usd",
-		AmountMinor: -1235, Description: "Prepaid credit applied, May 2026", Period: may, IdempotencyKey: billing.CreditKey("ctr_test", may.Start)}); err != nil {
+	if err := p.AddInvoiceItem(context.Background(), billing.InvoiceItem{CustomerID: "cus_test", SubscriptionID: "sub_test", ContractID: "ctr_test",
+		Currency: "usd", AmountMinor: -1235, Description: "Prepaid credit applied, May 2026", Period: may,
+		IdempotencyKey: billing.CreditKey("ctr_test", may.Start)}); err != nil {
 		t.Fatalf("a credit item: %v", err)
 	}
-	checkCalls(t, rec.take(), []want{{"POST", "/v1/invoiceitems", "am1/contract/ctr_test/credit/1777593600", map[string]string{
-		"customer": "cus_test", "subscription": "sub_test", "currency": "usd", "amount": "-1235",
-		"description": "Prepaid credit applied, May 2026", "period[start]": "1777593600", "period[end]": "1780272000"}, 0}})
+	checkCalls(t, rec.take(), []want{{"POST", "/v1/invoiceitems", "am1/contract/ctr_test/credit/1777593600", itemForm("credit", "-1235",
+		"Prepaid credit applied, May 2026", map[string]string{"subscription": "sub_test"}), 0}})
+}
+
+// itemForm is ctr_test's May invoice item of kind (commitment, credit).
+func itemForm(kind, amount, desc string, extra map[string]string) map[string]string {
+	return merge(map[string]string{"customer": "cus_test", "currency": "usd", "amount": amount, "description": desc,
+		"period[start]": "1777593600", "period[end]": "1780272000", "metadata[agentmarket_contract_id]": "ctr_test",
+		"metadata[agentmarket_item_key]": "am1/contract/ctr_test/" + kind + "/1777593600"}, extra)
+}
+
+// invoiceNowCall is the invoice that takes ctr_test's May commitment
+// item without a subscription: the customer's pending items included (the
+// default leaves them out), advanced and collected by Stripe itself.
+var invoiceNowCall = want{"POST", "/v1/invoices", "am1/contract/ctr_test/commitment/1777593600/invoice", map[string]string{
+	"customer": "cus_test", "currency": "usd", "pending_invoice_items_behavior": "include", "auto_advance": "true",
+	"description": "Minimum commitment shortfall, May 2026", "metadata[agentmarket_contract_id]": "ctr_test",
+	"metadata[agentmarket_item_key]": "am1/contract/ctr_test/commitment/1777593600"}, 0}
+
+// TestInvoiceItemWithoutSubscriptionOnStripeMock: with no live
+// subscription (the stay's was canceled: it issues no more invoices), the
+// item is the customer's, without subscription, and an invoice of the
+// customer that includes it is created at once. A resend first lists the
+// customer's items since the period's end, then sends the same requests
+// with the same keys.
+func TestInvoiceItemWithoutSubscriptionOnStripeMock(t *testing.T) {
+	p, rec := mockProvider(t)
+	may := billing.MonthOf(time.Date(2026, time.May, 3, 0, 0, 0, 0, time.UTC))
+	in := billing.InvoiceItem{CustomerID: "cus_test", ContractID: "ctr_test", Currency: "usd", AmountMinor: 1451,
+		Description: "Minimum commitment shortfall, May 2026", Period: may, IdempotencyKey: billing.CommitmentKey("ctr_test", may.Start)}
+	if err := p.AddInvoiceItem(context.Background(), in); err != nil {
+		t.Fatalf("AddInvoiceItem: %v", err)
+	}
+	item := want{"POST", "/v1/invoiceitems", "am1/contract/ctr_test/commitment/1777593600",
+		itemForm("commitment", "1451", "Minimum commitment shortfall, May 2026", nil), 0}
+	checkCalls(t, rec.take(), []want{item, invoiceNowCall})
+
+	in.Resend = true
+	if err := p.AddInvoiceItem(context.Background(), in); err != nil {
+		t.Fatalf("AddInvoiceItem (resend): %v", err)
+	}
+	checkCalls(t, rec.take(), []want{lookupCall, item, invoiceNowCall})
+}
+
+var lookupCall = want{"GET", "/v1/invoiceitems", "", map[string]string{"customer": "cus_test", "created[gte]": "1780272000", "limit": "100"}, 0}
+
+// TestInvoiceItemResendFindsIt: a resend past Stripe's 24 hours (the key
+// forgotten) finds the item by the key in its metadata: already invoiced,
+// or on a subscription, nothing is sent; still pending without a
+// subscription, only its invoice is created.
+func TestInvoiceItemResendFindsIt(t *testing.T) {
+	may := billing.MonthOf(time.Date(2026, time.May, 3, 0, 0, 0, 0, time.UTC))
+	for _, c := range []struct {
+		name, sub, invoice string
+		want               []want
+	}{
+		{"invoiced", "", `"in_1"`, []want{lookupCall}},
+		{"pending", "", "null", []want{lookupCall, invoiceNowCall}},
+		{"on a subscription", "sub_test", "null", []want{lookupCall}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, rec := fakeStripe(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				if r.Method == http.MethodGet {
+					fmt.Fprintf(w, `{"object": "list", "has_more": false, "url": "/v1/invoiceitems", "data": [
+						{"id": "ii_other", "object": "invoiceitem", "invoice": null, "metadata": {"agentmarket_item_key": "am1/contract/ctr_other/commitment/1777593600"}},
+						{"id": "ii_1", "object": "invoiceitem", "invoice": %s, "metadata": {"agentmarket_item_key": "am1/contract/ctr_test/commitment/1777593600"}}]}`,
+						c.invoice)
+					return
+				}
+				okJSON(w, r)
+			})
+			err := p.AddInvoiceItem(context.Background(), billing.InvoiceItem{CustomerID: "cus_test", SubscriptionID: c.sub, ContractID: "ctr_test",
+				Currency: "usd", AmountMinor: 1451, Description: "Minimum commitment shortfall, May 2026", Period: may,
+				IdempotencyKey: billing.CommitmentKey("ctr_test", may.Start), Resend: true})
+			if err != nil {
+				t.Fatalf("AddInvoiceItem: %v", err)
+			}
+			checkCalls(t, rec.take(), c.want)
+		})
+	}
 }
 
 // TestPlanChangeOnStripeMock: a plan change is one update of the
