@@ -26,6 +26,10 @@ type auditData struct {
 type auditEntry struct {
 	audit.Entry
 	OrgName, UserName, KeyName string
+	// Changes are the object's fields that changed, in words; Created and
+	// Removed: the object came or went.
+	Changes          []fieldChange
+	Created, Removed bool
 }
 
 // named gives entries their actors' names.
@@ -34,6 +38,7 @@ func (u *UI) named(r *req, es []audit.Entry) []auditEntry {
 	out := make([]auditEntry, len(es))
 	for i, e := range es {
 		out[i] = auditEntry{Entry: e, OrgName: n.Org(r.ctx, e.ActorOrgID), UserName: n.User(r.ctx, e.ActorUserID), KeyName: n.Key(r.ctx, e.ActorKeyID).Name}
+		out[i].Changes, out[i].Created, out[i].Removed = auditChanges(e.Before, e.After)
 	}
 	return out
 }
