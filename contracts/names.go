@@ -40,48 +40,54 @@ func (a *Accounts) Names(actor agentmarket.Actor) *Names {
 
 func (n *Names) sees(orgID string) bool { return n.actor.Operator || orgID == n.actor.OrgID }
 
+// remember reads id's value into m once (read), and answers from m after:
+// one page's worth of look-ups.
+func remember[V any](m map[string]V, id string, read func() V) V {
+	if v, ok := m[id]; ok {
+		return v
+	}
+	v := read()
+	m[id] = v
+	return v
+}
+
 // Org is the org's name.
 func (n *Names) Org(ctx context.Context, id string) string {
 	if id == "" || !n.sees(id) {
 		return ""
 	}
-	if v, ok := n.orgs[id]; ok {
-		return v
-	}
-	var name string
-	if o, err := n.accounts.Store.GetOrg(ctx, id); err == nil {
-		name = o.Name
-	}
-	n.orgs[id] = name
-	return name
+	return remember(n.orgs, id, func() string {
+		if o, err := n.accounts.Store.GetOrg(ctx, id); err == nil {
+			return o.Name
+		}
+		return ""
+	})
 }
 
 // User is the user's e-mail.
 func (n *Names) User(ctx context.Context, id string) string {
-	if v, ok := n.users[id]; ok || id == "" {
-		return v
+	s, ok := n.accounts.Store.(NameStore)
+	if id == "" || !ok {
+		return ""
 	}
-	var email string
-	if s, ok := n.accounts.Store.(NameStore); ok {
+	return remember(n.users, id, func() string {
 		if u, err := s.UserByID(ctx, id); err == nil && n.sees(u.OrgID) {
-			email = u.Email
+			return u.Email
 		}
-	}
-	n.users[id] = email
-	return email
+		return ""
+	})
 }
 
 // Key is the API key's name.
 func (n *Names) Key(ctx context.Context, id string) KeyName {
-	if v, ok := n.keys[id]; ok || id == "" {
-		return v
+	s, ok := n.accounts.Store.(NameStore)
+	if id == "" || !ok {
+		return KeyName{}
 	}
-	var kn KeyName
-	if s, ok := n.accounts.Store.(NameStore); ok {
+	return remember(n.keys, id, func() KeyName {
 		if k, err := s.APIKeyByID(ctx, id); err == nil && n.sees(k.OrgID) {
-			kn = KeyName{Name: k.Name, Prefix: k.Prefix, OrgID: k.OrgID}
+			return KeyName{Name: k.Name, Prefix: k.Prefix, OrgID: k.OrgID}
 		}
-	}
-	n.keys[id] = kn
-	return kn
+		return KeyName{}
+	})
 }

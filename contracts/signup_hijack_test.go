@@ -24,6 +24,19 @@ func (k *keepMail) Send(_ context.Context, m contracts.Mail) error {
 	return nil
 }
 
+// mailedAccounts is the account service in the confirm sign-up mode, its
+// mails kept in box, its mail worker running until the test ends.
+func mailedAccounts(t *testing.T) (*contracts.Accounts, *keepMail, context.Context) {
+	t.Helper()
+	a := newAccounts(t)
+	box := &keepMail{}
+	a.Mails = &contracts.SignupMails{Store: a.Store.(*contractsgorm.Store), Users: a.Store, Mailer: box, Clock: a.Clock, BaseURL: "https://m.example"}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go a.Mails.Run(ctx)
+	return a, box, ctx
+}
+
 // TestSignupCannotBeHijacked (found by a review): someone signs up with
 // another's address and a password of their own; the address's owner
 // follows the mailed link and finishes the sign-up. The account is the
@@ -31,12 +44,7 @@ func (k *keepMail) Send(_ context.Context, m contracts.Mail) error {
 // the first one's password opens nothing (in the first design the
 // request's password was kept, and its sender held the account).
 func TestSignupCannotBeHijacked(t *testing.T) {
-	a := newAccounts(t)
-	box := &keepMail{}
-	a.Mails = &contracts.SignupMails{Store: a.Store.(*contractsgorm.Store), Users: a.Store, Mailer: box, Clock: a.Clock, BaseURL: "https://m.example"}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go a.Mails.Run(ctx)
+	a, box, ctx := mailedAccounts(t)
 	if _, err := a.SignupFrom(ctx, contracts.SignupInput{OrgName: "Victim Inc", Email: "victim@corp.example", Password: "attacker-knows-this"}, "203.0.113.9"); err != nil {
 		t.Fatal(err)
 	}
@@ -76,12 +84,7 @@ func TestSignupCannotBeHijacked(t *testing.T) {
 // 429 (that would let anyone keep the address's owner from signing up),
 // while the address's mailbox gets no more than the throttle's count.
 func TestSignupMailsPerAddressBounded(t *testing.T) {
-	a := newAccounts(t)
-	box := &keepMail{}
-	a.Mails = &contracts.SignupMails{Store: a.Store.(*contractsgorm.Store), Users: a.Store, Mailer: box, Clock: a.Clock, BaseURL: "https://m.example"}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go a.Mails.Run(ctx)
+	a, box, ctx := mailedAccounts(t)
 	for i := range 12 {
 		res, err := a.SignupFrom(ctx, contracts.SignupInput{Email: "victim@corp.example"}, "203.0.113."+string(rune('a'+i)))
 		if err != nil || !res.Mailed {

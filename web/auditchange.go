@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -41,18 +40,12 @@ func auditChanges(before, after json.RawMessage) (changes []fieldChange, created
 	case !bok || !aok:
 		return nil, false, false
 	}
-	keys := slices.Collect(func(yield func(string) bool) {
-		for _, k := range a.keys {
-			if !yield(k) {
-				return
-			}
+	keys := a.keys // then the fields the after no longer has
+	for _, k := range b.keys {
+		if _, ok := a.vals[k]; !ok {
+			keys = append(keys, k)
 		}
-		for _, k := range b.keys {
-			if _, ok := a.vals[k]; !ok && !yield(k) {
-				return
-			}
-		}
-	})
+	}
 	for _, k := range keys {
 		if bytes.Equal(b.vals[k], a.vals[k]) || strings.EqualFold(k, "updatedat") || strings.EqualFold(k, "updated_at") {
 			continue

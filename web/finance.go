@@ -145,6 +145,16 @@ type labeler struct {
 	listings   map[string]listingLabel
 	keys       map[string]string
 	currencies map[string]bool
+	names      *contracts.Names // the page's, made at its first use
+}
+
+// nameReader reads other orgs' names as the visitor may see them (one reader
+// a page, so each id is read once).
+func (lb *labeler) nameReader() *contracts.Names {
+	if lb.names == nil {
+		lb.names = lb.u.d.Accounts.Names(lb.r.actor)
+	}
+	return lb.names
 }
 
 type listingLabel struct {
@@ -191,7 +201,7 @@ func (lb *labeler) key(id string) string {
 	}
 	// Another org's key, on the operator's pages.
 	v := id
-	n := lb.u.d.Accounts.Names(lb.r.actor)
+	n := lb.nameReader()
 	if k := n.Key(lb.r.ctx, id); k.Name != "" {
 		v = k.Name + " (" + k.Prefix + "…)"
 		if o := n.Org(lb.r.ctx, k.OrgID); o != "" {

@@ -121,7 +121,8 @@ func (u *UI) switchesPage(r *req, d *switchesData) error {
 	for _, s := range contracts.SwitchScopes {
 		d.Scopes = append(d.Scopes, scopeChoice{Value: s, Label: scopeWords[s]})
 	}
-	n, lb := u.d.Accounts.Names(r.actor), u.newLabeler(r)
+	lb := u.newLabeler(r)
+	n := lb.nameReader()
 	for _, s := range all {
 		if s.Active() {
 			d.On = append(d.On, u.switchView(r, n, lb, s))

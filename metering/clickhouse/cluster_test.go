@@ -153,15 +153,7 @@ func TestClusterSpreadsAndCountsOnce(t *testing.T) {
 	db := nodes[0][strings.LastIndex(nodes[0], "/")+1:]
 	local := make([]uint64, len(nodes))
 	for i, dsn := range nodes {
-		opts, err := ch.ParseDSN(dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conn, err := ch.Open(opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
+		conn := nodeConn(t, dsn)
 		engines := map[string]string{}
 		rs, err := conn.Query(ctx, "SELECT name, engine FROM system.tables WHERE database = ?", db)
 		if err != nil {
@@ -241,15 +233,7 @@ func TestClusterRecoversAStoppedRecreate(t *testing.T) {
 		t.Fatal(err)
 	}
 	db := nodes[0][strings.LastIndex(nodes[0], "/")+1:]
-	opts, err := ch.ParseDSN(nodes[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := ch.Open(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := nodeConn(t, nodes[0])
 	drop := func(table string) {
 		t.Helper()
 		if err := conn.Exec(ctx, "DROP TABLE IF EXISTS "+db+"."+table+" ON CLUSTER "+cluster); err != nil {
@@ -272,14 +256,7 @@ func TestClusterRecoversAStoppedRecreate(t *testing.T) {
 	reopened := openOn(t, nodes[len(nodes)-1], cluster)
 	for _, table := range []string{"usage", "usage_rollup"} {
 		for i, dsn := range nodes {
-			o, err := ch.ParseDSN(dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			c, err := ch.Open(o)
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := nodeConn(t, dsn)
 			var engine string
 			for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 				engine = ""
@@ -291,7 +268,6 @@ func TestClusterRecoversAStoppedRecreate(t *testing.T) {
 					break
 				}
 			}
-			c.Close()
 		}
 	}
 	more := []metering.Usage{storetest.Row(50, t0.Add(time.Minute))}
@@ -306,4 +282,20 @@ func TestClusterRecoversAStoppedRecreate(t *testing.T) {
 	if want := storetest.Reference(append(rows, more...), q); !reflect.DeepEqual(got, want) {
 		t.Errorf("totals after the repair\n got  %+v\n want %+v", got, want)
 	}
+}
+
+// nodeConn is a connection of the test's own to one node of the cluster,
+// closed when the test ends.
+func nodeConn(t *testing.T, dsn string) ch.Conn {
+	t.Helper()
+	opts, err := ch.ParseDSN(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := ch.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }
