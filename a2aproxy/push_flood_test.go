@@ -672,3 +672,43 @@ func TestPushFloodOverManyDestinations(t *testing.T) {
 	}
 	t.Logf("B's delivery arrived after %d of A's %d (12 destinations)", before, n)
 }
+
+// stallingConfigs is a push store whose config read waits until the
+// meter stops (a database slow to answer just then).
+type stallingConfigs struct {
+	contracts.PushStore
+	reading chan struct{}
+}
+
+func (s stallingConfigs) PushConfig(ctx context.Context, listingID, taskID, configID string) (*contracts.PushConfig, error) {
+	close(s.reading)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestPushStopMidAttemptGivesBack: a meter that stops while it reads a
+// delivery's config gives the delivery back, due at once and its attempt
+// not counted, so the next meter sends it now, not when a lease of the
+// stopped one ends (the clock stands still here: it never would).
+func TestPushStopMidAttemptGivesBack(t *testing.T) {
+	r := newPushRig(t)
+	h := newHook(t, 0)
+	c := r.config("org_a", "task_1", h.URL+"/hook")
+	r.enqueue(c, "dlv_1", `{"n":1}`)
+	stall := stallingConfigs{PushStore: r.store, reading: make(chan struct{})}
+	r.proxy.Push.Store = stall
+	r.start()
+	select {
+	case <-stall.reading:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the delivery's config was never read")
+	}
+	r.stop()
+	pending := r.deliveries("org_a")[contracts.DeliveryPending]
+	if len(pending) != 1 || pending[0].Attempts != 0 || !strings.Contains(pending[0].LastError, "interrupted") {
+		t.Fatalf("after the stop: %+v, want dlv_1 pending, interrupted, no attempt counted", pending)
+	}
+	r.proxy.Push.Store = r.store
+	r.second()
+	waitFor(t, 5*time.Second, "the next meter to send it", func() bool { return len(h.hits()) == 1 })
+}

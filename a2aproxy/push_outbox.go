@@ -292,11 +292,25 @@ func (p *Proxy) deliver(ctx context.Context, d contracts.Delivery) (out pushqueu
 		p.Metrics.pushAttempt(outcome)
 		level(ctx, "push delivery", "delivery_id", d.ID, "task_id", d.TaskID, "status", status, "attempt", attempts, "http_status", httpStatus, "error", msg)
 	}
+	// interrupted gives d back when the meter stops before or during the
+	// attempt: it does not count, and it is due again at once, for
+	// whichever meter runs next (left leased, it would wait for its lease
+	// to end).
+	interrupted := func() (pushqueue.Outcome, string) {
+		attempts = d.Attempts
+		record(contracts.DeliveryPending, p.Clock.Now(), 0, "interrupted: the meter stopped during the attempt")
+		return unjudged, last
+	}
 	cfg, err := p.Push.Store.PushConfig(ctx, d.ListingID, d.TaskID, d.ConfigID)
 	if err != nil {
-		if isNotFound(err) {
+		switch {
+		case isNotFound(err):
 			record(contracts.DeliveryFailed, time.Time{}, 0, "the push notification config was deleted")
+		case ctx.Err() != nil:
+			return interrupted()
 		}
+		// Otherwise (the database not answering) it stays leased, and is
+		// claimed again when its lease ends.
 		return unjudged, last
 	}
 	bc, err := p.buyerConfig(cfg)
@@ -336,9 +350,7 @@ func (p *Proxy) deliver(ctx context.Context, d contracts.Delivery) (out pushqueu
 		// to now.
 		sig, err := p.Push.Signer.SignDelivery(ctx, d, cfg.URL)
 		if err != nil && ctx.Err() != nil {
-			attempts = d.Attempts
-			record(contracts.DeliveryPending, p.Clock.Now(), 0, "interrupted: the meter stopped during the attempt")
-			return unjudged, last
+			return interrupted()
 		}
 		if err != nil {
 			// Never sent unsigned: a buyer may refuse what is not signed.
@@ -349,11 +361,7 @@ func (p *Proxy) deliver(ctx context.Context, d contracts.Delivery) (out pushqueu
 	}
 	res, err := p.Push.client.Do(req)
 	if err != nil && ctx.Err() != nil {
-		// The meter stopped during the attempt: it does not count, and the
-		// delivery is due again at once, for whichever meter runs next.
-		attempts = d.Attempts
-		record(contracts.DeliveryPending, p.Clock.Now(), 0, "interrupted: the meter stopped during the attempt")
-		return unjudged, last
+		return interrupted()
 	}
 	if err != nil {
 		var ae *agentmarket.Error

@@ -145,6 +145,7 @@ type longAgent struct {
 	URL  string
 	Exec *longExecutor
 	Wire *sdkWireLog
+	Log  *syncBuffer // what the SDK logged (its push sender's failures)
 	// down makes the agent answer 503 to cancels, as an agent being
 	// redeployed does.
 	down atomic.Bool
@@ -155,7 +156,7 @@ func startLongAgent(t *testing.T, name string) *longAgent { return startLongAgen
 // startLongAgentV starts the agent in A2A version 1.0 or 0.3 (a2av0).
 func startLongAgentV(t *testing.T, name, version string) *longAgent {
 	t.Helper()
-	a := &longAgent{Exec: newLongExecutor(), Wire: &sdkWireLog{}}
+	a := &longAgent{Exec: newLongExecutor(), Wire: &sdkWireLog{}, Log: &syncBuffer{}}
 	srv := httptest.NewUnstartedServer(nil)
 	a.URL = "http://" + srv.Listener.Addr().String()
 	card := &a2a.AgentCard{
@@ -166,7 +167,7 @@ func startLongAgentV(t *testing.T, name, version string) *longAgent {
 		DefaultInputModes: []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
 		Skills: []a2a.AgentSkill{{ID: "long", Name: "Long work", Description: "Works for a long time.", Tags: []string{"test"}}},
 	}
-	h := a2asrv.NewHandler(a.Exec, a2asrv.WithLogger(slog.New(slog.DiscardHandler)),
+	h := a2asrv.NewHandler(a.Exec, a2asrv.WithLogger(slog.New(slog.NewTextHandler(a.Log, nil))),
 		a2asrv.WithPushNotifications(push.NewInMemoryStore(), push.NewHTTPPushSender(&push.HTTPSenderConfig{Timeout: 5 * time.Second})))
 	mux := http.NewServeMux()
 	if version == "0.3" {
@@ -265,13 +266,22 @@ func (h *webhook) received(path string) []hookCall {
 // waitFor polls cond every 50ms until it holds or the time is up.
 func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
 	t.Helper()
+	if !eventually(limit, cond) {
+		t.Fatalf("timed out after %s waiting for %s", limit, what)
+	}
+}
+
+// eventually polls cond every 50ms until it holds (true) or the time is
+// up (false).
+func eventually(limit time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(limit)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
+			return false
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	return true
 }
 
 // freeAddr is a loopback address nothing listens on, so a marketplace can

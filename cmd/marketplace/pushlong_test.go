@@ -100,7 +100,11 @@ func TestPushNotifications(t *testing.T) {
 		ag.Exec.step(task)
 		ag.Exec.step(task)
 
-		waitFor(t, "five deliveries", 20*time.Second, func() bool { return len(hook.received("/hook")) >= 5 })
+		if !eventually(20*time.Second, func() bool { return len(hook.received("/hook")) >= 5 }) {
+			all := lm.api.with(lm.buyer).do("GET", "/api/v1/push-deliveries?task_id="+task, nil)
+			t.Fatalf("timed out after 20s waiting for five deliveries: the webhook got %q; the deliveries: %s\nthe agent's log:\n%s\nthe meter's log:\n%s",
+				pushKinds(hook.received("/hook")), all.Body, ag.Log, lm.m.Output)
+		}
 		calls := hook.received("/hook")
 		kinds := pushKinds(calls)
 		for i, c := range calls {
