@@ -25,7 +25,10 @@ const (
 	PaymentRequired Kind = "payment_required"
 	TooLarge        Kind = "too_large"
 	HeadersTooLarge Kind = "headers_too_large" // the request's line and headers, not its body
-	Unavailable     Kind = "unavailable"
+	// TimedOut: the client sent its request too slowly (or opened a
+	// connection and sent nothing).
+	TimedOut    Kind = "timed_out"
+	Unavailable Kind = "unavailable"
 	// TooManyRequests: the caller must wait (Error.RetryAfter) before
 	// trying again (sign-in attempts, say).
 	TooManyRequests Kind = "too_many_requests"

@@ -272,6 +272,8 @@ func Status(k agentmarket.Kind) int {
 		return fiber.StatusRequestEntityTooLarge
 	case agentmarket.HeadersTooLarge:
 		return fiber.StatusRequestHeaderFieldsTooLarge
+	case agentmarket.TimedOut:
+		return fiber.StatusRequestTimeout
 	case agentmarket.Unavailable:
 		return fiber.StatusServiceUnavailable
 	case agentmarket.TooManyRequests:
@@ -293,6 +295,12 @@ func fromFiber(fe *fiber.Error) error {
 		return agentmarket.Errorf(agentmarket.NotFound, "method_not_allowed", "%s", fe.Message)
 	case fiber.StatusBadRequest:
 		return agentmarket.Errorf(agentmarket.Invalid, "bad_request", "%s", fe.Message)
+	case fiber.StatusRequestTimeout:
+		// fasthttp's read timeout, also on a connection that never sent
+		// a request: 408, which an HTTP client takes as the server
+		// closing an idle connection (not as an answer it never asked
+		// for, nor as the server failing).
+		return agentmarket.Errorf(agentmarket.TimedOut, "request_timeout", "the request was not received in time")
 	}
 	return agentmarket.Errorf(agentmarket.Internal, "internal", "%s", fe.Message)
 }

@@ -2,6 +2,7 @@ package api_test
 
 import (
 	"encoding/json"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"strings"
@@ -46,6 +47,35 @@ func TestOpenAPICoversRoutes(t *testing.T) {
 			if !mounted[m+" "+p] {
 				t.Errorf("openapi.json documents %s %s, which is not mounted", m, p)
 			}
+		}
+	}
+}
+
+// TestErrorsOfTheServer: fasthttp's own refusals keep their meaning on the
+// wire. A read timeout (also on a connection that never sent a request)
+// is a 408, which HTTP clients take as an idle connection closing, not a
+// 500 "internal" the server never had.
+func TestErrorsOfTheServer(t *testing.T) {
+	app := fiber.New(fiber.Config{ErrorHandler: func(c *fiber.Ctx, err error) error { return api.WriteError(c, nil, err) }})
+	for _, tc := range []struct {
+		err    error
+		status int
+		code   string
+	}{
+		{fiber.ErrRequestTimeout, 408, "request_timeout"},
+		{fiber.ErrRequestEntityTooLarge, 413, "body_too_large"},
+		{fiber.ErrRequestHeaderFieldsTooLarge, 431, "headers_too_large"},
+		{fiber.ErrBadRequest, 422, "bad_request"},
+	} {
+		app.Get("/"+tc.code, func(*fiber.Ctx) error { return tc.err })
+		res, err := app.Test(httptest.NewRequest("GET", "/"+tc.code, nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body api.ErrorBody
+		json.NewDecoder(res.Body).Decode(&body)
+		if res.StatusCode != tc.status || body.Error.Code != tc.code {
+			t.Errorf("%v: %d %q, want %d %q", tc.err, res.StatusCode, body.Error.Code, tc.status, tc.code)
 		}
 	}
 }
