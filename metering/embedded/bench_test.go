@@ -16,7 +16,6 @@ import (
 	"github.com/agentmarket/agentmarket/metering/embedded"
 	"github.com/agentmarket/agentmarket/metering/spool"
 	"github.com/agentmarket/agentmarket/metering/storetest"
-	"github.com/agentmarket/agentmarket/metering/synth"
 )
 
 // BenchmarkShip measures the pipeline's rate into the embedded store: rows
@@ -63,15 +62,13 @@ func BenchmarkShip(b *testing.B) {
 	}
 }
 
-// benchTraffic is the rows BenchmarkInsert inserts: synth's marketplace,
-// 100,000 rows a day over June 2026, with the meter's ids in place of
-// synth's.
-var benchTraffic = synth.Usage{Seed: 7, Rows: 3_000_000,
-	From: time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)}
+// benchTraffic is the rows BenchmarkInsert inserts (storetest's), with the
+// meter's ids in place of synth's.
+var benchTraffic = storetest.BenchTraffic
 
 const (
-	benchBatch    = spool.DefaultBatchRows // what the shipper gives this store's Insert
-	prefilledRows = 1_000_000              // rows in the file of the "1M-rows" runs
+	benchBatch    = embedded.PreferredBatchRows // what the shipper gives this store's Insert
+	prefilledRows = 1_000_000                   // rows in the file of the "1M-rows" runs
 	maxBenchRows  = 60 * benchBatch
 )
 
@@ -154,6 +151,22 @@ func BenchmarkInsert(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkQueries times the product's queries (storetest.BenchQueries)
+// on a copy of the file of prefilledRows rows (EMBEDDED_BENCH_DIR, as
+// BenchmarkInsert's).
+//
+//	EMBEDDED_BENCH_DIR=/tmp/embedded-bench go test -run '^$' -bench Queries -benchtime 10x ./metering/embedded/
+func BenchmarkQueries(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "usage.db")
+	copyFile(b, prefilled(b, "sortable-ids"), path)
+	s, err := embedded.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	storetest.BenchQueries(b, s)
 }
 
 // prefilled returns the file of prefilledRows rows of benchTraffic named by

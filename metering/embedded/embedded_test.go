@@ -81,9 +81,15 @@ func TestTotalsSQL(t *testing.T) {
 			[]any{"org_b", day.UnixMilli() / 86_400_000, day.AddDate(0, 1, 0).UnixMilli() / 86_400_000}},
 		{"by day over the rollup", metering.Query{GroupBy: metering.ByDay},
 			"SELECT day AS k, " + rollupSums + " FROM usage_daily GROUP BY k ORDER BY k", nil},
-		{"not on days: the rows", metering.Query{GroupBy: metering.BySeller, From: day.Add(time.Millisecond), ContractID: "ctr_1"},
-			"SELECT seller_org_id AS k, " + rowSums + " FROM usage WHERE time_ms >= ? AND contract_id = ? GROUP BY k ORDER BY k",
-			[]any{day.UnixMilli() + 1, "ctr_1"}},
+		// The whole days from the rollup, the partial first day from the
+		// rows.
+		{"not on days: the rollup and the partial day's rows", metering.Query{GroupBy: metering.BySeller, From: day.Add(time.Millisecond), ContractID: "ctr_1"},
+			"SELECT k, " + rollupSums + " FROM (SELECT seller_org_id AS k, calls, tasks, input_tokens, output_tokens, compute_ms, cost_micros, estimated FROM usage_daily WHERE contract_id = ? AND day >= ?" +
+				" UNION ALL SELECT seller_org_id AS k, 1, tasks, input_tokens, output_tokens, compute_ms, cost_micros, estimated FROM usage WHERE time_ms >= ? AND time_ms < ? AND contract_id = ?) GROUP BY k ORDER BY k",
+			[]any{"ctr_1", day.UnixMilli()/86_400_000 + 1, day.UnixMilli() + 1, day.AddDate(0, 0, 1).UnixMilli(), "ctr_1"}},
+		{"within one day: the rows", metering.Query{GroupBy: metering.BySeller, From: day.Add(time.Hour), To: day.Add(2 * time.Hour)},
+			"SELECT seller_org_id AS k, " + rowSums + " FROM usage WHERE time_ms >= ? AND time_ms < ? GROUP BY k ORDER BY k",
+			[]any{day.Add(time.Hour).UnixMilli(), day.Add(2 * time.Hour).UnixMilli()}},
 		{"by task: the rows", metering.Query{GroupBy: metering.ByTask, From: day, To: day.Add(24 * time.Hour)},
 			"SELECT listing_id || '/' || task_id AS k, " + rowSums + ", MAX(context_id) FROM usage WHERE time_ms >= ? AND time_ms < ? GROUP BY k ORDER BY k",
 			[]any{day.UnixMilli(), day.Add(24 * time.Hour).UnixMilli()}},

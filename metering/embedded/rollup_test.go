@@ -15,7 +15,8 @@ import (
 
 // TestRollupMatchesRows: over whole days, the daily rollup answers exactly
 // what summing the rows answers, for every grouping and filter, also after
-// rows are inserted twice.
+// rows are inserted twice; so do the rollup and the rows together over
+// ranges with partial days.
 func TestRollupMatchesRows(t *testing.T) {
 	s, err := Open(filepath.Join(t.TempDir(), "usage.db"))
 	if err != nil {
@@ -52,18 +53,38 @@ func TestRollupMatchesRows(t *testing.T) {
 			{ContractID: "ctr_3", APIKeyID: "key_1", From: start.Add(day)},
 		} {
 			q.GroupBy = g
-			got, err := s.totalsFromRollup(ctx, q)
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, err := s.totalsFromRows(ctx, q)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !reflect.DeepEqual(got, want) {
-				t.Errorf("%s %+v:\n rollup %+v\n rows   %+v", g, q, got, want)
-			}
+			same(t, "rollup", s.totalsFromRollup, s.totalsFromRows, q)
 		}
+		// Ranges with partial days: Totals reads the whole days from the
+		// rollup and the partial ones from the rows.
+		for _, q := range []metering.Query{
+			{From: start.Add(3*day + 7*time.Hour + 1234*time.Millisecond)},
+			{To: start.Add(20*day + 13*time.Hour)},
+			{From: start.Add(2*day + time.Millisecond), To: start.Add(29*day - time.Millisecond), BuyerOrgID: "org_b1"},
+			{From: start.Add(5*day + time.Hour), To: start.Add(6*day + time.Hour), SellerOrgID: "org_s0"},
+			{From: start.Add(5*day + time.Hour), To: start.Add(5*day + 9*time.Hour)},
+			{From: start.Add(-time.Hour), To: start.Add(9 * day), ContractID: "ctr_3"},
+		} {
+			q.GroupBy = g
+			same(t, "split", s.Totals, s.totalsFromRows, q)
+		}
+	}
+}
+
+// same checks that got answers q as want does.
+func same(t *testing.T, name string, got, want func(context.Context, metering.Query) ([]metering.Total, error), q metering.Query) {
+	t.Helper()
+	ctx := context.Background()
+	g, err := got(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := want(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(g, w) {
+		t.Errorf("%s %+v:\n %s %+v\n rows %+v", q.GroupBy, q, name, g, w)
 	}
 }
 
