@@ -301,7 +301,13 @@ func (p *Proxy) deliver(ctx context.Context, d contracts.Delivery) (out pushqueu
 		record(contracts.DeliveryPending, p.Clock.Now(), 0, "interrupted: the meter stopped during the attempt")
 		return unjudged, last
 	}
-	cfg, err := p.Push.Store.PushConfig(ctx, d.ListingID, d.TaskID, d.ConfigID)
+	// The read is bounded as an attempt is: a lease outlasts an attempt
+	// (the worker checks Timeout against it), so a database stalling
+	// past the lease cannot have this meter give back, or send, what
+	// another meter claimed meanwhile.
+	rctx, cancel := context.WithTimeout(ctx, p.Push.Timeout)
+	cfg, err := p.Push.Store.PushConfig(rctx, d.ListingID, d.TaskID, d.ConfigID)
+	cancel()
 	if err != nil {
 		switch {
 		case isNotFound(err):
