@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -159,5 +160,48 @@ func TestRollupOverflowRepaired(t *testing.T) {
 	got, err := s.Totals(ctx, metering.Query{GroupBy: metering.ByListing, From: day, To: day.Add(24 * time.Hour)})
 	if err != nil || len(got) != 2 || got[0].CostMicros != math.MaxInt64 || got[1].CostMicros != 5 {
 		t.Fatalf("totals after the repair: %+v, %v", got, err)
+	}
+}
+
+// TestOwnRowsByIndex: what an org reads of its own rows (totals per task
+// and per tag, a buyer's or a seller's, over any range) is found through
+// an index of that org's rows, never by reading every org's rows of the
+// range: otherwise any seller's key could have the meter read the whole
+// table (GET /api/v1/usage?scope=seller&group_by=task&from=1970-01-01).
+func TestOwnRowsByIndex(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "usage.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Date(2026, 12, 8, 10, 30, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		q     metering.Query
+		index string
+	}{
+		{metering.Query{GroupBy: metering.ByTask, BuyerOrgID: "org_b", From: time.Unix(0, 0), To: now}, "usage_buyer_time"},
+		{metering.Query{GroupBy: metering.ByTask, SellerOrgID: "org_s", From: time.Unix(0, 0), To: now}, "usage_seller_time"},
+		{metering.Query{GroupBy: metering.ByTask, SellerOrgID: "org_s", ListingID: "lst_1", From: now.Add(-time.Hour), To: now}, "usage_seller_time"},
+		{metering.Query{GroupBy: metering.ByTag("team"), SellerOrgID: "org_s", From: now.AddDate(0, -1, 0), To: now}, "usage_seller_time"},
+		{metering.Query{GroupBy: metering.ByTag("team"), BuyerOrgID: "org_b"}, "usage_buyer_time"},
+	} {
+		query, args := TotalsSQL(tc.q)
+		rows, err := s.db.Query("EXPLAIN QUERY PLAN "+query, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, notused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &notused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		if !strings.Contains(strings.Join(plan, "; "), tc.index) {
+			t.Errorf("%+v: plan %q, want it to read the rows through %s", tc.q, plan, tc.index)
+		}
 	}
 }
