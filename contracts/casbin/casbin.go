@@ -9,6 +9,7 @@ package casbin
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -42,6 +43,11 @@ type Authorizer struct {
 	store contracts.PolicyStore
 	m     model.Model
 	e     atomic.Pointer[casbinv2.Enforcer]
+	// reloading serializes reloads: one that read the rules before a
+	// change must not swap its enforcer in after the change's own reload
+	// did (the periodic reload racing a grant would take a new buyer's
+	// right away until the next tick).
+	reloading sync.Mutex
 }
 
 // New seeds the default role rules (keeping any already stored) and loads
@@ -63,6 +69,8 @@ func New(ctx context.Context, store contracts.PolicyStore) (*Authorizer, error) 
 
 // Reload reads every rule from the store.
 func (a *Authorizer) Reload(ctx context.Context) error {
+	a.reloading.Lock()
+	defer a.reloading.Unlock()
 	rules, err := a.store.LoadRules(ctx)
 	if err != nil {
 		return err

@@ -2,6 +2,7 @@ package casbin_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -201,5 +202,61 @@ func testSharedRules(t *testing.T, db *relational.DB) {
 	close(errs)
 	for err := range errs {
 		t.Errorf("Run reported: %v", err)
+	}
+}
+
+// stallingLoads is a policy store whose next load, once armed, reads the
+// rules and then waits (a reload slowed down, by a loaded machine, say).
+type stallingLoads struct {
+	contracts.PolicyStore
+	armed         atomic.Bool
+	read, release chan struct{}
+}
+
+func (s *stallingLoads) LoadRules(ctx context.Context) ([]contracts.Rule, error) {
+	rules, err := s.PolicyStore.LoadRules(ctx)
+	if s.armed.CompareAndSwap(true, false) {
+		close(s.read)
+		<-s.release
+	}
+	return rules, err
+}
+
+// TestReloadNeverGoesBack: a periodic reload that read the rules before a
+// grant, and finishes after the grant's own reload, does not put back the
+// rules without the grant: the buyer who just subscribed is not refused
+// until the next reload (a subscription's first call answered 403 in CI).
+func TestReloadNeverGoesBack(t *testing.T) {
+	ctx := context.Background()
+	store := &stallingLoads{PolicyStore: contractsgorm.New(relationaltest.SQLite(t).DB), read: make(chan struct{}), release: make(chan struct{})}
+	a, err := casbin.New(ctx, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.armed.Store(true)
+	periodic := make(chan error, 1)
+	go func() { periodic <- a.Reload(ctx) }() // Run's tick
+	<-store.read                              // it has the rules without the grant
+	granted := make(chan error, 1)
+	go func() { granted <- a.Grant(ctx, invoke) }()
+	select {
+	case err := <-granted:
+		// The grant's reload finished first; the periodic one ends now.
+		if err != nil {
+			t.Fatal(err)
+		}
+		close(store.release)
+	case <-time.After(200 * time.Millisecond):
+		// The grant's reload waits for the periodic one.
+		close(store.release)
+		if err := <-granted; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-periodic; err != nil {
+		t.Fatal(err)
+	}
+	if !allowed(t, a, "org:o1", "*", "listing:l1", "invoke") {
+		t.Error("after the grant returned, o1 may not invoke l1: a reload older than the grant replaced its rules")
 	}
 }
