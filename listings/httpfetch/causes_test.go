@@ -129,7 +129,14 @@ func TestFetchCardCauses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := &httpfetch.Fetcher{Guard: guard, Dialer: httpfetchtest.Dialer(t, dns), Timeout: 300 * time.Millisecond, Transport: tt.transport}
+			// Short only where the timeout is the cause: a handshake on a
+			// loaded machine may take longer than 300ms, and its refusal
+			// must not turn into a timeout (a CI run saw it).
+			timeout := 10 * time.Second
+			if tt.code == httpfetch.CodeTimeout {
+				timeout = 300 * time.Millisecond
+			}
+			f := &httpfetch.Fetcher{Guard: guard, Dialer: httpfetchtest.Dialer(t, dns), Timeout: timeout, Transport: tt.transport}
 			_, err := f.FetchCard(context.Background(), tt.url, "")
 			wantFetchError(t, err, tt.code, tt.want...)
 			var e *agentmarket.Error
