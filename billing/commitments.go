@@ -114,22 +114,9 @@ func (s *Service) sendItem(ctx context.Context, c *contracts.Contract, sub *Subs
 	if err != nil {
 		return err
 	}
-	in := InvoiceItem{CustomerID: sub.CustomerID, SubscriptionID: target, ContractID: c.ID,
+	return s.Provider.AddInvoiceItem(ctx, InvoiceItem{CustomerID: sub.CustomerID, SubscriptionID: target, ContractID: c.ID,
 		Currency: item.Currency, AmountMinor: item.AmountMinor, IdempotencyKey: item.IdempotencyKey, Period: period,
-		Description: item.Description, Resend: resend}
-	if target == "" && item.AmountMinor > 0 && s.SellerAccount != nil {
-		// Its own invoice pays the seller as the stay's subscription did
-		// (transfer less the platform's fee). A credit on an invoice of its
-		// own cannot take back from a transfer: the platform gives it.
-		account, err := s.SellerAccount(ctx, c.ListingID)
-		if err != nil {
-			return err
-		}
-		if account != "" {
-			in.ConnectedAccountID, in.PlatformFeeMinor = account, PlatformFeeOf(item.AmountMinor, s.PlatformFeePercent)
-		}
-	}
-	return s.Provider.AddInvoiceItem(ctx, in)
+		Description: item.Description, Resend: resend})
 }
 
 // invoicingSubscription is the subscription whose next invoice takes an

@@ -2,16 +2,12 @@ package billing_test
 
 import (
 	"context"
-	"fmt"
-	"math"
 	"math/big"
 	"math/rand/v2"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/agentmarket/agentmarket/billing"
-	"github.com/agentmarket/agentmarket/contracts"
 	"github.com/agentmarket/agentmarket/listings"
 )
 
@@ -112,7 +108,13 @@ func TestPropertyCommitment(t *testing.T) {
 func TestChargeCommitments(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
-	c := e.attachCommitted(t, "ctr_c", "")
+	e.plans["lst_echo/5"] = commitPlan()
+	c := e.contract("ctr_c", t0)
+	c.PlanVersion = 5
+	e.ctrs.all[len(e.ctrs.all)-1] = *c
+	if err := e.service().Attach(ctx, c, buyer, "Echo agent", commitPlan(), ""); err != nil {
+		t.Fatal(err)
+	}
 	e.attach(t, "ctr_plain")
 	e.prov.take()
 	e.use(t, "ctr_c", t0.Add(time.Hour), billing.Usage{InputTokens: 1_000_000})
@@ -161,113 +163,5 @@ func TestChargeCommitments(t *testing.T) {
 	}
 	if n, err := e.ledger().ChargeCommitments(ctx, may); err != nil || n != 0 {
 		t.Errorf("without a provider = %d, %v", n, err)
-	}
-}
-
-// TestEndedStayChargePaysTheSeller: a stay canceled before its month
-// closed has no subscription to invoice its shortfall, so the charge is
-// invoiced on its own; that invoice pays the listing's seller through its
-// connected account, less the platform's fee (12.5 %, in integers), as the
-// stay's subscription would have. A seller without an account, or a
-// service that cannot look one up, leaves the invoice the platform's.
-func TestEndedStayChargePaysTheSeller(t *testing.T) {
-	for _, c := range []struct {
-		name, account string
-		lookup        bool
-		want          string
-	}{
-		{"the seller's account", "acct_seller", true, ` pays acct_seller less `},
-		{"no account", "", true, ""},
-		{"no lookup", "", false, ""},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			e := newEnv(t)
-			ctx := context.Background()
-			ctr := e.attachCommitted(t, "ctr_c", c.account)
-			e.use(t, "ctr_c", t0.Add(time.Hour), billing.Usage{InputTokens: 1_000_000})
-			e.at(t0.Add(10 * 24 * time.Hour))
-			if err := e.service().Detach(ctx, ctr); err != nil {
-				t.Fatal(err)
-			}
-			end := e.clock.Now()
-			e.ctrs.all[len(e.ctrs.all)-1].CanceledAt = &end
-			e.at(date(2026, 6, 1, 0, 5))
-			e.prov.take()
-			svc := e.service()
-			var asked []string
-			if c.lookup {
-				svc.SellerAccount = func(_ context.Context, listingID string) (string, error) {
-					asked = append(asked, listingID)
-					return c.account, nil
-				}
-			}
-			if n, err := svc.ChargeCommitments(ctx, billing.MonthOf(t0)); err != nil || n != 1 {
-				t.Fatalf("ChargeCommitments = %d, %v", n, err)
-			}
-			calls := e.prov.take()
-			if len(calls) != 1 || !strings.HasPrefix(calls[0], "AddInvoiceItem  cus_org_buyer ") {
-				t.Fatalf("calls %q, want one item without a subscription", calls)
-			}
-			var amount, fee int64
-			fmt.Sscanf(strings.TrimPrefix(calls[0], "AddInvoiceItem  cus_org_buyer "), "%d", &amount)
-			if c.want == "" {
-				if strings.Contains(calls[0], " pays ") {
-					t.Errorf("%q pays a seller, want the platform's invoice", calls[0])
-				}
-				return
-			}
-			if c.lookup && (len(asked) != 1 || asked[0] != "lst_echo") {
-				t.Errorf("the seller looked up for %q, want lst_echo", asked)
-			}
-			_, after, ok := strings.Cut(calls[0], c.want)
-			if !ok {
-				t.Fatalf("%q does not pay the seller (%q)", calls[0], c.want)
-			}
-			fmt.Sscanf(after, "%d", &fee)
-			if want := (amount*1250 + 5_000) / 10_000; amount <= 0 || fee != want {
-				t.Errorf("amount %d, fee %d; want 12.5 %% of it, %d", amount, fee, want)
-			}
-		})
-	}
-}
-
-// attachCommitted attaches contract id of the buyer, from t0, on the
-// commitment plan (version 5); its seller is paid through account ("":
-// none).
-func (e *env) attachCommitted(t *testing.T, id, account string) *contracts.Contract {
-	t.Helper()
-	e.plans["lst_echo/5"] = commitPlan()
-	c := e.contract(id, t0)
-	c.PlanVersion = 5
-	e.ctrs.all[len(e.ctrs.all)-1] = *c
-	if err := e.service().Attach(context.Background(), c, buyer, "Echo agent", commitPlan(), account); err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-// TestPlatformFeeOf: the platform's share in integers, half up, for any
-// amount a minor unit can hold; a credit carries none.
-func TestPlatformFeeOf(t *testing.T) {
-	for _, c := range []struct {
-		amount  int64
-		percent float64
-		want    int64
-	}{
-		{1451, 12.5, 181}, // 181.375
-		{1452, 12.5, 182}, // 181.5: half up
-		{1, 12.5, 0},
-		{4, 12.5, 1}, // 0.5
-		{10_000, 0.01, 1},
-		{1451, 0, 0},
-		{1451, 100, 1451},
-		{-1235, 12.5, 0},
-		{0, 12.5, 0},
-		{math.MaxInt64, 100, math.MaxInt64},
-		{math.MaxInt64, 12.5, 1152921504606846976}, // ⌊(2^63 − 1) / 8⌉
-	} {
-		if got := billing.PlatformFeeOf(c.amount, c.percent); got != c.want {
-			t.Errorf("PlatformFeeOf(%d, %v) = %d, want %d", c.amount, c.percent, got, c.want)
-		}
 	}
 }

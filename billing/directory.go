@@ -66,13 +66,6 @@ func (d Directory) Listing(ctx context.Context, listingID string) (name, connect
 	return listingName(l), seller.ConnectAccountID, nil
 }
 
-// SellerAccount returns a listing's seller's connected account ("" while
-// it has none), for Service.SellerAccount.
-func (d Directory) SellerAccount(ctx context.Context, listingID string) (string, error) {
-	_, account, err := d.Listing(ctx, listingID)
-	return account, err
-}
-
 func listingName(l *listings.Listing) string {
 	if l.Card != nil {
 		return l.Card.Name

@@ -108,30 +108,6 @@ type InvoiceItem struct {
 	// then first looks for it, since its idempotency key may have
 	// expired.
 	Resend bool
-	// ConnectedAccountID, for an item without a SubscriptionID, is the
-	// seller's connected account that the item's own invoice pays, less
-	// PlatformFeeMinor, as a subscription pays the seller of its
-	// listing (on a subscription, the subscription's transfer applies).
-	// Empty: the platform keeps all.
-	ConnectedAccountID string
-	// PlatformFeeMinor is the platform's share of the item, in the
-	// currency's minor unit (PlatformFeeOf); it requires a
-	// ConnectedAccountID.
-	PlatformFeeMinor int64
-}
-
-// PlatformFeeOf is the platform's share of amountMinor at percent (0 to
-// 100, at most two decimals, as SubscribeInput.PlatformFeePercent): the
-// amount times the percent's basis points over 10,000, rounded half up,
-// in integers. A credit (amountMinor ≤ 0) carries no fee.
-func PlatformFeeOf(amountMinor int64, percent float64) int64 {
-	if amountMinor <= 0 {
-		return 0
-	}
-	bps := int64(math.Round(percent * 100)) // 0 to 10,000
-	// amount = q×10,000 + r: no product exceeds int64.
-	q, r := amountMinor/10_000, amountMinor%10_000
-	return q*bps + (r*bps+5_000)/10_000
 }
 
 // MeteredLineKinds are the usage lines, in invoice order: each has a

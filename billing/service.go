@@ -68,11 +68,6 @@ type Service struct {
 	// PlatformFeePercent is the platform's share of a seller's invoices
 	// when the seller has a connected account (see SubscribeInput).
 	PlatformFeePercent float64
-	// SellerAccount returns the connected account of a listing's seller
-	// ("" while it has none): an item invoiced on its own, without a
-	// subscription, pays the seller through it as the subscription
-	// would have (nil: the platform keeps such items).
-	SellerAccount func(ctx context.Context, listingID string) (string, error)
 	// SettleDelay is how long after a period ends its usage is taken to
 	// be complete (spooled usage has been shipped): CloseMonth refuses to
 	// close a period earlier. Zero is DefaultSettleDelay.

@@ -174,12 +174,7 @@ func (p *fakeProvider) ChangePlan(_ context.Context, in billing.PlanChangeInput)
 func (p *fakeProvider) AddInvoiceItem(_ context.Context, in billing.InvoiceItem) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if in.ConnectedAccountID != "" {
-		p.record("AddInvoiceItem %s %s %d %s %q %s pays %s less %d", in.SubscriptionID, in.CustomerID, in.AmountMinor, in.Currency, in.Description,
-			in.IdempotencyKey, in.ConnectedAccountID, in.PlatformFeeMinor)
-	} else {
-		p.record("AddInvoiceItem %s %s %d %s %q %s", in.SubscriptionID, in.CustomerID, in.AmountMinor, in.Currency, in.Description, in.IdempotencyKey)
-	}
+	p.record("AddInvoiceItem %s %s %d %s %q %s", in.SubscriptionID, in.CustomerID, in.AmountMinor, in.Currency, in.Description, in.IdempotencyKey)
 	if p.down {
 		return errUnavailable
 	}

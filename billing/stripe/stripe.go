@@ -391,11 +391,7 @@ const invoiceKeySuffix = "/invoice"
 // lists the customer's items created since the period's end and takes the
 // one whose metadata holds the key: found, it is not created again, and
 // without a subscription the invoice is created only while it is still
-// pending (an item already on an invoice was invoiced). With a
-// ConnectedAccountID that invoice pays the seller (transfer_data) less
-// PlatformFeeMinor (application_fee_amount). It takes every pending item
-// of the customer: one whose own invoice failed and was not yet sent
-// again goes with it, to this item's seller.
+// pending (an item already on an invoice was invoiced).
 func (p *Provider) AddInvoiceItem(ctx context.Context, in billing.InvoiceItem) error {
 	var fe agentmarket.Fields
 	checkCall(&fe, "customer_id", in.CustomerID, in.IdempotencyKey)
@@ -408,12 +404,6 @@ func (p *Provider) AddInvoiceItem(ctx context.Context, in billing.InvoiceItem) e
 	}
 	if _, err := billing.MinorUnitDigits(in.Currency); err != nil {
 		fe.Add("currency", "unknown_currency", "currency %q is not one AgentMarket can bill in", in.Currency)
-	}
-	switch {
-	case in.PlatformFeeMinor != 0 && in.ConnectedAccountID == "":
-		fe.Add("platform_fee_minor", "requires_connected_account", "a platform fee needs the seller's connected account")
-	case in.PlatformFeeMinor < 0 || in.PlatformFeeMinor > in.AmountMinor && in.ConnectedAccountID != "":
-		fe.Add("platform_fee_minor", "range", "the platform's fee must be between 0 and the item's amount")
 	}
 	if err := fe.Err("invalid_invoice_item", "the charge cannot be added"); err != nil {
 		return err
@@ -469,12 +459,6 @@ func (p *Provider) invoiceNow(ctx context.Context, in billing.InvoiceItem, meta 
 		AutoAdvance:                 stripego.Bool(true),
 		Description:                 stripego.String(in.Description),
 		Metadata:                    meta,
-	}
-	if in.ConnectedAccountID != "" {
-		// The seller's share, as its subscription pays it: a destination
-		// charge less the platform's fee.
-		ip.TransferData = &stripego.InvoiceTransferDataParams{Destination: stripego.String(in.ConnectedAccountID)}
-		ip.ApplicationFeeAmount = stripego.Int64(in.PlatformFeeMinor)
 	}
 	_, err := p.api.Invoices.New(ip)
 	return mapError("invoice the item", err)

@@ -383,39 +383,6 @@ func TestInvoiceItemWithoutSubscriptionOnStripeMock(t *testing.T) {
 	checkCalls(t, rec.take(), []want{lookupCall, item, invoiceNowCall})
 }
 
-// TestInvoiceItemPaysTheSellerOnStripeMock: an item invoiced on its own
-// with the seller's connected account is a destination charge less the
-// platform's fee, as the subscription's invoices are: its invoice carries
-// transfer_data[destination] and application_fee_amount. A fee without
-// an account, or beyond the item, is refused before anything is sent.
-func TestInvoiceItemPaysTheSellerOnStripeMock(t *testing.T) {
-	p, rec := mockProvider(t)
-	may := billing.MonthOf(time.Date(2026, time.May, 3, 0, 0, 0, 0, time.UTC))
-	in := billing.InvoiceItem{CustomerID: "cus_test", ContractID: "ctr_test", Currency: "usd", AmountMinor: 1451,
-		Description: "Minimum commitment shortfall, May 2026", Period: may, IdempotencyKey: billing.CommitmentKey("ctr_test", may.Start),
-		ConnectedAccountID: "acct_seller", PlatformFeeMinor: 181}
-	if err := p.AddInvoiceItem(context.Background(), in); err != nil {
-		t.Fatalf("AddInvoiceItem: %v", err)
-	}
-	item := want{"POST", "/v1/invoiceitems", "am1/contract/ctr_test/commitment/1777593600",
-		itemForm("commitment", "1451", "Minimum commitment shortfall, May 2026", nil), 0}
-	invoice := invoiceNowCall
-	invoice.Form = merge(invoiceNowCall.Form, map[string]string{"transfer_data[destination]": "acct_seller", "application_fee_amount": "181"})
-	checkCalls(t, rec.take(), []want{item, invoice})
-
-	for _, bad := range []billing.InvoiceItem{
-		{ConnectedAccountID: "", PlatformFeeMinor: 181},
-		{ConnectedAccountID: "acct_seller", PlatformFeeMinor: 1452},
-		{ConnectedAccountID: "acct_seller", PlatformFeeMinor: -1},
-	} {
-		in.ConnectedAccountID, in.PlatformFeeMinor = bad.ConnectedAccountID, bad.PlatformFeeMinor
-		if err := p.AddInvoiceItem(context.Background(), in); agentmarket.KindOf(err) != agentmarket.Invalid {
-			t.Errorf("account %q, fee %d: %v, want invalid", bad.ConnectedAccountID, bad.PlatformFeeMinor, err)
-		}
-	}
-	checkCalls(t, rec.take(), nil)
-}
-
 var lookupCall = want{"GET", "/v1/invoiceitems", "", map[string]string{"customer": "cus_test", "created[gte]": "1780272000", "limit": "100"}, 0}
 
 // TestInvoiceItemResendFindsIt: a resend past Stripe's 24 hours (the key

@@ -56,7 +56,6 @@ func Billing(ctx context.Context, cfg *config.Config, d BillingDeps) (*BillingPa
 			Clock: d.Clock, Logger: d.Logger}
 	}
 	names := billing.Directory{Orgs: d.Contracts, Listings: d.Listings}
-	svc.SellerAccount = names.SellerAccount
 	parts.Focus = &billing.Focus{Service: svc, OrgName: names.OrgName, ListingName: names.ListingName}
 	hooks := &billing.Hooks{Service: svc, Buyer: names.Buyer, Listing: names.Listing}
 	return parts, hooks, nil
