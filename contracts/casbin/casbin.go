@@ -9,7 +9,6 @@ package casbin
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -43,11 +42,17 @@ type Authorizer struct {
 	store contracts.PolicyStore
 	m     model.Model
 	e     atomic.Pointer[casbinv2.Enforcer]
-	// reloading serializes reloads: one that read the rules before a
-	// change must not swap its enforcer in after the change's own reload
-	// did (the periodic reload racing a grant would take a new buyer's
-	// right away until the next tick).
-	reloading sync.Mutex
+	// reloading (a one-slot semaphore, so a waiting caller can give up
+	// with its context) serializes reloads: one that read the rules
+	// before a change must not swap its enforcer in after the change's
+	// own reload did (the periodic reload racing a grant would take a new
+	// buyer's right away until the next tick).
+	reloading chan struct{}
+	// asked counts the reloads asked for; done is the highest of those
+	// that a finished reload covers (it began reading after they were
+	// asked). A reload asked for at or below done has nothing left to
+	// read: a burst of grants waits for one or two reloads, not one each.
+	asked, done atomic.Uint64
 }
 
 // New seeds the default role rules (keeping any already stored) and loads
@@ -57,7 +62,7 @@ func New(ctx context.Context, store contracts.PolicyStore) (*Authorizer, error) 
 	if err != nil {
 		return nil, err
 	}
-	a := &Authorizer{store: store, m: m}
+	a := &Authorizer{store: store, m: m, reloading: make(chan struct{}, 1)}
 	if err := store.AddRules(ctx, contracts.DefaultRules()); err != nil {
 		return nil, fmt.Errorf("seed policies: %w", err)
 	}
@@ -69,8 +74,17 @@ func New(ctx context.Context, store contracts.PolicyStore) (*Authorizer, error) 
 
 // Reload reads every rule from the store.
 func (a *Authorizer) Reload(ctx context.Context) error {
-	a.reloading.Lock()
-	defer a.reloading.Unlock()
+	ticket := a.asked.Add(1) // what the caller changed is stored by now
+	select {
+	case a.reloading <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-a.reloading }()
+	if a.done.Load() >= ticket {
+		return nil // a reload that began after the ticket has finished
+	}
+	covers := a.asked.Load()
 	rules, err := a.store.LoadRules(ctx)
 	if err != nil {
 		return err
@@ -93,6 +107,7 @@ func (a *Authorizer) Reload(ctx context.Context) error {
 		}
 	}
 	a.e.Store(e)
+	a.done.Store(covers)
 	return nil
 }
 
@@ -105,6 +120,9 @@ func trim(v []string) []string {
 	return append([]string(nil), v[:n]...)
 }
 
+// reloadTimeout bounds a periodic reload.
+const reloadTimeout = 10 * time.Second
+
 // Run reloads the rules every interval until ctx ends. A failed reload
 // keeps the rules it had and is retried at the next tick.
 func (a *Authorizer) Run(ctx context.Context, every time.Duration, onErr func(error)) {
@@ -115,8 +133,13 @@ func (a *Authorizer) Run(ctx context.Context, every time.Duration, onErr func(er
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			// A reload cut short because Run is ending is no failure.
-			if err := a.Reload(ctx); err != nil && onErr != nil && ctx.Err() == nil {
+			// Bounded: a load that hangs would hold back every grant
+			// queued behind it. A reload cut short because Run is ending
+			// is no failure.
+			rctx, cancel := context.WithTimeout(ctx, reloadTimeout)
+			err := a.Reload(rctx)
+			cancel()
+			if err != nil && onErr != nil && ctx.Err() == nil {
 				onErr(err)
 			}
 		}

@@ -260,3 +260,61 @@ func TestReloadNeverGoesBack(t *testing.T) {
 		t.Error("after the grant returned, o1 may not invoke l1: a reload older than the grant replaced its rules")
 	}
 }
+
+// TestReloadsQueueBriefly: a caller waiting behind a reload that hangs
+// gives up when its own context ends; grants that queued behind one
+// reload are covered by the next one, not one reload each.
+func TestReloadsQueueBriefly(t *testing.T) {
+	ctx := context.Background()
+	loads := &countingLoads{stallingLoads: stallingLoads{PolicyStore: contractsgorm.New(relationaltest.SQLite(t).DB), read: make(chan struct{}), release: make(chan struct{})}}
+	a, err := casbin.New(ctx, loads)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loads.armed.Store(true)
+	hung := make(chan error, 1)
+	go func() { hung <- a.Reload(ctx) }()
+	<-loads.read
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if err := a.Reload(short); err == nil {
+		t.Error("a reload queued behind a hung one returned nil before its context ended, want its context's error")
+	}
+	// Five grants queue behind the hung reload.
+	granted := make(chan error, 5)
+	for i := range 5 {
+		go func() {
+			granted <- a.Grant(ctx, contracts.Rule{PType: "p", V: [6]string{"org:o" + string(rune('1'+i)), "*", "listing:l1", "invoke"}})
+		}()
+	}
+	time.Sleep(100 * time.Millisecond)
+	before := loads.n.Load()
+	close(loads.release)
+	if err := <-hung; err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if err := <-granted; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 5 {
+		if !allowed(t, a, "org:o"+string(rune('1'+i)), "*", "listing:l1", "invoke") {
+			t.Errorf("o%d may not invoke l1 after its grant returned", i+1)
+		}
+	}
+	if n := loads.n.Load() - before; n > 2 {
+		t.Errorf("%d loads for five queued grants, want at most 2", n)
+	}
+}
+
+// countingLoads counts the loads of a stallingLoads.
+type countingLoads struct {
+	stallingLoads
+	n atomic.Int64
+}
+
+func (s *countingLoads) LoadRules(ctx context.Context) ([]contracts.Rule, error) {
+	s.n.Add(1)
+	return s.stallingLoads.LoadRules(ctx)
+}
