@@ -14,6 +14,12 @@ import (
 
 var _ contracts.PushCapsStore = (*Store)(nil)
 
+// toMilli and fromMilli store a rate a second as an integer of
+// thousandths (the API takes at most three decimals).
+func toMilli(perSecond float64) int64 { return int64(math.Round(perSecond * 1000)) }
+
+func fromMilli(milli int64) float64 { return float64(milli) / 1000 }
+
 type pushCapsRow struct {
 	OrgID          string `gorm:"primaryKey"`
 	Destination    string `gorm:"primaryKey"`
@@ -27,7 +33,7 @@ func (pushCapsRow) TableName() string { return "push_caps" }
 // SavePushCaps implements contracts.PushCapsStore.
 func (s *Store) SavePushCaps(ctx context.Context, c contracts.PushCaps) error {
 	r := pushCapsRow{OrgID: c.OrgID, Destination: c.Destination, MaxInFlight: c.MaxInFlight,
-		PerSecondMilli: int64(math.Round(c.PerSecond * 1000)), UpdatedAt: c.UpdatedAt.UTC()}
+		PerSecondMilli: toMilli(c.PerSecond), UpdatedAt: c.UpdatedAt.UTC()}
 	err := s.db.WithContext(ctx).Clauses(clause.OnConflict{
 		Columns:   []clause.Column{{Name: "org_id"}, {Name: "destination"}},
 		DoUpdates: clause.AssignmentColumns([]string{"max_in_flight", "per_second_milli", "updated_at"}),
@@ -44,7 +50,7 @@ func (s *Store) PushCaps(ctx context.Context, orgID string) ([]contracts.PushCap
 	out := make([]contracts.PushCaps, len(rows))
 	for i, r := range rows {
 		out[i] = contracts.PushCaps{OrgID: r.OrgID, Destination: r.Destination, MaxInFlight: r.MaxInFlight,
-			PerSecond: float64(r.PerSecondMilli) / 1000, UpdatedAt: r.UpdatedAt.UTC()}
+			PerSecond: fromMilli(r.PerSecondMilli), UpdatedAt: r.UpdatedAt.UTC()}
 	}
 	return out, nil
 }
@@ -75,7 +81,7 @@ func (pushConfigCapsRow) TableName() string { return "push_config_caps" }
 // SavePushConfigCaps implements contracts.PushCapsStore.
 func (s *Store) SavePushConfigCaps(ctx context.Context, c contracts.PushConfigCaps) error {
 	r := pushConfigCapsRow{ListingID: c.ListingID, TaskID: c.TaskID, ConfigID: c.ConfigID, OrgID: c.OrgID,
-		PerSecondMilli: int64(math.Round(c.PerSecond * 1000)), UpdatedAt: c.UpdatedAt.UTC()}
+		PerSecondMilli: toMilli(c.PerSecond), UpdatedAt: c.UpdatedAt.UTC()}
 	err := s.db.WithContext(ctx).Clauses(clause.OnConflict{
 		Columns:   []clause.Column{{Name: "listing_id"}, {Name: "task_id"}, {Name: "config_id"}},
 		DoUpdates: clause.AssignmentColumns([]string{"org_id", "per_second_milli", "updated_at"}),
@@ -102,7 +108,7 @@ func (s *Store) PushConfigCaps(ctx context.Context, orgID string) ([]contracts.P
 	out := make([]contracts.PushConfigCaps, len(rows))
 	for i, r := range rows {
 		out[i] = contracts.PushConfigCaps{OrgID: r.OrgID, ListingID: r.ListingID, TaskID: r.TaskID, ConfigID: r.ConfigID,
-			PerSecond: float64(r.PerSecondMilli) / 1000, Destination: contracts.Destination(r.URL), UpdatedAt: r.UpdatedAt.UTC()}
+			PerSecond: fromMilli(r.PerSecondMilli), Destination: contracts.Destination(r.URL), UpdatedAt: r.UpdatedAt.UTC()}
 	}
 	return out, nil
 }

@@ -33,22 +33,19 @@ type pushCapsJSON struct {
 	UpdatedAt       time.Time `json:"updated_at"`
 }
 
+// unlessZero is v's address, nil for its zero value (a cap not asked for).
+func unlessZero[T comparable](v T) *T {
+	var zero T
+	if v == zero {
+		return nil
+	}
+	return &v
+}
+
 func pushCapsOut(v contracts.PushCapsView) pushCapsJSON {
-	opt := func(n int) *int {
-		if n == 0 {
-			return nil
-		}
-		return &n
-	}
-	optf := func(n float64) *float64 {
-		if n == 0 {
-			return nil
-		}
-		return &n
-	}
 	dc, dr := v.Destination.Concurrency, v.Destination.PerSecond
 	return pushCapsJSON{Destination: v.Requested.Destination, MaxInFlight: v.Effective.MaxInFlight, PerSecond: v.Effective.PerSecond,
-		Requested:       capsJSON{MaxInFlight: opt(v.Requested.MaxInFlight), PerSecond: optf(v.Requested.PerSecond)},
+		Requested:       capsJSON{MaxInFlight: unlessZero(v.Requested.MaxInFlight), PerSecond: unlessZero(v.Requested.PerSecond)},
 		DestinationCaps: capsJSON{MaxInFlight: &dc, PerSecond: &dr}, UpdatedAt: v.Requested.UpdatedAt}
 }
 
